@@ -1,0 +1,73 @@
+// Package driver defines the interface that Redis client adapters implement.
+//
+// Application code should use a strategy package and the lock package; it
+// only passes a driver (driver/goredis or driver/redigo) to a strategy's
+// constructor. Driver authors implement [Conn] and check it with
+// conformance.RunDriver.
+//
+// Conn is the minimal command surface the strategies need. Everything the
+// adapters would otherwise repeat lives here, once: script hashing and
+// the EVALSHA-then-EVAL fallback ([Script]), reply normalisation, and the
+// nil-client check ([Check]). Optional capabilities are separate interfaces
+// that callers detect by type assertion, such as [Addresser]; adding one
+// never breaks an existing driver.
+package driver
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+	"time"
+
+	"github.com/locksmith-go/lock"
+)
+
+// Conn is a connection to one Redis deployment (a server, a Sentinel-managed
+// master, or a Cluster). Implementations must be safe for concurrent use,
+// must honour ctx's deadline and cancellation on every call, and must return
+// the client's own errors unwrapped (the strategies wrap them).
+//
+// Nil replies are normalised: a missing key gives ok == false and a nil
+// error, never the client's "nil" error.
+type Conn interface {
+	// SetNX sets key to value if key does not exist, expiring after ttl:
+	// SET key value NX PX ttl; with ttl == 0, SETNX key value (no expiry).
+	// It reports whether the key was set.
+	SetNX(ctx context.Context, key, value string, ttl time.Duration) (ok bool, err error)
+	// Get returns the value of key; ok is false if key does not exist.
+	Get(ctx context.Context, key string) (value string, ok bool, err error)
+	// GetSet sets key to value and returns the old value; ok is false if
+	// key did not exist.
+	GetSet(ctx context.Context, key, value string) (old string, ok bool, err error)
+	// Del deletes key and reports whether it existed.
+	Del(ctx context.Context, key string) (ok bool, err error)
+	// PTTL returns the remaining time to live of key; ok is false if key
+	// does not exist, and ttl is negative if it has no expiry.
+	PTTL(ctx context.Context, key string) (ttl time.Duration, ok bool, err error)
+	// EvalSha runs EVALSHA sha1 with keys and args and returns the reply as
+	// the client decoded it, with a nil reply as (nil, nil). It must return
+	// the server's NOSCRIPT error as an error whose text starts with
+	// "NOSCRIPT". Use [Script.Run] rather than calling it directly.
+	EvalSha(ctx context.Context, sha1 string, keys []string, args ...any) (any, error)
+	// Eval runs EVAL src with keys and args, replying as EvalSha does.
+	Eval(ctx context.Context, src string, keys []string, args ...any) (any, error)
+}
+
+// Addresser is an optional interface of a [Conn] that knows the address of
+// the server it talks to, for error messages and telemetry.
+type Addresser interface {
+	// Addr returns the server's host:port, or several joined by commas.
+	Addr() string
+}
+
+// Check returns an [*lock.ArgumentError] if c is nil, or a typed nil pointer
+// such as the (*goredis.Conn)(nil) that goredis.New(nil) returns.
+func Check(c Conn) error {
+	if c == nil {
+		return &lock.ArgumentError{Name: "conn", Reason: "must not be nil"}
+	}
+	if v := reflect.ValueOf(c); v.Kind() == reflect.Pointer && v.IsNil() {
+		return &lock.ArgumentError{Name: "conn", Reason: fmt.Sprintf("must not be a nil %T (was the client nil?)", c)}
+	}
+	return nil
+}

@@ -1,0 +1,113 @@
+// Package redigo adapts a redigo connection pool to [driver.Conn].
+//
+// It accepts a *redis.Pool, or anything else that hands out connections with
+// GetContext. Every command runs with redis.DoContext, so it honours the
+// context's deadline and cancellation.
+package redigo
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/gomodule/redigo/redis"
+
+	"github.com/locksmith-go/lock/driver"
+)
+
+// Pool hands out connections; *redis.Pool implements it.
+type Pool interface {
+	GetContext(ctx context.Context) (redis.Conn, error)
+}
+
+// Conn is a [driver.Conn] over a redigo pool.
+type Conn struct {
+	p Pool
+}
+
+var _ driver.Conn = (*Conn)(nil)
+
+// New returns a Conn that takes a connection from p for every command. It
+// returns nil if p is nil, which strategy constructors reject with a clear
+// error.
+func New(p Pool) *Conn {
+	if p == nil {
+		return nil
+	}
+	return &Conn{p: p}
+}
+
+// do runs one command on a pooled connection, with ctx.
+func (c *Conn) do(ctx context.Context, cmd string, args ...any) (any, error) {
+	conn, err := c.p.GetContext(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close()
+	return redis.DoContext(conn, ctx, cmd, args...)
+}
+
+// SetNX implements [driver.Conn].
+func (c *Conn) SetNX(ctx context.Context, key, value string, ttl time.Duration) (bool, error) {
+	if ttl == 0 {
+		return redis.Bool(c.do(ctx, "SETNX", key, value))
+	}
+	reply, err := c.do(ctx, "SET", key, value, "NX", "PX", ttl.Milliseconds())
+	return reply != nil && err == nil, err
+}
+
+// Get implements [driver.Conn].
+func (c *Conn) Get(ctx context.Context, key string) (string, bool, error) {
+	return stringOK(redis.String(c.do(ctx, "GET", key)))
+}
+
+// GetSet implements [driver.Conn].
+func (c *Conn) GetSet(ctx context.Context, key, value string) (string, bool, error) {
+	return stringOK(redis.String(c.do(ctx, "GETSET", key, value)))
+}
+
+// Del implements [driver.Conn].
+func (c *Conn) Del(ctx context.Context, key string) (bool, error) {
+	n, err := redis.Int64(c.do(ctx, "DEL", key))
+	return n > 0, err
+}
+
+// PTTL implements [driver.Conn].
+func (c *Conn) PTTL(ctx context.Context, key string) (time.Duration, bool, error) {
+	ms, err := redis.Int64(c.do(ctx, "PTTL", key))
+	switch {
+	case err != nil:
+		return 0, false, err
+	case ms == -2:
+		return 0, false, nil
+	case ms == -1:
+		return -1, true, nil
+	}
+	return time.Duration(ms) * time.Millisecond, true, nil
+}
+
+// EvalSha implements [driver.Conn].
+func (c *Conn) EvalSha(ctx context.Context, sha1 string, keys []string, args ...any) (any, error) {
+	return c.do(ctx, "EVALSHA", scriptArgs(sha1, keys, args)...)
+}
+
+// Eval implements [driver.Conn].
+func (c *Conn) Eval(ctx context.Context, src string, keys []string, args ...any) (any, error) {
+	return c.do(ctx, "EVAL", scriptArgs(src, keys, args)...)
+}
+
+func scriptArgs(script string, keys []string, args []any) []any {
+	a := make([]any, 0, 2+len(keys)+len(args))
+	a = append(a, script, len(keys))
+	for _, k := range keys {
+		a = append(a, k)
+	}
+	return append(a, args...)
+}
+
+func stringOK(s string, err error) (string, bool, error) {
+	if errors.Is(err, redis.ErrNil) {
+		return "", false, nil
+	}
+	return s, err == nil, err
+}

@@ -1,0 +1,327 @@
+// Package redistest starts real redis-server processes for tests, on free
+// loopback ports, with no persistence, and stops them when the test ends.
+// It can kill, pause (SIGSTOP), resume and restart a server, and start a
+// Redis Cluster. It never touches port 6379 or a server it did not start.
+//
+// The binary is $LOCKSMITH_REDIS_SERVER, or redis-server on PATH. Without
+// it, tests that need real servers skip, and [Addr] falls back to an
+// embedded in-process server; with LOCKSMITH_REQUIRE_REDIS=1 (as CI sets),
+// a missing binary fails the test instead.
+package redistest
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/locksmith-go/lock/internal/embedded"
+)
+
+// Environment variables read by the harness.
+const (
+	EnvBinary  = "LOCKSMITH_REDIS_SERVER"  // path to redis-server
+	EnvRequire = "LOCKSMITH_REQUIRE_REDIS" // "1": a missing redis-server fails the test
+)
+
+// Binary returns the path of redis-server.
+func Binary() (string, error) {
+	if p := os.Getenv(EnvBinary); p != "" {
+		if _, err := os.Stat(p); err != nil {
+			return "", fmt.Errorf("%s=%s: %w", EnvBinary, p, err)
+		}
+		return p, nil
+	}
+	return exec.LookPath("redis-server")
+}
+
+// Required reports whether real servers are mandatory.
+func Required() bool { return os.Getenv(EnvRequire) == "1" }
+
+// RequireBinary returns the redis-server path, or skips the test (fails it
+// when real servers are required).
+func RequireBinary(t testing.TB) string {
+	t.Helper()
+	bin, err := Binary()
+	if err == nil {
+		return bin
+	}
+	if Required() {
+		t.Fatalf("redis-server is required (%s=1) but not found: %v", EnvRequire, err)
+	}
+	t.Skipf("real redis-server not available (%v): install it, or set %s; skipping real-server test", err, EnvBinary)
+	return ""
+}
+
+// Addr returns the address of a Redis for functional tests: a real server
+// started for t when redis-server is available, an embedded one otherwise.
+// The second result says which.
+func Addr(t testing.TB) (addr string, real bool) {
+	t.Helper()
+	if _, err := Binary(); err == nil || Required() {
+		return Start(t, 1)[0].Addr, true
+	}
+	s, err := embedded.Start()
+	if err != nil {
+		t.Fatalf("start embedded redis: %v", err)
+	}
+	t.Cleanup(s.Close)
+	t.Logf("redis-server not found: using the embedded server at %s", s.Addr())
+	return s.Addr(), false
+}
+
+// Server is a redis-server process started by the harness.
+type Server struct {
+	Addr string // 127.0.0.1:port
+	Port int
+
+	bin  string
+	dir  string
+	args []string
+
+	mu     sync.Mutex
+	cmd    *exec.Cmd
+	exited chan struct{}
+	paused bool
+}
+
+// Start starts n servers and stops them when t ends.
+func Start(t testing.TB, n int, extra ...string) []*Server {
+	t.Helper()
+	bin := RequireBinary(t)
+	servers := make([]*Server, n)
+	for i := range servers {
+		s, err := start(t, bin, extra)
+		if err != nil {
+			t.Fatalf("start redis-server: %v", err)
+		}
+		servers[i] = s
+	}
+	return servers
+}
+
+func start(t testing.TB, bin string, extra []string) (*Server, error) {
+	var lastErr error
+	for try := 0; try < 5; try++ { // a free port can be taken before we bind it
+		port, err := freePort()
+		if err != nil {
+			return nil, err
+		}
+		s := &Server{Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), Port: port, bin: bin, dir: t.TempDir()}
+		s.args = append([]string{
+			"--port", strconv.Itoa(port), "--bind", "127.0.0.1",
+			"--save", "", "--appendonly", "no", "--dir", s.dir,
+			"--logfile", filepath.Join(s.dir, "redis.log"), "--daemonize", "no",
+		}, expand(extra, s)...)
+		if lastErr = s.launch(); lastErr == nil {
+			t.Cleanup(s.stop)
+			return s, nil
+		}
+	}
+	return nil, lastErr
+}
+
+// expand replaces {port+N} in extra arguments, for per-server settings such
+// as the cluster bus port.
+func expand(extra []string, s *Server) []string {
+	out := make([]string, len(extra))
+	for i, a := range extra {
+		if a == "{busport}" {
+			p, _ := freePort()
+			a = strconv.Itoa(p)
+		}
+		out[i] = strings.ReplaceAll(a, "{dir}", s.dir)
+	}
+	return out
+}
+
+func freePort() (int, error) {
+	for {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return 0, err
+		}
+		port := l.Addr().(*net.TCPAddr).Port
+		l.Close()
+		if port != 6379 {
+			return port, nil
+		}
+	}
+}
+
+// launch starts the process and waits until it answers PING.
+func (s *Server) launch() error {
+	cmd := exec.Command(s.bin, s.args...)
+	cmd.SysProcAttr = sysProcAttr()
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
+	s.mu.Lock()
+	s.cmd, s.exited, s.paused = cmd, exited, false
+	s.mu.Unlock()
+
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		select {
+		case <-exited:
+			return fmt.Errorf("redis-server on %s exited: %s", s.Addr, s.logTail())
+		default:
+		}
+		if ping(s.Addr) == nil {
+			return nil
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	s.Kill()
+	return fmt.Errorf("redis-server on %s did not answer PING within 10s: %s", s.Addr, s.logTail())
+}
+
+func (s *Server) logTail() string {
+	b, _ := os.ReadFile(filepath.Join(s.dir, "redis.log"))
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	if len(lines) > 3 {
+		lines = lines[len(lines)-3:]
+	}
+	return strings.Join(lines, " | ")
+}
+
+// ping sends PING over a raw connection and expects +PONG.
+func ping(addr string) error {
+	c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(500 * time.Millisecond))
+	if _, err := c.Write([]byte("PING\r\n")); err != nil {
+		return err
+	}
+	line, err := bufio.NewReader(c).ReadString('\n')
+	if err != nil {
+		return err
+	}
+	if !strings.HasPrefix(line, "+PONG") {
+		return errors.New("unexpected PING reply " + strconv.Quote(line))
+	}
+	return nil
+}
+
+func (s *Server) signal(sig syscall.Signal) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cmd != nil && s.cmd.Process != nil {
+		_ = s.cmd.Process.Signal(sig)
+	}
+	switch sig {
+	case syscall.SIGSTOP:
+		s.paused = true
+	case syscall.SIGCONT:
+		s.paused = false
+	}
+}
+
+// Kill kills the server with SIGKILL and waits until it has exited. Its
+// data is lost: there is no persistence.
+func (s *Server) Kill() {
+	s.mu.Lock()
+	exited := s.exited
+	s.mu.Unlock()
+	s.signal(syscall.SIGKILL)
+	if exited != nil {
+		<-exited
+	}
+}
+
+// Pause stops the server with SIGSTOP: it keeps its connections and data
+// but answers nothing until Resume.
+func (s *Server) Pause() { s.signal(syscall.SIGSTOP) }
+
+// Resume continues a paused server with SIGCONT.
+func (s *Server) Resume() { s.signal(syscall.SIGCONT) }
+
+// Restart kills the server if it runs and starts it again, empty, on the
+// same port.
+func (s *Server) Restart() error {
+	s.Kill()
+	return s.launch()
+}
+
+func (s *Server) stop() {
+	s.Resume()
+	s.Kill()
+}
+
+// Cluster is a Redis Cluster of masters started by the harness.
+type Cluster struct {
+	Servers []*Server
+}
+
+// Addrs returns the masters' addresses.
+func (c *Cluster) Addrs() []string {
+	addrs := make([]string, len(c.Servers))
+	for i, s := range c.Servers {
+		addrs[i] = s.Addr
+	}
+	return addrs
+}
+
+// StartCluster starts a cluster of n masters (no replicas), with the 16384
+// slots split evenly, and waits until every node reports cluster_state:ok.
+func StartCluster(t testing.TB, n int) *Cluster {
+	t.Helper()
+	servers := Start(t, n, "--cluster-enabled", "yes",
+		"--cluster-config-file", "{dir}/nodes.conf", "--cluster-port", "{busport}",
+		"--cluster-node-timeout", "5000")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	const slots = 16384
+	for i, s := range servers {
+		lo, hi := i*slots/n, (i+1)*slots/n-1
+		if _, err := command(ctx, s.Addr, "CLUSTER", "ADDSLOTSRANGE", strconv.Itoa(lo), strconv.Itoa(hi)); err != nil {
+			t.Fatalf("cluster addslots on %s: %v", s.Addr, err)
+		}
+		if i > 0 {
+			bus, err := command(ctx, servers[0].Addr, "CONFIG", "GET", "cluster-port")
+			if err != nil {
+				t.Fatalf("cluster port of %s: %v", servers[0].Addr, err)
+			}
+			if _, err := command(ctx, s.Addr, "CLUSTER", "MEET", "127.0.0.1", strconv.Itoa(servers[0].Port), lastField(bus)); err != nil {
+				t.Fatalf("cluster meet %s: %v", s.Addr, err)
+			}
+		}
+	}
+	for _, s := range servers {
+		for {
+			info, err := command(ctx, s.Addr, "CLUSTER", "INFO")
+			if err == nil && strings.Contains(info, "cluster_state:ok") &&
+				strings.Contains(info, "cluster_known_nodes:"+strconv.Itoa(n)+"\r") {
+				break
+			}
+			if ctx.Err() != nil {
+				t.Fatalf("cluster on %s not ready: %v %q", s.Addr, err, info)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	return &Cluster{Servers: servers}
+}
+
+func lastField(s string) string {
+	f := strings.Fields(s)
+	if len(f) == 0 {
+		return ""
+	}
+	return f[len(f)-1]
+}

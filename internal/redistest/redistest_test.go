@@ -1,0 +1,56 @@
+package redistest
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestServerLifecycle(t *testing.T) {
+	s := Start(t, 1)[0]
+	ctx := context.Background()
+	if s.Port == 6379 {
+		t.Fatalf("got port 6379, want any other")
+	}
+	if _, err := s.Command(ctx, "SET", "k", "v"); err != nil {
+		t.Fatalf("SET: %v", err)
+	}
+
+	t.Run("Pause blocks replies until Resume", func(t *testing.T) {
+		s.Pause()
+		short, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+		defer cancel()
+		if _, err := s.Command(short, "PING"); err == nil {
+			t.Fatalf("PING on a paused server: got a reply, want a timeout")
+		}
+		s.Resume()
+		if got, err := s.Command(ctx, "GET", "k"); err != nil || got != "v" {
+			t.Fatalf("GET after Resume = %q, %v; want \"v\", nil", got, err)
+		}
+	})
+
+	t.Run("Restart comes back empty on the same port", func(t *testing.T) {
+		if err := s.Restart(); err != nil {
+			t.Fatalf("Restart: %v", err)
+		}
+		if got, err := s.Command(ctx, "EXISTS", "k"); err != nil || got != "0" {
+			t.Fatalf("EXISTS k after Restart = %q, %v; want \"0\", nil", got, err)
+		}
+	})
+
+	t.Run("Kill makes it unreachable", func(t *testing.T) {
+		s.Kill()
+		if _, err := s.Command(ctx, "PING"); err == nil {
+			t.Fatalf("PING after Kill: got a reply, want an error")
+		}
+	})
+}
+
+func TestCluster(t *testing.T) {
+	c := StartCluster(t, 3)
+	info, err := c.Servers[0].Command(context.Background(), "CLUSTER", "INFO")
+	if err != nil || !strings.Contains(info, "cluster_slots_assigned:16384") {
+		t.Fatalf("CLUSTER INFO = %q, %v; want all 16384 slots assigned", info, err)
+	}
+}

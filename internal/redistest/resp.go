@@ -1,0 +1,84 @@
+package redistest
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// command sends one command to addr over a fresh connection and returns the
+// reply flattened to text (array elements joined by spaces). The harness
+// uses it instead of a client library, so it depends on no driver.
+func command(ctx context.Context, addr string, args ...string) (string, error) {
+	var d net.Dialer
+	c, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return "", err
+	}
+	defer c.Close()
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		deadline = time.Now().Add(5 * time.Second)
+	}
+	_ = c.SetDeadline(deadline)
+	var b strings.Builder
+	fmt.Fprintf(&b, "*%d\r\n", len(args))
+	for _, a := range args {
+		fmt.Fprintf(&b, "$%d\r\n%s\r\n", len(a), a)
+	}
+	if _, err := io.WriteString(c, b.String()); err != nil {
+		return "", err
+	}
+	return readReply(bufio.NewReader(c))
+}
+
+// Command sends one command to the server and returns its reply as text.
+func (s *Server) Command(ctx context.Context, args ...string) (string, error) {
+	return command(ctx, s.Addr, args...)
+}
+
+func readReply(r *bufio.Reader) (string, error) {
+	line, err := r.ReadString('\n')
+	if err != nil {
+		return "", err
+	}
+	line = strings.TrimSuffix(line, "\r\n")
+	if line == "" {
+		return "", errors.New("empty reply")
+	}
+	switch line[0] {
+	case '+', ':':
+		return line[1:], nil
+	case '-':
+		return "", errors.New(line[1:])
+	case '$':
+		n, err := strconv.Atoi(line[1:])
+		if err != nil || n < 0 {
+			return "", err
+		}
+		buf := make([]byte, n+2)
+		if _, err := io.ReadFull(r, buf); err != nil {
+			return "", err
+		}
+		return string(buf[:n]), nil
+	case '*':
+		n, err := strconv.Atoi(line[1:])
+		if err != nil || n < 0 {
+			return "", err
+		}
+		parts := make([]string, n)
+		for i := range parts {
+			if parts[i], err = readReply(r); err != nil {
+				return "", err
+			}
+		}
+		return strings.Join(parts, " "), nil
+	}
+	return "", fmt.Errorf("unexpected reply %q", line)
+}

@@ -1,0 +1,300 @@
+// Package lock is a framework for distributed locks on Redis.
+//
+// A [Locker] obtains locks; each strategy package (strategy/single,
+// strategy/setnx-getset, strategy/redlock) returns one, built over a driver
+// (driver/goredis or driver/redigo). Application code depends on [Locker] and
+// [Lock] only, so the strategy can change without touching it.
+//
+// The root package owns everything the strategies share: the wait loop and
+// its [RetryPolicy], token generation, argument validation, the local
+// validity deadline and the error taxonomy ([ErrNotObtained], [ErrNotHeld],
+// [ErrInvalidArgument]). A strategy implements [Strategy] (one attempt, and
+// the operations on a held lock) and hands it to [New].
+package lock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+)
+
+// Locker obtains distributed locks.
+type Locker interface {
+	// Obtain locks key for ttl. It makes one attempt, then waits and tries
+	// again as the retry policy says (see [WithRetry]; the default is
+	// [NoRetry]) until the lock is obtained, the policy gives up, or ctx is
+	// done.
+	//
+	// When another owner still holds the key, the error satisfies
+	// errors.Is(err, ErrNotObtained); when ctx ended the wait it also
+	// matches the context's cause (for example context.DeadlineExceeded).
+	// Invalid arguments give an [*ArgumentError]. Redis and transport errors
+	// are wrapped with the operation's name.
+	Obtain(ctx context.Context, key string, ttl time.Duration, opts ...Option) (*Lock, error)
+}
+
+// Strategy is a lock algorithm: the part of a [Locker] that talks to Redis.
+// Application code uses a [Locker]; strategy authors implement Strategy and
+// turn it into a Locker with [New], which supplies validation, tokens, the
+// wait loop and the lock handle. Check a Strategy with the conformance
+// package.
+//
+// The root package guarantees that key is non-empty, ttl is at least one
+// millisecond and value is non-empty. Implementations must be safe for
+// concurrent use.
+type Strategy interface {
+	// Acquire makes one attempt to lock key with value for ttl. It returns
+	// an error matching ErrNotObtained when another owner holds the key, and
+	// any other error (a Redis or transport error, unwrapped) when the
+	// attempt failed. On error, [New]'s loop calls Release with the same
+	// value, so an attempt whose reply was lost leaves nothing behind.
+	Acquire(ctx context.Context, key, value string, ttl time.Duration) (Grant, error)
+	// Refresh resets the expiry of key to ttl if it still holds value.
+	Refresh(ctx context.Context, key, value string, ttl time.Duration) (Grant, error)
+	// Release deletes key if it still holds value.
+	Release(ctx context.Context, key, value string) error
+	// TTL returns the remaining time to live of key if it still holds value.
+	TTL(ctx context.Context, key, value string) (time.Duration, error)
+}
+
+// Refresh, Release and TTL return ErrExpired when the key is gone, and
+// ErrTaken when another value holds it (both match ErrNotHeld); strategies
+// that cannot tell the two apart return ErrNotHeld.
+
+// Grant is what a [Strategy] reports about a successful Acquire or Refresh.
+type Grant struct {
+	// Value, when not empty, replaces the value the lock is held under (a
+	// strategy whose stored value is not the token, such as a legacy
+	// timestamp, reports it here). Later calls receive this value.
+	Value string
+	// Drift is subtracted from the TTL when the local validity deadline is
+	// computed: an allowance for clock drift between client and servers.
+	Drift time.Duration
+}
+
+// New returns the [Locker] for a [Strategy].
+func New(s Strategy) Locker {
+	return &locker{s: s}
+}
+
+type locker struct{ s Strategy }
+
+func (l *locker) Obtain(ctx context.Context, key string, ttl time.Duration, opts ...Option) (*Lock, error) {
+	o, err := newOptions(opts)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkKeyTTL(key, ttl); err != nil {
+		return nil, err
+	}
+	token := o.token
+	if token == "" {
+		if token, err = newToken(); err != nil {
+			return nil, err
+		}
+	}
+	value := token + o.metadata
+
+	for attempt := 1; ; attempt++ {
+		if ctx.Err() != nil {
+			return nil, notObtained(ctx)
+		}
+		sent := time.Now()
+		g, err := l.s.Acquire(ctx, key, value, ttl)
+		if err == nil {
+			lk := &Lock{s: l.s, key: key, token: token, metadata: o.metadata, value: value}
+			lk.grant(g, sent, ttl)
+			return lk, nil
+		}
+		if !errors.Is(err, ErrNotObtained) {
+			// The command may have been applied even though its reply was
+			// lost (a timeout, a cancelled context, a broken connection).
+			cleanup(ctx, l.s, key, value)
+			if ctx.Err() != nil {
+				return nil, notObtained(ctx)
+			}
+			return nil, opError("obtain", key, err)
+		}
+		delay, ok := o.retry.Delay(attempt)
+		if !ok {
+			return nil, err
+		}
+		if err := sleep(ctx, delay); err != nil {
+			return nil, notObtained(ctx)
+		}
+	}
+}
+
+// ReleaseTimeout bounds the clean-up that [Locker.Obtain] runs, on a context
+// detached from the caller's, after an attempt that may have been applied.
+const ReleaseTimeout = time.Second
+
+func cleanup(ctx context.Context, s Strategy, key, value string) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ReleaseTimeout)
+	defer cancel()
+	_ = s.Release(ctx, key, value) // best effort: the key expires anyway
+}
+
+func notObtained(ctx context.Context) error {
+	return fmt.Errorf("%w: %w", ErrNotObtained, context.Cause(ctx))
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Lock is a held lock, returned by [Locker.Obtain]. Its methods are safe for
+// concurrent use. A nil *Lock is never held: its methods return ErrNotHeld.
+type Lock struct {
+	s                    Strategy
+	key, token, metadata string
+
+	mu         sync.Mutex
+	value      string
+	validUntil time.Time
+	released   bool
+}
+
+// Key returns the locked key.
+func (l *Lock) Key() string { return l.key }
+
+// Token returns the secret that proves ownership of the lock. Keep it out of
+// logs: the String and LogValue methods of Lock leave it out.
+func (l *Lock) Token() string { return l.token }
+
+// Metadata returns the metadata the lock was obtained with (see
+// [WithMetadata]).
+func (l *Lock) Metadata() string { return l.metadata }
+
+// ValidUntil returns the local validity deadline: the time when the lock was
+// requested (or last refreshed) plus the TTL, less the strategy's drift
+// allowance. It carries a monotonic clock reading, so time.Until on it is
+// immune to wall-clock jumps. Work that must not outlive the lock should end
+// before it. After Release, or after Refresh or Release found the lock gone,
+// it returns the zero time.
+func (l *Lock) ValidUntil() time.Time {
+	if l == nil {
+		return time.Time{}
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.validUntil
+}
+
+// TTL returns the remaining time to live of the lock as Redis sees it.
+// It returns an error matching ErrNotHeld when the lock is no longer ours.
+func (l *Lock) TTL(ctx context.Context) (time.Duration, error) {
+	value, err := l.current()
+	if err != nil {
+		return 0, err
+	}
+	ttl, err := l.s.TTL(ctx, l.key, value)
+	if err != nil {
+		return 0, l.fail("ttl", err)
+	}
+	return ttl, nil
+}
+
+// Refresh resets the lock's expiry to ttl from now, and moves ValidUntil
+// accordingly. It returns an error matching ErrNotHeld (ErrExpired or
+// ErrTaken where the strategy can tell) when the lock is no longer ours.
+func (l *Lock) Refresh(ctx context.Context, ttl time.Duration) error {
+	if err := checkTTL(ttl); err != nil {
+		return err
+	}
+	value, err := l.current()
+	if err != nil {
+		return err
+	}
+	sent := time.Now()
+	g, err := l.s.Refresh(ctx, l.key, value, ttl)
+	if err != nil {
+		return l.fail("refresh", err)
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.released {
+		l.grant(g, sent, ttl)
+	}
+	return nil
+}
+
+// Release releases the lock. It returns an error matching ErrNotHeld
+// (ErrExpired or ErrTaken where the strategy can tell) when the lock was no
+// longer ours; in that case it deletes nothing.
+func (l *Lock) Release(ctx context.Context) error {
+	value, err := l.current()
+	if err != nil {
+		return err
+	}
+	if err := l.s.Release(ctx, l.key, value); err != nil {
+		return l.fail("release", err)
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.released, l.validUntil = true, time.Time{}
+	return nil
+}
+
+// String describes the lock by its key; it never includes the token.
+func (l *Lock) String() string {
+	if l == nil {
+		return "lock <nil>"
+	}
+	return fmt.Sprintf("lock %q", l.key)
+}
+
+// GoString is like String, so that %#v does not print the token either.
+func (l *Lock) GoString() string { return l.String() }
+
+// LogValue makes log/slog record the key only, never the token.
+func (l *Lock) LogValue() slog.Value {
+	if l == nil {
+		return slog.Value{}
+	}
+	return slog.GroupValue(slog.String("key", l.key))
+}
+
+// current returns the value the lock is held under, or ErrNotHeld.
+func (l *Lock) current() (string, error) {
+	if l == nil {
+		return "", ErrNotHeld
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.released {
+		return "", errReleased
+	}
+	return l.value, nil
+}
+
+// grant records a successful Acquire or Refresh sent at sent. l.mu must be
+// held, or l not yet shared.
+func (l *Lock) grant(g Grant, sent time.Time, ttl time.Duration) {
+	if g.Value != "" {
+		l.value = g.Value
+	}
+	l.validUntil = sent.Add(ttl - g.Drift)
+}
+
+// fail turns a strategy error into the error of op, and forgets the local
+// validity when the lock is gone.
+func (l *Lock) fail(op string, err error) error {
+	if errors.Is(err, ErrNotHeld) {
+		l.mu.Lock()
+		l.validUntil = time.Time{}
+		l.mu.Unlock()
+		return err
+	}
+	return opError(op, l.key, err)
+}
