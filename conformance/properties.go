@@ -1,0 +1,542 @@
+package conformance
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/locksmith-go/lock"
+	"github.com/locksmith-go/lock/driver"
+)
+
+const longTTL = 30 * time.Second
+
+// exactlyOneWinner: of many obtainers started at once, one wins.
+func (s suite) exactlyOneWinner(t *testing.T, ctx context.Context) {
+	const n = 32
+	key := Key(t)
+	lockers := make([]lock.Locker, n)
+	for i := range lockers {
+		lockers[i] = s.h.NewLocker(t)
+	}
+	var (
+		start = make(chan struct{})
+		wg    sync.WaitGroup
+		won   atomic.Int32
+	)
+	for _, l := range lockers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			lk, err := l.Obtain(ctx, key, longTTL)
+			switch {
+			case err == nil:
+				won.Add(1)
+				release(t, lk)
+			case !errors.Is(err, lock.ErrNotObtained):
+				t.Errorf("Obtain by a loser = %v, want ErrNotObtained", err)
+			}
+		}()
+	}
+	close(start)
+	wg.Wait()
+	if got := won.Load(); got != 1 {
+		t.Errorf("winners among %d concurrent obtainers = %d, want 1", n, got)
+	}
+}
+
+// mutualExclusion: under sustained contention, no two holders are ever
+// inside at once, and every acquisition is released cleanly.
+func (s suite) mutualExclusion(t *testing.T, ctx context.Context) {
+	key := Key(t)
+	var (
+		d     Detector
+		left  atomic.Int64
+		wg    sync.WaitGroup
+		retry = lock.WithRetry(lock.Exponential(time.Millisecond, 8*time.Millisecond))
+	)
+	left.Store(int64(s.h.Acquisitions))
+	for g := 0; g < s.h.Goroutines; g++ {
+		l := s.h.NewLocker(t)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for left.Add(-1) >= 0 {
+				lk, err := l.Obtain(ctx, key, longTTL, retry)
+				if err != nil {
+					t.Errorf("Obtain under contention = %v, want a lock", err)
+					return
+				}
+				d.Hold(50 * time.Microsecond)
+				if err := lk.Release(ctx); err != nil {
+					t.Errorf("Release under contention = %v, want nil", err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	t.Logf("%d goroutines, %d acquisitions, %d overlaps", s.h.Goroutines, d.Entries(), d.Overlaps())
+	if got := d.Overlaps(); got != 0 {
+		t.Errorf("overlaps = %d in %d acquisitions, want 0", got, d.Entries())
+	}
+	if got, want := d.Entries(), int64(s.h.Acquisitions); got != want && !t.Failed() {
+		t.Errorf("acquisitions = %d, want %d", got, want)
+	}
+}
+
+// expiryFreesTheLock: a lock that is never released expires, and then
+// another owner obtains it, never before the first one's validity ended.
+func (s suite) expiryFreesTheLock(t *testing.T, ctx context.Context) {
+	key := Key(t)
+	a := s.obtain(t, ctx, s.h.NewLocker(t), key, s.h.ShortTTL)
+	b := s.h.NewLocker(t)
+	if lk, err := b.Obtain(ctx, key, longTTL); err == nil {
+		release(t, lk)
+		if time.Now().Before(a.ValidUntil()) {
+			t.Fatalf("second Obtain within the first holder's validity = a lock, want ErrNotObtained")
+		}
+		t.Skip("the machine stalled past the first lock's TTL before the second attempt; nothing to check")
+	} else if !errors.Is(err, lock.ErrNotObtained) {
+		t.Fatalf("second Obtain while held = %v, want ErrNotObtained", err)
+	}
+	lk, err := b.Obtain(ctx, key, longTTL, lock.WithRetry(lock.Linear(10*time.Millisecond)))
+	if err != nil {
+		t.Fatalf("Obtain after the TTL = %v, want a lock", err)
+	}
+	release(t, lk)
+	if now := time.Now(); now.Before(a.ValidUntil()) {
+		t.Fatalf("second Obtain succeeded %v before the first holder's validity ended", a.ValidUntil().Sub(now))
+	}
+}
+
+// notHeldAfterExpiry: once a lock has expired, its Release and Refresh
+// report ErrNotHeld, and do not bring the key back.
+func (s suite) notHeldAfterExpiry(t *testing.T, ctx context.Context) {
+	key := Key(t)
+	l := s.h.NewLocker(t)
+	a := s.obtain(t, ctx, l, key, s.h.ShortTTL)
+	waitExpired(t, ctx, a)
+	if err := a.Refresh(ctx, longTTL); !errors.Is(err, lock.ErrNotHeld) {
+		t.Errorf("Refresh after expiry = %v, want ErrNotHeld", err)
+	}
+	if err := a.Release(ctx); !errors.Is(err, lock.ErrNotHeld) {
+		t.Errorf("Release after expiry = %v, want ErrNotHeld", err)
+	}
+	if !a.ValidUntil().IsZero() {
+		t.Errorf("ValidUntil after the lock was found gone = %v, want the zero time", a.ValidUntil())
+	}
+	lk, err := l.Obtain(ctx, key, longTTL)
+	if err != nil {
+		t.Fatalf("Obtain after expiry, Refresh and Release = %v, want a lock (the key was left behind)", err)
+	}
+	release(t, lk)
+}
+
+// nonOwnerCannotTouch: a stale holder's Release and Refresh fail with
+// ErrNotHeld and leave the new owner's lock as it was.
+func (s suite) nonOwnerCannotTouch(t *testing.T, ctx context.Context) {
+	key := Key(t)
+	a := s.obtain(t, ctx, s.h.NewLocker(t), key, s.h.ShortTTL)
+	waitExpired(t, ctx, a)
+	b := s.obtain(t, ctx, s.h.NewLocker(t), key, longTTL)
+	release(t, b)
+
+	if err := a.Release(ctx); !errors.Is(err, lock.ErrNotHeld) {
+		t.Errorf("Release by a non-owner = %v, want ErrNotHeld", err)
+	}
+	if err := a.Refresh(ctx, 10*longTTL); !errors.Is(err, lock.ErrNotHeld) {
+		t.Errorf("Refresh by a non-owner = %v, want ErrNotHeld", err)
+	}
+	if _, err := a.TTL(ctx); !errors.Is(err, lock.ErrNotHeld) {
+		t.Errorf("TTL by a non-owner = %v, want ErrNotHeld", err)
+	}
+	ttl, err := b.TTL(ctx)
+	if err != nil {
+		t.Fatalf("owner's TTL after a non-owner's Release and Refresh = %v, want the lock still held", err)
+	}
+	if ttl > longTTL {
+		t.Errorf("owner's TTL after a non-owner's Refresh = %v, want at most %v", ttl, longTTL)
+	}
+}
+
+// expiredAndTakenDiffer: ErrExpired when nobody holds the key, ErrTaken when
+// someone else does.
+func (s suite) expiredAndTakenDiffer(t *testing.T, ctx context.Context) {
+	key := Key(t)
+	l := s.h.NewLocker(t)
+	a := s.obtain(t, ctx, l, key, s.h.ShortTTL)
+	waitExpired(t, ctx, a)
+	if err := a.Refresh(ctx, longTTL); !errors.Is(err, lock.ErrExpired) {
+		t.Errorf("Refresh of an expired lock = %v, want ErrExpired", err)
+	}
+	b := s.obtain(t, ctx, l, key, longTTL)
+	release(t, b)
+	if err := a.Release(ctx); !errors.Is(err, lock.ErrTaken) {
+		t.Errorf("Release of a lock taken by another owner = %v, want ErrTaken", err)
+	}
+}
+
+// releaseFreesTheLock: after Release another owner obtains at once, and a
+// second Release reports ErrNotHeld.
+func (s suite) releaseFreesTheLock(t *testing.T, ctx context.Context) {
+	key := Key(t)
+	l := s.h.NewLocker(t)
+	a := s.obtain(t, ctx, l, key, longTTL)
+	if err := a.Release(ctx); err != nil {
+		t.Fatalf("Release = %v, want nil", err)
+	}
+	if !a.ValidUntil().IsZero() {
+		t.Errorf("ValidUntil after Release = %v, want the zero time", a.ValidUntil())
+	}
+	if err := a.Release(ctx); !errors.Is(err, lock.ErrNotHeld) {
+		t.Errorf("second Release = %v, want ErrNotHeld", err)
+	}
+	if err := a.Refresh(ctx, longTTL); !errors.Is(err, lock.ErrNotHeld) {
+		t.Errorf("Refresh after Release = %v, want ErrNotHeld", err)
+	}
+	b := s.obtain(t, ctx, s.h.NewLocker(t), key, longTTL)
+	release(t, b)
+	var nilLock *lock.Lock
+	if err := nilLock.Release(ctx); !errors.Is(err, lock.ErrNotHeld) {
+		t.Errorf("Release of a nil *Lock = %v, want ErrNotHeld", err)
+	}
+}
+
+// refreshExtends: Refresh moves both the server's expiry and ValidUntil.
+func (s suite) refreshExtends(t *testing.T, ctx context.Context) {
+	a := s.obtain(t, ctx, s.h.NewLocker(t), Key(t), s.h.ShortTTL)
+	release(t, a)
+	before := a.ValidUntil()
+	if err := a.Refresh(ctx, longTTL); err != nil {
+		t.Fatalf("Refresh = %v, want nil", err)
+	}
+	ttl, err := a.TTL(ctx)
+	if err != nil {
+		t.Fatalf("TTL after Refresh = %v, want the lock held", err)
+	}
+	if ttl <= s.h.ShortTTL || ttl > longTTL {
+		t.Errorf("TTL after Refresh(%v) = %v, want in (%v, %v]", longTTL, ttl, s.h.ShortTTL, longTTL)
+	}
+	if after := a.ValidUntil(); !after.After(before) {
+		t.Errorf("ValidUntil after Refresh = %v, want later than %v", after, before)
+	}
+	if err := a.Refresh(ctx, 0); !errors.Is(err, lock.ErrInvalidArgument) {
+		t.Errorf("Refresh(0) = %v, want ErrInvalidArgument", err)
+	}
+}
+
+// ttlReportsRemaining: TTL is positive and at most the TTL obtained, and
+// ValidUntil is no later than the request plus the TTL.
+func (s suite) ttlReportsRemaining(t *testing.T, ctx context.Context) {
+	l := s.h.NewLocker(t)
+	sent := time.Now()
+	a := s.obtain(t, ctx, l, Key(t), longTTL)
+	returned := time.Now()
+	release(t, a)
+	ttl, err := a.TTL(ctx)
+	if err != nil {
+		t.Fatalf("TTL = %v, want the lock held", err)
+	}
+	if ttl <= 0 || ttl > longTTL {
+		t.Errorf("TTL = %v, want in (0, %v]", ttl, longTTL)
+	}
+	if v := a.ValidUntil(); !v.After(sent) || v.After(returned.Add(longTTL)) {
+		t.Errorf("ValidUntil = call%+v, want after the call and at most %v after it returned (%v)", v.Sub(sent), longTTL, returned.Sub(sent))
+	}
+}
+
+// contextEndsTheWait: a deadline or a cancellation ends the wait with
+// ErrNotObtained and the context's cause, and leaves no key behind.
+func (s suite) contextEndsTheWait(t *testing.T, ctx context.Context) {
+	key := Key(t)
+	l := s.h.NewLocker(t)
+	holder := s.obtain(t, ctx, l, key, longTTL)
+	retry := lock.WithRetry(lock.Linear(5 * time.Millisecond))
+
+	t.Run("deadline", func(t *testing.T) {
+		dctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+		defer cancel()
+		_, err := l.Obtain(dctx, key, longTTL, retry)
+		if !errors.Is(err, lock.ErrNotObtained) || !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("Obtain past the deadline = %v, want ErrNotObtained and context.DeadlineExceeded", err)
+		}
+	})
+	t.Run("cancel with cause", func(t *testing.T) {
+		cause := errors.New("shutting down")
+		cctx, cancel := context.WithCancelCause(ctx)
+		time.AfterFunc(50*time.Millisecond, func() { cancel(cause) })
+		_, err := l.Obtain(cctx, key, longTTL, retry)
+		if !errors.Is(err, lock.ErrNotObtained) || !errors.Is(err, cause) {
+			t.Errorf("Obtain cancelled with a cause = %v, want ErrNotObtained and the cause", err)
+		}
+	})
+	t.Run("already cancelled", func(t *testing.T) {
+		free := Key(t)
+		cctx, cancel := context.WithCancel(ctx)
+		cancel()
+		if _, err := l.Obtain(cctx, free, longTTL); !errors.Is(err, lock.ErrNotObtained) || !errors.Is(err, context.Canceled) {
+			t.Errorf("Obtain with a cancelled context = %v, want ErrNotObtained and context.Canceled", err)
+		}
+		lk := s.obtain(t, ctx, l, free, longTTL) // nothing was written
+		release(t, lk)
+	})
+
+	if err := holder.Release(ctx); err != nil {
+		t.Fatalf("holder's Release = %v, want nil", err)
+	}
+	lk, err := l.Obtain(ctx, key, longTTL)
+	if err != nil {
+		t.Fatalf("Obtain after the holder released = %v, want a lock (a waiter left its key behind)", err)
+	}
+	release(t, lk)
+}
+
+// counting counts the attempts a policy is asked about.
+type counting struct {
+	p lock.RetryPolicy
+	n *atomic.Int64
+}
+
+func (c counting) Delay(attempt int) (time.Duration, bool) {
+	c.n.Add(1)
+	return c.p.Delay(attempt)
+}
+
+// retryPolicies: NoRetry tries once, LimitAttempts stops after its count,
+// and the waiting policies obtain the lock once the holder releases it.
+func (s suite) retryPolicies(t *testing.T, ctx context.Context) {
+	key := Key(t)
+	l := s.h.NewLocker(t)
+	holder := s.obtain(t, ctx, l, key, longTTL)
+
+	for _, c := range []struct {
+		name string
+		p    lock.RetryPolicy
+		want int64
+	}{
+		{"NoRetry", lock.NoRetry(), 1},
+		{"LimitAttempts", lock.LimitAttempts(lock.Linear(time.Millisecond), 3), 3},
+		{"LimitAttempts of Exponential", lock.LimitAttempts(lock.Exponential(time.Millisecond, 4*time.Millisecond), 4), 4},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var n atomic.Int64
+			_, err := l.Obtain(ctx, key, longTTL, lock.WithRetry(counting{c.p, &n}))
+			if !errors.Is(err, lock.ErrNotObtained) {
+				t.Errorf("Obtain of a held lock = %v, want ErrNotObtained", err)
+			}
+			if got := n.Load(); got != c.want {
+				t.Errorf("attempts = %d, want %d", got, c.want)
+			}
+		})
+	}
+
+	waiting := []struct {
+		name string
+		p    lock.RetryPolicy
+	}{
+		{"Linear", lock.Linear(2 * time.Millisecond)},
+		{"Exponential", lock.Exponential(time.Millisecond, 16*time.Millisecond)},
+	}
+	for _, c := range waiting {
+		t.Run(c.name, func(t *testing.T) {
+			var n atomic.Int64
+			got := make(chan error, 1)
+			go func() {
+				lk, err := l.Obtain(ctx, key, longTTL, lock.WithRetry(counting{c.p, &n}))
+				if err == nil {
+					holder = lk
+				}
+				got <- err
+			}()
+			for n.Load() < 3 { // let it wait through a few attempts
+				time.Sleep(time.Millisecond)
+			}
+			if err := holder.Release(ctx); err != nil {
+				t.Fatalf("holder's Release = %v, want nil", err)
+			}
+			if err := <-got; err != nil {
+				t.Fatalf("waiting Obtain after the holder released = %v, want a lock", err)
+			}
+		})
+	}
+	release(t, holder)
+}
+
+// tokensAreUnique: every Obtain gets a fresh token of at least 128 bits.
+func (s suite) tokensAreUnique(t *testing.T, ctx context.Context) {
+	l := s.h.NewLocker(t)
+	seen := map[string]bool{}
+	for i := 0; i < 50; i++ {
+		lk := s.obtain(t, ctx, l, Key(t), longTTL)
+		release(t, lk)
+		tok := lk.Token()
+		if len(tok) < lock.MinTokenLen {
+			t.Errorf("token length = %d, want at least %d", len(tok), lock.MinTokenLen)
+		}
+		if seen[tok] {
+			t.Fatalf("token repeated after %d locks", i)
+		}
+		seen[tok] = true
+	}
+}
+
+// metadataRoundTrips: the handle returns the metadata given to Obtain.
+func (s suite) metadataRoundTrips(t *testing.T, ctx context.Context) {
+	const meta = "host=web-3 pid=4242"
+	lk := s.obtain(t, ctx, s.h.NewLocker(t), Key(t), longTTL, lock.WithMetadata(meta))
+	release(t, lk)
+	if got := lk.Metadata(); got != meta {
+		t.Errorf("Metadata() = %q, want %q", got, meta)
+	}
+	if _, err := lk.TTL(ctx); err != nil {
+		t.Errorf("TTL of a lock with metadata = %v, want it held", err)
+	}
+}
+
+// callerChosenToken: a token given with WithToken is the lock's token, and
+// obtaining again with it succeeds (a hand-over), while others are refused.
+func (s suite) callerChosenToken(t *testing.T, ctx context.Context) {
+	key := Key(t)
+	const tok = "handover-token-0123456789"
+	l := s.h.NewLocker(t)
+	a := s.obtain(t, ctx, l, key, longTTL, lock.WithToken(tok))
+	if a.Token() != tok {
+		t.Errorf("Token() differs from the token given with WithToken")
+	}
+	if _, err := l.Obtain(ctx, key, longTTL); !errors.Is(err, lock.ErrNotObtained) {
+		t.Errorf("Obtain with another token = %v, want ErrNotObtained", err)
+	}
+	b := s.obtain(t, ctx, s.h.NewLocker(t), key, longTTL, lock.WithToken(tok))
+	if err := b.Release(ctx); err != nil {
+		t.Errorf("Release by the new holder of the handed-over lock = %v, want nil", err)
+	}
+}
+
+// tokenStaysSecret: formatting a lock or an error never shows the token.
+func (s suite) tokenStaysSecret(t *testing.T, ctx context.Context) {
+	key := Key(t)
+	l := s.h.NewLocker(t)
+	a := s.obtain(t, ctx, l, key, s.h.ShortTTL)
+	tok := a.Token()
+	var logged strings.Builder
+	slog.New(slog.NewTextHandler(&logged, nil)).Info("held", "lock", a)
+	waitExpired(t, ctx, a)
+	b := s.obtain(t, ctx, l, key, longTTL)
+	release(t, b)
+	errs := []error{a.Release(ctx), a.Refresh(ctx, longTTL)}
+	_, ttlErr := a.TTL(ctx)
+	_, obtainErr := l.Obtain(ctx, key, longTTL)
+	errs = append(errs, ttlErr, obtainErr)
+	texts := []string{fmt.Sprint(a), fmt.Sprintf("%+v", a), fmt.Sprintf("%#v", a), logged.String()}
+	for _, err := range errs {
+		if err != nil {
+			texts = append(texts, err.Error())
+		}
+	}
+	for _, text := range texts {
+		if strings.Contains(text, tok) || strings.Contains(text, b.Token()) {
+			t.Errorf("%q contains a token", text)
+		}
+	}
+}
+
+// invalidArguments: each bad argument gets an ArgumentError naming it.
+func (s suite) invalidArguments(t *testing.T, ctx context.Context) {
+	l := s.h.NewLocker(t)
+	key := Key(t)
+	for _, c := range []struct {
+		name string
+		key  string
+		ttl  time.Duration
+		opts []lock.Option
+		arg  string
+	}{
+		{"empty key", "", time.Second, nil, "key"},
+		{"zero TTL", key, 0, nil, "ttl"},
+		{"negative TTL", key, -time.Second, nil, "ttl"},
+		{"sub-millisecond TTL", key, 500 * time.Microsecond, nil, "ttl"},
+		{"short token", key, time.Second, []lock.Option{lock.WithToken("short")}, "token"},
+		{"nil retry policy", key, time.Second, []lock.Option{lock.WithRetry(nil)}, "retry"},
+		{"bad Linear", key, time.Second, []lock.Option{lock.WithRetry(lock.Linear(0))}, "retry"},
+		{"bad Exponential", key, time.Second, []lock.Option{lock.WithRetry(lock.Exponential(time.Second, time.Millisecond))}, "retry"},
+		{"bad LimitAttempts", key, time.Second, []lock.Option{lock.WithRetry(lock.LimitAttempts(lock.NoRetry(), 0))}, "retry"},
+		{"nil option", key, time.Second, []lock.Option{nil}, "option"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			lk, err := l.Obtain(ctx, c.key, c.ttl, c.opts...)
+			if lk != nil {
+				release(t, lk)
+			}
+			var ae *lock.ArgumentError
+			if !errors.As(err, &ae) || !errors.Is(err, lock.ErrInvalidArgument) {
+				t.Fatalf("Obtain = %v, want an *ArgumentError", err)
+			}
+			if ae.Name != c.arg {
+				t.Errorf("ArgumentError.Name = %q, want %q", ae.Name, c.arg)
+			}
+		})
+	}
+	if lk, err := l.Obtain(ctx, key, time.Second); err != nil {
+		t.Errorf("Obtain after the invalid calls = %v, want a lock (an invalid call left a key behind)", err)
+	} else {
+		release(t, lk)
+	}
+}
+
+// nilDriver: building the Locker over a nil driver is an ArgumentError.
+func (s suite) nilDriver(t *testing.T, _ context.Context) {
+	if s.h.NewWithNilConn == nil {
+		t.Skip("Harness.NewWithNilConn is not set")
+	}
+	l, err := s.h.NewWithNilConn()
+	if l != nil || !errors.Is(err, lock.ErrInvalidArgument) {
+		t.Errorf("constructor with a nil driver = %v, %v; want nil, ErrInvalidArgument", l, err)
+	}
+}
+
+// keyOfAnotherType: a key holding a hash gives a clear WRONGTYPE error, not
+// ErrNotObtained, and the hash is left alone.
+func (s suite) keyOfAnotherType(t *testing.T, ctx context.Context) {
+	conns := s.conns(t)
+	key := Key(t)
+	hset := driver.NewScript(`return redis.call('HSET', KEYS[1], 'field', 'value')`)
+	hlen := driver.NewScript(`return redis.call('HLEN', KEYS[1])`)
+	for _, c := range conns {
+		if _, err := hset.Run(ctx, c, []string{key}); err != nil {
+			t.Fatalf("HSET: %v", err)
+		}
+		t.Cleanup(func() { _, _ = c.Del(context.Background(), key) })
+	}
+	_, err := s.h.NewLocker(t).Obtain(ctx, key, longTTL)
+	if err == nil || errors.Is(err, lock.ErrNotObtained) || !strings.Contains(err.Error(), "WRONGTYPE") {
+		t.Errorf("Obtain of a hash key = %v, want a WRONGTYPE error", err)
+	}
+	for _, c := range conns {
+		if n, err := hlen.Int(ctx, c, []string{key}); err != nil || n != 1 {
+			t.Errorf("HLEN after Obtain = %d, %v; want 1, nil", n, err)
+		}
+	}
+}
+
+// unreachable: a Locker whose Redis is down returns an error, not a hang.
+func (s suite) unreachable(t *testing.T, ctx context.Context) {
+	if s.h.NewUnreachable == nil {
+		t.Skip("Harness.NewUnreachable is not set")
+	}
+	l := s.h.NewUnreachable(t)
+	_, err := l.Obtain(ctx, Key(t), longTTL)
+	if err == nil {
+		t.Fatalf("Obtain with Redis unreachable = nil error, want an error")
+	}
+	if ctx.Err() != nil {
+		t.Fatalf("Obtain with Redis unreachable returned only when the test's context ended: %v", err)
+	}
+}

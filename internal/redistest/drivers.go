@@ -1,0 +1,81 @@
+package redistest
+
+import (
+	"context"
+	"net"
+	"strconv"
+	"testing"
+	"time"
+
+	redigoredis "github.com/gomodule/redigo/redis"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/locksmith-go/lock/driver"
+	"github.com/locksmith-go/lock/driver/goredis"
+	"github.com/locksmith-go/lock/driver/redigo"
+)
+
+// Driver is one way of talking to a server: a client library, and for
+// go-redis a protocol version.
+type Driver struct {
+	Name string
+	// Conn opens a client of addr, closed when t ends.
+	Conn func(t testing.TB, addr string) driver.Conn
+}
+
+// Drivers returns every driver the strategies must run over: go-redis with
+// RESP2 and with RESP3 (its default, where Lua's false comes back as nil),
+// and redigo.
+func Drivers() []Driver {
+	return []Driver{
+		{"goredis-resp2", func(t testing.TB, addr string) driver.Conn { return goredis.New(GoRedis(t, addr, 2)) }},
+		{"goredis-resp3", func(t testing.TB, addr string) driver.Conn { return goredis.New(GoRedis(t, addr, 3)) }},
+		{"redigo", func(t testing.TB, addr string) driver.Conn { return redigo.New(Redigo(t, addr)) }},
+	}
+}
+
+// GoRedis returns a go-redis client of addr speaking RESP protocol, closed
+// when t ends.
+func GoRedis(t testing.TB, addr string, protocol int) *redis.Client {
+	c := redis.NewClient(&redis.Options{Addr: addr, Protocol: protocol, DialTimeout: time.Second, MaxRetries: -1})
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// GoRedisCluster returns a go-redis cluster client of addrs, closed when t
+// ends.
+func GoRedisCluster(t testing.TB, addrs []string) *redis.ClusterClient {
+	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs, DialTimeout: time.Second})
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// Redigo returns a redigo pool of addr, closed when t ends.
+func Redigo(t testing.TB, addr string) *redigoredis.Pool {
+	p := &redigoredis.Pool{
+		MaxIdle: 16,
+		DialContext: func(ctx context.Context) (redigoredis.Conn, error) {
+			return redigoredis.DialContext(ctx, "tcp", addr, redigoredis.DialConnectTimeout(time.Second))
+		},
+	}
+	t.Cleanup(func() { _ = p.Close() })
+	return p
+}
+
+// ClosedAddr returns a loopback address where nothing listens.
+func ClosedAddr(t testing.TB) string {
+	port, err := freePort()
+	if err != nil {
+		t.Fatalf("free port: %v", err)
+	}
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+}
+
+type quiet struct{}
+
+func (quiet) Printf(context.Context, string, ...any) {}
+
+func init() {
+	// The unreachable-server tests make go-redis log every failed dial.
+	redis.SetLogger(quiet{})
+}
