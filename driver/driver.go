@@ -56,7 +56,8 @@ type Conn interface {
 // Addresser is an optional interface of a [Conn] that knows the address of
 // the server it talks to, for error messages and telemetry.
 type Addresser interface {
-	// Addr returns the server's host:port, or several joined by commas.
+	// Addr returns the server's host:port, several joined by commas, or
+	// "" when it is not known (a Sentinel-managed master moves).
 	Addr() string
 }
 

@@ -2,11 +2,17 @@
 //
 // It accepts any [redis.UniversalClient]: *redis.Client, *redis.ClusterClient,
 // a failover (Sentinel) client and *redis.Ring, with RESP2 or RESP3.
+//
+// Set ContextTimeoutEnabled in the client's options. Without it go-redis
+// bounds a command by its ReadTimeout (3s by default) rather than by the
+// context's deadline, so a stalled server holds a lock call for that long.
 package goredis
 
 import (
 	"context"
 	"errors"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -83,13 +89,19 @@ func (c *Conn) Eval(ctx context.Context, src string, keys []string, args ...any)
 	return nilReply(c.c.Eval(ctx, src, keys, args...).Result())
 }
 
-// Addr implements [driver.Addresser].
+// Addr implements [driver.Addresser]. It is empty for a failover client,
+// whose master moves.
 func (c *Conn) Addr() string {
 	switch cl := c.c.(type) {
 	case *redis.Client:
-		return cl.Options().Addr
+		if addr := cl.Options().Addr; addr != "FailoverClient" {
+			return addr
+		}
 	case *redis.ClusterClient:
 		return strings.Join(cl.Options().Addrs, ",")
+	case *redis.Ring:
+		addrs := slices.Sorted(maps.Values(cl.Options().Addrs))
+		return strings.Join(addrs, ",")
 	}
 	return ""
 }

@@ -37,14 +37,25 @@ func New(p Pool) *Conn {
 	return &Conn{p: p}
 }
 
-// do runs one command on a pooled connection, with ctx.
+// do runs one command on a pooled connection, with ctx. When ctx ended the
+// command, the error is ctx's, whichever of redigo's read timeout (set from
+// the deadline) or its context check fired first.
 func (c *Conn) do(ctx context.Context, cmd string, args ...any) (any, error) {
 	conn, err := c.p.GetContext(ctx)
-	if err != nil {
-		return nil, err
+	if err == nil {
+		defer conn.Close()
+		var reply any
+		if reply, err = redis.DoContext(conn, ctx, cmd, args...); err == nil {
+			return reply, nil
+		}
 	}
-	defer conn.Close()
-	return redis.DoContext(conn, ctx, cmd, args...)
+	if ctx.Err() != nil {
+		return nil, ctx.Err()
+	}
+	if dl, ok := ctx.Deadline(); ok && !time.Now().Before(dl) {
+		return nil, context.DeadlineExceeded // the read timeout beat ctx's timer
+	}
+	return nil, err
 }
 
 // SetNX implements [driver.Conn].

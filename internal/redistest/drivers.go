@@ -37,7 +37,7 @@ func Drivers() []Driver {
 // GoRedis returns a go-redis client of addr speaking RESP protocol, closed
 // when t ends.
 func GoRedis(t testing.TB, addr string, protocol int) *redis.Client {
-	c := redis.NewClient(&redis.Options{Addr: addr, Protocol: protocol, DialTimeout: time.Second, MaxRetries: -1})
+	c := redis.NewClient(&redis.Options{Addr: addr, Protocol: protocol, DialTimeout: time.Second, MaxRetries: -1, ContextTimeoutEnabled: true})
 	t.Cleanup(func() { _ = c.Close() })
 	return c
 }
@@ -45,7 +45,7 @@ func GoRedis(t testing.TB, addr string, protocol int) *redis.Client {
 // GoRedisCluster returns a go-redis cluster client of addrs, closed when t
 // ends.
 func GoRedisCluster(t testing.TB, addrs []string) *redis.ClusterClient {
-	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs, DialTimeout: time.Second})
+	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs, DialTimeout: time.Second, ContextTimeoutEnabled: true})
 	t.Cleanup(func() { _ = c.Close() })
 	return c
 }

@@ -111,6 +111,17 @@ func Start(t testing.TB, n int, extra ...string) []*Server {
 }
 
 func start(t testing.TB, bin string, extra []string) (*Server, error) {
+	return startWith(t, bin, func(s *Server) []string {
+		return append([]string{
+			"--port", strconv.Itoa(s.Port), "--bind", "127.0.0.1",
+			"--save", "", "--appendonly", "no", "--dir", s.dir,
+			"--logfile", filepath.Join(s.dir, "redis.log"), "--daemonize", "no",
+		}, expand(extra, s)...)
+	})
+}
+
+// startWith starts a server with the arguments args returns for it.
+func startWith(t testing.TB, bin string, args func(*Server) []string) (*Server, error) {
 	var lastErr error
 	for try := 0; try < 5; try++ { // a free port can be taken before we bind it
 		port, err := freePort()
@@ -118,17 +129,36 @@ func start(t testing.TB, bin string, extra []string) (*Server, error) {
 			return nil, err
 		}
 		s := &Server{Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), Port: port, bin: bin, dir: t.TempDir()}
-		s.args = append([]string{
-			"--port", strconv.Itoa(port), "--bind", "127.0.0.1",
-			"--save", "", "--appendonly", "no", "--dir", s.dir,
-			"--logfile", filepath.Join(s.dir, "redis.log"), "--daemonize", "no",
-		}, expand(extra, s)...)
+		s.args = args(s)
 		if lastErr = s.launch(); lastErr == nil {
 			t.Cleanup(s.stop)
 			return s, nil
 		}
 	}
 	return nil, lastErr
+}
+
+// MasterName is the name under which StartSentinel monitors its master.
+const MasterName = "locksmith"
+
+// StartSentinel starts a Sentinel that monitors master as [MasterName], and
+// stops it when t ends.
+func StartSentinel(t testing.TB, master *Server) *Server {
+	t.Helper()
+	bin := RequireBinary(t)
+	s, err := startWith(t, bin, func(s *Server) []string {
+		conf := filepath.Join(s.dir, "sentinel.conf")
+		text := fmt.Sprintf("port %d\nbind 127.0.0.1\ndir %s\nlogfile %s\nsentinel monitor %s 127.0.0.1 %d 1\n",
+			s.Port, s.dir, filepath.Join(s.dir, "redis.log"), MasterName, master.Port)
+		if err := os.WriteFile(conf, []byte(text), 0o600); err != nil {
+			t.Fatalf("write sentinel.conf: %v", err)
+		}
+		return []string{conf, "--sentinel"}
+	})
+	if err != nil {
+		t.Fatalf("start redis-sentinel: %v", err)
+	}
+	return s
 }
 
 // expand replaces {port+N} in extra arguments, for per-server settings such

@@ -1,0 +1,229 @@
+package conformance
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/locksmith-go/lock/driver"
+)
+
+// RunDriver checks a [driver.Conn] as subtests of t: NX semantics, PX
+// expiry, nil-reply normalisation, script replies and the NOSCRIPT
+// fallback, errors passed through, and cancelled contexts. newConn returns
+// a connection to a server the test may write to.
+func RunDriver(t *testing.T, newConn func(t *testing.T) driver.Conn) {
+	for _, c := range []struct {
+		name string
+		f    func(*testing.T, context.Context, driver.Conn)
+	}{
+		{"SetNX", driverSetNX},
+		{"Get", driverGet},
+		{"GetSet", driverGetSet},
+		{"Del", driverDel},
+		{"PTTL", driverPTTL},
+		{"ScriptFallback", driverScriptFallback},
+		{"ScriptReplies", driverScriptReplies},
+		{"ErrorsPassThrough", driverErrors},
+		{"CancelledContext", driverCancelled},
+		{"Addresser", driverAddresser},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), subtestTimeout)
+			defer cancel()
+			c.f(t, ctx, newConn(t))
+		})
+	}
+}
+
+// cleanKey returns a fresh key that is deleted when t ends.
+func cleanKey(t *testing.T, c driver.Conn) string {
+	key := Key(t)
+	t.Cleanup(func() { _, _ = c.Del(context.Background(), key) })
+	return key
+}
+
+func driverSetNX(t *testing.T, ctx context.Context, c driver.Conn) {
+	key := cleanKey(t, c)
+	if ok, err := c.SetNX(ctx, key, "a", time.Minute); !ok || err != nil {
+		t.Fatalf("SetNX on a missing key = %v, %v; want true, nil", ok, err)
+	}
+	if ok, err := c.SetNX(ctx, key, "b", time.Minute); ok || err != nil {
+		t.Errorf("SetNX on an existing key = %v, %v; want false, nil", ok, err)
+	}
+	if v, _, _ := c.Get(ctx, key); v != "a" {
+		t.Errorf("value after a refused SetNX = %q, want %q", v, "a")
+	}
+	if ttl, ok, err := c.PTTL(ctx, key); !ok || err != nil || ttl <= 0 || ttl > time.Minute {
+		t.Errorf("PTTL after SetNX with a minute = %v, %v, %v; want in (0, 1m], true, nil", ttl, ok, err)
+	}
+	noExpiry := cleanKey(t, c)
+	if ok, err := c.SetNX(ctx, noExpiry, "a", 0); !ok || err != nil {
+		t.Fatalf("SetNX with no TTL = %v, %v; want true, nil", ok, err)
+	}
+	if ttl, ok, err := c.PTTL(ctx, noExpiry); !ok || err != nil || ttl >= 0 {
+		t.Errorf("PTTL after SetNX with no TTL = %v, %v, %v; want negative, true, nil", ttl, ok, err)
+	}
+	if ok, err := c.SetNX(ctx, noExpiry, "b", 0); ok || err != nil {
+		t.Errorf("SetNX with no TTL on an existing key = %v, %v; want false, nil", ok, err)
+	}
+}
+
+func driverGet(t *testing.T, ctx context.Context, c driver.Conn) {
+	key := cleanKey(t, c)
+	if v, ok, err := c.Get(ctx, key); v != "" || ok || err != nil {
+		t.Errorf("Get of a missing key = %q, %v, %v; want \"\", false, nil", v, ok, err)
+	}
+	const value = "v\x00 with spaces\r\nand bytes"
+	if _, err := c.SetNX(ctx, key, value, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if v, ok, err := c.Get(ctx, key); v != value || !ok || err != nil {
+		t.Errorf("Get = %q, %v, %v; want %q, true, nil", v, ok, err, value)
+	}
+}
+
+func driverGetSet(t *testing.T, ctx context.Context, c driver.Conn) {
+	key := cleanKey(t, c)
+	if old, ok, err := c.GetSet(ctx, key, "1"); old != "" || ok || err != nil {
+		t.Errorf("GetSet of a missing key = %q, %v, %v; want \"\", false, nil", old, ok, err)
+	}
+	if old, ok, err := c.GetSet(ctx, key, "2"); old != "1" || !ok || err != nil {
+		t.Errorf("GetSet = %q, %v, %v; want \"1\", true, nil", old, ok, err)
+	}
+	if v, _, _ := c.Get(ctx, key); v != "2" {
+		t.Errorf("value after GetSet = %q, want \"2\"", v)
+	}
+}
+
+func driverDel(t *testing.T, ctx context.Context, c driver.Conn) {
+	key := cleanKey(t, c)
+	if ok, err := c.Del(ctx, key); ok || err != nil {
+		t.Errorf("Del of a missing key = %v, %v; want false, nil", ok, err)
+	}
+	if _, err := c.SetNX(ctx, key, "a", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := c.Del(ctx, key); !ok || err != nil {
+		t.Errorf("Del = %v, %v; want true, nil", ok, err)
+	}
+	if _, ok, _ := c.Get(ctx, key); ok {
+		t.Errorf("key exists after Del")
+	}
+}
+
+func driverPTTL(t *testing.T, ctx context.Context, c driver.Conn) {
+	key := cleanKey(t, c)
+	if ttl, ok, err := c.PTTL(ctx, key); ok || err != nil {
+		t.Errorf("PTTL of a missing key = %v, %v, %v; want ok false, nil", ttl, ok, err)
+	}
+}
+
+// freshScript returns a script the server has never seen.
+func freshScript(body string) *driver.Script {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return driver.NewScript("-- " + hex.EncodeToString(b[:]) + "\n" + body)
+}
+
+// driverScriptFallback: the script names a key, so that a cluster runs
+// every call on the same node.
+func driverScriptFallback(t *testing.T, ctx context.Context, c driver.Conn) {
+	keys := []string{cleanKey(t, c)}
+	s := freshScript("return 42")
+	if _, err := c.EvalSha(ctx, s.SHA1(), keys); !driver.IsNoScript(err) {
+		t.Fatalf("EvalSha of an unknown script = %v, want a NOSCRIPT error", err)
+	}
+	if n, err := s.Int(ctx, c, keys); n != 42 || err != nil {
+		t.Fatalf("Script.Run of an unknown script = %v, %v; want 42, nil (EVAL fallback)", n, err)
+	}
+	if v, err := c.EvalSha(ctx, s.SHA1(), keys); err != nil || v == nil {
+		t.Errorf("EvalSha after the fallback = %v, %v; want the script cached", v, err)
+	}
+}
+
+func driverScriptReplies(t *testing.T, ctx context.Context, c driver.Conn) {
+	key := cleanKey(t, c)
+	for _, tc := range []struct {
+		name, body string
+		want       any
+	}{
+		{"integer", "return 7", int64(7)},
+		{"negative integer", "return -3", int64(-3)},
+		{"string", "return 'abc'", "abc"},
+		{"status", "return redis.status_reply('OK')", "OK"},
+		{"false is nil", "return false", nil},
+		{"no value is nil", "return nil", nil},
+		{"missing key is nil", "return redis.call('GET', KEYS[1])", nil},
+		{"array", "return {1, 'two', {3}}", []any{int64(1), "two", []any{int64(3)}}},
+		{"argument round trip", "return ARGV[1] .. ARGV[2]", "x5"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := driver.NewScript(tc.body).Run(ctx, c, []string{key}, "x", 5)
+			if err != nil {
+				t.Fatalf("Run(%q) = %v", tc.body, err)
+			}
+			if !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("Run(%q) = %#v (%T), want %#v (%T)", tc.body, got, got, tc.want, tc.want)
+			}
+		})
+	}
+}
+
+func driverErrors(t *testing.T, ctx context.Context, c driver.Conn) {
+	key := cleanKey(t, c)
+	if _, err := driver.NewScript("return redis.error_reply('ERR boom')").Run(ctx, c, nil); err == nil || !strings.Contains(err.Error(), "boom") {
+		t.Errorf("script error reply = %v, want an error containing %q", err, "boom")
+	}
+	if _, err := driver.NewScript("return redis.call('HSET', KEYS[1], 'f', 'v')").Run(ctx, c, []string{key}); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, err := c.Get(ctx, key); ok || err == nil || !strings.Contains(err.Error(), "WRONGTYPE") {
+		t.Errorf("Get of a hash = %v, %v; want a WRONGTYPE error", ok, err)
+	}
+	if _, _, err := c.GetSet(ctx, key, "x"); err == nil || !strings.Contains(err.Error(), "WRONGTYPE") {
+		t.Errorf("GetSet of a hash = %v; want a WRONGTYPE error", err)
+	}
+}
+
+func driverCancelled(t *testing.T, ctx context.Context, c driver.Conn) {
+	key := cleanKey(t, c)
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	calls := map[string]func() error{
+		"SetNX":   func() error { _, err := c.SetNX(cctx, key, "v", time.Minute); return err },
+		"Get":     func() error { _, _, err := c.Get(cctx, key); return err },
+		"GetSet":  func() error { _, _, err := c.GetSet(cctx, key, "v"); return err },
+		"Del":     func() error { _, err := c.Del(cctx, key); return err },
+		"PTTL":    func() error { _, _, err := c.PTTL(cctx, key); return err },
+		"EvalSha": func() error { _, err := c.EvalSha(cctx, freshScript("return 1").SHA1(), nil); return err },
+		"Eval":    func() error { _, err := c.Eval(cctx, "return 1", nil); return err },
+	}
+	for name, call := range calls {
+		if err := call(); !errors.Is(err, context.Canceled) {
+			t.Errorf("%s with a cancelled context = %v, want context.Canceled", name, err)
+		}
+	}
+	if _, ok, _ := c.Get(ctx, key); ok {
+		t.Errorf("a call with a cancelled context wrote the key")
+	}
+}
+
+func driverAddresser(t *testing.T, _ context.Context, c driver.Conn) {
+	a, ok := c.(driver.Addresser)
+	if !ok {
+		t.Skip("the driver does not implement driver.Addresser")
+	}
+	addr := a.Addr()
+	if addr == "" {
+		t.Skip("the driver does not know the server's address")
+	}
+	if strings.ContainsAny(addr, " \t\n") {
+		t.Errorf("Addr() = %q, want host:port[,host:port...]", addr)
+	}
+}

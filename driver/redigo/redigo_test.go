@@ -1,0 +1,73 @@
+package redigo_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	redigoredis "github.com/gomodule/redigo/redis"
+
+	"github.com/locksmith-go/lock"
+	"github.com/locksmith-go/lock/conformance"
+	"github.com/locksmith-go/lock/driver"
+	"github.com/locksmith-go/lock/driver/redigo"
+	"github.com/locksmith-go/lock/internal/redistest"
+	"github.com/locksmith-go/lock/strategy/single"
+)
+
+func TestRunDriver(t *testing.T) {
+	addr, _ := redistest.Addr(t)
+	pool := redistest.Redigo(t, addr)
+	t.Run("Pool", func(t *testing.T) {
+		conformance.RunDriver(t, func(t *testing.T) driver.Conn { return redigo.New(pool) })
+	})
+	t.Run("any GetContext", func(t *testing.T) {
+		conformance.RunDriver(t, func(t *testing.T) driver.Conn { return redigo.New(getContext{pool}) })
+	})
+}
+
+// getContext is a minimal connection source that is not a *redis.Pool.
+type getContext struct{ p *redigoredis.Pool }
+
+func (g getContext) GetContext(ctx context.Context) (redigoredis.Conn, error) {
+	return g.p.GetContext(ctx)
+}
+
+func TestNew(t *testing.T) {
+	if c := redigo.New(nil); c != nil {
+		t.Fatalf("New(nil) = %v, want nil", c)
+	}
+	_, err := single.New(redigo.New(nil))
+	var ae *lock.ArgumentError
+	if !errors.As(err, &ae) || ae.Name != "conn" {
+		t.Errorf("single.New(redigo.New(nil)) = %v, want an ArgumentError naming conn", err)
+	}
+}
+
+// TestContextDeadline: every command to a paused server ends at the
+// context's deadline, with context.DeadlineExceeded.
+func TestContextDeadline(t *testing.T) {
+	srv := redistest.Start(t, 1)[0]
+	c := redigo.New(redistest.Redigo(t, srv.Addr))
+	srv.Pause()
+	defer srv.Resume()
+	calls := map[string]func(context.Context) error{
+		"SetNX":   func(ctx context.Context) error { _, err := c.SetNX(ctx, "k", "v", time.Minute); return err },
+		"Get":     func(ctx context.Context) error { _, _, err := c.Get(ctx, "k"); return err },
+		"GetSet":  func(ctx context.Context) error { _, _, err := c.GetSet(ctx, "k", "v"); return err },
+		"Del":     func(ctx context.Context) error { _, err := c.Del(ctx, "k"); return err },
+		"PTTL":    func(ctx context.Context) error { _, _, err := c.PTTL(ctx, "k"); return err },
+		"EvalSha": func(ctx context.Context) error { _, err := c.EvalSha(ctx, "0000", nil); return err },
+		"Eval":    func(ctx context.Context) error { _, err := c.Eval(ctx, "return 1", nil); return err },
+	}
+	for name, call := range calls {
+		t.Run(name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+			defer cancel()
+			if err := call(ctx); !errors.Is(err, context.DeadlineExceeded) {
+				t.Errorf("%s on a paused server = %v, want context.DeadlineExceeded", name, err)
+			}
+		})
+	}
+}
