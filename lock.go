@@ -16,6 +16,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"sync"
 	"time"
@@ -166,22 +167,38 @@ type Lock struct {
 }
 
 // Key returns the locked key.
-func (l *Lock) Key() string { return l.key }
+func (l *Lock) Key() string {
+	if l == nil {
+		return ""
+	}
+	return l.key
+}
 
 // Token returns the secret that proves ownership of the lock. Keep it out of
-// logs: the String and LogValue methods of Lock leave it out.
-func (l *Lock) Token() string { return l.token }
+// logs: formatting a Lock (with any verb) or logging it with log/slog shows
+// the key only.
+func (l *Lock) Token() string {
+	if l == nil {
+		return ""
+	}
+	return l.token
+}
 
 // Metadata returns the metadata the lock was obtained with (see
 // [WithMetadata]).
-func (l *Lock) Metadata() string { return l.metadata }
+func (l *Lock) Metadata() string {
+	if l == nil {
+		return ""
+	}
+	return l.metadata
+}
 
 // ValidUntil returns the local validity deadline: the time when the lock was
 // requested (or last refreshed) plus the TTL, less the strategy's drift
 // allowance. It carries a monotonic clock reading, so time.Until on it is
 // immune to wall-clock jumps. Work that must not outlive the lock should end
-// before it. After Release, or after Refresh or Release found the lock gone,
-// it returns the zero time.
+// before it. After Release, or once Refresh, Release or TTL found the lock
+// gone, it returns the zero time.
 func (l *Lock) ValidUntil() time.Time {
 	if l == nil {
 		return time.Time{}
@@ -254,8 +271,9 @@ func (l *Lock) String() string {
 	return fmt.Sprintf("lock %q", l.key)
 }
 
-// GoString is like String, so that %#v does not print the token either.
-func (l *Lock) GoString() string { return l.String() }
+// Format writes String for every verb, so that no verb (%v, %#v, %d, ...)
+// prints the token.
+func (l *Lock) Format(f fmt.State, _ rune) { _, _ = io.WriteString(f, l.String()) }
 
 // LogValue makes log/slog record the key only, never the token.
 func (l *Lock) LogValue() slog.Value {

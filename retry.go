@@ -40,7 +40,7 @@ type exponential struct{ base, max time.Duration }
 
 func (p exponential) Delay(attempt int) (time.Duration, bool) {
 	ceiling := p.max
-	if shift := attempt - 1; shift < 62 && p.base <= p.max>>shift {
+	if shift := max(attempt-1, 0); shift < 63 && p.base <= p.max>>shift {
 		ceiling = p.base << shift
 	}
 	if ceiling <= 0 {

@@ -1,0 +1,201 @@
+package lock_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/locksmith-go/lock"
+	"github.com/locksmith-go/lock/driver/goredis"
+	"github.com/locksmith-go/lock/internal/embedded"
+	"github.com/locksmith-go/lock/strategy/single"
+)
+
+// newLocker starts an in-process Redis and returns a single-instance Locker
+// on it, and a function that stops both. In an application, build the
+// go-redis client from your own configuration instead.
+func newLocker() (lock.Locker, func()) {
+	s, err := embedded.Start()
+	if err != nil {
+		log.Fatal(err)
+	}
+	client := redis.NewClient(&redis.Options{Addr: s.Addr()})
+	locker, err := single.New(goredis.New(client))
+	if err != nil {
+		log.Fatal(err)
+	}
+	return locker, func() {
+		_ = client.Close()
+		s.Close()
+	}
+}
+
+func Example() {
+	s, err := embedded.Start() // an in-process Redis, for the example
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer s.Close()
+	client := redis.NewClient(&redis.Options{Addr: s.Addr()})
+	defer client.Close()
+
+	locker, err := single.New(goredis.New(client))
+	if err != nil {
+		log.Fatal(err)
+	}
+
+	ctx := context.Background()
+	lk, err := locker.Obtain(ctx, "report:daily", 30*time.Second)
+	if errors.Is(err, lock.ErrNotObtained) {
+		fmt.Println("another worker is writing the report")
+		return
+	}
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("obtained", lk)
+
+	// ... write the report, finishing before lk.ValidUntil() ...
+
+	if err := lk.Release(ctx); err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("released")
+	// Output:
+	// obtained lock "report:daily"
+	// released
+}
+
+func ExampleWithRetry() {
+	locker, stop := newLocker()
+	defer stop()
+	ctx := context.Background()
+
+	first, err := locker.Obtain(ctx, "invoice:42", time.Minute)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer first.Release(ctx)
+
+	// A second obtainer waits with exponential backoff while the first
+	// holds the lock, but no longer than its context allows.
+	waitCtx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	defer cancel()
+	_, err = locker.Obtain(waitCtx, "invoice:42", time.Minute,
+		lock.WithRetry(lock.Exponential(5*time.Millisecond, 50*time.Millisecond)))
+	fmt.Println("not obtained:", errors.Is(err, lock.ErrNotObtained))
+	fmt.Println("deadline exceeded:", errors.Is(err, context.DeadlineExceeded))
+	// Output:
+	// not obtained: true
+	// deadline exceeded: true
+}
+
+func ExampleLinear() {
+	locker, stop := newLocker()
+	defer stop()
+	ctx := context.Background()
+
+	first, err := locker.Obtain(ctx, "cache:rebuild", time.Minute)
+	if err != nil {
+		log.Fatal(err)
+	}
+	go func() {
+		time.Sleep(50 * time.Millisecond) // the first holder finishes its work
+		_ = first.Release(ctx)
+	}()
+
+	// The second obtainer tries again every 10ms until the first releases.
+	waitCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	second, err := locker.Obtain(waitCtx, "cache:rebuild", time.Minute,
+		lock.WithRetry(lock.Linear(10*time.Millisecond)))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer second.Release(ctx)
+	fmt.Println("obtained after the first holder released")
+	// Output:
+	// obtained after the first holder released
+}
+
+func ExampleLimitAttempts() {
+	// Three attempts in all, 100ms apart.
+	p := lock.LimitAttempts(lock.Linear(100*time.Millisecond), 3)
+	for attempt := 1; ; attempt++ {
+		delay, ok := p.Delay(attempt)
+		if !ok {
+			fmt.Printf("attempt %d failed: give up\n", attempt)
+			break
+		}
+		fmt.Printf("attempt %d failed: wait %v\n", attempt, delay)
+	}
+	// Output:
+	// attempt 1 failed: wait 100ms
+	// attempt 2 failed: wait 100ms
+	// attempt 3 failed: give up
+}
+
+func ExampleLock_Refresh() {
+	locker, stop := newLocker()
+	defer stop()
+	ctx := context.Background()
+
+	lk, err := locker.Obtain(ctx, "job:nightly", 5*time.Second)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer lk.Release(ctx)
+
+	// The job needs longer than planned: extend the lock before it expires.
+	// An error matching lock.ErrNotHeld means it is too late: stop working.
+	if err := lk.Refresh(ctx, time.Minute); err != nil {
+		log.Fatal(err)
+	}
+	ttl, err := lk.TTL(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("more than 30s left:", ttl > 30*time.Second)
+	// Output:
+	// more than 30s left: true
+}
+
+func ExampleLock_Release() {
+	locker, stop := newLocker()
+	defer stop()
+	ctx := context.Background()
+
+	lk, err := locker.Obtain(ctx, "user:7:export", time.Minute)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("first release:", lk.Release(ctx))
+
+	// The lock is no longer ours: a second release deletes nothing.
+	err = lk.Release(ctx)
+	fmt.Println("second release not held:", errors.Is(err, lock.ErrNotHeld))
+	// Output:
+	// first release: <nil>
+	// second release not held: true
+}
+
+func ExampleArgumentError() {
+	locker, stop := newLocker()
+	defer stop()
+
+	_, err := locker.Obtain(context.Background(), "", time.Minute)
+	var argErr *lock.ArgumentError
+	if errors.As(err, &argErr) {
+		fmt.Println("invalid argument:", argErr.Name)
+	}
+	fmt.Println(errors.Is(err, lock.ErrInvalidArgument))
+	fmt.Println(err)
+	// Output:
+	// invalid argument: key
+	// true
+	// lock: invalid key: must not be empty
+}
