@@ -4,6 +4,7 @@ go 1.24
 
 require (
 	github.com/alicebob/miniredis/v2 v2.40.0
+	github.com/bsm/redislock v0.9.4
 	github.com/gomodule/redigo v1.9.3
 	github.com/redis/go-redis/v9 v9.22.0
 )

@@ -39,9 +39,11 @@ const MinTokenLen = 16
 
 // WithToken sets the token instead of a random one, for advanced use such as
 // handing a lock over to another process, which then obtains it again with
-// the same token. Two obtainers that use the same token both succeed, so the
-// token must be secret and unique to its owner. It must be at least
-// [MinTokenLen] bytes long.
+// the same token and the same metadata (the stored value is the token
+// followed by the metadata, and ownership is equality of values). Two
+// obtainers that use the same value both succeed, so the token must be
+// secret and unique to its owner. It must be at least [MinTokenLen] bytes
+// long.
 func WithToken(token string) Option {
 	return func(o *options) {
 		if len(token) < MinTokenLen {

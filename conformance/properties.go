@@ -414,6 +414,9 @@ func (s suite) callerChosenToken(t *testing.T, ctx context.Context) {
 	if _, err := l.Obtain(ctx, key, longTTL); !errors.Is(err, lock.ErrNotObtained) {
 		t.Errorf("Obtain with another token = %v, want ErrNotObtained", err)
 	}
+	if _, err := l.Obtain(ctx, key, longTTL, lock.WithToken(tok), lock.WithMetadata("other")); !errors.Is(err, lock.ErrNotObtained) {
+		t.Errorf("Obtain with the token but other metadata = %v, want ErrNotObtained", err)
+	}
 	b := s.obtain(t, ctx, s.h.NewLocker(t), key, longTTL, lock.WithToken(tok))
 	if err := b.Release(ctx); err != nil {
 		t.Errorf("Release by the new holder of the handed-over lock = %v, want nil", err)

@@ -1,0 +1,45 @@
+package driver_test
+
+import (
+	"context"
+	"fmt"
+	"log"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/locksmith-go/lock/driver"
+	"github.com/locksmith-go/lock/driver/goredis"
+	"github.com/locksmith-go/lock/internal/embedded"
+)
+
+func ExampleScript() {
+	srv, err := embedded.Start() // an in-process Redis, for the example
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer srv.Close()
+	client := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+	defer client.Close()
+	conn := goredis.New(client)
+
+	// The SHA-1 is computed once. Run tries EVALSHA and falls back to EVAL
+	// when the server has not cached the script yet.
+	incr := driver.NewScript(`return redis.call('INCRBY', KEYS[1], ARGV[1])`)
+	ctx := context.Background()
+	for i := 0; i < 2; i++ {
+		n, err := incr.Int(ctx, conn, []string{"counter"}, 5)
+		if err != nil {
+			log.Fatal(err)
+		}
+		fmt.Println(n)
+	}
+	// Output:
+	// 5
+	// 10
+}
+
+func ExampleCheck() {
+	var c *goredis.Conn // what goredis.New(nil) returns
+	fmt.Println(driver.Check(c))
+	// Output: lock: invalid conn: must not be a nil *goredis.Conn (was the client nil?)
+}

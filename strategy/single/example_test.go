@@ -1,0 +1,50 @@
+package single_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/locksmith-go/lock"
+	"github.com/locksmith-go/lock/driver/goredis"
+	"github.com/locksmith-go/lock/internal/embedded"
+	"github.com/locksmith-go/lock/strategy/single"
+)
+
+func ExampleNew() {
+	srv, err := embedded.Start() // an in-process Redis, for the example
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer srv.Close()
+	client := redis.NewClient(&redis.Options{Addr: srv.Addr(), ContextTimeoutEnabled: true})
+	defer client.Close()
+
+	locker, err := single.New(goredis.New(client))
+	if err != nil {
+		log.Fatal(err)
+	}
+	ctx := context.Background()
+	lk, err := locker.Obtain(ctx, "jobs:nightly", 10*time.Second)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer lk.Release(ctx)
+
+	_, err = locker.Obtain(ctx, "jobs:nightly", 10*time.Second)
+	fmt.Println(errors.Is(err, lock.ErrNotObtained))
+	// Output: true
+}
+
+func ExampleNew_nilDriver() {
+	_, err := single.New(nil)
+	fmt.Println(err)
+	fmt.Println(errors.Is(err, lock.ErrInvalidArgument))
+	// Output:
+	// lock: invalid conn: must not be nil
+	// true
+}
