@@ -399,6 +399,15 @@ func (s suite) metadataRoundTrips(t *testing.T, ctx context.Context) {
 	if _, err := lk.TTL(ctx); err != nil {
 		t.Errorf("TTL of a lock with metadata = %v, want it held", err)
 	}
+	if s.h.Conns == nil {
+		return
+	}
+	for _, c := range s.h.Conns(t) {
+		v, ok, err := c.Get(ctx, lk.Key())
+		if err != nil || !ok || !strings.HasSuffix(v, meta) {
+			t.Errorf("stored value ends with the metadata = %t (ok %v, err %v), want true", strings.HasSuffix(v, meta), ok, err)
+		}
+	}
 }
 
 // callerChosenToken: a token given with WithToken is the lock's token, and
