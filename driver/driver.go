@@ -61,6 +61,18 @@ type Addresser interface {
 	Addr() string
 }
 
+// FromPTTL turns a PTTL reply in milliseconds (-2 for a missing key, -1 for
+// a key with no expiry) into the results of [Conn.PTTL].
+func FromPTTL(ms int64) (ttl time.Duration, ok bool) {
+	switch ms {
+	case -2:
+		return 0, false
+	case -1:
+		return -1, true
+	}
+	return time.Duration(ms) * time.Millisecond, true
+}
+
 // Check returns an [*lock.ArgumentError] if c is nil, or a typed nil pointer
 // such as the (*goredis.Conn)(nil) that goredis.New(nil) returns.
 func Check(c Conn) error {

@@ -66,17 +66,15 @@ func (c *Conn) Del(ctx context.Context, key string) (bool, error) {
 
 // PTTL implements [driver.Conn].
 func (c *Conn) PTTL(ctx context.Context, key string) (time.Duration, bool, error) {
-	// go-redis decodes PTTL into a Duration, but passes -1 and -2 through raw.
 	d, err := c.c.PTTL(ctx, key).Result()
-	switch {
-	case err != nil:
+	if err != nil {
 		return 0, false, err
-	case d == -2:
-		return 0, false, nil
-	case d == -1:
-		return -1, true, nil
 	}
-	return d, true, nil
+	if d > 0 { // go-redis scales a TTL to a Duration, but passes -1 and -2 through
+		d /= time.Millisecond
+	}
+	ttl, ok := driver.FromPTTL(int64(d))
+	return ttl, ok, nil
 }
 
 // EvalSha implements [driver.Conn].

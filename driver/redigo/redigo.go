@@ -86,15 +86,11 @@ func (c *Conn) Del(ctx context.Context, key string) (bool, error) {
 // PTTL implements [driver.Conn].
 func (c *Conn) PTTL(ctx context.Context, key string) (time.Duration, bool, error) {
 	ms, err := redis.Int64(c.do(ctx, "PTTL", key))
-	switch {
-	case err != nil:
+	if err != nil {
 		return 0, false, err
-	case ms == -2:
-		return 0, false, nil
-	case ms == -1:
-		return -1, true, nil
 	}
-	return time.Duration(ms) * time.Millisecond, true, nil
+	ttl, ok := driver.FromPTTL(ms)
+	return ttl, ok, nil
 }
 
 // EvalSha implements [driver.Conn].

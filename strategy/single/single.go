@@ -11,6 +11,7 @@ package single
 
 import (
 	"context"
+	"strconv"
 	"time"
 
 	"github.com/locksmith-go/lock"
@@ -38,30 +39,22 @@ if redis.call('GET', KEYS[1]) == ARGV[1] then
 end
 return 0`)
 
-	releaseScript = driver.NewScript(`local v = redis.call('GET', KEYS[1])
-if v == ARGV[1] then
-	return redis.call('DEL', KEYS[1])
-elseif v then
-	return -3
-end
-return -2`)
-
-	refreshScript = driver.NewScript(`local v = redis.call('GET', KEYS[1])
-if v == ARGV[1] then
-	return redis.call('PEXPIRE', KEYS[1], ARGV[2])
-elseif v then
-	return -3
-end
-return -2`)
-
-	ttlScript = driver.NewScript(`local v = redis.call('GET', KEYS[1])
-if v == ARGV[1] then
-	return redis.call('PTTL', KEYS[1])
-elseif v then
-	return -3
-end
-return -2`)
+	releaseScript = ownerScript(`redis.call('DEL', KEYS[1])`)
+	refreshScript = ownerScript(`redis.call('PEXPIRE', KEYS[1], ARGV[2])`)
+	ttlScript     = ownerScript(`redis.call('PTTL', KEYS[1])`)
 )
+
+// ownerScript returns the script that replies with action's result when the
+// key holds our value (ARGV[1]), and with noKey or otherOwner otherwise.
+func ownerScript(action string) *driver.Script {
+	return driver.NewScript(`local v = redis.call('GET', KEYS[1])
+if v == ARGV[1] then
+	return ` + action + `
+elseif v then
+	return ` + strconv.Itoa(otherOwner) + `
+end
+return ` + strconv.Itoa(noKey))
+}
 
 // Scripts returns the Lua scripts the strategy runs, for tests and for
 // operators who preload them with SCRIPT LOAD.
