@@ -13,6 +13,7 @@
 package lock
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -43,16 +44,21 @@ type Locker interface {
 // wait loop and the lock handle. Check a Strategy with the conformance
 // package.
 //
-// The root package guarantees that key is non-empty, ttl is at least one
-// millisecond and value is non-empty. Implementations must be safe for
+// The root package guarantees that keys are non-empty, TTLs are at least one
+// millisecond and values are non-empty. Implementations must be safe for
 // concurrent use.
+//
+// Refresh, Release and TTL return ErrExpired when the key is gone, and
+// ErrTaken when another value holds it (both match ErrNotHeld); a strategy
+// that cannot tell the two apart returns ErrNotHeld.
 type Strategy interface {
-	// Acquire makes one attempt to lock key with value for ttl. It returns
-	// an error matching ErrNotObtained when another owner holds the key, and
-	// any other error (a Redis or transport error, unwrapped) when the
-	// attempt failed. On error, [New]'s loop calls Release with the same
-	// value, so an attempt whose reply was lost leaves nothing behind.
-	Acquire(ctx context.Context, key, value string, ttl time.Duration) (Grant, error)
+	// Acquire makes one attempt to lock r.Key. It returns an error
+	// matching ErrNotObtained when another owner holds the key, and any
+	// other error (a Redis or transport error, unwrapped) when the attempt
+	// failed. After an error, [New]'s loop calls Release with the value the
+	// attempt may have written (Grant.Value if set, else r.Value()), so an
+	// attempt whose reply was lost leaves nothing behind.
+	Acquire(ctx context.Context, r Request) (Grant, error)
 	// Refresh resets the expiry of key to ttl if it still holds value.
 	Refresh(ctx context.Context, key, value string, ttl time.Duration) (Grant, error)
 	// Release deletes key if it still holds value.
@@ -61,15 +67,24 @@ type Strategy interface {
 	TTL(ctx context.Context, key, value string) (time.Duration, error)
 }
 
-// Refresh, Release and TTL return ErrExpired when the key is gone, and
-// ErrTaken when another value holds it (both match ErrNotHeld); strategies
-// that cannot tell the two apart return ErrNotHeld.
+// Request is what [Strategy.Acquire] is asked to lock.
+type Request struct {
+	Key      string
+	TTL      time.Duration
+	Token    string // random (or chosen with WithToken), at least MinTokenLen bytes
+	Metadata string // from WithMetadata; often empty
+}
+
+// Value returns the value a strategy that stores tokens writes: the token
+// followed by the metadata.
+func (r Request) Value() string { return r.Token + r.Metadata }
 
 // Grant is what a [Strategy] reports about a successful Acquire or Refresh.
 type Grant struct {
-	// Value, when not empty, replaces the value the lock is held under (a
-	// strategy whose stored value is not the token, such as a legacy
-	// timestamp, reports it here). Later calls receive this value.
+	// Value, when not empty, replaces the value the lock is held under and
+	// becomes its token: a strategy that stores something other than the
+	// token, such as a legacy timestamp, reports it here. Later calls
+	// receive this value.
 	Value string
 	// Drift is subtracted from the TTL when the local validity deadline is
 	// computed: an allowance for clock drift between client and servers.
@@ -91,29 +106,28 @@ func (l *locker) Obtain(ctx context.Context, key string, ttl time.Duration, opts
 	if err := checkKeyTTL(key, ttl); err != nil {
 		return nil, err
 	}
-	token := o.token
-	if token == "" {
-		if token, err = newToken(); err != nil {
+	r := Request{Key: key, TTL: ttl, Token: o.token, Metadata: o.metadata}
+	if r.Token == "" {
+		if r.Token, err = newToken(); err != nil {
 			return nil, err
 		}
 	}
-	value := token + o.metadata
 
 	for attempt := 1; ; attempt++ {
 		if ctx.Err() != nil {
 			return nil, notObtained(ctx)
 		}
 		sent := time.Now()
-		g, err := l.s.Acquire(ctx, key, value, ttl)
+		g, err := l.s.Acquire(ctx, r)
 		if err == nil {
-			lk := &Lock{s: l.s, key: key, token: token, metadata: o.metadata, value: value}
+			lk := &Lock{s: l.s, key: key, token: r.Token, metadata: r.Metadata, value: r.Value()}
 			lk.grant(g, sent, ttl)
 			return lk, nil
 		}
 		if !errors.Is(err, ErrNotObtained) {
 			// The command may have been applied even though its reply was
 			// lost (a timeout, a cancelled context, a broken connection).
-			cleanup(ctx, l.s, key, value)
+			cleanup(ctx, l.s, key, cmp.Or(g.Value, r.Value()))
 			if ctx.Err() != nil {
 				return nil, notObtained(ctx)
 			}
@@ -157,10 +171,11 @@ func sleep(ctx context.Context, d time.Duration) error {
 // Lock is a held lock, returned by [Locker.Obtain]. Its methods are safe for
 // concurrent use. A nil *Lock is never held: its methods return ErrNotHeld.
 type Lock struct {
-	s                    Strategy
-	key, token, metadata string
+	s             Strategy
+	key, metadata string
 
 	mu         sync.Mutex
+	token      string
 	value      string
 	validUntil time.Time
 	released   bool
@@ -174,13 +189,16 @@ func (l *Lock) Key() string {
 	return l.key
 }
 
-// Token returns the secret that proves ownership of the lock. Keep it out of
-// logs: formatting a Lock (with any verb) or logging it with log/slog shows
-// the key only.
+// Token returns the secret that proves ownership of the lock: the random
+// token, or the strategy's own value where it stores one (a legacy
+// timestamp, which Refresh replaces). Keep it out of logs: formatting a Lock
+// (with any verb) or logging it with log/slog shows the key only.
 func (l *Lock) Token() string {
 	if l == nil {
 		return ""
 	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
 	return l.token
 }
 
@@ -248,7 +266,7 @@ func (l *Lock) Refresh(ctx context.Context, ttl time.Duration) error {
 
 // Release releases the lock. It returns an error matching ErrNotHeld
 // (ErrExpired or ErrTaken where the strategy can tell) when the lock was no
-// longer ours; in that case it deletes nothing.
+// longer ours; it never deletes another owner's lock.
 func (l *Lock) Release(ctx context.Context) error {
 	value, err := l.current()
 	if err != nil {
@@ -300,7 +318,7 @@ func (l *Lock) current() (string, error) {
 // held, or l not yet shared.
 func (l *Lock) grant(g Grant, sent time.Time, ttl time.Duration) {
 	if g.Value != "" {
-		l.value = g.Value
+		l.value, l.token = g.Value, g.Value
 	}
 	l.validUntil = sent.Add(ttl - g.Drift)
 }

@@ -77,7 +77,8 @@ func owned(e fakeEntry, ok bool, value string) error {
 	return nil
 }
 
-func (f *fakeStrategy) Acquire(ctx context.Context, key, value string, ttl time.Duration) (lock.Grant, error) {
+func (f *fakeStrategy) Acquire(ctx context.Context, r lock.Request) (lock.Grant, error) {
+	key, value, ttl := r.Key, r.Value(), r.TTL
 	if f.onAcquire != nil {
 		f.onAcquire(ctx)
 	}
@@ -743,8 +744,11 @@ func TestObtain(t *testing.T) {
 				t.Errorf("%s values = %q, want %q (the granted value)", op, got, want)
 			}
 		}
-		if got := values(f.callsTo("acquire")); len(got) != 1 || got[0] != lk.Token() {
-			t.Errorf("Acquire values = %q, want [%q] (the token)", got, lk.Token())
+		if got := values(f.callsTo("acquire")); len(got) != 1 || len(got[0]) != 22 {
+			t.Errorf("Acquire values = %q, want one random 22-character token", got)
+		}
+		if got := lk.Token(); got != "1700000000123" {
+			t.Errorf("Token() = %q, want the granted value %q", got, "1700000000123")
 		}
 	})
 

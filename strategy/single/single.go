@@ -11,27 +11,18 @@ package single
 
 import (
 	"context"
-	"strconv"
 	"time"
 
 	"github.com/locksmith-go/lock"
 	"github.com/locksmith-go/lock/driver"
+	"github.com/locksmith-go/lock/internal/cas"
 )
 
-// The scripts reply with a non-negative number when the key holds our value,
-// noKey when it is gone and otherOwner when another value holds it. GET
-// fails with WRONGTYPE on a key of another type, so a misused key gives a
-// clear error instead of looking held.
-const (
-	noKey      = -2
-	otherOwner = -3
-)
-
-var (
-	// acquireScript: SET NX PX; if the key exists and already holds our
-	// value (a retried attempt, or a token handed over with lock.WithToken),
-	// reset its TTL.
-	acquireScript = driver.NewScript(`if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+// acquireScript: SET NX PX; if the key exists and already holds our value
+// (a retried attempt, or a lock handed over with lock.WithToken), reset its
+// TTL. GET fails with WRONGTYPE on a key of another type, so a misused key
+// gives a clear error instead of looking held.
+var acquireScript = driver.NewScript(`if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
 	return 1
 end
 if redis.call('GET', KEYS[1]) == ARGV[1] then
@@ -39,27 +30,10 @@ if redis.call('GET', KEYS[1]) == ARGV[1] then
 end
 return 0`)
 
-	releaseScript = ownerScript(`redis.call('DEL', KEYS[1])`)
-	refreshScript = ownerScript(`redis.call('PEXPIRE', KEYS[1], ARGV[2])`)
-	ttlScript     = ownerScript(`redis.call('PTTL', KEYS[1])`)
-)
-
-// ownerScript returns the script that replies with action's result when the
-// key holds our value (ARGV[1]), and with noKey or otherOwner otherwise.
-func ownerScript(action string) *driver.Script {
-	return driver.NewScript(`local v = redis.call('GET', KEYS[1])
-if v == ARGV[1] then
-	return ` + action + `
-elseif v then
-	return ` + strconv.Itoa(otherOwner) + `
-end
-return ` + strconv.Itoa(noKey))
-}
-
 // Scripts returns the Lua scripts the strategy runs, for tests and for
 // operators who preload them with SCRIPT LOAD.
 func Scripts() []*driver.Script {
-	return []*driver.Script{acquireScript, releaseScript, refreshScript, ttlScript}
+	return append([]*driver.Script{acquireScript}, cas.Scripts()...)
 }
 
 // Strategy is the single-instance [lock.Strategy] over one [driver.Conn].
@@ -91,8 +65,8 @@ func New(conn driver.Conn) (lock.Locker, error) {
 func (s *Strategy) Conn() driver.Conn { return s.conn }
 
 // Acquire implements [lock.Strategy].
-func (s *Strategy) Acquire(ctx context.Context, key, value string, ttl time.Duration) (lock.Grant, error) {
-	n, err := acquireScript.Int(ctx, s.conn, []string{key}, value, ttl.Milliseconds())
+func (s *Strategy) Acquire(ctx context.Context, r lock.Request) (lock.Grant, error) {
+	n, err := acquireScript.Int(ctx, s.conn, []string{r.Key}, r.Value(), r.TTL.Milliseconds())
 	switch {
 	case err != nil:
 		return lock.Grant{}, err
@@ -104,33 +78,15 @@ func (s *Strategy) Acquire(ctx context.Context, key, value string, ttl time.Dura
 
 // Refresh implements [lock.Strategy].
 func (s *Strategy) Refresh(ctx context.Context, key, value string, ttl time.Duration) (lock.Grant, error) {
-	n, err := refreshScript.Int(ctx, s.conn, []string{key}, value, ttl.Milliseconds())
-	return lock.Grant{}, owned(n, err)
+	return lock.Grant{}, cas.PExpire(ctx, s.conn, key, value, ttl)
 }
 
 // Release implements [lock.Strategy].
 func (s *Strategy) Release(ctx context.Context, key, value string) error {
-	return owned(releaseScript.Int(ctx, s.conn, []string{key}, value))
+	return cas.Delete(ctx, s.conn, key, value)
 }
 
 // TTL implements [lock.Strategy].
 func (s *Strategy) TTL(ctx context.Context, key, value string) (time.Duration, error) {
-	ms, err := ttlScript.Int(ctx, s.conn, []string{key}, value)
-	if err := owned(ms, err); err != nil {
-		return 0, err
-	}
-	return time.Duration(ms) * time.Millisecond, nil
-}
-
-// owned turns a script reply into nil, ErrExpired, ErrTaken or err.
-func owned(n int64, err error) error {
-	switch {
-	case err != nil:
-		return err
-	case n == noKey:
-		return lock.ErrExpired
-	case n == otherOwner:
-		return lock.ErrTaken
-	}
-	return nil
+	return cas.PTTL(ctx, s.conn, key, value)
 }
