@@ -71,8 +71,12 @@ type Strategy interface {
 type Request struct {
 	Key      string
 	TTL      time.Duration
-	Token    string // random (or chosen with WithToken), at least MinTokenLen bytes
+	Token    string // random, or chosen with WithToken; at least MinTokenLen bytes
 	Metadata string // from WithMetadata; often empty
+
+	// CallerToken reports that Token was chosen with WithToken. A strategy
+	// that cannot honour a chosen token refuses it.
+	CallerToken bool
 }
 
 // Value returns the value a strategy that stores tokens writes: the token
@@ -106,7 +110,7 @@ func (l *locker) Obtain(ctx context.Context, key string, ttl time.Duration, opts
 	if err := checkKeyTTL(key, ttl); err != nil {
 		return nil, err
 	}
-	r := Request{Key: key, TTL: ttl, Token: o.token, Metadata: o.metadata}
+	r := Request{Key: key, TTL: ttl, Token: o.token, Metadata: o.metadata, CallerToken: o.token != ""}
 	if r.Token == "" {
 		if r.Token, err = newToken(); err != nil {
 			return nil, err

@@ -70,6 +70,12 @@ type Harness struct {
 	// default is 300ms.
 	ShortTTL time.Duration
 
+	// ExtraTTL is how much longer than asked a lock may live, as TTL
+	// reports it: a strategy that stores expiry timestamps rounds the TTL up
+	// to its unit and may add one (the legacy seconds format: up to 2s).
+	// ValidUntil never exceeds the TTL asked for. The default is 0.
+	ExtraTTL time.Duration
+
 	// Goroutines and Acquisitions size the MutualExclusion run. The
 	// defaults are 8 goroutines and 2000 acquisitions in all.
 	Goroutines, Acquisitions int

@@ -162,8 +162,8 @@ func (s suite) nonOwnerCannotTouch(t *testing.T, ctx context.Context) {
 	if err != nil {
 		t.Fatalf("owner's TTL after a non-owner's Release and Refresh = %v, want the lock still held", err)
 	}
-	if ttl > longTTL {
-		t.Errorf("owner's TTL after a non-owner's Refresh = %v, want at most %v", ttl, longTTL)
+	if limit := longTTL + s.h.ExtraTTL; ttl > limit {
+		t.Errorf("owner's TTL after a non-owner's Refresh = %v, want at most %v", ttl, limit)
 	}
 }
 
@@ -222,8 +222,8 @@ func (s suite) refreshExtends(t *testing.T, ctx context.Context) {
 	if err != nil {
 		t.Fatalf("TTL after Refresh = %v, want the lock held", err)
 	}
-	if ttl <= s.h.ShortTTL || ttl > longTTL {
-		t.Errorf("TTL after Refresh(%v) = %v, want in (%v, %v]", longTTL, ttl, s.h.ShortTTL, longTTL)
+	if limit := longTTL + s.h.ExtraTTL; ttl <= s.h.ShortTTL+s.h.ExtraTTL || ttl > limit {
+		t.Errorf("TTL after Refresh(%v) = %v, want in (%v, %v]", longTTL, ttl, s.h.ShortTTL+s.h.ExtraTTL, limit)
 	}
 	if after := a.ValidUntil(); !after.After(before) {
 		t.Errorf("ValidUntil after Refresh = %v, want later than %v", after, before)
@@ -245,8 +245,8 @@ func (s suite) ttlReportsRemaining(t *testing.T, ctx context.Context) {
 	if err != nil {
 		t.Fatalf("TTL = %v, want the lock held", err)
 	}
-	if ttl <= 0 || ttl > longTTL {
-		t.Errorf("TTL = %v, want in (0, %v]", ttl, longTTL)
+	if limit := longTTL + s.h.ExtraTTL; ttl <= 0 || ttl > limit {
+		t.Errorf("TTL = %v, want in (0, %v]", ttl, limit)
 	}
 	if v := a.ValidUntil(); !v.After(sent) || v.After(returned.Add(longTTL)) {
 		t.Errorf("ValidUntil = call%+v, want after the call and at most %v after it returned (%v)", v.Sub(sent), longTTL, returned.Sub(sent))

@@ -1,0 +1,270 @@
+// Package setnxgetset implements the legacy lock of the Redis SETNX
+// documentation ("Design pattern: Locking with SETNX"), wire-compatible with
+// the legacy clients that still lock that way, so that a fleet can move off
+// them one service at a time. Its directory is strategy/setnx-getset:
+//
+//	import setnxgetset "github.com/locksmith-go/lock/strategy/setnx-getset"
+//
+// The lock's value is its expiry timestamp, in the fleet's [Format]:
+//
+//   - SETNX key <expiry>. If it was set, the lock is ours.
+//   - Otherwise GET the key. If it is gone, start again.
+//   - If the timestamp has not passed, the lock is held: wait as the retry
+//     policy says.
+//   - If it has passed, GETSET key <new expiry>. The lock is ours only if the
+//     old value GETSET returns is the expired value we read (or the key was
+//     gone, so nobody held it); otherwise another client won the race.
+//
+// Legacy clients judge expiry by their own wall clocks, so the algorithm
+// assumes the fleet's clocks agree to within [WithClockSkew]; GETSET is
+// deprecated since Redis 6.2 but still served. New code that needs no legacy
+// peer should use the single or redlock strategy.
+//
+// Beyond the legacy algorithm, staying wire-compatible:
+//
+//   - Release deletes the key only while it still holds our value, atomically
+//     (legacy clients DEL blindly). Refresh is a compare-and-set of a new
+//     timestamp; the handle's token follows it.
+//   - [WithSafetyTTL] gives every key we write a PX expiry some time after its
+//     timestamp, so that a crashed fleet never leaves an immortal key. Legacy
+//     clients ignore it, and a legacy GETSET strips it; keys with no TTL at
+//     all, as legacy clients write them, are judged by their timestamp alone.
+//   - A value that does not parse as a timestamp of the format (a random
+//     token of the single strategy, an empty or negative value, garbage) is
+//     held by a non-legacy owner: it is never stolen, and it expires only by
+//     its own PTTL, if it has one. Obtain reports [ErrNotTimestamp].
+//   - A losing GETSET overwrites the winner's value (the documentation calls
+//     that harmless). When we lose, we put the winner's value back, with a
+//     compare-and-set. Legacy losers do not; after one overwrote our value
+//     our Refresh and Release report ErrTaken and leave the key to expire.
+//   - A timestamp far in the future, written by a client whose clock runs
+//     ahead, holds the lock until it passes, as it would for legacy
+//     clients: delete the key to free it.
+//
+// The value is a timestamp, not a secret token: two locks taken in the same
+// second (or millisecond) store the same value, so metadata and
+// caller-chosen tokens are refused.
+package setnxgetset
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/locksmith-go/lock"
+	"github.com/locksmith-go/lock/driver"
+	"github.com/locksmith-go/lock/internal/cas"
+)
+
+// ErrNotTimestamp means the key holds a value that is not a timestamp of the
+// configured format: a non-legacy owner holds it, and it is never stolen.
+// Obtain's error matches it together with lock.ErrNotObtained.
+var ErrNotTimestamp = errors.New("setnxgetset: the key holds a value that is not a timestamp of this format, so it is left to its owner")
+
+// Strategy is the legacy [lock.Strategy].
+type Strategy struct {
+	conn   driver.Conn
+	format Format
+	grace  time.Duration // the safety TTL beyond the timestamp; 0 for none
+	skew   time.Duration
+	now    func() time.Time
+}
+
+var _ lock.Strategy = (*Strategy)(nil)
+
+// Option configures a Strategy.
+type Option func(*Strategy)
+
+// WithFormat sets the format of the timestamps. The default is [Seconds],
+// as in the Redis documentation.
+func WithFormat(f Format) Option { return func(s *Strategy) { s.format = f } }
+
+// WithSafetyTTL makes every key this strategy writes expire grace after its
+// timestamp (SET NX PX, and PEXPIRE after a takeover), so a crashed holder
+// never leaves an immortal key. grace must cover the fleet's clock skew.
+// The default is no TTL, as legacy clients write.
+func WithSafetyTTL(grace time.Duration) Option { return func(s *Strategy) { s.grace = grace } }
+
+// WithClockSkew sets how far apart the fleet's clocks may be. A timestamp
+// counts as expired only once it is that far in the past, and the handle's
+// ValidUntil ends that much before the TTL. The default is 0.
+func WithClockSkew(d time.Duration) Option { return func(s *Strategy) { s.skew = d } }
+
+// WithClock sets the wall clock that timestamps are written and judged by.
+// The default is time.Now; tests use it to play a skewed client.
+func WithClock(now func() time.Time) Option { return func(s *Strategy) { s.now = now } }
+
+// NewStrategy returns the Strategy over conn. Most callers want [New].
+func NewStrategy(conn driver.Conn, opts ...Option) (*Strategy, error) {
+	if err := driver.Check(conn); err != nil {
+		return nil, err
+	}
+	s := &Strategy{conn: conn, format: Seconds, now: time.Now}
+	for _, opt := range opts {
+		if opt == nil {
+			return nil, &lock.ArgumentError{Name: "option", Reason: "must not be nil"}
+		}
+		opt(s)
+	}
+	switch {
+	case s.format == nil:
+		return nil, &lock.ArgumentError{Name: "format", Reason: "must not be nil"}
+	case s.grace < 0:
+		return nil, &lock.ArgumentError{Name: "safety TTL", Reason: fmt.Sprintf("must not be negative, got %v", s.grace)}
+	case s.skew < 0:
+		return nil, &lock.ArgumentError{Name: "clock skew", Reason: fmt.Sprintf("must not be negative, got %v", s.skew)}
+	case s.now == nil:
+		return nil, &lock.ArgumentError{Name: "clock", Reason: "must not be nil"}
+	}
+	return s, nil
+}
+
+// New returns a [lock.Locker] that takes legacy locks on conn.
+func New(conn driver.Conn, opts ...Option) (lock.Locker, error) {
+	s, err := NewStrategy(conn, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return lock.New(s), nil
+}
+
+// Acquire implements [lock.Strategy].
+func (s *Strategy) Acquire(ctx context.Context, r lock.Request) (lock.Grant, error) {
+	switch {
+	case r.Metadata != "":
+		return lock.Grant{}, &lock.ArgumentError{Name: "metadata", Reason: "not supported: the value is a bare timestamp, which legacy readers parse"}
+	case r.CallerToken:
+		return lock.Grant{}, &lock.ArgumentError{Name: "token", Reason: "not supported: the value is the expiry timestamp"}
+	}
+	for range 3 { // the key can vanish between SETNX and GET: start again
+		now := s.now()
+		value := s.format.Encode(now, r.TTL)
+		ok, err := s.conn.SetNX(ctx, r.Key, value, s.safetyTTL(value, now))
+		if err != nil || ok {
+			return s.grant(value), err
+		}
+		held, gone, err := s.current(ctx, r.Key)
+		if err != nil || gone {
+			if err != nil {
+				return lock.Grant{}, err
+			}
+			continue
+		}
+		if !s.expired(held) {
+			return lock.Grant{}, lock.ErrNotObtained
+		}
+		return s.takeOver(ctx, r, held)
+	}
+	return lock.Grant{}, lock.ErrNotObtained
+}
+
+// current reads the key; the error matches ErrNotObtained (and
+// ErrNotTimestamp) when it holds a value of a non-legacy owner.
+func (s *Strategy) current(ctx context.Context, key string) (held string, gone bool, err error) {
+	held, ok, err := s.conn.Get(ctx, key)
+	switch {
+	case err != nil:
+		return "", false, err
+	case !ok:
+		return "", true, nil
+	}
+	if _, isTimestamp := s.format.Decode(held); !isTimestamp {
+		return "", false, fmt.Errorf("%w: %w", lock.ErrNotObtained, ErrNotTimestamp)
+	}
+	return held, false, nil
+}
+
+// takeOver replaces the expired value held with GETSET.
+func (s *Strategy) takeOver(ctx context.Context, r lock.Request, held string) (lock.Grant, error) {
+	now := s.now()
+	value := s.format.Encode(now, r.TTL)
+	old, existed, err := s.conn.GetSet(ctx, r.Key, value)
+	if err != nil {
+		return s.grant(value), err
+	}
+	if existed && old != held {
+		// Another client took it over first, and our GETSET overwrote its
+		// value: put that back, unless something changed it since.
+		_ = cas.Set(ctx, s.conn, r.Key, value, old, s.restoreTTL(old, r.TTL))
+		return lock.Grant{}, lock.ErrNotObtained
+	}
+	// GETSET stripped any TTL.
+	if ttl := s.safetyTTL(value, now); ttl > 0 {
+		if err := cas.PExpire(ctx, s.conn, r.Key, value, ttl); err != nil && !errors.Is(err, lock.ErrNotHeld) {
+			return s.grant(value), err
+		}
+	}
+	return s.grant(value), nil
+}
+
+func (s *Strategy) grant(value string) lock.Grant {
+	return lock.Grant{Value: value, Drift: s.skew}
+}
+
+// expired reports whether a timestamp of the format is skew in the past.
+func (s *Strategy) expired(value string) bool {
+	expiry, ok := s.format.Decode(value)
+	return ok && s.now().After(expiry.Add(s.skew))
+}
+
+// safetyTTL is the PX of a key holding value, written at now: grace after
+// its timestamp, or 0 (no expiry) without a safety TTL.
+func (s *Strategy) safetyTTL(value string, now time.Time) time.Duration {
+	expiry, ok := s.format.Decode(value)
+	if s.grace == 0 || !ok {
+		return 0
+	}
+	return max(expiry.Sub(now)+s.grace, time.Millisecond)
+}
+
+// restoreTTL is the PX for putting back a value our GETSET overwrote, which
+// stripped its TTL: a timestamp gets its safety TTL; a value we cannot judge
+// gets the TTL we asked for, plus the grace.
+func (s *Strategy) restoreTTL(old string, ttl time.Duration) time.Duration {
+	if _, ok := s.format.Decode(old); ok {
+		return s.safetyTTL(old, s.now())
+	}
+	return ttl + s.grace
+}
+
+// Refresh implements [lock.Strategy]: a compare-and-set of a new timestamp.
+// An expired lock cannot be refreshed, even if nobody took it over.
+func (s *Strategy) Refresh(ctx context.Context, key, value string, ttl time.Duration) (lock.Grant, error) {
+	if s.expired(value) {
+		return lock.Grant{}, lock.ErrExpired
+	}
+	now := s.now()
+	next := s.format.Encode(now, ttl)
+	if err := cas.Set(ctx, s.conn, key, value, next, s.safetyTTL(next, now)); err != nil {
+		return lock.Grant{}, err
+	}
+	return s.grant(next), nil
+}
+
+// Release implements [lock.Strategy]. A key that still holds our value is
+// deleted even if its timestamp has passed, and then Release reports
+// ErrExpired.
+func (s *Strategy) Release(ctx context.Context, key, value string) error {
+	expired := s.expired(value)
+	if err := cas.Delete(ctx, s.conn, key, value); err != nil {
+		return err
+	}
+	if expired {
+		return lock.ErrExpired
+	}
+	return nil
+}
+
+// TTL implements [lock.Strategy]: the time until the lock's timestamp, by
+// this client's clock.
+func (s *Strategy) TTL(ctx context.Context, key, value string) (time.Duration, error) {
+	if _, err := cas.PTTL(ctx, s.conn, key, value); err != nil {
+		return 0, err
+	}
+	expiry, _ := s.format.Decode(value)
+	if ttl := expiry.Sub(s.now()); ttl > 0 {
+		return ttl, nil
+	}
+	return 0, lock.ErrExpired
+}

@@ -1,0 +1,524 @@
+package setnxgetset_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/locksmith-go/lock"
+	"github.com/locksmith-go/lock/conformance"
+	"github.com/locksmith-go/lock/driver"
+	"github.com/locksmith-go/lock/driver/goredis"
+	"github.com/locksmith-go/lock/internal/redistest"
+	setnxgetset "github.com/locksmith-go/lock/strategy/setnx-getset"
+	"github.com/locksmith-go/lock/strategy/single"
+)
+
+func newLocker(t testing.TB, c driver.Conn, opts ...setnxgetset.Option) lock.Locker {
+	t.Helper()
+	l, err := setnxgetset.New(c, opts...)
+	if err != nil {
+		t.Fatalf("setnxgetset.New: %v", err)
+	}
+	return l
+}
+
+// skips are the contract points the legacy algorithm cannot meet.
+var skips = map[string]string{
+	conformance.TokensAreUnique:    "the value is the expiry timestamp, not a random token: locks taken in the same second or millisecond share it",
+	conformance.MetadataRoundTrips: "the value is a bare timestamp that legacy readers parse; metadata is refused with an ArgumentError",
+	conformance.CallerChosenToken:  "the value is the expiry timestamp; a chosen token is refused with an ArgumentError",
+}
+
+func TestConformance(t *testing.T) {
+	addr, _ := redistest.Addr(t)
+	for _, c := range []struct {
+		name  string
+		opts  []setnxgetset.Option
+		extra time.Duration
+	}{
+		{"ms+safety-ttl", []setnxgetset.Option{setnxgetset.WithFormat(setnxgetset.Milliseconds), setnxgetset.WithSafetyTTL(time.Second)}, 2 * time.Millisecond},
+		{"seconds", nil, 2 * time.Second},
+		{"float-seconds+safety-ttl", []setnxgetset.Option{setnxgetset.WithFormat(setnxgetset.FloatSeconds), setnxgetset.WithSafetyTTL(time.Second)}, time.Millisecond},
+	} {
+		for _, d := range redistest.Drivers() {
+			if c.name != "ms+safety-ttl" && d.Name != "goredis-resp3" {
+				continue // the formats differ only in the strategy: one driver is enough
+			}
+			t.Run(c.name+"/"+d.Name, func(t *testing.T) {
+				conformance.Run(t, conformance.Harness{
+					NewLocker:      func(t *testing.T) lock.Locker { return newLocker(t, d.Conn(t, addr), c.opts...) },
+					Conns:          func(t *testing.T) []driver.Conn { return []driver.Conn{d.Conn(t, addr)} },
+					NewUnreachable: func(t *testing.T) lock.Locker { return newLocker(t, d.Conn(t, redistest.ClosedAddr(t)), c.opts...) },
+					NewWithNilConn: func() (lock.Locker, error) { return setnxgetset.New(nil) },
+					ExtraTTL:       c.extra,
+					Skip:           skips,
+				})
+			})
+		}
+	}
+}
+
+func TestOptions(t *testing.T) {
+	addr, _ := redistest.Addr(t)
+	conn := goredis.New(redistest.GoRedis(t, addr, 3))
+	for _, c := range []struct {
+		name string
+		opt  setnxgetset.Option
+		arg  string
+	}{
+		{"nil format", setnxgetset.WithFormat(nil), "format"},
+		{"negative safety TTL", setnxgetset.WithSafetyTTL(-time.Second), "safety TTL"},
+		{"negative clock skew", setnxgetset.WithClockSkew(-time.Second), "clock skew"},
+		{"nil clock", setnxgetset.WithClock(nil), "clock"},
+		{"nil option", nil, "option"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			l, err := setnxgetset.New(conn, c.opt)
+			var ae *lock.ArgumentError
+			if l != nil || !errors.As(err, &ae) || ae.Name != c.arg {
+				t.Errorf("New(%s) = %v, %v; want nil and an ArgumentError naming %q", c.name, l, err, c.arg)
+			}
+		})
+	}
+	l := newLocker(t, conn)
+	ctx := context.Background()
+	for _, c := range []struct {
+		name string
+		opt  lock.Option
+		arg  string
+	}{
+		{"metadata", lock.WithMetadata("host=a"), "metadata"},
+		{"a chosen token", lock.WithToken("0123456789abcdef"), "token"},
+	} {
+		t.Run("Obtain refuses "+c.name, func(t *testing.T) {
+			key := conformance.Key(t)
+			_, err := l.Obtain(ctx, key, time.Second, c.opt)
+			var ae *lock.ArgumentError
+			if !errors.As(err, &ae) || ae.Name != c.arg {
+				t.Errorf("Obtain with %s = %v, want an ArgumentError naming %q", c.name, err, c.arg)
+			}
+			if n, _ := conn.Client().Exists(ctx, key).Result(); n != 0 {
+				t.Errorf("Obtain with %s left the key behind", c.name)
+			}
+		})
+	}
+}
+
+// contend runs the sides on the same keys until n acquisitions in all, with
+// a Detector per key, and returns how many each side made.
+func contend(t *testing.T, keys []string, n int64, sides map[string][]func(ctx context.Context, key string) (release func() error, err error)) map[string]int64 {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	detectors := make(map[string]*conformance.Detector)
+	for _, k := range keys {
+		detectors[k] = new(conformance.Detector)
+	}
+	var (
+		left  atomic.Int64
+		wg    sync.WaitGroup
+		mu    sync.Mutex
+		count = map[string]int64{}
+	)
+	left.Store(n)
+	for side, workers := range sides {
+		for i, obtain := range workers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for j := i; left.Add(-1) >= 0; j++ {
+					key := keys[j%len(keys)]
+					release, err := obtain(ctx, key)
+					if err != nil {
+						t.Errorf("%s: obtain: %v", side, err)
+						return
+					}
+					detectors[key].Hold(50 * time.Microsecond)
+					if err := release(); err != nil {
+						t.Errorf("%s: release: %v", side, err)
+						return
+					}
+					mu.Lock()
+					count[side]++
+					mu.Unlock()
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	var overlaps int64
+	for _, d := range detectors {
+		overlaps += d.Overlaps()
+	}
+	t.Logf("keys=%d acquisitions=%v overlaps=%d", len(keys), count, overlaps)
+	if overlaps != 0 {
+		t.Errorf("overlaps = %d, want 0", overlaps)
+	}
+	return count
+}
+
+func strategyWorker(l lock.Locker) func(ctx context.Context, key string) (func() error, error) {
+	retry := lock.WithRetry(lock.Exponential(time.Millisecond, 4*time.Millisecond))
+	return func(ctx context.Context, key string) (func() error, error) {
+		lk, err := l.Obtain(ctx, key, 10*time.Second, retry)
+		if err != nil {
+			return nil, err
+		}
+		return func() error { return lk.Release(context.Background()) }, nil
+	}
+}
+
+func legacyWorker(c legacyClient) func(ctx context.Context, key string) (func() error, error) {
+	return func(ctx context.Context, key string) (func() error, error) {
+		stamp, err := c.lock(ctx, key)
+		if err != nil {
+			return nil, err
+		}
+		return func() error { return c.unlock(context.Background(), key, stamp) }, nil
+	}
+}
+
+func keys(t *testing.T, n int) []string {
+	ks := make([]string, n)
+	for i := range ks {
+		ks[i] = conformance.Key(t)
+	}
+	return ks
+}
+
+// TestMixedFleetPhase1: reference legacy clients and this strategy, in the
+// same format, contend on the same keys with no overlap.
+func TestMixedFleetPhase1(t *testing.T) {
+	addr, _ := redistest.Addr(t)
+	for _, c := range []struct {
+		name   string
+		ms     bool
+		format setnxgetset.Format
+	}{
+		{"seconds", false, setnxgetset.Seconds},
+		{"milliseconds", true, setnxgetset.Milliseconds},
+	} {
+		for _, nkeys := range []int{1, 3} {
+			t.Run(fmt.Sprintf("%s/%d keys", c.name, nkeys), func(t *testing.T) {
+				sides := map[string][]func(context.Context, string) (func() error, error){}
+				for range 4 {
+					legacy := legacyClient{rdb: redistest.GoRedis(t, addr, 2), ms: c.ms, timeout: 10 * time.Second}
+					sides["legacy"] = append(sides["legacy"], legacyWorker(legacy))
+					ours := newLocker(t, goredis.New(redistest.GoRedis(t, addr, 3)), setnxgetset.WithFormat(c.format), setnxgetset.WithSafetyTTL(time.Minute))
+					sides["setnx-getset"] = append(sides["setnx-getset"], strategyWorker(ours))
+				}
+				count := contend(t, keys(t, nkeys), 1000, sides)
+				if count["legacy"] == 0 || count["setnx-getset"] == 0 {
+					t.Errorf("acquisitions = %v, want both sides to get some", count)
+				}
+			})
+		}
+	}
+}
+
+// TestMixedFleetPhase2: this strategy and single, on the same keys, with no
+// overlap: each sees the other's value as held.
+func TestMixedFleetPhase2(t *testing.T) {
+	addr, _ := redistest.Addr(t)
+	for _, nkeys := range []int{1, 3} {
+		t.Run(fmt.Sprintf("%d keys", nkeys), func(t *testing.T) {
+			sides := map[string][]func(context.Context, string) (func() error, error){}
+			for range 4 {
+				legacy := newLocker(t, goredis.New(redistest.GoRedis(t, addr, 3)), setnxgetset.WithFormat(setnxgetset.Milliseconds), setnxgetset.WithSafetyTTL(time.Minute))
+				sides["setnx-getset"] = append(sides["setnx-getset"], strategyWorker(legacy))
+				s, err := single.New(goredis.New(redistest.GoRedis(t, addr, 3)))
+				if err != nil {
+					t.Fatal(err)
+				}
+				sides["single"] = append(sides["single"], strategyWorker(s))
+			}
+			count := contend(t, keys(t, nkeys), 1000, sides)
+			if count["single"] == 0 || count["setnx-getset"] == 0 {
+				t.Errorf("acquisitions = %v, want both sides to get some", count)
+			}
+		})
+	}
+}
+
+// TestWhyTheOrderMatters shows why phase 2 waits until no legacy client is
+// left: a legacy reader that cannot parse single's random token (here one
+// that parses like Ruby's to_i) judges it expired and steals the lock.
+func TestWhyTheOrderMatters(t *testing.T) {
+	addr, _ := redistest.Addr(t)
+	ctx := context.Background()
+	key := conformance.Key(t)
+	s, err := single.New(goredis.New(redistest.GoRedis(t, addr, 3)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	held, err := s.Obtain(ctx, key, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	legacy := legacyClient{rdb: redistest.GoRedis(t, addr, 3), timeout: 10 * time.Second, parse: rubyToI}
+	if _, ok, err := legacy.tryLock(ctx, key); !ok || err != nil {
+		t.Fatalf("a to_i legacy reader's tryLock on single's lock = %v, %v; want it to steal the lock (true, nil)", ok, err)
+	}
+	if err := held.Refresh(ctx, time.Minute); !errors.Is(err, lock.ErrTaken) {
+		t.Errorf("single's Refresh after the steal = %v, want ErrTaken", err)
+	}
+	// In phase 1, the strategy writes timestamps, which that reader parses.
+	l := newLocker(t, goredis.New(redistest.GoRedis(t, addr, 3)))
+	key2 := conformance.Key(t)
+	if _, err := l.Obtain(ctx, key2, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, err := legacy.tryLock(ctx, key2); ok || err != nil {
+		t.Errorf("the same reader's tryLock on this strategy's lock = %v, %v; want false, nil", ok, err)
+	}
+}
+
+// TestCrashedHolder: a lock whose holder crashed (never released) is taken
+// over after its timestamp passes, through GETSET, by exactly one of many
+// contenders, ours and legacy ones alike.
+func TestCrashedHolder(t *testing.T) {
+	addr, _ := redistest.Addr(t)
+	rdb := redistest.GoRedis(t, addr, 3)
+	ctx := context.Background()
+	const rounds, each = 20, 4
+	var ours, theirs atomic.Int32
+	for round := range rounds {
+		key := conformance.Key(t)
+		// A legacy holder crashed two seconds ago; its key has no TTL.
+		if err := rdb.Set(ctx, key, time.Now().Add(-2*time.Second).UnixMilli(), 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+		var (
+			start   = make(chan struct{})
+			wg      sync.WaitGroup
+			winners atomic.Int32
+		)
+		for i := range each {
+			l := newLocker(t, goredis.New(redistest.GoRedis(t, addr, 3)), setnxgetset.WithFormat(setnxgetset.Milliseconds))
+			legacy := legacyClient{rdb: redistest.GoRedis(t, addr, 2), ms: true, timeout: 10 * time.Second}
+			wg.Add(2)
+			go func() {
+				defer wg.Done()
+				<-start
+				if _, err := l.Obtain(ctx, key, 10*time.Second); err == nil {
+					winners.Add(1)
+					ours.Add(1)
+				} else if !errors.Is(err, lock.ErrNotObtained) {
+					t.Errorf("round %d, strategy %d: Obtain = %v, want a lock or ErrNotObtained", round, i, err)
+				}
+			}()
+			go func() {
+				defer wg.Done()
+				<-start
+				if _, ok, err := legacy.tryLock(ctx, key); err != nil {
+					t.Errorf("round %d, legacy %d: tryLock = %v", round, i, err)
+				} else if ok {
+					winners.Add(1)
+					theirs.Add(1)
+				}
+			}()
+		}
+		close(start)
+		wg.Wait()
+		if got := winners.Load(); got != 1 {
+			t.Errorf("round %d: winners = %d, want 1", round, got)
+		}
+	}
+	t.Logf("%d rounds of %d+%d contenders: strategy won %d, legacy won %d", rounds, each, each, ours.Load(), theirs.Load())
+}
+
+// TestValuesThatAreNotTimestamps: a value the format cannot read is held by a
+// non-legacy owner: Obtain reports ErrNotTimestamp, never steals it, and
+// obtains the key only once its own PTTL has removed it.
+func TestValuesThatAreNotTimestamps(t *testing.T) {
+	addr, _ := redistest.Addr(t)
+	rdb := redistest.GoRedis(t, addr, 3)
+	l := newLocker(t, goredis.New(rdb))
+	ctx := context.Background()
+	for _, value := range []string{"BEzb3iRQgpoTxxpuOWiT1w", "", "-5", "  ", "NaN"} {
+		t.Run(strconv.Quote(value), func(t *testing.T) {
+			key := conformance.Key(t)
+			const pttl = 300 * time.Millisecond
+			gone := time.Now().Add(pttl)
+			if err := rdb.Set(ctx, key, value, pttl).Err(); err != nil {
+				t.Fatal(err)
+			}
+			_, err := l.Obtain(ctx, key, time.Minute)
+			if !errors.Is(err, lock.ErrNotObtained) || !errors.Is(err, setnxgetset.ErrNotTimestamp) {
+				t.Errorf("Obtain = %v, want ErrNotObtained and ErrNotTimestamp", err)
+			}
+			if got, _ := rdb.Get(ctx, key).Result(); got != value {
+				t.Errorf("value after Obtain = %q, want %q untouched", got, value)
+			}
+			lk, err := l.Obtain(ctx, key, time.Minute, lock.WithRetry(lock.Linear(10*time.Millisecond)))
+			if err != nil {
+				t.Fatalf("Obtain with retry = %v, want a lock once the value's PTTL ends", err)
+			}
+			defer lk.Release(ctx)
+			if time.Now().Before(gone) {
+				t.Errorf("obtained %v before the foreign value's PTTL ended", time.Until(gone))
+			}
+		})
+	}
+	t.Run("a key of another type", func(t *testing.T) {
+		key := conformance.Key(t)
+		if err := rdb.HSet(ctx, key, "f", "v").Err(); err != nil {
+			t.Fatal(err)
+		}
+		_, err := l.Obtain(ctx, key, time.Minute)
+		if err == nil || errors.Is(err, lock.ErrNotObtained) || !strings.Contains(err.Error(), "WRONGTYPE") {
+			t.Errorf("Obtain of a hash = %v, want a WRONGTYPE error", err)
+		}
+	})
+}
+
+// TestSafetyTTL: keys this strategy writes expire after their timestamp;
+// a legacy GETSET strips the TTL, and a key with none is judged by its
+// timestamp; a takeover puts the TTL back.
+func TestSafetyTTL(t *testing.T) {
+	addr, _ := redistest.Addr(t)
+	rdb := redistest.GoRedis(t, addr, 3)
+	ctx := context.Background()
+	const grace = 30 * time.Second
+	l := newLocker(t, goredis.New(rdb), setnxgetset.WithFormat(setnxgetset.Milliseconds), setnxgetset.WithSafetyTTL(grace))
+
+	t.Run("SETNX sets PX to the timestamp plus the grace", func(t *testing.T) {
+		lk, err := l.Obtain(ctx, conformance.Key(t), 10*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer lk.Release(ctx)
+		pttl, _ := rdb.PTTL(ctx, lk.Key()).Result()
+		if pttl <= 10*time.Second || pttl > 10*time.Second+grace+time.Second {
+			t.Errorf("PTTL = %v, want in (10s, 10s+%v]", pttl, grace)
+		}
+	})
+	t.Run("a takeover of a legacy key with no TTL gives it one", func(t *testing.T) {
+		key := conformance.Key(t)
+		if err := rdb.Set(ctx, key, time.Now().Add(-time.Second).UnixMilli(), 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+		lk, err := l.Obtain(ctx, key, 10*time.Second)
+		if err != nil {
+			t.Fatalf("Obtain of an expired legacy key = %v, want a lock", err)
+		}
+		defer lk.Release(ctx)
+		if pttl, _ := rdb.PTTL(ctx, key).Result(); pttl <= 10*time.Second {
+			t.Errorf("PTTL after the takeover = %v, want more than 10s", pttl)
+		}
+	})
+	t.Run("a legacy GETSET strips the TTL and the lock still holds", func(t *testing.T) {
+		key := conformance.Key(t)
+		lk, err := l.Obtain(ctx, key, 10*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// A legacy loser's GETSET writes its own timestamp and strips the TTL.
+		// (Its clock is a little ahead: had it written our very millisecond,
+		// nobody could tell the values apart.)
+		loser := strconv.FormatInt(time.Now().Add(20*time.Second).UnixMilli(), 10)
+		if err := rdb.Do(ctx, "GETSET", key, loser).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if pttl, _ := rdb.PTTL(ctx, key).Result(); pttl != -1 {
+			t.Fatalf("PTTL after GETSET = %v, want -1 (no TTL)", pttl)
+		}
+		if _, err := l.Obtain(ctx, key, 10*time.Second); !errors.Is(err, lock.ErrNotObtained) {
+			t.Errorf("Obtain of a live key with no TTL = %v, want ErrNotObtained", err)
+		}
+		if err := lk.Release(ctx); !errors.Is(err, lock.ErrTaken) {
+			t.Errorf("Release after a legacy loser overwrote the value = %v, want ErrTaken", err)
+		}
+		if got, _ := rdb.Get(ctx, key).Result(); got != loser {
+			t.Errorf("value after that Release = %q, want the loser's %q left alone", got, loser)
+		}
+	})
+}
+
+// TestClockSkew: a timestamp counts as expired only once it is the skew
+// margin in the past, and ValidUntil ends the margin early.
+func TestClockSkew(t *testing.T) {
+	addr, _ := redistest.Addr(t)
+	rdb := redistest.GoRedis(t, addr, 3)
+	ctx := context.Background()
+	key := conformance.Key(t)
+	if err := rdb.Set(ctx, key, time.Now().Add(-2*time.Second).UnixMilli(), 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	ms := setnxgetset.WithFormat(setnxgetset.Milliseconds)
+	careful := newLocker(t, goredis.New(rdb), ms, setnxgetset.WithClockSkew(5*time.Second))
+	if _, err := careful.Obtain(ctx, key, time.Minute); !errors.Is(err, lock.ErrNotObtained) {
+		t.Errorf("Obtain of a timestamp 2s past with a 5s margin = %v, want ErrNotObtained", err)
+	}
+	ahead := newLocker(t, goredis.New(rdb), ms, setnxgetset.WithClockSkew(5*time.Second),
+		setnxgetset.WithClock(func() time.Time { return time.Now().Add(4 * time.Second) }))
+	lk, err := ahead.Obtain(ctx, key, time.Minute)
+	if err != nil {
+		t.Fatalf("Obtain of a timestamp 6s past (by this clock) with a 5s margin = %v, want a lock", err)
+	}
+	defer lk.Release(ctx)
+	if v := time.Until(lk.ValidUntil()); v > time.Minute-5*time.Second {
+		t.Errorf("validity = %v, want at most the TTL less the 5s margin", v)
+	}
+}
+
+// TestFarFutureTimestamp: a timestamp far in the future, written by a client
+// whose clock runs ahead, holds the lock until it passes (by our clock), as
+// it would for legacy clients; it is not an error.
+func TestFarFutureTimestamp(t *testing.T) {
+	addr, _ := redistest.Addr(t)
+	rdb := redistest.GoRedis(t, addr, 3)
+	ctx := context.Background()
+	key := conformance.Key(t)
+	skewed := legacyClient{rdb: rdb, timeout: 10 * time.Second, skew: 365 * 24 * time.Hour}
+	if _, ok, err := skewed.tryLock(ctx, key); !ok || err != nil {
+		t.Fatalf("skewed legacy tryLock = %v, %v", ok, err)
+	}
+	written, _ := rdb.Get(ctx, key).Result()
+	l := newLocker(t, goredis.New(rdb))
+	if _, err := l.Obtain(ctx, key, time.Minute); !errors.Is(err, lock.ErrNotObtained) || errors.Is(err, setnxgetset.ErrNotTimestamp) {
+		t.Errorf("Obtain of a timestamp a year ahead = %v, want ErrNotObtained (held, a valid timestamp)", err)
+	}
+	if got, _ := rdb.Get(ctx, key).Result(); got != written {
+		t.Errorf("value after Obtain = %q, want %q untouched", got, written)
+	}
+	later := newLocker(t, goredis.New(rdb), setnxgetset.WithClock(func() time.Time { return time.Now().Add(366 * 24 * time.Hour) }))
+	lk, err := later.Obtain(ctx, key, time.Minute)
+	if err != nil {
+		t.Fatalf("Obtain once the timestamp has passed = %v, want a lock", err)
+	}
+	_ = lk.Release(ctx)
+}
+
+// TestRefresh: a compare-and-set of a new timestamp, which legacy readers see
+// and which becomes the handle's token.
+func TestRefresh(t *testing.T) {
+	addr, _ := redistest.Addr(t)
+	rdb := redistest.GoRedis(t, addr, 3)
+	ctx := context.Background()
+	l := newLocker(t, goredis.New(rdb), setnxgetset.WithFormat(setnxgetset.Milliseconds))
+	lk, err := l.Obtain(ctx, conformance.Key(t), time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lk.Release(ctx)
+	before := lk.Token()
+	if err := lk.Refresh(ctx, time.Minute); err != nil {
+		t.Fatalf("Refresh = %v, want nil", err)
+	}
+	stored, _ := rdb.Get(ctx, lk.Key()).Result()
+	if stored == before || stored != lk.Token() {
+		t.Errorf("after Refresh the stored value is the new token = %t, and differs from the old = %t; want both", stored == lk.Token(), stored != before)
+	}
+	n, err := strconv.ParseInt(stored, 10, 64)
+	if err != nil || time.UnixMilli(n).Before(time.Now().Add(50*time.Second)) {
+		t.Errorf("stored value after Refresh(1m) = %q, want a millisecond timestamp about a minute ahead", stored)
+	}
+}
