@@ -31,8 +31,9 @@ import (
 // error, never the client's "nil" error.
 type Conn interface {
 	// SetNX sets key to value if key does not exist, expiring after ttl:
-	// SET key value NX PX ttl; with ttl == 0, SETNX key value (no expiry).
-	// It reports whether the key was set.
+	// SET key value NX PX ttl, or SET key value NX (no expiry) when ttl is 0.
+	// It reports whether the key was set. It never sends the SETNX command,
+	// so that INFO commandstats' cmdstat_setnx counts legacy clients only.
 	SetNX(ctx context.Context, key, value string, ttl time.Duration) (ok bool, err error)
 	// Get returns the value of key; ok is false if key does not exist.
 	Get(ctx context.Context, key string) (value string, ok bool, err error)

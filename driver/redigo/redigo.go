@@ -60,10 +60,11 @@ func (c *Conn) do(ctx context.Context, cmd string, args ...any) (any, error) {
 
 // SetNX implements [driver.Conn].
 func (c *Conn) SetNX(ctx context.Context, key, value string, ttl time.Duration) (bool, error) {
-	if ttl == 0 {
-		return redis.Bool(c.do(ctx, "SETNX", key, value))
+	args := []any{key, value, "NX"}
+	if ttl > 0 {
+		args = append(args, "PX", ttl.Milliseconds())
 	}
-	reply, err := c.do(ctx, "SET", key, value, "NX", "PX", ttl.Milliseconds())
+	reply, err := c.do(ctx, "SET", args...)
 	return reply != nil && err == nil, err
 }
 

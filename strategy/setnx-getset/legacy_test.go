@@ -53,7 +53,7 @@ func (c legacyClient) read(s string) (int64, error) {
 // tryLock makes one attempt, as the documentation describes it.
 func (c legacyClient) tryLock(ctx context.Context, key string) (stamp int64, ok bool, err error) {
 	stamp = c.stamp()
-	if ok, err := c.rdb.SetNX(ctx, key, stamp, 0).Result(); err != nil || ok {
+	if ok, err := c.rdb.Do(ctx, "SETNX", key, stamp).Bool(); err != nil || ok {
 		return stamp, ok, err
 	}
 	cur, err := c.rdb.Get(ctx, key).Result()

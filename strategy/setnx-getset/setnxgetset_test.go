@@ -522,3 +522,46 @@ func TestRefresh(t *testing.T) {
 		t.Errorf("stored value after Refresh(1m) = %q, want a millisecond timestamp about a minute ahead", stored)
 	}
 }
+
+// TestNoLegacyClientLeft checks the operator's recipe of README's migration
+// guide: this strategy (over either driver) never sends the SETNX command,
+// so cmdstat_setnx in INFO commandstats counts legacy clients only.
+func TestNoLegacyClientLeft(t *testing.T) {
+	srv := redistest.Start(t, 1)[0]
+	ctx := context.Background()
+	setnxCalls := func() string {
+		info, err := srv.Command(ctx, "INFO", "commandstats")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, line := range strings.Split(info, "\r\n") {
+			if strings.HasPrefix(line, "cmdstat_setnx:") {
+				return line
+			}
+		}
+		return "none"
+	}
+	for _, d := range redistest.Drivers() {
+		l := newLocker(t, d.Conn(t, srv.Addr))
+		key := conformance.Key(t)
+		for range 3 {
+			lk, err := l.Obtain(ctx, key, time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := lk.Release(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if got := setnxCalls(); got != "none" {
+		t.Errorf("after this strategy ran on every driver, cmdstat_setnx = %s, want none", got)
+	}
+	legacy := legacyClient{rdb: redistest.GoRedis(t, srv.Addr, 3), timeout: 10 * time.Second}
+	if _, _, err := legacy.tryLock(ctx, conformance.Key(t)); err != nil {
+		t.Fatal(err)
+	}
+	if got := setnxCalls(); !strings.HasPrefix(got, "cmdstat_setnx:calls=1,") {
+		t.Errorf("after one legacy attempt, cmdstat_setnx = %s, want calls=1", got)
+	}
+}
