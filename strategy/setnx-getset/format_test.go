@@ -1,9 +1,15 @@
 package setnxgetset_test
 
 import (
+	"context"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/locksmith-go/lock/conformance"
+	"github.com/locksmith-go/lock/driver/goredis"
+	"github.com/locksmith-go/lock/internal/redistest"
 	setnxgetset "github.com/locksmith-go/lock/strategy/setnx-getset"
 )
 
@@ -85,4 +91,39 @@ func TestFormats(t *testing.T) {
 			}
 		}
 	})
+}
+
+// nanos is a custom Format: integer unix nanoseconds, as vanng822/gorlock
+// writes them.
+type nanos struct{}
+
+func (nanos) Encode(now time.Time, ttl time.Duration) string {
+	return strconv.FormatInt(now.Add(ttl).UnixNano(), 10)
+}
+
+func (nanos) Decode(s string) (time.Time, bool) {
+	n, err := strconv.ParseInt(strings.TrimSpace(s), 10, 64)
+	return time.Unix(0, n), err == nil && n >= 0
+}
+
+func TestCustomFormat(t *testing.T) {
+	addr, _ := redistest.Addr(t)
+	rdb := redistest.GoRedis(t, addr, 3)
+	ctx := context.Background()
+	l := newLocker(t, goredis.New(rdb), setnxgetset.WithFormat(nanos{}))
+	key := conformance.Key(t)
+	// A gorlock holder crashed a second ago.
+	if err := rdb.Set(ctx, key, time.Now().Add(-time.Second).UnixNano(), 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	lk, err := l.Obtain(ctx, key, time.Minute)
+	if err != nil {
+		t.Fatalf("Obtain of an expired nanosecond timestamp = %v, want a lock", err)
+	}
+	defer lk.Release(ctx)
+	stored, _ := rdb.Get(ctx, key).Result()
+	n, err := strconv.ParseInt(stored, 10, 64)
+	if err != nil || time.Unix(0, n).Before(time.Now().Add(50*time.Second)) {
+		t.Errorf("stored value = %q, want a nanosecond timestamp about a minute ahead", stored)
+	}
 }
