@@ -24,6 +24,10 @@ var (
 	// ErrNotHeld.
 	ErrTaken = fmt.Errorf("%w: held by another owner", ErrNotHeld)
 
+	// ErrRefreshLimit means the lock was refreshed as many times as
+	// [WithMaxRefreshes] allows. The lock is still held until its TTL ends.
+	ErrRefreshLimit = errors.New("lock: refresh limit reached")
+
 	// ErrInvalidArgument is matched by every [*ArgumentError].
 	ErrInvalidArgument = errors.New("lock: invalid argument")
 

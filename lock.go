@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 )
@@ -57,7 +58,8 @@ type Strategy interface {
 	// other error (a Redis or transport error, unwrapped) when the attempt
 	// failed. After an error, [New]'s loop calls Release with the value the
 	// attempt may have written (Grant.Value if set, else r.Value()), so an
-	// attempt whose reply was lost leaves nothing behind.
+	// attempt whose reply was lost leaves nothing behind. Every attempt gets
+	// a fresh random token, unless the caller chose one.
 	Acquire(ctx context.Context, r Request) (Grant, error)
 	// Refresh resets the expiry of key to ttl if it still holds value.
 	Refresh(ctx context.Context, key, value string, ttl time.Duration) (Grant, error)
@@ -93,16 +95,27 @@ type Grant struct {
 	// Drift is subtracted from the TTL when the local validity deadline is
 	// computed: an allowance for clock drift between client and servers.
 	Drift time.Duration
+	// Clean, returned with an error by Acquire, says that the attempt has
+	// already undone whatever it may have written, so the loop skips its
+	// own clean-up.
+	Clean bool
 }
 
-// New returns the [Locker] for a [Strategy].
-func New(s Strategy) Locker {
-	return &locker{s: s}
+// New returns the [Locker] for a [Strategy]. The defaults apply to every
+// Obtain, before the options of the call.
+func New(s Strategy, defaults ...Option) Locker {
+	return &locker{s: s, defaults: defaults}
 }
 
-type locker struct{ s Strategy }
+type locker struct {
+	s        Strategy
+	defaults []Option
+}
 
 func (l *locker) Obtain(ctx context.Context, key string, ttl time.Duration, opts ...Option) (*Lock, error) {
+	if len(l.defaults) > 0 {
+		opts = append(slices.Clip(l.defaults), opts...)
+	}
 	o, err := newOptions(opts)
 	if err != nil {
 		return nil, err
@@ -111,27 +124,31 @@ func (l *locker) Obtain(ctx context.Context, key string, ttl time.Duration, opts
 		return nil, err
 	}
 	r := Request{Key: key, TTL: ttl, Token: o.token, Metadata: o.metadata, CallerToken: o.token != ""}
-	if r.Token == "" {
-		if r.Token, err = newToken(); err != nil {
-			return nil, err
-		}
-	}
-
 	for attempt := 1; ; attempt++ {
 		if ctx.Err() != nil {
 			return nil, notObtained(ctx)
 		}
+		// A fresh token for every attempt: a clean-up of an earlier attempt
+		// that is still on its way to a slow server can never delete what a
+		// later attempt acquired.
+		if !r.CallerToken {
+			if r.Token, err = newToken(); err != nil {
+				return nil, err
+			}
+		}
 		sent := time.Now()
 		g, err := l.s.Acquire(ctx, r)
 		if err == nil {
-			lk := &Lock{s: l.s, key: key, token: r.Token, metadata: r.Metadata, value: r.Value()}
+			lk := &Lock{s: l.s, key: key, token: r.Token, metadata: r.Metadata, value: r.Value(), refreshesLeft: o.maxRefreshes}
 			lk.grant(g, sent, ttl)
 			return lk, nil
 		}
 		if !errors.Is(err, ErrNotObtained) {
 			// The command may have been applied even though its reply was
 			// lost (a timeout, a cancelled context, a broken connection).
-			cleanup(ctx, l.s, key, cmp.Or(g.Value, r.Value()))
+			if !g.Clean {
+				cleanup(ctx, l.s, key, cmp.Or(g.Value, r.Value()))
+			}
 			if ctx.Err() != nil {
 				return nil, notObtained(ctx)
 			}
@@ -178,11 +195,12 @@ type Lock struct {
 	s             Strategy
 	key, metadata string
 
-	mu         sync.Mutex
-	token      string
-	value      string
-	validUntil time.Time
-	released   bool
+	mu            sync.Mutex
+	token         string
+	value         string
+	validUntil    time.Time
+	released      bool
+	refreshesLeft int // -1: no limit
 }
 
 // Key returns the locked key.
@@ -246,13 +264,17 @@ func (l *Lock) TTL(ctx context.Context) (time.Duration, error) {
 
 // Refresh resets the lock's expiry to ttl from now, and moves ValidUntil
 // accordingly. It returns an error matching ErrNotHeld (ErrExpired or
-// ErrTaken where the strategy can tell) when the lock is no longer ours.
+// ErrTaken where the strategy can tell) when the lock is no longer ours, and
+// ErrRefreshLimit once the refreshes allowed by [WithMaxRefreshes] are spent.
 func (l *Lock) Refresh(ctx context.Context, ttl time.Duration) error {
 	if err := checkTTL(ttl); err != nil {
 		return err
 	}
 	value, err := l.current()
 	if err != nil {
+		return err
+	}
+	if err := l.spendRefresh(); err != nil {
 		return err
 	}
 	sent := time.Now()
@@ -316,6 +338,19 @@ func (l *Lock) current() (string, error) {
 		return "", errReleased
 	}
 	return l.value, nil
+}
+
+// spendRefresh counts a refresh against the limit of WithMaxRefreshes.
+func (l *Lock) spendRefresh() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	switch {
+	case l.refreshesLeft == 0:
+		return ErrRefreshLimit
+	case l.refreshesLeft > 0:
+		l.refreshesLeft--
+	}
+	return nil
 }
 
 // grant records a successful Acquire or Refresh sent at sent. l.mu must be

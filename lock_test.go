@@ -86,7 +86,7 @@ func (f *fakeStrategy) Acquire(ctx context.Context, r lock.Request) (lock.Grant,
 	defer f.mu.Unlock()
 	e, ok := f.record(ctx, "acquire", key, value)
 	if f.acquireErr != nil {
-		return lock.Grant{}, f.acquireErr
+		return f.grant, f.acquireErr
 	}
 	if ok && e.value != value {
 		return lock.Grant{}, lock.ErrNotObtained
@@ -576,6 +576,41 @@ func TestObtain(t *testing.T) {
 		}
 		if len(released) == 1 && released[0].key != "k" {
 			t.Errorf("Release key = %q, want %q", released[0].key, "k")
+		}
+	})
+
+	t.Run("a strategy that cleaned up after itself is not cleaned up after", func(t *testing.T) {
+		f := newFake()
+		f.acquireErr, f.grant = errBoom, lock.Grant{Clean: true}
+		_, _ = lock.New(f).Obtain(context.Background(), "k", time.Minute)
+		if got := len(f.callsTo("release")); got != 0 {
+			t.Errorf("Release calls after an error with Grant.Clean = %d, want 0", got)
+		}
+	})
+
+	t.Run("the clean-up releases the value the strategy reports it wrote", func(t *testing.T) {
+		f := newFake()
+		f.acquireErr, f.grant = errBoom, lock.Grant{Value: "1700000000123"}
+		_, _ = lock.New(f).Obtain(context.Background(), "k", time.Minute)
+		if got, want := values(f.callsTo("release")), []string{"1700000000123"}; !equal(got, want) {
+			t.Errorf("Release values = %q, want %q (Grant.Value)", got, want)
+		}
+	})
+
+	t.Run("every attempt gets a fresh token unless the caller chose one", func(t *testing.T) {
+		f := newFake()
+		f.entries["k"] = fakeEntry{value: "held-by-another", expires: time.Now().Add(time.Hour)}
+		_, _ = lock.New(f).Obtain(context.Background(), "k", time.Minute, lock.WithRetry(lock.LimitAttempts(lock.Linear(time.Millisecond), 3)))
+		got := values(f.callsTo("acquire"))
+		if len(got) != 3 || got[0] == got[1] || got[1] == got[2] || got[0] == got[2] {
+			t.Errorf("values of 3 attempts = %q, want 3 different tokens", got)
+		}
+		f2 := newFake()
+		f2.entries["k"] = f.entries["k"]
+		const tok = "caller-chosen-token-0123"
+		_, _ = lock.New(f2).Obtain(context.Background(), "k", time.Minute, lock.WithToken(tok), lock.WithRetry(lock.LimitAttempts(lock.Linear(time.Millisecond), 2)))
+		if got := values(f2.callsTo("acquire")); !equal(got, []string{tok, tok}) {
+			t.Errorf("values of 2 attempts with a chosen token = %q, want the token twice", got)
 		}
 	})
 

@@ -11,10 +11,11 @@ import (
 type Option func(*options)
 
 type options struct {
-	retry    RetryPolicy
-	metadata string
-	token    string
-	errs     []error
+	retry        RetryPolicy
+	metadata     string
+	token        string
+	maxRefreshes int
+	errs         []error
 }
 
 // WithRetry sets the retry policy. The default is [NoRetry].
@@ -32,6 +33,20 @@ func WithRetry(p RetryPolicy) Option {
 // key can see it. [Lock.Metadata] returns it.
 func WithMetadata(metadata string) Option {
 	return func(o *options) { o.metadata = metadata }
+}
+
+// WithMaxRefreshes caps how many times the lock may be refreshed; past
+// the cap, [Lock.Refresh] returns ErrRefreshLimit and the lock expires at the
+// end of its TTL. It bounds how long a holder that keeps refreshing can keep
+// others out (the Redlock specification asks for such a cap). The default
+// is no limit.
+func WithMaxRefreshes(n int) Option {
+	return func(o *options) {
+		if n < 0 {
+			o.errs = append(o.errs, &ArgumentError{"max refreshes", fmt.Sprintf("must not be negative, got %d", n)})
+		}
+		o.maxRefreshes = n
+	}
 }
 
 // MinTokenLen is the shortest token [WithToken] accepts: 16 bytes, 128 bits.
@@ -54,7 +69,7 @@ func WithToken(token string) Option {
 }
 
 func newOptions(opts []Option) (options, error) {
-	o := options{retry: NoRetry()}
+	o := options{retry: NoRetry(), maxRefreshes: -1}
 	for _, opt := range opts {
 		if opt == nil {
 			return o, &ArgumentError{"option", "must not be nil"}

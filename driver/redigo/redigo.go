@@ -22,20 +22,39 @@ type Pool interface {
 
 // Conn is a [driver.Conn] over a redigo pool.
 type Conn struct {
-	p Pool
+	p    Pool
+	addr string
 }
 
-var _ driver.Conn = (*Conn)(nil)
+var (
+	_ driver.Conn      = (*Conn)(nil)
+	_ driver.Addresser = (*Conn)(nil)
+)
+
+// Option configures a Conn.
+type Option func(*Conn)
+
+// WithAddr tells the Conn the address of the server its pool dials, which a
+// pool does not reveal. Redlock uses it to reject a node listed twice, and
+// telemetry reports it.
+func WithAddr(addr string) Option { return func(c *Conn) { c.addr = addr } }
 
 // New returns a Conn that takes a connection from p for every command. It
 // returns nil if p is nil, which strategy constructors reject with a clear
 // error.
-func New(p Pool) *Conn {
+func New(p Pool, opts ...Option) *Conn {
 	if p == nil {
 		return nil
 	}
-	return &Conn{p: p}
+	c := &Conn{p: p}
+	for _, opt := range opts {
+		opt(c)
+	}
+	return c
 }
+
+// Addr implements [driver.Addresser]: the address given with WithAddr, or "".
+func (c *Conn) Addr() string { return c.addr }
 
 // do runs one command on a pooled connection, with ctx. When ctx ended the
 // command, the error is ctx's, whichever of redigo's read timeout (set from

@@ -6,6 +6,7 @@ package cas
 
 import (
 	"context"
+	"errors"
 	"strconv"
 	"time"
 
@@ -32,7 +33,38 @@ end
 return ` + strconv.Itoa(noKey))
 }
 
+// acquireBody: SET NX PX; if the key exists and already holds our value (a
+// retried attempt, or a lock handed over with lock.WithToken), reset its
+// TTL. It replies 1 when the lock is ours and 0 when another owner holds it.
+const acquireBody = `if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+	return 1
+end
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+	return redis.call('PEXPIRE', KEYS[1], ARGV[2])
+end
+return 0`
+
+// restarting is the reply of the guarded acquire on a node in quarantine.
+const restarting = -4
+
 var (
+	acquireScript = driver.NewScript(acquireBody)
+
+	// guardedScript runs acquireBody only on a node that has been up for
+	// ARGV[3] ms: KEYS[2] holds the server time, in ms, when a client first
+	// found the node without it, that is, since it last started empty.
+	guardedScript = driver.NewScript(`local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local since = tonumber(redis.call('GET', KEYS[2]))
+if not since then
+	since = now
+	redis.call('SET', KEYS[2], now)
+end
+if now - since < tonumber(ARGV[3]) then
+	return ` + strconv.Itoa(restarting) + `
+end
+` + acquireBody)
+
 	delScript     = ownerScript(`return redis.call('DEL', KEYS[1])`)
 	pexpireScript = ownerScript(`return redis.call('PEXPIRE', KEYS[1], ARGV[2])`)
 	pttlScript    = ownerScript(`return redis.call('PTTL', KEYS[1])`)
@@ -48,7 +80,38 @@ var (
 
 // Scripts returns the package's scripts, for the SCRIPT LOAD test.
 func Scripts() []*driver.Script {
-	return []*driver.Script{delScript, pexpireScript, pttlScript, setScript}
+	return []*driver.Script{acquireScript, guardedScript, delScript, pexpireScript, pttlScript, setScript}
+}
+
+// ErrRestarting is AcquireGuarded's error on a node that started empty too
+// recently.
+var ErrRestarting = errors.New("the node restarted empty less than the restart guard ago")
+
+// Acquire sets key to value for ttl if it is free (or already holds value).
+// It returns lock.ErrNotObtained when another value holds it.
+func Acquire(ctx context.Context, c driver.Conn, key, value string, ttl time.Duration) error {
+	n, err := acquireScript.Int(ctx, c, []string{key}, value, ttl.Milliseconds())
+	return acquired(n, err)
+}
+
+// AcquireGuarded is Acquire on a node that has been up, by guardKey's
+// record, for at least quarantine; on a younger node it returns
+// ErrRestarting.
+func AcquireGuarded(ctx context.Context, c driver.Conn, key, guardKey, value string, ttl, quarantine time.Duration) error {
+	n, err := guardedScript.Int(ctx, c, []string{key, guardKey}, value, ttl.Milliseconds(), quarantine.Milliseconds())
+	return acquired(n, err)
+}
+
+func acquired(n int64, err error) error {
+	switch {
+	case err != nil:
+		return err
+	case n == restarting:
+		return ErrRestarting
+	case n == 0:
+		return lock.ErrNotObtained
+	}
+	return nil
 }
 
 // Delete deletes key if it holds value.

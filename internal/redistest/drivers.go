@@ -30,14 +30,15 @@ func Drivers() []Driver {
 	return []Driver{
 		{"goredis-resp2", func(t testing.TB, addr string) driver.Conn { return goredis.New(GoRedis(t, addr, 2)) }},
 		{"goredis-resp3", func(t testing.TB, addr string) driver.Conn { return goredis.New(GoRedis(t, addr, 3)) }},
-		{"redigo", func(t testing.TB, addr string) driver.Conn { return redigo.New(Redigo(t, addr)) }},
+		{"redigo", func(t testing.TB, addr string) driver.Conn { return redigo.New(Redigo(t, addr), redigo.WithAddr(addr)) }},
 	}
 }
 
 // GoRedis returns a go-redis client of addr speaking RESP protocol, closed
-// when t ends.
+// when t ends. It neither retries commands nor dials, so a dead server is
+// refused at once.
 func GoRedis(t testing.TB, addr string, protocol int) *redis.Client {
-	c := redis.NewClient(&redis.Options{Addr: addr, Protocol: protocol, DialTimeout: time.Second, MaxRetries: -1, ContextTimeoutEnabled: true})
+	c := redis.NewClient(&redis.Options{Addr: addr, Protocol: protocol, DialTimeout: time.Second, MaxRetries: -1, DialerRetries: 1, ContextTimeoutEnabled: true})
 	t.Cleanup(func() { _ = c.Close() })
 	return c
 }

@@ -18,23 +18,9 @@ import (
 	"github.com/locksmith-go/lock/internal/cas"
 )
 
-// acquireScript: SET NX PX; if the key exists and already holds our value
-// (a retried attempt, or a lock handed over with lock.WithToken), reset its
-// TTL. GET fails with WRONGTYPE on a key of another type, so a misused key
-// gives a clear error instead of looking held.
-var acquireScript = driver.NewScript(`if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
-	return 1
-end
-if redis.call('GET', KEYS[1]) == ARGV[1] then
-	return redis.call('PEXPIRE', KEYS[1], ARGV[2])
-end
-return 0`)
-
 // Scripts returns the Lua scripts the strategy runs, for tests and for
 // operators who preload them with SCRIPT LOAD.
-func Scripts() []*driver.Script {
-	return append([]*driver.Script{acquireScript}, cas.Scripts()...)
-}
+func Scripts() []*driver.Script { return cas.Scripts() }
 
 // Strategy is the single-instance [lock.Strategy] over one [driver.Conn].
 // The redlock strategy runs one per node.
@@ -66,14 +52,7 @@ func (s *Strategy) Conn() driver.Conn { return s.conn }
 
 // Acquire implements [lock.Strategy].
 func (s *Strategy) Acquire(ctx context.Context, r lock.Request) (lock.Grant, error) {
-	n, err := acquireScript.Int(ctx, s.conn, []string{r.Key}, r.Value(), r.TTL.Milliseconds())
-	switch {
-	case err != nil:
-		return lock.Grant{}, err
-	case n == 0:
-		return lock.Grant{}, lock.ErrNotObtained
-	}
-	return lock.Grant{}, nil
+	return lock.Grant{}, cas.Acquire(ctx, s.conn, r.Key, r.Value(), r.TTL)
 }
 
 // Refresh implements [lock.Strategy].

@@ -1,0 +1,7 @@
+package redlock
+
+import "time"
+
+// WithClock replaces the clock that measures an attempt, so a test can make
+// an acquisition take longer than its TTL without waiting for it.
+func WithClock(now func() time.Time) Option { return func(s *Strategy) { s.now = now } }

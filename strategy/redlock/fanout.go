@@ -1,0 +1,225 @@
+package redlock
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/locksmith-go/lock"
+)
+
+// Outcome is what one node answered.
+type Outcome int
+
+// The outcomes of one node.
+const (
+	Pending    Outcome = iota // not waited for: the quorum was decided without it
+	OK                        // granted (or, for Refresh, Release and TTL: held by us)
+	Taken                     // held by another owner
+	Expired                   // the key is gone (Refresh, Release, TTL)
+	Timeout                   // no answer within the node timeout
+	Refused                   // the connection was refused: the node is down
+	Restarting                // restarted too recently to rejoin (WithRestartGuard)
+	Failed                    // a Redis or transport error
+)
+
+var outcomeNames = [...]string{"pending", "ok", "taken", "expired", "timeout", "refused", "restarting", "error"}
+
+func (o Outcome) String() string {
+	if o < 0 || int(o) >= len(outcomeNames) {
+		return fmt.Sprintf("Outcome(%d)", int(o))
+	}
+	return outcomeNames[o]
+}
+
+// NodeError is one node's part in a [QuorumError].
+type NodeError struct {
+	Node    string // the node's address (driver.Addresser), or "node i"
+	Outcome Outcome
+	Err     error // the node's error; nil for OK, Taken, Expired and Pending
+}
+
+func (e *NodeError) Error() string {
+	if e.Err == nil {
+		return "redlock: " + e.Node + ": " + e.Outcome.String()
+	}
+	return "redlock: " + e.Node + ": " + e.Outcome.String() + ": " + e.Err.Error()
+}
+
+func (e *NodeError) Unwrap() error { return e.Err }
+
+// QuorumError reports an operation that no quorum of nodes carried out,
+// with each node's outcome. For Obtain it matches lock.ErrNotObtained when
+// at most N − quorum nodes failed (timed out, refused, restarting or erred),
+// so that a quorum is still possible and the lock is just held elsewhere, or
+// when the quorum answered too late: the retry policy applies. Otherwise no
+// quorum is possible and Obtain fails at once. errors.As finds the
+// first failing node's *NodeError, and the errors of the nodes below it.
+type QuorumError struct {
+	Op     string       // obtain, refresh, release or ttl
+	Quorum int          // nodes needed
+	Nodes  []*NodeError // every node, in the order given to New
+	// Elapsed and TTL are set when a quorum answered but too late: the
+	// validity, TTL − Elapsed − drift, was not positive.
+	Elapsed, TTL time.Duration
+}
+
+func (e *QuorumError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "redlock: %s: ", e.Op)
+	if e.Elapsed > 0 {
+		fmt.Fprintf(&b, "a quorum answered after %v, leaving no validity of the %v TTL", e.Elapsed.Round(time.Millisecond), e.TTL)
+	} else {
+		fmt.Fprintf(&b, "no quorum (%d of %d nodes needed)", e.Quorum, len(e.Nodes))
+	}
+	counts := map[Outcome]int{}
+	for _, n := range e.Nodes {
+		counts[n.Outcome]++
+	}
+	sep := ": "
+	for o := range Outcome(len(outcomeNames)) {
+		if counts[o] > 0 {
+			fmt.Fprintf(&b, "%s%d %v", sep, counts[o], o)
+			sep = ", "
+		}
+	}
+	for _, n := range e.Nodes {
+		if n.Err != nil {
+			fmt.Fprintf(&b, "; %s: %v", n.Node, n.Err)
+		}
+	}
+	return b.String()
+}
+
+// Is reports whether target is lock.ErrNotObtained and the failure was
+// contention rather than failing nodes.
+func (e *QuorumError) Is(target error) bool {
+	if target != lock.ErrNotObtained || e.Op != "obtain" {
+		return false
+	}
+	if e.Elapsed > 0 {
+		return true
+	}
+	var t tally
+	for _, n := range e.Nodes {
+		t.add(n.Outcome)
+	}
+	return t.failed <= len(e.Nodes)-e.Quorum
+}
+
+// Unwrap returns the failing nodes' errors.
+func (e *QuorumError) Unwrap() []error {
+	var errs []error
+	for _, n := range e.Nodes {
+		if n.Err != nil {
+			errs = append(errs, n)
+		}
+	}
+	return errs
+}
+
+type tally struct{ ok, taken, expired, failed, pending int }
+
+func (t *tally) add(o Outcome) {
+	switch o {
+	case OK:
+		t.ok++
+	case Taken:
+		t.taken++
+	case Expired:
+		t.expired++
+	case Pending:
+		t.pending++
+	default:
+		t.failed++
+	}
+}
+
+type decision int
+
+const (
+	undecided decision = iota
+	success
+	failure
+)
+
+type answer struct {
+	i   int
+	err error
+}
+
+// fanOut runs op on every node at once, each bounded by timeout (by the
+// context it gets, and by a timer, in case a driver does not honour the
+// context). With decide, it returns as soon as decide settles the outcome;
+// without, once every node answered or timed out. If the outcome is failure
+// and undo is set, every node is undone right after its own op returns (so
+// that a late write cannot land after its undo), and fanOut waits for the
+// undo of the nodes that answered OK, Taken or Expired; the others are
+// undone in the background, which is safe because every attempt has its own
+// token.
+func (s *Strategy) fanOut(ctx context.Context, timeout time.Duration,
+	op, undo func(ctx context.Context, i int, n node) error, decide func(tally) decision,
+) (res []*NodeError, failed bool) {
+	answers := make(chan answer, len(s.nodes))
+	decided := make(chan struct{})
+	undone := make([]chan struct{}, len(s.nodes))
+	for i, n := range s.nodes {
+		undone[i] = make(chan struct{})
+		go func() {
+			defer close(undone[i])
+			nctx, cancel := context.WithTimeout(ctx, timeout)
+			err := op(nctx, i, n)
+			cancel()
+			answers <- answer{i, err}
+			if undo != nil {
+				<-decided
+				if failed {
+					_ = undo(ctx, i, n)
+				}
+			}
+		}()
+	}
+
+	res = make([]*NodeError, len(s.nodes))
+	t := tally{pending: len(s.nodes)}
+	for i, n := range s.nodes {
+		res[i] = &NodeError{Node: n.name, Outcome: Pending}
+	}
+	timer := time.NewTimer(timeout + timeout/2)
+	defer timer.Stop()
+	d := undecided
+	for t.pending > 0 && d == undecided {
+		select {
+		case a := <-answers:
+			o := outcome(a.err)
+			res[a.i].Outcome = o
+			if o != OK && o != Taken && o != Expired {
+				res[a.i].Err = a.err
+			}
+			t.pending--
+			t.add(o)
+		case <-timer.C:
+			for _, r := range res {
+				if r.Outcome == Pending {
+					r.Outcome, r.Err = Timeout, errNodeTimeout
+					t.pending--
+					t.failed++
+				}
+			}
+		}
+		if decide != nil {
+			d = decide(t)
+		}
+	}
+	failed = d == failure
+	close(decided)
+	if failed && undo != nil {
+		for i, r := range res {
+			if r.Outcome == OK || r.Outcome == Taken || r.Outcome == Expired {
+				<-undone[i]
+			}
+		}
+	}
+	return res, failed
+}

@@ -1,0 +1,345 @@
+// Package redlock implements Redlock, the lock of the Redis distlock
+// specification over N independent Redis masters: a lock counts only when a
+// quorum of the nodes granted it within its validity, so it survives the
+// loss of a minority of the nodes.
+//
+// Every step of the specification, on each attempt:
+//
+//  1. Note the start time, on the monotonic clock.
+//  2. Try all N nodes concurrently, with the same key and token (SET NX PX,
+//     through the single strategy's script), each bounded by a per-node
+//     timeout that is small next to the TTL, so that a dead or paused node
+//     costs that timeout, not the TTL.
+//  3. The lock counts only with a quorum (N/2+1 by default) and a positive
+//     validity: TTL − elapsed − drift, where drift = TTL × factor + 2ms.
+//  4. On failure, release on all nodes at once, including those that said no
+//     or did not answer in time.
+//  5. Retry after a random delay: use lock.WithRetry(lock.Exponential(...)),
+//     whose delays are drawn at random.
+//
+// Refresh extends on all nodes and succeeds only with a quorum and within
+// the new validity; [WithMaxExtensions] caps how often. Release releases on
+// all nodes.
+//
+// Waiting stops as soon as the outcome is known: once a quorum granted the
+// lock, or once so many nodes refused or failed that no quorum is possible.
+// When no quorum is reached, the error is a [*QuorumError] that gives each
+// node's outcome.
+//
+// The quorum of N nodes is N/2+1 with integer division: 1 of 1, 2 of 2,
+// 2 of 3, 3 of 4, 3 of 5. An even N tolerates no more failed nodes than
+// N−1 does (4 nodes, like 3, survive one failure), so prefer an odd N.
+//
+// Redlock's safety rests on assumptions that a single Redis does not need:
+// clocks that do not jump (Redis expires keys by wall clock), bounded
+// process pauses after the lock is granted (use fencing where that matters),
+// and the delayed-restart rule: a node that crashed must stay unavailable
+// for longer than the largest TTL in use, or it comes back empty and lets a
+// second client gather a quorum. See [WithRestartGuard].
+package redlock
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"syscall"
+	"time"
+
+	"github.com/locksmith-go/lock"
+	"github.com/locksmith-go/lock/driver"
+	"github.com/locksmith-go/lock/internal/cas"
+	"github.com/locksmith-go/lock/strategy/single"
+)
+
+// DefaultDriftFactor is the drift factor of the specification.
+const DefaultDriftFactor = 0.01
+
+// Strategy is the Redlock [lock.Strategy] over independent nodes.
+type Strategy struct {
+	nodes         []node
+	quorum        int
+	driftFactor   float64
+	nodeTimeout   time.Duration // 0: derived from the TTL
+	maxExtensions int           // -1: no limit
+	guard         time.Duration // restart quarantine; 0: off
+	now           func() time.Time
+}
+
+type node struct {
+	name string
+	conn driver.Conn
+	s    *single.Strategy
+}
+
+var _ lock.Strategy = (*Strategy)(nil)
+
+// Option configures a Strategy.
+type Option func(*Strategy)
+
+// WithQuorum sets how many nodes must grant the lock. It must be a majority,
+// N/2+1, which is the default, or more, up to N.
+func WithQuorum(q int) Option { return func(s *Strategy) { s.quorum = q } }
+
+// WithDriftFactor sets the clock-drift factor: validity = TTL − elapsed −
+// (TTL × factor + 2ms). It must be in [0, 1); the default is 0.01.
+func WithDriftFactor(f float64) Option { return func(s *Strategy) { s.driftFactor = f } }
+
+// WithNodeTimeout sets how long one node may take to answer. It must be
+// less than every TTL used. The default is derived from the TTL: 1% of it,
+// but at least 50ms, and at most half of it.
+func WithNodeTimeout(d time.Duration) Option { return func(s *Strategy) { s.nodeTimeout = d } }
+
+// WithMaxExtensions caps how many times a lock may be refreshed, as the
+// specification asks, so that a holder cannot keep others out forever (see
+// lock.WithMaxRefreshes, which a call can override it with). The default is
+// no limit.
+func WithMaxExtensions(n int) Option { return func(s *Strategy) { s.maxExtensions = n } }
+
+// GuardKey is the key in which each node records, under [WithRestartGuard],
+// when a client first found it empty.
+const GuardKey = "locksmith:redlock:up-since"
+
+// WithRestartGuard enforces the delayed-restart rule from the clients' side:
+// a node counts only once it has been up, empty of GuardKey, for at least
+// maxTTL, which must be at least the largest TTL in use. The first client to
+// reach a node that restarted empty (or was flushed) records the server's
+// time in GuardKey, and until maxTTL has passed the node answers
+// "restarting" and grants nothing: the locks it lost have expired on the
+// other nodes by then. A new deployment waits maxTTL too, unless an
+// operator seeds GuardKey with 0 on each node. The nodes must not be
+// Cluster clients (the acquire script names two keys). The default is off:
+// follow the rule operationally instead.
+func WithRestartGuard(maxTTL time.Duration) Option { return func(s *Strategy) { s.guard = maxTTL } }
+
+// New returns a [lock.Locker] that takes Redlock locks on the nodes, which
+// must be independent masters (not replicas of each other, nor members of
+// one cluster), over any mix of drivers.
+func New(nodes []driver.Conn, opts ...Option) (lock.Locker, error) {
+	s, err := NewStrategy(nodes, opts...)
+	if err != nil {
+		return nil, err
+	}
+	var defaults []lock.Option
+	if s.maxExtensions >= 0 {
+		defaults = append(defaults, lock.WithMaxRefreshes(s.maxExtensions))
+	}
+	return lock.New(s, defaults...), nil
+}
+
+// NewStrategy returns the Strategy over the nodes. Most callers want [New].
+func NewStrategy(nodes []driver.Conn, opts ...Option) (*Strategy, error) {
+	if len(nodes) == 0 {
+		return nil, &lock.ArgumentError{Name: "nodes", Reason: "must list at least one node"}
+	}
+	s := &Strategy{quorum: len(nodes)/2 + 1, driftFactor: DefaultDriftFactor, maxExtensions: -1, now: time.Now}
+	for i, c := range nodes {
+		if err := driver.Check(c); err != nil {
+			return nil, &lock.ArgumentError{Name: fmt.Sprintf("nodes[%d]", i), Reason: err.(*lock.ArgumentError).Reason}
+		}
+		n := node{name: nodeName(i, c), conn: c}
+		n.s, _ = single.NewStrategy(c)
+		for _, m := range s.nodes {
+			if m.conn == c || (m.name == n.name && isAddr(c)) {
+				return nil, &lock.ArgumentError{Name: fmt.Sprintf("nodes[%d]", i), Reason: fmt.Sprintf("lists %s again: each node must be an independent master, listed once", n.name)}
+			}
+		}
+		s.nodes = append(s.nodes, n)
+	}
+	for _, opt := range opts {
+		if opt == nil {
+			return nil, &lock.ArgumentError{Name: "option", Reason: "must not be nil"}
+		}
+		opt(s)
+	}
+	n := len(nodes)
+	switch {
+	case s.quorum < n/2+1 || s.quorum > n:
+		return nil, &lock.ArgumentError{Name: "quorum", Reason: fmt.Sprintf("must be a majority of the %d nodes, from %d to %d, got %d", n, n/2+1, n, s.quorum)}
+	case !(s.driftFactor >= 0 && s.driftFactor < 1):
+		return nil, &lock.ArgumentError{Name: "drift factor", Reason: fmt.Sprintf("must be in [0, 1), got %v", s.driftFactor)}
+	case s.nodeTimeout < 0:
+		return nil, &lock.ArgumentError{Name: "node timeout", Reason: fmt.Sprintf("must be positive, got %v", s.nodeTimeout)}
+	case s.maxExtensions < -1:
+		return nil, &lock.ArgumentError{Name: "max extensions", Reason: fmt.Sprintf("must not be negative, got %d", s.maxExtensions)}
+	case s.guard < 0:
+		return nil, &lock.ArgumentError{Name: "restart guard", Reason: fmt.Sprintf("must not be negative, got %v", s.guard)}
+	}
+	return s, nil
+}
+
+func nodeName(i int, c driver.Conn) string {
+	if a, ok := c.(driver.Addresser); ok && a.Addr() != "" {
+		return a.Addr()
+	}
+	return fmt.Sprintf("node %d", i)
+}
+
+func isAddr(c driver.Conn) bool {
+	a, ok := c.(driver.Addresser)
+	return ok && a.Addr() != ""
+}
+
+// Quorum returns how many nodes must grant a lock.
+func (s *Strategy) Quorum() int { return s.quorum }
+
+// timeouts returns the per-node timeout and the drift for ttl, or an error
+// if the node timeout is not less than ttl.
+func (s *Strategy) timeouts(ttl time.Duration) (timeout, drift time.Duration, err error) {
+	timeout = s.nodeTimeout
+	if timeout == 0 {
+		timeout = min(max(ttl/100, 50*time.Millisecond), ttl/2)
+	}
+	if timeout >= ttl || timeout <= 0 {
+		return 0, 0, &lock.ArgumentError{Name: "node timeout", Reason: fmt.Sprintf("must be less than the TTL: %v is not less than %v", timeout, ttl)}
+	}
+	return timeout, time.Duration(float64(ttl)*s.driftFactor) + 2*time.Millisecond, nil
+}
+
+// Acquire implements [lock.Strategy].
+func (s *Strategy) Acquire(ctx context.Context, r lock.Request) (lock.Grant, error) {
+	timeout, drift, err := s.timeouts(r.TTL)
+	if err != nil {
+		return lock.Grant{}, err
+	}
+	start := s.now()
+	value := r.Value()
+	acquire := func(ctx context.Context, _ int, n node) error {
+		if s.guard > 0 {
+			return cas.AcquireGuarded(ctx, n.conn, r.Key, GuardKey, value, r.TTL, s.guard)
+		}
+		_, err := n.s.Acquire(ctx, r)
+		return err
+	}
+	// Each node whose attempt is part of a failure is released right after
+	// that attempt returns, so a late SET cannot outlive its release.
+	undo := func(ctx context.Context, _ int, n node) error {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
+		defer cancel()
+		return n.s.Release(ctx, r.Key, value)
+	}
+	var elapsed time.Duration // set when a quorum answered too late
+	res, failed := s.fanOut(ctx, timeout, acquire, undo, func(t tally) decision {
+		switch {
+		case t.ok >= s.quorum:
+			if e := s.now().Sub(start); r.TTL-e-drift <= 0 {
+				elapsed = e // the lock expired, or will, before it could be used
+				return failure
+			}
+			return success
+		case t.ok+t.pending < s.quorum:
+			return failure
+		}
+		return undecided
+	})
+	// On failure every node has been, or is being, released by fanOut.
+	cleaned := lock.Grant{Clean: true}
+	switch {
+	case !failed:
+		return lock.Grant{Drift: drift}, nil
+	case elapsed > 0:
+		return cleaned, &QuorumError{Op: "obtain", Quorum: s.quorum, Nodes: res, Elapsed: elapsed, TTL: r.TTL}
+	case ctx.Err() != nil:
+		return cleaned, ctx.Err()
+	}
+	return cleaned, &QuorumError{Op: "obtain", Quorum: s.quorum, Nodes: res}
+}
+
+// Refresh implements [lock.Strategy]: it extends on all nodes, and succeeds
+// only with a quorum, within the new validity.
+func (s *Strategy) Refresh(ctx context.Context, key, value string, ttl time.Duration) (lock.Grant, error) {
+	timeout, drift, err := s.timeouts(ttl)
+	if err != nil {
+		return lock.Grant{}, err
+	}
+	start := s.now()
+	res, _ := s.fanOut(ctx, timeout, func(ctx context.Context, _ int, n node) error {
+		_, err := n.s.Refresh(ctx, key, value, ttl)
+		return err
+	}, nil, nil)
+	if err := s.held("refresh", res); err != nil {
+		return lock.Grant{}, err
+	}
+	if s.now().Sub(start) >= ttl-drift {
+		return lock.Grant{}, &QuorumError{Op: "refresh", Quorum: s.quorum, Nodes: res, Elapsed: s.now().Sub(start), TTL: ttl}
+	}
+	return lock.Grant{Drift: drift}, nil
+}
+
+// Release implements [lock.Strategy]: it releases on all nodes.
+func (s *Strategy) Release(ctx context.Context, key, value string) error {
+	res, _ := s.fanOut(ctx, s.opTimeout(), func(ctx context.Context, _ int, n node) error {
+		return n.s.Release(ctx, key, value)
+	}, nil, nil)
+	return s.held("release", res)
+}
+
+// TTL implements [lock.Strategy]: the time until fewer than a quorum of
+// nodes will hold the lock.
+func (s *Strategy) TTL(ctx context.Context, key, value string) (time.Duration, error) {
+	ttls := make([]time.Duration, len(s.nodes))
+	res, _ := s.fanOut(ctx, s.opTimeout(), func(ctx context.Context, i int, n node) (err error) {
+		ttls[i], err = n.s.TTL(ctx, key, value)
+		return err
+	}, nil, nil)
+	if err := s.held("ttl", res); err != nil {
+		return 0, err
+	}
+	var held []time.Duration
+	for i, r := range res {
+		if r.Outcome == OK {
+			held = append(held, ttls[i])
+		}
+	}
+	slices.Sort(held)
+	return held[len(held)-s.quorum], nil
+}
+
+// opTimeout bounds one node's answer to Release and TTL, which carry no
+// TTL: the configured node timeout, or 100ms.
+func (s *Strategy) opTimeout() time.Duration {
+	return cmp.Or(s.nodeTimeout, 100*time.Millisecond)
+}
+
+// held turns the node results of an operation on a held lock into nil (a
+// quorum holds it), ErrExpired or ErrTaken (so many nodes say it is not ours
+// that no quorum can), or a QuorumError (too many nodes failed to tell).
+func (s *Strategy) held(op string, res []*NodeError) error {
+	var t tally
+	for _, r := range res {
+		t.add(r.Outcome)
+	}
+	switch {
+	case t.ok >= s.quorum:
+		return nil
+	case t.taken+t.expired > len(res)-s.quorum:
+		if t.taken > 0 {
+			return lock.ErrTaken
+		}
+		return lock.ErrExpired
+	}
+	return &QuorumError{Op: op, Quorum: s.quorum, Nodes: res}
+}
+
+var errNodeTimeout = errors.New("redlock: node did not answer within the node timeout")
+
+// outcome classifies one node's answer.
+func outcome(err error) Outcome {
+	var ne interface{ Timeout() bool }
+	switch {
+	case err == nil:
+		return OK
+	case errors.Is(err, lock.ErrNotObtained), errors.Is(err, lock.ErrTaken):
+		return Taken
+	case errors.Is(err, lock.ErrExpired):
+		return Expired
+	case errors.Is(err, cas.ErrRestarting):
+		return Restarting
+	case errors.Is(err, errNodeTimeout), errors.Is(err, context.DeadlineExceeded), errors.As(err, &ne) && ne.Timeout():
+		return Timeout
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return Refused
+	}
+	return Failed
+}

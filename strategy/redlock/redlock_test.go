@@ -1,0 +1,562 @@
+package redlock_test
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/locksmith-go/lock"
+	"github.com/locksmith-go/lock/conformance"
+	"github.com/locksmith-go/lock/driver"
+	"github.com/locksmith-go/lock/internal/redistest"
+	"github.com/locksmith-go/lock/strategy/redlock"
+)
+
+const nodes = 5
+
+// connect opens one client per server, with the driver drivers[i%len].
+func connect(t testing.TB, servers []*redistest.Server, drivers ...redistest.Driver) []driver.Conn {
+	conns := make([]driver.Conn, len(servers))
+	for i, s := range servers {
+		conns[i] = drivers[i%len(drivers)].Conn(t, s.Addr)
+	}
+	return conns
+}
+
+func newLocker(t testing.TB, conns []driver.Conn, opts ...redlock.Option) lock.Locker {
+	t.Helper()
+	l, err := redlock.New(conns, opts...)
+	if err != nil {
+		t.Fatalf("redlock.New: %v", err)
+	}
+	return l
+}
+
+func driverNamed(name string) redistest.Driver {
+	for _, d := range redistest.Drivers() {
+		if d.Name == name {
+			return d
+		}
+	}
+	panic(name)
+}
+
+func TestConformance(t *testing.T) {
+	servers := redistest.Start(t, nodes)
+	closed := make([]*redistest.Server, nodes)
+	for i := range closed {
+		closed[i] = &redistest.Server{Addr: redistest.ClosedAddr(t)}
+	}
+	for _, c := range []struct {
+		name    string
+		drivers []redistest.Driver
+	}{
+		{"goredis", []redistest.Driver{driverNamed("goredis-resp3")}},
+		{"redigo", []redistest.Driver{driverNamed("redigo")}},
+		{"mixed", []redistest.Driver{driverNamed("goredis-resp2"), driverNamed("redigo"), driverNamed("goredis-resp3")}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			conformance.Run(t, conformance.Harness{
+				NewLocker:      func(t *testing.T) lock.Locker { return newLocker(t, connect(t, servers, c.drivers...)) },
+				Conns:          func(t *testing.T) []driver.Conn { return connect(t, servers, c.drivers...) },
+				NewUnreachable: func(t *testing.T) lock.Locker { return newLocker(t, connect(t, closed, c.drivers...)) },
+				NewWithNilConn: func() (lock.Locker, error) { return redlock.New([]driver.Conn{nil}) },
+			})
+		})
+	}
+}
+
+func TestBadConfiguration(t *testing.T) {
+	servers := redistest.Start(t, 3)
+	d := driverNamed("goredis-resp3")
+	conns := connect(t, servers, d)
+	for _, c := range []struct {
+		name  string
+		nodes []driver.Conn
+		opts  []redlock.Option
+		arg   string
+	}{
+		{"an empty node list", nil, nil, "nodes"},
+		{"a nil client", []driver.Conn{conns[0], nil, conns[2]}, nil, "nodes[1]"},
+		{"the same node twice", []driver.Conn{conns[0], conns[1], conns[0]}, nil, "nodes[2]"},
+		{"two clients of one address", []driver.Conn{conns[0], conns[1], d.Conn(t, servers[1].Addr)}, nil, "nodes[2]"},
+		{"a quorum below a majority", conns, []redlock.Option{redlock.WithQuorum(1)}, "quorum"},
+		{"a quorum above N", conns, []redlock.Option{redlock.WithQuorum(4)}, "quorum"},
+		{"a negative drift factor", conns, []redlock.Option{redlock.WithDriftFactor(-0.1)}, "drift factor"},
+		{"a drift factor of 1", conns, []redlock.Option{redlock.WithDriftFactor(1)}, "drift factor"},
+		{"a negative node timeout", conns, []redlock.Option{redlock.WithNodeTimeout(-time.Second)}, "node timeout"},
+		{"negative max extensions", conns, []redlock.Option{redlock.WithMaxExtensions(-2)}, "max extensions"},
+		{"a nil option", conns, []redlock.Option{nil}, "option"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			l, err := redlock.New(c.nodes, c.opts...)
+			var ae *lock.ArgumentError
+			if l != nil || !errors.As(err, &ae) || ae.Name != c.arg {
+				t.Errorf("New(%s) = %v, %v; want nil and an ArgumentError naming %q", c.name, l, err, c.arg)
+			}
+		})
+	}
+	t.Run("a node timeout not below the TTL", func(t *testing.T) {
+		l := newLocker(t, conns, redlock.WithNodeTimeout(time.Second))
+		key := conformance.Key(t)
+		_, err := l.Obtain(context.Background(), key, time.Second)
+		var ae *lock.ArgumentError
+		if !errors.As(err, &ae) || ae.Name != "node timeout" {
+			t.Errorf("Obtain with TTL = node timeout = %v, want an ArgumentError naming \"node timeout\"", err)
+		}
+	})
+	t.Run("quorum arithmetic", func(t *testing.T) {
+		for n, want := range map[int]int{1: 1, 2: 2, 3: 2, 4: 3, 5: 3} {
+			s, err := redlock.NewStrategy(connect(t, redistest.Start(t, n), d))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if s.Quorum() != want {
+				t.Errorf("quorum of %d nodes = %d, want %d", n, s.Quorum(), want)
+			}
+		}
+	})
+}
+
+// holds reports how many of the servers hold key.
+func holds(t *testing.T, servers []*redistest.Server, key string) int {
+	t.Helper()
+	n := 0
+	for _, s := range servers {
+		if got, err := s.Command(context.Background(), "EXISTS", key); err == nil && got == "1" {
+			n++
+		}
+	}
+	return n
+}
+
+// eventuallyNone waits (up to a generous bound) until no reachable server
+// holds key: a node that answered after the outcome was decided is released
+// in the background, within the node timeout.
+func eventuallyNone(t *testing.T, servers []*redistest.Server, key string) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); holds(t, servers, key) > 0; {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d reachable nodes still hold %q after a failed attempt, want 0", holds(t, servers, key), key)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func TestMinorityDown(t *testing.T) {
+	servers := redistest.Start(t, nodes)
+	l := newLocker(t, connect(t, servers, redistest.Drivers()...))
+	servers[1].Kill()
+	servers[3].Kill()
+	ctx := context.Background()
+	lk, err := l.Obtain(ctx, conformance.Key(t), 10*time.Second)
+	if err != nil {
+		t.Fatalf("Obtain with 2 of 5 nodes down = %v, want a lock", err)
+	}
+	if err := lk.Refresh(ctx, 20*time.Second); err != nil {
+		t.Errorf("Refresh with 2 of 5 nodes down = %v, want nil", err)
+	}
+	if ttl, err := lk.TTL(ctx); err != nil || ttl <= 10*time.Second {
+		t.Errorf("TTL with 2 of 5 nodes down = %v, %v; want more than 10s after the refresh", ttl, err)
+	}
+	if err := lk.Release(ctx); err != nil {
+		t.Errorf("Release with 2 of 5 nodes down = %v, want nil", err)
+	}
+	if n := holds(t, servers, lk.Key()); n != 0 {
+		t.Errorf("nodes holding the key after Release = %d, want 0", n)
+	}
+}
+
+func TestMajorityDown(t *testing.T) {
+	servers := redistest.Start(t, nodes)
+	l := newLocker(t, connect(t, servers, redistest.Drivers()...))
+	for _, i := range []int{0, 2, 4} {
+		servers[i].Kill()
+	}
+	key := conformance.Key(t)
+	start := time.Now()
+	_, err := l.Obtain(context.Background(), key, 10*time.Second, lock.WithRetry(lock.Linear(10*time.Millisecond)))
+	elapsed := time.Since(start)
+	t.Logf("time to fail with 3 of 5 nodes down: %v", elapsed)
+	var qe *redlock.QuorumError
+	if !errors.As(err, &qe) {
+		t.Fatalf("Obtain with 3 of 5 nodes down = %v, want a *QuorumError", err)
+	}
+	if errors.Is(err, lock.ErrNotObtained) {
+		t.Errorf("errors.Is(err, ErrNotObtained) = true, want false: no quorum is possible, so it must not wait and retry")
+	}
+	for _, i := range []int{0, 2, 4} {
+		if n := qe.Nodes[i]; n.Outcome != redlock.Refused || n.Node != servers[i].Addr {
+			t.Errorf("node %d = %s %v, want %s refused", i, n.Node, n.Outcome, servers[i].Addr)
+		}
+	}
+	var ne *redlock.NodeError
+	if !errors.As(err, &ne) || ne.Outcome != redlock.Refused {
+		t.Errorf("errors.As(err, *NodeError) = %v, want a refused node", ne)
+	}
+	if elapsed > 5*time.Second {
+		t.Errorf("time to fail = %v, want well under the 10s TTL (a generous bound)", elapsed)
+	}
+	t.Logf("error: %v", err)
+	eventuallyNone(t, []*redistest.Server{servers[1], servers[3]}, key)
+}
+
+func TestPausedNode(t *testing.T) {
+	servers := redistest.Start(t, nodes)
+	const nodeTimeout = 100 * time.Millisecond
+	l := newLocker(t, connect(t, servers, redistest.Drivers()...), redlock.WithNodeTimeout(nodeTimeout))
+	ctx := context.Background()
+	lk, err := l.Obtain(ctx, conformance.Key(t), 10*time.Second) // warm the connections
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = lk.Release(ctx)
+	servers[2].Pause()
+	defer servers[2].Resume()
+	var worst time.Duration
+	for range 5 {
+		start := time.Now()
+		lk, err := l.Obtain(ctx, conformance.Key(t), 10*time.Second)
+		elapsed := time.Since(start)
+		worst = max(worst, elapsed)
+		if err != nil {
+			t.Fatalf("Obtain with one node paused = %v, want a lock", err)
+		}
+		if err := lk.Release(ctx); err != nil {
+			t.Errorf("Release with one node paused = %v, want nil", err)
+		}
+	}
+	t.Logf("worst obtain latency with one of 5 nodes paused: %v (node timeout %v)", worst, nodeTimeout)
+	if worst > 20*nodeTimeout {
+		t.Errorf("obtain latency with a paused node = %v, want bounded by the %v node timeout (generous bound %v)", worst, nodeTimeout, 20*nodeTimeout)
+	}
+
+	// Now the paused node decides the outcome: with 2 nodes down, the
+	// attempt needs it, and must give up on it after the node timeout.
+	servers[0].Kill()
+	servers[4].Kill()
+	start := time.Now()
+	_, err = l.Obtain(ctx, conformance.Key(t), 10*time.Second)
+	elapsed := time.Since(start)
+	var qe *redlock.QuorumError
+	if !errors.As(err, &qe) || qe.Nodes[2].Outcome != redlock.Timeout {
+		t.Fatalf("Obtain needing the paused node = %v, want a *QuorumError with node 2 timed out", err)
+	}
+	t.Logf("obtain latency when the paused node is needed: %v (node timeout %v)", elapsed, nodeTimeout)
+	if elapsed > 20*nodeTimeout {
+		t.Errorf("obtain latency needing the paused node = %v, want bounded by the %v node timeout (generous bound %v), not the 10s TTL", elapsed, nodeTimeout, 20*nodeTimeout)
+	}
+}
+
+// TestRestartHazard reproduces the hazard of the specification: A holds a
+// lock on nodes 0-2 while 3 and 4 are down; node 2 crashes and comes back
+// empty at once, 3 and 4 come back, and B gathers a quorum on 2-4 while A's
+// lock is still valid. With the delayed restart, it does not happen.
+func TestRestartHazard(t *testing.T) {
+	ctx := context.Background()
+	scenario := func(t *testing.T, ttl time.Duration, opts ...redlock.Option) (a *lock.Lock, b lock.Locker, servers []*redistest.Server, key string) {
+		servers = redistest.Start(t, nodes)
+		for _, s := range servers { // long-running nodes, for the guard
+			if _, err := s.Command(ctx, "SET", redlock.GuardKey, "0"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		d := redistest.Drivers()
+		servers[3].Kill()
+		servers[4].Kill()
+		key = conformance.Key(t)
+		a, err := newLocker(t, connect(t, servers, d...), opts...).Obtain(ctx, key, ttl)
+		if err != nil {
+			t.Fatalf("A's Obtain on 3 of 5 nodes = %v, want a lock", err)
+		}
+		for _, i := range []int{2, 3, 4} {
+			if err := servers[i].Restart(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return a, newLocker(t, connect(t, servers, d...), opts...), servers, key
+	}
+
+	t.Run("an immediate restart lets a second client in", func(t *testing.T) {
+		a, b, _, key := scenario(t, 30*time.Second)
+		lk, err := b.Obtain(ctx, key, 30*time.Second)
+		if err != nil {
+			t.Fatalf("B's Obtain after node 2 restarted empty = %v, want the hazard: a lock", err)
+		}
+		defer lk.Release(ctx)
+		if !time.Now().Before(a.ValidUntil()) {
+			t.Fatalf("A's lock expired before B obtained it: the hazard was not reproduced")
+		}
+		t.Logf("hazard reproduced: A and B both hold %q, A for another %v", key, time.Until(a.ValidUntil()).Round(time.Second))
+	})
+
+	t.Run("the restart guard keeps a restarted node out", func(t *testing.T) {
+		const maxTTL = 30 * time.Second
+		a, b, _, key := scenario(t, maxTTL, redlock.WithRestartGuard(maxTTL))
+		_, err := b.Obtain(ctx, key, maxTTL)
+		var qe *redlock.QuorumError
+		if !errors.As(err, &qe) {
+			t.Fatalf("B's Obtain = %v, want a *QuorumError", err)
+		}
+		restarting := 0
+		for i, n := range qe.Nodes {
+			switch {
+			case n.Outcome == redlock.OK:
+				t.Errorf("node %d granted B the lock, want none to", i)
+			case n.Outcome == redlock.Restarting:
+				restarting++
+			case i >= 2 && n.Outcome != redlock.Pending:
+				t.Errorf("restarted node %d = %v, want restarting (or pending: not waited for)", i, n.Outcome)
+			}
+		}
+		if restarting == 0 {
+			t.Errorf("nodes answering restarting = 0, want at least 1")
+		}
+		t.Logf("B was refused: %v", err)
+		// A kept nodes 0 and 1 only: its next Refresh fails, so A learns it
+		// has lost the lock.
+		if err := a.Refresh(ctx, maxTTL); err == nil {
+			t.Errorf("A's Refresh with 2 of 5 nodes = nil, want an error")
+		}
+	})
+
+	t.Run("a restart delayed past the TTL lets nobody in early", func(t *testing.T) {
+		const ttl = 500 * time.Millisecond
+		servers := redistest.Start(t, nodes)
+		d := redistest.Drivers()
+		servers[3].Kill()
+		servers[4].Kill()
+		key := conformance.Key(t)
+		a, err := newLocker(t, connect(t, servers, d...)).Obtain(ctx, key, ttl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		servers[2].Kill()
+		time.Sleep(ttl + 100*time.Millisecond) // the delayed restart: longer than the TTL
+		for _, i := range []int{2, 3, 4} {
+			if err := servers[i].Restart(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		lk, err := newLocker(t, connect(t, servers, d...)).Obtain(ctx, key, ttl)
+		if err != nil {
+			t.Fatalf("B's Obtain after the delayed restart = %v, want a lock (A's has expired)", err)
+		}
+		defer lk.Release(ctx)
+		if time.Now().Before(a.ValidUntil()) {
+			t.Errorf("B obtained the lock %v before A's validity ended", time.Until(a.ValidUntil()))
+		}
+	})
+}
+
+// slowConn delays every script by delay, honouring the context.
+type slowConn struct {
+	driver.Conn
+	delay time.Duration
+}
+
+func (c slowConn) wait(ctx context.Context) error {
+	select {
+	case <-time.After(c.delay):
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (c slowConn) EvalSha(ctx context.Context, sha1 string, keys []string, args ...any) (any, error) {
+	if err := c.wait(ctx); err != nil {
+		return nil, err
+	}
+	return c.Conn.EvalSha(ctx, sha1, keys, args...)
+}
+
+func (c slowConn) Eval(ctx context.Context, src string, keys []string, args ...any) (any, error) {
+	if err := c.wait(ctx); err != nil {
+		return nil, err
+	}
+	return c.Conn.Eval(ctx, src, keys, args...)
+}
+
+func TestValidity(t *testing.T) {
+	servers := redistest.Start(t, nodes)
+	ctx := context.Background()
+
+	t.Run("a slow acquisition leaves a shorter validity", func(t *testing.T) {
+		const ttl, delay = 2 * time.Second, 300 * time.Millisecond
+		conns := connect(t, servers, redistest.Drivers()...)
+		for i, c := range conns {
+			conns[i] = slowConn{c, delay}
+		}
+		lk, err := newLocker(t, conns, redlock.WithNodeTimeout(time.Second)).Obtain(ctx, conformance.Key(t), ttl)
+		if err != nil {
+			t.Fatalf("Obtain with %v slow nodes = %v, want a lock", delay, err)
+		}
+		defer lk.Release(ctx)
+		drift := time.Duration(float64(ttl)*redlock.DefaultDriftFactor) + 2*time.Millisecond
+		if left := time.Until(lk.ValidUntil()); left > ttl-delay-drift {
+			t.Errorf("validity left = %v, want at most TTL − delay − drift = %v", left, ttl-delay-drift)
+		}
+	})
+
+	t.Run("an acquisition slower than the TTL is not obtained, and is released", func(t *testing.T) {
+		const ttl = time.Second
+		var calls atomic.Int64
+		start := time.Now()
+		clock := func() time.Time { // the second reading is a TTL later
+			if calls.Add(1) == 1 {
+				return start
+			}
+			return start.Add(ttl)
+		}
+		key := conformance.Key(t)
+		l := newLocker(t, connect(t, servers, redistest.Drivers()...), redlock.WithClock(clock))
+		_, err := l.Obtain(ctx, key, ttl)
+		var qe *redlock.QuorumError
+		if !errors.As(err, &qe) || qe.Elapsed < ttl || !errors.Is(err, lock.ErrNotObtained) {
+			t.Fatalf("Obtain slower than its TTL = %v, want a *QuorumError with Elapsed ≥ %v matching ErrNotObtained", err, ttl)
+		}
+		eventuallyNone(t, servers, key)
+	})
+}
+
+// TestFailedAttemptLeavesNoKeys: an attempt that fails because a quorum is
+// held elsewhere removes what it set on the reachable nodes.
+func TestFailedAttemptLeavesNoKeys(t *testing.T) {
+	servers := redistest.Start(t, nodes)
+	ctx := context.Background()
+	key := conformance.Key(t)
+	for _, s := range servers[:3] { // another owner holds nodes 0-2
+		if _, err := s.Command(ctx, "SET", key, "another-owner", "PX", "30000"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, err := newLocker(t, connect(t, servers, redistest.Drivers()...)).Obtain(ctx, key, 10*time.Second)
+	var qe *redlock.QuorumError
+	if !errors.As(err, &qe) || !errors.Is(err, lock.ErrNotObtained) {
+		t.Fatalf("Obtain of a lock held on 3 of 5 nodes = %v, want a *QuorumError matching ErrNotObtained", err)
+	}
+	eventuallyNone(t, servers[3:], key)
+	for _, s := range servers[:3] {
+		if got, _ := s.Command(ctx, "GET", key); got != "another-owner" {
+			t.Errorf("the other owner's value on %s = %q, want it untouched", s.Addr, got)
+		}
+	}
+}
+
+func TestMaxExtensions(t *testing.T) {
+	servers := redistest.Start(t, 3)
+	ctx := context.Background()
+	l := newLocker(t, connect(t, servers, redistest.Drivers()...), redlock.WithMaxExtensions(2))
+	lk, err := l.Obtain(ctx, conformance.Key(t), 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lk.Release(ctx)
+	for i := range 2 {
+		if err := lk.Refresh(ctx, 10*time.Second); err != nil {
+			t.Fatalf("extension %d = %v, want nil", i+1, err)
+		}
+	}
+	if err := lk.Refresh(ctx, 10*time.Second); !errors.Is(err, lock.ErrRefreshLimit) {
+		t.Errorf("third extension with a cap of 2 = %v, want ErrRefreshLimit", err)
+	}
+	more, err := l.Obtain(ctx, conformance.Key(t), 10*time.Second, lock.WithMaxRefreshes(3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer more.Release(ctx)
+	for i := range 3 {
+		if err := more.Refresh(ctx, 10*time.Second); err != nil {
+			t.Errorf("extension %d with a per-call cap of 3 = %v, want nil", i+1, err)
+		}
+	}
+}
+
+// TestContentionWithFaults: goroutines contend while nodes are killed and
+// restarted, one at a time, each restart delayed past the TTL.
+func TestContentionWithFaults(t *testing.T) {
+	servers := redistest.Start(t, nodes)
+	const ttl = 400 * time.Millisecond
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	key := conformance.Key(t)
+	var (
+		d        conformance.Detector
+		wg       sync.WaitGroup
+		failures atomic.Int64
+		restarts atomic.Int64
+	)
+	chaosDone := make(chan struct{})
+	go func() { // the chaos: kill a node, wait past the TTL, restart it
+		defer close(chaosDone)
+		for ctx.Err() == nil {
+			s := servers[rand.N(nodes)]
+			s.Kill()
+			select {
+			case <-ctx.Done():
+			case <-time.After(ttl + 100*time.Millisecond):
+			}
+			if err := s.Restart(); err != nil {
+				t.Errorf("restart: %v", err)
+				return
+			}
+			restarts.Add(1)
+		}
+	}()
+	for range 6 {
+		l := newLocker(t, connect(t, servers, redistest.Drivers()...), redlock.WithNodeTimeout(50*time.Millisecond))
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for d.Entries() < 1500 && ctx.Err() == nil {
+				octx, ocancel := context.WithTimeout(ctx, 5*time.Second)
+				lk, err := l.Obtain(octx, key, ttl, lock.WithRetry(lock.Exponential(time.Millisecond, 8*time.Millisecond)))
+				ocancel()
+				if err != nil {
+					// Nodes died mid-attempt (or a client still holds a
+					// cached dial error for a node that just came back).
+					if failures.Add(1) == 1 {
+						t.Logf("first failed obtain: %v", err)
+					}
+					continue
+				}
+				if time.Now().Before(lk.ValidUntil()) {
+					d.Hold(50 * time.Microsecond)
+				}
+				_ = lk.Release(ctx)
+			}
+		}()
+	}
+	wg.Wait()
+	cancel()
+	<-chaosDone
+	t.Logf("acquisitions=%d overlaps=%d failed-obtains=%d node-restarts=%d", d.Entries(), d.Overlaps(), failures.Load(), restarts.Load())
+	if d.Overlaps() != 0 {
+		t.Errorf("overlaps = %d, want 0", d.Overlaps())
+	}
+	if d.Entries() == 0 {
+		t.Errorf("acquisitions = 0, want some")
+	}
+}
+
+func TestQuorumErrorText(t *testing.T) {
+	servers := redistest.Start(t, 3)
+	servers[0].Kill()
+	servers[1].Kill()
+	l := newLocker(t, connect(t, servers, redistest.Drivers()...))
+	lk, err := l.Obtain(context.Background(), conformance.Key(t), time.Second)
+	if lk != nil {
+		t.Fatal("obtained with 2 of 3 nodes down")
+	}
+	for _, want := range []string{"redlock: obtain: no quorum (2 of 3 nodes needed)", "refused", servers[0].Addr} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error = %q, want it to contain %q", err, want)
+		}
+	}
+}
