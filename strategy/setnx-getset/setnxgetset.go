@@ -37,6 +37,10 @@
 //     that harmless). When we lose, we put the winner's value back, with a
 //     compare-and-set. Legacy losers do not; after one overwrote our value
 //     our Refresh and Release report ErrTaken and leave the key to expire.
+//   - An attempt whose reply was lost (a timeout, a cancelled context) is
+//     not cleaned up by value: another holder may have written the same
+//     timestamp in the same second. What it may have written expires as a
+//     crashed holder's lock does.
 //   - A timestamp far in the future, written by a client whose clock runs
 //     ahead, holds the lock until it passes, as it would for legacy
 //     clients: delete the key to free it.
@@ -141,8 +145,11 @@ func (s *Strategy) Acquire(ctx context.Context, r lock.Request) (lock.Grant, err
 		now := s.now()
 		value := s.format.Encode(now, r.TTL)
 		ok, err := s.conn.SetNX(ctx, r.Key, value, s.safetyTTL(value, now))
-		if err != nil || ok {
-			return s.grant(value), err
+		if err != nil {
+			return lostReply, err
+		}
+		if ok {
+			return s.grant(value), nil
 		}
 		held, gone, err := s.current(ctx, r.Key)
 		if err != nil || gone {
@@ -181,22 +188,33 @@ func (s *Strategy) takeOver(ctx context.Context, r lock.Request, held string) (l
 	value := s.format.Encode(now, r.TTL)
 	old, existed, err := s.conn.GetSet(ctx, r.Key, value)
 	if err != nil {
-		return s.grant(value), err
+		return lostReply, err
 	}
 	if existed && old != held {
 		// Another client took it over first, and our GETSET overwrote its
-		// value: put that back, unless something changed it since.
-		_ = cas.Set(ctx, s.conn, r.Key, value, old, s.restoreTTL(old, r.TTL))
+		// value: put that back, unless something changed it since. If the
+		// winner wrote the very value we did (the same second), there is
+		// nothing to put back.
+		if old != value {
+			_ = cas.Set(ctx, s.conn, r.Key, value, old, s.restoreTTL(old, r.TTL))
+		}
 		return lock.Grant{}, lock.ErrNotObtained
 	}
 	// GETSET stripped any TTL.
 	if ttl := s.safetyTTL(value, now); ttl > 0 {
 		if err := cas.PExpire(ctx, s.conn, r.Key, value, ttl); err != nil && !errors.Is(err, lock.ErrNotHeld) {
-			return s.grant(value), err
+			return lostReply, err
 		}
 	}
 	return s.grant(value), nil
 }
+
+// lostReply goes with the error of a write whose reply was lost: the
+// timestamp it may have written is not cleaned up by value, because a
+// holder that wrote in the same second (or millisecond) has the same value,
+// and a compare-and-delete would delete its lock. A stray timestamp expires
+// as a crashed holder's does.
+var lostReply = lock.Grant{Clean: true}
 
 func (s *Strategy) grant(value string) lock.Grant {
 	return lock.Grant{Value: value, Drift: s.skew}

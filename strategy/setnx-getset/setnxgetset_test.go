@@ -565,3 +565,86 @@ func TestNoLegacyClientLeft(t *testing.T) {
 		t.Errorf("after one legacy attempt, cmdstat_setnx = %s, want calls=1", got)
 	}
 }
+
+// raceConn injects events into the commands the strategy sends.
+type raceConn struct {
+	driver.Conn
+	setNX  func() error // runs instead of SetNX when set
+	getSet func()       // runs before GetSet
+}
+
+func (c raceConn) SetNX(ctx context.Context, key, value string, ttl time.Duration) (bool, error) {
+	if c.setNX != nil {
+		return false, c.setNX()
+	}
+	return c.Conn.SetNX(ctx, key, value, ttl)
+}
+
+func (c raceConn) GetSet(ctx context.Context, key, value string) (string, bool, error) {
+	if c.getSet != nil {
+		c.getSet()
+	}
+	return c.Conn.GetSet(ctx, key, value)
+}
+
+// TestSameSecondValues: timestamps are not unique, so nothing is ever
+// deleted or restored by comparing a value that another holder may share.
+func TestSameSecondValues(t *testing.T) {
+	addr, _ := redistest.Addr(t)
+	rdb := redistest.GoRedis(t, addr, 3)
+	ctx := context.Background()
+	fixed := time.Now()
+	clock := setnxgetset.WithClock(func() time.Time { return fixed })
+
+	t.Run("a lost reply is not cleaned up by value", func(t *testing.T) {
+		key := conformance.Key(t)
+		holder, err := newLocker(t, goredis.New(rdb), clock).Obtain(ctx, key, time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer holder.Release(ctx)
+		lost := raceConn{Conn: goredis.New(rdb), setNX: func() error { return errors.New("read: connection reset by peer") }}
+		if _, err := newLocker(t, lost, clock).Obtain(ctx, key, time.Minute); err == nil {
+			t.Fatal("Obtain over a failing connection = nil error, want the error")
+		}
+		if got, _ := rdb.Get(ctx, key).Result(); got != holder.Token() {
+			t.Errorf("holder's key after another client's failed attempt in the same second = %q, want its value %q", got, holder.Token())
+		}
+	})
+
+	t.Run("a losing takeover does not restore over an identical winner", func(t *testing.T) {
+		key := conformance.Key(t)
+		expired := setnxgetset.Seconds.Encode(fixed.Add(-time.Hour), time.Second)
+		if err := rdb.Set(ctx, key, expired, 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+		winner := setnxgetset.Seconds.Encode(fixed, time.Minute) // what we are about to write too
+		racing := raceConn{Conn: goredis.New(rdb), getSet: func() {
+			_ = rdb.Do(ctx, "GETSET", key, winner).Err() // a legacy client wins the takeover first
+		}}
+		if _, err := newLocker(t, racing, clock).Obtain(ctx, key, time.Minute); !errors.Is(err, lock.ErrNotObtained) {
+			t.Fatalf("Obtain losing the takeover = %v, want ErrNotObtained", err)
+		}
+		if got, _ := rdb.Get(ctx, key).Result(); got != winner {
+			t.Errorf("value after losing to a same-second winner = %q, want the winner's %q (not the expired %q put back)", got, winner, expired)
+		}
+	})
+
+	t.Run("a losing takeover restores a different winner's value", func(t *testing.T) {
+		key := conformance.Key(t)
+		expired := setnxgetset.Seconds.Encode(fixed.Add(-time.Hour), time.Second)
+		if err := rdb.Set(ctx, key, expired, 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+		winner := setnxgetset.Seconds.Encode(fixed.Add(5*time.Second), time.Minute)
+		racing := raceConn{Conn: goredis.New(rdb), getSet: func() {
+			_ = rdb.Do(ctx, "GETSET", key, winner).Err()
+		}}
+		if _, err := newLocker(t, racing, clock).Obtain(ctx, key, time.Minute); !errors.Is(err, lock.ErrNotObtained) {
+			t.Fatalf("Obtain losing the takeover = %v, want ErrNotObtained", err)
+		}
+		if got, _ := rdb.Get(ctx, key).Result(); got != winner {
+			t.Errorf("value after losing the takeover = %q, want the winner's %q put back", got, winner)
+		}
+	})
+}
