@@ -149,7 +149,7 @@ func (l *locker) Obtain(ctx context.Context, key string, ttl time.Duration, opts
 			if !g.Clean {
 				cleanup(ctx, l.s, key, cmp.Or(g.Value, r.Value()))
 			}
-			if ctx.Err() != nil {
+			if ended(ctx) {
 				return nil, notObtained(ctx)
 			}
 			return nil, opError("obtain", key, err)
@@ -174,8 +174,15 @@ func cleanup(ctx context.Context, s Strategy, key, value string) {
 	_ = s.Release(ctx, key, value) // best effort: the key expires anyway
 }
 
+// ended reports whether ctx is done or past its deadline: a driver can
+// report its own timeout at the deadline a moment before ctx's timer fires.
+func ended(ctx context.Context) bool {
+	dl, ok := ctx.Deadline()
+	return ctx.Err() != nil || ok && !time.Now().Before(dl)
+}
+
 func notObtained(ctx context.Context) error {
-	return fmt.Errorf("%w: %w", ErrNotObtained, context.Cause(ctx))
+	return fmt.Errorf("%w: %w", ErrNotObtained, cmp.Or(context.Cause(ctx), context.DeadlineExceeded))
 }
 
 func sleep(ctx context.Context, d time.Duration) error {

@@ -1137,3 +1137,22 @@ func TestLock(t *testing.T) {
 		}
 	})
 }
+
+// deadlineStrategy fails every attempt with the driver's own timeout error
+// once the deadline has passed, before ctx's timer has fired.
+type deadlineStrategy struct{ fakeStrategy }
+
+func (d *deadlineStrategy) Acquire(ctx context.Context, r lock.Request) (lock.Grant, error) {
+	dl, _ := ctx.Deadline()
+	time.Sleep(time.Until(dl))
+	return lock.Grant{Clean: true}, errors.New("write tcp: i/o timeout")
+}
+
+func TestDeadlineReportedByTheDriver(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	_, err := lock.New(&deadlineStrategy{}).Obtain(ctx, "k", time.Minute)
+	if !errors.Is(err, lock.ErrNotObtained) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Obtain whose attempt hit the deadline = %v, want ErrNotObtained and context.DeadlineExceeded", err)
+	}
+}
