@@ -120,6 +120,15 @@ func (l *locker) Obtain(ctx context.Context, key string, ttl time.Duration, opts
 	if err != nil {
 		return nil, err
 	}
+	if len(o.hooks) == 0 {
+		return l.obtain(ctx, key, ttl, o)
+	}
+	e := o.hooks.event(l.s, "obtain", key)
+	e.TTL = ttl
+	return o.hooks.obtain(ctx, e, func(ctx context.Context) (*Lock, error) { return l.obtain(ctx, key, ttl, o) })
+}
+
+func (l *locker) obtain(ctx context.Context, key string, ttl time.Duration, o options) (*Lock, error) {
 	if err := checkKeyTTL(key, ttl); err != nil {
 		return nil, err
 	}
@@ -132,14 +141,16 @@ func (l *locker) Obtain(ctx context.Context, key string, ttl time.Duration, opts
 		// that is still on its way to a slow server can never delete what a
 		// later attempt acquired.
 		if !r.CallerToken {
+			var err error
 			if r.Token, err = newToken(); err != nil {
 				return nil, err
 			}
 		}
 		sent := time.Now()
-		g, err := l.s.Acquire(ctx, r)
+		g, err := l.attempt(ctx, r, attempt, o.hooks)
 		if err == nil {
-			lk := &Lock{s: l.s, key: key, token: r.Token, metadata: r.Metadata, value: r.Value(), refreshesLeft: o.maxRefreshes}
+			lk := &Lock{s: l.s, key: key, token: r.Token, metadata: r.Metadata, value: r.Value(),
+				refreshesLeft: o.maxRefreshes, hooks: o.hooks, obtained: sent}
 			lk.grant(g, sent, ttl)
 			return lk, nil
 		}
@@ -162,6 +173,20 @@ func (l *locker) Obtain(ctx context.Context, key string, ttl time.Duration, opts
 			return nil, notObtained(ctx)
 		}
 	}
+}
+
+// attempt runs one Acquire, through the Attempt hooks.
+func (l *locker) attempt(ctx context.Context, r Request, n int, hs hookList) (g Grant, err error) {
+	if len(hs) == 0 {
+		return l.s.Acquire(ctx, r)
+	}
+	e := hs.event(l.s, "attempt", r.Key)
+	e.TTL, e.Attempt = r.TTL, n
+	err = hs.wrap(ctx, e, attemptHook, func(ctx context.Context) error {
+		g, err = l.s.Acquire(ctx, r)
+		return err
+	})
+	return g, err
 }
 
 // ReleaseTimeout bounds the clean-up that [Locker.Obtain] runs, on a context
@@ -202,12 +227,16 @@ type Lock struct {
 	s             Strategy
 	key, metadata string
 
+	hooks    hookList
+	obtained time.Time
+
 	mu            sync.Mutex
 	token         string
 	value         string
 	validUntil    time.Time
 	released      bool
-	refreshesLeft int // -1: no limit
+	ended         bool // the Ended hooks have run
+	refreshesLeft int  // -1: no limit
 }
 
 // Key returns the locked key.
@@ -262,7 +291,11 @@ func (l *Lock) TTL(ctx context.Context) (time.Duration, error) {
 	if err != nil {
 		return 0, err
 	}
-	ttl, err := l.s.TTL(ctx, l.key, value)
+	var ttl time.Duration
+	err = l.op(ctx, "ttl", 0, func(ctx context.Context) (err error) {
+		ttl, err = l.s.TTL(ctx, l.key, value)
+		return err
+	})
 	if err != nil {
 		return 0, l.fail("ttl", err)
 	}
@@ -285,7 +318,11 @@ func (l *Lock) Refresh(ctx context.Context, ttl time.Duration) error {
 		return err
 	}
 	sent := time.Now()
-	g, err := l.s.Refresh(ctx, l.key, value, ttl)
+	var g Grant
+	err = l.op(ctx, "refresh", ttl, func(ctx context.Context) (err error) {
+		g, err = l.s.Refresh(ctx, l.key, value, ttl)
+		return err
+	})
 	if err != nil {
 		return l.fail("refresh", err)
 	}
@@ -305,13 +342,42 @@ func (l *Lock) Release(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := l.s.Release(ctx, l.key, value); err != nil {
+	err = l.op(ctx, "release", 0, func(ctx context.Context) error { return l.s.Release(ctx, l.key, value) })
+	if err != nil {
 		return l.fail("release", err)
 	}
 	l.mu.Lock()
-	defer l.mu.Unlock()
 	l.released, l.validUntil = true, time.Time{}
+	l.mu.Unlock()
+	l.end(nil)
 	return nil
+}
+
+// op runs call through the Op hooks.
+func (l *Lock) op(ctx context.Context, op string, ttl time.Duration, call func(context.Context) error) error {
+	if len(l.hooks) == 0 {
+		return call(ctx)
+	}
+	e := l.hooks.event(l.s, op, l.key)
+	e.TTL, e.Lock = ttl, l
+	return l.hooks.wrap(ctx, e, opHook, call)
+}
+
+// end runs the Ended hooks, once: the lock was released (cause nil) or
+// found lost.
+func (l *Lock) end(cause error) {
+	if len(l.hooks) == 0 {
+		return
+	}
+	l.mu.Lock()
+	first := !l.ended
+	l.ended = true
+	l.mu.Unlock()
+	if first {
+		e := l.hooks.event(l.s, "ended", l.key)
+		e.Lock, e.Err, e.Held = l, cause, time.Since(l.obtained)
+		l.hooks.ended(e)
+	}
 }
 
 // String describes the lock by its key; it never includes the token.
@@ -376,6 +442,7 @@ func (l *Lock) fail(op string, err error) error {
 		l.mu.Lock()
 		l.validUntil = time.Time{}
 		l.mu.Unlock()
+		l.end(err)
 		return err
 	}
 	return opError(op, l.key, err)

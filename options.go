@@ -15,6 +15,7 @@ type options struct {
 	metadata     string
 	token        string
 	maxRefreshes int
+	hooks        hookList
 	errs         []error
 }
 

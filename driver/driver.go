@@ -62,6 +62,14 @@ type Addresser interface {
 	Addr() string
 }
 
+// Addr returns c's address if it implements [Addresser], and "" otherwise.
+func Addr(c Conn) string {
+	if a, ok := c.(Addresser); ok {
+		return a.Addr()
+	}
+	return ""
+}
+
 // FromPTTL turns a PTTL reply in milliseconds (-2 for a missing key, -1 for
 // a key with no expiry) into the results of [Conn.PTTL].
 func FromPTTL(ms int64) (ttl time.Duration, ok bool) {

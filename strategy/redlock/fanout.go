@@ -92,6 +92,9 @@ func (e *QuorumError) Error() string {
 	return b.String()
 }
 
+// ErrorType returns "no_quorum", the error.type telemetry records.
+func (e *QuorumError) ErrorType() string { return "no_quorum" }
+
 // Is reports whether target is lock.ErrNotObtained and the failure was
 // contention rather than failing nodes.
 func (e *QuorumError) Is(target error) bool {
@@ -214,6 +217,9 @@ func (s *Strategy) fanOut(ctx context.Context, timeout time.Duration,
 	}
 	failed = d == failure
 	close(decided)
+	for _, r := range res {
+		lock.ReportNode(ctx, r.Node, r.Outcome.String(), r.Err)
+	}
 	if failed && undo != nil {
 		for i, r := range res {
 			if r.Outcome == OK || r.Outcome == Taken || r.Outcome == Expired {

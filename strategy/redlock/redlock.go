@@ -44,6 +44,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"syscall"
 	"time"
 
@@ -170,19 +171,25 @@ func NewStrategy(nodes []driver.Conn, opts ...Option) (*Strategy, error) {
 }
 
 func nodeName(i int, c driver.Conn) string {
-	if a, ok := c.(driver.Addresser); ok && a.Addr() != "" {
-		return a.Addr()
-	}
-	return fmt.Sprintf("node %d", i)
+	return cmp.Or(driver.Addr(c), fmt.Sprintf("node %d", i))
 }
 
-func isAddr(c driver.Conn) bool {
-	a, ok := c.(driver.Addresser)
-	return ok && a.Addr() != ""
-}
+func isAddr(c driver.Conn) bool { return driver.Addr(c) != "" }
 
 // Quorum returns how many nodes must grant a lock.
 func (s *Strategy) Quorum() int { return s.quorum }
+
+// String returns the strategy's name, "redlock".
+func (s *Strategy) String() string { return "redlock" }
+
+// Addr returns the nodes' names, joined by commas.
+func (s *Strategy) Addr() string {
+	names := make([]string, len(s.nodes))
+	for i, n := range s.nodes {
+		names[i] = n.name
+	}
+	return strings.Join(names, ",")
+}
 
 // timeouts returns the per-node timeout and the drift for ttl, or an error
 // if the node timeout is not less than ttl.

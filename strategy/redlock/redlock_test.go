@@ -13,6 +13,7 @@ import (
 	"github.com/locksmith-go/lock"
 	"github.com/locksmith-go/lock/conformance"
 	"github.com/locksmith-go/lock/driver"
+	"github.com/locksmith-go/lock/internal/matrix"
 	"github.com/locksmith-go/lock/internal/redistest"
 	"github.com/locksmith-go/lock/strategy/redlock"
 )
@@ -48,27 +49,11 @@ func driverNamed(name string) redistest.Driver {
 
 func TestConformance(t *testing.T) {
 	servers := redistest.Start(t, nodes)
-	closed := make([]*redistest.Server, nodes)
-	for i := range closed {
-		closed[i] = &redistest.Server{Addr: redistest.ClosedAddr(t)}
+	addrs := make([]string, len(servers))
+	for i, s := range servers {
+		addrs[i] = s.Addr
 	}
-	for _, c := range []struct {
-		name    string
-		drivers []redistest.Driver
-	}{
-		{"goredis", []redistest.Driver{driverNamed("goredis-resp3")}},
-		{"redigo", []redistest.Driver{driverNamed("redigo")}},
-		{"mixed", []redistest.Driver{driverNamed("goredis-resp2"), driverNamed("redigo"), driverNamed("goredis-resp3")}},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			conformance.Run(t, conformance.Harness{
-				NewLocker:      func(t *testing.T) lock.Locker { return newLocker(t, connect(t, servers, c.drivers...)) },
-				Conns:          func(t *testing.T) []driver.Conn { return connect(t, servers, c.drivers...) },
-				NewUnreachable: func(t *testing.T) lock.Locker { return newLocker(t, connect(t, closed, c.drivers...)) },
-				NewWithNilConn: func() (lock.Locker, error) { return redlock.New([]driver.Conn{nil}) },
-			})
-		})
-	}
+	matrix.Run(t, matrix.Redlock(addrs))
 }
 
 func TestBadConfiguration(t *testing.T) {

@@ -133,6 +133,12 @@ func New(conn driver.Conn, opts ...Option) (lock.Locker, error) {
 	return lock.New(s), nil
 }
 
+// String returns the strategy's name, "setnx-getset".
+func (s *Strategy) String() string { return "setnx-getset" }
+
+// Addr returns the server's address, where the driver knows it.
+func (s *Strategy) Addr() string { return driver.Addr(s.conn) }
+
 // Acquire implements [lock.Strategy].
 func (s *Strategy) Acquire(ctx context.Context, r lock.Request) (lock.Grant, error) {
 	switch {

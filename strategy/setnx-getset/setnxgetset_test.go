@@ -15,6 +15,7 @@ import (
 	"github.com/locksmith-go/lock/conformance"
 	"github.com/locksmith-go/lock/driver"
 	"github.com/locksmith-go/lock/driver/goredis"
+	"github.com/locksmith-go/lock/internal/matrix"
 	"github.com/locksmith-go/lock/internal/redistest"
 	setnxgetset "github.com/locksmith-go/lock/strategy/setnx-getset"
 	"github.com/locksmith-go/lock/strategy/single"
@@ -29,40 +30,9 @@ func newLocker(t testing.TB, c driver.Conn, opts ...setnxgetset.Option) lock.Loc
 	return l
 }
 
-// skips are the contract points the legacy algorithm cannot meet.
-var skips = map[string]string{
-	conformance.TokensAreUnique:    "the value is the expiry timestamp, not a random token: locks taken in the same second or millisecond share it",
-	conformance.MetadataRoundTrips: "the value is a bare timestamp that legacy readers parse; metadata is refused with an ArgumentError",
-	conformance.CallerChosenToken:  "the value is the expiry timestamp; a chosen token is refused with an ArgumentError",
-}
-
 func TestConformance(t *testing.T) {
 	addr, _ := redistest.Addr(t)
-	for _, c := range []struct {
-		name  string
-		opts  []setnxgetset.Option
-		extra time.Duration
-	}{
-		{"ms+safety-ttl", []setnxgetset.Option{setnxgetset.WithFormat(setnxgetset.Milliseconds), setnxgetset.WithSafetyTTL(time.Second)}, 2 * time.Millisecond},
-		{"seconds", nil, 2 * time.Second},
-		{"float-seconds+safety-ttl", []setnxgetset.Option{setnxgetset.WithFormat(setnxgetset.FloatSeconds), setnxgetset.WithSafetyTTL(time.Second)}, time.Millisecond},
-	} {
-		for _, d := range redistest.Drivers() {
-			if c.name != "ms+safety-ttl" && d.Name != "goredis-resp3" {
-				continue // the formats differ only in the strategy: one driver is enough
-			}
-			t.Run(c.name+"/"+d.Name, func(t *testing.T) {
-				conformance.Run(t, conformance.Harness{
-					NewLocker:      func(t *testing.T) lock.Locker { return newLocker(t, d.Conn(t, addr), c.opts...) },
-					Conns:          func(t *testing.T) []driver.Conn { return []driver.Conn{d.Conn(t, addr)} },
-					NewUnreachable: func(t *testing.T) lock.Locker { return newLocker(t, d.Conn(t, redistest.ClosedAddr(t)), c.opts...) },
-					NewWithNilConn: func() (lock.Locker, error) { return setnxgetset.New(nil) },
-					ExtraTTL:       c.extra,
-					Skip:           skips,
-				})
-			})
-		}
-	}
+	matrix.Run(t, matrix.SetnxGetset(addr))
 }
 
 func TestOptions(t *testing.T) {

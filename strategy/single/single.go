@@ -50,6 +50,12 @@ func New(conn driver.Conn) (lock.Locker, error) {
 // Conn returns the driver connection.
 func (s *Strategy) Conn() driver.Conn { return s.conn }
 
+// String returns the strategy's name, "single".
+func (s *Strategy) String() string { return "single" }
+
+// Addr returns the server's address, where the driver knows it.
+func (s *Strategy) Addr() string { return driver.Addr(s.conn) }
+
 // Acquire implements [lock.Strategy].
 func (s *Strategy) Acquire(ctx context.Context, r lock.Request) (lock.Grant, error) {
 	return lock.Grant{}, cas.Acquire(ctx, s.conn, r.Key, r.Value(), r.TTL)

@@ -1,0 +1,131 @@
+package lock
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// Hooks intercept what a Locker and its locks do, for instrumentation: the
+// otel package implements them, and so can a logger or a test. Install them
+// with [WithHooks]. Every field is optional. A wrapping hook must call next
+// exactly once and return what it returned; it may pass on a derived
+// context.
+//
+// Events carry the *Lock they concern; a hook must never record its token.
+type Hooks struct {
+	// Obtain wraps a whole Obtain call, waiting included.
+	Obtain func(ctx context.Context, e Event, next func(context.Context) (*Lock, error)) (*Lock, error)
+	// Attempt wraps one attempt of Obtain; e.Attempt is its number. next
+	// returns nil when the attempt obtained the lock, an error matching
+	// ErrNotObtained when the lock was held, or another error.
+	Attempt func(ctx context.Context, e Event, next func(context.Context) error) error
+	// Op wraps Refresh, Release and TTL (e.Op) on a held lock (e.Lock).
+	Op func(ctx context.Context, e Event, next func(context.Context) error) error
+	// Node reports one node's answer (e.Node, e.Outcome, e.Err) within an
+	// attempt or an operation of a multi-node strategy.
+	Node func(ctx context.Context, e Event)
+	// Ended reports, once per lock, that a held lock ended: released
+	// (e.Err nil) or found lost by Refresh, Release or TTL (e.Err matches
+	// ErrNotHeld), after it was held for e.Held.
+	Ended func(e Event)
+}
+
+// Event describes what a hook intercepts.
+type Event struct {
+	Strategy string        // the strategy's name, such as "single"
+	Server   string        // the server address(es), where the strategy knows them
+	Op       string        // obtain, attempt, refresh, release, ttl or node
+	Key      string        // the lock's key
+	TTL      time.Duration // the TTL asked for (obtain, attempt, refresh)
+	Attempt  int           // the attempt's number, from 1
+	Lock     *Lock         // the lock (refresh, release, ttl, ended)
+	Node     string        // the node (node)
+	Outcome  string        // the node's answer (node)
+	Err      error         // the node's error (node), or why the lock ended
+	Held     time.Duration // how long the lock was held (ended)
+}
+
+// WithHooks installs hooks for one Obtain and the lock it returns; several
+// are applied outermost first. Wrappers such as the otel package add theirs
+// this way, so they work on any Locker built by New.
+func WithHooks(h *Hooks) Option {
+	return func(o *options) {
+		if h == nil {
+			o.errs = append(o.errs, &ArgumentError{"hooks", "must not be nil"})
+			return
+		}
+		o.hooks = append(o.hooks, h)
+	}
+}
+
+// ReportNode reports one node's answer to the Node hooks of the Obtain or
+// operation that ctx belongs to. Multi-node strategies call it.
+func ReportNode(ctx context.Context, node, outcome string, err error) {
+	hs, _ := ctx.Value(hooksKey{}).(hookList)
+	for _, h := range hs {
+		if h.Node != nil {
+			h.Node(ctx, Event{Op: "node", Node: node, Outcome: outcome, Err: err})
+		}
+	}
+}
+
+type hooksKey struct{}
+
+// hookList is the hooks of one Obtain and its lock, outermost first.
+type hookList []*Hooks
+
+// describe returns a strategy's name and server: its String and Addr
+// methods, where it has them.
+func describe(s Strategy) (name, server string) {
+	if n, ok := s.(fmt.Stringer); ok {
+		name = n.String()
+	} else {
+		name = fmt.Sprintf("%T", s)
+	}
+	if a, ok := s.(interface{ Addr() string }); ok {
+		server = a.Addr()
+	}
+	return name, server
+}
+
+func (hs hookList) event(s Strategy, op, key string) Event {
+	name, server := describe(s)
+	return Event{Strategy: name, Server: server, Op: op, Key: key}
+}
+
+// obtain runs next through the Obtain hooks.
+func (hs hookList) obtain(ctx context.Context, e Event, next func(context.Context) (*Lock, error)) (*Lock, error) {
+	for i := len(hs) - 1; i >= 0; i-- {
+		if h, inner := hs[i], next; h.Obtain != nil {
+			next = func(ctx context.Context) (*Lock, error) { return h.Obtain(ctx, e, inner) }
+		}
+	}
+	return next(ctx)
+}
+
+// wrap runs next through the Attempt or Op hooks (pick chooses which), with
+// the hooks in the context for ReportNode.
+func (hs hookList) wrap(ctx context.Context, e Event, pick func(*Hooks) func(context.Context, Event, func(context.Context) error) error, next func(context.Context) error) error {
+	ctx = context.WithValue(ctx, hooksKey{}, hs)
+	for i := len(hs) - 1; i >= 0; i-- {
+		if f, inner := pick(hs[i]), next; f != nil {
+			next = func(ctx context.Context) error { return f(ctx, e, inner) }
+		}
+	}
+	return next(ctx)
+}
+
+func attemptHook(h *Hooks) func(context.Context, Event, func(context.Context) error) error {
+	return h.Attempt
+}
+
+func opHook(h *Hooks) func(context.Context, Event, func(context.Context) error) error { return h.Op }
+
+func (hs hookList) ended(e Event) {
+	for _, h := range hs {
+		if h.Ended != nil {
+			h.Ended(e)
+		}
+	}
+}

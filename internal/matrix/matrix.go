@@ -1,0 +1,190 @@
+// Package matrix builds the conformance harness of every strategy over every
+// driver: the one place that knows each combination's settings, for the
+// strategies' own tests and for the tests of wrappers (otel, config).
+package matrix
+
+import (
+	"testing"
+	"time"
+
+	"github.com/locksmith-go/lock"
+	"github.com/locksmith-go/lock/conformance"
+	"github.com/locksmith-go/lock/driver"
+	"github.com/locksmith-go/lock/driver/goredis"
+	"github.com/locksmith-go/lock/internal/redistest"
+	"github.com/locksmith-go/lock/strategy/redlock"
+	setnxgetset "github.com/locksmith-go/lock/strategy/setnx-getset"
+	"github.com/locksmith-go/lock/strategy/single"
+)
+
+// Combo is one strategy over one driver (or a mix), ready for the suite.
+type Combo struct {
+	Name    string // such as "goredis-resp3", under the strategy's name
+	Harness conformance.Harness
+}
+
+// Wrap returns the combination with every Locker it builds passed through
+// wrap, as the otel and config tests do.
+func (c Combo) Wrap(wrap func(t *testing.T, l lock.Locker) lock.Locker) Combo {
+	newLocker, unreachable := c.Harness.NewLocker, c.Harness.NewUnreachable
+	c.Harness.NewLocker = func(t *testing.T) lock.Locker { return wrap(t, newLocker(t)) }
+	if unreachable != nil {
+		c.Harness.NewUnreachable = func(t *testing.T) lock.Locker { return wrap(t, unreachable(t)) }
+	}
+	return c
+}
+
+// Run runs the suite on each combination, as a subtest named after it.
+func Run(t *testing.T, combos []Combo) {
+	for _, c := range combos {
+		t.Run(c.Name, func(t *testing.T) { conformance.Run(t, c.Harness) })
+	}
+}
+
+func must(t testing.TB, l lock.Locker, err error) lock.Locker {
+	t.Helper()
+	if err != nil {
+		t.Fatalf("building the locker: %v", err)
+	}
+	return l
+}
+
+// harness builds a combination over connections that open returns.
+func harness(open func(t testing.TB) []driver.Conn, unreachable func(t testing.TB) []driver.Conn, build func([]driver.Conn) (lock.Locker, error)) conformance.Harness {
+	return conformance.Harness{
+		NewLocker:      func(t *testing.T) lock.Locker { l, err := build(open(t)); return must(t, l, err) },
+		Conns:          func(t *testing.T) []driver.Conn { return open(t) },
+		NewUnreachable: func(t *testing.T) lock.Locker { l, err := build(unreachable(t)); return must(t, l, err) },
+		NewWithNilConn: func() (lock.Locker, error) { return build([]driver.Conn{nil}) },
+	}
+}
+
+// one opens one connection of addr with d.
+func one(d redistest.Driver, addr func(t testing.TB) string) func(t testing.TB) []driver.Conn {
+	return func(t testing.TB) []driver.Conn { return []driver.Conn{d.Conn(t, addr(t))} }
+}
+
+func fixed(addr string) func(testing.TB) string { return func(testing.TB) string { return addr } }
+
+func closed(t testing.TB) string { return redistest.ClosedAddr(t) }
+
+// Single returns single × every driver, on the server at addr.
+func Single(addr string) []Combo {
+	build := func(c []driver.Conn) (lock.Locker, error) { return single.New(c[0]) }
+	var combos []Combo
+	for _, d := range redistest.Drivers() {
+		combos = append(combos, Combo{d.Name, harness(one(d, fixed(addr)), one(d, closed), build)})
+	}
+	return combos
+}
+
+// SingleCluster returns single × go-redis on the cluster of addrs.
+func SingleCluster(addrs []string) Combo {
+	build := func(c []driver.Conn) (lock.Locker, error) { return single.New(c[0]) }
+	cluster := func(addrs func(t testing.TB) []string) func(t testing.TB) []driver.Conn {
+		return func(t testing.TB) []driver.Conn {
+			return []driver.Conn{goredis.New(redistest.GoRedisCluster(t, addrs(t)))}
+		}
+	}
+	return Combo{"goredis-cluster", harness(
+		cluster(func(testing.TB) []string { return addrs }),
+		cluster(func(t testing.TB) []string { return []string{closed(t)} }),
+		build)}
+}
+
+// SetnxGetsetSkips are the contract points the legacy algorithm cannot meet.
+var SetnxGetsetSkips = map[string]string{
+	conformance.TokensAreUnique:    "the value is the expiry timestamp, not a random token: locks taken in the same second or millisecond share it",
+	conformance.MetadataRoundTrips: "the value is a bare timestamp that legacy readers parse; metadata is refused with an ArgumentError",
+	conformance.CallerChosenToken:  "the value is the expiry timestamp; a chosen token is refused with an ArgumentError",
+}
+
+// SetnxGetset returns setnx-getset in the milliseconds format with a safety
+// TTL × every driver, and in the seconds and float-seconds formats over
+// go-redis, on the server at addr.
+func SetnxGetset(addr string) []Combo {
+	var combos []Combo
+	for _, f := range []struct {
+		name  string
+		opts  []setnxgetset.Option
+		extra time.Duration
+	}{
+		{"ms+safety-ttl", []setnxgetset.Option{setnxgetset.WithFormat(setnxgetset.Milliseconds), setnxgetset.WithSafetyTTL(time.Second)}, 2 * time.Millisecond},
+		{"seconds", nil, 2 * time.Second},
+		{"float-seconds+safety-ttl", []setnxgetset.Option{setnxgetset.WithFormat(setnxgetset.FloatSeconds), setnxgetset.WithSafetyTTL(time.Second)}, time.Millisecond},
+	} {
+		build := func(c []driver.Conn) (lock.Locker, error) { return setnxgetset.New(c[0], f.opts...) }
+		for _, d := range redistest.Drivers() {
+			if f.name != "ms+safety-ttl" && d.Name != "goredis-resp3" {
+				continue // the formats differ only in the strategy: one driver is enough
+			}
+			h := harness(one(d, fixed(addr)), one(d, closed), build)
+			h.ExtraTTL, h.Skip = f.extra, SetnxGetsetSkips
+			combos = append(combos, Combo{f.name + "/" + d.Name, h})
+		}
+	}
+	return combos
+}
+
+// Redlock returns redlock over the servers of addrs × go-redis, × redigo,
+// and × a mix of both.
+func Redlock(addrs []string) []Combo {
+	named := map[string]redistest.Driver{}
+	for _, d := range redistest.Drivers() {
+		named[d.Name] = d
+	}
+	connect := func(drivers []redistest.Driver, addr func(t testing.TB, i int) string) func(t testing.TB) []driver.Conn {
+		return func(t testing.TB) []driver.Conn {
+			conns := make([]driver.Conn, len(addrs))
+			for i := range conns {
+				conns[i] = drivers[i%len(drivers)].Conn(t, addr(t, i))
+			}
+			return conns
+		}
+	}
+	build := func(c []driver.Conn) (lock.Locker, error) { return redlock.New(c) }
+	var combos []Combo
+	for _, c := range []struct {
+		name    string
+		drivers []redistest.Driver
+	}{
+		{"goredis", []redistest.Driver{named["goredis-resp3"]}},
+		{"redigo", []redistest.Driver{named["redigo"]}},
+		{"mixed", []redistest.Driver{named["goredis-resp2"], named["redigo"], named["goredis-resp3"]}},
+	} {
+		combos = append(combos, Combo{c.name, harness(
+			connect(c.drivers, func(_ testing.TB, i int) string { return addrs[i] }),
+			connect(c.drivers, func(t testing.TB, _ int) string { return closed(t) }),
+			build)})
+	}
+	return combos
+}
+
+// Prefix names each combination after its strategy.
+func Prefix(prefix string, combos []Combo) []Combo {
+	out := make([]Combo, len(combos))
+	for i, c := range combos {
+		c.Name = prefix + "/" + c.Name
+		out[i] = c
+	}
+	return out
+}
+
+// All starts the servers and returns every strategy × driver combination,
+// named strategy/driver. Without redis-server (and not required) only the
+// single-server combinations run, on the embedded server.
+func All(t *testing.T) []Combo {
+	addr, real := redistest.Addr(t)
+	combos := append(Prefix("single", Single(addr)), Prefix("setnx-getset", SetnxGetset(addr))...)
+	if !real {
+		t.Log("redis-server not found: the cluster and Redlock combinations need real servers and are left out")
+		return combos
+	}
+	combos = append(combos, Prefix("single", []Combo{SingleCluster(redistest.StartCluster(t, 3).Addrs())})...)
+	servers := redistest.Start(t, 5)
+	addrs := make([]string, len(servers))
+	for i, s := range servers {
+		addrs[i] = s.Addr
+	}
+	return append(combos, Prefix("redlock", Redlock(addrs))...)
+}

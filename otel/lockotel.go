@@ -1,0 +1,391 @@
+// Package lockotel instruments any lock.Locker with OpenTelemetry, so that
+// SREs can see which locks are hot, who waits and for how long, and when a
+// holder loses its lock. Its import path ends in otel; its name is lockotel,
+// so it does not clash with go.opentelemetry.io/otel at call sites:
+//
+//	import lockotel "github.com/locksmith-go/lock/otel"
+//
+//	locker = lockotel.NewLocker(locker) // the global providers by default
+//
+// It depends on the OpenTelemetry API only; bring your own SDK.
+//
+// # Spans
+//
+// One span of kind client for each Obtain (covering the whole wait, retries
+// included), Refresh, Release and TTL: lock.obtain, lock.refresh,
+// lock.release and lock.ttl. Their attributes: db.system.name=redis,
+// server.address (where the driver knows it), locksmith.lock.strategy, the
+// key under the [KeyPolicy] (omitted by default), and for obtain
+// locksmith.lock.attempts, locksmith.lock.wait (seconds),
+// locksmith.lock.outcome and locksmith.lock.validity (seconds). Each
+// contended attempt is a span event (lock.contended), and so is each
+// Redlock node's answer (lock.node). No span, event or metric ever carries
+// a token.
+//
+// Outcomes and errors: acquired and contended (the lock is held by another
+// owner and the retry policy gave up: an answer, not a failure) leave the
+// status unset; timed_out (the context ended the wait) and error set it to
+// Error, with error.type. Refresh, Release and TTL that find the lock gone
+// are errors too (error.type expired, taken or not_held). error.type is one
+// of: timeout, canceled, not_obtained, expired, taken, not_held,
+// refresh_limit, invalid_argument, no_quorum (Redlock), the Redis error
+// prefix (such as WRONGTYPE), or the Go type of the error.
+//
+// # Metrics
+//
+//   - locksmith.lock.acquire.duration (histogram, s): the time Obtain took,
+//     waiting included; attributes strategy, outcome, error.type.
+//   - locksmith.lock.hold.duration (histogram, s): from Obtain to Release
+//     or to the loss; attributes strategy, locksmith.lock.end (released,
+//     lost).
+//   - locksmith.lock.attempts (counter, {attempt}): attempts by
+//     locksmith.lock.outcome (acquired, contended, error).
+//   - locksmith.lock.active (up-down counter, {lock}): locks held by this
+//     process.
+//   - locksmith.lock.lost (counter, {lock}): locks that Refresh, Release or
+//     TTL found gone, by error.type.
+//
+// Metric attributes are bounded: never a key.
+package lockotel
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"runtime/debug"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/locksmith-go/lock"
+)
+
+// ScopeName is the instrumentation scope: this package's import path.
+const ScopeName = "github.com/locksmith-go/lock/otel"
+
+// Version returns the version of the module, as the build records it
+// ("devel" when it is the main module or unknown).
+func Version() string {
+	if info, ok := debug.ReadBuildInfo(); ok {
+		for _, m := range info.Deps {
+			if m.Path == "github.com/locksmith-go/lock" {
+				if m.Replace != nil && m.Replace.Version != "" {
+					return m.Replace.Version
+				}
+				return m.Version
+			}
+		}
+	}
+	return "devel"
+}
+
+// KeyPolicy says how spans record the lock's key.
+type KeyPolicy int
+
+const (
+	// KeysOmitted records no key: keys can be personal data. The default.
+	KeysOmitted KeyPolicy = iota
+	// KeysHashed records the first 16 hex digits of the key's SHA-256 as
+	// locksmith.lock.key_hash: enough to tell the hot locks apart and to
+	// match a key you know, with no raw key in the telemetry.
+	KeysHashed
+	// KeysRaw records the key as locksmith.lock.key.
+	KeysRaw
+)
+
+// Option configures NewLocker.
+type Option interface{ apply(*config) }
+
+type optionFunc func(*config)
+
+func (f optionFunc) apply(c *config) { f(c) }
+
+type config struct {
+	tp   trace.TracerProvider
+	mp   metric.MeterProvider
+	keys KeyPolicy
+}
+
+// WithTracerProvider sets the TracerProvider. The default is the global one.
+func WithTracerProvider(tp trace.TracerProvider) Option {
+	return optionFunc(func(c *config) { c.tp = tp })
+}
+
+// WithMeterProvider sets the MeterProvider. The default is the global one.
+func WithMeterProvider(mp metric.MeterProvider) Option {
+	return optionFunc(func(c *config) { c.mp = mp })
+}
+
+// WithKeys sets how spans record keys. The default is KeysOmitted.
+func WithKeys(p KeyPolicy) Option { return optionFunc(func(c *config) { c.keys = p }) }
+
+// Attribute keys.
+const (
+	attrStrategy = attribute.Key("locksmith.lock.strategy")
+	attrKey      = attribute.Key("locksmith.lock.key")
+	attrKeyHash  = attribute.Key("locksmith.lock.key_hash")
+	attrAttempts = attribute.Key("locksmith.lock.attempts")
+	attrWait     = attribute.Key("locksmith.lock.wait")
+	attrOutcome  = attribute.Key("locksmith.lock.outcome")
+	attrValidity = attribute.Key("locksmith.lock.validity")
+	attrTTL      = attribute.Key("locksmith.lock.ttl")
+	attrAttempt  = attribute.Key("locksmith.lock.attempt")
+	attrNode     = attribute.Key("locksmith.lock.node")
+	attrEnd      = attribute.Key("locksmith.lock.end")
+	attrError    = attribute.Key("error.type")
+	attrServer   = attribute.Key("server.address")
+)
+
+var dbSystem = attribute.String("db.system.name", "redis")
+
+// NewLocker returns l instrumented: its Obtain calls, and the locks they
+// return, produce the spans and metrics of the package doc. It works on
+// every Locker built by lock.New, and on wrappers that pass Obtain's
+// options on.
+func NewLocker(l lock.Locker, opts ...Option) lock.Locker {
+	c := config{tp: otel.GetTracerProvider(), mp: otel.GetMeterProvider()}
+	for _, o := range opts {
+		o.apply(&c)
+	}
+	t := newTelemetry(c)
+	return &locker{inner: l, hooks: lock.WithHooks(&lock.Hooks{
+		Obtain:  t.obtain,
+		Attempt: t.attempt,
+		Op:      t.op,
+		Node:    t.node,
+		Ended:   t.ended,
+	})}
+}
+
+type locker struct {
+	inner lock.Locker
+	hooks lock.Option
+}
+
+func (l *locker) Obtain(ctx context.Context, key string, ttl time.Duration, opts ...lock.Option) (*lock.Lock, error) {
+	return l.inner.Obtain(ctx, key, ttl, append(opts[:len(opts):len(opts)], l.hooks)...)
+}
+
+type telemetry struct {
+	tracer  trace.Tracer
+	keys    KeyPolicy
+	acquire metric.Float64Histogram
+	hold    metric.Float64Histogram
+	tries   metric.Int64Counter
+	active  metric.Int64UpDownCounter
+	lost    metric.Int64Counter
+}
+
+func newTelemetry(c config) *telemetry {
+	t := &telemetry{
+		tracer: c.tp.Tracer(ScopeName, trace.WithInstrumentationVersion(Version())),
+		keys:   c.keys,
+	}
+	m := c.mp.Meter(ScopeName, metric.WithInstrumentationVersion(Version()))
+	var err error
+	t.acquire, err = m.Float64Histogram("locksmith.lock.acquire.duration", metric.WithUnit("s"),
+		metric.WithDescription("Time Obtain took, waiting included."),
+		metric.WithExplicitBucketBoundaries(0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60))
+	otel.Handle(err)
+	t.hold, err = m.Float64Histogram("locksmith.lock.hold.duration", metric.WithUnit("s"),
+		metric.WithDescription("Time a lock was held, from Obtain to its release or loss."),
+		metric.WithExplicitBucketBoundaries(0.01, 0.1, 0.5, 1, 5, 10, 30, 60, 300, 900, 3600))
+	otel.Handle(err)
+	t.tries, err = m.Int64Counter("locksmith.lock.attempts", metric.WithUnit("{attempt}"),
+		metric.WithDescription("Attempts to obtain a lock, by outcome."))
+	otel.Handle(err)
+	t.active, err = m.Int64UpDownCounter("locksmith.lock.active", metric.WithUnit("{lock}"),
+		metric.WithDescription("Locks held by this process."))
+	otel.Handle(err)
+	t.lost, err = m.Int64Counter("locksmith.lock.lost", metric.WithUnit("{lock}"),
+		metric.WithDescription("Locks that Refresh, Release or TTL found gone."))
+	otel.Handle(err)
+	return t
+}
+
+// spanAttrs are the attributes every span of e gets.
+func (t *telemetry) spanAttrs(e lock.Event) []attribute.KeyValue {
+	attrs := []attribute.KeyValue{dbSystem, attrStrategy.String(e.Strategy)}
+	if e.Server != "" {
+		attrs = append(attrs, attrServer.String(e.Server))
+	}
+	switch t.keys {
+	case KeysHashed:
+		attrs = append(attrs, attrKeyHash.String(hashKey(e.Key)))
+	case KeysRaw:
+		attrs = append(attrs, attrKey.String(e.Key))
+	}
+	return attrs
+}
+
+func hashKey(key string) string {
+	sum := sha256.Sum256([]byte(key))
+	return hex.EncodeToString(sum[:8])
+}
+
+// describeErr is the span status description of err: its text, with the key
+// (which errors quote) written as the policy allows.
+func (t *telemetry) describeErr(err error, key string) string {
+	var shown string
+	switch t.keys {
+	case KeysRaw:
+		return err.Error()
+	case KeysHashed:
+		shown = "<key " + hashKey(key) + ">"
+	default:
+		shown = "<key>"
+	}
+	return strings.ReplaceAll(err.Error(), strconv.Quote(key), shown)
+}
+
+// obtainState counts the attempts of one Obtain.
+type obtainState struct{ attempts int }
+
+type stateKey struct{}
+
+func (t *telemetry) obtain(ctx context.Context, e lock.Event, next func(context.Context) (*lock.Lock, error)) (*lock.Lock, error) {
+	start := time.Now()
+	attrs := t.spanAttrs(e)
+	ctx, span := t.tracer.Start(ctx, "lock.obtain", trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(attrs...))
+	defer span.End()
+	st := &obtainState{}
+	lk, err := next(context.WithValue(ctx, stateKey{}, st))
+	wait := time.Since(start)
+
+	outcome := obtainOutcome(ctx, err)
+	span.SetAttributes(attrAttempts.Int(st.attempts), attrWait.Float64(wait.Seconds()), attrOutcome.String(outcome))
+	metricAttrs := []attribute.KeyValue{attrStrategy.String(e.Strategy), attrOutcome.String(outcome)}
+	if lk != nil {
+		span.SetAttributes(attrValidity.Float64(time.Until(lk.ValidUntil()).Seconds()))
+		t.active.Add(ctx, 1, metric.WithAttributes(attrStrategy.String(e.Strategy)))
+	}
+	if outcome == "timed_out" || outcome == "error" {
+		et := errorType(err)
+		if outcome == "timed_out" {
+			et = "timeout"
+			if errors.Is(ctx.Err(), context.Canceled) {
+				et = "canceled"
+			}
+		}
+		span.SetStatus(codes.Error, t.describeErr(err, e.Key))
+		span.SetAttributes(attrError.String(et))
+		metricAttrs = append(metricAttrs, attrError.String(et))
+	}
+	t.acquire.Record(ctx, wait.Seconds(), metric.WithAttributes(metricAttrs...))
+	return lk, err
+}
+
+// obtainOutcome classifies an Obtain's result; ctx is the caller's, which
+// alone says whether the wait timed out (a Redlock node's own timeout is in
+// the error's tree too).
+func obtainOutcome(ctx context.Context, err error) string {
+	switch {
+	case err == nil:
+		return "acquired"
+	case errors.Is(err, lock.ErrNotObtained) && done(ctx):
+		return "timed_out"
+	case errors.Is(err, lock.ErrNotObtained):
+		return "contended"
+	}
+	return "error"
+}
+
+// done reports whether ctx is done or past its deadline (a driver can report
+// the deadline a moment before ctx's timer fires).
+func done(ctx context.Context) bool {
+	dl, ok := ctx.Deadline()
+	return ctx.Err() != nil || ok && !time.Now().Before(dl)
+}
+
+func (t *telemetry) attempt(ctx context.Context, e lock.Event, next func(context.Context) error) error {
+	err := next(ctx)
+	if st, ok := ctx.Value(stateKey{}).(*obtainState); ok {
+		st.attempts++
+	}
+	outcome := "acquired"
+	switch {
+	case err == nil:
+	case errors.Is(err, lock.ErrNotObtained):
+		outcome = "contended"
+		trace.SpanFromContext(ctx).AddEvent("lock.contended", trace.WithAttributes(attrAttempt.Int(e.Attempt)))
+	default:
+		outcome = "error"
+	}
+	t.tries.Add(ctx, 1, metric.WithAttributes(attrStrategy.String(e.Strategy), attrOutcome.String(outcome)))
+	return err
+}
+
+func (t *telemetry) node(ctx context.Context, e lock.Event) {
+	attrs := []attribute.KeyValue{attrNode.String(e.Node), attrOutcome.String(e.Outcome)}
+	if e.Err != nil {
+		attrs = append(attrs, attrError.String(errorType(e.Err)))
+	}
+	trace.SpanFromContext(ctx).AddEvent("lock.node", trace.WithAttributes(attrs...))
+}
+
+func (t *telemetry) op(ctx context.Context, e lock.Event, next func(context.Context) error) error {
+	attrs := t.spanAttrs(e)
+	if e.TTL > 0 {
+		attrs = append(attrs, attrTTL.Float64(e.TTL.Seconds()))
+	}
+	ctx, span := t.tracer.Start(ctx, "lock."+e.Op, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(attrs...))
+	defer span.End()
+	err := next(ctx)
+	if err != nil {
+		span.SetStatus(codes.Error, t.describeErr(err, e.Key))
+		span.SetAttributes(attrError.String(errorType(err)))
+	}
+	return err
+}
+
+func (t *telemetry) ended(e lock.Event) {
+	ctx := context.Background()
+	strategy := attrStrategy.String(e.Strategy)
+	end := "released"
+	if e.Err != nil {
+		end = "lost"
+		t.lost.Add(ctx, 1, metric.WithAttributes(strategy, attrError.String(errorType(e.Err))))
+	}
+	t.hold.Record(ctx, e.Held.Seconds(), metric.WithAttributes(strategy, attrEnd.String(end)))
+	t.active.Add(ctx, -1, metric.WithAttributes(strategy))
+}
+
+// errorType is the error.type of err; see the package doc.
+func errorType(err error) string {
+	var typed interface{ ErrorType() string }
+	switch {
+	case errors.As(err, &typed):
+		return typed.ErrorType()
+	case errors.Is(err, context.DeadlineExceeded):
+		return "timeout"
+	case errors.Is(err, context.Canceled):
+		return "canceled"
+	case errors.Is(err, lock.ErrExpired):
+		return "expired"
+	case errors.Is(err, lock.ErrTaken):
+		return "taken"
+	case errors.Is(err, lock.ErrNotHeld):
+		return "not_held"
+	case errors.Is(err, lock.ErrNotObtained):
+		return "not_obtained"
+	case errors.Is(err, lock.ErrRefreshLimit):
+		return "refresh_limit"
+	case errors.Is(err, lock.ErrInvalidArgument):
+		return "invalid_argument"
+	}
+	inner := err
+	for u := errors.Unwrap(inner); u != nil; u = errors.Unwrap(inner) {
+		inner = u
+	}
+	if prefix, _, _ := strings.Cut(inner.Error(), " "); prefix != "" && strings.ToUpper(prefix) == prefix && strings.Trim(prefix, "ABCDEFGHIJKLMNOPQRSTUVWXYZ") == "" {
+		return prefix // a Redis error: ERR, WRONGTYPE, NOSCRIPT, ...
+	}
+	return "_OTHER"
+}
