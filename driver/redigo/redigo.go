@@ -60,6 +60,11 @@ func (c *Conn) Addr() string { return c.addr }
 // command, the error is ctx's, whichever of redigo's read timeout (set from
 // the deadline) or its context check fired first.
 func (c *Conn) do(ctx context.Context, cmd string, args ...any) (any, error) {
+	// redigo's DoContext sends the command even on a context that is
+	// already done, and returns only the context's error.
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	conn, err := c.p.GetContext(ctx)
 	if err == nil {
 		defer conn.Close()
