@@ -96,24 +96,72 @@ func (hs hookList) event(s Strategy, op, key string) Event {
 
 // obtain runs next through the Obtain hooks.
 func (hs hookList) obtain(ctx context.Context, e Event, next func(context.Context) (*Lock, error)) (*Lock, error) {
-	for i := len(hs) - 1; i >= 0; i-- {
-		if h, inner := hs[i], next; h.Obtain != nil {
-			next = func(ctx context.Context) (*Lock, error) { return h.Obtain(ctx, e, inner) }
+	return hs.obtainFrom(0, ctx, e, next)
+}
+
+func (hs hookList) obtainFrom(i int, ctx context.Context, e Event, next func(context.Context) (*Lock, error)) (*Lock, error) {
+	for ; i < len(hs); i++ {
+		if f := hs[i].Obtain; f != nil {
+			if hs[i+1:].hasObtain() {
+				next = hs.obtainNext(i+1, e, next)
+			}
+			return f(ctx, e, next)
 		}
 	}
 	return next(ctx)
 }
 
+// obtainNext returns the rest of the chain after hook i. (A function of its
+// own, so that its closure does not move e to the heap on every call.)
+func (hs hookList) obtainNext(i int, e Event, next func(context.Context) (*Lock, error)) func(context.Context) (*Lock, error) {
+	return func(ctx context.Context) (*Lock, error) { return hs.obtainFrom(i, ctx, e, next) }
+}
+
+func (hs hookList) hasObtain() bool {
+	for _, h := range hs {
+		if h.Obtain != nil {
+			return true
+		}
+	}
+	return false
+}
+
 // wrap runs next through the Attempt or Op hooks (pick chooses which), with
 // the hooks in the context for ReportNode.
 func (hs hookList) wrap(ctx context.Context, e Event, pick func(*Hooks) func(context.Context, Event, func(context.Context) error) error, next func(context.Context) error) error {
-	ctx = context.WithValue(ctx, hooksKey{}, hs)
-	for i := len(hs) - 1; i >= 0; i-- {
-		if f, inner := pick(hs[i]), next; f != nil {
-			next = func(ctx context.Context) error { return f(ctx, e, inner) }
+	if hs.reportsNodes() {
+		ctx = context.WithValue(ctx, hooksKey{}, hs)
+	}
+	return hs.wrapFrom(0, ctx, e, pick, next)
+}
+
+func (hs hookList) wrapFrom(i int, ctx context.Context, e Event, pick func(*Hooks) func(context.Context, Event, func(context.Context) error) error, next func(context.Context) error) error {
+	for ; i < len(hs); i++ {
+		if f := pick(hs[i]); f != nil {
+			for j := i + 1; j < len(hs); j++ {
+				if pick(hs[j]) != nil {
+					next = hs.wrapNext(i+1, e, pick, next)
+					break
+				}
+			}
+			return f(ctx, e, next)
 		}
 	}
 	return next(ctx)
+}
+
+// wrapNext returns the rest of the chain after hook i, as obtainNext does.
+func (hs hookList) wrapNext(i int, e Event, pick func(*Hooks) func(context.Context, Event, func(context.Context) error) error, next func(context.Context) error) func(context.Context) error {
+	return func(ctx context.Context) error { return hs.wrapFrom(i, ctx, e, pick, next) }
+}
+
+func (hs hookList) reportsNodes() bool {
+	for _, h := range hs {
+		if h.Node != nil {
+			return true
+		}
+	}
+	return false
 }
 
 func attemptHook(h *Hooks) func(context.Context, Event, func(context.Context) error) error {

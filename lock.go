@@ -176,17 +176,27 @@ func (l *locker) obtain(ctx context.Context, key string, ttl time.Duration, o op
 }
 
 // attempt runs one Acquire, through the Attempt hooks.
-func (l *locker) attempt(ctx context.Context, r Request, n int, hs hookList) (g Grant, err error) {
+func (l *locker) attempt(ctx context.Context, r Request, n int, hs hookList) (Grant, error) {
 	if len(hs) == 0 {
 		return l.s.Acquire(ctx, r)
 	}
 	e := hs.event(l.s, "attempt", r.Key)
 	e.TTL, e.Attempt = r.TTL, n
-	err = hs.wrap(ctx, e, attemptHook, func(ctx context.Context) error {
-		g, err = l.s.Acquire(ctx, r)
-		return err
-	})
-	return g, err
+	a := &acquisition{s: l.s, r: r}
+	err := hs.wrap(ctx, e, attemptHook, a.run)
+	return a.g, err
+}
+
+// acquisition is one Acquire whose Grant outlives the hooks around it.
+type acquisition struct {
+	s Strategy
+	r Request
+	g Grant
+}
+
+func (a *acquisition) run(ctx context.Context) (err error) {
+	a.g, err = a.s.Acquire(ctx, a.r)
+	return err
 }
 
 // ReleaseTimeout bounds the clean-up that [Locker.Obtain] runs, on a context

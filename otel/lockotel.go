@@ -56,6 +56,7 @@ import (
 	"runtime/debug"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"go.opentelemetry.io/otel"
@@ -143,7 +144,11 @@ const (
 	attrServer   = attribute.Key("server.address")
 )
 
-var dbSystem = attribute.String("db.system.name", "redis")
+var (
+	dbSystem   = attribute.String("db.system.name", "redis")
+	clientKind = trace.WithSpanKind(trace.SpanKindClient)
+	spanNames  = map[string]string{"refresh": "lock.refresh", "release": "lock.release", "ttl": "lock.ttl"}
+)
 
 // NewLocker returns l instrumented: its Obtain calls, and the locks they
 // return, produce the spans and metrics of the package doc. It works on
@@ -181,32 +186,63 @@ type telemetry struct {
 	tries   metric.Int64Counter
 	active  metric.Int64UpDownCounter
 	lost    metric.Int64Counter
+
+	mu   sync.Mutex
+	sets map[setKey]metric.MeasurementOption
+}
+
+// setKey names a metric attribute set: the strategy, and the values of the
+// other attributes (empty ones are left out). The sets are few (strategies
+// × outcomes), so each is built once and kept.
+type setKey struct{ strategy, outcome, errType, end string }
+
+func (t *telemetry) measure(k setKey) metric.MeasurementOption {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if o, ok := t.sets[k]; ok {
+		return o
+	}
+	kvs := []attribute.KeyValue{attrStrategy.String(k.strategy)}
+	for _, kv := range []attribute.KeyValue{attrOutcome.String(k.outcome), attrError.String(k.errType), attrEnd.String(k.end)} {
+		if kv.Value.AsString() != "" {
+			kvs = append(kvs, kv)
+		}
+	}
+	o := metric.WithAttributeSet(attribute.NewSet(kvs...))
+	t.sets[k] = o
+	return o
 }
 
 func newTelemetry(c config) *telemetry {
 	t := &telemetry{
 		tracer: c.tp.Tracer(ScopeName, trace.WithInstrumentationVersion(Version())),
 		keys:   c.keys,
+		sets:   map[setKey]metric.MeasurementOption{},
 	}
 	m := c.mp.Meter(ScopeName, metric.WithInstrumentationVersion(Version()))
 	var err error
+	handle := func(err error) {
+		if err != nil {
+			otel.Handle(err) // no caller to return it to: instruments fall back to no-ops
+		}
+	}
 	t.acquire, err = m.Float64Histogram("locksmith.lock.acquire.duration", metric.WithUnit("s"),
 		metric.WithDescription("Time Obtain took, waiting included."),
 		metric.WithExplicitBucketBoundaries(0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60))
-	otel.Handle(err)
+	handle(err)
 	t.hold, err = m.Float64Histogram("locksmith.lock.hold.duration", metric.WithUnit("s"),
 		metric.WithDescription("Time a lock was held, from Obtain to its release or loss."),
 		metric.WithExplicitBucketBoundaries(0.01, 0.1, 0.5, 1, 5, 10, 30, 60, 300, 900, 3600))
-	otel.Handle(err)
+	handle(err)
 	t.tries, err = m.Int64Counter("locksmith.lock.attempts", metric.WithUnit("{attempt}"),
 		metric.WithDescription("Attempts to obtain a lock, by outcome."))
-	otel.Handle(err)
+	handle(err)
 	t.active, err = m.Int64UpDownCounter("locksmith.lock.active", metric.WithUnit("{lock}"),
 		metric.WithDescription("Locks held by this process."))
-	otel.Handle(err)
+	handle(err)
 	t.lost, err = m.Int64Counter("locksmith.lock.lost", metric.WithUnit("{lock}"),
 		metric.WithDescription("Locks that Refresh, Release or TTL found gone."))
-	otel.Handle(err)
+	handle(err)
 	return t
 }
 
@@ -252,33 +288,41 @@ type stateKey struct{}
 
 func (t *telemetry) obtain(ctx context.Context, e lock.Event, next func(context.Context) (*lock.Lock, error)) (*lock.Lock, error) {
 	start := time.Now()
-	attrs := t.spanAttrs(e)
-	ctx, span := t.tracer.Start(ctx, "lock.obtain", trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(attrs...))
+	ctx, span := t.tracer.Start(ctx, "lock.obtain", clientKind)
 	defer span.End()
+	recording := span.IsRecording()
+	if recording {
+		span.SetAttributes(t.spanAttrs(e)...)
+	}
 	st := &obtainState{}
 	lk, err := next(context.WithValue(ctx, stateKey{}, st))
 	wait := time.Since(start)
 
 	outcome := obtainOutcome(ctx, err)
-	span.SetAttributes(attrAttempts.Int(st.attempts), attrWait.Float64(wait.Seconds()), attrOutcome.String(outcome))
-	metricAttrs := []attribute.KeyValue{attrStrategy.String(e.Strategy), attrOutcome.String(outcome)}
-	if lk != nil {
-		span.SetAttributes(attrValidity.Float64(time.Until(lk.ValidUntil()).Seconds()))
-		t.active.Add(ctx, 1, metric.WithAttributes(attrStrategy.String(e.Strategy)))
-	}
+	var errType string
 	if outcome == "timed_out" || outcome == "error" {
-		et := errorType(err)
+		errType = errorType(err)
 		if outcome == "timed_out" {
-			et = "timeout"
+			errType = "timeout"
 			if errors.Is(ctx.Err(), context.Canceled) {
-				et = "canceled"
+				errType = "canceled"
 			}
 		}
 		span.SetStatus(codes.Error, t.describeErr(err, e.Key))
-		span.SetAttributes(attrError.String(et))
-		metricAttrs = append(metricAttrs, attrError.String(et))
 	}
-	t.acquire.Record(ctx, wait.Seconds(), metric.WithAttributes(metricAttrs...))
+	if recording {
+		span.SetAttributes(attrAttempts.Int(st.attempts), attrWait.Float64(wait.Seconds()), attrOutcome.String(outcome))
+		if lk != nil {
+			span.SetAttributes(attrValidity.Float64(time.Until(lk.ValidUntil()).Seconds()))
+		}
+		if errType != "" {
+			span.SetAttributes(attrError.String(errType))
+		}
+	}
+	if lk != nil {
+		t.active.Add(ctx, 1, t.measure(setKey{strategy: e.Strategy}))
+	}
+	t.acquire.Record(ctx, wait.Seconds(), t.measure(setKey{strategy: e.Strategy, outcome: outcome, errType: errType}))
 	return lk, err
 }
 
@@ -314,29 +358,37 @@ func (t *telemetry) attempt(ctx context.Context, e lock.Event, next func(context
 	case err == nil:
 	case errors.Is(err, lock.ErrNotObtained):
 		outcome = "contended"
-		trace.SpanFromContext(ctx).AddEvent("lock.contended", trace.WithAttributes(attrAttempt.Int(e.Attempt)))
+		if span := trace.SpanFromContext(ctx); span.IsRecording() {
+			span.AddEvent("lock.contended", trace.WithAttributes(attrAttempt.Int(e.Attempt)))
+		}
 	default:
 		outcome = "error"
 	}
-	t.tries.Add(ctx, 1, metric.WithAttributes(attrStrategy.String(e.Strategy), attrOutcome.String(outcome)))
+	t.tries.Add(ctx, 1, t.measure(setKey{strategy: e.Strategy, outcome: outcome}))
 	return err
 }
 
 func (t *telemetry) node(ctx context.Context, e lock.Event) {
+	span := trace.SpanFromContext(ctx)
+	if !span.IsRecording() {
+		return
+	}
 	attrs := []attribute.KeyValue{attrNode.String(e.Node), attrOutcome.String(e.Outcome)}
 	if e.Err != nil {
 		attrs = append(attrs, attrError.String(errorType(e.Err)))
 	}
-	trace.SpanFromContext(ctx).AddEvent("lock.node", trace.WithAttributes(attrs...))
+	span.AddEvent("lock.node", trace.WithAttributes(attrs...))
 }
 
 func (t *telemetry) op(ctx context.Context, e lock.Event, next func(context.Context) error) error {
-	attrs := t.spanAttrs(e)
-	if e.TTL > 0 {
-		attrs = append(attrs, attrTTL.Float64(e.TTL.Seconds()))
-	}
-	ctx, span := t.tracer.Start(ctx, "lock."+e.Op, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(attrs...))
+	ctx, span := t.tracer.Start(ctx, spanNames[e.Op], clientKind)
 	defer span.End()
+	if span.IsRecording() {
+		span.SetAttributes(t.spanAttrs(e)...)
+		if e.TTL > 0 {
+			span.SetAttributes(attrTTL.Float64(e.TTL.Seconds()))
+		}
+	}
 	err := next(ctx)
 	if err != nil {
 		span.SetStatus(codes.Error, t.describeErr(err, e.Key))
@@ -347,14 +399,13 @@ func (t *telemetry) op(ctx context.Context, e lock.Event, next func(context.Cont
 
 func (t *telemetry) ended(e lock.Event) {
 	ctx := context.Background()
-	strategy := attrStrategy.String(e.Strategy)
 	end := "released"
 	if e.Err != nil {
 		end = "lost"
-		t.lost.Add(ctx, 1, metric.WithAttributes(strategy, attrError.String(errorType(e.Err))))
+		t.lost.Add(ctx, 1, t.measure(setKey{strategy: e.Strategy, errType: errorType(e.Err)}))
 	}
-	t.hold.Record(ctx, e.Held.Seconds(), metric.WithAttributes(strategy, attrEnd.String(end)))
-	t.active.Add(ctx, -1, metric.WithAttributes(strategy))
+	t.hold.Record(ctx, e.Held.Seconds(), t.measure(setKey{strategy: e.Strategy, end: end}))
+	t.active.Add(ctx, -1, t.measure(setKey{strategy: e.Strategy}))
 }
 
 // errorType is the error.type of err; see the package doc.

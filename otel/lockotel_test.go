@@ -1,0 +1,480 @@
+package lockotel_test
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/locksmith-go/lock"
+	"github.com/locksmith-go/lock/conformance"
+	"github.com/locksmith-go/lock/driver"
+	"github.com/locksmith-go/lock/driver/goredis"
+	"github.com/locksmith-go/lock/internal/matrix"
+	"github.com/locksmith-go/lock/internal/redistest"
+	lockotel "github.com/locksmith-go/lock/otel"
+	"github.com/locksmith-go/lock/strategy/redlock"
+	"github.com/locksmith-go/lock/strategy/single"
+)
+
+// recording is a recording SDK for one test.
+type recording struct {
+	spans  *tracetest.SpanRecorder
+	reader *sdkmetric.ManualReader
+	opts   []lockotel.Option
+}
+
+func newRecording(t *testing.T, opts ...lockotel.Option) *recording {
+	r := &recording{spans: tracetest.NewSpanRecorder(), reader: sdkmetric.NewManualReader()}
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(r.spans))
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(r.reader))
+	t.Cleanup(func() { _ = tp.Shutdown(context.Background()); _ = mp.Shutdown(context.Background()) })
+	r.opts = append([]lockotel.Option{lockotel.WithTracerProvider(tp), lockotel.WithMeterProvider(mp)}, opts...)
+	return r
+}
+
+func (r *recording) wrap(l lock.Locker) lock.Locker { return lockotel.NewLocker(l, r.opts...) }
+
+// ended returns the ended spans named name.
+func (r *recording) ended(name string) []sdktrace.ReadOnlySpan {
+	var out []sdktrace.ReadOnlySpan
+	for _, s := range r.spans.Ended() {
+		if s.Name() == name {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+func (r *recording) metrics(t *testing.T) map[string]metricdata.Metrics {
+	var rm metricdata.ResourceMetrics
+	if err := r.reader.Collect(context.Background(), &rm); err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]metricdata.Metrics{}
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			out[m.Name] = m
+		}
+	}
+	return out
+}
+
+func attrs(s sdktrace.ReadOnlySpan) map[string]attribute.Value {
+	m := map[string]attribute.Value{}
+	for _, kv := range s.Attributes() {
+		m[string(kv.Key)] = kv.Value
+	}
+	return m
+}
+
+func only(t *testing.T, spans []sdktrace.ReadOnlySpan, name string) sdktrace.ReadOnlySpan {
+	t.Helper()
+	if len(spans) != 1 {
+		t.Fatalf("%s spans = %d, want 1", name, len(spans))
+	}
+	return spans[0]
+}
+
+func singleLocker(t testing.TB, addr string) lock.Locker {
+	l, err := single.New(goredis.New(redistest.GoRedis(t, addr, 3)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+func TestObtainSpans(t *testing.T) {
+	addr, _ := redistest.Addr(t)
+	ctx := context.Background()
+
+	t.Run("acquired", func(t *testing.T) {
+		rec := newRecording(t)
+		lk, err := rec.wrap(singleLocker(t, addr)).Obtain(ctx, conformance.Key(t), time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer lk.Release(ctx)
+		s := only(t, rec.ended("lock.obtain"), "lock.obtain")
+		a := attrs(s)
+		for k, want := range map[string]string{
+			"db.system.name": "redis", "locksmith.lock.strategy": "single",
+			"server.address": addr, "locksmith.lock.outcome": "acquired",
+		} {
+			if got := a[k].AsString(); got != want {
+				t.Errorf("attribute %s = %q, want %q", k, got, want)
+			}
+		}
+		if got := a["locksmith.lock.attempts"].AsInt64(); got != 1 {
+			t.Errorf("attempts = %d, want 1", got)
+		}
+		if v := a["locksmith.lock.validity"].AsFloat64(); v <= 0 || v > 60 {
+			t.Errorf("validity = %vs, want in (0, 60]", v)
+		}
+		if _, ok := a["locksmith.lock.wait"]; !ok {
+			t.Errorf("no locksmith.lock.wait attribute")
+		}
+		if s.SpanKind() != trace.SpanKindClient || s.Status().Code != codes.Unset {
+			t.Errorf("kind, status = %v, %v; want client, unset", s.SpanKind(), s.Status().Code)
+		}
+		if sc := s.InstrumentationScope(); sc.Name != lockotel.ScopeName || sc.Version == "" {
+			t.Errorf("scope = %q %q, want %q and a version", sc.Name, sc.Version, lockotel.ScopeName)
+		}
+		for k := range a {
+			if strings.Contains(k, "key") {
+				t.Errorf("attribute %s present; by default keys are omitted", k)
+			}
+		}
+	})
+
+	t.Run("contended: an answer, not an error", func(t *testing.T) {
+		rec := newRecording(t)
+		l := rec.wrap(singleLocker(t, addr))
+		key := conformance.Key(t)
+		held, err := l.Obtain(ctx, key, time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer held.Release(ctx)
+		if _, err := l.Obtain(ctx, key, time.Minute, lock.WithRetry(lock.LimitAttempts(lock.Linear(time.Millisecond), 3))); err == nil {
+			t.Fatal("second Obtain succeeded")
+		}
+		s := rec.ended("lock.obtain")[1]
+		if got := attrs(s)["locksmith.lock.outcome"].AsString(); got != "contended" || s.Status().Code != codes.Unset {
+			t.Errorf("outcome, status = %q, %v; want contended, unset", got, s.Status().Code)
+		}
+		if got := attrs(s)["locksmith.lock.attempts"].AsInt64(); got != 3 {
+			t.Errorf("attempts = %d, want 3", got)
+		}
+		if n := len(s.Events()); n != 3 || s.Events()[0].Name != "lock.contended" {
+			t.Errorf("events = %d (%v), want 3 lock.contended", n, s.Events())
+		}
+	})
+
+	t.Run("timed out", func(t *testing.T) {
+		rec := newRecording(t)
+		l := rec.wrap(singleLocker(t, addr))
+		key := conformance.Key(t)
+		held, err := l.Obtain(ctx, key, time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer held.Release(ctx)
+		dctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+		defer cancel()
+		if _, err := l.Obtain(dctx, key, time.Minute, lock.WithRetry(lock.Linear(5*time.Millisecond))); err == nil {
+			t.Fatal("Obtain succeeded")
+		}
+		s := rec.ended("lock.obtain")[1]
+		a := attrs(s)
+		if a["locksmith.lock.outcome"].AsString() != "timed_out" || a["error.type"].AsString() != "timeout" || s.Status().Code != codes.Error {
+			t.Errorf("outcome, error.type, status = %q, %q, %v; want timed_out, timeout, error", a["locksmith.lock.outcome"].AsString(), a["error.type"].AsString(), s.Status().Code)
+		}
+	})
+
+	t.Run("a Redis error, with the key redacted", func(t *testing.T) {
+		rec := newRecording(t)
+		key := conformance.Key(t)
+		rdb := redistest.GoRedis(t, addr, 3)
+		if err := rdb.HSet(ctx, key, "f", "v").Err(); err != nil {
+			t.Fatal(err)
+		}
+		defer rdb.Del(ctx, key)
+		if _, err := rec.wrap(singleLocker(t, addr)).Obtain(ctx, key, time.Minute); err == nil {
+			t.Fatal("Obtain of a hash succeeded")
+		}
+		s := only(t, rec.ended("lock.obtain"), "lock.obtain")
+		if got := attrs(s)["error.type"].AsString(); got != "WRONGTYPE" || s.Status().Code != codes.Error {
+			t.Errorf("error.type, status = %q, %v; want WRONGTYPE, error", got, s.Status().Code)
+		}
+		if d := s.Status().Description; strings.Contains(d, key) || !strings.Contains(d, "<key>") {
+			t.Errorf("status description = %q, want the key redacted as <key>", d)
+		}
+	})
+
+	t.Run("an invalid argument", func(t *testing.T) {
+		rec := newRecording(t)
+		_, _ = rec.wrap(singleLocker(t, addr)).Obtain(ctx, "", time.Minute)
+		s := only(t, rec.ended("lock.obtain"), "lock.obtain")
+		if got := attrs(s)["error.type"].AsString(); got != "invalid_argument" {
+			t.Errorf("error.type = %q, want invalid_argument", got)
+		}
+	})
+}
+
+func TestOperationSpans(t *testing.T) {
+	addr, _ := redistest.Addr(t)
+	ctx := context.Background()
+	rec := newRecording(t)
+	l := rec.wrap(singleLocker(t, addr))
+
+	lk, err := l.Obtain(ctx, conformance.Key(t), time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := lk.Refresh(ctx, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := lk.TTL(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := lk.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"lock.refresh", "lock.ttl", "lock.release"} {
+		s := only(t, rec.ended(name), name)
+		if s.SpanKind() != trace.SpanKindClient || s.Status().Code != codes.Unset || attrs(s)["locksmith.lock.strategy"].AsString() != "single" {
+			t.Errorf("%s: kind, status, strategy = %v, %v, %q; want client, unset, single", name, s.SpanKind(), s.Status().Code, attrs(s)["locksmith.lock.strategy"].AsString())
+		}
+	}
+	if got := attrs(rec.ended("lock.refresh")[0])["locksmith.lock.ttl"].AsFloat64(); got != 60 {
+		t.Errorf("refresh ttl = %vs, want 60", got)
+	}
+
+	// A lock found gone.
+	short, err := l.Obtain(ctx, conformance.Key(t), 100*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if _, err := short.TTL(ctx); err != nil {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	_ = short.Refresh(ctx, time.Minute)
+	ttls := rec.ended("lock.ttl")
+	s := ttls[len(ttls)-1]
+	if got := attrs(s)["error.type"].AsString(); got != "expired" || s.Status().Code != codes.Error {
+		t.Errorf("TTL of a lost lock: error.type, status = %q, %v; want expired, error", got, s.Status().Code)
+	}
+}
+
+func TestKeyPolicy(t *testing.T) {
+	addr, _ := redistest.Addr(t)
+	ctx := context.Background()
+	sum := func(key string) string { s := sha256.Sum256([]byte(key)); return hex.EncodeToString(s[:8]) }
+	for _, c := range []struct {
+		name   string
+		policy lockotel.KeyPolicy
+		attr   string
+		value  func(key string) string
+	}{
+		{"hashed", lockotel.KeysHashed, "locksmith.lock.key_hash", sum},
+		{"raw", lockotel.KeysRaw, "locksmith.lock.key", func(key string) string { return key }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			rec := newRecording(t, lockotel.WithKeys(c.policy))
+			key := conformance.Key(t)
+			lk, err := rec.wrap(singleLocker(t, addr)).Obtain(ctx, key, time.Minute)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_ = lk.Release(ctx)
+			for _, s := range rec.spans.Ended() {
+				if got := attrs(s)[c.attr].AsString(); got != c.value(key) {
+					t.Errorf("%s: %s = %q, want %q", s.Name(), c.attr, got, c.value(key))
+				}
+			}
+		})
+	}
+}
+
+func TestRedlockNodeEvents(t *testing.T) {
+	servers := redistest.Start(t, 3)
+	servers[2].Kill()
+	var conns []driver.Conn
+	for _, s := range servers {
+		conns = append(conns, goredis.New(redistest.GoRedis(t, s.Addr, 3)))
+	}
+	l, err := redlock.New(conns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := newRecording(t)
+	ctx := context.Background()
+	lk, err := rec.wrap(l).Obtain(ctx, conformance.Key(t), time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = lk.Release(ctx)
+	s := only(t, rec.ended("lock.obtain"), "lock.obtain")
+	outcomes := map[string]string{}
+	for _, e := range s.Events() {
+		if e.Name != "lock.node" {
+			continue
+		}
+		var node, outcome string
+		for _, kv := range e.Attributes {
+			switch kv.Key {
+			case "locksmith.lock.node":
+				node = kv.Value.AsString()
+			case "locksmith.lock.outcome":
+				outcome = kv.Value.AsString()
+			}
+		}
+		outcomes[node] = outcome
+	}
+	for i, want := range []string{"ok", "ok", "refused"} {
+		if got := outcomes[servers[i].Addr]; got != want && !(i < 2 && got == "pending") {
+			t.Errorf("node %d event outcome = %q, want %q", i, got, want)
+		}
+	}
+	if got := attrs(s)["locksmith.lock.strategy"].AsString(); got != "redlock" {
+		t.Errorf("strategy = %q, want redlock", got)
+	}
+	if rel := only(t, rec.ended("lock.release"), "lock.release"); len(rel.Events()) != 3 {
+		t.Errorf("release node events = %d, want 3", len(rel.Events()))
+	}
+}
+
+func TestMetrics(t *testing.T) {
+	addr, _ := redistest.Addr(t)
+	ctx := context.Background()
+	rec := newRecording(t)
+	l := rec.wrap(singleLocker(t, addr))
+	key := conformance.Key(t)
+
+	a, err := l.Obtain(ctx, key, time.Minute) // acquired
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = l.Obtain(ctx, key, time.Minute) // contended
+	if err := a.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	b, err := l.Obtain(ctx, conformance.Key(t), 100*time.Millisecond) // will be lost
+	if err != nil {
+		t.Fatal(err)
+	}
+	for b.Refresh(ctx, 100*time.Millisecond) == nil {
+		time.Sleep(150 * time.Millisecond)
+	}
+
+	m := rec.metrics(t)
+	for name, unit := range map[string]string{
+		"locksmith.lock.acquire.duration": "s", "locksmith.lock.hold.duration": "s",
+		"locksmith.lock.attempts": "{attempt}", "locksmith.lock.active": "{lock}", "locksmith.lock.lost": "{lock}",
+	} {
+		if got, ok := m[name]; !ok || got.Unit != unit {
+			t.Errorf("metric %s: present %v, unit %q; want present, %q", name, ok, got.Unit, unit)
+		}
+	}
+	acquire := m["locksmith.lock.acquire.duration"].Data.(metricdata.Histogram[float64])
+	counts := map[string]uint64{}
+	for _, dp := range acquire.DataPoints {
+		v, _ := dp.Attributes.Value("locksmith.lock.outcome")
+		counts[v.AsString()] += dp.Count
+	}
+	if counts["acquired"] != 2 || counts["contended"] != 1 {
+		t.Errorf("acquire.duration counts by outcome = %v, want acquired 2, contended 1", counts)
+	}
+	attempts := m["locksmith.lock.attempts"].Data.(metricdata.Sum[int64])
+	tries := map[string]int64{}
+	for _, dp := range attempts.DataPoints {
+		v, _ := dp.Attributes.Value("locksmith.lock.outcome")
+		tries[v.AsString()] += dp.Value
+	}
+	if tries["acquired"] != 2 || tries["contended"] != 1 {
+		t.Errorf("attempts by outcome = %v, want acquired 2, contended 1", tries)
+	}
+	active := m["locksmith.lock.active"].Data.(metricdata.Sum[int64])
+	if len(active.DataPoints) != 1 || active.DataPoints[0].Value != 0 {
+		t.Errorf("active = %v, want one series at 0 (one released, one lost)", active.DataPoints)
+	}
+	hold := m["locksmith.lock.hold.duration"].Data.(metricdata.Histogram[float64])
+	ends := map[string]uint64{}
+	for _, dp := range hold.DataPoints {
+		v, _ := dp.Attributes.Value("locksmith.lock.end")
+		ends[v.AsString()] += dp.Count
+	}
+	if ends["released"] != 1 || ends["lost"] != 1 {
+		t.Errorf("hold.duration counts by end = %v, want released 1, lost 1", ends)
+	}
+	lost := m["locksmith.lock.lost"].Data.(metricdata.Sum[int64])
+	if len(lost.DataPoints) != 1 || lost.DataPoints[0].Value != 1 {
+		t.Errorf("lost = %v, want 1", lost.DataPoints)
+	}
+	if v, _ := lost.DataPoints[0].Attributes.Value("error.type"); v.AsString() != "expired" {
+		t.Errorf("lost error.type = %q, want expired", v.AsString())
+	}
+	for name, md := range m {
+		if strings.Contains(fmt.Sprint(md.Data), key) {
+			t.Errorf("metric %s carries the key", name)
+		}
+	}
+}
+
+// TestNoTokenInTelemetry: no span, event, status or metric ever carries a
+// token, even with raw keys and failing operations.
+func TestNoTokenInTelemetry(t *testing.T) {
+	addr, _ := redistest.Addr(t)
+	ctx := context.Background()
+	rec := newRecording(t, lockotel.WithKeys(lockotel.KeysRaw))
+	l := rec.wrap(singleLocker(t, addr))
+	var tokens []string
+	key := conformance.Key(t)
+	const chosen = "chosen-token-0123456789abcdef"
+	a, err := l.Obtain(ctx, key, 100*time.Millisecond, lock.WithToken(chosen), lock.WithMetadata("meta"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tokens = append(tokens, a.Token())
+	_, _ = l.Obtain(ctx, key, time.Minute)
+	for a.Refresh(ctx, 100*time.Millisecond) == nil {
+		time.Sleep(150 * time.Millisecond)
+	}
+	b, err := l.Obtain(ctx, key, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tokens = append(tokens, b.Token())
+	_ = a.Release(ctx)
+	_, _ = a.TTL(ctx)
+	_ = b.Refresh(ctx, time.Minute)
+	_ = b.Release(ctx)
+	_ = b.Release(ctx)
+
+	var texts []string
+	for _, s := range rec.spans.Ended() {
+		texts = append(texts, s.Name(), s.Status().Description, fmt.Sprint(s.Attributes()))
+		for _, e := range s.Events() {
+			texts = append(texts, e.Name, fmt.Sprint(e.Attributes))
+		}
+	}
+	for _, md := range rec.metrics(t) {
+		texts = append(texts, fmt.Sprint(md.Data))
+	}
+	for _, text := range texts {
+		for _, tok := range tokens {
+			if strings.Contains(text, tok) {
+				t.Fatalf("telemetry %q contains a token", text)
+			}
+		}
+	}
+	if len(texts) < 20 {
+		t.Errorf("telemetry pieces checked = %d, want a full run", len(texts))
+	}
+}
+
+// TestConformance: the suite passes on wrapped lockers, for every strategy
+// × driver, with a recording SDK.
+func TestConformance(t *testing.T) {
+	rec := newRecording(t)
+	combos := matrix.All(t)
+	for i, c := range combos {
+		combos[i] = c.Wrap(func(_ *testing.T, l lock.Locker) lock.Locker { return rec.wrap(l) })
+	}
+	matrix.Run(t, combos)
+}
