@@ -60,7 +60,8 @@ func WithHooks(h *Hooks) Option {
 }
 
 // ReportNode reports one node's answer to the Node hooks of the Obtain or
-// operation that ctx belongs to. Multi-node strategies call it.
+// operation that ctx belongs to. Multi-node strategies call it, and
+// implement [NodeReporter].
 func ReportNode(ctx context.Context, node, outcome string, err error) {
 	hs, _ := ctx.Value(hooksKey{}).(hookList)
 	for _, h := range hs {
@@ -68,6 +69,15 @@ func ReportNode(ctx context.Context, node, outcome string, err error) {
 			h.Node(ctx, Event{Op: "node", Node: node, Outcome: outcome, Err: err})
 		}
 	}
+}
+
+// NodeReporter is an optional interface of a [Strategy] that calls
+// [ReportNode]: a multi-node strategy. The Node hooks reach only such a
+// strategy's attempts and operations, through their context; the others
+// are spared the context value.
+type NodeReporter interface {
+	// ReportsNodes reports whether the strategy calls ReportNode.
+	ReportsNodes() bool
 }
 
 type hooksKey struct{}
@@ -127,9 +137,9 @@ func (hs hookList) hasObtain() bool {
 }
 
 // wrap runs next through the Attempt or Op hooks (pick chooses which), with
-// the hooks in the context for ReportNode.
-func (hs hookList) wrap(ctx context.Context, e Event, pick func(*Hooks) func(context.Context, Event, func(context.Context) error) error, next func(context.Context) error) error {
-	if hs.reportsNodes() {
+// the hooks in the context for ReportNode when s reports nodes.
+func (hs hookList) wrap(ctx context.Context, s Strategy, e Event, pick func(*Hooks) func(context.Context, Event, func(context.Context) error) error, next func(context.Context) error) error {
+	if r, ok := s.(NodeReporter); ok && r.ReportsNodes() && hs.reportsNodes() {
 		ctx = context.WithValue(ctx, hooksKey{}, hs)
 	}
 	return hs.wrapFrom(0, ctx, e, pick, next)

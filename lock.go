@@ -183,7 +183,7 @@ func (l *locker) attempt(ctx context.Context, r Request, n int, hs hookList) (Gr
 	e := hs.event(l.s, "attempt", r.Key)
 	e.TTL, e.Attempt = r.TTL, n
 	a := &acquisition{s: l.s, r: r}
-	err := hs.wrap(ctx, e, attemptHook, a.run)
+	err := hs.wrap(ctx, l.s, e, attemptHook, a.run)
 	return a.g, err
 }
 
@@ -370,7 +370,7 @@ func (l *Lock) op(ctx context.Context, op string, ttl time.Duration, call func(c
 	}
 	e := l.hooks.event(l.s, op, l.key)
 	e.TTL, e.Lock = ttl, l
-	return l.hooks.wrap(ctx, e, opHook, call)
+	return l.hooks.wrap(ctx, l.s, e, opHook, call)
 }
 
 // end runs the Ended hooks, once: the lock was released (cause nil) or

@@ -146,7 +146,7 @@ const (
 
 var (
 	dbSystem   = attribute.String("db.system.name", "redis")
-	clientKind = trace.WithSpanKind(trace.SpanKindClient)
+	clientKind = []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindClient)} // one slice: no allocation per span
 	spanNames  = map[string]string{"refresh": "lock.refresh", "release": "lock.release", "ttl": "lock.ttl"}
 )
 
@@ -160,22 +160,25 @@ func NewLocker(l lock.Locker, opts ...Option) lock.Locker {
 		o.apply(&c)
 	}
 	t := newTelemetry(c)
-	return &locker{inner: l, hooks: lock.WithHooks(&lock.Hooks{
+	return &locker{inner: l, hooks: []lock.Option{lock.WithHooks(&lock.Hooks{
 		Obtain:  t.obtain,
 		Attempt: t.attempt,
 		Op:      t.op,
 		Node:    t.node,
 		Ended:   t.ended,
-	})}
+	})}}
 }
 
 type locker struct {
 	inner lock.Locker
-	hooks lock.Option
+	hooks []lock.Option // WithHooks alone; never appended to in place
 }
 
 func (l *locker) Obtain(ctx context.Context, key string, ttl time.Duration, opts ...lock.Option) (*lock.Lock, error) {
-	return l.inner.Obtain(ctx, key, ttl, append(opts[:len(opts):len(opts)], l.hooks)...)
+	if len(opts) == 0 {
+		return l.inner.Obtain(ctx, key, ttl, l.hooks...)
+	}
+	return l.inner.Obtain(ctx, key, ttl, append(opts[:len(opts):len(opts)], l.hooks...)...)
 }
 
 type telemetry struct {
@@ -188,7 +191,7 @@ type telemetry struct {
 	lost    metric.Int64Counter
 
 	mu   sync.Mutex
-	sets map[setKey]metric.MeasurementOption
+	sets map[setKey]*measurement
 }
 
 // setKey names a metric attribute set: the strategy, and the values of the
@@ -196,11 +199,18 @@ type telemetry struct {
 // × outcomes), so each is built once and kept.
 type setKey struct{ strategy, outcome, errType, end string }
 
-func (t *telemetry) measure(k setKey) metric.MeasurementOption {
+// measurement holds one attribute set as the option lists that Add and
+// Record take, so that recording allocates nothing.
+type measurement struct {
+	add    []metric.AddOption
+	record []metric.RecordOption
+}
+
+func (t *telemetry) measure(k setKey) *measurement {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if o, ok := t.sets[k]; ok {
-		return o
+	if m, ok := t.sets[k]; ok {
+		return m
 	}
 	kvs := []attribute.KeyValue{attrStrategy.String(k.strategy)}
 	for _, kv := range []attribute.KeyValue{attrOutcome.String(k.outcome), attrError.String(k.errType), attrEnd.String(k.end)} {
@@ -209,15 +219,16 @@ func (t *telemetry) measure(k setKey) metric.MeasurementOption {
 		}
 	}
 	o := metric.WithAttributeSet(attribute.NewSet(kvs...))
-	t.sets[k] = o
-	return o
+	m := &measurement{add: []metric.AddOption{o}, record: []metric.RecordOption{o}}
+	t.sets[k] = m
+	return m
 }
 
 func newTelemetry(c config) *telemetry {
 	t := &telemetry{
 		tracer: c.tp.Tracer(ScopeName, trace.WithInstrumentationVersion(Version())),
 		keys:   c.keys,
-		sets:   map[setKey]metric.MeasurementOption{},
+		sets:   map[setKey]*measurement{},
 	}
 	m := c.mp.Meter(ScopeName, metric.WithInstrumentationVersion(Version()))
 	var err error
@@ -281,21 +292,16 @@ func (t *telemetry) describeErr(err error, key string) string {
 	return strings.ReplaceAll(err.Error(), strconv.Quote(key), shown)
 }
 
-// obtainState counts the attempts of one Obtain.
-type obtainState struct{ attempts int }
-
-type stateKey struct{}
-
 func (t *telemetry) obtain(ctx context.Context, e lock.Event, next func(context.Context) (*lock.Lock, error)) (*lock.Lock, error) {
 	start := time.Now()
-	ctx, span := t.tracer.Start(ctx, "lock.obtain", clientKind)
+	ctx, span := t.tracer.Start(ctx, "lock.obtain", clientKind...)
 	defer span.End()
 	recording := span.IsRecording()
 	if recording {
-		span.SetAttributes(t.spanAttrs(e)...)
+		// The attempt hook overwrites attempts with each attempt's number.
+		span.SetAttributes(append(t.spanAttrs(e), attrAttempts.Int(0))...)
 	}
-	st := &obtainState{}
-	lk, err := next(context.WithValue(ctx, stateKey{}, st))
+	lk, err := next(ctx)
 	wait := time.Since(start)
 
 	outcome := obtainOutcome(ctx, err)
@@ -311,7 +317,7 @@ func (t *telemetry) obtain(ctx context.Context, e lock.Event, next func(context.
 		span.SetStatus(codes.Error, t.describeErr(err, e.Key))
 	}
 	if recording {
-		span.SetAttributes(attrAttempts.Int(st.attempts), attrWait.Float64(wait.Seconds()), attrOutcome.String(outcome))
+		span.SetAttributes(attrWait.Float64(wait.Seconds()), attrOutcome.String(outcome))
 		if lk != nil {
 			span.SetAttributes(attrValidity.Float64(time.Until(lk.ValidUntil()).Seconds()))
 		}
@@ -320,9 +326,9 @@ func (t *telemetry) obtain(ctx context.Context, e lock.Event, next func(context.
 		}
 	}
 	if lk != nil {
-		t.active.Add(ctx, 1, t.measure(setKey{strategy: e.Strategy}))
+		t.active.Add(ctx, 1, t.measure(setKey{strategy: e.Strategy}).add...)
 	}
-	t.acquire.Record(ctx, wait.Seconds(), t.measure(setKey{strategy: e.Strategy, outcome: outcome, errType: errType}))
+	t.acquire.Record(ctx, wait.Seconds(), t.measure(setKey{strategy: e.Strategy, outcome: outcome, errType: errType}).record...)
 	return lk, err
 }
 
@@ -350,21 +356,23 @@ func done(ctx context.Context) bool {
 
 func (t *telemetry) attempt(ctx context.Context, e lock.Event, next func(context.Context) error) error {
 	err := next(ctx)
-	if st, ok := ctx.Value(stateKey{}).(*obtainState); ok {
-		st.attempts++
+	span := trace.SpanFromContext(ctx) // the obtain span
+	recording := span.IsRecording()
+	if recording {
+		span.SetAttributes(attrAttempts.Int(e.Attempt))
 	}
 	outcome := "acquired"
 	switch {
 	case err == nil:
 	case errors.Is(err, lock.ErrNotObtained):
 		outcome = "contended"
-		if span := trace.SpanFromContext(ctx); span.IsRecording() {
+		if recording {
 			span.AddEvent("lock.contended", trace.WithAttributes(attrAttempt.Int(e.Attempt)))
 		}
 	default:
 		outcome = "error"
 	}
-	t.tries.Add(ctx, 1, t.measure(setKey{strategy: e.Strategy, outcome: outcome}))
+	t.tries.Add(ctx, 1, t.measure(setKey{strategy: e.Strategy, outcome: outcome}).add...)
 	return err
 }
 
@@ -381,7 +389,7 @@ func (t *telemetry) node(ctx context.Context, e lock.Event) {
 }
 
 func (t *telemetry) op(ctx context.Context, e lock.Event, next func(context.Context) error) error {
-	ctx, span := t.tracer.Start(ctx, spanNames[e.Op], clientKind)
+	ctx, span := t.tracer.Start(ctx, spanNames[e.Op], clientKind...)
 	defer span.End()
 	if span.IsRecording() {
 		span.SetAttributes(t.spanAttrs(e)...)
@@ -402,10 +410,10 @@ func (t *telemetry) ended(e lock.Event) {
 	end := "released"
 	if e.Err != nil {
 		end = "lost"
-		t.lost.Add(ctx, 1, t.measure(setKey{strategy: e.Strategy, errType: errorType(e.Err)}))
+		t.lost.Add(ctx, 1, t.measure(setKey{strategy: e.Strategy, errType: errorType(e.Err)}).add...)
 	}
-	t.hold.Record(ctx, e.Held.Seconds(), t.measure(setKey{strategy: e.Strategy, end: end}))
-	t.active.Add(ctx, -1, t.measure(setKey{strategy: e.Strategy}))
+	t.hold.Record(ctx, e.Held.Seconds(), t.measure(setKey{strategy: e.Strategy, end: end}).record...)
+	t.active.Add(ctx, -1, t.measure(setKey{strategy: e.Strategy}).add...)
 }
 
 // errorType is the error.type of err; see the package doc.

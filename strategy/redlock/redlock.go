@@ -179,6 +179,10 @@ func isAddr(c driver.Conn) bool { return driver.Addr(c) != "" }
 // Quorum returns how many nodes must grant a lock.
 func (s *Strategy) Quorum() int { return s.quorum }
 
+// ReportsNodes implements [lock.NodeReporter]: each node's answer reaches
+// the Node hooks (the otel package records them as span events).
+func (s *Strategy) ReportsNodes() bool { return true }
+
 // String returns the strategy's name, "redlock".
 func (s *Strategy) String() string { return "redlock" }
 

@@ -1,0 +1,351 @@
+// Command tracedemo shows what the otel package records when workers contend
+// for locks: it runs them on an embedded in-process server (or a Redis of
+// your own), records every span and metric with the OpenTelemetry SDK, and
+// prints a waterfall of the trace, the lock.obtain spans, the hottest locks
+// and the metrics. With -svg it also draws the waterfall as an SVG image
+// (README's picture is drawn by it).
+//
+//	go run ./cmd/tracedemo
+//	go run ./cmd/tracedemo -svg otel/contention.svg
+//	go run ./cmd/tracedemo -addr 127.0.0.1:6380
+package main
+
+import (
+	"cmp"
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel/attribute"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/locksmith-go/lock"
+	"github.com/locksmith-go/lock/driver/goredis"
+	"github.com/locksmith-go/lock/internal/embedded"
+	lockotel "github.com/locksmith-go/lock/otel"
+	"github.com/locksmith-go/lock/strategy/single"
+)
+
+func main() {
+	addr := flag.String("addr", "", "Redis address (default: an embedded in-process server)")
+	svg := flag.String("svg", "", "also write the waterfall as an SVG image to this file")
+	hold := flag.Duration("hold", 15*time.Millisecond, "how long each worker holds its lock")
+	flag.Parse()
+	log.SetFlags(0)
+
+	if *addr == "" {
+		srv, err := embedded.Start()
+		if err != nil {
+			log.Fatal(err)
+		}
+		defer srv.Close()
+		*addr = srv.Addr()
+		fmt.Printf("embedded Redis on %s\n", *addr)
+	}
+	client := redis.NewClient(&redis.Options{Addr: *addr, ContextTimeoutEnabled: true})
+	defer client.Close()
+	bare, err := single.New(goredis.New(client))
+	if err != nil {
+		log.Fatal(err)
+	}
+
+	// The SDK records in memory here; in production it exports to a
+	// collector. The locker sees only the providers.
+	spans := tracetest.NewSpanRecorder()
+	reader := sdkmetric.NewManualReader()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	ctx := context.Background()
+	defer func() { _ = tp.Shutdown(ctx); _ = mp.Shutdown(ctx) }()
+	locker := lockotel.NewLocker(bare,
+		lockotel.WithTracerProvider(tp), lockotel.WithMeterProvider(mp), lockotel.WithKeys(lockotel.KeysHashed))
+
+	jobs := []job{{1, "report:daily"}, {2, "report:daily"}, {3, "invoice:42"}, {4, "report:daily"}, {5, "invoice:42"}, {6, "report:daily"}}
+	fmt.Printf("%d workers contend for 2 locks; each holds its lock for %v\n", len(jobs), *hold)
+	start := time.Now()
+	if err := run(ctx, tp, locker, jobs, *hold); err != nil {
+		log.Fatal(err)
+	}
+	tr := collect(spans.Ended(), jobs, start)
+	tr.text(os.Stdout)
+	if err := tr.metrics(os.Stdout, reader); err != nil {
+		log.Fatal(err)
+	}
+	if *svg != "" {
+		f, err := os.Create(*svg)
+		if err != nil {
+			log.Fatal(err)
+		}
+		tr.svg(f)
+		if err := f.Close(); err != nil {
+			log.Fatal(err)
+		}
+		fmt.Printf("\nwrote %s\n", *svg)
+	}
+}
+
+// job is one worker and the key it locks.
+type job struct {
+	worker int
+	key    string
+}
+
+// run starts every job at once. Each runs in a span of its own (a "job"
+// span, as an application's would be), so that its lock spans are its
+// children.
+func run(ctx context.Context, tp *sdktrace.TracerProvider, locker lock.Locker, jobs []job, hold time.Duration) error {
+	tracer := tp.Tracer("tracedemo")
+	var wg sync.WaitGroup
+	errs := make(chan error, len(jobs))
+	for _, j := range jobs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx, span := tracer.Start(ctx, "job", trace.WithAttributes(attribute.Int("worker", j.worker), attribute.String("key", j.key)))
+			defer span.End()
+			lk, err := locker.Obtain(ctx, j.key, 5*time.Second, lock.WithRetry(lock.Linear(5*time.Millisecond)))
+			if err != nil {
+				errs <- fmt.Errorf("worker %d: %w", j.worker, err)
+				return
+			}
+			time.Sleep(hold) // the work the lock protects
+			if err := lk.Release(ctx); err != nil {
+				errs <- fmt.Errorf("worker %d: %w", j.worker, err)
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	return <-errs
+}
+
+// row is one job's part of the trace, in milliseconds from the start.
+type row struct {
+	job
+	keyHash                  string
+	obtainStart, obtainEnd   float64
+	releaseStart, releaseEnd float64
+	contended                []float64
+	attempts                 int64
+	outcome                  string
+}
+
+type waterfall struct {
+	rows []row
+	end  float64
+}
+
+// collect turns the recorded spans into rows, one per job: grouped by key,
+// in the order of jobs, and by when each obtained its lock.
+func collect(spans []sdktrace.ReadOnlySpan, jobs []job, start time.Time) waterfall {
+	ms := func(t time.Time) float64 { return float64(t.Sub(start).Microseconds()) / 1000 }
+	byParent := map[string][]sdktrace.ReadOnlySpan{}
+	var tr waterfall
+	for _, s := range spans {
+		byParent[s.Parent().SpanID().String()] = append(byParent[s.Parent().SpanID().String()], s)
+	}
+	for _, s := range spans {
+		if s.Name() != "job" {
+			continue
+		}
+		r := row{}
+		for _, kv := range s.Attributes() {
+			switch kv.Key {
+			case "worker":
+				r.worker = int(kv.Value.AsInt64())
+			case "key":
+				r.key = kv.Value.AsString()
+			}
+		}
+		for _, c := range byParent[s.SpanContext().SpanID().String()] {
+			a := attrMap(c.Attributes())
+			switch c.Name() {
+			case "lock.obtain":
+				r.obtainStart, r.obtainEnd = ms(c.StartTime()), ms(c.EndTime())
+				r.keyHash = a["locksmith.lock.key_hash"].AsString()
+				r.attempts = a["locksmith.lock.attempts"].AsInt64()
+				r.outcome = a["locksmith.lock.outcome"].AsString()
+				for _, e := range c.Events() {
+					if e.Name == "lock.contended" {
+						r.contended = append(r.contended, ms(e.Time))
+					}
+				}
+			case "lock.release":
+				r.releaseStart, r.releaseEnd = ms(c.StartTime()), ms(c.EndTime())
+			}
+		}
+		tr.end = max(tr.end, r.releaseEnd)
+		tr.rows = append(tr.rows, r)
+	}
+	rank := map[string]int{}
+	for i, j := range slices.Backward(jobs) {
+		rank[j.key] = i
+	}
+	slices.SortFunc(tr.rows, func(a, b row) int {
+		return cmp.Or(cmp.Compare(rank[a.key], rank[b.key]), cmp.Compare(a.obtainEnd, b.obtainEnd))
+	})
+	return tr
+}
+
+func attrMap(kvs []attribute.KeyValue) map[attribute.Key]attribute.Value {
+	m := make(map[attribute.Key]attribute.Value, len(kvs))
+	for _, kv := range kvs {
+		m[kv.Key] = kv.Value
+	}
+	return m
+}
+
+// text prints the waterfall, the obtain spans and the hottest locks.
+func (tr waterfall) text(w io.Writer) {
+	const width = 64
+	col := func(t float64) int { return min(width-1, int(t/tr.end*width)) }
+	fmt.Fprintf(w, "\nwaterfall, 0 to %.0fms: ░ waiting in lock.obtain, ┃ a contended attempt (span event), █ holding, ▌ lock.release\n", tr.end)
+	for _, r := range tr.rows {
+		line := []rune(strings.Repeat(" ", width))
+		for c := col(r.obtainStart); c <= col(r.obtainEnd); c++ {
+			line[c] = '░'
+		}
+		for _, t := range r.contended {
+			line[col(t)] = '┃'
+		}
+		for c := col(r.obtainEnd); c < col(r.releaseStart); c++ {
+			line[c] = '█'
+		}
+		line[col(r.releaseStart)] = '▌'
+		fmt.Fprintf(w, "  worker %d %-13s %s\n", r.worker, r.key, strings.TrimRight(string(line), " "))
+	}
+
+	fmt.Fprintf(w, "\nlock.obtain spans (locksmith.lock.*)\n  %-8s %-18s %8s %9s  %s\n", "worker", "key_hash", "attempts", "wait", "outcome")
+	for _, r := range tr.rows {
+		fmt.Fprintf(w, "  %-8d %-18s %8d %7.1fms  %s\n", r.worker, r.keyHash, r.attempts, r.obtainEnd-r.obtainStart, r.outcome)
+	}
+
+	type heat struct {
+		hash, key                  string
+		obtains, contended         int
+		totalWait, maxWait, maxEnd float64
+	}
+	var hot []*heat
+	byHash := map[string]*heat{}
+	for _, r := range tr.rows {
+		h := byHash[r.keyHash]
+		if h == nil {
+			h = &heat{hash: r.keyHash, key: r.key}
+			byHash[r.keyHash] = h
+			hot = append(hot, h)
+		}
+		wait := r.obtainEnd - r.obtainStart
+		h.obtains++
+		h.contended += len(r.contended)
+		h.totalWait += wait
+		h.maxWait = max(h.maxWait, wait)
+	}
+	slices.SortFunc(hot, func(a, b *heat) int { return cmp.Compare(b.totalWait, a.totalWait) })
+	fmt.Fprintf(w, "\nhottest locks: lock.obtain spans grouped by locksmith.lock.key_hash\n  %-18s %7s %10s %11s %9s  %s\n", "key_hash", "obtains", "contended", "total wait", "max wait", "(the key, known to you)")
+	for _, h := range hot {
+		fmt.Fprintf(w, "  %-18s %7d %10d %9.1fms %7.1fms  %s\n", h.hash, h.obtains, h.contended, h.totalWait, h.maxWait, h.key)
+	}
+}
+
+// metrics prints what the metric instruments recorded.
+func (tr waterfall) metrics(w io.Writer, reader *sdkmetric.ManualReader) error {
+	var rm metricdata.ResourceMetrics
+	if err := reader.Collect(context.Background(), &rm); err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "\nmetrics\n")
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			switch d := m.Data.(type) {
+			case metricdata.Histogram[float64]:
+				for _, dp := range d.DataPoints {
+					fmt.Fprintf(w, "  %-32s %-40s count=%d sum=%.3fs max=%.3fs\n", m.Name, labels(dp.Attributes), dp.Count, dp.Sum, maxOf(dp.Max))
+				}
+			case metricdata.Sum[int64]:
+				for _, dp := range d.DataPoints {
+					fmt.Fprintf(w, "  %-32s %-40s %d\n", m.Name, labels(dp.Attributes), dp.Value)
+				}
+			}
+		}
+	}
+	return nil
+}
+
+func maxOf(e metricdata.Extrema[float64]) float64 {
+	v, _ := e.Value()
+	return v
+}
+
+func labels(set attribute.Set) string {
+	var parts []string
+	for _, kv := range set.ToSlice() {
+		parts = append(parts, strings.TrimPrefix(string(kv.Key), "locksmith.lock.")+"="+kv.Value.Emit())
+	}
+	return "{" + strings.Join(parts, ",") + "}"
+}
+
+// svg draws the waterfall.
+func (tr waterfall) svg(w io.Writer) {
+	const (
+		left, right, top, rowH, barH = 190.0, 100.0, 58.0, 30.0, 16.0
+		width                        = 960.0
+	)
+	plot := width - left - right
+	x := func(t float64) float64 { return left + t/tr.end*plot }
+	height := top + rowH*float64(len(tr.rows)) + 56
+	fmt.Fprintf(w, `<svg xmlns="http://www.w3.org/2000/svg" width="%.0f" height="%.0f" font-family="Helvetica, Arial, sans-serif" font-size="13">`+"\n", width, height)
+	fmt.Fprintf(w, `<rect width="100%%" height="100%%" fill="white"/>`+"\n")
+	fmt.Fprintf(w, `<text x="12" y="22" font-size="15" font-weight="bold">%d workers contend for 2 locks: spans recorded by lockotel</text>`+"\n", len(tr.rows))
+	legend := []struct{ color, label string }{{"#f4b860", "waiting (lock.obtain)"}, {"#c0392b", "contended attempt (event)"}, {"#2e8b57", "holding the lock"}, {"#2c6fbb", "lock.release"}}
+	lx := 12.0
+	for _, l := range legend {
+		fmt.Fprintf(w, `<rect x="%.0f" y="33" width="12" height="12" fill="%s"/><text x="%.0f" y="44">%s</text>`+"\n", lx, l.color, lx+16, l.label)
+		lx += 36 + 7.2*float64(len(l.label))
+	}
+	for ms := 0.0; ms <= tr.end; ms += tickStep(tr.end) {
+		fmt.Fprintf(w, `<line x1="%.1f" y1="%.0f" x2="%.1f" y2="%.0f" stroke="#ddd"/>`+"\n", x(ms), top-4, x(ms), height-40)
+		fmt.Fprintf(w, `<text x="%.1f" y="%.0f" text-anchor="middle" fill="#555">%.0fms</text>`+"\n", x(ms), height-24, ms)
+	}
+	for i, r := range tr.rows {
+		y := top + rowH*float64(i)
+		fmt.Fprintf(w, `<text x="12" y="%.0f">worker %d · %s</text>`+"\n", y+barH-3, r.worker, r.key)
+		fmt.Fprintf(w, `<rect x="%.1f" y="%.0f" width="%.1f" height="%.0f" fill="#f4b860"><title>lock.obtain: %.1fms, %d attempts</title></rect>`+"\n",
+			x(r.obtainStart), y, max(1, x(r.obtainEnd)-x(r.obtainStart)), barH, r.obtainEnd-r.obtainStart, r.attempts)
+		for _, t := range r.contended {
+			fmt.Fprintf(w, `<rect x="%.1f" y="%.0f" width="2" height="%.0f" fill="#c0392b"/>`+"\n", x(t)-1, y, barH)
+		}
+		fmt.Fprintf(w, `<rect x="%.1f" y="%.0f" width="%.1f" height="%.0f" fill="#2e8b57"/>`+"\n", x(r.obtainEnd), y, max(1, x(r.releaseStart)-x(r.obtainEnd)), barH)
+		fmt.Fprintf(w, `<rect x="%.1f" y="%.0f" width="%.1f" height="%.0f" fill="#2c6fbb"/>`+"\n", x(r.releaseStart), y, max(3, x(r.releaseEnd)-x(r.releaseStart)), barH)
+		fmt.Fprintf(w, `<text x="%.1f" y="%.0f" fill="#555" font-size="11">%s</text>`+"\n", x(r.releaseEnd)+8, y+barH-4, plural(r.attempts, "attempt"))
+	}
+	fmt.Fprintln(w, `</svg>`)
+}
+
+func plural(n int64, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
+}
+
+// tickStep picks a round axis step for a span of end milliseconds.
+func tickStep(end float64) float64 {
+	for _, s := range []float64{5, 10, 20, 25, 50, 100, 200, 250, 500, 1000} {
+		if end/s <= 10 {
+			return s
+		}
+	}
+	return 2000
+}

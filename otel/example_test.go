@@ -1,0 +1,63 @@
+package lockotel_test
+
+import (
+	"context"
+	"fmt"
+	"log"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+
+	"github.com/locksmith-go/lock"
+	"github.com/locksmith-go/lock/driver/goredis"
+	"github.com/locksmith-go/lock/internal/embedded"
+	lockotel "github.com/locksmith-go/lock/otel"
+	"github.com/locksmith-go/lock/strategy/single"
+)
+
+func ExampleNewLocker() {
+	srv, err := embedded.Start() // an in-process Redis, for the example
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer srv.Close()
+	client := redis.NewClient(&redis.Options{Addr: srv.Addr(), ContextTimeoutEnabled: true})
+	defer client.Close()
+	bare, err := single.New(goredis.New(client))
+	if err != nil {
+		log.Fatal(err)
+	}
+
+	// In production the providers come from your SDK setup (or the
+	// globals, the default); here the spans are recorded in memory.
+	spans := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))
+	defer tp.Shutdown(context.Background())
+	locker := lockotel.NewLocker(bare, lockotel.WithTracerProvider(tp))
+
+	ctx := context.Background()
+	lk, err := locker.Obtain(ctx, "report:daily", time.Minute)
+	if err != nil {
+		log.Fatal(err)
+	}
+	// A second worker tries three times, and gives up.
+	_, _ = locker.Obtain(ctx, "report:daily", time.Minute, lock.WithRetry(lock.LimitAttempts(lock.Linear(time.Millisecond), 3)))
+	_ = lk.Release(ctx)
+
+	for _, s := range spans.Ended() {
+		fmt.Print(s.Name())
+		for _, kv := range s.Attributes() {
+			switch kv.Key {
+			case "locksmith.lock.strategy", "locksmith.lock.outcome", "locksmith.lock.attempts":
+				fmt.Printf(" %s=%s", kv.Key, kv.Value.Emit())
+			}
+		}
+		fmt.Printf(" events=%d status=%s\n", len(s.Events()), s.Status().Code)
+	}
+	// Output:
+	// lock.obtain locksmith.lock.strategy=single locksmith.lock.attempts=1 locksmith.lock.outcome=acquired events=0 status=Unset
+	// lock.obtain locksmith.lock.strategy=single locksmith.lock.attempts=3 locksmith.lock.outcome=contended events=3 status=Unset
+	// lock.release locksmith.lock.strategy=single events=0 status=Unset
+}
