@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"maps"
 	"strings"
 	"testing"
 	"time"
@@ -71,6 +72,25 @@ func (r *recording) metrics(t *testing.T) map[string]metricdata.Metrics {
 	return out
 }
 
+// by sums a metric's data points by the value of the attribute attr:
+// their counts for a histogram, their values for a sum.
+func by(md metricdata.Metrics, attr attribute.Key) map[string]int64 {
+	out := map[string]int64{}
+	switch d := md.Data.(type) {
+	case metricdata.Histogram[float64]:
+		for _, dp := range d.DataPoints {
+			v, _ := dp.Attributes.Value(attr)
+			out[v.AsString()] += int64(dp.Count)
+		}
+	case metricdata.Sum[int64]:
+		for _, dp := range d.DataPoints {
+			v, _ := dp.Attributes.Value(attr)
+			out[v.AsString()] += dp.Value
+		}
+	}
+	return out
+}
+
 func attrs(s sdktrace.ReadOnlySpan) map[string]attribute.Value {
 	m := map[string]attribute.Value{}
 	for _, kv := range s.Attributes() {
@@ -85,6 +105,18 @@ func only(t *testing.T, spans []sdktrace.ReadOnlySpan, name string) sdktrace.Rea
 		t.Fatalf("%s spans = %d, want 1", name, len(spans))
 	}
 	return spans[0]
+}
+
+// heldKey returns a key that l holds until the test ends.
+func heldKey(t *testing.T, l lock.Locker) string {
+	t.Helper()
+	key := conformance.Key(t)
+	held, err := l.Obtain(context.Background(), key, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = held.Release(context.Background()) })
+	return key
 }
 
 func singleLocker(t testing.TB, addr string) lock.Locker {
@@ -141,12 +173,7 @@ func TestObtainSpans(t *testing.T) {
 	t.Run("contended: an answer, not an error", func(t *testing.T) {
 		rec := newRecording(t)
 		l := rec.wrap(singleLocker(t, addr))
-		key := conformance.Key(t)
-		held, err := l.Obtain(ctx, key, time.Minute)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer held.Release(ctx)
+		key := heldKey(t, l)
 		if _, err := l.Obtain(ctx, key, time.Minute, lock.WithRetry(lock.LimitAttempts(lock.Linear(time.Millisecond), 3))); err == nil {
 			t.Fatal("second Obtain succeeded")
 		}
@@ -165,12 +192,7 @@ func TestObtainSpans(t *testing.T) {
 	t.Run("timed out", func(t *testing.T) {
 		rec := newRecording(t)
 		l := rec.wrap(singleLocker(t, addr))
-		key := conformance.Key(t)
-		held, err := l.Obtain(ctx, key, time.Minute)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer held.Release(ctx)
+		key := heldKey(t, l)
 		dctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
 		defer cancel()
 		if _, err := l.Obtain(dctx, key, time.Minute, lock.WithRetry(lock.Linear(5*time.Millisecond))); err == nil {
@@ -180,6 +202,22 @@ func TestObtainSpans(t *testing.T) {
 		a := attrs(s)
 		if a["locksmith.lock.outcome"].AsString() != "timed_out" || a["error.type"].AsString() != "timeout" || s.Status().Code != codes.Error {
 			t.Errorf("outcome, error.type, status = %q, %q, %v; want timed_out, timeout, error", a["locksmith.lock.outcome"].AsString(), a["error.type"].AsString(), s.Status().Code)
+		}
+	})
+
+	t.Run("canceled", func(t *testing.T) {
+		rec := newRecording(t)
+		l := rec.wrap(singleLocker(t, addr))
+		key := heldKey(t, l)
+		cctx, cancel := context.WithCancel(ctx)
+		time.AfterFunc(20*time.Millisecond, cancel)
+		if _, err := l.Obtain(cctx, key, time.Minute, lock.WithRetry(lock.Linear(5*time.Millisecond))); err == nil {
+			t.Fatal("Obtain succeeded")
+		}
+		s := rec.ended("lock.obtain")[1]
+		a := attrs(s)
+		if a["locksmith.lock.outcome"].AsString() != "timed_out" || a["error.type"].AsString() != "canceled" || s.Status().Code != codes.Error {
+			t.Errorf("outcome, error.type, status = %q, %q, %v; want timed_out, canceled, error", a["locksmith.lock.outcome"].AsString(), a["error.type"].AsString(), s.Status().Code)
 		}
 	})
 
@@ -371,43 +409,20 @@ func TestMetrics(t *testing.T) {
 			t.Errorf("metric %s: present %v, unit %q; want present, %q", name, ok, got.Unit, unit)
 		}
 	}
-	acquire := m["locksmith.lock.acquire.duration"].Data.(metricdata.Histogram[float64])
-	counts := map[string]uint64{}
-	for _, dp := range acquire.DataPoints {
-		v, _ := dp.Attributes.Value("locksmith.lock.outcome")
-		counts[v.AsString()] += dp.Count
-	}
-	if counts["acquired"] != 2 || counts["contended"] != 1 {
-		t.Errorf("acquire.duration counts by outcome = %v, want acquired 2, contended 1", counts)
-	}
-	attempts := m["locksmith.lock.attempts"].Data.(metricdata.Sum[int64])
-	tries := map[string]int64{}
-	for _, dp := range attempts.DataPoints {
-		v, _ := dp.Attributes.Value("locksmith.lock.outcome")
-		tries[v.AsString()] += dp.Value
-	}
-	if tries["acquired"] != 2 || tries["contended"] != 1 {
-		t.Errorf("attempts by outcome = %v, want acquired 2, contended 1", tries)
-	}
-	active := m["locksmith.lock.active"].Data.(metricdata.Sum[int64])
-	if len(active.DataPoints) != 1 || active.DataPoints[0].Value != 0 {
-		t.Errorf("active = %v, want one series at 0 (one released, one lost)", active.DataPoints)
-	}
-	hold := m["locksmith.lock.hold.duration"].Data.(metricdata.Histogram[float64])
-	ends := map[string]uint64{}
-	for _, dp := range hold.DataPoints {
-		v, _ := dp.Attributes.Value("locksmith.lock.end")
-		ends[v.AsString()] += dp.Count
-	}
-	if ends["released"] != 1 || ends["lost"] != 1 {
-		t.Errorf("hold.duration counts by end = %v, want released 1, lost 1", ends)
-	}
-	lost := m["locksmith.lock.lost"].Data.(metricdata.Sum[int64])
-	if len(lost.DataPoints) != 1 || lost.DataPoints[0].Value != 1 {
-		t.Errorf("lost = %v, want 1", lost.DataPoints)
-	}
-	if v, _ := lost.DataPoints[0].Attributes.Value("error.type"); v.AsString() != "expired" {
-		t.Errorf("lost error.type = %q, want expired", v.AsString())
+	for _, c := range []struct {
+		metric string
+		attr   attribute.Key
+		want   map[string]int64
+	}{
+		{"locksmith.lock.acquire.duration", "locksmith.lock.outcome", map[string]int64{"acquired": 2, "contended": 1}},
+		{"locksmith.lock.attempts", "locksmith.lock.outcome", map[string]int64{"acquired": 2, "contended": 1}},
+		{"locksmith.lock.active", "locksmith.lock.strategy", map[string]int64{"single": 0}}, // one released, one lost
+		{"locksmith.lock.hold.duration", "locksmith.lock.end", map[string]int64{"released": 1, "lost": 1}},
+		{"locksmith.lock.lost", "error.type", map[string]int64{"expired": 1}},
+	} {
+		if got := by(m[c.metric], c.attr); !maps.Equal(got, c.want) {
+			t.Errorf("%s by %s = %v, want %v", c.metric, c.attr, got, c.want)
+		}
 	}
 	for name, md := range m {
 		if strings.Contains(fmt.Sprint(md.Data), key) {

@@ -16,12 +16,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/locksmith-go/lock"
-	"github.com/locksmith-go/lock/driver/goredis"
 	"github.com/locksmith-go/lock/internal/embedded"
-	"github.com/locksmith-go/lock/strategy/single"
 )
 
 func main() {
@@ -30,21 +26,11 @@ func main() {
 	flag.Parse()
 	log.SetFlags(0)
 
-	if *addr == "" {
-		srv, err := embedded.Start()
-		if err != nil {
-			log.Fatal(err)
-		}
-		defer srv.Close()
-		*addr = srv.Addr()
-		fmt.Printf("embedded Redis on %s\n", *addr)
-	}
-	client := redis.NewClient(&redis.Options{Addr: *addr, ContextTimeoutEnabled: true})
-	defer client.Close()
-	locker, err := single.New(goredis.New(client))
+	locker, closeLocker, err := embedded.Single(*addr)
 	if err != nil {
 		log.Fatal(err)
 	}
+	defer closeLocker()
 	ctx := context.Background()
 	if err := run(ctx, locker, *workers); err != nil {
 		log.Print(err)

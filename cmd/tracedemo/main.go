@@ -23,7 +23,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel/attribute"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
@@ -32,10 +31,8 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/locksmith-go/lock"
-	"github.com/locksmith-go/lock/driver/goredis"
 	"github.com/locksmith-go/lock/internal/embedded"
 	lockotel "github.com/locksmith-go/lock/otel"
-	"github.com/locksmith-go/lock/strategy/single"
 )
 
 func main() {
@@ -45,21 +42,11 @@ func main() {
 	flag.Parse()
 	log.SetFlags(0)
 
-	if *addr == "" {
-		srv, err := embedded.Start()
-		if err != nil {
-			log.Fatal(err)
-		}
-		defer srv.Close()
-		*addr = srv.Addr()
-		fmt.Printf("embedded Redis on %s\n", *addr)
-	}
-	client := redis.NewClient(&redis.Options{Addr: *addr, ContextTimeoutEnabled: true})
-	defer client.Close()
-	bare, err := single.New(goredis.New(client))
+	bare, closeLocker, err := embedded.Single(*addr)
 	if err != nil {
 		log.Fatal(err)
 	}
+	defer closeLocker()
 
 	// The SDK records in memory here; in production it exports to a
 	// collector. The locker sees only the providers.

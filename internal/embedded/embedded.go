@@ -5,10 +5,16 @@
 package embedded
 
 import (
+	"fmt"
 	"sync"
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/locksmith-go/lock"
+	"github.com/locksmith-go/lock/driver/goredis"
+	"github.com/locksmith-go/lock/strategy/single"
 )
 
 // tick is how often the clock of the embedded server catches up with real
@@ -59,4 +65,28 @@ func (s *Server) Close() {
 	close(s.stop)
 	s.wg.Wait()
 	s.m.Close()
+}
+
+// Single returns a Locker of the single strategy over go-redis, on addr
+// when it is set, and otherwise on a new embedded server, which it announces
+// on stdout. close closes the client and stops the server. The demos use
+// it for their -addr flag.
+func Single(addr string) (_ lock.Locker, close func(), err error) {
+	stop := func() {}
+	if addr == "" {
+		s, err := Start()
+		if err != nil {
+			return nil, nil, err
+		}
+		addr, stop = s.Addr(), s.Close
+		fmt.Printf("embedded Redis on %s\n", addr)
+	}
+	client := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
+	close = func() { _ = client.Close(); stop() }
+	l, err := single.New(goredis.New(client))
+	if err != nil {
+		close()
+		return nil, nil, err
+	}
+	return l, close, nil
 }
