@@ -220,9 +220,9 @@ func (tr waterfall) text(w io.Writer) {
 	}
 
 	type heat struct {
-		hash, key                  string
-		obtains, contended         int
-		totalWait, maxWait, maxEnd float64
+		hash, key          string
+		obtains, contended int
+		totalWait, maxWait float64
 	}
 	var hot []*heat
 	byHash := map[string]*heat{}
