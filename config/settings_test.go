@@ -2,6 +2,7 @@ package config
 
 import (
 	"encoding/json"
+	"os"
 	"reflect"
 	"strings"
 	"testing"
@@ -125,4 +126,35 @@ func escapedPassword(c Config) string {
 	userinfo := rest[:strings.LastIndex(rest, "@")]
 	_, pw, _ := strings.Cut(userinfo, ":")
 	return pw
+}
+
+// TestREADMEDocumentsEverySetting: README's table has a row for each
+// setting, with its environment variable.
+func TestREADMEDocumentsEverySetting(t *testing.T) {
+	b, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(b), "\n## Choosing the strategy by config\n")
+	if !ok {
+		t.Fatal(`README.md has no section "## Choosing the strategy by config"`)
+	}
+	section, _, _ = strings.Cut(section, "\n## ")
+	rows := map[string]string{}
+	for line := range strings.SplitSeq(section, "\n") {
+		if name, ok := strings.CutPrefix(line, "| `"); ok {
+			name, _, _ = strings.Cut(name, "`")
+			rows[name] = line
+		}
+	}
+	for _, s := range settings {
+		row, ok := rows[s.name]
+		if !ok {
+			t.Errorf("README: no row for setting %s", s.name)
+			continue
+		}
+		if env := "`LOCKSMITH_" + strings.ToUpper(s.name) + "`"; !strings.Contains(row, env) {
+			t.Errorf("README: the row of %s does not name %s", s.name, env)
+		}
+	}
 }
