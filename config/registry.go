@@ -73,25 +73,21 @@ var (
 // URL scheme in lower case, if it is registered already, if s.New is nil,
 // or if a parameter name is invalid or taken.
 func RegisterStrategy(name string, s Strategy) {
-	register("strategy", name, s.New != nil, s.Params, func() bool {
-		_, dup := registry.strategies[name]
-		if !dup {
-			registry.strategies[name] = s
-		}
-		return dup
-	})
+	register("strategy", name, s.New != nil, s.Params, func() bool { return addNew(registry.strategies, name, s) })
 }
 
 // RegisterDriver makes a driver known to Open by name, as the value of the
 // driver setting. It panics as RegisterStrategy does.
 func RegisterDriver(name string, d Driver) {
-	register("driver", name, d.Open != nil, d.Params, func() bool {
-		_, dup := registry.drivers[name]
-		if !dup {
-			registry.drivers[name] = d
-		}
-		return dup
-	})
+	register("driver", name, d.Open != nil, d.Params, func() bool { return addNew(registry.drivers, name, d) })
+}
+
+// addNew adds v to m under name unless name is taken, which it reports.
+func addNew[T any](m map[string]T, name string, v T) (taken bool) {
+	if _, taken = m[name]; !taken {
+		m[name] = v
+	}
+	return taken
 }
 
 // register checks a registration and runs add under the lock; add reports
@@ -127,55 +123,42 @@ func register(what, name string, hasFunc bool, params []string, add func() (dup 
 func title(s string) string { return strings.ToUpper(s[:1]) + s[1:] }
 
 // Strategies returns the names of the known strategies, sorted.
-func Strategies() []string {
-	registry.RLock()
-	defer registry.RUnlock()
-	return slices.Sorted(maps.Keys(registry.strategies))
-}
+func Strategies() []string { return names(registry.strategies) }
 
 // Drivers returns the names of the known drivers, sorted.
-func Drivers() []string {
+func Drivers() []string { return names(registry.drivers) }
+
+func names[T any](m map[string]T) []string {
 	registry.RLock()
 	defer registry.RUnlock()
-	return slices.Sorted(maps.Keys(registry.drivers))
+	return slices.Sorted(maps.Keys(m))
 }
 
-func knownStrategy(name string) error {
+func get[T any](m map[string]T, name string) (T, bool) {
 	registry.RLock()
-	_, ok := registry.strategies[name]
-	registry.RUnlock()
-	switch {
+	defer registry.RUnlock()
+	v, ok := m[name]
+	return v, ok
+}
+
+// known checks that name is registered in m, and lists m's names if not.
+func known[T any](m map[string]T, name string) error {
+	switch _, ok := get(m, name); {
 	case name == "":
-		return fmt.Errorf("is required; known: %s", strings.Join(Strategies(), ", "))
+		return fmt.Errorf("is required; known: %s", strings.Join(names(m), ", "))
 	case !ok:
-		return fmt.Errorf("unknown %q; known: %s", name, strings.Join(Strategies(), ", "))
+		return fmt.Errorf("unknown %q; known: %s", name, strings.Join(names(m), ", "))
 	}
 	return nil
 }
 
-func knownDriver(name string) error {
-	registry.RLock()
-	_, ok := registry.drivers[name]
-	registry.RUnlock()
-	if !ok {
-		return fmt.Errorf("unknown %q; known: %s", name, strings.Join(Drivers(), ", "))
-	}
-	return nil
-}
+func knownStrategy(name string) error { return known(registry.strategies, name) }
+func knownDriver(name string) error   { return known(registry.drivers, name) }
 
 // strategyOf and driverOf return the registered strategy and driver of a
 // valid Config.
-func strategyOf(c Config) Strategy {
-	registry.RLock()
-	defer registry.RUnlock()
-	return registry.strategies[c.Strategy]
-}
-
-func driverOf(c Config) Driver {
-	registry.RLock()
-	defer registry.RUnlock()
-	return registry.drivers[c.driver()]
-}
+func strategyOf(c Config) Strategy { s, _ := get(registry.strategies, c.Strategy); return s }
+func driverOf(c Config) Driver     { d, _ := get(registry.drivers, c.driver()); return d }
 
 // DefaultDriver is the driver of a Config that names none.
 const DefaultDriver = "goredis"
@@ -187,15 +170,6 @@ func (c Config) driver() string {
 	return c.Driver
 }
 
-func isParam(name string) bool {
-	registry.RLock()
-	defer registry.RUnlock()
-	_, ok := registry.params[name]
-	return ok
-}
+func isParam(name string) bool { _, ok := get(registry.params, name); return ok }
 
-func paramNames() []string {
-	registry.RLock()
-	defer registry.RUnlock()
-	return slices.Collect(maps.Keys(registry.params))
-}
+func paramNames() []string { return names(registry.params) }
