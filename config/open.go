@@ -32,7 +32,11 @@ type Locker struct {
 
 	mu      sync.Mutex
 	closers []io.Closer
-	closed  bool
+
+	// inFlight is held for reading by every call on a client, and for
+	// writing by Close, which so waits for the calls in flight.
+	inFlight sync.RWMutex
+	closed   bool
 }
 
 var _ lock.Locker = (*Locker)(nil)
@@ -69,7 +73,10 @@ func Open(c Config) (*Locker, error) {
 			l.closers = append(l.closers, closer)
 			l.mu.Unlock()
 		}
-		return conn, err
+		if err != nil || driver.Check(conn) != nil {
+			return conn, err // for the strategy to refuse
+		}
+		return guarded{conn, l}, nil
 	}
 	inner, err := strategyOf(c).New(c, open)
 	if err != nil {
@@ -102,10 +109,7 @@ func (c Config) withDefaults() Config {
 // Obtain implements [lock.Locker], with the configured retry policy unless
 // opts choose one. It returns ErrClosed after Close.
 func (l *Locker) Obtain(ctx context.Context, key string, ttl time.Duration, opts ...lock.Option) (*lock.Lock, error) {
-	l.mu.Lock()
-	closed := l.closed
-	l.mu.Unlock()
-	if closed {
+	if l.isClosed() {
 		return nil, ErrClosed
 	}
 	if l.retry != nil {
@@ -123,13 +127,18 @@ func (l *Locker) TTL() time.Duration { return l.ttl }
 // Config returns the Config the Locker was built from.
 func (l *Locker) Config() Config { return l.cfg.clone() }
 
-// Close closes every client the Locker opened, and returns the first
-// error. Release the locks first: their Refresh and Release need the
-// clients. Calling Close again does nothing and returns nil.
+// Close waits for the calls in flight to end, such as the clean-ups that
+// Redlock runs after an Obtain returned, then closes every client the
+// Locker opened, and returns their errors. After Close, Obtain and the
+// operations of its locks return an error matching ErrClosed: release the
+// locks first. Calling Close again does nothing and returns nil.
 func (l *Locker) Close() error {
+	l.inFlight.Lock()
+	l.closed = true
+	l.inFlight.Unlock()
 	l.mu.Lock()
 	closers := l.closers
-	l.closers, l.closed = nil, true
+	l.closers = nil
 	l.mu.Unlock()
 	var errs []error
 	for _, c := range closers {
@@ -137,6 +146,74 @@ func (l *Locker) Close() error {
 	}
 	return errors.Join(errs...)
 }
+
+func (l *Locker) isClosed() bool {
+	l.inFlight.RLock()
+	defer l.inFlight.RUnlock()
+	return l.closed
+}
+
+// during runs call unless the Locker is closed, and keeps Close from
+// closing the clients until call returns.
+func (l *Locker) during(call func() error) error {
+	l.inFlight.RLock()
+	defer l.inFlight.RUnlock()
+	if l.closed {
+		return ErrClosed
+	}
+	return call()
+}
+
+// guarded is a client's connection whose calls hold off Close, and fail
+// with ErrClosed after it, so that no call ever reaches a closed client
+// (a redigo pool panics when one does).
+type guarded struct {
+	c driver.Conn
+	l *Locker
+}
+
+var (
+	_ driver.Conn      = guarded{}
+	_ driver.Addresser = guarded{}
+)
+
+func (g guarded) SetNX(ctx context.Context, key, value string, ttl time.Duration) (ok bool, err error) {
+	err = g.l.during(func() error { ok, err = g.c.SetNX(ctx, key, value, ttl); return err })
+	return ok, err
+}
+
+func (g guarded) Get(ctx context.Context, key string) (value string, ok bool, err error) {
+	err = g.l.during(func() error { value, ok, err = g.c.Get(ctx, key); return err })
+	return value, ok, err
+}
+
+func (g guarded) GetSet(ctx context.Context, key, value string) (old string, ok bool, err error) {
+	err = g.l.during(func() error { old, ok, err = g.c.GetSet(ctx, key, value); return err })
+	return old, ok, err
+}
+
+func (g guarded) Del(ctx context.Context, key string) (ok bool, err error) {
+	err = g.l.during(func() error { ok, err = g.c.Del(ctx, key); return err })
+	return ok, err
+}
+
+func (g guarded) PTTL(ctx context.Context, key string) (ttl time.Duration, ok bool, err error) {
+	err = g.l.during(func() error { ttl, ok, err = g.c.PTTL(ctx, key); return err })
+	return ttl, ok, err
+}
+
+func (g guarded) EvalSha(ctx context.Context, sha1 string, keys []string, args ...any) (reply any, err error) {
+	err = g.l.during(func() error { reply, err = g.c.EvalSha(ctx, sha1, keys, args...); return err })
+	return reply, err
+}
+
+func (g guarded) Eval(ctx context.Context, src string, keys []string, args ...any) (reply any, err error) {
+	err = g.l.during(func() error { reply, err = g.c.Eval(ctx, src, keys, args...); return err })
+	return reply, err
+}
+
+// Addr implements [driver.Addresser] with the client's address, if known.
+func (g guarded) Addr() string { return driver.Addr(g.c) }
 
 // String describes the Locker by its Config, without the password.
 func (l *Locker) String() string { return "locker " + l.cfg.String() }

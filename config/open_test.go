@@ -88,7 +88,10 @@ func TestConformance(t *testing.T) {
 		legacy := add(config.Config{Strategy: "setnx-getset", Driver: d.name, TimestampFormat: "ms", SafetyTTL: time.Second}, []string{addr}, conns)
 		legacy.Harness.ExtraTTL, legacy.Harness.Skip = 2*time.Millisecond, matrix.SetnxGetsetSkips
 		if real {
-			add(config.Config{Strategy: "redlock", Driver: d.name}, nodes, conns)
+			// Node timeouts that a loaded machine meets: short ones are the
+			// strategy's own tests' business.
+			redlock := add(config.Config{Strategy: "redlock", Driver: d.name, NodeTimeout: 500 * time.Millisecond}, nodes, conns)
+			redlock.Harness.ShortTTL = time.Second
 		}
 	}
 	matrix.Run(t, combos)
@@ -144,7 +147,7 @@ func contend(t *testing.T, l lock.Locker, workers int) {
 		go func() {
 			defer wg.Done()
 			for i := range 20 {
-				lk, err := l.Obtain(ctx, fmt.Sprintf("contend:%d:%d", w, i), time.Second)
+				lk, err := l.Obtain(ctx, fmt.Sprintf("contend:%d:%d", w, i), 10*time.Second)
 				if err == nil {
 					err = lk.Release(ctx)
 				}
@@ -165,27 +168,23 @@ func contend(t *testing.T, l lock.Locker, workers int) {
 // TestCloseLeavesNoConnection: Close closes every client the Locker
 // opened, on every server, for each strategy × driver.
 func TestCloseLeavesNoConnection(t *testing.T) {
-	servers := redistest.Start(t, 3)
 	for _, strategy := range []string{"single", "setnx-getset", "redlock"} {
 		for _, d := range drivers {
 			t.Run(strategy+"/"+d.name, func(t *testing.T) {
-				used := servers[:1]
+				servers := redistest.Start(t, 1)
 				if strategy == "redlock" {
-					used = servers
+					servers = redistest.Start(t, 3)
 				}
-				c := config.Config{Strategy: strategy, Driver: d.name}
-				before := make([]int, len(used))
-				for i, s := range used {
+				c := config.Config{Strategy: strategy, Driver: d.name, NodeTimeout: 2 * time.Second}
+				before := make([]int, len(servers))
+				for i, s := range servers {
 					c.Addrs = append(c.Addrs, s.Addr)
 					before[i] = clients(t, s)
 				}
 				goroutines := runtime.NumGoroutine()
-				l, err := config.Open(c)
-				if err != nil {
-					t.Fatalf("Open: %v", err)
-				}
+				l := open(t, c)
 				contend(t, l, 8)
-				for i, s := range used {
+				for i, s := range servers {
 					if n := clients(t, s); n <= before[i] {
 						t.Fatalf("clients of %s while open = %d, want more than the %d before Open", s.Addr, n, before[i])
 					}
@@ -193,7 +192,7 @@ func TestCloseLeavesNoConnection(t *testing.T) {
 				if err := l.Close(); err != nil {
 					t.Fatalf("Close: %v", err)
 				}
-				for i, s := range used {
+				for i, s := range servers {
 					if !eventually(func() bool { return clients(t, s) == before[i] }) {
 						t.Errorf("clients of %s after Close = %d, want %d as before Open", s.Addr, clients(t, s), before[i])
 					}
@@ -372,6 +371,103 @@ func TestTLS(t *testing.T) {
 		t.Run(d.name+"/plain TCP fails", func(t *testing.T) {
 			if err := obtain(t, config.TLS{}); err == nil || errors.Is(err, lock.ErrNotObtained) {
 				t.Fatalf("Obtain over plain TCP = %v, want an error", err)
+			}
+		})
+	}
+}
+
+// blockingDriver is a registered driver whose EvalSha waits for blocked to
+// close, and which records when calls end and clients close.
+const blockingDriver = "test-blocking"
+
+var blocking struct {
+	entered, blocked chan struct{}
+	mu               sync.Mutex
+	events           []string
+}
+
+func (b *blockingConn) record(e string) {
+	blocking.mu.Lock()
+	blocking.events = append(blocking.events, e)
+	blocking.mu.Unlock()
+}
+
+type blockingConn struct{ driver.Conn }
+
+func (b *blockingConn) EvalSha(context.Context, string, []string, ...any) (any, error) {
+	blocking.entered <- struct{}{}
+	<-blocking.blocked
+	b.record("EvalSha returned")
+	return int64(1), nil
+}
+
+func (b *blockingConn) Close() error { b.record("client closed"); return nil }
+
+func init() {
+	config.RegisterDriver(blockingDriver, config.Driver{Open: func(config.Endpoint) (driver.Conn, io.Closer, error) {
+		c := &blockingConn{}
+		return c, c, nil
+	}})
+}
+
+// TestCloseWaitsForCallsInFlight: Close closes the clients only once the
+// calls in flight have returned, and calls after it fail with ErrClosed.
+func TestCloseWaitsForCallsInFlight(t *testing.T) {
+	blocking.entered, blocking.blocked = make(chan struct{}), make(chan struct{})
+	l, err := config.Open(config.Config{Strategy: "single", Driver: blockingDriver, Addrs: []string{"h"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _, _ = l.Obtain(context.Background(), "k", time.Second) }()
+	<-blocking.entered
+	closed := make(chan error)
+	go func() { closed <- l.Close() }()
+	time.Sleep(20 * time.Millisecond) // time for a Close that does not wait to finish
+	close(blocking.blocked)
+	if err := <-closed; err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	if want := []string{"EvalSha returned", "client closed"}; !slices.Equal(blocking.events, want) {
+		t.Fatalf("events = %q, want %q", blocking.events, want)
+	}
+}
+
+// TestCallsAfterClose: a lock obtained before Close cannot be released after
+// it, and says why; a Redlock Obtain whose clean-ups still run in the
+// background when Close comes leaves no call on a closed client.
+func TestCallsAfterClose(t *testing.T) {
+	servers := redistest.Start(t, 3)
+	addrs := []string{servers[0].Addr, servers[1].Addr, servers[2].Addr}
+	ctx := context.Background()
+	for _, d := range drivers {
+		t.Run(d.name+"/Release after Close is ErrClosed", func(t *testing.T) {
+			l := open(t, config.Config{Strategy: "single", Driver: d.name, Addrs: addrs[:1]})
+			lk, err := l.Obtain(ctx, "after-close:"+d.name, time.Second)
+			if err != nil {
+				t.Fatalf("Obtain: %v", err)
+			}
+			if err := l.Close(); err != nil {
+				t.Fatalf("Close: %v", err)
+			}
+			if err := lk.Release(ctx); !errors.Is(err, config.ErrClosed) {
+				t.Fatalf("Release after Close = %v, want ErrClosed", err)
+			}
+		})
+		t.Run(d.name+"/Close right after a Redlock Obtain failed fast", func(t *testing.T) {
+			c := config.Config{Strategy: "redlock", Driver: d.name, Addrs: addrs, NodeTimeout: 200 * time.Millisecond}
+			held, err := open(t, c).Obtain(ctx, "failed-fast:"+d.name, time.Minute)
+			if err != nil {
+				t.Fatalf("Obtain: %v", err)
+			}
+			defer held.Release(ctx)
+			servers[2].Pause() // its answer is still pending when the others said taken
+			defer servers[2].Resume()
+			l := open(t, c)
+			if _, err := l.Obtain(ctx, "failed-fast:"+d.name, time.Minute); !errors.Is(err, lock.ErrNotObtained) {
+				t.Fatalf("Obtain of a held key = %v, want ErrNotObtained", err)
+			}
+			if err := l.Close(); err != nil {
+				t.Fatalf("Close: %v", err)
 			}
 		})
 	}
