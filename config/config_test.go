@@ -398,6 +398,12 @@ func TestLockerDefaults(t *testing.T) {
 			t.Fatalf("Obtain after Close = %v, want ErrClosed", err)
 		}
 	})
+	t.Run("a nil Locker prints as such", func(t *testing.T) {
+		var l *config.Locker
+		if got := fmt.Sprintf("%v %s", l, l); got != "locker <nil> locker <nil>" {
+			t.Fatalf("got %q, want %q", got, "locker <nil> locker <nil>")
+		}
+	})
 	t.Run("Close twice returns nil", func(t *testing.T) {
 		l := open(t, base)
 		if err := l.Close(); err != nil {
@@ -603,6 +609,9 @@ func TestRegistry(t *testing.T) {
 		{"a parameter of another", func() {
 			config.RegisterDriver("test-zone", config.Driver{Open: nilOpen, Params: []string{"third_zone"}})
 		}, `parameter "third_zone" belongs to driver ` + thirdDriver},
+		{"a parameter named url", func() {
+			config.RegisterDriver("test-url", config.Driver{Open: nilOpen, Params: []string{"url"}})
+		}, `parameter "url" is a built-in setting`},
 		{"an invalid parameter name", func() {
 			config.RegisterDriver("test-upper", config.Driver{Open: nilOpen, Params: []string{"Zone"}})
 		}, `invalid parameter "Zone"`},

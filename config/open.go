@@ -19,7 +19,8 @@ import (
 	lockotel "github.com/locksmith-go/lock/otel"
 )
 
-// ErrClosed is returned by Obtain on a [Locker] that was closed.
+// ErrClosed is the error of Obtain on a [Locker] that was closed, and what
+// the errors of the operations of its locks match after Close.
 var ErrClosed = errors.New("config: locker closed")
 
 // Locker is the [lock.Locker] that [Open] builds from a Config. It owns the
@@ -216,13 +217,18 @@ func (g guarded) Eval(ctx context.Context, src string, keys []string, args ...an
 func (g guarded) Addr() string { return driver.Addr(g.c) }
 
 // String describes the Locker by its Config, without the password.
-func (l *Locker) String() string { return "locker " + l.cfg.String() }
+func (l *Locker) String() string {
+	if l == nil {
+		return "locker <nil>"
+	}
+	return "locker " + l.cfg.String()
+}
 
 // Format writes String for every verb.
 func (l *Locker) Format(f fmt.State, _ rune) { _, _ = io.WriteString(f, l.String()) }
 
 // LogValue makes log/slog record the Config, without the password.
-func (l *Locker) LogValue() slog.Value { return l.cfg.LogValue() }
+func (l *Locker) LogValue() slog.Value { return slog.StringValue(l.String()) }
 
 // clientConfig reads the TLS files and returns the configuration of
 // clients, or nil when TLS is off.

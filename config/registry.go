@@ -27,7 +27,8 @@ type Strategy struct {
 	Check func(c Config) error
 	// Params names the strategy's own settings, which Config.Params
 	// carries: lower-case letters, digits and underscores, each known to
-	// one strategy or driver only.
+	// one strategy or driver only, and none of the built-in settings (nor
+	// url, which the environment's <prefix>URL takes).
 	Params []string
 }
 
@@ -106,7 +107,7 @@ func register(what, name string, hasFunc bool, params []string, add func() (dup 
 		switch owner, taken := registry.params[p]; {
 		case !paramPattern.MatchString(p):
 			panic(fmt.Sprintf("config: Register%s %q: invalid parameter %q: want lower-case letters, digits and _ after a letter", title(what), name, p))
-		case builtin:
+		case builtin || p == "url":
 			panic(fmt.Sprintf("config: Register%s %q: parameter %q is a built-in setting", title(what), name, p))
 		case taken:
 			panic(fmt.Sprintf("config: Register%s %q: parameter %q belongs to %s", title(what), name, p, owner))
