@@ -59,6 +59,30 @@ func harness(open func(t testing.TB) []driver.Conn, unreachable func(t testing.T
 	}
 }
 
+// FromAddrs returns the combination whose lockers build makes from server
+// addresses, as the config tests do: addrs for NewLocker, as many closed
+// ports for NewUnreachable. Conns opens d's clients of addrs, for planting
+// and inspecting keys. build closes what it opens when t ends.
+func FromAddrs(name string, addrs []string, d redistest.Driver, build func(t *testing.T, addrs []string) lock.Locker) Combo {
+	return Combo{name, conformance.Harness{
+		NewLocker: func(t *testing.T) lock.Locker { return build(t, addrs) },
+		Conns: func(t *testing.T) []driver.Conn {
+			conns := make([]driver.Conn, len(addrs))
+			for i, a := range addrs {
+				conns[i] = d.Conn(t, a)
+			}
+			return conns
+		},
+		NewUnreachable: func(t *testing.T) lock.Locker {
+			unreachable := make([]string, len(addrs))
+			for i := range unreachable {
+				unreachable[i] = closed(t)
+			}
+			return build(t, unreachable)
+		},
+	}}
+}
+
 // one opens one connection of addr with d.
 func one(d redistest.Driver, addr func(t testing.TB) string) func(t testing.TB) []driver.Conn {
 	return func(t testing.TB) []driver.Conn { return []driver.Conn{d.Conn(t, addr(t))} }

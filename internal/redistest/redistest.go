@@ -1,7 +1,8 @@
 // Package redistest starts real redis-server processes for tests, on free
 // loopback ports, with no persistence, and stops them when the test ends.
 // It can kill, pause (SIGSTOP), resume and restart a server, and start a
-// Redis Cluster. It never touches port 6379 or a server it did not start.
+// Redis Cluster, and a TLS-only server with a PKI made for the test. It
+// never touches port 6379 or a server it did not start.
 //
 // The binary is $LOCKSMITH_REDIS_SERVER, or redis-server on PATH. Without
 // it, tests that need real servers skip, and [Addr] falls back to an
@@ -10,8 +11,8 @@
 package redistest
 
 import (
-	"bufio"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -88,6 +89,7 @@ type Server struct {
 	bin  string
 	dir  string
 	args []string
+	tls  *tls.Config // how the harness talks to a TLS-only server
 
 	mu     sync.Mutex
 	cmd    *exec.Cmd
@@ -112,12 +114,18 @@ func Start(t testing.TB, n int, extra ...string) []*Server {
 
 func start(t testing.TB, bin string, extra []string) (*Server, error) {
 	return startWith(t, bin, func(s *Server) []string {
-		return append([]string{
-			"--port", strconv.Itoa(s.Port), "--bind", "127.0.0.1",
-			"--save", "", "--appendonly", "no", "--dir", s.dir,
-			"--logfile", filepath.Join(s.dir, "redis.log"), "--daemonize", "no",
-		}, expand(extra, s)...)
+		return append(s.baseArgs("--port"), expand(extra, s)...)
 	})
+}
+
+// baseArgs are the arguments of every server: listening on its port (as
+// portFlag says: --port, or --tls-port for TLS only), with no persistence.
+func (s *Server) baseArgs(portFlag string) []string {
+	return []string{
+		portFlag, strconv.Itoa(s.Port), "--bind", "127.0.0.1",
+		"--save", "", "--appendonly", "no", "--dir", s.dir,
+		"--logfile", filepath.Join(s.dir, "redis.log"), "--daemonize", "no",
+	}
 }
 
 // startWith starts a server with the arguments args returns for it.
@@ -209,7 +217,7 @@ func (s *Server) launch() error {
 			return fmt.Errorf("redis-server on %s exited: %s", s.Addr, s.logTail())
 		default:
 		}
-		if ping(s.Addr) == nil {
+		if s.ping() == nil {
 			return nil
 		}
 		time.Sleep(5 * time.Millisecond)
@@ -227,25 +235,15 @@ func (s *Server) logTail() string {
 	return strings.Join(lines, " | ")
 }
 
-// ping sends PING over a raw connection and expects +PONG.
-func ping(addr string) error {
-	c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
-	if err != nil {
-		return err
+// ping sends PING and expects PONG.
+func (s *Server) ping() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancel()
+	reply, err := s.Command(ctx, "PING")
+	if err == nil && reply != "PONG" {
+		err = errors.New("unexpected PING reply " + strconv.Quote(reply))
 	}
-	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(500 * time.Millisecond))
-	if _, err := c.Write([]byte("PING\r\n")); err != nil {
-		return err
-	}
-	line, err := bufio.NewReader(c).ReadString('\n')
-	if err != nil {
-		return err
-	}
-	if !strings.HasPrefix(line, "+PONG") {
-		return errors.New("unexpected PING reply " + strconv.Quote(line))
-	}
-	return nil
+	return err
 }
 
 func (s *Server) signal(sig syscall.Signal) {
@@ -319,22 +317,22 @@ func StartCluster(t testing.TB, n int) *Cluster {
 	const slots = 16384
 	for i, s := range servers {
 		lo, hi := i*slots/n, (i+1)*slots/n-1
-		if _, err := command(ctx, s.Addr, "CLUSTER", "ADDSLOTSRANGE", strconv.Itoa(lo), strconv.Itoa(hi)); err != nil {
+		if _, err := s.Command(ctx, "CLUSTER", "ADDSLOTSRANGE", strconv.Itoa(lo), strconv.Itoa(hi)); err != nil {
 			t.Fatalf("cluster addslots on %s: %v", s.Addr, err)
 		}
 		if i > 0 {
-			bus, err := command(ctx, servers[0].Addr, "CONFIG", "GET", "cluster-port")
+			bus, err := servers[0].Command(ctx, "CONFIG", "GET", "cluster-port")
 			if err != nil {
 				t.Fatalf("cluster port of %s: %v", servers[0].Addr, err)
 			}
-			if _, err := command(ctx, s.Addr, "CLUSTER", "MEET", "127.0.0.1", strconv.Itoa(servers[0].Port), lastField(bus)); err != nil {
+			if _, err := s.Command(ctx, "CLUSTER", "MEET", "127.0.0.1", strconv.Itoa(servers[0].Port), lastField(bus)); err != nil {
 				t.Fatalf("cluster meet %s: %v", s.Addr, err)
 			}
 		}
 	}
 	for _, s := range servers {
 		for {
-			info, err := command(ctx, s.Addr, "CLUSTER", "INFO")
+			info, err := s.Command(ctx, "CLUSTER", "INFO")
 			if err == nil && strings.Contains(info, "cluster_state:ok") &&
 				strings.Contains(info, "cluster_known_nodes:"+strconv.Itoa(n)+"\r") {
 				break

@@ -54,3 +54,24 @@ func TestCluster(t *testing.T) {
 		t.Fatalf("CLUSTER INFO = %q, %v; want all 16384 slots assigned", info, err)
 	}
 }
+
+func TestStartTLS(t *testing.T) {
+	p := NewPKI(t)
+	s := StartTLS(t, p)
+	ctx := context.Background()
+
+	t.Run("Command speaks TLS with the client certificate", func(t *testing.T) {
+		if got, err := s.Command(ctx, "PING"); err != nil || got != "PONG" {
+			t.Fatalf("PING = %q, %v; want \"PONG\", nil", got, err)
+		}
+	})
+
+	t.Run("plain TCP gets no reply", func(t *testing.T) {
+		plain := &Server{Addr: s.Addr}
+		short, cancel := context.WithTimeout(ctx, time.Second)
+		defer cancel()
+		if got, err := plain.Command(short, "PING"); err == nil {
+			t.Fatalf("PING over plain TCP = %q, want an error", got)
+		}
+	})
+}

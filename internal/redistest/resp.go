@@ -3,6 +3,7 @@ package redistest
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -12,12 +13,22 @@ import (
 	"time"
 )
 
-// command sends one command to addr over a fresh connection and returns the
-// reply flattened to text (array elements joined by spaces). The harness
-// uses it instead of a client library, so it depends on no driver.
-func command(ctx context.Context, addr string, args ...string) (string, error) {
-	var d net.Dialer
-	c, err := d.DialContext(ctx, "tcp", addr)
+// Command sends one command to the server over a fresh connection (TLS for
+// a server from [StartTLS]) and returns the reply flattened to text (array
+// elements joined by spaces). The harness uses it instead of a client
+// library, so it depends on no driver.
+func (s *Server) Command(ctx context.Context, args ...string) (string, error) {
+	var (
+		c   net.Conn
+		err error
+	)
+	if s.tls != nil {
+		d := tls.Dialer{Config: s.tls}
+		c, err = d.DialContext(ctx, "tcp", s.Addr)
+	} else {
+		var d net.Dialer
+		c, err = d.DialContext(ctx, "tcp", s.Addr)
+	}
 	if err != nil {
 		return "", err
 	}
@@ -36,11 +47,6 @@ func command(ctx context.Context, addr string, args ...string) (string, error) {
 		return "", err
 	}
 	return readReply(bufio.NewReader(c))
-}
-
-// Command sends one command to the server and returns its reply as text.
-func (s *Server) Command(ctx context.Context, args ...string) (string, error) {
-	return command(ctx, s.Addr, args...)
 }
 
 func readReply(r *bufio.Reader) (string, error) {

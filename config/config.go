@@ -1,0 +1,355 @@
+// Package config builds a [lock.Locker] from configuration, so that the
+// strategy, the driver and the servers change by editing configuration, not
+// code. A fleet migrating off legacy locks flips one setting: the strategy.
+//
+// A [Config] comes from any of three forms, which carry the same settings
+// under the same names:
+//
+//   - a URL, with [ParseURL]:
+//     redlock://h1:6379,h2:6379,h3:6379/0?driver=redigo&ttl=30s,
+//     setnx-getset://user:pass@10.0.0.1:6379?format=ms&safety_ttl=1m.
+//     The scheme is the strategy, the user information the credentials,
+//     the host list the servers, the path the database, and the query the
+//     other settings;
+//   - JSON (Config implements json.Marshaler and json.Unmarshaler), with the
+//     setting names as keys: {"strategy": "single", "addrs": ["h1:6379"],
+//     "ttl": "30s"};
+//   - environment variables, with [FromEnv]: the names upper-cased after a
+//     prefix, such as LOCKSMITH_STRATEGY, LOCKSMITH_ADDRS=h1:6379,h2:6379,
+//     and LOCKSMITH_URL for a whole URL that the other variables override;
+//
+// or from Go code. [Open] is the one entry point that builds it: it checks
+// the Config, opens the clients it names, and returns a [*Locker], which
+// closes them on Close.
+//
+// # Rules that hold in every form
+//
+//   - An absent setting and the zero value of its field mean the default.
+//     Where zero written out would mean something else than the default
+//     (drift_factor, max_extensions), writing it is an error.
+//   - Each invalid setting gets an [*lock.ArgumentError] that names it and
+//     says what is allowed; errors.Is(err, lock.ErrInvalidArgument) matches
+//     it. An unknown setting, strategy or driver gets one that lists the
+//     known names.
+//   - The parameters of a strategy other than the chosen one are checked
+//     but not used, so a configuration can keep them for a rollback: the
+//     strategy is then the one setting to flip.
+//   - Secrets never appear in errors, logs, String, fmt's verbs, log/slog or
+//     JSON output: the password prints as xxxxx.
+//
+// Strategies and drivers are known by name: the built-in ones, and any that
+// a program registers with [RegisterStrategy] and [RegisterDriver].
+package config
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"maps"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/locksmith-go/lock"
+)
+
+// Defaults of the settings whose default is not the zero value.
+const (
+	DefaultTTL          = 30 * time.Second
+	DefaultDialTimeout  = 5 * time.Second
+	DefaultReadTimeout  = 3 * time.Second
+	DefaultWriteTimeout = 3 * time.Second
+)
+
+// Config describes a Locker: the strategy, the driver and servers it runs
+// over, and the defaults of its locks. The zero value of a field means its
+// default. Each field is a setting named in snake case (tls_ca_file for
+// TLS.CAFile; format for TimestampFormat); README.md's "Choosing the
+// strategy by config" lists every setting with its names in the three
+// forms.
+//
+// Print a Config freely: String, every fmt verb, log/slog and MarshalJSON
+// show the password as xxxxx.
+type Config struct {
+	// Strategy is the lock algorithm: single, setnx-getset, redlock, or a
+	// registered name. Required.
+	Strategy string
+	// Driver is the client library: goredis (the default) or redigo, or a
+	// registered name.
+	Driver string
+	// Addrs are the servers, as host:port (the port defaults to 6379; an
+	// IPv6 host goes in brackets). single and setnx-getset take one;
+	// redlock takes one per node. Required.
+	Addrs []string
+	// DB is the database number.
+	DB int
+	// Username and Password authenticate (Redis ACLs; a password alone
+	// authenticates as the default user). The password is a secret.
+	Username, Password string
+	// TLS configures TLS. It is off by default.
+	TLS TLS
+	// DialTimeout, ReadTimeout and WriteTimeout bound connecting, reading
+	// a reply and writing a command. A context's deadline bounds each call
+	// too. The defaults are DefaultDialTimeout, DefaultReadTimeout and
+	// DefaultWriteTimeout.
+	DialTimeout, ReadTimeout, WriteTimeout time.Duration
+	// PoolSize is the most connections a client keeps to each server. The
+	// default is 10 per CPU (GOMAXPROCS), go-redis's default.
+	PoolSize int
+
+	// TTL is the default TTL of locks, which [Locker.TTL] returns; Obtain
+	// still takes the TTL of each call. The default is DefaultTTL.
+	TTL time.Duration
+	// Retry is the default retry policy of Obtain: none (the default),
+	// linear:<interval> or exponential:<base>,<max>, as lock.Linear and
+	// lock.Exponential. An Obtain's own lock.WithRetry overrides it.
+	Retry string
+	// MaxAttempts caps the attempts of one Obtain under Retry, as
+	// lock.LimitAttempts. The default is no cap: the context ends the wait.
+	MaxAttempts int
+	// OTel wraps the Locker with OpenTelemetry instrumentation (package
+	// lockotel), with the global providers.
+	OTel bool
+	// OTelKeys is how spans record keys: omitted (the default), hashed or
+	// raw, as lockotel.WithKeys.
+	OTelKeys string
+
+	// TimestampFormat is setnx-getset's format: seconds or s (the
+	// default), milliseconds or ms, float-seconds or float.
+	TimestampFormat string
+	// SafetyTTL is setnx-getset's safety TTL past the timestamp, as
+	// setnxgetset.WithSafetyTTL. The default is none. It must cover
+	// ClockSkew.
+	SafetyTTL time.Duration
+	// ClockSkew is setnx-getset's allowance for clock skew across the
+	// fleet, as setnxgetset.WithClockSkew. The default is 0.
+	ClockSkew time.Duration
+
+	// Quorum is how many redlock nodes must grant a lock: a majority or
+	// more. The default is N/2+1.
+	Quorum int
+	// DriftFactor is redlock's clock-drift factor, more than 0 and less
+	// than 1. The default is 0.01.
+	DriftFactor float64
+	// NodeTimeout is how long one redlock node may take, less than TTL.
+	// The default is derived from each call's TTL (1% of it, from 50ms to
+	// half of it).
+	NodeTimeout time.Duration
+	// MaxExtensions caps how many times a redlock lock may be refreshed.
+	// The default is no limit.
+	MaxExtensions int
+	// RestartGuard enforces redlock's delayed-restart rule from the
+	// clients, as redlock.WithRestartGuard: at least TTL. The default is
+	// off.
+	RestartGuard time.Duration
+
+	// Params carries the settings of registered strategies and drivers,
+	// by the names they declared.
+	Params map[string]string
+}
+
+// TLS configures TLS for every client of a Config.
+type TLS struct {
+	// Enabled turns TLS on. The other fields need it.
+	Enabled bool
+	// CAFile is a PEM file of the certificate authorities that sign the
+	// servers' certificates. The default is the system's roots.
+	CAFile string
+	// CertFile and KeyFile are PEM files of a client certificate and its
+	// key, for servers that require one (tls-auth-clients). Set both or
+	// neither.
+	CertFile, KeyFile string
+	// ServerName is the name that the servers' certificates must carry.
+	// The default is each server's host.
+	ServerName string
+	// InsecureSkipVerify accepts any certificate, which lets anyone in the
+	// path read and change the traffic, the password included. UNSAFE: for
+	// tests only.
+	InsecureSkipVerify bool
+}
+
+const defaultDriftFactor = 0.01
+
+// Validate checks every setting, and returns an *lock.ArgumentError that
+// names the first invalid one and says what is allowed. [Open], [ParseURL],
+// [FromEnv] and UnmarshalJSON call it.
+func (c Config) Validate() error {
+	for _, s := range settings {
+		if s.check == nil {
+			continue
+		}
+		if err := s.check(&c); err != nil {
+			return invalid(s.name, err)
+		}
+	}
+	switch {
+	case c.Strategy == "":
+		return invalid("strategy", knownStrategy(""))
+	case len(c.Addrs) == 0:
+		return invalid("addrs", fmt.Errorf("must list at least one server, as host:port"))
+	}
+	for _, name := range slices.Sorted(maps.Keys(c.Params)) {
+		if _, builtin := lookup(name); builtin {
+			return invalid(fmt.Sprintf("Params[%q]", name), errors.New("is a setting of its own: set its Config field"))
+		}
+		if !isParam(name) {
+			return unknownSetting(name)
+		}
+		if err := validText(c.Params[name]); err != nil {
+			return invalid(name, err)
+		}
+	}
+	for _, r := range rules {
+		if name, err := r(c); err != nil {
+			return invalid(name, err)
+		}
+	}
+	if check := strategyOf(c).Check; check != nil {
+		if err := check(c); err != nil {
+			return err
+		}
+	}
+	if check := driverOf(c).Check; check != nil {
+		return check(c)
+	}
+	return nil
+}
+
+// rules check settings against each other; each returns the setting it
+// blames.
+var rules = []func(c Config) (string, error){
+	func(c Config) (string, error) {
+		t := c.TLS
+		for _, s := range []struct {
+			name string
+			set  bool
+		}{
+			{"tls_ca_file", t.CAFile != ""}, {"tls_cert_file", t.CertFile != ""}, {"tls_key_file", t.KeyFile != ""},
+			{"tls_server_name", t.ServerName != ""}, {"tls_insecure_skip_verify", t.InsecureSkipVerify},
+		} {
+			if s.set && !t.Enabled {
+				return s.name, fmt.Errorf("is set but TLS is off: set tls to true too")
+			}
+		}
+		switch {
+		case (t.CertFile == "") != (t.KeyFile == ""):
+			return "tls_cert_file", fmt.Errorf("and tls_key_file go together: set both or neither")
+		case t.InsecureSkipVerify && (t.CAFile != "" || t.ServerName != ""):
+			return "tls_insecure_skip_verify", fmt.Errorf("verifies nothing, so tls_ca_file and tls_server_name would be ignored: set one or the other")
+		}
+		return "", nil
+	},
+	func(c Config) (string, error) {
+		if p, _ := parseRetry(c.Retry); p == nil && c.MaxAttempts != 0 {
+			return "max_attempts", fmt.Errorf("caps the attempts of a retry policy, and retry is none: set retry too")
+		}
+		return "", nil
+	},
+	func(c Config) (string, error) {
+		if c.OTelKeys != "" && !c.OTel {
+			return "otel_keys", fmt.Errorf("is set but otel is off: set otel to true too")
+		}
+		return "", nil
+	},
+}
+
+// ttl returns the default TTL.
+func (c Config) ttl() time.Duration {
+	if c.TTL == 0 {
+		return DefaultTTL
+	}
+	return c.TTL
+}
+
+// String returns the Config as a URL, with the password as xxxxx. It is a
+// URL that ParseURL reads back, but for the password.
+func (c Config) String() string { return c.url(false) }
+
+// Format writes String for every verb, so that no verb (%v, %+v, %#v, ...)
+// prints the password.
+func (c Config) Format(f fmt.State, _ rune) { _, _ = io.WriteString(f, c.String()) }
+
+// LogValue makes log/slog record String, without the password.
+func (c Config) LogValue() slog.Value { return slog.StringValue(c.String()) }
+
+// url writes the Config as a URL, with the password if reveal is set.
+func (c Config) url(reveal bool) string {
+	var b strings.Builder
+	b.WriteString(c.Strategy)
+	b.WriteString("://")
+	switch {
+	case c.Password != "":
+		pw := redacted
+		if reveal {
+			pw = c.Password
+		}
+		b.WriteString(url.UserPassword(c.Username, pw).String() + "@")
+	case c.Username != "":
+		b.WriteString(url.User(c.Username).String() + "@")
+	}
+	b.WriteString(strings.Join(c.Addrs, ","))
+	if c.DB != 0 {
+		fmt.Fprintf(&b, "/%d", c.DB)
+	}
+	sep := "?"
+	param := func(name, value string) {
+		if value != "" {
+			b.WriteString(sep + name + "=" + queryEscape(value))
+			sep = "&"
+		}
+	}
+	for _, s := range settings {
+		if s.part == inQuery {
+			param(s.name, s.get(&c))
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(c.Params)) {
+		param(name, c.Params[name])
+	}
+	return b.String()
+}
+
+// clone returns a copy of c that shares no slice or map with it.
+func (c Config) clone() Config {
+	c.Addrs = slices.Clone(c.Addrs)
+	c.Params = maps.Clone(c.Params)
+	return c
+}
+
+// invalid names the setting that err is about.
+func invalid(name string, err error) error {
+	return &lock.ArgumentError{Name: name, Reason: err.Error()}
+}
+
+func unknownSetting(name string) error {
+	return &lock.ArgumentError{Name: fmt.Sprintf("setting %q", name),
+		Reason: "unknown; known: " + strings.Join(knownSettings(), ", ")}
+}
+
+// knownSettings lists the names of the settings and of the registered
+// parameters.
+func knownSettings() []string {
+	names := paramNames()
+	for _, s := range settings {
+		names = append(names, s.name)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// queryEscape percent-encodes what a query value cannot hold as it is,
+// leaving it readable: paths, durations and lists stay as they are.
+func queryEscape(s string) string {
+	var b strings.Builder
+	for i := range len(s) {
+		switch c := s[i]; {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9', strings.IndexByte("-._~:/,@!$'()*;", c) >= 0:
+			b.WriteByte(c)
+		default:
+			fmt.Fprintf(&b, "%%%02X", c)
+		}
+	}
+	return b.String()
+}

@@ -1,0 +1,82 @@
+package config
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+// FuzzParseURL checks, for any input, that ParseURL never panics; that
+// what it accepts is valid and survives the URL, String and JSON forms; and
+// that a password put in the input's user information appears nowhere: not
+// in an error, String, a fmt verb, log/slog or JSON. The seed corpus is in
+// testdata/fuzz/FuzzParseURL, with the examples of every setting.
+func FuzzParseURL(f *testing.F) {
+	for _, exs := range examples {
+		for _, ex := range exs {
+			f.Add(ex.url)
+		}
+	}
+	f.Fuzz(func(t *testing.T, raw string) {
+		if c, err := ParseURL(raw); err == nil {
+			if err := c.Validate(); err != nil {
+				t.Fatalf("ParseURL(%q) accepted a Config that Validate refuses: %v", raw, err)
+			}
+			u := c.url(true)
+			again, err := ParseURL(u)
+			if err != nil || !reflect.DeepEqual(again, c) {
+				t.Fatalf("ParseURL(%q) = %q; ParseURL of that = %q, %v", raw, u, again.url(true), err)
+			}
+			if c.Password == "" {
+				b, err := json.Marshal(c)
+				var fromJSON Config
+				if err != nil || json.Unmarshal(b, &fromJSON) != nil || !reflect.DeepEqual(fromJSON, c) {
+					t.Fatalf("ParseURL(%q) = %q; its JSON %s reads back as %q", raw, u, b, fromJSON.url(true))
+				}
+			}
+		}
+		passwordStaysSecret(t, raw)
+	})
+}
+
+// sentinel is a password that no message would contain by chance.
+const sentinel = "s3ntinel-Pw-9f2cQ"
+
+// passwordStaysSecret puts the sentinel password in raw's user information,
+// when raw has none, and checks that nothing printed shows it.
+func passwordStaysSecret(t *testing.T, raw string) {
+	scheme, rest, ok := strings.Cut(raw, "://")
+	end := strings.IndexAny(rest, "/?#")
+	if end < 0 {
+		end = len(rest)
+	}
+	if !ok || strings.Contains(rest[:end], "@") || strings.Contains(raw, sentinel) {
+		return
+	}
+	withPassword := scheme + "://user:" + sentinel + "@" + rest
+	c, err := ParseURL(withPassword)
+	var printed []string
+	if err != nil {
+		printed = append(printed, err.Error())
+	} else {
+		if c.Password != sentinel {
+			t.Fatalf("ParseURL(%q).Password = %q, want %q", withPassword, c.Password, sentinel)
+		}
+		var logs bytes.Buffer
+		slog.New(slog.NewTextHandler(&logs, nil)).Info("text", "config", c, "nested", struct{ C Config }{c})
+		slog.New(slog.NewJSONHandler(&logs, nil)).Info("json", "config", c, "nested", struct{ C Config }{c})
+		b, _ := json.Marshal(struct{ C Config }{c})
+		printed = append(printed, c.String(), logs.String(), string(b),
+			fmt.Sprintf("%v %+v %#v %s %q %x", c, c, c, c, c, c),
+			fmt.Sprintf("%v %+v %#v", &c, struct{ C Config }{c}, struct{ C *Config }{&c}))
+	}
+	for _, p := range printed {
+		if strings.Contains(p, sentinel) {
+			t.Fatalf("ParseURL(%q): the password shows in %q", withPassword, p)
+		}
+	}
+}

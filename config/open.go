@@ -1,0 +1,287 @@
+package config
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"runtime"
+	"sync"
+	"time"
+
+	"github.com/locksmith-go/lock"
+	"github.com/locksmith-go/lock/driver"
+	lockotel "github.com/locksmith-go/lock/otel"
+)
+
+// ErrClosed is the error of Obtain on a [Locker] that was closed, and what
+// the errors of the operations of its locks match after Close.
+var ErrClosed = errors.New("config: locker closed")
+
+// Locker is the [lock.Locker] that [Open] builds from a Config. It owns the
+// clients it opened: Close closes them. It is safe for concurrent use.
+type Locker struct {
+	inner lock.Locker
+	cfg   Config
+	ttl   time.Duration
+	retry lock.Option // the default retry policy, or nil
+
+	mu      sync.Mutex
+	closers []io.Closer
+
+	// inFlight is held for reading by every call on a client, and for
+	// writing by Close, which so waits for the calls in flight.
+	inFlight sync.RWMutex
+	closed   bool
+}
+
+var _ lock.Locker = (*Locker)(nil)
+
+// Open builds the Locker that c describes: it checks c (see
+// [Config.Validate]), reads the TLS files, and opens a client of each server
+// with the configured driver. Clients connect lazily, on the first lock
+// operation, as database/sql's Open does: Open does not talk to Redis.
+// Close the Locker to close them.
+func Open(c Config) (*Locker, error) {
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	c = c.clone()
+	tlsConfig, err := c.TLS.clientConfig()
+	if err != nil {
+		return nil, err
+	}
+	l := &Locker{cfg: c, ttl: c.ttl()}
+	if p, _ := parseRetry(c.Retry); p != nil {
+		if c.MaxAttempts != 0 {
+			p = lock.LimitAttempts(p, c.MaxAttempts)
+		}
+		l.retry = lock.WithRetry(p)
+	}
+	d := driverOf(c)
+	e := Endpoint{Config: c.withDefaults()}
+	open := func(addr string) (driver.Conn, error) {
+		e := e
+		e.Addr, e.TLS = addr, forServer(tlsConfig, addr)
+		conn, closer, err := d.Open(e)
+		if closer != nil {
+			l.mu.Lock()
+			l.closers = append(l.closers, closer)
+			l.mu.Unlock()
+		}
+		if err != nil || driver.Check(conn) != nil {
+			return conn, err // for the strategy to refuse
+		}
+		return guarded{conn, l}, nil
+	}
+	inner, err := strategyOf(c).New(c, open)
+	if err != nil {
+		_ = l.Close()
+		return nil, err
+	}
+	if c.OTel {
+		inner = lockotel.NewLocker(inner, lockotel.WithKeys(otelKeys[c.OTelKeys]))
+	}
+	l.inner = inner
+	return l, nil
+}
+
+// withDefaults fills in what drivers need.
+func (c Config) withDefaults() Config {
+	def := func(d *time.Duration, v time.Duration) {
+		if *d == 0 {
+			*d = v
+		}
+	}
+	def(&c.DialTimeout, DefaultDialTimeout)
+	def(&c.ReadTimeout, DefaultReadTimeout)
+	def(&c.WriteTimeout, DefaultWriteTimeout)
+	if c.PoolSize == 0 {
+		c.PoolSize = 10 * runtime.GOMAXPROCS(0)
+	}
+	return c
+}
+
+// Obtain implements [lock.Locker], with the configured retry policy unless
+// opts choose one. It returns ErrClosed after Close.
+func (l *Locker) Obtain(ctx context.Context, key string, ttl time.Duration, opts ...lock.Option) (*lock.Lock, error) {
+	if l.isClosed() {
+		return nil, ErrClosed
+	}
+	if l.retry != nil {
+		opts = append([]lock.Option{l.retry}, opts...)
+	}
+	return l.inner.Obtain(ctx, key, ttl, opts...)
+}
+
+// TTL returns the configured default TTL (DefaultTTL unless the Config sets
+// one), for callers that take it from the configuration:
+//
+//	lk, err := locker.Obtain(ctx, key, locker.TTL())
+func (l *Locker) TTL() time.Duration { return l.ttl }
+
+// Config returns the Config the Locker was built from.
+func (l *Locker) Config() Config { return l.cfg.clone() }
+
+// Close waits for the calls in flight to end, such as the clean-ups that
+// Redlock runs after an Obtain returned, then closes every client the
+// Locker opened, and returns their errors. After Close, Obtain and the
+// operations of its locks return an error matching ErrClosed: release the
+// locks first. Calling Close again does nothing and returns nil.
+func (l *Locker) Close() error {
+	l.inFlight.Lock()
+	l.closed = true
+	l.inFlight.Unlock()
+	l.mu.Lock()
+	closers := l.closers
+	l.closers = nil
+	l.mu.Unlock()
+	var errs []error
+	for _, c := range closers {
+		errs = append(errs, c.Close())
+	}
+	return errors.Join(errs...)
+}
+
+func (l *Locker) isClosed() bool {
+	l.inFlight.RLock()
+	defer l.inFlight.RUnlock()
+	return l.closed
+}
+
+// during runs call unless the Locker is closed, and keeps Close from
+// closing the clients until call returns.
+func (l *Locker) during(call func() error) error {
+	l.inFlight.RLock()
+	defer l.inFlight.RUnlock()
+	if l.closed {
+		return ErrClosed
+	}
+	return call()
+}
+
+// guarded is a client's connection whose calls hold off Close, and fail
+// with ErrClosed after it, so that no call ever reaches a closed client
+// (a redigo pool panics when one does).
+type guarded struct {
+	c driver.Conn
+	l *Locker
+}
+
+var (
+	_ driver.Conn      = guarded{}
+	_ driver.Addresser = guarded{}
+)
+
+func (g guarded) SetNX(ctx context.Context, key, value string, ttl time.Duration) (ok bool, err error) {
+	err = g.l.during(func() error { ok, err = g.c.SetNX(ctx, key, value, ttl); return err })
+	return ok, err
+}
+
+func (g guarded) Get(ctx context.Context, key string) (value string, ok bool, err error) {
+	err = g.l.during(func() error { value, ok, err = g.c.Get(ctx, key); return err })
+	return value, ok, err
+}
+
+func (g guarded) GetSet(ctx context.Context, key, value string) (old string, ok bool, err error) {
+	err = g.l.during(func() error { old, ok, err = g.c.GetSet(ctx, key, value); return err })
+	return old, ok, err
+}
+
+func (g guarded) Del(ctx context.Context, key string) (ok bool, err error) {
+	err = g.l.during(func() error { ok, err = g.c.Del(ctx, key); return err })
+	return ok, err
+}
+
+func (g guarded) PTTL(ctx context.Context, key string) (ttl time.Duration, ok bool, err error) {
+	err = g.l.during(func() error { ttl, ok, err = g.c.PTTL(ctx, key); return err })
+	return ttl, ok, err
+}
+
+func (g guarded) EvalSha(ctx context.Context, sha1 string, keys []string, args ...any) (reply any, err error) {
+	err = g.l.during(func() error { reply, err = g.c.EvalSha(ctx, sha1, keys, args...); return err })
+	return reply, err
+}
+
+func (g guarded) Eval(ctx context.Context, src string, keys []string, args ...any) (reply any, err error) {
+	err = g.l.during(func() error { reply, err = g.c.Eval(ctx, src, keys, args...); return err })
+	return reply, err
+}
+
+// Addr implements [driver.Addresser] with the client's address, if known.
+func (g guarded) Addr() string { return driver.Addr(g.c) }
+
+// String describes the Locker by its Config, without the password.
+func (l *Locker) String() string {
+	if l == nil {
+		return "locker <nil>"
+	}
+	return "locker " + l.cfg.String()
+}
+
+// Format writes String for every verb.
+func (l *Locker) Format(f fmt.State, _ rune) { _, _ = io.WriteString(f, l.String()) }
+
+// LogValue makes log/slog record the Config, without the password.
+func (l *Locker) LogValue() slog.Value { return slog.StringValue(l.String()) }
+
+// clientConfig reads the TLS files and returns the configuration of
+// clients, or nil when TLS is off.
+func (t TLS) clientConfig() (*tls.Config, error) {
+	if !t.Enabled {
+		return nil, nil
+	}
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: t.ServerName, InsecureSkipVerify: t.InsecureSkipVerify}
+	if t.CAFile != "" {
+		pem, err := readFile("tls_ca_file", t.CAFile)
+		if err != nil {
+			return nil, err
+		}
+		cfg.RootCAs = x509.NewCertPool()
+		if !cfg.RootCAs.AppendCertsFromPEM(pem) {
+			return nil, invalid("tls_ca_file", fmt.Errorf("%s holds no PEM certificate", t.CAFile))
+		}
+	}
+	if t.CertFile != "" {
+		cert, err := readFile("tls_cert_file", t.CertFile)
+		if err != nil {
+			return nil, err
+		}
+		key, err := readFile("tls_key_file", t.KeyFile)
+		if err != nil {
+			return nil, err
+		}
+		pair, err := tls.X509KeyPair(cert, key)
+		if err != nil {
+			return nil, invalid("tls_cert_file", fmt.Errorf("with tls_key_file: %w", err))
+		}
+		cfg.Certificates = []tls.Certificate{pair}
+	}
+	return cfg, nil
+}
+
+// readFile reads the file of a setting; the error names the setting, and
+// matches the file system's error.
+func readFile(name, path string) ([]byte, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", invalid(name, errors.New("cannot be read")), err)
+	}
+	return b, nil
+}
+
+// forServer returns cfg for the server at addr: with the server's host as
+// the name its certificate must carry, unless cfg names one.
+func forServer(cfg *tls.Config, addr string) *tls.Config {
+	if cfg == nil || cfg.ServerName != "" {
+		return cfg
+	}
+	cfg = cfg.Clone()
+	cfg.ServerName, _, _ = net.SplitHostPort(addr)
+	return cfg
+}

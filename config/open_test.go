@@ -1,0 +1,474 @@
+package config_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/locksmith-go/lock"
+	"github.com/locksmith-go/lock/config"
+	"github.com/locksmith-go/lock/driver"
+	"github.com/locksmith-go/lock/internal/matrix"
+	"github.com/locksmith-go/lock/internal/redistest"
+)
+
+// open opens c and closes it when t ends.
+func open(t testing.TB, c config.Config) *config.Locker {
+	t.Helper()
+	l, err := config.Open(c)
+	if err != nil {
+		t.Fatalf("Open(%v): %v", c, err)
+	}
+	t.Cleanup(func() { _ = l.Close() })
+	return l
+}
+
+func builder(c config.Config) func(t *testing.T, addrs []string) lock.Locker {
+	return func(t *testing.T, addrs []string) lock.Locker {
+		c := c
+		c.Addrs = addrs
+		return open(t, c)
+	}
+}
+
+// testDriver returns the test harness's driver of the name, for planting
+// and inspecting keys.
+func testDriver(t testing.TB, name string) redistest.Driver {
+	drivers := redistest.Drivers()
+	i := slices.IndexFunc(drivers, func(d redistest.Driver) bool { return d.Name == name })
+	if i < 0 {
+		t.Fatalf("no test driver %s", name)
+	}
+	return drivers[i]
+}
+
+// drivers are the built-in drivers, with the test driver of the same
+// client library.
+var drivers = []struct{ name, test string }{{"goredis", "goredis-resp3"}, {"redigo", "redigo"}}
+
+// TestConformance: each built-in strategy × driver built from a Config
+// passes the conformance suite, on real servers (Redlock on 5).
+func TestConformance(t *testing.T) {
+	addr, real := redistest.Addr(t)
+	var nodes []string
+	if real {
+		for _, s := range redistest.Start(t, 5) {
+			nodes = append(nodes, s.Addr)
+		}
+	} else {
+		t.Log("redis-server not found: redlock needs real servers and is left out")
+	}
+	var combos []matrix.Combo
+	add := func(c config.Config, addrs []string, d redistest.Driver) *matrix.Combo {
+		combo := matrix.FromAddrs(c.Strategy+"/"+c.Driver, addrs, d, builder(c))
+		combo.Harness.NewWithNilConn = func() (lock.Locker, error) {
+			c := c
+			c.Addrs, c.Driver = addrs, nilDriver
+			l, err := config.Open(c)
+			if err != nil {
+				return nil, err // not a nil *Locker in a non-nil Locker
+			}
+			return l, nil
+		}
+		combos = append(combos, combo)
+		return &combos[len(combos)-1]
+	}
+	for _, d := range drivers {
+		conns := testDriver(t, d.test)
+		add(config.Config{Strategy: "single", Driver: d.name}, []string{addr}, conns)
+		legacy := add(config.Config{Strategy: "setnx-getset", Driver: d.name, TimestampFormat: "ms", SafetyTTL: time.Second}, []string{addr}, conns)
+		legacy.Harness.ExtraTTL, legacy.Harness.Skip = 2*time.Millisecond, matrix.SetnxGetsetSkips
+		if real {
+			// Node timeouts that a loaded machine meets: short ones are the
+			// strategy's own tests' business.
+			redlock := add(config.Config{Strategy: "redlock", Driver: d.name, NodeTimeout: 500 * time.Millisecond}, nodes, conns)
+			redlock.Harness.ShortTTL = time.Second
+		}
+	}
+	matrix.Run(t, combos)
+}
+
+// nilDriver is a registered driver whose connections are nil, as a broken
+// third-party driver's could be.
+const nilDriver = "test-nil"
+
+func init() {
+	config.RegisterDriver(nilDriver, config.Driver{Open: func(config.Endpoint) (driver.Conn, io.Closer, error) {
+		return nil, nil, nil
+	}})
+}
+
+// clients returns how many clients are connected to s, this one included.
+func clients(t *testing.T, s *redistest.Server) int {
+	t.Helper()
+	info, err := s.Command(context.Background(), "INFO", "clients")
+	if err != nil {
+		t.Fatalf("INFO clients on %s: %v", s.Addr, err)
+	}
+	for line := range strings.SplitSeq(info, "\r\n") {
+		if v, ok := strings.CutPrefix(line, "connected_clients:"); ok {
+			n, _ := strconv.Atoi(v)
+			return n
+		}
+	}
+	t.Fatalf("INFO clients on %s has no connected_clients: %q", s.Addr, info)
+	return 0
+}
+
+// eventually polls cond for up to 10s (a generous bound for a busy
+// machine), and reports whether it came true.
+func eventually(cond func() bool) bool {
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if cond() {
+			return true
+		}
+	}
+	return cond()
+}
+
+// contend has workers obtain and release keys at once, so that pools open
+// several connections.
+func contend(t *testing.T, l lock.Locker, workers int) {
+	t.Helper()
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	errs := make(chan error, workers)
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 20 {
+				lk, err := l.Obtain(ctx, fmt.Sprintf("contend:%d:%d", w, i), 10*time.Second)
+				if err == nil {
+					err = lk.Release(ctx)
+				}
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatalf("Obtain and Release: %v", err)
+	}
+}
+
+// TestCloseLeavesNoConnection: Close closes every client the Locker
+// opened, on every server, for each strategy × driver.
+func TestCloseLeavesNoConnection(t *testing.T) {
+	for _, strategy := range []string{"single", "setnx-getset", "redlock"} {
+		for _, d := range drivers {
+			t.Run(strategy+"/"+d.name, func(t *testing.T) {
+				servers := redistest.Start(t, 1)
+				if strategy == "redlock" {
+					servers = redistest.Start(t, 3)
+				}
+				c := config.Config{Strategy: strategy, Driver: d.name, NodeTimeout: 2 * time.Second}
+				before := make([]int, len(servers))
+				for i, s := range servers {
+					c.Addrs = append(c.Addrs, s.Addr)
+					before[i] = clients(t, s)
+				}
+				goroutines := runtime.NumGoroutine()
+				l := open(t, c)
+				contend(t, l, 8)
+				for i, s := range servers {
+					if n := clients(t, s); n <= before[i] {
+						t.Fatalf("clients of %s while open = %d, want more than the %d before Open", s.Addr, n, before[i])
+					}
+				}
+				if err := l.Close(); err != nil {
+					t.Fatalf("Close: %v", err)
+				}
+				for i, s := range servers {
+					if !eventually(func() bool { return clients(t, s) == before[i] }) {
+						t.Errorf("clients of %s after Close = %d, want %d as before Open", s.Addr, clients(t, s), before[i])
+					}
+				}
+				if !eventually(func() bool { return runtime.NumGoroutine() <= goroutines }) {
+					t.Errorf("goroutines after Close = %d, want at most the %d before Open", runtime.NumGoroutine(), goroutines)
+				}
+			})
+		}
+	}
+}
+
+// TestPoolSize: no more than pool_size connections per server, however
+// many callers.
+func TestPoolSize(t *testing.T) {
+	s := redistest.Start(t, 1)[0]
+	for _, d := range drivers {
+		t.Run(d.name, func(t *testing.T) {
+			before := clients(t, s)
+			l := open(t, config.Config{Strategy: "single", Driver: d.name, Addrs: []string{s.Addr}, PoolSize: 2})
+			done := make(chan struct{})
+			peak := make(chan int)
+			go func() {
+				most := 0
+				for {
+					select {
+					case <-done:
+						peak <- most
+						return
+					default:
+						most = max(most, clients(t, s)-before)
+						time.Sleep(time.Millisecond)
+					}
+				}
+			}()
+			contend(t, l, 16)
+			close(done)
+			if got := <-peak; got > 2 || got < 1 {
+				t.Errorf("peak connections = %d, want 1 or 2 (pool_size=2)", got)
+			}
+		})
+	}
+}
+
+// TestReadTimeout: a call without a deadline on a server that stopped
+// answering ends with the read timeout's error.
+func TestReadTimeout(t *testing.T) {
+	s := redistest.Start(t, 1)[0]
+	for _, d := range drivers {
+		t.Run(d.name, func(t *testing.T) {
+			l := open(t, config.Config{Strategy: "single", Driver: d.name, Addrs: []string{s.Addr}, ReadTimeout: 100 * time.Millisecond})
+			lk, err := l.Obtain(context.Background(), "warm-up", time.Second) // connect first
+			if err != nil {
+				t.Fatalf("Obtain: %v", err)
+			}
+			_ = lk.Release(context.Background())
+			s.Pause()
+			defer s.Resume()
+			done := make(chan error, 1)
+			go func() {
+				_, err := l.Obtain(context.Background(), "paused", time.Second)
+				done <- err
+			}()
+			select {
+			case err := <-done:
+				var ne net.Error
+				if !errors.As(err, &ne) || !ne.Timeout() {
+					t.Fatalf("Obtain on a paused server = %v, want a network timeout", err)
+				}
+			case <-time.After(30 * time.Second):
+				t.Fatal("Obtain on a paused server with read_timeout=100ms still waits after 30s")
+			}
+		})
+	}
+}
+
+// TestDatabase: the locks live in the configured database.
+func TestDatabase(t *testing.T) {
+	s := redistest.Start(t, 1)[0]
+	for i, d := range drivers {
+		t.Run(d.name, func(t *testing.T) {
+			db := 3 + i
+			l := open(t, config.Config{Strategy: "single", Driver: d.name, Addrs: []string{s.Addr}, DB: db})
+			lk, err := l.Obtain(context.Background(), "in-db", time.Minute)
+			if err != nil {
+				t.Fatalf("Obtain: %v", err)
+			}
+			defer lk.Release(context.Background())
+			info, err := s.Command(context.Background(), "INFO", "keyspace")
+			if want := fmt.Sprintf("db%d:keys=1,", db); err != nil || !strings.Contains(info, want) {
+				t.Fatalf("INFO keyspace = %q, %v; want %s", info, err, want)
+			}
+		})
+	}
+}
+
+// TestACL: a username and password authenticate, and a wrong password
+// fails without showing itself.
+func TestACL(t *testing.T) {
+	const password = "Pa55-word-of-alice"
+	s := redistest.Start(t, 1, "--user", "alice", "on", ">"+password, "~*", "+@all")[0]
+	for _, d := range drivers {
+		t.Run(d.name+"/the right password locks", func(t *testing.T) {
+			l := open(t, config.Config{Strategy: "single", Driver: d.name, Addrs: []string{s.Addr}, Username: "alice", Password: password})
+			lk, err := l.Obtain(context.Background(), "acl", time.Second)
+			if err != nil {
+				t.Fatalf("Obtain: %v", err)
+			}
+			if err := lk.Release(context.Background()); err != nil {
+				t.Fatalf("Release: %v", err)
+			}
+		})
+		t.Run(d.name+"/a wrong password fails, and stays secret", func(t *testing.T) {
+			const wrong = "Wr0ng-password-of-alice"
+			l := open(t, config.Config{Strategy: "single", Driver: d.name, Addrs: []string{s.Addr}, Username: "alice", Password: wrong})
+			_, err := l.Obtain(context.Background(), "acl", time.Second)
+			if err == nil || errors.Is(err, lock.ErrNotObtained) {
+				t.Fatalf("Obtain with a wrong password = %v, want an authentication error", err)
+			}
+			if strings.Contains(err.Error(), wrong) {
+				t.Fatalf("the error %q shows the password", err)
+			}
+		})
+	}
+}
+
+// TestTLS: a TLS-only server with a certificate made for the test.
+func TestTLS(t *testing.T) {
+	pki := redistest.NewPKI(t)
+	s := redistest.StartTLS(t, pki)
+	ctx := context.Background()
+	trusted := config.TLS{Enabled: true, CAFile: pki.CA, CertFile: pki.ClientCert, KeyFile: pki.ClientKey}
+	for _, d := range drivers {
+		obtain := func(t *testing.T, tls config.TLS) error {
+			t.Helper()
+			l := open(t, config.Config{Strategy: "single", Driver: d.name, Addrs: []string{s.Addr}, TLS: tls, DialTimeout: 5 * time.Second})
+			lk, err := l.Obtain(ctx, "tls", time.Second)
+			if err == nil {
+				err = lk.Release(ctx)
+			}
+			return err
+		}
+		t.Run(d.name+"/the CA and a client certificate lock", func(t *testing.T) {
+			if err := obtain(t, trusted); err != nil {
+				t.Fatalf("Obtain and Release over TLS: %v", err)
+			}
+		})
+		t.Run(d.name+"/the server's name is checked", func(t *testing.T) {
+			tls := trusted
+			tls.ServerName = "not-the-server.example"
+			if err := obtain(t, tls); err == nil || !strings.Contains(err.Error(), "certificate") {
+				t.Fatalf("Obtain with another server name = %v, want a certificate error", err)
+			}
+		})
+		t.Run(d.name+"/without the CA, the certificate is not trusted", func(t *testing.T) {
+			tls := trusted
+			tls.CAFile = ""
+			if err := obtain(t, tls); err == nil || !strings.Contains(err.Error(), "certificate") {
+				t.Fatalf("Obtain without the CA = %v, want a certificate error", err)
+			}
+		})
+		t.Run(d.name+"/without a client certificate, the server refuses", func(t *testing.T) {
+			tls := trusted
+			tls.CertFile, tls.KeyFile = "", ""
+			if err := obtain(t, tls); err == nil || errors.Is(err, lock.ErrNotObtained) {
+				t.Fatalf("Obtain without a client certificate = %v, want an error", err)
+			}
+		})
+		t.Run(d.name+"/skip-verify accepts any certificate (unsafe)", func(t *testing.T) {
+			tls := trusted
+			tls.CAFile, tls.InsecureSkipVerify = "", true
+			if err := obtain(t, tls); err != nil {
+				t.Fatalf("Obtain with tls_insecure_skip_verify: %v", err)
+			}
+		})
+		t.Run(d.name+"/plain TCP fails", func(t *testing.T) {
+			if err := obtain(t, config.TLS{}); err == nil || errors.Is(err, lock.ErrNotObtained) {
+				t.Fatalf("Obtain over plain TCP = %v, want an error", err)
+			}
+		})
+	}
+}
+
+// blockingDriver is a registered driver whose EvalSha waits for blocked to
+// close, and which records when calls end and clients close.
+const blockingDriver = "test-blocking"
+
+var blocking struct {
+	entered, blocked chan struct{}
+	mu               sync.Mutex
+	events           []string
+}
+
+func (b *blockingConn) record(e string) {
+	blocking.mu.Lock()
+	blocking.events = append(blocking.events, e)
+	blocking.mu.Unlock()
+}
+
+type blockingConn struct{ driver.Conn }
+
+func (b *blockingConn) EvalSha(context.Context, string, []string, ...any) (any, error) {
+	blocking.entered <- struct{}{}
+	<-blocking.blocked
+	b.record("EvalSha returned")
+	return int64(1), nil
+}
+
+func (b *blockingConn) Close() error { b.record("client closed"); return nil }
+
+func init() {
+	config.RegisterDriver(blockingDriver, config.Driver{Open: func(config.Endpoint) (driver.Conn, io.Closer, error) {
+		c := &blockingConn{}
+		return c, c, nil
+	}})
+}
+
+// TestCloseWaitsForCallsInFlight: Close closes the clients only once the
+// calls in flight have returned, and calls after it fail with ErrClosed.
+func TestCloseWaitsForCallsInFlight(t *testing.T) {
+	blocking.entered, blocking.blocked = make(chan struct{}), make(chan struct{})
+	l, err := config.Open(config.Config{Strategy: "single", Driver: blockingDriver, Addrs: []string{"h"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _, _ = l.Obtain(context.Background(), "k", time.Second) }()
+	<-blocking.entered
+	closed := make(chan error)
+	go func() { closed <- l.Close() }()
+	time.Sleep(20 * time.Millisecond) // time for a Close that does not wait to finish
+	close(blocking.blocked)
+	if err := <-closed; err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	if want := []string{"EvalSha returned", "client closed"}; !slices.Equal(blocking.events, want) {
+		t.Fatalf("events = %q, want %q", blocking.events, want)
+	}
+}
+
+// TestCallsAfterClose: a lock obtained before Close cannot be released after
+// it, and says why; a Redlock Obtain whose clean-ups still run in the
+// background when Close comes leaves no call on a closed client.
+func TestCallsAfterClose(t *testing.T) {
+	servers := redistest.Start(t, 3)
+	addrs := []string{servers[0].Addr, servers[1].Addr, servers[2].Addr}
+	ctx := context.Background()
+	for _, d := range drivers {
+		t.Run(d.name+"/Release after Close is ErrClosed", func(t *testing.T) {
+			l := open(t, config.Config{Strategy: "single", Driver: d.name, Addrs: addrs[:1]})
+			lk, err := l.Obtain(ctx, "after-close:"+d.name, time.Second)
+			if err != nil {
+				t.Fatalf("Obtain: %v", err)
+			}
+			if err := l.Close(); err != nil {
+				t.Fatalf("Close: %v", err)
+			}
+			if err := lk.Release(ctx); !errors.Is(err, config.ErrClosed) {
+				t.Fatalf("Release after Close = %v, want ErrClosed", err)
+			}
+		})
+		t.Run(d.name+"/Close right after a Redlock Obtain failed fast", func(t *testing.T) {
+			c := config.Config{Strategy: "redlock", Driver: d.name, Addrs: addrs, NodeTimeout: 200 * time.Millisecond}
+			held, err := open(t, c).Obtain(ctx, "failed-fast:"+d.name, time.Minute)
+			if err != nil {
+				t.Fatalf("Obtain: %v", err)
+			}
+			defer held.Release(ctx)
+			servers[2].Pause() // its answer is still pending when the others said taken
+			defer servers[2].Resume()
+			l := open(t, c)
+			if _, err := l.Obtain(ctx, "failed-fast:"+d.name, time.Minute); !errors.Is(err, lock.ErrNotObtained) {
+				t.Fatalf("Obtain of a held key = %v, want ErrNotObtained", err)
+			}
+			if err := l.Close(); err != nil {
+				t.Fatalf("Close: %v", err)
+			}
+		})
+	}
+}

@@ -1,0 +1,176 @@
+package config
+
+import (
+	"crypto/tls"
+	"fmt"
+	"io"
+	"maps"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/locksmith-go/lock"
+	"github.com/locksmith-go/lock/driver"
+)
+
+// Strategy is a lock strategy that [Open] builds by name. Register one with
+// [RegisterStrategy].
+type Strategy struct {
+	// New builds the Locker that c describes. It gets a connection to a
+	// server with open(addr), which opens a client of the configured driver;
+	// the [Locker] that Open returns closes it. Required.
+	New func(c Config, open func(addr string) (driver.Conn, error)) (lock.Locker, error)
+	// Check checks c for this strategy without connecting, such as how many
+	// servers it lists, and returns an *lock.ArgumentError naming the
+	// setting at fault. Optional.
+	Check func(c Config) error
+	// Params names the strategy's own settings, which Config.Params
+	// carries: lower-case letters, digits and underscores, each known to
+	// one strategy or driver only, and none of the built-in settings (nor
+	// url, which the environment's <prefix>URL takes).
+	Params []string
+}
+
+// Driver is a Redis client library that [Open] opens clients of by name.
+// Register one with [RegisterDriver].
+type Driver struct {
+	// Open opens a client of one server, and returns the connection and
+	// what closes the client. Required.
+	Open func(e Endpoint) (driver.Conn, io.Closer, error)
+	// Check checks c for this driver without connecting. Optional.
+	Check func(c Config) error
+	// Params names the driver's own settings, as Strategy.Params does.
+	Params []string
+}
+
+// Endpoint is what a [Driver] opens a client of.
+type Endpoint struct {
+	// Addr is the server, as host:port.
+	Addr string
+	// Config is the Config being opened, with its defaults filled in:
+	// DialTimeout, ReadTimeout, WriteTimeout and PoolSize are set.
+	Config Config
+	// TLS is the client's TLS configuration, for this server (ServerName
+	// is set), or nil for plain TCP.
+	TLS *tls.Config
+}
+
+var registry = struct {
+	sync.RWMutex
+	strategies map[string]Strategy
+	drivers    map[string]Driver
+	params     map[string]string // parameter → "strategy x" or "driver y"
+}{strategies: map[string]Strategy{}, drivers: map[string]Driver{}, params: map[string]string{}}
+
+var (
+	namePattern  = regexp.MustCompile(`^[a-z][a-z0-9+.-]*$`) // a URL scheme
+	paramPattern = regexp.MustCompile(`^[a-z][a-z0-9_]*$`)
+)
+
+// RegisterStrategy makes a strategy known to Open by name, as the scheme of
+// URLs and the value of the strategy setting. Call it from an init
+// function, as database/sql's drivers do. It panics if name is not a valid
+// URL scheme in lower case, if it is registered already, if s.New is nil,
+// or if a parameter name is invalid or taken.
+func RegisterStrategy(name string, s Strategy) {
+	register("strategy", name, s.New != nil, s.Params, func() bool { return addNew(registry.strategies, name, s) })
+}
+
+// RegisterDriver makes a driver known to Open by name, as the value of the
+// driver setting. It panics as RegisterStrategy does.
+func RegisterDriver(name string, d Driver) {
+	register("driver", name, d.Open != nil, d.Params, func() bool { return addNew(registry.drivers, name, d) })
+}
+
+// addNew adds v to m under name unless name is taken, which it reports.
+func addNew[T any](m map[string]T, name string, v T) (taken bool) {
+	if _, taken = m[name]; !taken {
+		m[name] = v
+	}
+	return taken
+}
+
+// register checks a registration and runs add under the lock; add reports
+// a duplicate name.
+func register(what, name string, hasFunc bool, params []string, add func() (dup bool)) {
+	registry.Lock()
+	defer registry.Unlock()
+	switch {
+	case !namePattern.MatchString(name):
+		panic(fmt.Sprintf("config: Register%s: invalid name %q: want lower-case letters, digits, +, - and . after a letter", title(what), name))
+	case !hasFunc:
+		panic(fmt.Sprintf("config: Register%s %q: nil function", title(what), name))
+	}
+	for _, p := range params {
+		_, builtin := lookup(p)
+		switch owner, taken := registry.params[p]; {
+		case !paramPattern.MatchString(p):
+			panic(fmt.Sprintf("config: Register%s %q: invalid parameter %q: want lower-case letters, digits and _ after a letter", title(what), name, p))
+		case builtin || p == "url":
+			panic(fmt.Sprintf("config: Register%s %q: parameter %q is a built-in setting", title(what), name, p))
+		case taken:
+			panic(fmt.Sprintf("config: Register%s %q: parameter %q belongs to %s", title(what), name, p, owner))
+		}
+	}
+	if add() {
+		panic(fmt.Sprintf("config: Register%s called twice for %q", title(what), name))
+	}
+	for _, p := range params {
+		registry.params[p] = what + " " + name
+	}
+}
+
+func title(s string) string { return strings.ToUpper(s[:1]) + s[1:] }
+
+// Strategies returns the names of the known strategies, sorted.
+func Strategies() []string { return names(registry.strategies) }
+
+// Drivers returns the names of the known drivers, sorted.
+func Drivers() []string { return names(registry.drivers) }
+
+func names[T any](m map[string]T) []string {
+	registry.RLock()
+	defer registry.RUnlock()
+	return slices.Sorted(maps.Keys(m))
+}
+
+func get[T any](m map[string]T, name string) (T, bool) {
+	registry.RLock()
+	defer registry.RUnlock()
+	v, ok := m[name]
+	return v, ok
+}
+
+// known checks that name is registered in m, and lists m's names if not.
+func known[T any](m map[string]T, name string) error {
+	switch _, ok := get(m, name); {
+	case name == "":
+		return fmt.Errorf("is required; known: %s", strings.Join(names(m), ", "))
+	case !ok:
+		return fmt.Errorf("unknown %q; known: %s", name, strings.Join(names(m), ", "))
+	}
+	return nil
+}
+
+func knownStrategy(name string) error { return known(registry.strategies, name) }
+func knownDriver(name string) error   { return known(registry.drivers, name) }
+
+// strategyOf and driverOf return the registered strategy and driver of a
+// valid Config.
+func strategyOf(c Config) Strategy { s, _ := get(registry.strategies, c.Strategy); return s }
+func driverOf(c Config) Driver     { d, _ := get(registry.drivers, c.driver()); return d }
+
+// DefaultDriver is the driver of a Config that names none.
+const DefaultDriver = "goredis"
+
+func (c Config) driver() string {
+	if c.Driver == "" {
+		return DefaultDriver
+	}
+	return c.Driver
+}
+
+func isParam(name string) bool { _, ok := get(registry.params, name); return ok }
+
+func paramNames() []string { return names(registry.params) }

@@ -1,0 +1,160 @@
+package config
+
+import (
+	"encoding/json"
+	"os"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+// examples are, for each setting, URLs that set it, and the text form it
+// must then have.
+var examples = map[string][]struct{ url, want string }{
+	"strategy": {{"setnx-getset://h:6379", "setnx-getset"}, {"REDLOCK://h:6379", "redlock"}},
+	"username": {{"single://alice@h:6379", "alice"}, {"single://a%40b@h:6379", "a@b"}},
+	"password": {{"single://:pw@h:6379", "pw"}, {"single://alice:p%40ss:w%2Frd+%25@h:6379", "p@ss:w/rd+%"}},
+	"addrs": {
+		{"single://h", "h:6379"},
+		{"redlock://h1,h2:7000,[::1]:7001,10.0.0.4:6380", "h1:6379,h2:7000,[::1]:7001,10.0.0.4:6380"},
+	},
+	"db":                       {{"single://h:6379/5", "5"}},
+	"driver":                   {{"single://h?driver=redigo", "redigo"}, {"single://h?driver=goredis", "goredis"}},
+	"tls":                      {{"single://h?tls=true", "true"}, {"single://h?tls=1", "true"}},
+	"tls_ca_file":              {{"single://h?tls=true&tls_ca_file=/etc/redis/ca.pem", "/etc/redis/ca.pem"}},
+	"tls_cert_file":            {{"single://h?tls=true&tls_cert_file=/c%20d.pem&tls_key_file=/k.pem", "/c d.pem"}},
+	"tls_key_file":             {{"single://h?tls=true&tls_cert_file=/c.pem&tls_key_file=/k+1%26.pem", "/k 1&.pem"}},
+	"tls_server_name":          {{"single://10.0.0.1?tls=true&tls_server_name=redis.internal", "redis.internal"}},
+	"tls_insecure_skip_verify": {{"single://h?tls=true&tls_insecure_skip_verify=true", "true"}},
+	"dial_timeout":             {{"single://h?dial_timeout=2s", "2s"}},
+	"read_timeout":             {{"single://h?read_timeout=500ms", "500ms"}},
+	"write_timeout":            {{"single://h?write_timeout=1.5s", "1.5s"}},
+	"pool_size":                {{"single://h?pool_size=32", "32"}},
+	"ttl":                      {{"single://h?ttl=45s", "45s"}, {"single://h?ttl=90s", "1m30s"}},
+	"retry": {
+		{"single://h?retry=none", "none"},
+		{"single://h?retry=linear:100ms", "linear:100ms"},
+		{"single://h?retry=exponential:10ms,1s", "exponential:10ms,1s"},
+	},
+	"max_attempts":   {{"single://h?retry=exponential:10ms,1s&max_attempts=5", "5"}},
+	"otel":           {{"single://h?otel=true", "true"}},
+	"otel_keys":      {{"single://h?otel=true&otel_keys=hashed", "hashed"}, {"single://h?otel=true&otel_keys=raw", "raw"}},
+	"format":         {{"setnx-getset://h?format=ms", "ms"}, {"setnx-getset://h?format=float-seconds", "float-seconds"}},
+	"safety_ttl":     {{"setnx-getset://h?safety_ttl=1m", "1m0s"}},
+	"clock_skew":     {{"setnx-getset://h?safety_ttl=1m&clock_skew=2s", "2s"}},
+	"quorum":         {{"redlock://h1,h2,h3?quorum=3", "3"}},
+	"drift_factor":   {{"redlock://h1,h2,h3?drift_factor=0.02", "0.02"}},
+	"node_timeout":   {{"redlock://h1,h2,h3?node_timeout=100ms", "100ms"}},
+	"max_extensions": {{"redlock://h1,h2,h3?max_extensions=10", "10"}},
+	"restart_guard":  {{"redlock://h1,h2,h3?restart_guard=1m", "1m0s"}},
+}
+
+// TestEverySettingRoundTrips: each setting survives URL -> Config -> URL,
+// String, JSON and the environment.
+func TestEverySettingRoundTrips(t *testing.T) {
+	for _, s := range settings {
+		if len(examples[s.name]) == 0 {
+			t.Errorf("setting %s has no example: add one to examples", s.name)
+		}
+		for _, ex := range examples[s.name] {
+			t.Run(s.name+"/"+ex.url, func(t *testing.T) {
+				c, err := ParseURL(ex.url)
+				if err != nil {
+					t.Fatalf("ParseURL(%q): %v", ex.url, err)
+				}
+				if got := s.get(&c); got != ex.want {
+					t.Fatalf("%s of %q = %q, want %q", s.name, ex.url, got, ex.want)
+				}
+				roundTrips(t, c)
+			})
+		}
+	}
+}
+
+// roundTrips checks that c survives every form.
+func roundTrips(t *testing.T, c Config) {
+	t.Helper()
+	u := c.url(true)
+	if again, err := ParseURL(u); err != nil || !reflect.DeepEqual(again, c) {
+		t.Fatalf("ParseURL(%q) = %#v, %v; want %#v", u, again.url(true), err, u)
+	}
+	if got, want := c.String(), strings.Replace(u, ":"+escapedPassword(c)+"@", ":"+redacted+"@", 1); got != want {
+		t.Errorf("String() = %q, want %q", got, want)
+	}
+
+	b, err := json.Marshal(c)
+	if err != nil {
+		t.Fatalf("json.Marshal: %v", err)
+	}
+	if c.Password != "" {
+		if !strings.Contains(string(b), `"password":"`+redacted+`"`) {
+			t.Fatalf("json.Marshal = %s, want the password as %s", b, redacted)
+		}
+		pw, _ := json.Marshal(c.Password)
+		b = []byte(strings.Replace(string(b), `"`+redacted+`"`, string(pw), 1))
+	}
+	var fromJSON Config
+	if err := json.Unmarshal(b, &fromJSON); err != nil || !reflect.DeepEqual(fromJSON, c) {
+		t.Fatalf("json.Unmarshal(%s) = %#v, %v; want %#v", b, fromJSON.url(true), err, u)
+	}
+
+	const prefix = "LOCKSMITH_TEST_"
+	t.Run("env", func(t *testing.T) {
+		for _, s := range settings {
+			if v := s.get(&c); v != "" {
+				t.Setenv(prefix+strings.ToUpper(s.name), v)
+			}
+		}
+		if got, err := FromEnv(prefix); err != nil || !reflect.DeepEqual(got, c) {
+			t.Fatalf("FromEnv = %#v, %v; want %#v", got.url(true), err, u)
+		}
+	})
+	t.Run("env URL", func(t *testing.T) {
+		t.Setenv(prefix+"URL", u)
+		if got, err := FromEnv(prefix); err != nil || !reflect.DeepEqual(got, c) {
+			t.Fatalf("FromEnv = %#v, %v; want %#v", got.url(true), err, u)
+		}
+	})
+}
+
+func escapedPassword(c Config) string {
+	if c.Password == "" {
+		return "\x00" // matches nothing
+	}
+	u := c.url(true)
+	_, rest, _ := strings.Cut(u, "://")
+	userinfo := rest[:strings.LastIndex(rest, "@")]
+	_, pw, _ := strings.Cut(userinfo, ":")
+	return pw
+}
+
+// TestREADMEDocumentsEverySetting: README's table has a row for each
+// setting, with its environment variable.
+func TestREADMEDocumentsEverySetting(t *testing.T) {
+	b, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(b), "\n## Choosing the strategy by config\n")
+	if !ok {
+		t.Fatal(`README.md has no section "## Choosing the strategy by config"`)
+	}
+	section, _, _ = strings.Cut(section, "\n## ")
+	rows := map[string]string{}
+	for line := range strings.SplitSeq(section, "\n") {
+		if name, ok := strings.CutPrefix(line, "| `"); ok {
+			name, _, _ = strings.Cut(name, "`")
+			rows[name] = line
+		}
+	}
+	for _, s := range settings {
+		row, ok := rows[s.name]
+		if !ok {
+			t.Errorf("README: no row for setting %s", s.name)
+			continue
+		}
+		if env := "`LOCKSMITH_" + strings.ToUpper(s.name) + "`"; !strings.Contains(row, env) {
+			t.Errorf("README: the row of %s does not name %s", s.name, env)
+		}
+	}
+}
