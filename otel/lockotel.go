@@ -298,8 +298,7 @@ func (t *telemetry) obtain(ctx context.Context, e lock.Event, next func(context.
 	defer span.End()
 	recording := span.IsRecording()
 	if recording {
-		// The attempt hook overwrites attempts with each attempt's number.
-		span.SetAttributes(append(t.spanAttrs(e), attrAttempts.Int(0))...)
+		span.SetAttributes(t.spanAttrs(e)...) // attempts: set by each attempt
 	}
 	lk, err := next(ctx)
 	wait := time.Since(start)
@@ -317,13 +316,15 @@ func (t *telemetry) obtain(ctx context.Context, e lock.Event, next func(context.
 		span.SetStatus(codes.Error, t.describeErr(err, e.Key))
 	}
 	if recording {
-		span.SetAttributes(attrWait.Float64(wait.Seconds()), attrOutcome.String(outcome))
-		if lk != nil {
-			span.SetAttributes(attrValidity.Float64(time.Until(lk.ValidUntil()).Seconds()))
+		end := [3]attribute.KeyValue{attrWait.Float64(wait.Seconds()), attrOutcome.String(outcome)}
+		n := 2
+		switch {
+		case lk != nil:
+			end[n], n = attrValidity.Float64(time.Until(lk.ValidUntil()).Seconds()), n+1
+		case errType != "":
+			end[n], n = attrError.String(errType), n+1
 		}
-		if errType != "" {
-			span.SetAttributes(attrError.String(errType))
-		}
+		span.SetAttributes(end[:n]...)
 	}
 	if lk != nil {
 		t.active.Add(ctx, 1, t.measure(setKey{strategy: e.Strategy}).add...)
