@@ -368,8 +368,9 @@ func (l *Lock) TTL(ctx context.Context) (time.Duration, error) {
 // ErrTaken where the strategy can tell) when the lock is no longer ours, and
 // ErrRefreshLimit once the refreshes allowed by [WithMaxRefreshes] are
 // spent. Under [WithMaxHold] it shortens ttl to end at the limit, and
-// returns ErrRefreshLimit once the limit is reached. A lock that was found
-// lost (Done is closed) is never refreshed: Refresh returns [Lock.Err].
+// returns ErrRefreshLimit once the limit is reached. A lock that lapsed
+// (ErrLapsed) is never refreshed, since the refresh could revive a lock its
+// holder was told it lost: Refresh returns [Lock.Err].
 func (l *Lock) Refresh(ctx context.Context, ttl time.Duration) error {
 	if err := checkTTL(ttl); err != nil {
 		return err
@@ -501,14 +502,14 @@ func (l *Lock) current() (string, error) {
 	return l.value, nil
 }
 
-// spendRefresh checks that the lock may be refreshed for ttl: it was not
-// found lost, and the limits of WithMaxRefreshes and WithMaxHold allow it.
-// It counts the refresh, and returns ttl shortened to end at WithMaxHold's
+// spendRefresh checks that the lock may be refreshed for ttl: it did not
+// lapse, and the limits of WithMaxRefreshes and WithMaxHold allow it. It
+// counts the refresh, and returns ttl shortened to end at WithMaxHold's
 // limit.
 func (l *Lock) spendRefresh(ttl time.Duration) (time.Duration, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.cause != nil {
+	if errors.Is(l.cause, ErrLapsed) {
 		return 0, l.cause
 	}
 	if l.refreshesLeft == 0 {
