@@ -3,6 +3,11 @@
 // compare-and-pttl scripts to release, refresh and read the TTL, so that no
 // client ever deletes or extends a lock it does not own.
 //
+// The lock's local validity (Lock.ValidUntil) allows for clock drift
+// between the client and the server, as the Redis documentation asks: it
+// ends TTL × 1% + 2ms early, so that it comes before the server's expiry
+// even when the server's clock runs a little fast.
+//
 // With lock.WithFencing, the acquisition also increments, in the same
 // script, a counter at [FenceKey] and returns its value as the lock's
 // fencing token: larger for every new holder, across releases, expiries and
@@ -62,17 +67,25 @@ func (s *Strategy) String() string { return "single" }
 // Addr returns the server's address, where the driver knows it.
 func (s *Strategy) Addr() string { return driver.Addr(s.conn) }
 
+// driftFactor and the 2ms of drift make the drift allowance: the Redis
+// documentation's, which the redlock strategy uses too.
+const driftFactor = 0.01
+
+func drift(ttl time.Duration) time.Duration {
+	return time.Duration(float64(ttl)*driftFactor) + 2*time.Millisecond
+}
+
 // Acquire implements [lock.Strategy].
 func (s *Strategy) Acquire(ctx context.Context, r lock.Request) (lock.Grant, error) {
 	if !r.Fencing {
-		return lock.Grant{}, cas.Acquire(ctx, s.conn, r.Key, r.Value(), r.TTL)
+		return lock.Grant{Drift: drift(r.TTL)}, cas.Acquire(ctx, s.conn, r.Key, r.Value(), r.TTL)
 	}
 	fenceKey, err := FenceKey(r.Key)
 	if err != nil {
 		return lock.Grant{Clean: true}, err
 	}
 	n, err := cas.AcquireFenced(ctx, s.conn, r.Key, fenceKey, r.Value(), r.TTL)
-	return lock.Grant{Fence: n}, err
+	return lock.Grant{Fence: n, Drift: drift(r.TTL)}, err
 }
 
 // FenceKey returns the key of the counter that issues the fencing tokens of
@@ -101,7 +114,7 @@ func hasHashTag(key string) bool {
 
 // Refresh implements [lock.Strategy].
 func (s *Strategy) Refresh(ctx context.Context, key, value string, ttl time.Duration) (lock.Grant, error) {
-	return lock.Grant{}, cas.PExpire(ctx, s.conn, key, value, ttl)
+	return lock.Grant{Drift: drift(ttl)}, cas.PExpire(ctx, s.conn, key, value, ttl)
 }
 
 // Release implements [lock.Strategy].
