@@ -239,7 +239,7 @@ func (l *Lock) StartRefresh(ctx context.Context) error {
 
 // StopRefresh stops auto-refresh and waits for its goroutine to exit. The
 // lock stays held until ValidUntil, unless refreshed by hand. Hooks, which
-// can run on that goroutine, must not call it, nor Release.
+// can run on that goroutine, must not call it.
 func (l *Lock) StopRefresh() {
 	if l == nil {
 		return

@@ -550,6 +550,32 @@ func TestAutoRefresh(t *testing.T) {
 		}
 	})
 
+	t.Run("a refresh that replaces the value is not overlapped by TTL or Release", func(t *testing.T) {
+		f := newFake()
+		lk := obtain(t, f, "k")
+		f.refreshGrant = lock.Grant{Value: "a later timestamp"} // as setnx-getset's refresh does
+		f.afterRefresh = func() { time.Sleep(50 * time.Millisecond) }
+		refreshed := make(chan error, 1)
+		go func() { refreshed <- lk.Refresh(ctx, time.Minute) }()
+		for len(f.callsTo("refresh")) == 0 {
+			time.Sleep(time.Millisecond)
+		}
+		if _, err := lk.TTL(ctx); err != nil {
+			t.Errorf("TTL during a refresh that replaces the value = %v, want nil", err)
+		}
+		if err := <-refreshed; err != nil {
+			t.Errorf("Refresh = %v, want nil", err)
+		}
+		go func() { refreshed <- lk.Refresh(ctx, time.Minute) }()
+		for len(f.callsTo("refresh")) < 2 {
+			time.Sleep(time.Millisecond)
+		}
+		if err := lk.Release(ctx); err != nil {
+			t.Errorf("Release during a refresh that replaces the value = %v, want nil", err)
+		}
+		<-refreshed
+	})
+
 	t.Run("Release stops auto-refresh before it releases", func(t *testing.T) {
 		noLeaks(t)
 		f := newFake()

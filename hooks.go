@@ -13,9 +13,10 @@ import (
 // context.
 //
 // Events carry the *Lock they concern; a hook must never record its token.
-// Hooks can run on the goroutine of auto-refresh, or of the timer that
-// watches a lock's validity: they must not call the lock's Release or
-// StopRefresh, which wait for that goroutine.
+// Hooks run within the lock's operations, on the goroutine of auto-refresh,
+// or on that of the timer that watches a lock's validity: they must not
+// call the lock's Refresh, Release, TTL or StopRefresh, which wait for
+// those.
 type Hooks struct {
 	// Obtain wraps a whole Obtain call, waiting included.
 	Obtain func(ctx context.Context, e Event, next func(context.Context) (*Lock, error)) (*Lock, error)

@@ -264,7 +264,8 @@ func sleep(ctx context.Context, d time.Duration) error {
 }
 
 // Lock is a held lock, returned by [Locker.Obtain]. Its methods are safe for
-// concurrent use. A nil *Lock is never held: its methods return ErrNotHeld.
+// concurrent use; Refresh, Release and TTL run one at a time. A nil *Lock is
+// never held: its methods return ErrNotHeld.
 //
 // Besides refreshing and releasing it by hand, a holder can have it
 // refreshed in the background ([Lock.StartRefresh]) and learn that it is
@@ -280,6 +281,10 @@ type Lock struct {
 	fraction  float64   // the auto-refresh interval, as a fraction of the TTL
 	holdUntil time.Time // WithMaxHold's limit; zero: none
 
+	// ops serializes Refresh, Release and TTL: a refresh can replace the
+	// value (setnx-getset stores timestamps), so no operation may use the
+	// value while a refresh is on its way. mu guards the fields below.
+	ops           sync.Mutex
 	mu            sync.Mutex
 	token         string
 	value         string
@@ -348,6 +353,11 @@ func (l *Lock) ValidUntil() time.Time {
 // TTL returns the remaining time to live of the lock as Redis sees it.
 // It returns an error matching ErrNotHeld when the lock is no longer ours.
 func (l *Lock) TTL(ctx context.Context) (time.Duration, error) {
+	if l == nil {
+		return 0, ErrNotHeld
+	}
+	l.ops.Lock()
+	defer l.ops.Unlock()
 	value, err := l.current()
 	if err != nil {
 		return 0, err
@@ -375,6 +385,11 @@ func (l *Lock) Refresh(ctx context.Context, ttl time.Duration) error {
 	if err := checkTTL(ttl); err != nil {
 		return err
 	}
+	if l == nil {
+		return ErrNotHeld
+	}
+	l.ops.Lock()
+	defer l.ops.Unlock()
 	value, err := l.current()
 	if err != nil {
 		return err
@@ -408,11 +423,16 @@ func (l *Lock) Refresh(ctx context.Context, ttl time.Duration) error {
 // auto-refresh and waits for the refresher to exit, so no refresh follows
 // it, and it closes Done.
 func (l *Lock) Release(ctx context.Context) error {
+	if l == nil {
+		return ErrNotHeld
+	}
+	l.StopRefresh() // first: a refresh on its way can replace the value
+	l.ops.Lock()
+	defer l.ops.Unlock()
 	value, err := l.current()
 	if err != nil {
 		return err
 	}
-	l.StopRefresh()
 	err = l.op(ctx, "release", 0, func(ctx context.Context) error { return l.s.Release(ctx, l.key, value) })
 	if err != nil {
 		return l.fail("release", err)
@@ -491,9 +511,6 @@ func (l *Lock) LogValue() slog.Value {
 
 // current returns the value the lock is held under, or ErrNotHeld.
 func (l *Lock) current() (string, error) {
-	if l == nil {
-		return "", ErrNotHeld
-	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.released {

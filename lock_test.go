@@ -36,6 +36,10 @@ type fakeStrategy struct {
 	// refreshErrs are returned, in turn, by the next refreshes (see
 	// failRefreshes).
 	refreshErrs []error
+	// afterRefresh, when set, is called at the end of every successful
+	// Refresh, outside the mutex: the new value is stored, and the reply
+	// is still on its way.
+	afterRefresh func()
 }
 
 type fakeEntry struct {
@@ -122,6 +126,11 @@ func (f *fakeStrategy) Refresh(ctx context.Context, key, value string, ttl time.
 	}
 	e.expires = time.Now().Add(ttl)
 	f.entries[key] = e
+	if f.afterRefresh != nil {
+		f.mu.Unlock()
+		f.afterRefresh()
+		f.mu.Lock()
+	}
 	return f.refreshGrant, nil
 }
 
