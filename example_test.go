@@ -20,6 +20,12 @@ import (
 // on it, and a function that stops both. In an application, build the
 // go-redis client from your own configuration instead.
 func newLocker() (lock.Locker, func()) {
+	locker, _, stop := newClientLocker()
+	return locker, stop
+}
+
+// newClientLocker is newLocker that also returns the client.
+func newClientLocker() (lock.Locker, *redis.Client, func()) {
 	s, err := embedded.Start()
 	if err != nil {
 		log.Fatal(err)
@@ -29,7 +35,7 @@ func newLocker() (lock.Locker, func()) {
 	if err != nil {
 		log.Fatal(err)
 	}
-	return locker, func() {
+	return locker, client, func() {
 		_ = client.Close()
 		s.Close()
 	}
@@ -230,21 +236,12 @@ func ExampleDo() {
 }
 
 func ExampleDo_lost() {
-	s, err := embedded.Start() // an in-process Redis, for the example
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer s.Close()
-	client := redis.NewClient(&redis.Options{Addr: s.Addr()})
-	defer client.Close()
-	locker, err := single.New(goredis.New(client))
-	if err != nil {
-		log.Fatal(err)
-	}
+	locker, client, stop := newClientLocker()
+	defer stop()
 	ctx := context.Background()
 
 	errStopped := errors.New("migration stopped half-way")
-	err = lock.Do(ctx, locker, "migration", 3*time.Second, func(ctx context.Context) error {
+	err := lock.Do(ctx, locker, "migration", 3*time.Second, func(ctx context.Context) error {
 		client.Del(ctx, "migration") // an operator deletes the key
 		<-ctx.Done()                 // the next refresh finds it gone
 		fmt.Println("cause:", context.Cause(ctx))

@@ -40,6 +40,19 @@ func waitDone(t *testing.T, lk *lock.Lock) {
 	}
 }
 
+// refreshing obtains "k" on f for aliveTTL and starts refreshing it.
+func refreshing(t *testing.T, f *fakeStrategy, opts ...lock.Option) *lock.Lock {
+	t.Helper()
+	lk, err := lock.New(f).Obtain(context.Background(), "k", aliveTTL, append([]lock.Option{alive}, opts...)...)
+	if err != nil {
+		t.Fatalf("Obtain = %v, want a lock", err)
+	}
+	if err := lk.StartRefresh(context.Background()); err != nil {
+		t.Fatalf("StartRefresh = %v, want nil", err)
+	}
+	return lk
+}
+
 // waitRefreshes waits until f has seen n refreshes, or ctx ends.
 func waitRefreshes(ctx context.Context, f *fakeStrategy, n int) error {
 	for len(f.callsTo("refresh")) < n {
@@ -476,13 +489,7 @@ func TestAutoRefresh(t *testing.T) {
 	t.Run("StartRefresh keeps the lock past its TTL, and StopRefresh stops refreshing", func(t *testing.T) {
 		noLeaks(t)
 		f := newFake()
-		lk, err := lock.New(f).Obtain(ctx, "k", aliveTTL, alive)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := lk.StartRefresh(ctx); err != nil {
-			t.Fatalf("StartRefresh = %v, want nil", err)
-		}
+		lk := refreshing(t, f)
 		if err := lk.StartRefresh(ctx); err != nil {
 			t.Fatalf("second StartRefresh = %v, want nil", err)
 		}
@@ -508,13 +515,7 @@ func TestAutoRefresh(t *testing.T) {
 		noLeaks(t)
 		f := newFake()
 		var e endings
-		lk, err := lock.New(f).Obtain(ctx, "k", aliveTTL, alive, e.hooks())
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := lk.StartRefresh(ctx); err != nil {
-			t.Fatal(err)
-		}
+		lk := refreshing(t, f, e.hooks())
 		f.hold("k", "another owner")
 		waitDone(t, lk)
 		if err := lk.Err(); !errors.Is(err, lock.ErrTaken) {
@@ -579,13 +580,7 @@ func TestAutoRefresh(t *testing.T) {
 	t.Run("Release stops auto-refresh before it releases", func(t *testing.T) {
 		noLeaks(t)
 		f := newFake()
-		lk, err := lock.New(f).Obtain(ctx, "k", aliveTTL, alive)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := lk.StartRefresh(ctx); err != nil {
-			t.Fatal(err)
-		}
+		lk := refreshing(t, f)
 		if err := lk.Release(ctx); err != nil {
 			t.Fatalf("Release = %v, want nil", err)
 		}
@@ -599,13 +594,7 @@ func TestAutoRefresh(t *testing.T) {
 	t.Run("WithMaxRefreshes stops auto-refresh, and the lock lapses with ErrRefreshLimit", func(t *testing.T) {
 		noLeaks(t)
 		f := newFake()
-		lk, err := lock.New(f).Obtain(ctx, "k", aliveTTL, alive, lock.WithMaxRefreshes(2))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := lk.StartRefresh(ctx); err != nil {
-			t.Fatal(err)
-		}
+		lk := refreshing(t, f, lock.WithMaxRefreshes(2))
 		waitDone(t, lk)
 		if err := lk.Err(); !errors.Is(err, lock.ErrLapsed) || !errors.Is(err, lock.ErrRefreshLimit) {
 			t.Errorf("Err() = %v, want ErrLapsed and ErrRefreshLimit", err)
