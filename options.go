@@ -89,8 +89,9 @@ func WithRefreshFraction(f float64) Option {
 // issued atomically with the acquisition, that is larger for every new
 // holder, so that the resource the lock protects can reject a write from a
 // holder that lost the lock without knowing it. The single strategy supports
-// it; a strategy that cannot issue such tokens refuses it with an
-// [*ArgumentError] named "fencing", before it writes anything.
+// it; the others cannot issue such tokens and refuse it with an
+// [*ArgumentError] named "fencing", leaving nothing behind (so does Obtain
+// when any strategy issues no token).
 func WithFencing() Option {
 	return func(o *options) { o.fencing = true }
 }
