@@ -25,13 +25,33 @@ var (
 	ErrTaken = fmt.Errorf("%w: held by another owner", ErrNotHeld)
 
 	// ErrRefreshLimit means the lock was refreshed as many times as
-	// [WithMaxRefreshes] allows. The lock is still held until its TTL ends.
+	// [WithMaxRefreshes] allows, or is as old as [WithMaxHold] allows. The
+	// lock is still held until its TTL ends.
 	ErrRefreshLimit = errors.New("lock: refresh limit reached")
+
+	// ErrLapsed means the lock's local validity deadline ([Lock.ValidUntil])
+	// passed before a refresh confirmed it, while the lock was watched (see
+	// [Lock.Done]). The key may still be in Redis, but the holder can no
+	// longer count on it. It matches ErrNotHeld; when a limit
+	// ([WithMaxRefreshes], [WithMaxHold]) stopped the refreshes, it also
+	// matches ErrRefreshLimit.
+	ErrLapsed = fmt.Errorf("%w: validity lapsed before a refresh confirmed it", ErrNotHeld)
+
+	// ErrLost is matched by the error of [Do] when the lock was lost before
+	// fn returned, or found gone by the release after it. That error also
+	// matches the cause (ErrExpired, ErrTaken or ErrLapsed, all matching
+	// ErrNotHeld). fn's own errors never match it, unless fn returns it.
+	ErrLost = errors.New("lock: lost")
 
 	// ErrInvalidArgument is matched by every [*ArgumentError].
 	ErrInvalidArgument = errors.New("lock: invalid argument")
 
 	errReleased = fmt.Errorf("%w: already released", ErrNotHeld)
+
+	// errHoldLimit refuses a refresh once WithMaxHold's time is spent, and
+	// errLapsedAtLimit is the loss of a lock whose refreshes a limit stopped.
+	errHoldLimit     = fmt.Errorf("%w: the hold time of WithMaxHold is spent", ErrRefreshLimit)
+	errLapsedAtLimit = fmt.Errorf("%w: %w", ErrLapsed, ErrRefreshLimit)
 )
 
 // ArgumentError reports an invalid argument or option, by name. It matches

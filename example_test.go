@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -19,6 +20,12 @@ import (
 // on it, and a function that stops both. In an application, build the
 // go-redis client from your own configuration instead.
 func newLocker() (lock.Locker, func()) {
+	locker, _, stop := newClientLocker()
+	return locker, stop
+}
+
+// newClientLocker is newLocker that also returns the client.
+func newClientLocker() (lock.Locker, *redis.Client, func()) {
 	s, err := embedded.Start()
 	if err != nil {
 		log.Fatal(err)
@@ -28,7 +35,7 @@ func newLocker() (lock.Locker, func()) {
 	if err != nil {
 		log.Fatal(err)
 	}
-	return locker, func() {
+	return locker, client, func() {
 		_ = client.Close()
 		s.Close()
 	}
@@ -198,4 +205,144 @@ func ExampleArgumentError() {
 	// invalid argument: key
 	// true
 	// lock: invalid key: must not be empty
+}
+
+func ExampleDo() {
+	locker, stop := newLocker()
+	defer stop()
+	ctx := context.Background()
+
+	// Do obtains the lock, keeps it refreshed while the function runs, and
+	// releases it when the function returns.
+	err := lock.Do(ctx, locker, "report:daily", 30*time.Second, func(ctx context.Context) error {
+		lk, _ := lock.FromContext(ctx)
+		fmt.Println("writing the report under", lk)
+		// ... work, and stop when ctx is done: the lock was lost ...
+		return ctx.Err()
+	})
+	switch {
+	case errors.Is(err, lock.ErrNotObtained):
+		fmt.Println("another worker is writing the report")
+	case errors.Is(err, lock.ErrLost):
+		fmt.Println("the lock was lost before the report was written:", err)
+	case err != nil:
+		fmt.Println("the report failed:", err)
+	default:
+		fmt.Println("report written, lock released")
+	}
+	// Output:
+	// writing the report under lock "report:daily"
+	// report written, lock released
+}
+
+func ExampleDo_lost() {
+	locker, client, stop := newClientLocker()
+	defer stop()
+	ctx := context.Background()
+
+	errStopped := errors.New("migration stopped half-way")
+	err := lock.Do(ctx, locker, "migration", 3*time.Second, func(ctx context.Context) error {
+		client.Del(ctx, "migration") // an operator deletes the key
+		<-ctx.Done()                 // the next refresh finds it gone
+		fmt.Println("cause:", context.Cause(ctx))
+		return errStopped
+	}, lock.WithRefreshFraction(0.1))
+	fmt.Println("lost:", errors.Is(err, lock.ErrLost))
+	fmt.Println("expired:", errors.Is(err, lock.ErrExpired))
+	fmt.Println("fn's error:", errors.Is(err, errStopped))
+	// Output:
+	// cause: lock: not held: expired
+	// lost: true
+	// expired: true
+	// fn's error: true
+}
+
+func ExampleLock_StartRefresh() {
+	locker, stop := newLocker()
+	defer stop()
+	ctx := context.Background()
+
+	lk, err := locker.Obtain(ctx, "leader", 10*time.Second)
+	if err != nil {
+		log.Fatal(err)
+	}
+	// Keep the lock while leading, and stop leading as soon as it is lost.
+	if err := lk.StartRefresh(ctx); err != nil {
+		log.Fatal(err)
+	}
+	jobs := make(chan string, 1)
+	jobs <- "rebalance"
+	close(jobs)
+	for job := range jobs {
+		select {
+		case <-lk.Done():
+			fmt.Println("lost the lead:", lk.Err())
+			return
+		default:
+			fmt.Println("leading:", job)
+		}
+	}
+	// Release stops the refreshes first, and closes Done.
+	if err := lk.Release(ctx); err != nil {
+		log.Fatal(err)
+	}
+	<-lk.Done()
+	fmt.Println("stepped down:", errors.Is(lk.Err(), lock.ErrNotHeld))
+	// Output:
+	// leading: rebalance
+	// stepped down: true
+}
+
+// store is a resource that protects itself with fencing tokens: it accepts
+// a write only with a token at least as large as any it has seen.
+type store struct {
+	mu      sync.Mutex
+	highest int64
+	value   string
+}
+
+var errStale = errors.New("stale fencing token: the writer's lock was taken over")
+
+func (s *store) write(token int64, value string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if token < s.highest {
+		return errStale
+	}
+	s.highest, s.value = token, value
+	return nil
+}
+
+func ExampleWithFencing() {
+	locker, stop := newLocker()
+	defer stop()
+	ctx := context.Background()
+	var db store
+
+	// A obtains the lock with a fencing token, and writes with it.
+	a, err := locker.Obtain(ctx, "invoice:42", 100*time.Millisecond, lock.WithFencing())
+	if err != nil {
+		log.Fatal(err)
+	}
+	tokenA, _ := a.Fence()
+	fmt.Println("A writes:", db.write(tokenA, "draft by A"))
+
+	// A stalls (a GC pause, say) past its TTL; B obtains the lock.
+	b, err := locker.Obtain(ctx, "invoice:42", time.Minute, lock.WithFencing(),
+		lock.WithRetry(lock.Linear(10*time.Millisecond)))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer b.Release(ctx)
+	tokenB, _ := b.Fence()
+	fmt.Println("B writes:", db.write(tokenB, "final by B"))
+
+	// A wakes up, unaware, and writes again: the store rejects it.
+	fmt.Println("A writes:", db.write(tokenA, "draft by A, again"))
+	fmt.Println("stored:", db.value)
+	// Output:
+	// A writes: <nil>
+	// B writes: <nil>
+	// A writes: stale fencing token: the writer's lock was taken over
+	// stored: final by B
 }

@@ -12,6 +12,7 @@ require (
 	go.opentelemetry.io/otel/sdk v1.41.0
 	go.opentelemetry.io/otel/sdk/metric v1.41.0
 	go.opentelemetry.io/otel/trace v1.41.0
+	go.uber.org/goleak v1.3.0
 )
 
 require (

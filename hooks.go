@@ -13,6 +13,10 @@ import (
 // context.
 //
 // Events carry the *Lock they concern; a hook must never record its token.
+// Hooks run within the lock's operations, on the goroutine of auto-refresh,
+// or on that of the timer that watches a lock's validity: they must not
+// call the lock's Refresh, Release, TTL or StopRefresh, which wait for
+// those.
 type Hooks struct {
 	// Obtain wraps a whole Obtain call, waiting included.
 	Obtain func(ctx context.Context, e Event, next func(context.Context) (*Lock, error)) (*Lock, error)
@@ -20,14 +24,16 @@ type Hooks struct {
 	// returns nil when the attempt obtained the lock, an error matching
 	// ErrNotObtained when the lock was held, or another error.
 	Attempt func(ctx context.Context, e Event, next func(context.Context) error) error
-	// Op wraps Refresh, Release and TTL (e.Op) on a held lock (e.Lock).
+	// Op wraps Refresh (auto-refresh's too), Release and TTL (e.Op) on a
+	// held lock (e.Lock).
 	Op func(ctx context.Context, e Event, next func(context.Context) error) error
 	// Node reports one node's answer (e.Node, e.Outcome, e.Err) within an
 	// attempt or an operation of a multi-node strategy.
 	Node func(ctx context.Context, e Event)
 	// Ended reports, once per lock, that a held lock ended: released
-	// (e.Err nil) or found lost by Refresh, Release or TTL (e.Err matches
-	// ErrNotHeld), after it was held for e.Held.
+	// (e.Err nil), or lost (e.Err matches ErrNotHeld): found gone by
+	// Refresh, Release or TTL, or lapsed (ErrLapsed) while watched, after
+	// it was held for e.Held.
 	Ended func(e Event)
 }
 

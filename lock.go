@@ -52,6 +52,10 @@ type Locker interface {
 // Refresh, Release and TTL return ErrExpired when the key is gone, and
 // ErrTaken when another value holds it (both match ErrNotHeld); a strategy
 // that cannot tell the two apart returns ErrNotHeld.
+//
+// When Request.Fencing is set, Acquire issues a fencing token atomically
+// with the acquisition and reports it in Grant.Fence, or, if it cannot,
+// refuses with an [*ArgumentError] named "fencing" before writing anything.
 type Strategy interface {
 	// Acquire makes one attempt to lock r.Key. It returns an error
 	// matching ErrNotObtained when another owner holds the key, and any
@@ -79,6 +83,9 @@ type Request struct {
 	// CallerToken reports that Token was chosen with WithToken. A strategy
 	// that cannot honour a chosen token refuses it.
 	CallerToken bool
+
+	// Fencing asks for a fencing token (WithFencing), in Grant.Fence.
+	Fencing bool
 }
 
 // Value returns the value a strategy that stores tokens writes: the token
@@ -99,6 +106,9 @@ type Grant struct {
 	// already undone whatever it may have written, so the loop skips its
 	// own clean-up.
 	Clean bool
+	// Fence is the fencing token that Acquire issued for Request.Fencing:
+	// positive, and larger than every token issued before for the key.
+	Fence int64
 }
 
 // New returns the [Locker] for a [Strategy]. The defaults apply to every
@@ -132,7 +142,10 @@ func (l *locker) obtain(ctx context.Context, key string, ttl time.Duration, o op
 	if err := checkKeyTTL(key, ttl); err != nil {
 		return nil, err
 	}
-	r := Request{Key: key, TTL: ttl, Token: o.token, Metadata: o.metadata, CallerToken: o.token != ""}
+	if o.maxHold > 0 && o.maxHold < ttl {
+		return nil, &ArgumentError{"max hold", fmt.Sprintf("must be at least the TTL, %v, got %v", ttl, o.maxHold)}
+	}
+	r := Request{Key: key, TTL: ttl, Token: o.token, Metadata: o.metadata, CallerToken: o.token != "", Fencing: o.fencing}
 	for attempt := 1; ; attempt++ {
 		if ctx.Err() != nil {
 			return nil, notObtained(ctx)
@@ -148,9 +161,21 @@ func (l *locker) obtain(ctx context.Context, key string, ttl time.Duration, o op
 		}
 		sent := time.Now()
 		g, err := l.attempt(ctx, r, attempt, o.hooks)
+		if err == nil && r.Fencing && g.Fence <= 0 {
+			cleanup(ctx, l.s, key, cmp.Or(g.Value, r.Value()))
+			name, _ := describe(l.s)
+			return nil, &ArgumentError{"fencing", "not supported by " + name + ": it issued no fencing token"}
+		}
 		if err == nil {
 			lk := &Lock{s: l.s, key: key, token: r.Token, metadata: r.Metadata, value: r.Value(),
-				refreshesLeft: o.maxRefreshes, hooks: o.hooks, obtained: sent}
+				refreshesLeft: o.maxRefreshes, hooks: o.hooks, obtained: sent,
+				fraction: o.fraction, ttl: ttl}
+			if r.Fencing {
+				lk.fence = g.Fence
+			}
+			if o.maxHold > 0 {
+				lk.holdUntil = sent.Add(o.maxHold)
+			}
 			lk.grant(g, sent, ttl)
 			return lk, nil
 		}
@@ -199,12 +224,19 @@ func (a *acquisition) run(ctx context.Context) (err error) {
 	return err
 }
 
-// ReleaseTimeout bounds the clean-up that [Locker.Obtain] runs, on a context
-// detached from the caller's, after an attempt that may have been applied.
+// ReleaseTimeout bounds the clean-up that [Locker.Obtain] runs after an
+// attempt that may have been applied, and the release that [Do] runs after
+// fn, each on a context detached from the caller's.
 const ReleaseTimeout = time.Second
 
+// detach returns a context with ctx's values that survives its
+// cancellation, bounded by ReleaseTimeout.
+func detach(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), ReleaseTimeout)
+}
+
 func cleanup(ctx context.Context, s Strategy, key, value string) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ReleaseTimeout)
+	ctx, cancel := detach(ctx)
 	defer cancel()
 	_ = s.Release(ctx, key, value) // best effort: the key expires anyway
 }
@@ -232,21 +264,44 @@ func sleep(ctx context.Context, d time.Duration) error {
 }
 
 // Lock is a held lock, returned by [Locker.Obtain]. Its methods are safe for
-// concurrent use. A nil *Lock is never held: its methods return ErrNotHeld.
+// concurrent use; Refresh, Release and TTL run one at a time. A nil *Lock is
+// never held: its methods return ErrNotHeld.
+//
+// Besides refreshing and releasing it by hand, a holder can have it
+// refreshed in the background ([Lock.StartRefresh]) and learn that it is
+// lost ([Lock.Done], [Lock.Err], [Lock.Context]); [Do] does both around a
+// function.
 type Lock struct {
 	s             Strategy
 	key, metadata string
 
-	hooks    hookList
-	obtained time.Time
+	hooks     hookList
+	obtained  time.Time
+	fence     int64     // 0: none
+	fraction  float64   // the auto-refresh interval, as a fraction of the TTL
+	holdUntil time.Time // WithMaxHold's limit; zero: none
 
+	// ops serializes Refresh, Release and TTL: a refresh can replace the
+	// value (setnx-getset stores timestamps), so no operation may use the
+	// value while a refresh is on its way. mu guards the fields below.
+	ops           sync.Mutex
 	mu            sync.Mutex
 	token         string
 	value         string
+	ttl           time.Duration // asked for by the last Obtain or Refresh
+	sent          time.Time     // when the last successful Obtain or Refresh was sent
 	validUntil    time.Time
 	released      bool
-	ended         bool // the Ended hooks have run
 	refreshesLeft int  // -1: no limit
+	limited       bool // a limit refused or shortened a refresh
+
+	// Why the lock ended (errReleased, or a loss matching ErrNotHeld; nil
+	// while it is held), and what watches it, made on demand (see watch).
+	cause     error
+	lost      context.Context // cancelled with cause
+	lose      context.CancelCauseFunc
+	deadline  *time.Timer // ends the lock when validUntil passes
+	refresher *refresher
 }
 
 // Key returns the locked key.
@@ -283,8 +338,9 @@ func (l *Lock) Metadata() string {
 // requested (or last refreshed) plus the TTL, less the strategy's drift
 // allowance. It carries a monotonic clock reading, so time.Until on it is
 // immune to wall-clock jumps. Work that must not outlive the lock should end
-// before it. After Release, or once Refresh, Release or TTL found the lock
-// gone, it returns the zero time.
+// before it; on a watched lock, Done is closed when it passes. After
+// Release, or once the lock was found gone or lapsed, it returns the zero
+// time.
 func (l *Lock) ValidUntil() time.Time {
 	if l == nil {
 		return time.Time{}
@@ -297,6 +353,11 @@ func (l *Lock) ValidUntil() time.Time {
 // TTL returns the remaining time to live of the lock as Redis sees it.
 // It returns an error matching ErrNotHeld when the lock is no longer ours.
 func (l *Lock) TTL(ctx context.Context) (time.Duration, error) {
+	if l == nil {
+		return 0, ErrNotHeld
+	}
+	l.ops.Lock()
+	defer l.ops.Unlock()
 	value, err := l.current()
 	if err != nil {
 		return 0, err
@@ -315,22 +376,32 @@ func (l *Lock) TTL(ctx context.Context) (time.Duration, error) {
 // Refresh resets the lock's expiry to ttl from now, and moves ValidUntil
 // accordingly. It returns an error matching ErrNotHeld (ErrExpired or
 // ErrTaken where the strategy can tell) when the lock is no longer ours, and
-// ErrRefreshLimit once the refreshes allowed by [WithMaxRefreshes] are spent.
+// ErrRefreshLimit once the refreshes allowed by [WithMaxRefreshes] are
+// spent. Under [WithMaxHold] it shortens ttl to end at the limit, and
+// returns ErrRefreshLimit once the limit is reached. A lock that lapsed
+// (ErrLapsed) is never refreshed, since the refresh could revive a lock its
+// holder was told it lost: Refresh returns [Lock.Err].
 func (l *Lock) Refresh(ctx context.Context, ttl time.Duration) error {
 	if err := checkTTL(ttl); err != nil {
 		return err
 	}
+	if l == nil {
+		return ErrNotHeld
+	}
+	l.ops.Lock()
+	defer l.ops.Unlock()
 	value, err := l.current()
 	if err != nil {
 		return err
 	}
-	if err := l.spendRefresh(); err != nil {
+	lease, err := l.spendRefresh(ttl)
+	if err != nil {
 		return err
 	}
 	sent := time.Now()
 	var g Grant
-	err = l.op(ctx, "refresh", ttl, func(ctx context.Context) (err error) {
-		g, err = l.s.Refresh(ctx, l.key, value, ttl)
+	err = l.op(ctx, "refresh", lease, func(ctx context.Context) (err error) {
+		g, err = l.s.Refresh(ctx, l.key, value, lease)
 		return err
 	})
 	if err != nil {
@@ -338,16 +409,26 @@ func (l *Lock) Refresh(ctx context.Context, ttl time.Duration) error {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if !l.released {
-		l.grant(g, sent, ttl)
+	if l.cause != nil {
+		return l.cause // released or lost while the refresh was on its way
 	}
+	l.ttl = ttl
+	l.grant(g, sent, lease)
 	return nil
 }
 
 // Release releases the lock. It returns an error matching ErrNotHeld
 // (ErrExpired or ErrTaken where the strategy can tell) when the lock was no
-// longer ours; it never deletes another owner's lock.
+// longer ours; it never deletes another owner's lock. It first stops
+// auto-refresh and waits for the refresher to exit, so no refresh follows
+// it, and it closes Done.
 func (l *Lock) Release(ctx context.Context) error {
+	if l == nil {
+		return ErrNotHeld
+	}
+	l.StopRefresh() // first: a refresh on its way can replace the value
+	l.ops.Lock()
+	defer l.ops.Unlock()
 	value, err := l.current()
 	if err != nil {
 		return err
@@ -357,9 +438,8 @@ func (l *Lock) Release(ctx context.Context) error {
 		return l.fail("release", err)
 	}
 	l.mu.Lock()
-	l.released, l.validUntil = true, time.Time{}
-	l.mu.Unlock()
-	l.end(nil)
+	l.released = true
+	l.endLocked(errReleased)
 	return nil
 }
 
@@ -373,20 +453,39 @@ func (l *Lock) op(ctx context.Context, op string, ttl time.Duration, call func(c
 	return l.hooks.wrap(ctx, l.s, e, opHook, call)
 }
 
-// end runs the Ended hooks, once: the lock was released (cause nil) or
-// found lost.
-func (l *Lock) end(cause error) {
-	if len(l.hooks) == 0 {
+// endLocked records, once, why the lock ended: errReleased, or a loss
+// matching ErrNotHeld. It zeroes ValidUntil, stops the deadline timer, tells
+// the refresher to stop (without waiting for it: it may be the caller),
+// unlocks l.mu, which must be held, runs the Ended hooks, and then closes
+// Done, so that whoever waits on it finds the hooks' work done.
+func (l *Lock) endLocked(cause error) {
+	first := l.cause == nil
+	if first {
+		l.cause, l.validUntil = cause, time.Time{}
+		if l.deadline != nil {
+			l.deadline.Stop()
+		}
+		if l.refresher != nil {
+			l.refresher.cancel()
+		}
+	}
+	l.mu.Unlock()
+	if !first {
 		return
 	}
-	l.mu.Lock()
-	first := !l.ended
-	l.ended = true
-	l.mu.Unlock()
-	if first {
+	if len(l.hooks) > 0 {
 		e := l.hooks.event(l.s, "ended", l.key)
-		e.Lock, e.Err, e.Held = l, cause, time.Since(l.obtained)
+		e.Lock, e.Held = l, time.Since(l.obtained)
+		if cause != errReleased {
+			e.Err = cause
+		}
 		l.hooks.ended(e)
+	}
+	l.mu.Lock()
+	lose := l.lose
+	l.mu.Unlock()
+	if lose != nil {
+		lose(cause)
 	}
 }
 
@@ -412,9 +511,6 @@ func (l *Lock) LogValue() slog.Value {
 
 // current returns the value the lock is held under, or ErrNotHeld.
 func (l *Lock) current() (string, error) {
-	if l == nil {
-		return "", ErrNotHeld
-	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.released {
@@ -423,36 +519,55 @@ func (l *Lock) current() (string, error) {
 	return l.value, nil
 }
 
-// spendRefresh counts a refresh against the limit of WithMaxRefreshes.
-func (l *Lock) spendRefresh() error {
+// spendRefresh checks that the lock may be refreshed for ttl: it did not
+// lapse, and the limits of WithMaxRefreshes and WithMaxHold allow it. It
+// counts the refresh, and returns ttl shortened to end at WithMaxHold's
+// limit.
+func (l *Lock) spendRefresh(ttl time.Duration) (time.Duration, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	switch {
-	case l.refreshesLeft == 0:
-		return ErrRefreshLimit
-	case l.refreshesLeft > 0:
+	if errors.Is(l.cause, ErrLapsed) {
+		return 0, l.cause
+	}
+	if l.refreshesLeft == 0 {
+		l.limited = true
+		return 0, ErrRefreshLimit
+	}
+	if !l.holdUntil.IsZero() {
+		left := time.Until(l.holdUntil).Truncate(time.Millisecond)
+		if left < time.Millisecond {
+			l.limited = true
+			return 0, errHoldLimit
+		}
+		if left < ttl {
+			ttl, l.limited = left, true
+		}
+	}
+	if l.refreshesLeft > 0 {
 		l.refreshesLeft--
 	}
-	return nil
+	return ttl, nil
 }
 
-// grant records a successful Acquire or Refresh sent at sent. l.mu must be
-// held, or l not yet shared.
+// grant records a successful Acquire or Refresh of ttl sent at sent, and
+// moves the deadline timer. l.mu must be held, or l not yet shared.
 func (l *Lock) grant(g Grant, sent time.Time, ttl time.Duration) {
 	if g.Value != "" {
 		l.value, l.token = g.Value, g.Value
 	}
+	l.sent = sent
 	l.validUntil = sent.Add(ttl - g.Drift)
+	if l.deadline != nil {
+		l.deadline.Reset(time.Until(l.validUntil))
+	}
 }
 
-// fail turns a strategy error into the error of op, and forgets the local
-// validity when the lock is gone.
+// fail turns a strategy error into the error of op, and ends the lock when
+// it is gone.
 func (l *Lock) fail(op string, err error) error {
 	if errors.Is(err, ErrNotHeld) {
 		l.mu.Lock()
-		l.validUntil = time.Time{}
-		l.mu.Unlock()
-		l.end(err)
+		l.endLocked(err)
 		return err
 	}
 	return opError(op, l.key, err)

@@ -33,6 +33,13 @@ type fakeStrategy struct {
 	// onAcquire, when set, is called at the start of every Acquire, outside
 	// the mutex.
 	onAcquire func(ctx context.Context)
+	// refreshErrs are returned, in turn, by the next refreshes (see
+	// failRefreshes).
+	refreshErrs []error
+	// afterRefresh, when set, is called at the end of every successful
+	// Refresh, outside the mutex: the new value is stored, and the reply
+	// is still on its way.
+	afterRefresh func()
 }
 
 type fakeEntry struct {
@@ -103,6 +110,11 @@ func (f *fakeStrategy) Refresh(ctx context.Context, key, value string, ttl time.
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	e, ok := f.record(ctx, "refresh", key, value)
+	if len(f.refreshErrs) > 0 {
+		err := f.refreshErrs[0]
+		f.refreshErrs = f.refreshErrs[1:]
+		return lock.Grant{}, err
+	}
 	if f.refreshErr != nil {
 		return lock.Grant{}, f.refreshErr
 	}
@@ -114,6 +126,11 @@ func (f *fakeStrategy) Refresh(ctx context.Context, key, value string, ttl time.
 	}
 	e.expires = time.Now().Add(ttl)
 	f.entries[key] = e
+	if f.afterRefresh != nil {
+		f.mu.Unlock()
+		f.afterRefresh()
+		f.mu.Lock()
+	}
 	return f.refreshGrant, nil
 }
 
@@ -149,6 +166,15 @@ func (f *fakeStrategy) hold(key, value string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.entries[key] = fakeEntry{value: value, expires: time.Now().Add(time.Hour)}
+}
+
+// failRefreshes makes the next refreshes fail with errs, one each, and
+// every one after them with always (nil: succeed). It is safe while a
+// refresher runs.
+func (f *fakeStrategy) failRefreshes(always error, errs ...error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.refreshErrs, f.refreshErr = errs, always
 }
 
 // drop deletes key, as if it had expired.

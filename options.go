@@ -15,6 +15,9 @@ type options struct {
 	metadata     string
 	token        string
 	maxRefreshes int
+	maxHold      time.Duration // 0: no limit
+	fraction     float64       // the auto-refresh interval, as a fraction of the TTL
+	fencing      bool
 	hooks        hookList
 	errs         []error
 }
@@ -50,6 +53,49 @@ func WithMaxRefreshes(n int) Option {
 	}
 }
 
+// WithMaxHold caps how long the lock may be held: refreshes, automatic or
+// not, never extend it beyond d after it was requested. Past the cap,
+// [Lock.Refresh] returns ErrRefreshLimit, and an auto-refreshed lock lapses
+// (ErrLapsed) at the end of its last refresh, so [Do] cancels fn's context.
+// d must be at least the TTL. The default is no limit.
+func WithMaxHold(d time.Duration) Option {
+	return func(o *options) {
+		if d <= 0 {
+			o.errs = append(o.errs, &ArgumentError{"max hold", fmt.Sprintf("must be positive, got %v", d)})
+		}
+		o.maxHold = d
+	}
+}
+
+// DefaultRefreshFraction is the default interval of auto-refresh, as a
+// fraction of the TTL: a lock of 30s is refreshed every 10s.
+const DefaultRefreshFraction = 1.0 / 3
+
+// WithRefreshFraction sets how often auto-refresh ([Do], [Lock.StartRefresh])
+// refreshes the lock: every f × TTL after the last successful refresh was
+// sent. f must be in (0, 1); the default is [DefaultRefreshFraction]. A
+// smaller f leaves more time to retry a failed refresh before the lock
+// lapses, for more refreshes.
+func WithRefreshFraction(f float64) Option {
+	return func(o *options) {
+		if !(f > 0 && f < 1) {
+			o.errs = append(o.errs, &ArgumentError{"refresh fraction", fmt.Sprintf("must be in (0, 1), got %v", f)})
+		}
+		o.fraction = f
+	}
+}
+
+// WithFencing asks for a fencing token ([Lock.Fence]): a number per key,
+// issued atomically with the acquisition, that is larger for every new
+// holder, so that the resource the lock protects can reject a write from a
+// holder that lost the lock without knowing it. The single strategy supports
+// it; the others cannot issue such tokens and refuse it with an
+// [*ArgumentError] named "fencing", leaving nothing behind (so does Obtain
+// when any strategy issues no token).
+func WithFencing() Option {
+	return func(o *options) { o.fencing = true }
+}
+
 // MinTokenLen is the shortest token [WithToken] accepts: 16 bytes, 128 bits.
 const MinTokenLen = 16
 
@@ -70,7 +116,7 @@ func WithToken(token string) Option {
 }
 
 func newOptions(opts []Option) (options, error) {
-	o := options{retry: NoRetry(), maxRefreshes: -1}
+	o := options{retry: NoRetry(), maxRefreshes: -1, fraction: DefaultRefreshFraction}
 	for _, opt := range opts {
 		if opt == nil {
 			return o, &ArgumentError{"option", "must not be nil"}

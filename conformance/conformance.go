@@ -107,6 +107,10 @@ const (
 	NilDriver               = "NilDriver"
 	KeyOfAnotherType        = "KeyOfAnotherType"
 	UnreachableRedisIsError = "UnreachableRedisIsError"
+	AutoRefresh             = "AutoRefresh"
+	LossCancelsTheHolder    = "LossCancelsTheHolder"
+	DoHoldsAndReleases      = "DoHoldsAndReleases"
+	FencingTokens           = "FencingTokens"
 )
 
 // subtestTimeout bounds every call a subtest makes, so that a hang fails
@@ -155,6 +159,10 @@ func Run(t *testing.T, h Harness) {
 		{NilDriver, s.nilDriver},
 		{KeyOfAnotherType, s.keyOfAnotherType},
 		{UnreachableRedisIsError, s.unreachable},
+		{AutoRefresh, s.autoRefresh},
+		{LossCancelsTheHolder, s.lossCancelsTheHolder},
+		{DoHoldsAndReleases, s.doHoldsAndReleases},
+		{FencingTokens, s.fencingTokens},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			if reason, ok := h.Skip[c.name]; ok {

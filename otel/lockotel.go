@@ -12,8 +12,9 @@
 // # Spans
 //
 // One span of kind client for each Obtain (covering the whole wait, retries
-// included), Refresh, Release and TTL: lock.obtain, lock.refresh,
-// lock.release and lock.ttl. Their attributes: db.system.name=redis,
+// included), Refresh (auto-refresh's too, as children of the context given
+// to lock.Do or Lock.StartRefresh), Release and TTL: lock.obtain,
+// lock.refresh, lock.release and lock.ttl. Their attributes: db.system.name=redis,
 // server.address (where the driver knows it), locksmith.lock.strategy, the
 // key under the [KeyPolicy] (omitted by default), and for obtain
 // locksmith.lock.attempts, locksmith.lock.wait (seconds),
@@ -27,7 +28,7 @@
 // status unset; timed_out (the context ended the wait) and error set it to
 // Error, with error.type. Refresh, Release and TTL that find the lock gone
 // are errors too (error.type expired, taken or not_held). error.type is one
-// of: timeout, canceled, not_obtained, expired, taken, not_held,
+// of: timeout, canceled, not_obtained, expired, taken, lapsed, not_held,
 // refresh_limit, invalid_argument, no_quorum (Redlock), the Redis error
 // prefix (such as WRONGTYPE), or the Go type of the error.
 //
@@ -42,8 +43,10 @@
 //     locksmith.lock.outcome (acquired, contended, error).
 //   - locksmith.lock.active (up-down counter, {lock}): locks held by this
 //     process.
-//   - locksmith.lock.lost (counter, {lock}): locks that Refresh, Release or
-//     TTL found gone, by error.type.
+//   - locksmith.lock.lost (counter, {lock}): locks that Refresh (by hand or
+//     auto-refresh), Release or TTL found gone (error.type expired, taken,
+//     not_held), or that lapsed while watched: their validity deadline
+//     passed before a refresh confirmed them (lapsed).
 //
 // Metric attributes are bounded: never a key.
 package lockotel
@@ -252,7 +255,7 @@ func newTelemetry(c config) *telemetry {
 		metric.WithDescription("Locks held by this process."))
 	handle(err)
 	t.lost, err = m.Int64Counter("locksmith.lock.lost", metric.WithUnit("{lock}"),
-		metric.WithDescription("Locks that Refresh, Release or TTL found gone."))
+		metric.WithDescription("Locks found gone, or whose validity lapsed before a refresh confirmed them."))
 	handle(err)
 	return t
 }
@@ -431,6 +434,8 @@ func errorType(err error) string {
 		return "expired"
 	case errors.Is(err, lock.ErrTaken):
 		return "taken"
+	case errors.Is(err, lock.ErrLapsed):
+		return "lapsed"
 	case errors.Is(err, lock.ErrNotHeld):
 		return "not_held"
 	case errors.Is(err, lock.ErrNotObtained):

@@ -33,14 +33,19 @@ end
 return ` + strconv.Itoa(noKey))
 }
 
-// acquireBody: SET NX PX; if the key exists and already holds our value (a
+// takeBody: SET NX PX; if the key exists and already holds our value (a
 // retried attempt, or a lock handed over with lock.WithToken), reset its
-// TTL. It replies 1 when the lock is ours and 0 when another owner holds it.
-const acquireBody = `if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
-	return 1
+// TTL. It leaves in ours whether the lock is ours.
+const takeBody = `local ours = redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2])
+if not ours and redis.call('GET', KEYS[1]) == ARGV[1] then
+	ours = redis.call('PEXPIRE', KEYS[1], ARGV[2]) == 1
 end
-if redis.call('GET', KEYS[1]) == ARGV[1] then
-	return redis.call('PEXPIRE', KEYS[1], ARGV[2])
+`
+
+// acquireBody replies 1 when the lock is ours and 0 when another owner holds
+// it.
+const acquireBody = takeBody + `if ours then
+	return 1
 end
 return 0`
 
@@ -65,6 +70,21 @@ if now - since < tonumber(ARGV[3]) then
 end
 ` + acquireBody)
 
+	// fencedScript is acquireBody that, when the lock is ours, increments
+	// the counter KEYS[2] and replies with its new value, the fencing token.
+	// A counter that does not exist (new, or lost with a restart of a
+	// server without persistence) starts from the server's clock in
+	// microseconds, so that tokens keep increasing across such restarts as
+	// long as the clock does not step back. The counter never expires.
+	fencedScript = driver.NewScript(takeBody + `if not ours then
+	return 0
+end
+if redis.call('EXISTS', KEYS[2]) == 0 then
+	local t = redis.call('TIME')
+	redis.call('SET', KEYS[2], t[1] .. string.format('%06d', tonumber(t[2])))
+end
+return redis.call('INCR', KEYS[2])`)
+
 	delScript     = ownerScript(`return redis.call('DEL', KEYS[1])`)
 	pexpireScript = ownerScript(`return redis.call('PEXPIRE', KEYS[1], ARGV[2])`)
 	pttlScript    = ownerScript(`return redis.call('PTTL', KEYS[1])`)
@@ -80,7 +100,7 @@ end
 
 // Scripts returns the package's scripts, for the SCRIPT LOAD test.
 func Scripts() []*driver.Script {
-	return []*driver.Script{acquireScript, guardedScript, delScript, pexpireScript, pttlScript, setScript}
+	return []*driver.Script{acquireScript, guardedScript, fencedScript, delScript, pexpireScript, pttlScript, setScript}
 }
 
 // ErrRestarting is AcquireGuarded's error on a node that started empty too
@@ -92,6 +112,17 @@ var ErrRestarting = errors.New("the node restarted empty less than the restart g
 func Acquire(ctx context.Context, c driver.Conn, key, value string, ttl time.Duration) error {
 	n, err := acquireScript.Int(ctx, c, []string{key}, value, ttl.Milliseconds())
 	return acquired(n, err)
+}
+
+// AcquireFenced is Acquire that also increments the counter at fenceKey, in
+// the same script, and returns its new value: the fencing token. On a
+// Cluster, fenceKey must be in key's hash slot.
+func AcquireFenced(ctx context.Context, c driver.Conn, key, fenceKey, value string, ttl time.Duration) (int64, error) {
+	n, err := fencedScript.Int(ctx, c, []string{key, fenceKey}, value, ttl.Milliseconds())
+	if err := acquired(n, err); err != nil {
+		return 0, err
+	}
+	return n, nil
 }
 
 // AcquireGuarded is Acquire on a node that has been up, by guardKey's

@@ -36,6 +36,20 @@
 // and the delayed-restart rule: a node that crashed must stay unavailable
 // for longer than the largest TTL in use, or it comes back empty and lets a
 // second client gather a quorum. See [WithRestartGuard].
+//
+// It issues no fencing tokens: lock.WithFencing is refused with an
+// *lock.ArgumentError named "fencing", before anything is written. A
+// fencing token must grow with every new holder, and Redlock has nothing
+// that can issue one: each node could count its own grants, but two
+// successive quorums share only some nodes, a node that restarts empty
+// forgets its count, and agreeing on one number across the nodes needs
+// consensus, which Redlock does not have (Kleppmann, "How to do distributed
+// locking"). A token made of per-node counts would look safe and not be.
+// What can be had instead: the lock's token is unique to each holder, so a
+// resource that can compare-and-set can store it with its data and accept
+// writes only under the current one (antirez, "Is Redlock safe?"); or use
+// the single strategy with lock.WithFencing where the resource can check an
+// increasing number.
 package redlock
 
 import (
@@ -56,6 +70,10 @@ import (
 
 // DefaultDriftFactor is the drift factor of the specification.
 const DefaultDriftFactor = 0.01
+
+// noFencing is why WithFencing is refused; the package doc says more.
+const noFencing = "not supported by redlock: no counter spans independent nodes without consensus; " +
+	"use the single strategy for fencing tokens, or have the resource compare-and-set on the lock's unique token"
 
 // Strategy is the Redlock [lock.Strategy] over independent nodes.
 type Strategy struct {
@@ -210,6 +228,9 @@ func (s *Strategy) timeouts(ttl time.Duration) (timeout, drift time.Duration, er
 
 // Acquire implements [lock.Strategy].
 func (s *Strategy) Acquire(ctx context.Context, r lock.Request) (lock.Grant, error) {
+	if r.Fencing {
+		return lock.Grant{Clean: true}, &lock.ArgumentError{Name: "fencing", Reason: noFencing}
+	}
 	timeout, drift, err := s.timeouts(r.TTL)
 	if err != nil {
 		return lock.Grant{}, err

@@ -48,6 +48,13 @@
 // The value is a timestamp, not a secret token: two locks taken in the same
 // second (or millisecond) store the same value, so metadata and
 // caller-chosen tokens are refused.
+//
+// It issues no fencing tokens: lock.WithFencing is refused with an
+// *lock.ArgumentError. Legacy clients take the lock without touching any
+// counter, so no number could order their holders and ours; and the
+// timestamp is no such number (clocks differ, TTLs differ, two holders can
+// write the same one). Once the fleet has moved to the single strategy, it
+// can fence.
 package setnxgetset
 
 import (
@@ -146,6 +153,9 @@ func (s *Strategy) Acquire(ctx context.Context, r lock.Request) (lock.Grant, err
 		return lock.Grant{}, &lock.ArgumentError{Name: "metadata", Reason: "not supported: the value is a bare timestamp, which legacy readers parse"}
 	case r.CallerToken:
 		return lock.Grant{}, &lock.ArgumentError{Name: "token", Reason: "not supported: the value is the expiry timestamp"}
+	case r.Fencing:
+		return lock.Grant{}, &lock.ArgumentError{Name: "fencing", Reason: "not supported by setnx-getset: legacy clients take the lock without a counter, " +
+			"so no token could order their holders and ours; fence with the single strategy once the fleet has moved to it"}
 	}
 	for range 3 { // the key can vanish between SETNX and GET: start again
 		now := s.now()

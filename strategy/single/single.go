@@ -3,6 +3,16 @@
 // compare-and-pttl scripts to release, refresh and read the TTL, so that no
 // client ever deletes or extends a lock it does not own.
 //
+// The lock's local validity (Lock.ValidUntil) allows for clock drift
+// between the client and the server, as the Redis documentation asks: it
+// ends TTL × 1% + 2ms early, so that it comes before the server's expiry
+// even when the server's clock runs a little fast.
+//
+// With lock.WithFencing, the acquisition also increments, in the same
+// script, a counter at [FenceKey] and returns its value as the lock's
+// fencing token: larger for every new holder, across releases, expiries and
+// crashed holders. The counter never expires.
+//
 // It is safe as long as the Redis deployment it talks to does not lose
 // writes: one server, or a Cluster (each key lives on one master). A failover
 // to a replica that had not received the key can let a second client in; use
@@ -11,6 +21,7 @@ package single
 
 import (
 	"context"
+	"strings"
 	"time"
 
 	"github.com/locksmith-go/lock"
@@ -56,14 +67,54 @@ func (s *Strategy) String() string { return "single" }
 // Addr returns the server's address, where the driver knows it.
 func (s *Strategy) Addr() string { return driver.Addr(s.conn) }
 
+// driftFactor and the 2ms of drift make the drift allowance: the Redis
+// documentation's, which the redlock strategy uses too.
+const driftFactor = 0.01
+
+func drift(ttl time.Duration) time.Duration {
+	return time.Duration(float64(ttl)*driftFactor) + 2*time.Millisecond
+}
+
 // Acquire implements [lock.Strategy].
 func (s *Strategy) Acquire(ctx context.Context, r lock.Request) (lock.Grant, error) {
-	return lock.Grant{}, cas.Acquire(ctx, s.conn, r.Key, r.Value(), r.TTL)
+	if !r.Fencing {
+		return lock.Grant{Drift: drift(r.TTL)}, cas.Acquire(ctx, s.conn, r.Key, r.Value(), r.TTL)
+	}
+	fenceKey, err := FenceKey(r.Key)
+	if err != nil {
+		return lock.Grant{Clean: true}, err
+	}
+	n, err := cas.AcquireFenced(ctx, s.conn, r.Key, fenceKey, r.Value(), r.TTL)
+	return lock.Grant{Fence: n, Drift: drift(r.TTL)}, err
+}
+
+// FenceKey returns the key of the counter that issues the fencing tokens of
+// key (see lock.WithFencing). It is in key's Redis Cluster hash slot, so
+// that one script can update both: key + ":fence" when key has a hash tag
+// ({...} with something inside), "{" + key + "}:fence" otherwise. A key
+// with no hash tag that contains '}' has no such name: FenceKey refuses it
+// with an *lock.ArgumentError; give the key a hash tag.
+func FenceKey(key string) (string, error) {
+	switch {
+	case hasHashTag(key):
+		return key + ":fence", nil
+	case strings.Contains(key, "}"):
+		return "", &lock.ArgumentError{Name: "key", Reason: "fencing needs a counter key in the key's Cluster hash slot, " +
+			"and a key with '}' but no hash tag has none that can be named: give it a hash tag, such as {orders}:42"}
+	}
+	return "{" + key + "}:fence", nil
+}
+
+// hasHashTag reports whether Redis Cluster hashes only part of key: from the
+// first '{' to the first '}' after it, when that part is not empty.
+func hasHashTag(key string) bool {
+	open := strings.IndexByte(key, '{')
+	return open >= 0 && strings.IndexByte(key[open+1:], '}') > 0
 }
 
 // Refresh implements [lock.Strategy].
 func (s *Strategy) Refresh(ctx context.Context, key, value string, ttl time.Duration) (lock.Grant, error) {
-	return lock.Grant{}, cas.PExpire(ctx, s.conn, key, value, ttl)
+	return lock.Grant{Drift: drift(ttl)}, cas.PExpire(ctx, s.conn, key, value, ttl)
 }
 
 // Release implements [lock.Strategy].

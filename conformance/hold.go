@@ -1,0 +1,309 @@
+package conformance
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/locksmith-go/lock"
+	"github.com/locksmith-go/lock/driver"
+)
+
+// holdTTL is the TTL of the locks the auto-refresh properties keep
+// refreshed, every holdFraction of it. A loaded machine can stall a process
+// for far longer than a refresh takes, and a stall past the validity
+// rightly lapses a lock: the margin, 90% of the TTL, absorbs such stalls.
+const (
+	holdTTL      = 2 * time.Second
+	holdFraction = 0.1
+)
+
+// lossBound bounds the time from a lock's loss to its holder's context being
+// cancelled: one refresh interval, plus the refresh's own time, which on a
+// loaded machine can be long.
+const lossBound = time.Duration(holdFraction*float64(holdTTL)) + 2*time.Second
+
+// refreshCount counts the refreshes of the locks obtained with its option,
+// and notes when the last one was sent.
+type refreshCount struct {
+	n    atomic.Int64
+	mu   sync.Mutex
+	last time.Time
+}
+
+func (r *refreshCount) option() lock.Option {
+	return lock.WithHooks(&lock.Hooks{Op: func(ctx context.Context, e lock.Event, next func(context.Context) error) error {
+		if e.Op == "refresh" {
+			r.n.Add(1)
+			r.mu.Lock()
+			r.last = time.Now()
+			r.mu.Unlock()
+		}
+		return next(ctx)
+	}})
+}
+
+func (r *refreshCount) lastSent() time.Time {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.last
+}
+
+// autoRefresh: a lock refreshed in the background outlives its TTL, and no
+// one else obtains it; StopRefresh stops the refreshes.
+func (s suite) autoRefresh(t *testing.T, ctx context.Context) {
+	key := Key(t)
+	var refreshes refreshCount
+	a := s.obtain(t, ctx, s.h.NewLocker(t), key, holdTTL, lock.WithRefreshFraction(holdFraction), refreshes.option())
+	release(t, a)
+	if err := a.StartRefresh(ctx); err != nil {
+		t.Fatalf("StartRefresh = %v, want nil", err)
+	}
+	time.Sleep(holdTTL + holdTTL/5)
+	if err := a.Err(); err != nil {
+		t.Fatalf("Err() after 1.2 TTLs of auto-refresh = %v, want nil", err)
+	}
+	if _, err := s.h.NewLocker(t).Obtain(ctx, key, longTTL); !errors.Is(err, lock.ErrNotObtained) {
+		t.Errorf("Obtain by another after 1.2 TTLs of auto-refresh = %v, want ErrNotObtained", err)
+	}
+	if ttl, err := a.TTL(ctx); err != nil || ttl <= 0 {
+		t.Errorf("TTL after 1.2 TTLs of auto-refresh = %v, %v; want held", ttl, err)
+	}
+	a.StopRefresh()
+	n := refreshes.n.Load()
+	if n < 2 {
+		t.Errorf("refreshes in 1.2 TTLs = %d, want several", n)
+	}
+	time.Sleep(holdTTL / 5)
+	if got := refreshes.n.Load(); got != n {
+		t.Errorf("refreshes after StopRefresh = %d, want 0", got-n)
+	}
+	if err := a.Release(ctx); err != nil {
+		t.Errorf("Release = %v, want nil", err)
+	}
+}
+
+// behindTheBack are the ways a lock is lost while its holder is not looking,
+// with the cause the holder must report.
+var behindTheBack = []struct {
+	name string
+	act  func(ctx context.Context, c driver.Conn, key string) error
+	want error
+}{
+	{"deleted", func(ctx context.Context, c driver.Conn, key string) error {
+		_, err := c.Del(ctx, key)
+		return err
+	}, lock.ErrExpired},
+	{"overwritten", func(ctx context.Context, c driver.Conn, key string) error {
+		_, _, err := c.GetSet(ctx, key, "another owner's value")
+		return err
+	}, lock.ErrTaken},
+}
+
+// loseBehindTheBack loses key as c says, on every connection, and deletes
+// whatever it wrote when the test ends.
+func loseBehindTheBack(t *testing.T, ctx context.Context, conns []driver.Conn, key string, act func(context.Context, driver.Conn, string) error) {
+	t.Helper()
+	for _, c := range conns {
+		t.Cleanup(func() { _, _ = c.Del(context.Background(), key) })
+		if err := act(ctx, c, key); err != nil {
+			t.Fatalf("changing the key behind the holder's back: %v", err)
+		}
+	}
+}
+
+// lossCancelsTheHolder: when the key of an auto-refreshed lock is deleted or
+// overwritten behind its holder's back, at a random point between two
+// refreshes, the holder's context is cancelled within a refresh interval
+// (and the refresh's time), with the cause. The subtest logs the time it
+// took, and the part of it from the refresh that found the loss.
+func (s suite) lossCancelsTheHolder(t *testing.T, ctx context.Context) {
+	conns := s.conns(t)
+	interval := time.Duration(holdFraction * float64(holdTTL))
+	for _, c := range behindTheBack {
+		t.Run(c.name, func(t *testing.T) {
+			key := Key(t)
+			var refreshes refreshCount
+			a := s.obtain(t, ctx, s.h.NewLocker(t), key, holdTTL, lock.WithRefreshFraction(holdFraction), refreshes.option())
+			hctx, cancel := a.Context(ctx)
+			defer cancel()
+			if err := a.StartRefresh(ctx); err != nil {
+				t.Fatalf("StartRefresh = %v, want nil", err)
+			}
+			defer a.StopRefresh()
+			time.Sleep(rand.N(interval))
+			loseBehindTheBack(t, ctx, conns, key, c.act)
+			lost := time.Now()
+			select {
+			case <-hctx.Done():
+			case <-time.After(lossBound):
+				t.Fatalf("holder's context not cancelled %v after the key was %s, want within %v", lossBound, c.name, lossBound)
+			}
+			cancelled := time.Now()
+			took := cancelled.Sub(lost)
+			t.Logf("loss->cancel: %v (key %s behind the holder's back; refresh interval %v; %v of it from the send of the refresh that found the loss)",
+				took.Round(10*time.Microsecond), c.name, interval, cancelled.Sub(refreshes.lastSent()).Round(10*time.Microsecond))
+			if cause := context.Cause(hctx); !errors.Is(cause, c.want) {
+				t.Errorf("context.Cause = %v, want %v", cause, c.want)
+			}
+			if err := a.Err(); !errors.Is(err, c.want) {
+				t.Errorf("Err() = %v, want %v", err, c.want)
+			}
+		})
+	}
+}
+
+// doHoldsAndReleases: Do holds the lock while fn runs and releases it after;
+// it returns fn's error as it is, and tells the loss of the lock apart;
+// cancelling its context stops the refreshes and releases the lock.
+func (s suite) doHoldsAndReleases(t *testing.T, ctx context.Context) {
+	hold := lock.WithRefreshFraction(holdFraction)
+
+	t.Run("holds the lock while fn runs, and releases it after", func(t *testing.T) {
+		key := Key(t)
+		other := s.h.NewLocker(t)
+		err := lock.Do(ctx, s.h.NewLocker(t), key, holdTTL, func(fctx context.Context) error {
+			if _, err := other.Obtain(ctx, key, longTTL); !errors.Is(err, lock.ErrNotObtained) {
+				t.Errorf("Obtain by another while fn runs = %v, want ErrNotObtained", err)
+			}
+			if lk, ok := lock.FromContext(fctx); !ok || lk.Key() != key {
+				t.Errorf("FromContext(fn's context) = %v, %v; want the lock on the key", lk, ok)
+			}
+			return nil
+		}, hold)
+		if err != nil {
+			t.Fatalf("Do = %v, want nil", err)
+		}
+		release(t, s.obtain(t, ctx, other, key, longTTL))
+	})
+
+	t.Run("returns fn's error as it is", func(t *testing.T) {
+		key := Key(t)
+		errFn := errors.New("fn failed")
+		err := lock.Do(ctx, s.h.NewLocker(t), key, holdTTL, func(context.Context) error { return errFn }, hold)
+		if err != errFn {
+			t.Errorf("Do = %v, want fn's error as it is", err)
+		}
+		release(t, s.obtain(t, ctx, s.h.NewLocker(t), key, longTTL))
+	})
+
+	t.Run("reports the loss of the lock", func(t *testing.T) {
+		conns := s.conns(t)
+		key := Key(t)
+		err := lock.Do(ctx, s.h.NewLocker(t), key, holdTTL, func(fctx context.Context) error {
+			loseBehindTheBack(t, ctx, conns, key, behindTheBack[0].act)
+			select {
+			case <-fctx.Done():
+				return context.Cause(fctx)
+			case <-time.After(lossBound):
+				return errors.New("fn's context was not cancelled")
+			}
+		}, hold)
+		if !errors.Is(err, lock.ErrLost) || !errors.Is(err, lock.ErrExpired) {
+			t.Errorf("Do = %v, want ErrLost and ErrExpired", err)
+		}
+	})
+
+	t.Run("cancelling its context stops refreshing and releases the lock", func(t *testing.T) {
+		key := Key(t)
+		var refreshes refreshCount
+		parent, cancel := context.WithCancel(ctx)
+		err := lock.Do(parent, s.h.NewLocker(t), key, holdTTL, func(fctx context.Context) error {
+			cancel()
+			<-fctx.Done()
+			return fctx.Err()
+		}, hold, refreshes.option())
+		if !errors.Is(err, context.Canceled) || errors.Is(err, lock.ErrLost) {
+			t.Errorf("Do = %v, want context.Canceled, and not ErrLost", err)
+		}
+		release(t, s.obtain(t, ctx, s.h.NewLocker(t), key, longTTL))
+		n := refreshes.n.Load()
+		time.Sleep(2 * time.Duration(holdFraction*float64(holdTTL)))
+		if got := refreshes.n.Load(); got != n {
+			t.Errorf("refreshes after Do returned = %d, want 0", got-n)
+		}
+	})
+}
+
+// fencingTokens: WithFencing is either refused with an ArgumentError before
+// anything is written, or gives tokens that strictly increase from holder
+// to holder: across releases, a holder that crashed and let its lock
+// expire, and contention.
+func (s suite) fencingTokens(t *testing.T, ctx context.Context) {
+	l := s.h.NewLocker(t)
+	plain := s.obtain(t, ctx, l, Key(t), longTTL)
+	release(t, plain)
+	if n, ok := plain.Fence(); ok || n != 0 {
+		t.Errorf("Fence() without WithFencing = %d, %v; want 0, false", n, ok)
+	}
+
+	key := Key(t)
+	first, err := l.Obtain(ctx, key, s.h.ShortTTL, lock.WithFencing())
+	if err != nil {
+		var ae *lock.ArgumentError
+		if !errors.As(err, &ae) || ae.Name != "fencing" {
+			t.Fatalf("Obtain WithFencing = %v, want a lock, or an *ArgumentError named fencing", err)
+		}
+		release(t, s.obtain(t, ctx, l, key, longTTL)) // nothing was written
+		t.Logf("the strategy refuses WithFencing: %v", err)
+		return
+	}
+	last, ok := first.Fence()
+	if !ok || last <= 0 {
+		t.Fatalf("Fence() = %d, %v; want a positive token", last, ok)
+	}
+	next := func(what string, ttl time.Duration) *lock.Lock {
+		t.Helper()
+		lk := s.obtain(t, ctx, l, key, ttl, lock.WithFencing(), lock.WithRetry(lock.Linear(10*time.Millisecond)))
+		n, _ := lk.Fence()
+		if n <= last {
+			t.Errorf("token %s = %d, want more than the last, %d", what, n, last)
+		}
+		last = n
+		return lk
+	}
+	waitExpired(t, ctx, first) // the first holder crashed
+	crashed := next("after a crashed holder's lock expired", longTTL)
+	if err := crashed.Release(ctx); err != nil {
+		t.Fatalf("Release = %v, want nil", err)
+	}
+	release(t, next("after a release", longTTL))
+
+	// Under contention, tokens increase in the order of holding.
+	contended := Key(t)
+	var (
+		mu     sync.Mutex
+		inside int64
+		wg     sync.WaitGroup
+	)
+	for range 4 {
+		l := s.h.NewLocker(t)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 10 {
+				lk, err := l.Obtain(ctx, contended, longTTL, lock.WithFencing(), lock.WithRetry(lock.Exponential(time.Millisecond, 8*time.Millisecond)))
+				if err != nil {
+					t.Errorf("Obtain WithFencing under contention = %v, want a lock", err)
+					return
+				}
+				n, _ := lk.Fence()
+				mu.Lock()
+				if n <= inside {
+					t.Errorf("token under contention = %d, want more than the previous holder's, %d", n, inside)
+				}
+				inside = n
+				mu.Unlock()
+				if err := lk.Release(ctx); err != nil {
+					t.Errorf("Release = %v, want nil", err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+}
