@@ -329,9 +329,11 @@ func (s *Strategy) TTL(ctx context.Context, key, value string) (time.Duration, e
 }
 
 // opTimeout bounds one node's answer to Release and TTL, which carry no
-// TTL: the configured node timeout, or 100ms.
+// TTL: the configured node timeout, or 500ms. They wait for every node (a
+// refused connection answers at once; a paused node costs the whole bound),
+// and a loaded machine must not turn a slow answer into a failed release.
 func (s *Strategy) opTimeout() time.Duration {
-	return cmp.Or(s.nodeTimeout, 100*time.Millisecond)
+	return cmp.Or(s.nodeTimeout, 500*time.Millisecond)
 }
 
 // held turns the node results of an operation on a held lock into nil (a
