@@ -329,10 +329,13 @@ func (t *telemetry) obtain(ctx context.Context, e lock.Event, next func(context.
 		}
 		span.SetAttributes(end[:n]...)
 	}
-	if lk != nil {
+	// Each instrument is asked first, so that no-op metrics cost no lookup.
+	if lk != nil && t.active.Enabled(ctx) {
 		t.active.Add(ctx, 1, t.measure(setKey{strategy: e.Strategy}).add...)
 	}
-	t.acquire.Record(ctx, wait.Seconds(), t.measure(setKey{strategy: e.Strategy, outcome: outcome, errType: errType}).record...)
+	if t.acquire.Enabled(ctx) {
+		t.acquire.Record(ctx, wait.Seconds(), t.measure(setKey{strategy: e.Strategy, outcome: outcome, errType: errType}).record...)
+	}
 	return lk, err
 }
 
@@ -376,7 +379,9 @@ func (t *telemetry) attempt(ctx context.Context, e lock.Event, next func(context
 	default:
 		outcome = "error"
 	}
-	t.tries.Add(ctx, 1, t.measure(setKey{strategy: e.Strategy, outcome: outcome}).add...)
+	if t.tries.Enabled(ctx) {
+		t.tries.Add(ctx, 1, t.measure(setKey{strategy: e.Strategy, outcome: outcome}).add...)
+	}
 	return err
 }
 
@@ -414,10 +419,16 @@ func (t *telemetry) ended(e lock.Event) {
 	end := "released"
 	if e.Err != nil {
 		end = "lost"
-		t.lost.Add(ctx, 1, t.measure(setKey{strategy: e.Strategy, errType: errorType(e.Err)}).add...)
+		if t.lost.Enabled(ctx) {
+			t.lost.Add(ctx, 1, t.measure(setKey{strategy: e.Strategy, errType: errorType(e.Err)}).add...)
+		}
 	}
-	t.hold.Record(ctx, e.Held.Seconds(), t.measure(setKey{strategy: e.Strategy, end: end}).record...)
-	t.active.Add(ctx, -1, t.measure(setKey{strategy: e.Strategy}).add...)
+	if t.hold.Enabled(ctx) {
+		t.hold.Record(ctx, e.Held.Seconds(), t.measure(setKey{strategy: e.Strategy, end: end}).record...)
+	}
+	if t.active.Enabled(ctx) {
+		t.active.Add(ctx, -1, t.measure(setKey{strategy: e.Strategy}).add...)
+	}
 }
 
 // errorType is the error.type of err; see the package doc.
