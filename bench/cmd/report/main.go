@@ -1,0 +1,367 @@
+// Command report runs the benchmarks of the bench module and writes their
+// results table into bench/README.md, between its report markers, and to
+// standard output.
+//
+// It compiles the benchmarks once, then runs BenchmarkLock for several
+// rounds, one after another, so that a slow moment of a noisy machine
+// hits every contender alike, and takes the median of each figure; each
+// time is also given as a ratio to the raw baseline of the same run. Then
+// it runs BenchmarkContention once. Run it from the bench directory:
+//
+//	go run ./cmd/report               # 5 rounds of 300ms per case
+//	go run ./cmd/report -rounds 9 -benchtime 1s
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+func main() {
+	rounds := flag.Int("rounds", 5, "how many times to run the uncontended benchmarks")
+	benchtime := flag.String("benchtime", "300ms", "the -benchtime of each uncontended case")
+	contention := flag.Bool("contention", true, "run the contention benchmark")
+	readme := flag.String("readme", "README.md", "the file whose report section to rewrite; empty for none")
+	flag.Parse()
+	if err := run(*rounds, *benchtime, *contention, *readme); err != nil {
+		fmt.Fprintln(os.Stderr, "report:", err)
+		os.Exit(1)
+	}
+}
+
+func run(rounds int, benchtime string, contention bool, readme string) error {
+	if rounds < 1 {
+		return errors.New("-rounds must be at least 1")
+	}
+	dir, err := os.MkdirTemp("", "locksmith-bench")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	bin := filepath.Join(dir, "bench.test")
+	if err := command(os.Stderr, "go", "test", "-c", "-o", bin, "."); err != nil {
+		return fmt.Errorf("build the benchmarks (run from the bench directory): %w", err)
+	}
+
+	res := results{}
+	for i := 1; i <= rounds; i++ {
+		fmt.Fprintf(os.Stderr, "--- round %d of %d\n", i, rounds)
+		if err := res.bench(bin, "-test.bench=^BenchmarkLock$", "-test.benchtime="+benchtime); err != nil {
+			return err
+		}
+	}
+	if contention {
+		fmt.Fprintln(os.Stderr, "--- contention")
+		if err := res.bench(bin, "-test.bench=^BenchmarkContention$", "-test.benchtime=1x"); err != nil {
+			return err
+		}
+	}
+
+	args := append([]string{"go", "run", "./cmd/report"}, os.Args[1:]...)
+	var b strings.Builder
+	machine(&b, strings.Join(args, " "), rounds, benchtime)
+	uncontended(&b, res)
+	targets(&b, res)
+	if contention {
+		contended(&b, res)
+	}
+	fmt.Print(b.String())
+	if readme == "" {
+		return nil
+	}
+	return splice(readme, b.String())
+}
+
+// command runs name with args, its output going to w and to stderr.
+func command(w io.Writer, name string, args ...string) error {
+	cmd := exec.Command(name, args...)
+	cmd.Stdout, cmd.Stderr = w, os.Stderr
+	return cmd.Run()
+}
+
+// results maps a benchmark's name (without the GOMAXPROCS suffix) to its
+// metrics, each unit to the values of every run.
+type results map[string]map[string][]float64
+
+// bench runs the test binary with args, echoing its output to stderr, and
+// adds the figures it prints.
+func (r results) bench(bin string, args ...string) error {
+	var out bytes.Buffer
+	args = append([]string{"-test.run=^$"}, args...)
+	if err := command(io.MultiWriter(&out, os.Stderr), bin, args...); err != nil {
+		return fmt.Errorf("%s %s: %w", bin, strings.Join(args, " "), err)
+	}
+	sc := bufio.NewScanner(&out)
+	for sc.Scan() {
+		r.parse(sc.Text())
+	}
+	return sc.Err()
+}
+
+// parse adds the figures of one line of benchmark output, such as
+// "BenchmarkLock/goredis/raw/serial-2  4546  136521 ns/op  666 B/op".
+func (r results) parse(line string) {
+	f := strings.Fields(line)
+	if len(f) < 4 || !strings.HasPrefix(f[0], "Benchmark") || len(f)%2 != 0 {
+		return
+	}
+	name := f[0]
+	if i := strings.LastIndexByte(name, '-'); i > 0 {
+		if _, err := strconv.Atoi(name[i+1:]); err == nil {
+			name = name[:i]
+		}
+	}
+	if r[name] == nil {
+		r[name] = map[string][]float64{}
+	}
+	for i := 2; i+1 < len(f); i += 2 {
+		if v, err := strconv.ParseFloat(f[i], 64); err == nil {
+			r[name][f[i+1]] = append(r[name][f[i+1]], v)
+		}
+	}
+}
+
+// median returns the median of the benchmark's figures in unit, and false
+// if it has none.
+func (r results) median(name, unit string) (float64, bool) {
+	v := slices.Clone(r[name][unit])
+	if len(v) == 0 {
+		return 0, false
+	}
+	slices.Sort(v)
+	if n := len(v); n%2 == 0 {
+		return (v[n/2-1] + v[n/2]) / 2, true
+	}
+	return v[len(v)/2], true
+}
+
+// contenders returns the driver/name of every contender of bench, in the
+// order they ran.
+func (r results) contenders(bench string) []string {
+	var names []string
+	for name := range r {
+		if rest, ok := strings.CutPrefix(name, bench+"/"); ok {
+			rest = strings.TrimSuffix(strings.TrimSuffix(rest, "/serial"), "/parallel")
+			names = append(names, rest)
+		}
+	}
+	slices.SortStableFunc(names, func(a, b string) int { return order(a) - order(b) })
+	return slices.Compact(names)
+}
+
+// order ranks a contender for the tables: by driver, then baseline first,
+// locksmith's strategies, then the peers.
+func order(c string) int {
+	driver, name, _ := strings.Cut(c, "/")
+	rank := slices.Index([]string{"raw", "single", "setnx-getset", "otel-noop", "otel-sdk", "bsm-redislock",
+		"redlock-3", "redsync-3", "redlock-5", "redsync-5"}, name)
+	if driver == "redigo" {
+		rank += 100
+	}
+	return rank
+}
+
+// baseline returns the raw baseline of contender c: the one of its driver.
+func baseline(c string) string {
+	driver, _, _ := strings.Cut(c, "/")
+	return driver + "/raw"
+}
+
+func machine(b *strings.Builder, cmd string, rounds int, benchtime string) {
+	fmt.Fprintf(b, "Regenerated with `cd bench && %s` on %s.\n\n", cmd, time.Now().UTC().Format("2006-01-02"))
+	fmt.Fprintf(b, "| Machine | |\n|---|---|\n")
+	fmt.Fprintf(b, "| CPU | %s, %d cores (nproc) |\n", cpuModel(), runtime.NumCPU())
+	fmt.Fprintf(b, "| Go | %s, %s/%s |\n", output("go", "env", "GOVERSION"), runtime.GOOS, runtime.GOARCH)
+	fmt.Fprintf(b, "| Redis | %s |\n", redisVersion())
+	mods := output("go", "list", "-m", "-f", "{{.Path}} {{.Version}}",
+		"github.com/redis/go-redis/v9", "github.com/gomodule/redigo", "github.com/bsm/redislock",
+		"github.com/go-redsync/redsync/v4", "go.opentelemetry.io/otel/sdk")
+	fmt.Fprintf(b, "| Modules | %s |\n", strings.ReplaceAll(mods, "\n", ", "))
+	fmt.Fprintf(b, "| Runs | BenchmarkLock: medians of %d rounds of %s per case; BenchmarkContention: one run |\n\n", rounds, benchtime)
+}
+
+func cpuModel() string {
+	b, err := os.ReadFile("/proc/cpuinfo")
+	if err != nil {
+		return "unknown CPU"
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
+			return strings.TrimSpace(v)
+		}
+	}
+	return "unknown CPU"
+}
+
+func redisVersion() string {
+	for _, f := range strings.Fields(output("redis-server", "--version")) {
+		if v, ok := strings.CutPrefix(f, "v="); ok {
+			return "redis-server " + v
+		}
+	}
+	return "unknown redis-server"
+}
+
+// output returns the trimmed standard output of a command, or a note of
+// its failure.
+func output(name string, args ...string) string {
+	out, err := exec.Command(name, args...).Output()
+	if err != nil {
+		return fmt.Sprintf("(%s: %v)", name, err)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// fig formats a figure, or "–" when it was not measured.
+func fig(v float64, ok bool, format string) string {
+	if !ok {
+		return "–"
+	}
+	return fmt.Sprintf(format, v)
+}
+
+func uncontended(b *strings.Builder, r results) {
+	b.WriteString("### Uncontended: one acquire and release\n\n")
+	b.WriteString("Serial: one goroutine, one key. Parallel: 4 × GOMAXPROCS goroutines, a key each; the figure is the throughput. Ratios compare with the raw baseline of the same driver: time for serial (lower is better), throughput for parallel (higher is better).\n\n")
+	b.WriteString("| Driver | Contender | Serial µs/op | × raw | Parallel kop/s | × raw | B/op | allocs/op | allocs − raw |\n")
+	b.WriteString("|---|---|--:|--:|--:|--:|--:|--:|--:|\n")
+	for _, c := range r.contenders("BenchmarkLock") {
+		driver, name, _ := strings.Cut(c, "/")
+		s, base := "BenchmarkLock/"+c+"/serial", "BenchmarkLock/"+baseline(c)+"/serial"
+		p, pbase := "BenchmarkLock/"+c+"/parallel", "BenchmarkLock/"+baseline(c)+"/parallel"
+		ns, ok := r.median(s, "ns/op")
+		bns, bok := r.median(base, "ns/op")
+		pns, pok := r.median(p, "ns/op")
+		pbns, pbok := r.median(pbase, "ns/op")
+		bytes, byok := r.median(s, "B/op")
+		allocs, aok := r.median(s, "allocs/op")
+		ballocs, baok := r.median(base, "allocs/op")
+		fmt.Fprintf(b, "| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", driver, name,
+			fig(ns/1e3, ok, "%.1f"), fig(ns/bns, ok && bok, "%.2f"),
+			fig(1e6/pns, pok, "%.1f"), fig(pbns/pns, pok && pbok, "%.2f"),
+			fig(bytes, byok, "%.0f"), fig(allocs, aok, "%.0f"), fig(allocs-ballocs, aok && baok, "%+.0f"))
+	}
+	b.WriteString("\n")
+}
+
+// target is one of the issue's targets.
+type target struct {
+	what string
+	// value computes the measured figure; limit is its bound; below says
+	// whether the figure must stay at most (true) or at least the limit.
+	value func(r results, driver string) (float64, bool)
+	limit float64
+	below bool
+	unit  string
+}
+
+func ratio(num, den, unit string, inverse bool) func(r results, driver string) (float64, bool) {
+	return func(r results, driver string) (float64, bool) {
+		n, ok1 := r.median("BenchmarkLock/"+driver+"/"+num, unit)
+		d, ok2 := r.median("BenchmarkLock/"+driver+"/"+den, unit)
+		if inverse {
+			n, d = d, n
+		}
+		return n / d, ok1 && ok2 && d != 0
+	}
+}
+
+func difference(a, b, unit string) func(r results, driver string) (float64, bool) {
+	return func(r results, driver string) (float64, bool) {
+		x, ok1 := r.median("BenchmarkLock/"+driver+"/"+a, unit)
+		y, ok2 := r.median("BenchmarkLock/"+driver+"/"+b, unit)
+		return x - y, ok1 && ok2
+	}
+}
+
+var targetList = []target{
+	{"single time ÷ raw time", ratio("single/serial", "raw/serial", "ns/op", false), 1.10, true, "×"},
+	{"single time ÷ bsm/redislock time", ratio("single/serial", "bsm-redislock/serial", "ns/op", false), 1, true, "×"},
+	{"single allocs − raw allocs", difference("single/serial", "raw/serial", "allocs/op"), 10, true, ""},
+	{"redlock-5 time ÷ raw time", ratio("redlock-5/serial", "raw/serial", "ns/op", false), 1.4, true, "×"},
+	{"redlock-5 time ÷ redsync-5 time", ratio("redlock-5/serial", "redsync-5/serial", "ns/op", false), 0.6, true, "×"},
+	{"redlock-5 allocs ÷ redsync-5 allocs", ratio("redlock-5/serial", "redsync-5/serial", "allocs/op", false), 0.5, true, "×"},
+	{"single parallel throughput ÷ raw's", ratio("single/parallel", "raw/parallel", "ns/op", true), 0.9, false, "×"},
+}
+
+func targets(b *strings.Builder, r results) {
+	b.WriteString("### Targets\n\n")
+	b.WriteString("| Target | Bound | goredis | redigo |\n|---|--:|--:|--:|\n")
+	for _, t := range targetList {
+		bound := "≤"
+		if !t.below {
+			bound = "≥"
+		}
+		fmt.Fprintf(b, "| %s | %s %g%s |", t.what, bound, t.limit, t.unit)
+		for _, driver := range []string{"goredis", "redigo"} {
+			v, ok := t.value(r, driver)
+			met := v <= t.limit
+			if !t.below {
+				met = v >= t.limit
+			}
+			switch {
+			case !ok:
+				b.WriteString(" – |")
+			case met:
+				fmt.Fprintf(b, " %.2f ✅ |", v)
+			default:
+				fmt.Fprintf(b, " %.2f ❌ |", v)
+			}
+		}
+		b.WriteString("\n")
+	}
+	b.WriteString("\n")
+}
+
+func contended(b *strings.Builder, r results) {
+	b.WriteString("### Contention: 8 goroutines, one key, 1 ms holds\n\n")
+	b.WriteString("Every contender retries every 1 ms. Handoff: from a holder starting to release to the next holder's obtain returning. Other: acquisitions that went to a goroutine other than the last releaser. Commands: what the clients sent (handshakes excluded), per acquisition, failed attempts included.\n\n")
+	b.WriteString("| Driver | Contender | acq/s | handoff p50 µs | handoff p99 µs | wait p99 ms | wait max ms | other % | commands/acq | overlaps |\n")
+	b.WriteString("|---|---|--:|--:|--:|--:|--:|--:|--:|--:|\n")
+	for _, c := range r.contenders("BenchmarkContention") {
+		driver, name, _ := strings.Cut(c, "/")
+		fmt.Fprintf(b, "| %s | %s |", driver, name)
+		for _, m := range []struct{ unit, format string }{
+			{"acq/s", "%.0f"}, {"handoff-p50-us", "%.0f"}, {"handoff-p99-us", "%.0f"}, {"wait-p99-ms", "%.1f"},
+			{"wait-max-ms", "%.1f"}, {"other-%", "%.0f"}, {"cmds/acq", "%.1f"}, {"overlaps", "%.0f"},
+		} {
+			v, ok := r.median("BenchmarkContention/"+c, m.unit)
+			fmt.Fprintf(b, " %s |", fig(v, ok, m.format))
+		}
+		b.WriteString("\n")
+	}
+	b.WriteString("\n")
+}
+
+// The markers around the generated part of the README.
+const (
+	begin = "<!-- report:begin (generated by cmd/report: do not edit) -->"
+	end   = "<!-- report:end -->"
+)
+
+// splice replaces the text between the markers in file with text.
+func splice(file, text string) error {
+	old, err := os.ReadFile(file)
+	if err != nil {
+		return err
+	}
+	s := string(old)
+	i, j := strings.Index(s, begin), strings.Index(s, end)
+	if i < 0 || j < i {
+		return fmt.Errorf("%s: no %q ... %q section to replace", file, begin, end)
+	}
+	s = s[:i+len(begin)] + "\n" + text + s[j:]
+	return os.WriteFile(file, []byte(s), 0o644)
+}

@@ -1,0 +1,413 @@
+package bench
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha1"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"math"
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/bsm/redislock"
+	"github.com/go-redsync/redsync/v4"
+	redsyncredis "github.com/go-redsync/redsync/v4/redis"
+	redsyncgoredis "github.com/go-redsync/redsync/v4/redis/goredis/v9"
+	redsyncredigo "github.com/go-redsync/redsync/v4/redis/redigo"
+	redigoredis "github.com/gomodule/redigo/redis"
+	"github.com/redis/go-redis/v9"
+	metricnoop "go.opentelemetry.io/otel/metric/noop"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	tracenoop "go.opentelemetry.io/otel/trace/noop"
+
+	"github.com/locksmith-go/lock"
+	"github.com/locksmith-go/lock/driver"
+	"github.com/locksmith-go/lock/driver/goredis"
+	"github.com/locksmith-go/lock/driver/redigo"
+	"github.com/locksmith-go/lock/internal/redistest"
+	lockotel "github.com/locksmith-go/lock/otel"
+	"github.com/locksmith-go/lock/strategy/redlock"
+	setnxgetset "github.com/locksmith-go/lock/strategy/setnx-getset"
+	"github.com/locksmith-go/lock/strategy/single"
+)
+
+// Settings that every contender shares.
+const (
+	// ttl is long enough never to expire during a run: every lock is
+	// released by its holder.
+	ttl = 10 * time.Second
+	// retryEvery is how often a waiting contender tries again, in the
+	// contention benchmark: a fixed interval is the one policy that every
+	// library expresses identically.
+	retryEvery = time.Millisecond
+)
+
+// Errors of the contenders that report no error of their own.
+var (
+	errNotObtained = errors.New("bench: not obtained")
+	errNotHeld     = errors.New("bench: not held at release")
+)
+
+// A mutex is one lock implementation under test, behind the least
+// interface that all of them fit.
+type mutex interface {
+	// obtain locks key for ttl. It makes one attempt, or with wait retries
+	// every retryEvery until ctx ends.
+	obtain(ctx context.Context, key string, wait bool) (held, error)
+}
+
+// held is an obtained lock.
+type held interface {
+	Release(ctx context.Context) error
+}
+
+// The client libraries, and the driver names that lead the benchmarks'
+// names.
+const (
+	goredisDriver = "goredis"
+	redigoDriver  = "redigo"
+)
+
+// A contender is a named way to build a mutex.
+type contender struct {
+	driver string // goredis or redigo; the raw baseline of the same driver is its reference
+	name   string // raw, single, redlock-5, bsm-redislock, ...
+	nodes  int    // how many servers it locks on
+	// new builds the mutex over the servers at addrs, counting the
+	// commands its clients send into sent when sent is not nil.
+	new func(tb testing.TB, addrs []string, sent *atomic.Int64) mutex
+	// uncontendedOnly leaves the contender out of the contention benchmark.
+	uncontendedOnly bool
+}
+
+// contenders returns every contender, the raw baselines first.
+func contenders() []contender {
+	var cs []contender
+	for _, d := range []string{goredisDriver, redigoDriver} {
+		cs = append(cs,
+			contender{driver: d, name: "raw", nodes: 1, new: newRaw(d)},
+			contender{driver: d, name: "single", nodes: 1, new: func(tb testing.TB, addrs []string, sent *atomic.Int64) mutex {
+				l, err := single.New(conn(tb, d, addrs[0], sent))
+				return locksmith(tb, l, err)
+			}},
+		)
+		if d == goredisDriver {
+			cs = append(cs,
+				contender{driver: d, name: "setnx-getset", nodes: 1, new: func(tb testing.TB, addrs []string, sent *atomic.Int64) mutex {
+					l, err := setnxgetset.New(conn(tb, d, addrs[0], sent))
+					return locksmith(tb, l, err)
+				}},
+				contender{driver: d, name: "otel-noop", nodes: 1, new: newOtel(false), uncontendedOnly: true},
+				contender{driver: d, name: "otel-sdk", nodes: 1, new: newOtel(true), uncontendedOnly: true},
+				contender{driver: d, name: "bsm-redislock", nodes: 1, new: func(tb testing.TB, addrs []string, sent *atomic.Int64) mutex {
+					return bsm{redislock.New(goRedis(tb, addrs[0], sent)), &redislock.Options{RetryStrategy: redislock.LinearBackoff(retryEvery)}}
+				}},
+			)
+		}
+		for _, n := range []int{3, 5} {
+			cs = append(cs,
+				contender{driver: d, name: "redlock-" + strconv.Itoa(n), nodes: n, new: func(tb testing.TB, addrs []string, sent *atomic.Int64) mutex {
+					conns := make([]driver.Conn, len(addrs))
+					for i, a := range addrs {
+						conns[i] = conn(tb, d, a, sent)
+					}
+					l, err := redlock.New(conns)
+					return locksmith(tb, l, err)
+				}},
+				contender{driver: d, name: "redsync-" + strconv.Itoa(n), nodes: n, new: newRedsync(d)},
+			)
+		}
+	}
+	return cs
+}
+
+// goRedis returns a go-redis client of addr (RESP3, its default), with the
+// harness's settings: no retries, and ctx's deadline honoured.
+func goRedis(tb testing.TB, addr string, sent *atomic.Int64) *redis.Client {
+	c := redistest.GoRedis(tb, addr, 3)
+	if sent != nil {
+		c.AddHook(hook{sent})
+	}
+	return c
+}
+
+// redigoPool returns a redigo pool of addr.
+func redigoPool(tb testing.TB, addr string, sent *atomic.Int64) *redigoredis.Pool {
+	p := redistest.Redigo(tb, addr)
+	if sent != nil {
+		dial := p.DialContext
+		p.DialContext = func(ctx context.Context) (redigoredis.Conn, error) {
+			c, err := dial(ctx)
+			if err != nil {
+				return nil, err
+			}
+			return countingConn{c, sent}, nil
+		}
+	}
+	return p
+}
+
+// conn returns a locksmith driver of addr.
+func conn(tb testing.TB, d, addr string, sent *atomic.Int64) driver.Conn {
+	if d == goredisDriver {
+		return goredis.New(goRedis(tb, addr, sent))
+	}
+	return redigo.New(redigoPool(tb, addr, sent), redigo.WithAddr(addr))
+}
+
+// locksmithMutex obtains with a locksmith Locker.
+type locksmithMutex struct {
+	l     lock.Locker
+	retry lock.Option
+}
+
+func locksmith(tb testing.TB, l lock.Locker, err error) mutex {
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return locksmithMutex{l, lock.WithRetry(lock.Linear(retryEvery))}
+}
+
+func (m locksmithMutex) obtain(ctx context.Context, key string, wait bool) (held, error) {
+	var lk *lock.Lock
+	var err error
+	if wait {
+		lk, err = m.l.Obtain(ctx, key, ttl, m.retry)
+	} else {
+		lk, err = m.l.Obtain(ctx, key, ttl)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return lk, nil
+}
+
+// newOtel returns the single strategy over go-redis, wrapped by lockotel:
+// with no-op providers, or with a recording SDK that samples every span and
+// records it in full, and a metric reader (the export pipeline is left
+// out: its cost is the same for any instrumentation).
+func newOtel(recording bool) func(tb testing.TB, addrs []string, sent *atomic.Int64) mutex {
+	return func(tb testing.TB, addrs []string, sent *atomic.Int64) mutex {
+		l, err := single.New(conn(tb, goredisDriver, addrs[0], sent))
+		if err != nil {
+			tb.Fatal(err)
+		}
+		opts := []lockotel.Option{lockotel.WithTracerProvider(tracenoop.NewTracerProvider()), lockotel.WithMeterProvider(metricnoop.NewMeterProvider())}
+		if recording {
+			tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(discard{}), sdktrace.WithSampler(sdktrace.AlwaysSample()))
+			mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader()))
+			tb.Cleanup(func() { _ = tp.Shutdown(context.Background()); _ = mp.Shutdown(context.Background()) })
+			opts = []lockotel.Option{lockotel.WithTracerProvider(tp), lockotel.WithMeterProvider(mp)}
+		}
+		return locksmith(tb, lockotel.NewLocker(l, opts...), nil)
+	}
+}
+
+// discard is a span processor that drops the spans it is handed.
+type discard struct{}
+
+func (discard) OnStart(context.Context, sdktrace.ReadWriteSpan) {}
+func (discard) OnEnd(sdktrace.ReadOnlySpan)                     {}
+func (discard) Shutdown(context.Context) error                  { return nil }
+func (discard) ForceFlush(context.Context) error                { return nil }
+
+// bsm obtains with bsm/redislock.
+type bsm struct {
+	c     *redislock.Client
+	retry *redislock.Options
+}
+
+func (m bsm) obtain(ctx context.Context, key string, wait bool) (held, error) {
+	var opt *redislock.Options // NoRetry
+	if wait {
+		opt = m.retry
+	}
+	lk, err := m.c.Obtain(ctx, key, ttl, opt)
+	if err != nil {
+		return nil, err
+	}
+	return lk, nil
+}
+
+// redsyncMutex obtains with go-redsync/redsync, with its defaults but for
+// the expiry and, when waiting, the retry policy. A redsync Mutex holds one
+// lock at a time, so every obtain makes a new one, as a server handling
+// requests does.
+type redsyncMutex struct {
+	rs         *redsync.Redsync
+	once, wait []redsync.Option
+}
+
+func newRedsync(d string) func(tb testing.TB, addrs []string, sent *atomic.Int64) mutex {
+	return func(tb testing.TB, addrs []string, sent *atomic.Int64) mutex {
+		pools := make([]redsyncredis.Pool, len(addrs))
+		for i, a := range addrs {
+			if d == goredisDriver {
+				pools[i] = redsyncgoredis.NewPool(goRedis(tb, a, sent))
+			} else {
+				pools[i] = redsyncredigo.NewPool(redigoPool(tb, a, sent))
+			}
+		}
+		return redsyncMutex{
+			rs:   redsync.New(pools...),
+			once: []redsync.Option{redsync.WithExpiry(ttl)},
+			wait: []redsync.Option{redsync.WithExpiry(ttl), redsync.WithTries(math.MaxInt32), redsync.WithRetryDelay(retryEvery)},
+		}
+	}
+}
+
+func (m redsyncMutex) obtain(ctx context.Context, key string, wait bool) (held, error) {
+	var err error
+	var mu *redsync.Mutex
+	if wait {
+		mu = m.rs.NewMutex(key, m.wait...)
+		err = mu.LockContext(ctx)
+	} else {
+		mu = m.rs.NewMutex(key, m.once...)
+		err = mu.TryLockContext(ctx)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return redsyncLock{mu}, nil
+}
+
+type redsyncLock struct{ m *redsync.Mutex }
+
+func (l redsyncLock) Release(ctx context.Context) error {
+	ok, err := l.m.UnlockContext(ctx)
+	if err == nil && !ok {
+		return errNotHeld
+	}
+	return err
+}
+
+// The raw baseline: what a hand-written lock does, and no more. It draws a
+// 128-bit token from crypto/rand, acquires with SET key token NX PX ttl and
+// releases with EVALSHA of a compare-and-delete script (loaded beforehand):
+// two round trips.
+
+// releaseSrc is the raw baseline's compare-and-delete script.
+const releaseSrc = `if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0`
+
+var releaseSHA = func() string {
+	sum := sha1.Sum([]byte(releaseSrc))
+	return hex.EncodeToString(sum[:])
+}()
+
+func newRaw(d string) func(tb testing.TB, addrs []string, sent *atomic.Int64) mutex {
+	return func(tb testing.TB, addrs []string, sent *atomic.Int64) mutex {
+		ctx := context.Background()
+		if d == goredisDriver {
+			c := goRedis(tb, addrs[0], sent)
+			if err := c.ScriptLoad(ctx, releaseSrc).Err(); err != nil {
+				tb.Fatal(err)
+			}
+			return rawGoRedis{c}
+		}
+		m := rawRedigo{redigoPool(tb, addrs[0], sent)}
+		if _, err := m.do(ctx, "SCRIPT", "LOAD", releaseSrc); err != nil {
+			tb.Fatal(err)
+		}
+		return m
+	}
+}
+
+func newToken() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // never fails: it crashes the program instead
+	return base64.RawURLEncoding.EncodeToString(b[:])
+}
+
+// retry waits retryEvery before another attempt, or returns errNotObtained
+// when not waiting.
+func retry(ctx context.Context, wait bool) error {
+	if !wait {
+		return errNotObtained
+	}
+	t := time.NewTimer(retryEvery)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// released turns the reply of the release script into an error.
+func released(n int64, err error) error {
+	if err == nil && n != 1 {
+		return errNotHeld
+	}
+	return err
+}
+
+type rawGoRedis struct{ c *redis.Client }
+
+func (m rawGoRedis) obtain(ctx context.Context, key string, wait bool) (held, error) {
+	token := newToken()
+	for {
+		ok, err := m.c.SetNX(ctx, key, token, ttl).Result()
+		switch {
+		case err != nil:
+			return nil, err
+		case ok:
+			return &rawGoRedisLock{m.c, key, token}, nil
+		}
+		if err := retry(ctx, wait); err != nil {
+			return nil, err
+		}
+	}
+}
+
+type rawGoRedisLock struct {
+	c          *redis.Client
+	key, token string
+}
+
+func (l *rawGoRedisLock) Release(ctx context.Context) error {
+	return released(l.c.EvalSha(ctx, releaseSHA, []string{l.key}, l.token).Int64())
+}
+
+type rawRedigo struct{ p *redigoredis.Pool }
+
+// do runs one command on a pooled connection.
+func (m rawRedigo) do(ctx context.Context, cmd string, args ...any) (any, error) {
+	c, err := m.p.GetContext(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	return redigoredis.DoContext(c, ctx, cmd, args...)
+}
+
+func (m rawRedigo) obtain(ctx context.Context, key string, wait bool) (held, error) {
+	token := newToken()
+	for {
+		reply, err := m.do(ctx, "SET", key, token, "NX", "PX", ttl.Milliseconds())
+		switch {
+		case err != nil:
+			return nil, err
+		case reply != nil:
+			return &rawRedigoLock{m, key, token}, nil
+		}
+		if err := retry(ctx, wait); err != nil {
+			return nil, err
+		}
+	}
+}
+
+type rawRedigoLock struct {
+	m          rawRedigo
+	key, token string
+}
+
+func (l *rawRedigoLock) Release(ctx context.Context) error {
+	return released(redigoredis.Int64(l.m.do(ctx, "EVALSHA", releaseSHA, 1, l.key, l.token)))
+}
