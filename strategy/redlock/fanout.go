@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/locksmith-go/lock"
@@ -152,57 +153,79 @@ type answer struct {
 	err error
 }
 
-// fanOut runs op on every node at once, each bounded by timeout (by the
-// context it gets, and by a timer, in case a driver does not honour the
-// context). With decide, it returns as soon as decide settles the outcome;
-// without, once every node answered or timed out. If the outcome is failure
-// and undo is set, every node is undone right after its own op returns (so
-// that a late write cannot land after its undo), and fanOut waits for the
-// undo of the nodes that answered OK, Taken or Expired; the others are
-// undone in the background, which is safe because every attempt has its own
-// token.
+// fan is the state that one fanOut shares with its goroutines.
+type fan struct {
+	ctx     context.Context // every node's, bounded by the timeout
+	cancel  context.CancelFunc
+	running atomic.Int32 // nodes whose op has not returned; the last cancels ctx
+	answers chan answer
+	// With an undo: decided is closed once the outcome is known, failed
+	// is set before that, and each node sends its index on undone once it
+	// has been undone (or needs no undo).
+	decided chan struct{}
+	failed  bool
+	undone  chan int
+}
+
+func (f *fan) run(ctx context.Context, i int, n node, op, undo func(ctx context.Context, i int, n node) error) {
+	err := op(f.ctx, i, n)
+	if f.running.Add(-1) == 0 {
+		f.cancel()
+	}
+	f.answers <- answer{i, err}
+	if undo != nil {
+		<-f.decided
+		if f.failed {
+			_ = undo(ctx, i, n)
+		}
+		f.undone <- i
+	}
+}
+
+// fanOut runs op on every node at once, bounded by timeout (by the context
+// it gets, one deadline for all the nodes, and by a timer, in case a driver
+// does not honour the context). With decide, it returns as soon as
+// decide settles the outcome; without, once every node answered or timed
+// out. If the outcome is failure and undo is set, every node is undone
+// right after its own op returns (so that a late write cannot land after
+// its undo), and fanOut waits for the undo of the nodes that answered OK,
+// Taken or Expired; the others are undone in the background, which is safe
+// because every attempt has its own token.
 func (s *Strategy) fanOut(ctx context.Context, timeout time.Duration,
 	op, undo func(ctx context.Context, i int, n node) error, decide func(tally) decision,
 ) (res []*NodeError, failed bool) {
-	answers := make(chan answer, len(s.nodes))
-	decided := make(chan struct{})
-	undone := make([]chan struct{}, len(s.nodes))
+	f := &fan{answers: make(chan answer, len(s.nodes))}
+	f.ctx, f.cancel = context.WithTimeout(ctx, timeout)
+	f.running.Store(int32(len(s.nodes)))
+	if undo != nil {
+		f.decided = make(chan struct{})
+		f.undone = make(chan int, len(s.nodes))
+	}
 	for i, n := range s.nodes {
-		undone[i] = make(chan struct{})
-		go func() {
-			defer close(undone[i])
-			nctx, cancel := context.WithTimeout(ctx, timeout)
-			err := op(nctx, i, n)
-			cancel()
-			answers <- answer{i, err}
-			if undo != nil {
-				<-decided
-				if failed {
-					_ = undo(ctx, i, n)
-				}
-			}
-		}()
+		go f.run(ctx, i, n, op, undo)
 	}
 
 	res = make([]*NodeError, len(s.nodes))
-	t := tally{pending: len(s.nodes)}
+	nodes := make([]NodeError, len(s.nodes))
 	for i, n := range s.nodes {
-		res[i] = &NodeError{Node: n.name, Outcome: Pending}
+		nodes[i] = NodeError{Node: n.name, Outcome: Pending}
+		res[i] = &nodes[i]
 	}
-	timer := time.NewTimer(timeout + timeout/2)
-	defer timer.Stop()
+	t := tally{pending: len(s.nodes)}
+	late := time.NewTimer(timeout + timeout/2)
+	defer late.Stop()
 	d := undecided
 	for t.pending > 0 && d == undecided {
 		select {
-		case a := <-answers:
+		case a := <-f.answers:
 			o := outcome(a.err)
 			res[a.i].Outcome = o
-			if o != OK && o != Taken && o != Expired {
+			if !answered(o) {
 				res[a.i].Err = a.err
 			}
 			t.pending--
 			t.add(o)
-		case <-timer.C:
+		case <-late.C:
 			for _, r := range res {
 				if r.Outcome == Pending {
 					r.Outcome, r.Err = Timeout, errNodeTimeout
@@ -216,16 +239,28 @@ func (s *Strategy) fanOut(ctx context.Context, timeout time.Duration,
 		}
 	}
 	failed = d == failure
-	close(decided)
+	if undo != nil {
+		f.failed = failed
+		close(f.decided)
+	}
 	for _, r := range res {
 		lock.ReportNode(ctx, r.Node, r.Outcome.String(), r.Err)
 	}
 	if failed && undo != nil {
-		for i, r := range res {
-			if r.Outcome == OK || r.Outcome == Taken || r.Outcome == Expired {
-				<-undone[i]
+		wait := 0
+		for _, r := range res {
+			if answered(r.Outcome) {
+				wait++
+			}
+		}
+		for wait > 0 {
+			if answered(res[<-f.undone].Outcome) {
+				wait--
 			}
 		}
 	}
 	return res, failed
 }
+
+// answered reports whether a node gave an answer about the key.
+func answered(o Outcome) bool { return o == OK || o == Taken || o == Expired }

@@ -360,7 +360,6 @@ var errNodeTimeout = errors.New("redlock: node did not answer within the node ti
 
 // outcome classifies one node's answer.
 func outcome(err error) Outcome {
-	var ne interface{ Timeout() bool }
 	switch {
 	case err == nil:
 		return OK
@@ -370,10 +369,17 @@ func outcome(err error) Outcome {
 		return Expired
 	case errors.Is(err, cas.ErrRestarting):
 		return Restarting
-	case errors.Is(err, errNodeTimeout), errors.Is(err, context.DeadlineExceeded), errors.As(err, &ne) && ne.Timeout():
+	case errors.Is(err, errNodeTimeout), errors.Is(err, context.DeadlineExceeded), isTimeout(err):
 		return Timeout
 	case errors.Is(err, syscall.ECONNREFUSED):
 		return Refused
 	}
 	return Failed
+}
+
+// isTimeout reports whether err is a network timeout. (A function of its
+// own, so that outcome does not move its target to the heap on every call.)
+func isTimeout(err error) bool {
+	var ne interface{ Timeout() bool }
+	return errors.As(err, &ne) && ne.Timeout()
 }
