@@ -48,7 +48,9 @@ type Conn interface {
 	// EvalSha runs EVALSHA sha1 with keys and args and returns the reply as
 	// the client decoded it, with a nil reply as (nil, nil). It must return
 	// the server's NOSCRIPT error as an error whose text starts with
-	// "NOSCRIPT". Use [Script.Run] rather than calling it directly.
+	// "NOSCRIPT". It must not modify keys or args, which callers may share
+	// between connections. Use [Script.Run] rather than calling it
+	// directly.
 	EvalSha(ctx context.Context, sha1 string, keys []string, args ...any) (any, error)
 	// Eval runs EVAL src with keys and args, replying as EvalSha does.
 	Eval(ctx context.Context, src string, keys []string, args ...any) (any, error)

@@ -103,15 +103,45 @@ func Scripts() []*driver.Script {
 	return []*driver.Script{acquireScript, guardedScript, fencedScript, delScript, pexpireScript, pttlScript, setScript}
 }
 
-// ErrRestarting is AcquireGuarded's error on a node that started empty too
-// recently.
+// ErrRestarting is a guarded acquisition's error on a node that started
+// empty too recently.
 var ErrRestarting = errors.New("the node restarted empty less than the restart guard ago")
+
+// A call is a script with its keys and arguments, built once, so that a
+// multi-node strategy can send the same call to every node: drivers only
+// read them.
+type call struct {
+	script *driver.Script
+	keys   []string
+	args   []any
+}
+
+func (c call) run(ctx context.Context, conn driver.Conn) (int64, error) {
+	return c.script.Int(ctx, conn, c.keys, c.args...)
+}
+
+// Acquisition is the call of an acquire, for any number of nodes.
+type Acquisition struct{ call }
+
+// NewAcquisition returns the call of Acquire.
+func NewAcquisition(key, value string, ttl time.Duration) Acquisition {
+	return Acquisition{call{acquireScript, []string{key}, []any{value, ttl.Milliseconds()}}}
+}
+
+// NewGuardedAcquisition returns the call of Acquire on a node that has been
+// up, by guardKey's record, for at least quarantine; on a younger node it
+// returns ErrRestarting.
+func NewGuardedAcquisition(key, guardKey, value string, ttl, quarantine time.Duration) Acquisition {
+	return Acquisition{call{guardedScript, []string{key, guardKey}, []any{value, ttl.Milliseconds(), quarantine.Milliseconds()}}}
+}
+
+// Run runs the acquisition on c.
+func (a Acquisition) Run(ctx context.Context, c driver.Conn) error { return acquired(a.run(ctx, c)) }
 
 // Acquire sets key to value for ttl if it is free (or already holds value).
 // It returns lock.ErrNotObtained when another value holds it.
 func Acquire(ctx context.Context, c driver.Conn, key, value string, ttl time.Duration) error {
-	n, err := acquireScript.Int(ctx, c, []string{key}, value, ttl.Milliseconds())
-	return acquired(n, err)
+	return NewAcquisition(key, value, ttl).Run(ctx, c)
 }
 
 // AcquireFenced is Acquire that also increments the counter at fenceKey, in
@@ -123,14 +153,6 @@ func AcquireFenced(ctx context.Context, c driver.Conn, key, fenceKey, value stri
 		return 0, err
 	}
 	return n, nil
-}
-
-// AcquireGuarded is Acquire on a node that has been up, by guardKey's
-// record, for at least quarantine; on a younger node it returns
-// ErrRestarting.
-func AcquireGuarded(ctx context.Context, c driver.Conn, key, guardKey, value string, ttl, quarantine time.Duration) error {
-	n, err := guardedScript.Int(ctx, c, []string{key, guardKey}, value, ttl.Milliseconds(), quarantine.Milliseconds())
-	return acquired(n, err)
 }
 
 func acquired(n int64, err error) error {
@@ -145,9 +167,20 @@ func acquired(n int64, err error) error {
 	return nil
 }
 
+// Deletion is the call of Delete, for any number of nodes.
+type Deletion struct{ call }
+
+// NewDeletion returns the call of Delete.
+func NewDeletion(key, value string) Deletion {
+	return Deletion{call{delScript, []string{key}, []any{value}}}
+}
+
+// Run runs the deletion on c.
+func (d Deletion) Run(ctx context.Context, c driver.Conn) error { return owned(d.run(ctx, c)) }
+
 // Delete deletes key if it holds value.
 func Delete(ctx context.Context, c driver.Conn, key, value string) error {
-	return owned(delScript.Int(ctx, c, []string{key}, value))
+	return NewDeletion(key, value).Run(ctx, c)
 }
 
 // PExpire sets key's TTL if it holds value.

@@ -236,20 +236,20 @@ func (s *Strategy) Acquire(ctx context.Context, r lock.Request) (lock.Grant, err
 		return lock.Grant{}, err
 	}
 	start := s.now()
+	// The calls are built once, for every node.
 	value := r.Value()
-	acquire := func(ctx context.Context, _ int, n node) error {
-		if s.guard > 0 {
-			return cas.AcquireGuarded(ctx, n.conn, r.Key, GuardKey, value, r.TTL, s.guard)
-		}
-		_, err := n.s.Acquire(ctx, r)
-		return err
+	call := cas.NewAcquisition(r.Key, value, r.TTL)
+	if s.guard > 0 {
+		call = cas.NewGuardedAcquisition(r.Key, GuardKey, value, r.TTL, s.guard)
 	}
+	release := cas.NewDeletion(r.Key, value)
+	acquire := func(ctx context.Context, _ int, n node) error { return call.Run(ctx, n.conn) }
 	// Each node whose attempt is part of a failure is released right after
 	// that attempt returns, so a late SET cannot outlive its release.
 	undo := func(ctx context.Context, _ int, n node) error {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
 		defer cancel()
-		return n.s.Release(ctx, r.Key, value)
+		return release.Run(ctx, n.conn)
 	}
 	var elapsed time.Duration // set when a quorum answered too late
 	res, failed := s.fanOut(ctx, timeout, acquire, undo, func(t tally) decision {
@@ -301,8 +301,9 @@ func (s *Strategy) Refresh(ctx context.Context, key, value string, ttl time.Dura
 
 // Release implements [lock.Strategy]: it releases on all nodes.
 func (s *Strategy) Release(ctx context.Context, key, value string) error {
+	release := cas.NewDeletion(key, value)
 	res, _ := s.fanOut(ctx, s.opTimeout(), func(ctx context.Context, _ int, n node) error {
-		return n.s.Release(ctx, key, value)
+		return release.Run(ctx, n.conn)
 	}, nil, nil)
 	return s.held("release", res)
 }
