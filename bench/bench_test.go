@@ -6,6 +6,8 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/locksmith-go/lock/internal/redistest"
 )
 
@@ -41,20 +43,27 @@ const parallelism = 4
 //	go test -run '^$' -bench Lock -benchtime 300ms
 func BenchmarkLock(b *testing.B) {
 	addrs := servers(b)
+	probes := make([]*redis.Client, len(addrs)) // for INFO CPU
+	for i, a := range addrs {
+		probes[i] = goRedis(b, a, nil)
+	}
 	for _, c := range contenders() {
 		m := c.new(b, addrs[:c.nodes], nil)
 		key := "bench:" + c.driver + "/" + c.name
 		b.Run(c.driver+"/"+c.name+"/serial", func(b *testing.B) {
 			b.ReportAllocs()
+			cpu := meterCPU(probes[:c.nodes])
 			for b.Loop() {
 				if err := cycle(m, key); err != nil {
 					b.Fatal(err)
 				}
 			}
+			cpu.report(b)
 		})
 		b.Run(c.driver+"/"+c.name+"/parallel", func(b *testing.B) {
 			b.ReportAllocs()
 			b.SetParallelism(parallelism)
+			cpu := meterCPU(probes[:c.nodes])
 			var g atomic.Int64
 			b.RunParallel(func(pb *testing.PB) {
 				key := key + ":" + strconv.FormatInt(g.Add(1), 10)
@@ -65,6 +74,7 @@ func BenchmarkLock(b *testing.B) {
 					}
 				}
 			})
+			cpu.report(b)
 		})
 	}
 }

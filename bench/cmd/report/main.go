@@ -234,9 +234,9 @@ func fig(v float64, ok bool, format string) string {
 
 func uncontended(b *strings.Builder, r results) {
 	b.WriteString("### Uncontended: one acquire and release\n\n")
-	b.WriteString("Serial: one goroutine, one key. Parallel: 4 × GOMAXPROCS goroutines, a key each; the figure is the throughput. Ratios compare with the raw baseline of the same driver: time for serial (lower is better), throughput for parallel (higher is better).\n\n")
-	b.WriteString("| Driver | Contender | Serial µs/op | × raw | Parallel kop/s | × raw | B/op | allocs/op | allocs − raw |\n")
-	b.WriteString("|---|---|--:|--:|--:|--:|--:|--:|--:|\n")
+	b.WriteString("Serial: one goroutine, one key. Parallel: 4 × GOMAXPROCS goroutines, a key each; the figure is the throughput. Ratios compare with the raw baseline of the same driver: time for serial (lower is better), throughput for parallel (higher is better). CPU: the serial case's CPU time per operation, in the benchmark's process and in the servers it used (INFO CPU).\n\n")
+	b.WriteString("| Driver | Contender | Serial µs/op | × raw | Parallel kop/s | × raw | B/op | allocs/op | allocs − raw | CPU µs/op: client + servers |\n")
+	b.WriteString("|---|---|--:|--:|--:|--:|--:|--:|--:|--:|\n")
 	for _, c := range r.contenders("BenchmarkLock") {
 		driver, name, _ := strings.Cut(c, "/")
 		s, base := "BenchmarkLock/"+c+"/serial", "BenchmarkLock/"+baseline(c)+"/serial"
@@ -248,10 +248,13 @@ func uncontended(b *strings.Builder, r results) {
 		bytes, byok := r.median(s, "B/op")
 		allocs, aok := r.median(s, "allocs/op")
 		ballocs, baok := r.median(base, "allocs/op")
-		fmt.Fprintf(b, "| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", driver, name,
+		client, cok := r.median(s, "client-cpu-us/op")
+		server, sok := r.median(s, "server-cpu-us/op")
+		fmt.Fprintf(b, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s + %s |\n", driver, name,
 			fig(ns/1e3, ok, "%.1f"), fig(ns/bns, ok && bok, "%.2f"),
 			fig(1e6/pns, pok, "%.1f"), fig(pbns/pns, pok && pbok, "%.2f"),
-			fig(bytes, byok, "%.0f"), fig(allocs, aok, "%.0f"), fig(allocs-ballocs, aok && baok, "%+.0f"))
+			fig(bytes, byok, "%.0f"), fig(allocs, aok, "%.0f"), fig(allocs-ballocs, aok && baok, "%+.0f"),
+			fig(client, cok, "%.0f"), fig(server, sok, "%.0f"))
 	}
 	b.WriteString("\n")
 }
