@@ -34,14 +34,15 @@ func main() {
 	benchtime := flag.String("benchtime", "300ms", "the -benchtime of each uncontended case")
 	contention := flag.Bool("contention", true, "run the contention benchmark")
 	readme := flag.String("readme", "README.md", "the file whose report section to rewrite; empty for none")
+	short := flag.Bool("short", false, "a quick check that every benchmark runs (with -rounds 1 -benchtime 1x): 100 locks in the contention benchmark")
 	flag.Parse()
-	if err := run(*rounds, *benchtime, *contention, *readme); err != nil {
+	if err := run(*rounds, *benchtime, *contention, *short, *readme); err != nil {
 		fmt.Fprintln(os.Stderr, "report:", err)
 		os.Exit(1)
 	}
 }
 
-func run(rounds int, benchtime string, contention bool, readme string) error {
+func run(rounds int, benchtime string, contention, short bool, readme string) error {
 	if rounds < 1 {
 		return errors.New("-rounds must be at least 1")
 	}
@@ -64,7 +65,7 @@ func run(rounds int, benchtime string, contention bool, readme string) error {
 	}
 	if contention {
 		fmt.Fprintln(os.Stderr, "--- contention")
-		if err := res.bench(bin, "-test.bench=^BenchmarkContention$", "-test.benchtime=1x"); err != nil {
+		if err := res.bench(bin, "-test.bench=^BenchmarkContention$", "-test.benchtime=1x", "-test.short="+strconv.FormatBool(short)); err != nil {
 			return err
 		}
 	}
