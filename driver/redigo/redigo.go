@@ -69,7 +69,7 @@ func (c *Conn) do(ctx context.Context, cmd string, args ...any) (any, error) {
 	if err == nil {
 		defer conn.Close()
 		var reply any
-		if reply, err = redis.DoContext(conn, ctx, cmd, args...); err == nil {
+		if reply, err = doContext(conn, ctx, cmd, args...); err == nil {
 			return reply, nil
 		}
 	}
@@ -80,6 +80,18 @@ func (c *Conn) do(ctx context.Context, cmd string, args ...any) (any, error) {
 		return nil, context.DeadlineExceeded // the read timeout beat ctx's timer
 	}
 	return nil, err
+}
+
+// doContext is redis.DoContext, which runs every command on a goroutine of
+// its own that it starts to watch ctx. A context that can never end (Done
+// is nil, as for context.Background()) needs no watching: a plain Do sends
+// the same command, under the connection's read timeout as DoContext does,
+// without that goroutine.
+func doContext(conn redis.Conn, ctx context.Context, cmd string, args ...any) (any, error) {
+	if ctx.Done() == nil {
+		return conn.Do(cmd, args...)
+	}
+	return redis.DoContext(conn, ctx, cmd, args...)
 }
 
 // SetNX implements [driver.Conn].

@@ -71,3 +71,64 @@ func TestContextDeadline(t *testing.T) {
 		})
 	}
 }
+
+// TestWatchesOnlyContextsThatCanEnd: a context that can end is watched with
+// redigo's DoContext; one that cannot (context.Background()) is sent with a
+// plain Do, which starts no goroutine.
+func TestWatchesOnlyContextsThatCanEnd(t *testing.T) {
+	addr, _ := redistest.Addr(t)
+	p := &recordingPool{p: redistest.Redigo(t, addr)}
+	c := redigo.New(p)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	for _, tc := range []struct {
+		name string
+		ctx  context.Context
+		want string
+	}{
+		{"Background", context.Background(), "Do"},
+		{"WithoutCancel", context.WithoutCancel(ctx), "Do"},
+		{"WithCancel", ctx, "DoContext"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p.calls = nil
+			if _, _, err := c.Get(tc.ctx, "k"); err != nil {
+				t.Fatalf("Get = %v, want nil", err)
+			}
+			if len(p.calls) != 1 || p.calls[0] != tc.want {
+				t.Errorf("calls = %v, want [%s]", p.calls, tc.want)
+			}
+		})
+	}
+}
+
+// recordingPool hands out connections that record whether a command went
+// through Do or DoContext.
+type recordingPool struct {
+	p     *redigoredis.Pool
+	calls []string
+}
+
+func (r *recordingPool) GetContext(ctx context.Context) (redigoredis.Conn, error) {
+	c, err := r.p.GetContext(ctx)
+	return recordingConn{c, r}, err
+}
+
+type recordingConn struct {
+	redigoredis.Conn
+	r *recordingPool
+}
+
+func (c recordingConn) Do(cmd string, args ...any) (any, error) {
+	c.r.calls = append(c.r.calls, "Do")
+	return c.Conn.Do(cmd, args...)
+}
+
+func (c recordingConn) DoContext(ctx context.Context, cmd string, args ...any) (any, error) {
+	c.r.calls = append(c.r.calls, "DoContext")
+	return redigoredis.DoContext(c.Conn, ctx, cmd, args...)
+}
+
+func (c recordingConn) ReceiveContext(ctx context.Context) (any, error) {
+	return redigoredis.ReceiveContext(c.Conn, ctx)
+}
