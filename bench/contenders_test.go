@@ -311,7 +311,7 @@ func newRaw(d string) func(tb testing.TB, addrs []string, sent *atomic.Int64) mu
 			return rawGoRedis{c}
 		}
 		m := rawRedigo{redigoPool(tb, addrs[0], sent)}
-		if _, err := m.do(ctx, "SCRIPT", "LOAD", releaseSrc); err != nil {
+		if _, err := m.do("SCRIPT", "LOAD", releaseSrc); err != nil {
 			tb.Fatal(err)
 		}
 		return m
@@ -325,19 +325,13 @@ func newToken() string {
 }
 
 // retry waits retryEvery before another attempt, or returns errNotObtained
-// when not waiting.
+// when not waiting, or ctx's error once it ended.
 func retry(ctx context.Context, wait bool) error {
 	if !wait {
 		return errNotObtained
 	}
-	t := time.NewTimer(retryEvery)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	time.Sleep(retryEvery)
+	return ctx.Err()
 }
 
 // released turns the reply of the release script into an error.
@@ -377,20 +371,18 @@ func (l *rawGoRedisLock) Release(ctx context.Context) error {
 
 type rawRedigo struct{ p *redigoredis.Pool }
 
-// do runs one command on a pooled connection.
-func (m rawRedigo) do(ctx context.Context, cmd string, args ...any) (any, error) {
-	c, err := m.p.GetContext(ctx)
-	if err != nil {
-		return nil, err
-	}
+// do runs one command on a pooled connection, the plain redigo way: Do,
+// with no context (DoContext would start a goroutine per command).
+func (m rawRedigo) do(cmd string, args ...any) (any, error) {
+	c := m.p.Get()
 	defer c.Close()
-	return redigoredis.DoContext(c, ctx, cmd, args...)
+	return c.Do(cmd, args...)
 }
 
 func (m rawRedigo) obtain(ctx context.Context, key string, wait bool) (held, error) {
 	token := newToken()
 	for {
-		reply, err := m.do(ctx, "SET", key, token, "NX", "PX", ttl.Milliseconds())
+		reply, err := m.do("SET", key, token, "NX", "PX", ttl.Milliseconds())
 		switch {
 		case err != nil:
 			return nil, err
@@ -408,6 +400,6 @@ type rawRedigoLock struct {
 	key, token string
 }
 
-func (l *rawRedigoLock) Release(ctx context.Context) error {
-	return released(redigoredis.Int64(l.m.do(ctx, "EVALSHA", releaseSHA, 1, l.key, l.token)))
+func (l *rawRedigoLock) Release(context.Context) error {
+	return released(redigoredis.Int64(l.m.do("EVALSHA", releaseSHA, 1, l.key, l.token)))
 }

@@ -233,11 +233,17 @@ func fig(v float64, ok bool, format string) string {
 	return fmt.Sprintf(format, v)
 }
 
+// heading writes a section's title and note, and the header of its table,
+// whose rows start with the driver and the contender.
+func heading(b *strings.Builder, title, note string, columns ...string) {
+	fmt.Fprintf(b, "### %s\n\n%s\n\n| Driver | Contender | %s |\n|---|---|", title, note, strings.Join(columns, " | "))
+	b.WriteString(strings.Repeat("--:|", len(columns)) + "\n")
+}
+
 func uncontended(b *strings.Builder, r results) {
-	b.WriteString("### Uncontended: one acquire and release\n\n")
-	b.WriteString("Serial: one goroutine, one key. Parallel: 4 × GOMAXPROCS goroutines, a key each; the figure is the throughput. Ratios compare with the raw baseline of the same driver: time for serial (lower is better), throughput for parallel (higher is better). CPU: the serial case's CPU time per operation, in the benchmark's process and in the servers it used (INFO CPU).\n\n")
-	b.WriteString("| Driver | Contender | Serial µs/op | × raw | Parallel kop/s | × raw | B/op | allocs/op | allocs − raw | CPU µs/op: client + servers |\n")
-	b.WriteString("|---|---|--:|--:|--:|--:|--:|--:|--:|--:|\n")
+	heading(b, "Uncontended: one acquire and release",
+		"Serial: one goroutine, one key. Parallel: 4 × GOMAXPROCS goroutines, a key each; the figure is the throughput. Ratios compare with the raw baseline of the same driver: time for serial (lower is better), throughput for parallel (higher is better). CPU: the serial case's CPU time per operation, in the benchmark's process and in the servers it used (INFO CPU).",
+		"Serial µs/op", "× raw", "Parallel kop/s", "× raw", "B/op", "allocs/op", "allocs − raw", "CPU µs/op: client + servers")
 	for _, c := range r.contenders("BenchmarkLock") {
 		driver, name, _ := strings.Cut(c, "/")
 		s, base := "BenchmarkLock/"+c+"/serial", "BenchmarkLock/"+baseline(c)+"/serial"
@@ -330,10 +336,9 @@ func targets(b *strings.Builder, r results) {
 }
 
 func contended(b *strings.Builder, r results) {
-	b.WriteString("### Contention: 8 goroutines, one key, 1 ms holds\n\n")
-	b.WriteString("Every contender retries every 1 ms. Handoff: from a holder starting to release to the next holder's obtain returning. Other: acquisitions that went to a goroutine other than the last releaser. Commands: what the clients sent (handshakes excluded), per acquisition, failed attempts included.\n\n")
-	b.WriteString("| Driver | Contender | acq/s | handoff p50 µs | handoff p99 µs | wait p99 ms | wait max ms | other % | commands/acq | overlaps |\n")
-	b.WriteString("|---|---|--:|--:|--:|--:|--:|--:|--:|--:|\n")
+	heading(b, "Contention: 8 goroutines, one key, 1 ms holds",
+		"Every contender retries every 1 ms. Handoff: from a holder starting to release to the next holder's obtain returning. Other: acquisitions that went to a goroutine other than the last releaser. Commands: what the clients sent (handshakes excluded), per acquisition, failed attempts included.",
+		"acq/s", "handoff p50 µs", "handoff p99 µs", "wait p99 ms", "wait max ms", "other %", "commands/acq", "overlaps")
 	for _, c := range r.contenders("BenchmarkContention") {
 		driver, name, _ := strings.Cut(c, "/")
 		fmt.Fprintf(b, "| %s | %s |", driver, name)
