@@ -66,8 +66,7 @@ type held interface {
 	Release(ctx context.Context) error
 }
 
-// The client libraries, and the driver names that lead the benchmarks'
-// names.
+// The drivers, whose names lead the benchmarks' names.
 const (
 	goredisDriver = "goredis"
 	redigoDriver  = "redigo"
