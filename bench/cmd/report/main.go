@@ -190,7 +190,7 @@ func machine(b *strings.Builder, cmd string, rounds int, benchtime string) {
 		"github.com/redis/go-redis/v9", "github.com/gomodule/redigo", "github.com/bsm/redislock",
 		"github.com/go-redsync/redsync/v4", "go.opentelemetry.io/otel/sdk")
 	fmt.Fprintf(b, "| Modules | %s |\n", strings.ReplaceAll(mods, "\n", ", "))
-	fmt.Fprintf(b, "| Runs | BenchmarkLock: medians of %d rounds of %s per case; BenchmarkContention: one run |\n\n", rounds, benchtime)
+	fmt.Fprintf(b, "| Runs | BenchmarkLock: the median of %d round(s) of %s per case; BenchmarkContention: one run |\n\n", rounds, benchtime)
 }
 
 func cpuModel() string {
@@ -233,37 +233,41 @@ func fig(v float64, ok bool, format string) string {
 	return fmt.Sprintf(format, v)
 }
 
-// heading writes a section's title and note, and the header of its table,
-// whose rows start with the driver and the contender.
-func heading(b *strings.Builder, title, note string, columns ...string) {
+// table writes a section: its title and note, and a table with a row for
+// each contender of bench (driver/name), whose other cells cells returns.
+func table(b *strings.Builder, r results, bench, title, note string, columns []string, cells func(c string) []string) {
 	fmt.Fprintf(b, "### %s\n\n%s\n\n| Driver | Contender | %s |\n|---|---|", title, note, strings.Join(columns, " | "))
 	b.WriteString(strings.Repeat("--:|", len(columns)) + "\n")
+	for _, c := range r.contenders(bench) {
+		driver, name, _ := strings.Cut(c, "/")
+		fmt.Fprintf(b, "| %s | %s | %s |\n", driver, name, strings.Join(cells(c), " | "))
+	}
+	b.WriteString("\n")
 }
 
 func uncontended(b *strings.Builder, r results) {
-	heading(b, "Uncontended: one acquire and release",
+	table(b, r, "BenchmarkLock", "Uncontended: one acquire and release",
 		"Serial: one goroutine, one key. Parallel: 4 × GOMAXPROCS goroutines, a key each; the figure is the throughput. Ratios compare with the raw baseline of the same driver: time for serial (lower is better), throughput for parallel (higher is better). CPU: the serial case's CPU time per operation, in the benchmark's process and in the servers it used (INFO CPU).",
-		"Serial µs/op", "× raw", "Parallel kop/s", "× raw", "B/op", "allocs/op", "allocs − raw", "CPU µs/op: client + servers")
-	for _, c := range r.contenders("BenchmarkLock") {
-		driver, name, _ := strings.Cut(c, "/")
-		s, base := "BenchmarkLock/"+c+"/serial", "BenchmarkLock/"+baseline(c)+"/serial"
-		p, pbase := "BenchmarkLock/"+c+"/parallel", "BenchmarkLock/"+baseline(c)+"/parallel"
-		ns, ok := r.median(s, "ns/op")
-		bns, bok := r.median(base, "ns/op")
-		pns, pok := r.median(p, "ns/op")
-		pbns, pbok := r.median(pbase, "ns/op")
-		bytes, byok := r.median(s, "B/op")
-		allocs, aok := r.median(s, "allocs/op")
-		ballocs, baok := r.median(base, "allocs/op")
-		client, cok := r.median(s, "client-cpu-us/op")
-		server, sok := r.median(s, "server-cpu-us/op")
-		fmt.Fprintf(b, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s + %s |\n", driver, name,
-			fig(ns/1e3, ok, "%.1f"), fig(ns/bns, ok && bok, "%.2f"),
-			fig(1e6/pns, pok, "%.1f"), fig(pbns/pns, pok && pbok, "%.2f"),
-			fig(bytes, byok, "%.0f"), fig(allocs, aok, "%.0f"), fig(allocs-ballocs, aok && baok, "%+.0f"),
-			fig(client, cok, "%.0f"), fig(server, sok, "%.0f"))
-	}
-	b.WriteString("\n")
+		[]string{"Serial µs/op", "× raw", "Parallel kop/s", "× raw", "B/op", "allocs/op", "allocs − raw", "CPU µs/op: client + servers"},
+		func(c string) []string {
+			s, base := "BenchmarkLock/"+c+"/serial", "BenchmarkLock/"+baseline(c)+"/serial"
+			p, pbase := "BenchmarkLock/"+c+"/parallel", "BenchmarkLock/"+baseline(c)+"/parallel"
+			ns, ok := r.median(s, "ns/op")
+			bns, bok := r.median(base, "ns/op")
+			pns, pok := r.median(p, "ns/op")
+			pbns, pbok := r.median(pbase, "ns/op")
+			bytes, byok := r.median(s, "B/op")
+			allocs, aok := r.median(s, "allocs/op")
+			ballocs, baok := r.median(base, "allocs/op")
+			client, cok := r.median(s, "client-cpu-us/op")
+			server, sok := r.median(s, "server-cpu-us/op")
+			return []string{
+				fig(ns/1e3, ok, "%.1f"), fig(ns/bns, ok && bok, "%.2f"),
+				fig(1e6/pns, pok, "%.1f"), fig(pbns/pns, pok && pbok, "%.2f"),
+				fig(bytes, byok, "%.0f"), fig(allocs, aok, "%.0f"), fig(allocs-ballocs, aok && baok, "%+.0f"),
+				fig(client, cok, "%.0f") + " + " + fig(server, sok, "%.0f"),
+			}
+		})
 }
 
 // target is one of the targets.
@@ -336,22 +340,20 @@ func targets(b *strings.Builder, r results) {
 }
 
 func contended(b *strings.Builder, r results) {
-	heading(b, "Contention: 8 goroutines, one key, 1 ms holds",
+	table(b, r, "BenchmarkContention", "Contention: 8 goroutines, one key, 1 ms holds",
 		"Every contender retries every 1 ms. Handoff: from a holder starting to release to the next holder's obtain returning. Other: acquisitions that went to a goroutine other than the last releaser. Commands: what the clients sent (handshakes excluded), per acquisition, failed attempts included.",
-		"acq/s", "handoff p50 µs", "handoff p99 µs", "wait p99 ms", "wait max ms", "other %", "commands/acq", "overlaps")
-	for _, c := range r.contenders("BenchmarkContention") {
-		driver, name, _ := strings.Cut(c, "/")
-		fmt.Fprintf(b, "| %s | %s |", driver, name)
-		for _, m := range []struct{ unit, format string }{
-			{"acq/s", "%.0f"}, {"handoff-p50-us", "%.0f"}, {"handoff-p99-us", "%.0f"}, {"wait-p99-ms", "%.1f"},
-			{"wait-max-ms", "%.1f"}, {"other-%", "%.0f"}, {"cmds/acq", "%.1f"}, {"overlaps", "%.0f"},
-		} {
-			v, ok := r.median("BenchmarkContention/"+c, m.unit)
-			fmt.Fprintf(b, " %s |", fig(v, ok, m.format))
-		}
-		b.WriteString("\n")
-	}
-	b.WriteString("\n")
+		[]string{"acq/s", "handoff p50 µs", "handoff p99 µs", "wait p99 ms", "wait max ms", "other %", "commands/acq", "overlaps"},
+		func(c string) []string {
+			var cells []string
+			for _, m := range []struct{ unit, format string }{
+				{"acq/s", "%.0f"}, {"handoff-p50-us", "%.0f"}, {"handoff-p99-us", "%.0f"}, {"wait-p99-ms", "%.1f"},
+				{"wait-max-ms", "%.1f"}, {"other-%", "%.0f"}, {"cmds/acq", "%.1f"}, {"overlaps", "%.0f"},
+			} {
+				v, ok := r.median("BenchmarkContention/"+c, m.unit)
+				cells = append(cells, fig(v, ok, m.format))
+			}
+			return cells
+		})
 }
 
 // The markers around the generated part of the README.
