@@ -2,11 +2,12 @@
 // results table into bench/README.md, between its report markers, and to
 // standard output.
 //
-// It compiles the benchmarks once, then runs BenchmarkLock for several
-// rounds, one after another, so that a slow moment of a noisy machine
-// hits every contender alike, and takes the median of each figure; each
-// time is also given as a ratio to the raw baseline of the same run. Then
-// it runs BenchmarkContention once. Run it from the bench directory:
+// It compiles the benchmarks once, then runs BenchmarkLock and
+// BenchmarkInterleaved for several rounds, one after another, so that a
+// slow moment of a noisy machine hits every contender alike, and takes the
+// median of each figure; each time is also given as a ratio to the raw
+// baseline of the same run. Then it runs BenchmarkContention once. Run it
+// from the bench directory:
 //
 //	go run ./cmd/report               # 5 rounds of 300ms per case
 //	go run ./cmd/report -rounds 9 -benchtime 1s
@@ -59,7 +60,7 @@ func run(rounds int, benchtime string, contention, short bool, readme string) er
 	res := results{}
 	for i := 1; i <= rounds; i++ {
 		fmt.Fprintf(os.Stderr, "--- round %d of %d\n", i, rounds)
-		if err := res.bench(bin, "-test.bench=^BenchmarkLock$", "-test.benchtime="+benchtime); err != nil {
+		if err := res.bench(bin, "-test.bench=^(BenchmarkLock|BenchmarkInterleaved)$", "-test.benchtime="+benchtime); err != nil {
 			return err
 		}
 	}
@@ -148,6 +149,13 @@ func (r results) median(name, unit string) (float64, bool) {
 	return v[len(v)/2], true
 }
 
+// interleaved returns the median time per operation of contender c
+// (driver/name) in BenchmarkInterleaved.
+func (r results) interleaved(c string) (float64, bool) {
+	driver, name, _ := strings.Cut(c, "/")
+	return r.median("BenchmarkInterleaved/"+driver, name+"-ns/op")
+}
+
 // contenders returns the driver/name of every contender of bench, in the
 // order they ran.
 func (r results) contenders(bench string) []string {
@@ -190,7 +198,7 @@ func machine(b *strings.Builder, cmd string, rounds int, benchtime string) {
 		"github.com/redis/go-redis/v9", "github.com/gomodule/redigo", "github.com/bsm/redislock",
 		"github.com/go-redsync/redsync/v4", "go.opentelemetry.io/otel/sdk")
 	fmt.Fprintf(b, "| Modules | %s |\n", strings.ReplaceAll(mods, "\n", ", "))
-	fmt.Fprintf(b, "| Runs | BenchmarkLock: the median of %d round(s) of %s per case; BenchmarkContention: one run |\n\n", rounds, benchtime)
+	fmt.Fprintf(b, "| Runs | BenchmarkLock and BenchmarkInterleaved: the median of %d round(s) of %s per case; BenchmarkContention: one run |\n\n", rounds, benchtime)
 }
 
 func cpuModel() string {
@@ -247,11 +255,13 @@ func table(b *strings.Builder, r results, bench, title, note string, columns []s
 
 func uncontended(b *strings.Builder, r results) {
 	table(b, r, "BenchmarkLock", "Uncontended: one acquire and release",
-		"Serial: one goroutine, one key. Parallel: 4 × GOMAXPROCS goroutines, a key each; the figure is the throughput. Ratios compare with the raw baseline of the same driver: time for serial (lower is better), throughput for parallel (higher is better). CPU: the serial case's CPU time per operation, in the benchmark's process and in the servers it used (INFO CPU).",
-		[]string{"Serial µs/op", "× raw", "Parallel kop/s", "× raw", "B/op", "allocs/op", "allocs − raw", "CPU µs/op: client + servers"},
+		"Serial: one goroutine, one key, each contender on its own. Interleaved: the same, with every contender of the driver taking turns in a random order within each iteration (BenchmarkInterleaved), so that a noisy machine's drift hits them alike: its ratios are the steadier ones, and the time targets read them. Parallel: 4 × GOMAXPROCS goroutines, a key each; the figure is the throughput. Ratios compare with the raw baseline of the same driver: time (lower is better), throughput for parallel (higher is better). CPU: the serial case's CPU time per operation, in the benchmark's process and in the servers it used (INFO CPU).",
+		[]string{"Serial µs/op", "× raw", "Interleaved µs/op", "× raw", "Parallel kop/s", "× raw", "B/op", "allocs/op", "allocs − raw", "CPU µs/op: client + servers"},
 		func(c string) []string {
 			s, base := "BenchmarkLock/"+c+"/serial", "BenchmarkLock/"+baseline(c)+"/serial"
 			p, pbase := "BenchmarkLock/"+c+"/parallel", "BenchmarkLock/"+baseline(c)+"/parallel"
+			ins, iok := r.interleaved(c)
+			ibns, ibok := r.interleaved(baseline(c))
 			ns, ok := r.median(s, "ns/op")
 			bns, bok := r.median(base, "ns/op")
 			pns, pok := r.median(p, "ns/op")
@@ -263,6 +273,7 @@ func uncontended(b *strings.Builder, r results) {
 			server, sok := r.median(s, "server-cpu-us/op")
 			return []string{
 				fig(ns/1e3, ok, "%.1f"), fig(ns/bns, ok && bok, "%.2f"),
+				fig(ins/1e3, iok, "%.1f"), fig(ins/ibns, iok && ibok, "%.2f"),
 				fig(1e6/pns, pok, "%.1f"), fig(pbns/pns, pok && pbok, "%.2f"),
 				fig(bytes, byok, "%.0f"), fig(allocs, aok, "%.0f"), fig(allocs-ballocs, aok && baok, "%+.0f"),
 				fig(client, cok, "%.0f") + " + " + fig(server, sok, "%.0f"),
@@ -279,6 +290,15 @@ type target struct {
 	limit float64
 	below bool
 	unit  string
+}
+
+// timeRatio compares the interleaved times of two contenders.
+func timeRatio(num, den string) func(r results, driver string) (float64, bool) {
+	return func(r results, driver string) (float64, bool) {
+		n, ok1 := r.interleaved(driver + "/" + num)
+		d, ok2 := r.interleaved(driver + "/" + den)
+		return n / d, ok1 && ok2 && d != 0
+	}
 }
 
 func ratio(num, den, unit string, inverse bool) func(r results, driver string) (float64, bool) {
@@ -301,11 +321,11 @@ func difference(a, b, unit string) func(r results, driver string) (float64, bool
 }
 
 var targetList = []target{
-	{"single time ÷ raw time", ratio("single/serial", "raw/serial", "ns/op", false), 1.10, true, "×"},
-	{"single time ÷ bsm/redislock time", ratio("single/serial", "bsm-redislock/serial", "ns/op", false), 1, true, "×"},
+	{"single time ÷ raw time", timeRatio("single", "raw"), 1.10, true, "×"},
+	{"single time ÷ bsm/redislock time", timeRatio("single", "bsm-redislock"), 1, true, "×"},
 	{"single allocs − raw allocs", difference("single/serial", "raw/serial", "allocs/op"), 10, true, ""},
-	{"redlock-5 time ÷ raw time", ratio("redlock-5/serial", "raw/serial", "ns/op", false), 1.4, true, "×"},
-	{"redlock-5 time ÷ redsync-5 time", ratio("redlock-5/serial", "redsync-5/serial", "ns/op", false), 0.6, true, "×"},
+	{"redlock-5 time ÷ raw time", timeRatio("redlock-5", "raw"), 1.4, true, "×"},
+	{"redlock-5 time ÷ redsync-5 time", timeRatio("redlock-5", "redsync-5"), 0.6, true, "×"},
 	{"redlock-5 allocs ÷ redsync-5 allocs", ratio("redlock-5/serial", "redsync-5/serial", "allocs/op", false), 0.5, true, "×"},
 	{"single parallel throughput ÷ raw's", ratio("single/parallel", "raw/parallel", "ns/op", true), 0.9, false, "×"},
 }
