@@ -1,9 +1,12 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"math/rand/v2"
+	"runtime"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -81,14 +84,22 @@ func BenchmarkLock(b *testing.B) {
 	}
 }
 
-// BenchmarkInterleaved runs every contender of a driver in turn, one
-// acquire and release each per iteration, in a random order (so that no
-// contender always follows the same one), so that the drift of a noisy
-// machine hits them all alike, and reports each one's time per operation
-// as <contender>-ns/op. The ratios between contenders that it gives are
-// steadier than those of separate benchmarks.
+// BenchmarkInterleaved runs every contender of a driver in turn, so that
+// the drift of a noisy machine hits them all alike, and reports each one's
+// time per operation as <contender>-ns/op. The ratios between contenders
+// that it gives are steadier than those of separate benchmarks, which run
+// seconds apart. The order is random, so that no contender always follows
+// the same one.
 //
-//	go test -run '^$' -bench Interleaved -benchtime 300ms
+//   - <driver>/serial: each iteration runs one acquire and release of
+//     every contender.
+//
+//   - <driver>/parallel: each iteration runs every contender for a slice
+//     of 20ms, from parallelism × GOMAXPROCS goroutines on a key each, as
+//     BenchmarkLock's parallel cases do; ns/op is the inverse of the
+//     throughput.
+//
+//     go test -run '^$' -bench Interleaved -benchtime 300ms
 func BenchmarkInterleaved(b *testing.B) {
 	addrs := servers(b)
 	for _, d := range []string{goredisDriver, redigoDriver} {
@@ -100,23 +111,63 @@ func BenchmarkInterleaved(b *testing.B) {
 				ms = append(ms, c.new(b, addrs[:c.nodes], nil))
 			}
 		}
-		b.Run(d, func(b *testing.B) {
+		interleave := func(b *testing.B, run func(k int) (ops int, err error)) {
 			spent := make([]time.Duration, len(ms))
-			i := 0
+			ops := make([]int, len(ms))
 			for b.Loop() {
 				for _, k := range rand.Perm(len(ms)) {
 					start := time.Now()
-					if err := cycle(ms[k], "interleaved:"+d+"/"+names[k]); err != nil {
+					n, err := run(k)
+					if err != nil {
 						b.Fatal(err)
 					}
 					spent[k] += time.Since(start)
+					ops[k] += n
 				}
-				i++
 			}
 			b.ReportMetric(0, "ns/op") // an iteration runs every contender
 			for k, name := range names {
-				b.ReportMetric(float64(spent[k].Nanoseconds())/float64(i), name+"-ns/op")
+				b.ReportMetric(float64(spent[k].Nanoseconds())/float64(ops[k]), name+"-ns/op")
 			}
+		}
+		b.Run(d+"/serial", func(b *testing.B) {
+			interleave(b, func(k int) (int, error) { return 1, cycle(ms[k], "interleaved:"+d+"/"+names[k]) })
+		})
+		b.Run(d+"/parallel", func(b *testing.B) {
+			interleave(b, func(k int) (int, error) {
+				return slice(ms[k], "interleaved:"+d+"/"+names[k], 20*time.Millisecond)
+			})
 		})
 	}
+}
+
+// slice runs acquire and release cycles of m from parallelism × GOMAXPROCS
+// goroutines, each on a key of its own, for d, and returns how many they
+// completed.
+func slice(m mutex, key string, d time.Duration) (int, error) {
+	var (
+		ops   atomic.Int64
+		wg    sync.WaitGroup
+		mu    sync.Mutex
+		first error
+	)
+	end := time.Now().Add(d)
+	for g := range parallelism * runtime.GOMAXPROCS(0) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			key := key + ":" + strconv.Itoa(g)
+			for time.Now().Before(end) {
+				if err := cycle(m, key); err != nil {
+					mu.Lock()
+					first = cmp.Or(first, err)
+					mu.Unlock()
+					return
+				}
+				ops.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	return int(ops.Load()), first
 }

@@ -150,10 +150,10 @@ func (r results) median(name, unit string) (float64, bool) {
 }
 
 // interleaved returns the median time per operation of contender c
-// (driver/name) in BenchmarkInterleaved.
-func (r results) interleaved(c string) (float64, bool) {
+// (driver/name) in BenchmarkInterleaved's mode (serial or parallel).
+func (r results) interleaved(c, mode string) (float64, bool) {
 	driver, name, _ := strings.Cut(c, "/")
-	return r.median("BenchmarkInterleaved/"+driver, name+"-ns/op")
+	return r.median("BenchmarkInterleaved/"+driver+"/"+mode, name+"-ns/op")
 }
 
 // contenders returns the driver/name of every contender of bench, in the
@@ -255,13 +255,11 @@ func table(b *strings.Builder, r results, bench, title, note string, columns []s
 
 func uncontended(b *strings.Builder, r results) {
 	table(b, r, "BenchmarkLock", "Uncontended: one acquire and release",
-		"Serial: one goroutine, one key, each contender on its own. Interleaved: the same, with every contender of the driver taking turns in a random order within each iteration (BenchmarkInterleaved), so that a noisy machine's drift hits them alike: its ratios are the steadier ones, and the time targets read them. Parallel: 4 × GOMAXPROCS goroutines, a key each; the figure is the throughput. Ratios compare with the raw baseline of the same driver: time (lower is better), throughput for parallel (higher is better). CPU: the serial case's CPU time per operation, in the benchmark's process and in the servers it used (INFO CPU).",
-		[]string{"Serial µs/op", "× raw", "Interleaved µs/op", "× raw", "Parallel kop/s", "× raw", "B/op", "allocs/op", "allocs − raw", "CPU µs/op: client + servers"},
+		"BenchmarkLock. Serial: one goroutine, one key. Parallel: 4 × GOMAXPROCS goroutines, a key each; the figure is the throughput. Each contender runs on its own, seconds apart from the others. Ratios compare with the raw baseline of the same driver: time for serial (lower is better), throughput for parallel (higher is better). CPU: the serial case's CPU time per operation, in the benchmark's process and in the servers it used (INFO CPU).",
+		[]string{"Serial µs/op", "× raw", "Parallel kop/s", "× raw", "B/op", "allocs/op", "allocs − raw", "CPU µs/op: client + servers"},
 		func(c string) []string {
 			s, base := "BenchmarkLock/"+c+"/serial", "BenchmarkLock/"+baseline(c)+"/serial"
 			p, pbase := "BenchmarkLock/"+c+"/parallel", "BenchmarkLock/"+baseline(c)+"/parallel"
-			ins, iok := r.interleaved(c)
-			ibns, ibok := r.interleaved(baseline(c))
 			ns, ok := r.median(s, "ns/op")
 			bns, bok := r.median(base, "ns/op")
 			pns, pok := r.median(p, "ns/op")
@@ -273,10 +271,22 @@ func uncontended(b *strings.Builder, r results) {
 			server, sok := r.median(s, "server-cpu-us/op")
 			return []string{
 				fig(ns/1e3, ok, "%.1f"), fig(ns/bns, ok && bok, "%.2f"),
-				fig(ins/1e3, iok, "%.1f"), fig(ins/ibns, iok && ibok, "%.2f"),
 				fig(1e6/pns, pok, "%.1f"), fig(pbns/pns, pok && pbok, "%.2f"),
 				fig(bytes, byok, "%.0f"), fig(allocs, aok, "%.0f"), fig(allocs-ballocs, aok && baok, "%+.0f"),
 				fig(client, cok, "%.0f") + " + " + fig(server, sok, "%.0f"),
+			}
+		})
+	table(b, r, "BenchmarkLock", "Uncontended, interleaved",
+		"BenchmarkInterleaved: the same cases, with every contender of a driver taking turns in a random order, one acquire and release each (serial) or a 20 ms slice each (parallel), so that the load of a shared machine hits them alike. Its ratios are the steadier ones; the targets read them.",
+		[]string{"Serial µs/op", "× raw", "Parallel kop/s", "× raw"},
+		func(c string) []string {
+			ns, ok := r.interleaved(c, "serial")
+			bns, bok := r.interleaved(baseline(c), "serial")
+			pns, pok := r.interleaved(c, "parallel")
+			pbns, pbok := r.interleaved(baseline(c), "parallel")
+			return []string{
+				fig(ns/1e3, ok, "%.1f"), fig(ns/bns, ok && bok, "%.2f"),
+				fig(1e6/pns, pok, "%.1f"), fig(pbns/pns, pok && pbok, "%.2f"),
 			}
 		})
 }
@@ -292,22 +302,25 @@ type target struct {
 	unit  string
 }
 
-// timeRatio compares the interleaved times of two contenders.
-func timeRatio(num, den string) func(r results, driver string) (float64, bool) {
+// timeRatio compares the interleaved times of two contenders in mode:
+// num's time over den's, or with inverse den's over num's (a throughput
+// ratio).
+func timeRatio(num, den, mode string, inverse bool) func(r results, driver string) (float64, bool) {
 	return func(r results, driver string) (float64, bool) {
-		n, ok1 := r.interleaved(driver + "/" + num)
-		d, ok2 := r.interleaved(driver + "/" + den)
+		n, ok1 := r.interleaved(driver+"/"+num, mode)
+		d, ok2 := r.interleaved(driver+"/"+den, mode)
+		if inverse {
+			n, d = d, n
+		}
 		return n / d, ok1 && ok2 && d != 0
 	}
 }
 
-func ratio(num, den, unit string, inverse bool) func(r results, driver string) (float64, bool) {
+// allocRatio compares the allocations of two contenders, serially.
+func allocRatio(num, den string) func(r results, driver string) (float64, bool) {
 	return func(r results, driver string) (float64, bool) {
-		n, ok1 := r.median("BenchmarkLock/"+driver+"/"+num, unit)
-		d, ok2 := r.median("BenchmarkLock/"+driver+"/"+den, unit)
-		if inverse {
-			n, d = d, n
-		}
+		n, ok1 := r.median("BenchmarkLock/"+driver+"/"+num+"/serial", "allocs/op")
+		d, ok2 := r.median("BenchmarkLock/"+driver+"/"+den+"/serial", "allocs/op")
 		return n / d, ok1 && ok2 && d != 0
 	}
 }
@@ -321,13 +334,13 @@ func difference(a, b, unit string) func(r results, driver string) (float64, bool
 }
 
 var targetList = []target{
-	{"single time ÷ raw time", timeRatio("single", "raw"), 1.10, true, "×"},
-	{"single time ÷ bsm/redislock time", timeRatio("single", "bsm-redislock"), 1, true, "×"},
+	{"single time ÷ raw time", timeRatio("single", "raw", "serial", false), 1.10, true, "×"},
+	{"single time ÷ bsm/redislock time", timeRatio("single", "bsm-redislock", "serial", false), 1, true, "×"},
 	{"single allocs − raw allocs", difference("single/serial", "raw/serial", "allocs/op"), 10, true, ""},
-	{"redlock-5 time ÷ raw time", timeRatio("redlock-5", "raw"), 1.4, true, "×"},
-	{"redlock-5 time ÷ redsync-5 time", timeRatio("redlock-5", "redsync-5"), 0.6, true, "×"},
-	{"redlock-5 allocs ÷ redsync-5 allocs", ratio("redlock-5/serial", "redsync-5/serial", "allocs/op", false), 0.5, true, "×"},
-	{"single parallel throughput ÷ raw's", ratio("single/parallel", "raw/parallel", "ns/op", true), 0.9, false, "×"},
+	{"redlock-5 time ÷ raw time", timeRatio("redlock-5", "raw", "serial", false), 1.4, true, "×"},
+	{"redlock-5 time ÷ redsync-5 time", timeRatio("redlock-5", "redsync-5", "serial", false), 0.6, true, "×"},
+	{"redlock-5 allocs ÷ redsync-5 allocs", allocRatio("redlock-5", "redsync-5"), 0.5, true, "×"},
+	{"single parallel throughput ÷ raw's", timeRatio("single", "raw", "parallel", true), 0.9, false, "×"},
 }
 
 func targets(b *strings.Builder, r results) {
