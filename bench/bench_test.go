@@ -95,7 +95,7 @@ func BenchmarkLock(b *testing.B) {
 //     every contender.
 //
 //   - <driver>/parallel: each iteration runs every contender for a slice
-//     of 20ms, from parallelism × GOMAXPROCS goroutines on a key each, as
+//     of 10ms, from parallelism × GOMAXPROCS goroutines on a key each, as
 //     BenchmarkLock's parallel cases do; ns/op is the inverse of the
 //     throughput.
 //
@@ -135,7 +135,7 @@ func BenchmarkInterleaved(b *testing.B) {
 		})
 		b.Run(d+"/parallel", func(b *testing.B) {
 			interleave(b, func(k int) (int, error) {
-				return slice(ms[k], "interleaved:"+d+"/"+names[k], 20*time.Millisecond)
+				return slice(ms[k], "interleaved:"+d+"/"+names[k], 10*time.Millisecond)
 			})
 		})
 	}

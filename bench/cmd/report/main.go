@@ -277,7 +277,7 @@ func uncontended(b *strings.Builder, r results) {
 			}
 		})
 	table(b, r, "BenchmarkLock", "Uncontended, interleaved",
-		"BenchmarkInterleaved: the same cases, with every contender of a driver taking turns in a random order, one acquire and release each (serial) or a 20 ms slice each (parallel), so that the load of a shared machine hits them alike. Its ratios are the steadier ones; the targets read them.",
+		"BenchmarkInterleaved: the same cases, with every contender of a driver taking turns in a random order, one acquire and release each (serial) or a 10 ms slice each (parallel), so that the load of a shared machine hits them alike. Its ratios are the steadier ones; the targets read them.",
 		[]string{"Serial µs/op", "× raw", "Parallel kop/s", "× raw"},
 		func(c string) []string {
 			ns, ok := r.interleaved(c, "serial")
