@@ -84,61 +84,78 @@ func BenchmarkLock(b *testing.B) {
 	}
 }
 
-// BenchmarkInterleaved runs every contender of a driver in turn, so that
-// the drift of a noisy machine hits them all alike, and reports each one's
-// time per operation as <contender>-ns/op. The ratios between contenders
-// that it gives are steadier than those of separate benchmarks, which run
-// seconds apart. The order is random, so that no contender always follows
-// the same one.
+// BenchmarkInterleaved runs contenders in turn, so that the drift of a
+// noisy machine hits them all alike, and reports each one's time per
+// operation as <contender>-ns/op. The ratios between contenders that it
+// gives are steadier than those of separate benchmarks, which run seconds
+// apart. The order is random, so that no contender always follows the
+// same one. Each group of a driver's contenders (see groups) takes turns
+// with the raw baseline:
 //
-//   - <driver>/serial: each iteration runs one acquire and release of
-//     every contender.
-//
-//   - <driver>/parallel: each iteration runs every contender for a slice
-//     of 10ms, from parallelism × GOMAXPROCS goroutines on a key each, as
-//     BenchmarkLock's parallel cases do; ns/op is the inverse of the
+//   - <driver>/<group>/serial: each iteration runs one acquire and release
+//     of every contender.
+//   - <driver>/<group>/parallel: each iteration runs every contender for a
+//     slice of 10ms, from parallelism × GOMAXPROCS goroutines on a key each,
+//     as BenchmarkLock's parallel cases do; ns/op is the inverse of the
 //     throughput.
 //
-//     go test -run '^$' -bench Interleaved -benchtime 300ms
+// Run it with
+//
+//	go test -run '^$' -bench Interleaved -benchtime 300ms
 func BenchmarkInterleaved(b *testing.B) {
 	addrs := servers(b)
 	for _, d := range []string{goredisDriver, redigoDriver} {
-		var names []string
-		var ms []mutex
-		for _, c := range contenders() {
-			if c.driver == d {
-				names = append(names, c.name)
-				ms = append(ms, c.new(b, addrs[:c.nodes], nil))
-			}
-		}
-		interleave := func(b *testing.B, run func(k int) (ops int, err error)) {
-			spent := make([]time.Duration, len(ms))
-			ops := make([]int, len(ms))
-			for b.Loop() {
-				for _, k := range rand.Perm(len(ms)) {
-					start := time.Now()
-					n, err := run(k)
-					if err != nil {
-						b.Fatal(err)
-					}
-					spent[k] += time.Since(start)
-					ops[k] += n
+		for _, g := range groups {
+			var names []string
+			var ms []mutex
+			for _, c := range contenders() {
+				if c.driver == d && (c.name == "raw" || g.has(c)) {
+					names = append(names, c.name)
+					ms = append(ms, c.new(b, addrs[:c.nodes], nil))
 				}
 			}
-			b.ReportMetric(0, "ns/op") // an iteration runs every contender
-			for k, name := range names {
-				b.ReportMetric(float64(spent[k].Nanoseconds())/float64(ops[k]), name+"-ns/op")
+			interleave := func(b *testing.B, run func(k int) (ops int, err error)) {
+				spent := make([]time.Duration, len(ms))
+				ops := make([]int, len(ms))
+				for b.Loop() {
+					for _, k := range rand.Perm(len(ms)) {
+						start := time.Now()
+						n, err := run(k)
+						if err != nil {
+							b.Fatal(err)
+						}
+						spent[k] += time.Since(start)
+						ops[k] += n
+					}
+				}
+				b.ReportMetric(0, "ns/op") // an iteration runs every contender
+				for k, name := range names {
+					b.ReportMetric(float64(spent[k].Nanoseconds())/float64(ops[k]), name+"-ns/op")
+				}
 			}
-		}
-		b.Run(d+"/serial", func(b *testing.B) {
-			interleave(b, func(k int) (int, error) { return 1, cycle(ms[k], "interleaved:"+d+"/"+names[k]) })
-		})
-		b.Run(d+"/parallel", func(b *testing.B) {
-			interleave(b, func(k int) (int, error) {
-				return slice(ms[k], "interleaved:"+d+"/"+names[k], 10*time.Millisecond)
+			prefix := d + "/" + g.name
+			b.Run(prefix+"/serial", func(b *testing.B) {
+				interleave(b, func(k int) (int, error) { return 1, cycle(ms[k], "interleaved:"+prefix+"/"+names[k]) })
 			})
-		})
+			b.Run(prefix+"/parallel", func(b *testing.B) {
+				interleave(b, func(k int) (int, error) {
+					return slice(ms[k], "interleaved:"+prefix+"/"+names[k], 10*time.Millisecond)
+				})
+			})
+		}
 	}
+}
+
+// groups are the contenders that BenchmarkInterleaved runs together: those
+// on one server, and those on a quorum of servers, whose heavier work
+// (several times the CPU per operation) would blur the figures of the
+// light ones.
+var groups = []struct {
+	name string
+	has  func(contender) bool
+}{
+	{"one-node", func(c contender) bool { return c.nodes == 1 }},
+	{"quorum", func(c contender) bool { return c.nodes > 1 }},
 }
 
 // slice runs acquire and release cycles of m from parallelism × GOMAXPROCS
