@@ -47,6 +47,7 @@ func run(rounds int, benchtime string, contention, short bool, readme string) er
 	if rounds < 1 {
 		return errors.New("-rounds must be at least 1")
 	}
+	loadBefore := loadAverage()
 	dir, err := os.MkdirTemp("", "locksmith-bench")
 	if err != nil {
 		return err
@@ -73,7 +74,7 @@ func run(rounds int, benchtime string, contention, short bool, readme string) er
 
 	args := append([]string{"go", "run", "./cmd/report"}, os.Args[1:]...)
 	var b strings.Builder
-	machine(&b, strings.Join(args, " "), rounds, benchtime)
+	machine(&b, strings.Join(args, " "), rounds, benchtime, loadBefore, loadAverage())
 	uncontended(&b, res)
 	targets(&b, res)
 	if contention {
@@ -198,7 +199,7 @@ func baseline(c string) string {
 	return driver + "/raw"
 }
 
-func machine(b *strings.Builder, cmd string, rounds int, benchtime string) {
+func machine(b *strings.Builder, cmd string, rounds int, benchtime, loadBefore, loadAfter string) {
 	fmt.Fprintf(b, "Regenerated with `cd bench && %s` on %s.\n\n", cmd, time.Now().UTC().Format("2006-01-02"))
 	fmt.Fprintf(b, "| Machine | |\n|---|---|\n")
 	fmt.Fprintf(b, "| CPU | %s, %d cores (nproc) |\n", cpuModel(), runtime.NumCPU())
@@ -208,7 +209,17 @@ func machine(b *strings.Builder, cmd string, rounds int, benchtime string) {
 		"github.com/redis/go-redis/v9", "github.com/gomodule/redigo", "github.com/bsm/redislock",
 		"github.com/go-redsync/redsync/v4", "go.opentelemetry.io/otel/sdk")
 	fmt.Fprintf(b, "| Modules | %s |\n", strings.ReplaceAll(mods, "\n", ", "))
+	fmt.Fprintf(b, "| Load average (1, 5, 15 min) | %s before the run, %s after: other processes shared the machine |\n", loadBefore, loadAfter)
 	fmt.Fprintf(b, "| Runs | BenchmarkLock and BenchmarkInterleaved: the median of %d round(s) of %s per case; BenchmarkContention: one run |\n\n", rounds, benchtime)
+}
+
+// loadAverage returns the machine's load averages, from /proc/loadavg.
+func loadAverage() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if f := strings.Fields(string(b)); err == nil && len(f) >= 3 {
+		return strings.Join(f[:3], ", ")
+	}
+	return "unknown"
 }
 
 func cpuModel() string {
