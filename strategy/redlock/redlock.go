@@ -69,7 +69,7 @@ import (
 )
 
 // DefaultDriftFactor is the drift factor of the specification.
-const DefaultDriftFactor = 0.01
+const DefaultDriftFactor = single.DefaultDriftFactor
 
 // noFencing is why WithFencing is refused; the package doc says more.
 const noFencing = "not supported by redlock: no counter spans independent nodes without consensus; " +
@@ -223,7 +223,7 @@ func (s *Strategy) timeouts(ttl time.Duration) (timeout, drift time.Duration, er
 	if timeout >= ttl || timeout <= 0 {
 		return 0, 0, &lock.ArgumentError{Name: "node timeout", Reason: fmt.Sprintf("must be less than the TTL: %v is not less than %v", timeout, ttl)}
 	}
-	return timeout, time.Duration(float64(ttl)*s.driftFactor) + 2*time.Millisecond, nil
+	return timeout, single.Drift(ttl, s.driftFactor), nil
 }
 
 // Acquire implements [lock.Strategy].

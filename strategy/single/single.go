@@ -67,13 +67,18 @@ func (s *Strategy) String() string { return "single" }
 // Addr returns the server's address, where the driver knows it.
 func (s *Strategy) Addr() string { return driver.Addr(s.conn) }
 
-// driftFactor and the 2ms of drift make the drift allowance: the Redis
-// documentation's, which the redlock strategy uses too.
-const driftFactor = 0.01
+// DefaultDriftFactor is the clock-drift factor of the Redis documentation:
+// the strategy's drift allowance is Drift(ttl, DefaultDriftFactor).
+const DefaultDriftFactor = 0.01
 
-func drift(ttl time.Duration) time.Duration {
-	return time.Duration(float64(ttl)*driftFactor) + 2*time.Millisecond
+// Drift returns the Redis documentation's allowance for clock drift between
+// client and servers over ttl: ttl × factor + 2ms. The local validity of a
+// lock ends that much before its TTL. The redlock strategy uses it too.
+func Drift(ttl time.Duration, factor float64) time.Duration {
+	return time.Duration(float64(ttl)*factor) + 2*time.Millisecond
 }
+
+func drift(ttl time.Duration) time.Duration { return Drift(ttl, DefaultDriftFactor) }
 
 // Acquire implements [lock.Strategy].
 func (s *Strategy) Acquire(ctx context.Context, r lock.Request) (lock.Grant, error) {
