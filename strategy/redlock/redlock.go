@@ -78,6 +78,7 @@ const noFencing = "not supported by redlock: no counter spans independent nodes 
 // Strategy is the Redlock [lock.Strategy] over independent nodes.
 type Strategy struct {
 	nodes         []node
+	addr          string // the nodes' names, joined by commas
 	quorum        int
 	driftFactor   float64
 	nodeTimeout   time.Duration // 0: derived from the TTL
@@ -185,6 +186,11 @@ func NewStrategy(nodes []driver.Conn, opts ...Option) (*Strategy, error) {
 	case s.guard < 0:
 		return nil, &lock.ArgumentError{Name: "restart guard", Reason: fmt.Sprintf("must not be negative, got %v", s.guard)}
 	}
+	names := make([]string, len(s.nodes))
+	for i, n := range s.nodes {
+		names[i] = n.name
+	}
+	s.addr = strings.Join(names, ",") // asked for by every hook event
 	return s, nil
 }
 
@@ -205,13 +211,7 @@ func (s *Strategy) ReportsNodes() bool { return true }
 func (s *Strategy) String() string { return "redlock" }
 
 // Addr returns the nodes' names, joined by commas.
-func (s *Strategy) Addr() string {
-	names := make([]string, len(s.nodes))
-	for i, n := range s.nodes {
-		names[i] = n.name
-	}
-	return strings.Join(names, ",")
-}
+func (s *Strategy) Addr() string { return s.addr }
 
 // timeouts returns the per-node timeout and the drift for ttl, or an error
 // if the node timeout is not less than ttl.
