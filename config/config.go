@@ -170,8 +170,6 @@ type TLS struct {
 	InsecureSkipVerify bool
 }
 
-const defaultDriftFactor = 0.01
-
 // Validate checks every setting, and returns an *lock.ArgumentError that
 // names the first invalid one and says what is allowed. [Open], [ParseURL],
 // [FromEnv] and UnmarshalJSON call it.

@@ -90,6 +90,8 @@ func TestBadConfigurations(t *testing.T) {
 		{"a bad %-escape in a value", fromURL("single://h?ttl=%zz"), "ttl", "invalid %-escape"},
 		{"a bad %-escape in a name", fromURL("single://h?t%zz=1"), "url", "invalid %-escape"},
 		{"a bad %-escape in the username", fromURL("single://a%zz@h"), "username", "invalid %-escape"},
+		{"a password with an unescaped slash, unquoted", fromURL("single://u:6379/s3cret@h"), "url", "has '@' after the host: percent-encode"},
+		{"a password with an unescaped question mark, unquoted", fromURL("single://u:123?s3cret@h"), "url", "has '@' after the host: percent-encode"},
 		{"a bad %-escape in the password", fromURL("single://a:b%zz@h"), "password", "invalid %-escape"},
 		{"the password placeholder", fromURL("single://a:xxxxx@h"), "password", "placeholder xxxxx"},
 

@@ -58,6 +58,11 @@ func parseURL(raw string) (Config, error) {
 	if i := strings.IndexByte(rest, '/'); i >= 0 {
 		authority, path = rest[:i], rest[i+1:]
 	}
+	if !strings.Contains(authority, "@") && strings.Contains(path+query, "@") {
+		// Likely user information with an unescaped '/' or '?': say so
+		// without quoting any of it, since it may hold the password.
+		return c, invalid("url", errors.New("has '@' after the host: percent-encode '/', '?' and '#' in the user information, and '@' in values"))
+	}
 	if i := strings.LastIndexByte(authority, '@'); i >= 0 {
 		user, pass, _ := strings.Cut(authority[:i], ":")
 		authority = authority[i+1:]

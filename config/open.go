@@ -52,6 +52,7 @@ func Open(c Config) (*Locker, error) {
 		return nil, err
 	}
 	c = c.clone()
+	c.Addrs, _ = parseAddrs(c.Addrs) // checked; a Config built in Go may leave the port out
 	tlsConfig, err := c.TLS.clientConfig()
 	if err != nil {
 		return nil, err

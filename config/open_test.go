@@ -167,6 +167,20 @@ func contend(t *testing.T, l lock.Locker, workers int) {
 
 // TestCloseLeavesNoConnection: Close closes every client the Locker
 // opened, on every server, for each strategy × driver.
+// TestOpenAddsTheDefaultPort: a Config built in Go may name a server
+// without its port, as the URL may; Open does not connect, so no server is
+// touched.
+func TestOpenAddsTheDefaultPort(t *testing.T) {
+	l, err := config.Open(config.Config{Strategy: "single", Addrs: []string{"127.0.0.1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	if got, want := l.Config().Addrs, []string{"127.0.0.1:" + config.DefaultPort}; !slices.Equal(got, want) {
+		t.Errorf("got %v, want %v", got, want)
+	}
+}
+
 func TestCloseLeavesNoConnection(t *testing.T) {
 	for _, strategy := range []string{"single", "setnx-getset", "redlock"} {
 		for _, d := range drivers {
