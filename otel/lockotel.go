@@ -193,8 +193,7 @@ type telemetry struct {
 	active  metric.Int64UpDownCounter
 	lost    metric.Int64Counter
 
-	mu   sync.Mutex
-	sets map[setKey]*measurement
+	sets sync.Map // setKey → *measurement; read on every measurement, written once per set
 }
 
 // setKey names a metric attribute set: the strategy, and the values of the
@@ -210,10 +209,8 @@ type measurement struct {
 }
 
 func (t *telemetry) measure(k setKey) *measurement {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if m, ok := t.sets[k]; ok {
-		return m
+	if m, ok := t.sets.Load(k); ok {
+		return m.(*measurement)
 	}
 	kvs := []attribute.KeyValue{attrStrategy.String(k.strategy)}
 	for _, kv := range []attribute.KeyValue{attrOutcome.String(k.outcome), attrError.String(k.errType), attrEnd.String(k.end)} {
@@ -222,16 +219,14 @@ func (t *telemetry) measure(k setKey) *measurement {
 		}
 	}
 	o := metric.WithAttributeSet(attribute.NewSet(kvs...))
-	m := &measurement{add: []metric.AddOption{o}, record: []metric.RecordOption{o}}
-	t.sets[k] = m
-	return m
+	m, _ := t.sets.LoadOrStore(k, &measurement{add: []metric.AddOption{o}, record: []metric.RecordOption{o}})
+	return m.(*measurement)
 }
 
 func newTelemetry(c config) *telemetry {
 	t := &telemetry{
 		tracer: c.tp.Tracer(ScopeName, trace.WithInstrumentationVersion(Version())),
 		keys:   c.keys,
-		sets:   map[setKey]*measurement{},
 	}
 	m := c.mp.Meter(ScopeName, metric.WithInstrumentationVersion(Version()))
 	var err error
@@ -295,13 +290,21 @@ func (t *telemetry) describeErr(err error, key string) string {
 	return strings.ReplaceAll(err.Error(), strconv.Quote(key), shown)
 }
 
+// obtainState counts the attempts of one Obtain whose span records.
+type obtainState struct{ attempts int }
+
+type stateKey struct{}
+
 func (t *telemetry) obtain(ctx context.Context, e lock.Event, next func(context.Context) (*lock.Lock, error)) (*lock.Lock, error) {
 	start := time.Now()
 	ctx, span := t.tracer.Start(ctx, "lock.obtain", clientKind...)
 	defer span.End()
 	recording := span.IsRecording()
+	var st *obtainState // counts the attempts, for a recording span only
 	if recording {
-		span.SetAttributes(t.spanAttrs(e)...) // attempts: set by each attempt
+		span.SetAttributes(t.spanAttrs(e)...)
+		st = &obtainState{}
+		ctx = context.WithValue(ctx, stateKey{}, st)
 	}
 	lk, err := next(ctx)
 	wait := time.Since(start)
@@ -316,11 +319,13 @@ func (t *telemetry) obtain(ctx context.Context, e lock.Event, next func(context.
 				errType = "canceled"
 			}
 		}
-		span.SetStatus(codes.Error, t.describeErr(err, e.Key))
+		if recording {
+			span.SetStatus(codes.Error, t.describeErr(err, e.Key))
+		}
 	}
 	if recording {
-		end := [3]attribute.KeyValue{attrWait.Float64(wait.Seconds()), attrOutcome.String(outcome)}
-		n := 2
+		end := [4]attribute.KeyValue{attrAttempts.Int(st.attempts), attrWait.Float64(wait.Seconds()), attrOutcome.String(outcome)}
+		n := 3
 		switch {
 		case lk != nil:
 			end[n], n = attrValidity.Float64(time.Until(lk.ValidUntil()).Seconds()), n+1
@@ -363,10 +368,9 @@ func done(ctx context.Context) bool {
 
 func (t *telemetry) attempt(ctx context.Context, e lock.Event, next func(context.Context) error) error {
 	err := next(ctx)
-	span := trace.SpanFromContext(ctx) // the obtain span
-	recording := span.IsRecording()
+	st, recording := ctx.Value(stateKey{}).(*obtainState) // set by a recording obtain span
 	if recording {
-		span.SetAttributes(attrAttempts.Int(e.Attempt))
+		st.attempts++
 	}
 	outcome := "acquired"
 	switch {
@@ -374,7 +378,7 @@ func (t *telemetry) attempt(ctx context.Context, e lock.Event, next func(context
 	case errors.Is(err, lock.ErrNotObtained):
 		outcome = "contended"
 		if recording {
-			span.AddEvent("lock.contended", trace.WithAttributes(attrAttempt.Int(e.Attempt)))
+			trace.SpanFromContext(ctx).AddEvent("lock.contended", trace.WithAttributes(attrAttempt.Int(e.Attempt)))
 		}
 	default:
 		outcome = "error"
@@ -398,7 +402,11 @@ func (t *telemetry) node(ctx context.Context, e lock.Event) {
 }
 
 func (t *telemetry) op(ctx context.Context, e lock.Event, next func(context.Context) error) error {
-	ctx, span := t.tracer.Start(ctx, spanNames[e.Op], clientKind...)
+	name, ok := spanNames[e.Op]
+	if !ok {
+		name = "lock." + e.Op
+	}
+	ctx, span := t.tracer.Start(ctx, name, clientKind...)
 	defer span.End()
 	if span.IsRecording() {
 		span.SetAttributes(t.spanAttrs(e)...)
@@ -407,7 +415,7 @@ func (t *telemetry) op(ctx context.Context, e lock.Event, next func(context.Cont
 		}
 	}
 	err := next(ctx)
-	if err != nil {
+	if err != nil && span.IsRecording() {
 		span.SetStatus(codes.Error, t.describeErr(err, e.Key))
 		span.SetAttributes(attrError.String(errorType(err)))
 	}

@@ -252,6 +252,9 @@ func TestObtainSpans(t *testing.T) {
 		if got := attrs(s)["error.type"].AsString(); got != "invalid_argument" {
 			t.Errorf("error.type = %q, want invalid_argument", got)
 		}
+		if v, ok := attrs(s)["locksmith.lock.attempts"]; !ok || v.AsInt64() != 0 {
+			t.Errorf("attempts = %v (present %v), want 0", v.AsInt64(), ok)
+		}
 	})
 }
 
