@@ -20,12 +20,13 @@ import (
 const (
 	holdTTL      = 2 * time.Second
 	holdFraction = 0.1
+	holdInterval = time.Duration(holdFraction * float64(holdTTL)) // of auto-refresh
 )
 
 // lossBound bounds the time from a lock's loss to its holder's context being
 // cancelled: one refresh interval, plus the refresh's own time, which on a
 // loaded machine can be long.
-const lossBound = time.Duration(holdFraction*float64(holdTTL)) + 2*time.Second
+const lossBound = holdInterval + 2*time.Second
 
 // refreshCount counts the refreshes of the locks obtained with its option,
 // and notes when the last one was sent.
@@ -123,7 +124,7 @@ func loseBehindTheBack(t *testing.T, ctx context.Context, conns []driver.Conn, k
 // took, and the part of it from the refresh that found the loss.
 func (s suite) lossCancelsTheHolder(t *testing.T, ctx context.Context) {
 	conns := s.conns(t)
-	interval := time.Duration(holdFraction * float64(holdTTL))
+
 	for _, c := range behindTheBack {
 		t.Run(c.name, func(t *testing.T) {
 			key := Key(t)
@@ -135,7 +136,7 @@ func (s suite) lossCancelsTheHolder(t *testing.T, ctx context.Context) {
 				t.Fatalf("StartRefresh = %v, want nil", err)
 			}
 			defer a.StopRefresh()
-			time.Sleep(rand.N(interval))
+			time.Sleep(rand.N(holdInterval))
 			loseBehindTheBack(t, ctx, conns, key, c.act)
 			lost := time.Now()
 			select {
@@ -146,7 +147,7 @@ func (s suite) lossCancelsTheHolder(t *testing.T, ctx context.Context) {
 			cancelled := time.Now()
 			took := cancelled.Sub(lost)
 			t.Logf("loss->cancel: %v (key %s behind the holder's back; refresh interval %v; %v of it from the send of the refresh that found the loss)",
-				took.Round(10*time.Microsecond), c.name, interval, cancelled.Sub(refreshes.lastSent()).Round(10*time.Microsecond))
+				took.Round(10*time.Microsecond), c.name, holdInterval, cancelled.Sub(refreshes.lastSent()).Round(10*time.Microsecond))
 			if cause := context.Cause(hctx); !errors.Is(cause, c.want) {
 				t.Errorf("context.Cause = %v, want %v", cause, c.want)
 			}
@@ -222,7 +223,7 @@ func (s suite) doHoldsAndReleases(t *testing.T, ctx context.Context) {
 		}
 		release(t, s.obtain(t, ctx, s.h.NewLocker(t), key, longTTL))
 		n := refreshes.n.Load()
-		time.Sleep(2 * time.Duration(holdFraction*float64(holdTTL)))
+		time.Sleep(2 * holdInterval)
 		if got := refreshes.n.Load(); got != n {
 			t.Errorf("refreshes after Do returned = %d, want 0", got-n)
 		}

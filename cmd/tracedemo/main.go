@@ -67,7 +67,7 @@ func main() {
 	}
 	tr := collect(spans.Ended(), jobs, start)
 	tr.text(os.Stdout)
-	if err := tr.metrics(os.Stdout, reader); err != nil {
+	if err := printMetrics(os.Stdout, reader); err != nil {
 		log.Fatal(err)
 	}
 	if *svg != "" {
@@ -138,10 +138,10 @@ type waterfall struct {
 // in the order of jobs, and by when each obtained its lock.
 func collect(spans []sdktrace.ReadOnlySpan, jobs []job, start time.Time) waterfall {
 	ms := func(t time.Time) float64 { return float64(t.Sub(start).Microseconds()) / 1000 }
-	byParent := map[string][]sdktrace.ReadOnlySpan{}
+	byParent := map[trace.SpanID][]sdktrace.ReadOnlySpan{}
 	var tr waterfall
 	for _, s := range spans {
-		byParent[s.Parent().SpanID().String()] = append(byParent[s.Parent().SpanID().String()], s)
+		byParent[s.Parent().SpanID()] = append(byParent[s.Parent().SpanID()], s)
 	}
 	for _, s := range spans {
 		if s.Name() != "job" {
@@ -156,7 +156,7 @@ func collect(spans []sdktrace.ReadOnlySpan, jobs []job, start time.Time) waterfa
 				r.key = kv.Value.AsString()
 			}
 		}
-		for _, c := range byParent[s.SpanContext().SpanID().String()] {
+		for _, c := range byParent[s.SpanContext().SpanID()] {
 			a := attrMap(c.Attributes())
 			switch c.Name() {
 			case "lock.obtain":
@@ -246,8 +246,8 @@ func (tr waterfall) text(w io.Writer) {
 	}
 }
 
-// metrics prints what the metric instruments recorded.
-func (tr waterfall) metrics(w io.Writer, reader *sdkmetric.ManualReader) error {
+// printMetrics prints what the metric instruments recorded.
+func printMetrics(w io.Writer, reader *sdkmetric.ManualReader) error {
 	var rm metricdata.ResourceMetrics
 	if err := reader.Collect(context.Background(), &rm); err != nil {
 		return err
