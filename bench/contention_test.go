@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"math"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -166,7 +167,7 @@ func (r contention) report(b *testing.B) {
 
 // quantile returns the q-quantile of sorted, by the nearest rank.
 func quantile(sorted []time.Duration, q float64) time.Duration {
-	i := int(q*float64(len(sorted))+0.5) - 1
+	i := int(math.Ceil(q*float64(len(sorted)))) - 1
 	return sorted[min(max(i, 0), len(sorted)-1)]
 }
 

@@ -139,30 +139,42 @@ func (r results) parse(line string) {
 // median returns the median of the benchmark's figures in unit, and false
 // if it has none.
 func (r results) median(name, unit string) (float64, bool) {
-	v := slices.Clone(r[name][unit])
+	v := r[name][unit]
+	return median(v), len(v) > 0
+}
+
+// median returns the median of v, and 0 for no values.
+func median(v []float64) float64 {
 	if len(v) == 0 {
-		return 0, false
+		return 0
 	}
+	v = slices.Clone(v)
 	slices.Sort(v)
 	if n := len(v); n%2 == 0 {
-		return (v[n/2-1] + v[n/2]) / 2, true
+		return (v[n/2-1] + v[n/2]) / 2
 	}
-	return v[len(v)/2], true
+	return v[len(v)/2]
 }
 
 // interleaved returns the median time per operation of contender c
 // (driver/name) in BenchmarkInterleaved's mode (serial or parallel), and
-// that of the raw baseline that took turns with it. The raw baseline
-// itself is read from the first group.
-func (r results) interleaved(c, mode string) (ns, raw float64, ok bool) {
+// the median over the rounds of its ratio to the raw baseline that took
+// turns with it in the same round: the pairing is what the interleaving is
+// for. The raw baseline itself is read from the first group.
+func (r results) interleaved(c, mode string) (ns, ratio float64, ok bool) {
 	driver, name, _ := strings.Cut(c, "/")
 	for _, group := range []string{"one-node", "quorum"} {
 		bench := "BenchmarkInterleaved/" + driver + "/" + group + "/" + mode
-		ns, ok1 := r.median(bench, name+"-ns/op")
-		raw, ok2 := r.median(bench, "raw-ns/op")
-		if ok1 && ok2 {
-			return ns, raw, true
+		v, raw := r[bench][name+"-ns/op"], r[bench]["raw-ns/op"]
+		if len(v) == 0 || len(v) != len(raw) {
+			continue
 		}
+		ratios := make([]float64, len(v))
+		for i := range v {
+			ratios[i] = v[i] / raw[i]
+		}
+		ns, _ = r.median(bench, name+"-ns/op")
+		return ns, median(ratios), true
 	}
 	return 0, 0, false
 }
@@ -301,11 +313,11 @@ func uncontended(b *strings.Builder, r results) {
 		"BenchmarkInterleaved: the same cases, the contenders of a driver taking turns with its raw baseline in a random order, one acquire and release each (serial) or a 10 ms slice each (parallel), so that the load of a shared machine hits them alike; the one-node contenders and the quorum ones take turns separately. Its ratios are the steadier ones; the targets read them, each contender against the raw baseline it took turns with.",
 		[]string{"Serial µs/op", "× raw", "Parallel kop/s", "× raw"},
 		func(c string) []string {
-			ns, bns, ok := r.interleaved(c, "serial")
-			pns, pbns, pok := r.interleaved(c, "parallel")
+			ns, x, ok := r.interleaved(c, "serial")
+			pns, px, pok := r.interleaved(c, "parallel")
 			return []string{
-				fig(ns/1e3, ok, "%.1f"), fig(ns/bns, ok, "%.2f"),
-				fig(1e6/pns, pok, "%.1f"), fig(pbns/pns, pok, "%.2f"),
+				fig(ns/1e3, ok, "%.1f"), fig(x, ok, "%.2f"),
+				fig(1e6/pns, pok, "%.1f"), fig(1/px, pok, "%.2f"),
 			}
 		})
 }
@@ -326,9 +338,9 @@ type target struct {
 // or with inverse den's over num's (a throughput ratio).
 func timeRatio(num, den, mode string, inverse bool) func(r results, driver string) (float64, bool) {
 	return func(r results, driver string) (float64, bool) {
-		n, nraw, ok1 := r.interleaved(driver+"/"+num, mode)
-		d, draw, ok2 := r.interleaved(driver+"/"+den, mode)
-		x := (n / nraw) / (d / draw)
+		_, n, ok1 := r.interleaved(driver+"/"+num, mode)
+		_, d, ok2 := r.interleaved(driver+"/"+den, mode)
+		x := n / d
 		if inverse {
 			x = 1 / x
 		}
