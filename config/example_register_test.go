@@ -10,7 +10,7 @@ import (
 	"github.com/locksmith-go/lock"
 	"github.com/locksmith-go/lock/config"
 	"github.com/locksmith-go/lock/driver"
-	"github.com/locksmith-go/lock/internal/embedded"
+	"github.com/locksmith-go/lock/locktest"
 	setnxgetset "github.com/locksmith-go/lock/strategy/setnx-getset"
 )
 
@@ -54,7 +54,7 @@ func init() {
 }
 
 func ExampleRegisterStrategy() {
-	srv, err := embedded.Start() // an in-process Redis, for the example
+	srv, err := locktest.StartServer() // an in-process Redis, for the example
 	if err != nil {
 		log.Fatal(err)
 	}
