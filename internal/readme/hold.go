@@ -38,5 +38,6 @@ func Fencing(ctx context.Context, locker lock.Locker, invoices Store, invoice st
 
 // Store is a resource that checks fencing tokens.
 type Store interface {
+	// Save stores the invoice, unless a larger token was seen.
 	Save(ctx context.Context, invoice string, token int64) error
 }

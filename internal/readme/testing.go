@@ -33,6 +33,7 @@ var invoices = struct {
 
 // Service is the user's code that takes locks.
 type Service interface {
+	// Settle settles an invoice, under a lock.
 	Settle(ctx context.Context, invoice int) error
 }
 
