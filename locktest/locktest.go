@@ -2,11 +2,12 @@
 // of code that takes locks, in the spirit of net/http/httptest.
 //
 // The server is miniredis, run in the test's own process on a free loopback
-// port. It needs no redis-server and keeps real time: a key's TTL decreases
-// by the wall-clock time that has passed, checked whenever a command touches
-// the data, so a key set with a TTL of d is there for at least d after the
-// server received the command that set it, as on a real server, and is gone
-// as soon as a command comes after that.
+// port. It needs no redis-server, and it keeps real time: before each
+// command, every TTL is decreased by the wall-clock time elapsed since the
+// previous command, exactly, and the keys whose TTL has run out are
+// removed. So a key set with a TTL of d is there to every command that
+// arrives less than d after the one that set it, and gone to every command
+// after that, as on a real server; no timer runs in the background.
 //
 // In a test, one line gives a driver connection to a fresh server, stopped
 // when the test ends:
