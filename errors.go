@@ -61,6 +61,7 @@ type ArgumentError struct {
 	Reason string // what is wrong, and what is allowed
 }
 
+// Error returns "lock: invalid <Name>: <Reason>".
 func (e *ArgumentError) Error() string {
 	return "lock: invalid " + e.Name + ": " + e.Reason
 }

@@ -12,7 +12,7 @@ import (
 
 	"github.com/locksmith-go/lock"
 	"github.com/locksmith-go/lock/driver/goredis"
-	"github.com/locksmith-go/lock/internal/embedded"
+	"github.com/locksmith-go/lock/locktest"
 	"github.com/locksmith-go/lock/strategy/single"
 )
 
@@ -26,11 +26,11 @@ func newLocker() (lock.Locker, func()) {
 
 // newClientLocker is newLocker that also returns the client.
 func newClientLocker() (lock.Locker, *redis.Client, func()) {
-	s, err := embedded.Start()
+	s, err := locktest.StartServer()
 	if err != nil {
 		log.Fatal(err)
 	}
-	client := redis.NewClient(&redis.Options{Addr: s.Addr()})
+	client := redis.NewClient(&redis.Options{Addr: s.Addr(), ContextTimeoutEnabled: true})
 	locker, err := single.New(goredis.New(client))
 	if err != nil {
 		log.Fatal(err)
@@ -42,12 +42,12 @@ func newClientLocker() (lock.Locker, *redis.Client, func()) {
 }
 
 func Example() {
-	s, err := embedded.Start() // an in-process Redis, for the example
+	s, err := locktest.StartServer() // an in-process Redis, for the example
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer s.Close()
-	client := redis.NewClient(&redis.Options{Addr: s.Addr()})
+	client := redis.NewClient(&redis.Options{Addr: s.Addr(), ContextTimeoutEnabled: true})
 	defer client.Close()
 
 	locker, err := single.New(goredis.New(client))

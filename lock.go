@@ -75,10 +75,10 @@ type Strategy interface {
 
 // Request is what [Strategy.Acquire] is asked to lock.
 type Request struct {
-	Key      string
-	TTL      time.Duration
-	Token    string // random, or chosen with WithToken; at least MinTokenLen bytes
-	Metadata string // from WithMetadata; often empty
+	Key      string        // the key to lock, never empty
+	TTL      time.Duration // how long the key lives, as Obtain was given it
+	Token    string        // random, or chosen with WithToken; at least MinTokenLen bytes
+	Metadata string        // from WithMetadata; often empty
 
 	// CallerToken reports that Token was chosen with WithToken. A strategy
 	// that cannot honour a chosen token refuses it.

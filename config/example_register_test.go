@@ -10,7 +10,7 @@ import (
 	"github.com/locksmith-go/lock"
 	"github.com/locksmith-go/lock/config"
 	"github.com/locksmith-go/lock/driver"
-	"github.com/locksmith-go/lock/internal/embedded"
+	"github.com/locksmith-go/lock/locktest"
 	setnxgetset "github.com/locksmith-go/lock/strategy/setnx-getset"
 )
 
@@ -35,7 +35,7 @@ func (u unit) Decode(s string) (time.Time, bool) {
 // has a setting of its own, legacy_unit, and takes those of setnx-getset.
 func init() {
 	config.RegisterStrategy("setnx-getset-fine", config.Strategy{
-		Params: []string{"legacy_unit"},
+		Params: []string{"legacy_unit"}, // its own settings, in Config.Params
 		Check: func(c config.Config) error {
 			if _, ok := units[c.Params["legacy_unit"]]; !ok {
 				return &lock.ArgumentError{Name: "legacy_unit", Reason: "want ns or us"}
@@ -43,7 +43,7 @@ func init() {
 			return nil
 		},
 		New: func(c config.Config, open func(addr string) (driver.Conn, error)) (lock.Locker, error) {
-			conn, err := open(c.Addrs[0])
+			conn, err := open(c.Addrs[0]) // a client of the configured driver, closed by Close
 			if err != nil {
 				return nil, err
 			}
@@ -54,7 +54,7 @@ func init() {
 }
 
 func ExampleRegisterStrategy() {
-	srv, err := embedded.Start() // an in-process Redis, for the example
+	srv, err := locktest.StartServer() // an in-process Redis, for the example
 	if err != nil {
 		log.Fatal(err)
 	}

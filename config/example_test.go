@@ -9,7 +9,7 @@ import (
 	"strconv"
 
 	"github.com/locksmith-go/lock/config"
-	"github.com/locksmith-go/lock/internal/embedded"
+	"github.com/locksmith-go/lock/locktest"
 )
 
 // A fleet migrating off legacy locks changes one setting, the strategy, and
@@ -18,7 +18,7 @@ import (
 // configuration, unused by single, so that a rollback flips the strategy
 // back.
 func Example() {
-	srv, err := embedded.Start() // an in-process Redis, for the example
+	srv, err := locktest.StartServer() // an in-process Redis, for the example
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -9,16 +9,16 @@ import (
 
 	"github.com/locksmith-go/lock/driver"
 	"github.com/locksmith-go/lock/driver/goredis"
-	"github.com/locksmith-go/lock/internal/embedded"
+	"github.com/locksmith-go/lock/locktest"
 )
 
 func ExampleScript() {
-	srv, err := embedded.Start() // an in-process Redis, for the example
+	srv, err := locktest.StartServer() // an in-process Redis, for the example
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer srv.Close()
-	client := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+	client := redis.NewClient(&redis.Options{Addr: srv.Addr(), ContextTimeoutEnabled: true})
 	defer client.Close()
 	conn := goredis.New(client)
 

@@ -12,13 +12,13 @@ import (
 
 	"github.com/locksmith-go/lock"
 	"github.com/locksmith-go/lock/driver/goredis"
-	"github.com/locksmith-go/lock/internal/embedded"
+	"github.com/locksmith-go/lock/locktest"
 	lockotel "github.com/locksmith-go/lock/otel"
 	"github.com/locksmith-go/lock/strategy/single"
 )
 
 func ExampleNewLocker() {
-	srv, err := embedded.Start() // an in-process Redis, for the example
+	srv, err := locktest.StartServer() // an in-process Redis, for the example
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -9,12 +9,12 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/locksmith-go/lock/driver/goredis"
-	"github.com/locksmith-go/lock/internal/embedded"
+	"github.com/locksmith-go/lock/locktest"
 	"github.com/locksmith-go/lock/strategy/single"
 )
 
 func ExampleNew() {
-	srv, err := embedded.Start() // an in-process Redis, for the example
+	srv, err := locktest.StartServer() // an in-process Redis, for the example
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -17,6 +17,8 @@ import (
 
 // Pool hands out connections; *redis.Pool implements it.
 type Pool interface {
+	// GetContext returns a connection, waiting for one within ctx if the
+	// pool is exhausted. The Conn closes it after each command.
 	GetContext(ctx context.Context) (redis.Conn, error)
 }
 

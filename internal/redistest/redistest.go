@@ -26,7 +26,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/locksmith-go/lock/internal/embedded"
+	"github.com/locksmith-go/lock/locktest"
 )
 
 // Environment variables read by the harness.
@@ -72,11 +72,7 @@ func Addr(t testing.TB) (addr string, real bool) {
 	if _, err := Binary(); err == nil || Required() {
 		return Start(t, 1)[0].Addr, true
 	}
-	s, err := embedded.Start()
-	if err != nil {
-		t.Fatalf("start embedded redis: %v", err)
-	}
-	t.Cleanup(s.Close)
+	s := locktest.NewServer(t)
 	t.Logf("redis-server not found: using the embedded server at %s", s.Addr())
 	return s.Addr(), false
 }

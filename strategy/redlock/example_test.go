@@ -14,7 +14,7 @@ import (
 	"github.com/locksmith-go/lock/driver"
 	"github.com/locksmith-go/lock/driver/goredis"
 	"github.com/locksmith-go/lock/driver/redigo"
-	"github.com/locksmith-go/lock/internal/embedded"
+	"github.com/locksmith-go/lock/locktest"
 	"github.com/locksmith-go/lock/strategy/redlock"
 )
 
@@ -23,7 +23,7 @@ func ExampleNew() {
 	// reached through a mix of drivers.
 	var nodes []driver.Conn
 	for i := range 3 {
-		srv, err := embedded.Start()
+		srv, err := locktest.StartServer()
 		if err != nil {
 			log.Fatal(err)
 		}
@@ -62,13 +62,13 @@ func ExampleNew() {
 
 // A QuorumError says what each node answered.
 func ExampleQuorumError() {
-	srv, err := embedded.Start()
+	srv, err := locktest.StartServer()
 	if err != nil {
 		log.Fatal(err)
 	}
-	client := redis.NewClient(&redis.Options{Addr: srv.Addr(), MaxRetries: -1, DialerRetries: 1})
+	client := redis.NewClient(&redis.Options{Addr: srv.Addr(), ContextTimeoutEnabled: true, MaxRetries: -1, DialerRetries: 1})
 	defer client.Close()
-	down := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1, DialerRetries: 1}) // nothing listens there
+	down := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", ContextTimeoutEnabled: true, MaxRetries: -1, DialerRetries: 1}) // nothing listens there
 	defer down.Close()
 	defer srv.Close()
 

@@ -27,6 +27,9 @@ const (
 
 var outcomeNames = [...]string{"pending", "ok", "taken", "expired", "timeout", "refused", "restarting", "error"}
 
+// String returns the outcome's name in lower case, as the QuorumError
+// message and the lock.node span events give it: "ok", "taken", "timeout",
+// and so on.
 func (o Outcome) String() string {
 	if o < 0 || int(o) >= len(outcomeNames) {
 		return fmt.Sprintf("Outcome(%d)", int(o))
@@ -36,11 +39,13 @@ func (o Outcome) String() string {
 
 // NodeError is one node's part in a [QuorumError].
 type NodeError struct {
-	Node    string // the node's address (driver.Addresser), or "node i"
-	Outcome Outcome
-	Err     error // the node's error; nil for OK, Taken, Expired and Pending
+	Node    string  // the node's address (driver.Addresser), or "node i"
+	Outcome Outcome // what the node answered
+	Err     error   // the node's error; nil for OK, Taken, Expired and Pending
 }
 
+// Error returns "redlock: <node>: <outcome>", followed by the node's error
+// when there is one.
 func (e *NodeError) Error() string {
 	if e.Err == nil {
 		return "redlock: " + e.Node + ": " + e.Outcome.String()
@@ -48,6 +53,7 @@ func (e *NodeError) Error() string {
 	return "redlock: " + e.Node + ": " + e.Outcome.String() + ": " + e.Err.Error()
 }
 
+// Unwrap returns the node's error, so that errors.Is and errors.As see it.
 func (e *NodeError) Unwrap() error { return e.Err }
 
 // QuorumError reports an operation that no quorum of nodes carried out,
@@ -66,6 +72,8 @@ type QuorumError struct {
 	Elapsed, TTL time.Duration
 }
 
+// Error says which operation failed and why, how many nodes gave each
+// outcome, and each failing node's error.
 func (e *QuorumError) Error() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "redlock: %s: ", e.Op)

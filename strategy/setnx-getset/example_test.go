@@ -12,14 +12,14 @@ import (
 
 	"github.com/locksmith-go/lock"
 	"github.com/locksmith-go/lock/driver/goredis"
-	"github.com/locksmith-go/lock/internal/embedded"
+	"github.com/locksmith-go/lock/locktest"
 	setnxgetset "github.com/locksmith-go/lock/strategy/setnx-getset"
 )
 
 // A fleet whose Java services lock with jedis-lock writes millisecond
 // timestamps: lock the same keys, in the same format, from Go.
 func ExampleNew() {
-	srv, err := embedded.Start() // an in-process Redis, for the example
+	srv, err := locktest.StartServer() // an in-process Redis, for the example
 	if err != nil {
 		log.Fatal(err)
 	}

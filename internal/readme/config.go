@@ -1,0 +1,26 @@
+package readme
+
+import "github.com/locksmith-go/lock/config"
+
+import "context"
+
+// Config is "Choosing the strategy by config".
+func Config(ctx context.Context) error {
+	cfg, err := config.ParseURL("redlock://h1:6379,h2:6379,h3:6379/0?driver=redigo&ttl=30s")
+	// or: cfg, err := config.FromEnv("LOCKSMITH_")
+	// or: err := json.Unmarshal(data, &cfg)
+	if err != nil {
+		return err // an *lock.ArgumentError that names the setting
+	}
+	locker, err := config.Open(cfg) // the one entry point
+	if err != nil {
+		return err
+	}
+	defer locker.Close() // closes every client Open opened
+
+	lk, err := locker.Obtain(ctx, "report:daily", locker.TTL()) // the configured TTL
+	if err != nil {
+		return err
+	}
+	return lk.Release(ctx)
+}

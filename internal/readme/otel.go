@@ -1,0 +1,23 @@
+package readme
+
+import lockotel "github.com/locksmith-go/lock/otel"
+
+import (
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/locksmith-go/lock"
+)
+
+// OTel is "Tracing lock contention".
+func OTel(locker lock.Locker, tp trace.TracerProvider, mp metric.MeterProvider) lock.Locker {
+	locker = lockotel.NewLocker(locker) // the global TracerProvider and MeterProvider
+
+	// or choose the providers, and how keys are recorded:
+	locker = lockotel.NewLocker(locker,
+		lockotel.WithTracerProvider(tp),
+		lockotel.WithMeterProvider(mp),
+		lockotel.WithKeys(lockotel.KeysHashed), // default: lockotel.KeysOmitted
+	)
+	return locker
+}

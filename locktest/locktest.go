@@ -1,0 +1,147 @@
+// Package locktest provides an embedded Redis server for tests and examples
+// of code that takes locks, in the spirit of net/http/httptest.
+//
+// The server is miniredis, run in the test's own process on a free loopback
+// port. It needs no redis-server, and it keeps real time: before each
+// command, every TTL is decreased by the wall-clock time elapsed since the
+// previous command, exactly, and the keys whose TTL has run out are
+// removed. So a key set with a TTL of d is there to every command that
+// arrives less than d after the one that set it, and gone to every command
+// after that, as on a real server; no timer runs in the background.
+//
+// In a test, one line gives a driver connection to a fresh server, stopped
+// when the test ends:
+//
+//	locker, err := single.New(locktest.GoRedis(t)) // or locktest.Redigo(t)
+//
+// [NewServer] gives the server itself, for its address or a client of your
+// own; [StartServer] starts one outside a test, for an Example or a demo.
+//
+// miniredis implements the commands and Lua scripts the strategies send,
+// but not persistence, replication, Cluster or faults such as a paused
+// server. Test those against real redis-server processes.
+package locktest
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	redigoredis "github.com/gomodule/redigo/redis"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/locksmith-go/lock/driver"
+	"github.com/locksmith-go/lock/driver/goredis"
+	"github.com/locksmith-go/lock/driver/redigo"
+)
+
+// Server is an embedded Redis listening on a loopback port.
+type Server struct {
+	m    *miniredis.Miniredis
+	addr string
+
+	mu      sync.Mutex
+	closers []func() error // the clients the server handed out
+	closed  bool
+}
+
+// StartServer starts an embedded server on a free loopback port. The caller
+// must Close it.
+func StartServer() (*Server, error) {
+	m, err := miniredis.Run()
+	if err != nil {
+		return nil, err
+	}
+	// TTLs decrease by the exact wall-clock time elapsed since the previous
+	// command, on every command, before it runs; no timer is involved.
+	m.ClockTTL(true)
+	return &Server{m: m, addr: m.Addr()}, nil
+}
+
+// NewServer starts an embedded server for t, and closes it when t ends. It
+// fails t if the server cannot start.
+func NewServer(t testing.TB) *Server {
+	t.Helper()
+	s, err := StartServer()
+	if err != nil {
+		t.Fatalf("locktest: start the embedded server: %v", err)
+	}
+	t.Cleanup(s.Close)
+	return s
+}
+
+// GoRedis returns a go-redis connection to a new embedded server, which is
+// closed, with the connection, when t ends.
+func GoRedis(t testing.TB) driver.Conn {
+	t.Helper()
+	return goredis.New(NewServer(t).GoRedisClient())
+}
+
+// Redigo returns a redigo connection to a new embedded server, which is
+// closed, with the connection, when t ends.
+func Redigo(t testing.TB) driver.Conn {
+	t.Helper()
+	s := NewServer(t)
+	return redigo.New(s.RedigoPool(), redigo.WithAddr(s.Addr()))
+}
+
+// Addr returns the server's address, host:port.
+func (s *Server) Addr() string { return s.addr }
+
+// GoRedisClient returns a new go-redis client of the server, with the
+// settings the lock strategies want: the context's deadline bounds each
+// command (ContextTimeoutEnabled), and commands are never retried by the
+// client (MaxRetries -1, DialerRetries 1). Close closes it.
+func (s *Server) GoRedisClient() *redis.Client {
+	c := redis.NewClient(&redis.Options{
+		Addr:                  s.Addr(),
+		ContextTimeoutEnabled: true,
+		MaxRetries:            -1,
+		DialerRetries:         1,
+	})
+	s.onClose(c.Close)
+	return c
+}
+
+// RedigoPool returns a new redigo pool of the server, whose connections
+// have a dial timeout of 5s and read and write timeouts of 3s, go-redis's
+// defaults, for calls whose context has no deadline. Close closes it.
+func (s *Server) RedigoPool() *redigoredis.Pool {
+	addr := s.Addr()
+	p := &redigoredis.Pool{
+		MaxIdle: 8,
+		DialContext: func(ctx context.Context) (redigoredis.Conn, error) {
+			return redigoredis.DialContext(ctx, "tcp", addr,
+				redigoredis.DialConnectTimeout(5*time.Second),
+				redigoredis.DialReadTimeout(3*time.Second),
+				redigoredis.DialWriteTimeout(3*time.Second))
+		},
+	}
+	s.onClose(p.Close)
+	return p
+}
+
+func (s *Server) onClose(f func() error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.closers = append(s.closers, f)
+}
+
+// Close closes the clients the server handed out, then stops the server.
+// Calls after the first do nothing. A client asked for after Close is the
+// caller's to close.
+func (s *Server) Close() {
+	s.mu.Lock()
+	closers, closed := s.closers, s.closed
+	s.closers, s.closed = nil, true
+	s.mu.Unlock()
+	if closed {
+		return
+	}
+	for _, f := range closers {
+		_ = f()
+	}
+	s.m.Close()
+}
