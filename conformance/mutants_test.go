@@ -52,6 +52,11 @@ type mutant struct {
 	locker   func(lock.Locker) lock.Locker
 	nilConn  func() (lock.Locker, error)
 	conn     func(driver.Conn) driver.Conn
+
+	// For the harnesses of TestMissingCapability: bare leaves Conns,
+	// NewUnreachable and NewWithNilConn unset, and skip is Harness.Skip.
+	bare bool
+	skip map[string]string
 }
 
 var mutants = []mutant{
@@ -159,7 +164,7 @@ func TestMutants(t *testing.T) {
 			defer wg.Done()
 			sem <- struct{}{}
 			defer func() { <-sem }()
-			outputs[i] = runChild(m, addr)
+			outputs[i], _ = runChild(m, addr) // the child fails: that is the point
 		}()
 	}
 	wg.Wait()
@@ -183,13 +188,13 @@ func TestMutants(t *testing.T) {
 }
 
 // runChild runs m's targeted properties in a child process and returns its
-// output.
-func runChild(m mutant, addr string) string {
+// output, and its error when it failed.
+func runChild(m mutant, addr string) (string, error) {
 	run := "^TestMutantRun$/^" + regexp.QuoteMeta(m.name) + "$/^(" + strings.Join(m.kills, "|") + ")$"
 	cmd := exec.Command(os.Args[0], "-test.run", run, "-test.v", "-test.count=1", "-test.timeout=3m")
 	cmd.Env = append(os.Environ(), envMutant+"="+m.name, envAddr+"="+addr)
-	out, _ := cmd.CombinedOutput() // the child fails: that is the point
-	return string(out)
+	out, err := cmd.CombinedOutput()
+	return string(out), err
 }
 
 // failedProperties returns the properties that the output of mutant's
@@ -211,11 +216,12 @@ func TestMutantRun(t *testing.T) {
 	if name == "" {
 		t.Skip("runs only in the child processes of TestMutants")
 	}
-	i := slices.IndexFunc(mutants, func(m mutant) bool { return m.name == name })
+	all := append(slices.Clip(mutants), incomplete()...)
+	i := slices.IndexFunc(all, func(m mutant) bool { return m.name == name })
 	if i < 0 {
 		t.Fatalf("no mutant named %q", name)
 	}
-	m := mutants[i]
+	m := all[i]
 	t.Run(m.name, func(t *testing.T) {
 		if m.conn != nil {
 			RunDriver(t, func(t *testing.T) driver.Conn { return m.conn(newConn(t, addr)) })
@@ -259,7 +265,89 @@ func (m mutant) harness(addr string) Harness {
 	if m.nilConn != nil {
 		h.NewWithNilConn = m.nilConn
 	}
+	if m.bare {
+		h.Conns, h.NewUnreachable, h.NewWithNilConn = nil, nil, nil
+	}
+	h.Skip = m.skip
 	return h
+}
+
+// needs maps each property that needs an optional Harness field to the
+// field.
+func needs() map[string]string {
+	m := map[string]string{}
+	for _, p := range properties {
+		if p.needs != "" {
+			m[p.name] = p.needs
+		}
+	}
+	return m
+}
+
+// incomplete returns the harnesses of TestMissingCapability: unbroken, but
+// without the optional fields, and the same with the properties that need
+// them named in Harness.Skip.
+func incomplete() []mutant {
+	var names []string
+	skip := map[string]string{}
+	for p := range needs() {
+		names = append(names, p)
+		skip[p] = "the harness cannot provide it"
+	}
+	slices.Sort(names)
+	return []mutant{
+		{name: "no-capabilities", kills: names, bare: true},
+		{name: "no-capabilities-skipped", kills: names, bare: true, skip: skip},
+	}
+}
+
+// TestMissingCapability: a property that needs a Harness field that is not
+// set fails, naming the field; named in Harness.Skip, it skips with the
+// reason, and Run lists it.
+func TestMissingCapability(t *testing.T) {
+	addr, _ := redistest.Addr(t)
+	bare, skipped := incomplete()[0], incomplete()[1]
+
+	t.Run("fails, naming the field", func(t *testing.T) {
+		out, err := runChild(bare, addr)
+		if err == nil {
+			t.Errorf("a run without Conns, NewUnreachable and NewWithNilConn passed, want it to fail")
+		}
+		failed := failedProperties(bare.name, out)
+		for p, field := range needs() {
+			if !failed[p] {
+				t.Errorf("%s without Harness.%s: passed, want it to fail", p, field)
+			}
+			if want := p + " needs Harness." + field + ", which is not set"; !strings.Contains(out, want) {
+				t.Errorf("the run's output lacks %q", want)
+			}
+		}
+		if t.Failed() {
+			t.Logf("the child's output:\n%s", out)
+		}
+	})
+
+	t.Run("named in Harness.Skip, skips with the reason and is listed", func(t *testing.T) {
+		out, err := runChild(skipped, addr)
+		if err != nil {
+			t.Errorf("a run that skips what it cannot check = %v, want it to pass", err)
+		}
+		for p := range needs() {
+			if want := "--- SKIP: TestMutantRun/" + skipped.name + "/" + p + " "; !strings.Contains(out, want) {
+				t.Errorf("the run's output lacks %q", want)
+			}
+		}
+		if want := "Harness.Skip: the harness cannot provide it"; !strings.Contains(out, want) {
+			t.Errorf("the run's output lacks the reason, %q", want)
+		}
+		want := fmt.Sprintf("%d of %d properties skipped, as Harness.Skip asks: ", len(needs()), len(properties))
+		if !strings.Contains(out, want) {
+			t.Errorf("the run's output lacks Run's list of skips, %q", want)
+		}
+		if t.Failed() {
+			t.Logf("the child's output:\n%s", out)
+		}
+	})
 }
 
 // The broken strategies: each embeds the real one and breaks one method.
