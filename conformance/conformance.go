@@ -8,21 +8,36 @@
 // probabilistic: the suite has no false positives but can have false
 // negatives, so run it under the race detector, and more than once.
 //
-// A third party plugs in with a few lines:
+// A third party plugs in with a few lines (myredis, mystrategy, newClient,
+// startRedis and closedAddr are its own):
 //
 //	func TestConformance(t *testing.T) {
 //		addr := startRedis(t) // your own server, started for the test
+//		newLocker := func(t *testing.T, addr string) lock.Locker {
+//			l, err := mystrategy.New(myredis.New(newClient(t, addr)))
+//			if err != nil {
+//				t.Fatal(err)
+//			}
+//			return l
+//		}
 //		conformance.RunDriver(t, func(t *testing.T) driver.Conn { return myredis.New(newClient(t, addr)) })
 //		conformance.Run(t, conformance.Harness{
-//			NewLocker: func(t *testing.T) lock.Locker {
-//				l, err := mystrategy.New(myredis.New(newClient(t, addr)))
-//				if err != nil {
-//					t.Fatal(err)
-//				}
-//				return l
+//			NewLocker: func(t *testing.T) lock.Locker { return newLocker(t, addr) },
+//			// Every server behind the Locker, to plant and inspect keys.
+//			Conns: func(t *testing.T) []driver.Conn {
+//				return []driver.Conn{myredis.New(newClient(t, addr))}
 //			},
+//			// A Locker whose Redis is down: here, a client of a closed port.
+//			NewUnreachable: func(t *testing.T) lock.Locker { return newLocker(t, closedAddr(t)) },
+//			// What your constructor returns for a nil driver.
+//			NewWithNilConn: func() (lock.Locker, error) { return mystrategy.New(nil) },
 //		})
 //	}
+//
+// Conns, NewUnreachable and NewWithNilConn are optional, but a property
+// that needs one that is not set fails, naming the field, unless
+// Harness.Skip names the property with the reason: no property drops out of
+// a run unnoticed, even in a go test ./... that hides skips.
 //
 // The package imports only the standard library and this module's lock and
 // driver packages, so it brings no test dependencies to its users.
@@ -42,9 +57,10 @@ import (
 	"github.com/locksmith-go/lock/driver"
 )
 
-// Harness builds the Locker under test. Only NewLocker is required; each
-// optional field enables the properties that need it, and the others skip
-// with a message saying which field is missing.
+// Harness builds the Locker under test. NewLocker is required. Conns,
+// NewUnreachable and NewWithNilConn enable the properties that need them: a
+// property whose field is not set fails, naming the field, unless Skip names
+// it, so that no property drops out of a run unnoticed.
 type Harness struct {
 	// NewLocker returns a Locker under test. Lockers returned during one
 	// subtest must contend on the same keyspace (the same server, cluster or
@@ -80,9 +96,10 @@ type Harness struct {
 	// defaults are 8 goroutines and 2000 acquisitions in all.
 	Goroutines, Acquisitions int
 
-	// Skip names the properties the implementation cannot meet, each with
-	// the reason, which the subtest reports when it skips. Use it only for a
-	// documented limit of the algorithm.
+	// Skip names the properties the implementation cannot meet, or the
+	// harness cannot check, each with the reason, which the subtest reports
+	// when it skips and Run lists at the end. Use it for a documented limit
+	// of the algorithm, or for a capability the harness cannot provide.
 	Skip map[string]string
 }
 
@@ -121,7 +138,58 @@ type suite struct {
 	h Harness
 }
 
-// Run runs the Locker suite as subtests of t.
+// property is one check of the Locker suite, with the optional Harness
+// field it needs, if any.
+type property struct {
+	name  string
+	needs string // "Conns", "NewUnreachable" or "NewWithNilConn"
+	f     func(suite, *testing.T, context.Context)
+}
+
+// properties are the Locker suite's checks, in the order Run runs them.
+var properties = []property{
+	{ExactlyOneWinner, "", suite.exactlyOneWinner},
+	{MutualExclusion, "", suite.mutualExclusion},
+	{ExpiryFreesTheLock, "", suite.expiryFreesTheLock},
+	{NotHeldAfterExpiry, "", suite.notHeldAfterExpiry},
+	{NonOwnerCannotTouch, "", suite.nonOwnerCannotTouch},
+	{ExpiredAndTakenDiffer, "", suite.expiredAndTakenDiffer},
+	{ReleaseFreesTheLock, "", suite.releaseFreesTheLock},
+	{RefreshExtends, "", suite.refreshExtends},
+	{TTLReportsRemaining, "", suite.ttlReportsRemaining},
+	{ContextEndsTheWait, "", suite.contextEndsTheWait},
+	{RetryPolicies, "", suite.retryPolicies},
+	{TokensAreUnique, "", suite.tokensAreUnique},
+	{MetadataRoundTrips, "Conns", suite.metadataRoundTrips},
+	{CallerChosenToken, "", suite.callerChosenToken},
+	{TokenStaysSecret, "", suite.tokenStaysSecret},
+	{InvalidArguments, "", suite.invalidArguments},
+	{NilDriver, "NewWithNilConn", suite.nilDriver},
+	{KeyOfAnotherType, "Conns", suite.keyOfAnotherType},
+	{UnreachableRedisIsError, "NewUnreachable", suite.unreachable},
+	{AutoRefresh, "", suite.autoRefresh},
+	{LossCancelsTheHolder, "Conns", suite.lossCancelsTheHolder},
+	{DoHoldsAndReleases, "Conns", suite.doHoldsAndReleases},
+	{FencingTokens, "", suite.fencingTokens},
+}
+
+// has reports whether the harness sets the named optional field.
+func (h Harness) has(field string) bool {
+	switch field {
+	case "Conns":
+		return h.Conns != nil
+	case "NewUnreachable":
+		return h.NewUnreachable != nil
+	case "NewWithNilConn":
+		return h.NewWithNilConn != nil
+	}
+	return true
+}
+
+// Run runs the Locker suite as subtests of t. A property that needs a
+// Harness field that is not set fails with a message naming the field,
+// unless Harness.Skip names the property; Run then logs the properties it
+// skipped, with their reasons.
 func Run(t *testing.T, h Harness) {
 	if h.NewLocker == nil {
 		t.Fatal("conformance: Harness.NewLocker is required")
@@ -135,43 +203,35 @@ func Run(t *testing.T, h Harness) {
 	if h.Acquisitions == 0 {
 		h.Acquisitions = 2000
 	}
+	known := map[string]bool{}
+	for _, p := range properties {
+		known[p.name] = true
+	}
+	for name := range h.Skip {
+		if !known[name] {
+			t.Errorf("conformance: Harness.Skip names %q, which is not a property of the suite", name)
+		}
+	}
 	s := suite{h}
-	for _, c := range []struct {
-		name string
-		f    func(*testing.T, context.Context)
-	}{
-		{ExactlyOneWinner, s.exactlyOneWinner},
-		{MutualExclusion, s.mutualExclusion},
-		{ExpiryFreesTheLock, s.expiryFreesTheLock},
-		{NotHeldAfterExpiry, s.notHeldAfterExpiry},
-		{NonOwnerCannotTouch, s.nonOwnerCannotTouch},
-		{ExpiredAndTakenDiffer, s.expiredAndTakenDiffer},
-		{ReleaseFreesTheLock, s.releaseFreesTheLock},
-		{RefreshExtends, s.refreshExtends},
-		{TTLReportsRemaining, s.ttlReportsRemaining},
-		{ContextEndsTheWait, s.contextEndsTheWait},
-		{RetryPolicies, s.retryPolicies},
-		{TokensAreUnique, s.tokensAreUnique},
-		{MetadataRoundTrips, s.metadataRoundTrips},
-		{CallerChosenToken, s.callerChosenToken},
-		{TokenStaysSecret, s.tokenStaysSecret},
-		{InvalidArguments, s.invalidArguments},
-		{NilDriver, s.nilDriver},
-		{KeyOfAnotherType, s.keyOfAnotherType},
-		{UnreachableRedisIsError, s.unreachable},
-		{AutoRefresh, s.autoRefresh},
-		{LossCancelsTheHolder, s.lossCancelsTheHolder},
-		{DoHoldsAndReleases, s.doHoldsAndReleases},
-		{FencingTokens, s.fencingTokens},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			if reason, ok := h.Skip[c.name]; ok {
-				t.Skipf("the implementation declares it cannot meet %s: %s", c.name, reason)
+	var skipped []string
+	for _, p := range properties {
+		if reason, ok := h.Skip[p.name]; ok {
+			skipped = append(skipped, p.name+" ("+reason+")")
+		}
+		t.Run(p.name, func(t *testing.T) {
+			if reason, ok := h.Skip[p.name]; ok {
+				t.Skipf("Harness.Skip: %s", reason)
+			}
+			if !h.has(p.needs) {
+				t.Fatalf("%s needs Harness.%s, which is not set: set it, or name %s in Harness.Skip with the reason", p.name, p.needs, p.name)
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), subtestTimeout)
 			defer cancel()
-			c.f(t, ctx)
+			p.f(s, t, ctx)
 		})
+	}
+	if len(skipped) > 0 {
+		t.Logf("conformance: %d of %d properties skipped, as Harness.Skip asks: %s", len(skipped), len(properties), strings.Join(skipped, "; "))
 	}
 }
 
@@ -219,14 +279,6 @@ func (d *Detector) Hold(inside time.Duration) {
 	}
 }
 
-func (s suite) conns(t *testing.T) []driver.Conn {
-	t.Helper()
-	if s.h.Conns == nil {
-		t.Skip("Harness.Conns is not set")
-	}
-	return s.h.Conns(t)
-}
-
 func (s suite) obtain(t *testing.T, ctx context.Context, l lock.Locker, key string, ttl time.Duration, opts ...lock.Option) *lock.Lock {
 	t.Helper()
 	lk, err := l.Obtain(ctx, key, ttl, opts...)
@@ -246,15 +298,30 @@ func release(t *testing.T, lk *lock.Lock) {
 	})
 }
 
-// waitExpired polls lk.TTL until the lock is gone or ctx ends.
-func waitExpired(t *testing.T, ctx context.Context, lk *lock.Lock) {
+// expiryMargin is how long past its TTL (and Harness.ExtraTTL) a lock may
+// still be found held, on a loaded machine, before the suite decides that
+// it does not expire.
+const expiryMargin = 5 * time.Second
+
+// expiryLimit bounds the time until a lock obtained for Harness.ShortTTL is
+// gone.
+func (s suite) expiryLimit() time.Duration { return s.h.ShortTTL + s.h.ExtraTTL + expiryMargin }
+
+// waitExpired polls lk.TTL until the lock, obtained for Harness.ShortTTL,
+// is gone, and fails the test if it outlives expiryLimit.
+func (s suite) waitExpired(t *testing.T, ctx context.Context, lk *lock.Lock) {
 	t.Helper()
+	ctx, cancel := context.WithTimeout(ctx, s.expiryLimit())
+	defer cancel()
 	for {
 		_, err := lk.TTL(ctx)
 		if errors.Is(err, lock.ErrNotHeld) {
 			return
 		}
-		if ctx.Err() != nil || (err != nil && !errors.Is(err, context.DeadlineExceeded)) {
+		if ctx.Err() != nil {
+			t.Fatalf("TTL of a lock obtained for %v, %v later = %v, want ErrNotHeld (the lock does not expire)", s.h.ShortTTL, s.expiryLimit(), err)
+		}
+		if err != nil && !errors.Is(err, context.DeadlineExceeded) {
 			t.Fatalf("waiting for the lock to expire: TTL = %v", err)
 		}
 		time.Sleep(10 * time.Millisecond)

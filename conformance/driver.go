@@ -18,27 +18,30 @@ import (
 // fallback, errors passed through, and cancelled contexts. newConn returns
 // a connection to a server the test may write to.
 func RunDriver(t *testing.T, newConn func(t *testing.T) driver.Conn) {
-	for _, c := range []struct {
-		name string
-		f    func(*testing.T, context.Context, driver.Conn)
-	}{
-		{"SetNX", driverSetNX},
-		{"Get", driverGet},
-		{"GetSet", driverGetSet},
-		{"Del", driverDel},
-		{"PTTL", driverPTTL},
-		{"ScriptFallback", driverScriptFallback},
-		{"ScriptReplies", driverScriptReplies},
-		{"ErrorsPassThrough", driverErrors},
-		{"CancelledContext", driverCancelled},
-		{"Addresser", driverAddresser},
-	} {
-		t.Run(c.name, func(t *testing.T) {
+	for _, p := range driverProperties {
+		t.Run(p.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), subtestTimeout)
 			defer cancel()
-			c.f(t, ctx, newConn(t))
+			p.f(t, ctx, newConn(t))
 		})
 	}
+}
+
+// driverProperties are RunDriver's checks, in the order it runs them.
+var driverProperties = []struct {
+	name string
+	f    func(*testing.T, context.Context, driver.Conn)
+}{
+	{"SetNX", driverSetNX},
+	{"Get", driverGet},
+	{"GetSet", driverGetSet},
+	{"Del", driverDel},
+	{"PTTL", driverPTTL},
+	{"ScriptFallback", driverScriptFallback},
+	{"ScriptReplies", driverScriptReplies},
+	{"ErrorsPassThrough", driverErrors},
+	{"CancelledContext", driverCancelled},
+	{"Addresser", driverAddresser},
 }
 
 // cleanKey returns a fresh key that is deleted when t ends.
@@ -217,11 +220,11 @@ func driverCancelled(t *testing.T, ctx context.Context, c driver.Conn) {
 func driverAddresser(t *testing.T, _ context.Context, c driver.Conn) {
 	a, ok := c.(driver.Addresser)
 	if !ok {
-		t.Skip("the driver does not implement driver.Addresser")
+		t.Skip("the driver does not implement the optional driver.Addresser, so errors and spans cannot name its server: implement Addr() string to have it checked")
 	}
 	addr := a.Addr()
 	if addr == "" {
-		t.Skip("the driver does not know the server's address")
+		t.Skip("Addr() is empty: the driver does not know the server's address (optional); give the driver the address to have it checked")
 	}
 	if strings.ContainsAny(addr, " \t\n") {
 		t.Errorf("Addr() = %q, want host:port[,host:port...]", addr)

@@ -123,7 +123,7 @@ func loseBehindTheBack(t *testing.T, ctx context.Context, conns []driver.Conn, k
 // (and the refresh's time), with the cause. The subtest logs the time it
 // took, and the part of it from the refresh that found the loss.
 func (s suite) lossCancelsTheHolder(t *testing.T, ctx context.Context) {
-	conns := s.conns(t)
+	conns := s.h.Conns(t)
 
 	for _, c := range behindTheBack {
 		t.Run(c.name, func(t *testing.T) {
@@ -193,7 +193,7 @@ func (s suite) doHoldsAndReleases(t *testing.T, ctx context.Context) {
 	})
 
 	t.Run("reports the loss of the lock", func(t *testing.T) {
-		conns := s.conns(t)
+		conns := s.h.Conns(t)
 		key := Key(t)
 		err := lock.Do(ctx, s.h.NewLocker(t), key, holdTTL, func(fctx context.Context) error {
 			loseBehindTheBack(t, ctx, conns, key, behindTheBack[0].act)
@@ -267,7 +267,7 @@ func (s suite) fencingTokens(t *testing.T, ctx context.Context) {
 		last = n
 		return lk
 	}
-	waitExpired(t, ctx, first) // the first holder crashed
+	s.waitExpired(t, ctx, first) // the first holder crashed
 	crashed := next("after a crashed holder's lock expired", longTTL)
 	if err := crashed.Release(ctx); err != nil {
 		t.Fatalf("Release = %v, want nil", err)

@@ -95,28 +95,43 @@ func (s suite) mutualExclusion(t *testing.T, ctx context.Context) {
 	}
 }
 
+// stallTries is how many times expiryFreesTheLock starts again when the
+// machine stalled for a whole ShortTTL between two of its calls.
+const stallTries = 3
+
 // expiryFreesTheLock: a lock that is never released expires, and then
 // another owner obtains it, never before the first one's validity ended.
 func (s suite) expiryFreesTheLock(t *testing.T, ctx context.Context) {
-	key := Key(t)
-	a := s.obtain(t, ctx, s.h.NewLocker(t), key, s.h.ShortTTL)
 	b := s.h.NewLocker(t)
-	if lk, err := b.Obtain(ctx, key, longTTL); err == nil {
-		release(t, lk)
-		if time.Now().Before(a.ValidUntil()) {
-			t.Fatalf("second Obtain within the first holder's validity = a lock, want ErrNotObtained")
+	for try := 1; ; try++ {
+		key := Key(t)
+		a := s.obtain(t, ctx, s.h.NewLocker(t), key, s.h.ShortTTL)
+		lk, err := b.Obtain(ctx, key, longTTL)
+		if err == nil {
+			release(t, lk)
+			if time.Now().Before(a.ValidUntil()) {
+				t.Fatalf("second Obtain within the first holder's validity = a lock, want ErrNotObtained")
+			}
+			if try < stallTries {
+				continue // the first lock expired before the second attempt: start again
+			}
+			t.Skipf("the machine stalled past the first lock's TTL (%v) before the second attempt, %d times in a row: "+
+				"whether a held lock is refused cannot be checked; raise Harness.ShortTTL if this recurs", s.h.ShortTTL, stallTries)
 		}
-		t.Skip("the machine stalled past the first lock's TTL before the second attempt; nothing to check")
-	} else if !errors.Is(err, lock.ErrNotObtained) {
-		t.Fatalf("second Obtain while held = %v, want ErrNotObtained", err)
-	}
-	lk, err := b.Obtain(ctx, key, longTTL, lock.WithRetry(lock.Linear(10*time.Millisecond)))
-	if err != nil {
-		t.Fatalf("Obtain after the TTL = %v, want a lock", err)
-	}
-	release(t, lk)
-	if now := time.Now(); now.Before(a.ValidUntil()) {
-		t.Fatalf("second Obtain succeeded %v before the first holder's validity ended", a.ValidUntil().Sub(now))
+		if !errors.Is(err, lock.ErrNotObtained) {
+			t.Fatalf("second Obtain while held = %v, want ErrNotObtained", err)
+		}
+		wctx, cancel := context.WithTimeout(ctx, s.expiryLimit())
+		defer cancel()
+		lk, err = b.Obtain(wctx, key, longTTL, lock.WithRetry(lock.Linear(10*time.Millisecond)))
+		if err != nil {
+			t.Fatalf("Obtain after the TTL of %v, retrying for %v = %v, want a lock (the lock does not expire)", s.h.ShortTTL, s.expiryLimit(), err)
+		}
+		release(t, lk)
+		if now := time.Now(); now.Before(a.ValidUntil()) {
+			t.Fatalf("second Obtain succeeded %v before the first holder's validity ended", a.ValidUntil().Sub(now))
+		}
+		return
 	}
 }
 
@@ -126,7 +141,7 @@ func (s suite) notHeldAfterExpiry(t *testing.T, ctx context.Context) {
 	key := Key(t)
 	l := s.h.NewLocker(t)
 	a := s.obtain(t, ctx, l, key, s.h.ShortTTL)
-	waitExpired(t, ctx, a)
+	s.waitExpired(t, ctx, a)
 	if err := a.Refresh(ctx, longTTL); !errors.Is(err, lock.ErrNotHeld) {
 		t.Errorf("Refresh after expiry = %v, want ErrNotHeld", err)
 	}
@@ -148,7 +163,7 @@ func (s suite) notHeldAfterExpiry(t *testing.T, ctx context.Context) {
 func (s suite) nonOwnerCannotTouch(t *testing.T, ctx context.Context) {
 	key := Key(t)
 	a := s.obtain(t, ctx, s.h.NewLocker(t), key, s.h.ShortTTL)
-	waitExpired(t, ctx, a)
+	s.waitExpired(t, ctx, a)
 	b := s.obtain(t, ctx, s.h.NewLocker(t), key, longTTL)
 	release(t, b)
 
@@ -176,7 +191,7 @@ func (s suite) expiredAndTakenDiffer(t *testing.T, ctx context.Context) {
 	key := Key(t)
 	l := s.h.NewLocker(t)
 	a := s.obtain(t, ctx, l, key, s.h.ShortTTL)
-	waitExpired(t, ctx, a)
+	s.waitExpired(t, ctx, a)
 	if err := a.Refresh(ctx, longTTL); !errors.Is(err, lock.ErrExpired) {
 		t.Errorf("Refresh of an expired lock = %v, want ErrExpired", err)
 	}
@@ -360,7 +375,11 @@ func (s suite) retryPolicies(t *testing.T, ctx context.Context) {
 				got <- err
 			}()
 			for n.Load() < 3 { // let it wait through a few attempts
-				time.Sleep(time.Millisecond)
+				select {
+				case err := <-got:
+					t.Fatalf("waiting Obtain returned (%v) after %d attempts while the lock was held, want it to wait", err, n.Load())
+				case <-time.After(time.Millisecond):
+				}
 			}
 			if err := holder.Release(ctx); err != nil {
 				t.Fatalf("holder's Release = %v, want nil", err)
@@ -391,7 +410,8 @@ func (s suite) tokensAreUnique(t *testing.T, ctx context.Context) {
 	}
 }
 
-// metadataRoundTrips: the handle returns the metadata given to Obtain.
+// metadataRoundTrips: the handle returns the metadata given to Obtain, and
+// the servers store it after the token.
 func (s suite) metadataRoundTrips(t *testing.T, ctx context.Context) {
 	const meta = "host=web-3 pid=4242"
 	lk := s.obtain(t, ctx, s.h.NewLocker(t), Key(t), longTTL, lock.WithMetadata(meta))
@@ -401,9 +421,6 @@ func (s suite) metadataRoundTrips(t *testing.T, ctx context.Context) {
 	}
 	if _, err := lk.TTL(ctx); err != nil {
 		t.Errorf("TTL of a lock with metadata = %v, want it held", err)
-	}
-	if s.h.Conns == nil {
-		return
 	}
 	stored := 0
 	for _, c := range s.h.Conns(t) {
@@ -453,7 +470,7 @@ func (s suite) tokenStaysSecret(t *testing.T, ctx context.Context) {
 	tok := a.Token()
 	var logged strings.Builder
 	slog.New(slog.NewTextHandler(&logged, nil)).Info("held", "lock", a)
-	waitExpired(t, ctx, a)
+	s.waitExpired(t, ctx, a)
 	b := s.obtain(t, ctx, l, key, longTTL)
 	release(t, b)
 	errs := []error{a.Release(ctx), a.Refresh(ctx, longTTL)}
@@ -518,9 +535,6 @@ func (s suite) invalidArguments(t *testing.T, ctx context.Context) {
 
 // nilDriver: building the Locker over a nil driver is an ArgumentError.
 func (s suite) nilDriver(t *testing.T, _ context.Context) {
-	if s.h.NewWithNilConn == nil {
-		t.Skip("Harness.NewWithNilConn is not set")
-	}
 	l, err := s.h.NewWithNilConn()
 	if l != nil || !errors.Is(err, lock.ErrInvalidArgument) {
 		t.Errorf("constructor with a nil driver = %v, %v; want nil, ErrInvalidArgument", l, err)
@@ -530,7 +544,7 @@ func (s suite) nilDriver(t *testing.T, _ context.Context) {
 // keyOfAnotherType: a key holding a hash gives a clear WRONGTYPE error, not
 // ErrNotObtained, and the hash is left alone.
 func (s suite) keyOfAnotherType(t *testing.T, ctx context.Context) {
-	conns := s.conns(t)
+	conns := s.h.Conns(t)
 	key := Key(t)
 	hset := driver.NewScript(`return redis.call('HSET', KEYS[1], 'field', 'value')`)
 	hlen := driver.NewScript(`return redis.call('HLEN', KEYS[1])`)
@@ -553,9 +567,6 @@ func (s suite) keyOfAnotherType(t *testing.T, ctx context.Context) {
 
 // unreachable: a Locker whose Redis is down returns an error, not a hang.
 func (s suite) unreachable(t *testing.T, ctx context.Context) {
-	if s.h.NewUnreachable == nil {
-		t.Skip("Harness.NewUnreachable is not set")
-	}
 	l := s.h.NewUnreachable(t)
 	_, err := l.Obtain(ctx, Key(t), longTTL)
 	if err == nil {

@@ -1,0 +1,668 @@
+package conformance
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"maps"
+	"os"
+	"os/exec"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/locksmith-go/lock"
+	"github.com/locksmith-go/lock/driver"
+	"github.com/locksmith-go/lock/driver/goredis"
+	"github.com/locksmith-go/lock/internal/redistest"
+	"github.com/locksmith-go/lock/strategy/single"
+)
+
+// The mutants are deliberately broken lockers and drivers, in the spirit of
+// testing/fstest's tests of itself: each breaks one thing, and the suite
+// must fail on it. A failing suite fails the test that runs it, so
+// TestMutants runs each mutant in a child process (this test binary, with
+// -test.run selecting TestMutantRun/<mutant>) and reads which properties
+// failed from its -test.v output.
+//
+// Each mutant runs only the properties it is meant to kill, and each of
+// them must fail; every property of Run and RunDriver must be killed by at
+// least one mutant.
+
+// Environment of a mutant's child process.
+const (
+	envMutant = "LOCKSMITH_CONFORMANCE_MUTANT"      // the mutant's name
+	envAddr   = "LOCKSMITH_CONFORMANCE_MUTANT_ADDR" // the server the parent started
+)
+
+// concurrentChildren bounds the child processes running at once.
+const concurrentChildren = 4
+
+// A mutant breaks one thing in single over go-redis: its strategy, its
+// Locker, its constructor, or (for RunDriver) its driver.Conn.
+type mutant struct {
+	name  string
+	kills []string // the properties that must fail
+
+	strategy func(*single.Strategy) lock.Strategy
+	locker   func(lock.Locker) lock.Locker
+	nilConn  func() (lock.Locker, error)
+	conn     func(driver.Conn) driver.Conn
+
+	// For the harnesses of TestMissingCapability: bare leaves Conns,
+	// NewUnreachable and NewWithNilConn unset, and skip is Harness.Skip.
+	bare bool
+	skip map[string]string
+}
+
+var mutants = []mutant{
+	// Strategies.
+	{name: "acquire-overwrites", kills: []string{ExactlyOneWinner, MutualExclusion, ExpiryFreesTheLock, CallerChosenToken, KeyOfAnotherType},
+		strategy: func(s *single.Strategy) lock.Strategy { return overwrites{s} }},
+	{name: "acquire-ignores-ttl", kills: []string{ExpiryFreesTheLock, NotHeldAfterExpiry, TTLReportsRemaining},
+		strategy: func(s *single.Strategy) lock.Strategy { return immortal{s} }},
+	{name: "release-without-owner-check", kills: []string{NonOwnerCannotTouch, ExpiredAndTakenDiffer},
+		strategy: func(s *single.Strategy) lock.Strategy { return plainDel{s} }},
+	{name: "refresh-without-owner-check", kills: []string{NonOwnerCannotTouch, LossCancelsTheHolder},
+		strategy: func(s *single.Strategy) lock.Strategy { return plainPExpire{s} }},
+	{name: "refresh-does-nothing", kills: []string{RefreshExtends, AutoRefresh},
+		strategy: func(s *single.Strategy) lock.Strategy { return noRefresh{s} }},
+	{name: "release-does-nothing", kills: []string{ReleaseFreesTheLock, DoHoldsAndReleases},
+		strategy: func(s *single.Strategy) lock.Strategy { return noRelease{s} }},
+	{name: "ttl-in-the-wrong-unit", kills: []string{TTLReportsRemaining},
+		strategy: func(s *single.Strategy) lock.Strategy { return ttlTimes1000{s} }},
+	{name: "expired-and-taken-swapped", kills: []string{ExpiredAndTakenDiffer, LossCancelsTheHolder, DoHoldsAndReleases},
+		strategy: func(s *single.Strategy) lock.Strategy { return swapped{s} }},
+	{name: "metadata-dropped", kills: []string{MetadataRoundTrips},
+		strategy: func(s *single.Strategy) lock.Strategy { return noMetadata{s} }},
+	{name: "chosen-token-ignored", kills: []string{CallerChosenToken},
+		strategy: func(s *single.Strategy) lock.Strategy { return ownToken{s} }},
+	{name: "errors-show-the-value", kills: []string{TokenStaysSecret},
+		strategy: func(s *single.Strategy) lock.Strategy { return leaky{s} }},
+	{name: "fails-open", kills: []string{UnreachableRedisIsError, KeyOfAnotherType},
+		strategy: func(s *single.Strategy) lock.Strategy { return failsOpen{s} }},
+	{name: "fence-does-not-increase", kills: []string{FencingTokens},
+		strategy: func(s *single.Strategy) lock.Strategy { return constantFence{s} }},
+
+	// Lockers.
+	{name: "errors-flattened", kills: []string{ContextEndsTheWait, InvalidArguments},
+		locker: func(l lock.Locker) lock.Locker { return flattened{l} }},
+	{name: "retry-ignored", kills: []string{RetryPolicies},
+		locker: func(l lock.Locker) lock.Locker { return tryOnce{l} }},
+	{name: "token-not-random", kills: []string{TokensAreUnique},
+		locker: func(l lock.Locker) lock.Locker { return fixedToken{l} }},
+
+	// Constructors.
+	{name: "constructor-accepts-nil", kills: []string{NilDriver},
+		nilConn: func() (lock.Locker, error) {
+			s, _ := single.NewStrategy(nil) // the error dropped
+			return lock.New(s), nil
+		}},
+
+	// Drivers.
+	{name: "setnx-overwrites", kills: []string{"SetNX"},
+		conn: func(c driver.Conn) driver.Conn { return setOverwrites{c} }},
+	{name: "missing-key-found", kills: []string{"Get", "GetSet", "Del", "PTTL"},
+		conn: func(c driver.Conn) driver.Conn { return missingFound{c} }},
+	{name: "noscript-hidden", kills: []string{"ScriptFallback"},
+		conn: func(c driver.Conn) driver.Conn { return noscriptHidden{c} }},
+	{name: "integers-as-strings", kills: []string{"ScriptReplies"},
+		conn: func(c driver.Conn) driver.Conn { return intsAsStrings{c} }},
+	{name: "errors-swallowed", kills: []string{"ErrorsPassThrough"},
+		conn: func(c driver.Conn) driver.Conn { return swallowed{c} }},
+	{name: "context-ignored", kills: []string{"CancelledContext"},
+		conn: func(c driver.Conn) driver.Conn { return noContext{c} }},
+	{name: "addr-malformed", kills: []string{"Addresser"},
+		conn: func(c driver.Conn) driver.Conn { return badAddr{c} }},
+}
+
+// TestMutants: every mutant fails the properties it targets, and every
+// property of the suite is targeted by at least one mutant.
+func TestMutants(t *testing.T) {
+	t.Run("every property is killed by a mutant", func(t *testing.T) {
+		killed := map[string]bool{}
+		for _, m := range mutants {
+			for _, p := range m.kills {
+				killed[p] = true
+			}
+		}
+		var all []string
+		for _, p := range properties {
+			all = append(all, p.name)
+		}
+		for _, p := range driverProperties {
+			if slices.Contains(all, p.name) {
+				t.Fatalf("%s is the name of a property of both Run and RunDriver: the kill matrix cannot tell them apart", p.name)
+			}
+			all = append(all, p.name)
+		}
+		for _, p := range all {
+			if !killed[p] {
+				t.Errorf("property %s is killed by no mutant: add a mutant that breaks it", p)
+			}
+			delete(killed, p)
+		}
+		for p := range killed {
+			t.Errorf("mutants target %s, which is not a property of the suite", p)
+		}
+	})
+
+	addr, _ := redistest.Addr(t)
+	outputs := make([]string, len(mutants))
+	var (
+		wg  sync.WaitGroup
+		sem = make(chan struct{}, concurrentChildren)
+	)
+	start := time.Now()
+	for i, m := range mutants {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			outputs[i], _ = runChild(m, addr) // the child fails: that is the point
+		}()
+	}
+	wg.Wait()
+	t.Logf("%d mutants in %v", len(mutants), time.Since(start).Round(time.Millisecond))
+
+	for i, m := range mutants {
+		t.Run(m.name, func(t *testing.T) {
+			failed := failedProperties(m.name, outputs[i])
+			for _, p := range m.kills {
+				if !failed[p] {
+					t.Errorf("%s under mutant %s: passed, want it to fail", p, m.name)
+				}
+			}
+			if t.Failed() {
+				t.Logf("the child's output:\n%s", outputs[i])
+				return
+			}
+			t.Logf("failed %s", strings.Join(slices.Sorted(maps.Keys(failed)), ", "))
+		})
+	}
+}
+
+// runChild runs m's targeted properties in a child process and returns its
+// output, and its error when it failed.
+func runChild(m mutant, addr string) (string, error) {
+	run := "^TestMutantRun$/^" + regexp.QuoteMeta(m.name) + "$/^(" + strings.Join(m.kills, "|") + ")$"
+	cmd := exec.Command(os.Args[0], "-test.run", run, "-test.v", "-test.count=1", "-test.timeout=3m")
+	cmd.Env = append(os.Environ(), envMutant+"="+m.name, envAddr+"="+addr)
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+// failedProperties returns the properties that the output of mutant's
+// child reports failed.
+func failedProperties(mutant, output string) map[string]bool {
+	re := regexp.MustCompile(`--- FAIL: TestMutantRun/` + regexp.QuoteMeta(mutant) + `/([^/\s]+)`)
+	failed := map[string]bool{}
+	for _, m := range re.FindAllStringSubmatch(output, -1) {
+		failed[m[1]] = true
+	}
+	return failed
+}
+
+// TestMutantRun runs the suite against the mutant that envMutant names, on
+// the server at envAddr. TestMutants runs it in a child process; it does
+// nothing in a run of its own.
+func TestMutantRun(t *testing.T) {
+	name, addr := os.Getenv(envMutant), os.Getenv(envAddr)
+	if name == "" {
+		t.Skip("runs only in the child processes of TestMutants")
+	}
+	all := append(slices.Clip(mutants), incomplete()...)
+	i := slices.IndexFunc(all, func(m mutant) bool { return m.name == name })
+	if i < 0 {
+		t.Fatalf("no mutant named %q", name)
+	}
+	m := all[i]
+	t.Run(m.name, func(t *testing.T) {
+		if m.conn != nil {
+			RunDriver(t, func(t *testing.T) driver.Conn { return m.conn(newConn(t, addr)) })
+			return
+		}
+		Run(t, m.harness(addr))
+	})
+}
+
+// newConn opens a go-redis connection to addr, closed when t ends.
+func newConn(t testing.TB, addr string) driver.Conn {
+	return goredis.New(redistest.GoRedis(t, addr, 3))
+}
+
+// harness is single over go-redis on addr, broken as m says, with short
+// runs.
+func (m mutant) harness(addr string) Harness {
+	build := func(t *testing.T, addr string) lock.Locker {
+		s, err := single.NewStrategy(newConn(t, addr))
+		if err != nil {
+			t.Fatalf("single.NewStrategy: %v", err)
+		}
+		var st lock.Strategy = s
+		if m.strategy != nil {
+			st = m.strategy(s)
+		}
+		l := lock.New(st)
+		if m.locker != nil {
+			l = m.locker(l)
+		}
+		return l
+	}
+	h := Harness{
+		NewLocker:      func(t *testing.T) lock.Locker { return build(t, addr) },
+		Conns:          func(t *testing.T) []driver.Conn { return []driver.Conn{newConn(t, addr)} },
+		NewUnreachable: func(t *testing.T) lock.Locker { return build(t, redistest.ClosedAddr(t)) },
+		NewWithNilConn: func() (lock.Locker, error) { return single.New(nil) },
+		Goroutines:     4,
+		Acquisitions:   200,
+	}
+	if m.nilConn != nil {
+		h.NewWithNilConn = m.nilConn
+	}
+	if m.bare {
+		h.Conns, h.NewUnreachable, h.NewWithNilConn = nil, nil, nil
+	}
+	h.Skip = m.skip
+	return h
+}
+
+// needs maps each property that needs an optional Harness field to the
+// field.
+func needs() map[string]string {
+	m := map[string]string{}
+	for _, p := range properties {
+		if p.needs != "" {
+			m[p.name] = p.needs
+		}
+	}
+	return m
+}
+
+// incomplete returns the harnesses of TestMissingCapability: unbroken, but
+// without the optional fields, and the same with the properties that need
+// them named in Harness.Skip.
+func incomplete() []mutant {
+	var names []string
+	skip := map[string]string{}
+	for p := range needs() {
+		names = append(names, p)
+		skip[p] = "the harness cannot provide it"
+	}
+	slices.Sort(names)
+	return []mutant{
+		{name: "no-capabilities", kills: names, bare: true},
+		{name: "no-capabilities-skipped", kills: names, bare: true, skip: skip},
+	}
+}
+
+// TestMissingCapability: a property that needs a Harness field that is not
+// set fails, naming the field; named in Harness.Skip, it skips with the
+// reason, and Run lists it.
+func TestMissingCapability(t *testing.T) {
+	addr, _ := redistest.Addr(t)
+	bare, skipped := incomplete()[0], incomplete()[1]
+
+	t.Run("fails, naming the field", func(t *testing.T) {
+		out, err := runChild(bare, addr)
+		if err == nil {
+			t.Errorf("a run without Conns, NewUnreachable and NewWithNilConn passed, want it to fail")
+		}
+		failed := failedProperties(bare.name, out)
+		for p, field := range needs() {
+			if !failed[p] {
+				t.Errorf("%s without Harness.%s: passed, want it to fail", p, field)
+			}
+			if want := p + " needs Harness." + field + ", which is not set"; !strings.Contains(out, want) {
+				t.Errorf("the run's output lacks %q", want)
+			}
+		}
+		if t.Failed() {
+			t.Logf("the child's output:\n%s", out)
+		}
+	})
+
+	t.Run("named in Harness.Skip, skips with the reason and is listed", func(t *testing.T) {
+		out, err := runChild(skipped, addr)
+		if err != nil {
+			t.Errorf("a run that skips what it cannot check = %v, want it to pass", err)
+		}
+		for p := range needs() {
+			if want := "--- SKIP: TestMutantRun/" + skipped.name + "/" + p + " "; !strings.Contains(out, want) {
+				t.Errorf("the run's output lacks %q", want)
+			}
+		}
+		if want := "Harness.Skip: the harness cannot provide it"; !strings.Contains(out, want) {
+			t.Errorf("the run's output lacks the reason, %q", want)
+		}
+		want := fmt.Sprintf("%d of %d properties skipped, as Harness.Skip asks: ", len(needs()), len(properties))
+		if !strings.Contains(out, want) {
+			t.Errorf("the run's output lacks Run's list of skips, %q", want)
+		}
+		if t.Failed() {
+			t.Logf("the child's output:\n%s", out)
+		}
+	})
+}
+
+// The broken strategies: each embeds the real one and breaks one method.
+
+var setPX = driver.NewScript(`return redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])`)
+
+// overwrites acquires with SET PX, without NX: it takes a held lock.
+type overwrites struct{ *single.Strategy }
+
+func (s overwrites) Acquire(ctx context.Context, r lock.Request) (lock.Grant, error) {
+	_, err := setPX.Run(ctx, s.Conn(), []string{r.Key}, r.Value(), r.TTL.Milliseconds())
+	return lock.Grant{}, err
+}
+
+// immortal acquires with SET NX and no expiry: the TTL is ignored.
+type immortal struct{ *single.Strategy }
+
+func (s immortal) Acquire(ctx context.Context, r lock.Request) (lock.Grant, error) {
+	ok, err := s.Conn().SetNX(ctx, r.Key, r.Value(), 0)
+	if err == nil && !ok {
+		err = lock.ErrNotObtained
+	}
+	return lock.Grant{}, err
+}
+
+// plainDel releases with DEL, without checking the owner.
+type plainDel struct{ *single.Strategy }
+
+func (s plainDel) Release(ctx context.Context, key, _ string) error {
+	ok, err := s.Conn().Del(ctx, key)
+	if err == nil && !ok {
+		err = lock.ErrExpired
+	}
+	return err
+}
+
+var pexpire = driver.NewScript(`return redis.call('PEXPIRE', KEYS[1], ARGV[1])`)
+
+// plainPExpire refreshes with PEXPIRE, without checking the owner: it
+// extends another owner's lock.
+type plainPExpire struct{ *single.Strategy }
+
+func (s plainPExpire) Refresh(ctx context.Context, key, _ string, ttl time.Duration) (lock.Grant, error) {
+	n, err := pexpire.Int(ctx, s.Conn(), []string{key}, ttl.Milliseconds())
+	if err == nil && n == 0 {
+		err = lock.ErrExpired
+	}
+	return lock.Grant{}, err
+}
+
+// noRefresh reports success without refreshing.
+type noRefresh struct{ *single.Strategy }
+
+func (noRefresh) Refresh(context.Context, string, string, time.Duration) (lock.Grant, error) {
+	return lock.Grant{}, nil
+}
+
+// noRelease reports success without releasing.
+type noRelease struct{ *single.Strategy }
+
+func (noRelease) Release(context.Context, string, string) error { return nil }
+
+// ttlTimes1000 reads PTTL's milliseconds as seconds.
+type ttlTimes1000 struct{ *single.Strategy }
+
+func (s ttlTimes1000) TTL(ctx context.Context, key, value string) (time.Duration, error) {
+	d, err := s.Strategy.TTL(ctx, key, value)
+	return d * 1000, err
+}
+
+// swapped reports an expired lock as taken, and a taken one as expired.
+type swapped struct{ *single.Strategy }
+
+func swap(err error) error {
+	switch {
+	case errors.Is(err, lock.ErrExpired):
+		return lock.ErrTaken
+	case errors.Is(err, lock.ErrTaken):
+		return lock.ErrExpired
+	}
+	return err
+}
+
+func (s swapped) Refresh(ctx context.Context, key, value string, ttl time.Duration) (lock.Grant, error) {
+	g, err := s.Strategy.Refresh(ctx, key, value, ttl)
+	return g, swap(err)
+}
+
+func (s swapped) Release(ctx context.Context, key, value string) error {
+	return swap(s.Strategy.Release(ctx, key, value))
+}
+
+func (s swapped) TTL(ctx context.Context, key, value string) (time.Duration, error) {
+	d, err := s.Strategy.TTL(ctx, key, value)
+	return d, swap(err)
+}
+
+// noMetadata stores the token without the metadata.
+type noMetadata struct{ *single.Strategy }
+
+func (s noMetadata) Acquire(ctx context.Context, r lock.Request) (lock.Grant, error) {
+	r.Metadata = ""
+	g, err := s.Strategy.Acquire(ctx, r)
+	g.Value = r.Token
+	return g, err
+}
+
+// ownToken replaces a token chosen with WithToken by a random one.
+type ownToken struct{ *single.Strategy }
+
+func (s ownToken) Acquire(ctx context.Context, r lock.Request) (lock.Grant, error) {
+	if r.CallerToken {
+		r.Token = rand.Text()
+	}
+	g, err := s.Strategy.Acquire(ctx, r)
+	g.Value = r.Value()
+	return g, err
+}
+
+// leaky puts the value, and so the token, in its errors.
+type leaky struct{ *single.Strategy }
+
+func (s leaky) Refresh(ctx context.Context, key, value string, ttl time.Duration) (lock.Grant, error) {
+	g, err := s.Strategy.Refresh(ctx, key, value, ttl)
+	if err != nil {
+		err = fmt.Errorf("refresh %s=%s: %w", key, value, err)
+	}
+	return g, err
+}
+
+func (s leaky) Release(ctx context.Context, key, value string) error {
+	if err := s.Strategy.Release(ctx, key, value); err != nil {
+		return fmt.Errorf("release %s=%s: %w", key, value, err)
+	}
+	return nil
+}
+
+// failsOpen grants the lock when Redis fails.
+type failsOpen struct{ *single.Strategy }
+
+func (s failsOpen) Acquire(ctx context.Context, r lock.Request) (lock.Grant, error) {
+	g, err := s.Strategy.Acquire(ctx, r)
+	if err != nil && !errors.Is(err, lock.ErrNotObtained) {
+		return lock.Grant{}, nil
+	}
+	return g, err
+}
+
+// constantFence issues the same fencing token every time.
+type constantFence struct{ *single.Strategy }
+
+func (s constantFence) Acquire(ctx context.Context, r lock.Request) (lock.Grant, error) {
+	g, err := s.Strategy.Acquire(ctx, r)
+	if r.Fencing && err == nil {
+		g.Fence = 1
+	}
+	return g, err
+}
+
+// The broken Lockers.
+
+// flattened formats Obtain's errors with %v, so that errors.Is and
+// errors.As no longer see ErrNotObtained, the context's cause or an
+// *ArgumentError.
+type flattened struct{ lock.Locker }
+
+func (l flattened) Obtain(ctx context.Context, key string, ttl time.Duration, opts ...lock.Option) (*lock.Lock, error) {
+	lk, err := l.Locker.Obtain(ctx, key, ttl, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("obtain %q: %v", key, err)
+	}
+	return lk, nil
+}
+
+// tryOnce overrides the caller's retry policy with NoRetry.
+type tryOnce struct{ lock.Locker }
+
+func (l tryOnce) Obtain(ctx context.Context, key string, ttl time.Duration, opts ...lock.Option) (*lock.Lock, error) {
+	return l.Locker.Obtain(ctx, key, ttl, append(opts, lock.WithRetry(lock.NoRetry()))...)
+}
+
+// fixedToken gives every lock the same token.
+type fixedToken struct{ lock.Locker }
+
+func (l fixedToken) Obtain(ctx context.Context, key string, ttl time.Duration, opts ...lock.Option) (*lock.Lock, error) {
+	return l.Locker.Obtain(ctx, key, ttl, append([]lock.Option{lock.WithToken("not-random-0123456789abcdef")}, opts...)...)
+}
+
+// The broken drivers: each embeds the real connection and breaks one
+// thing.
+
+// setOverwrites sets the key whether or not it exists.
+type setOverwrites struct{ driver.Conn }
+
+func (c setOverwrites) SetNX(ctx context.Context, key, value string, ttl time.Duration) (bool, error) {
+	if _, err := c.Conn.Del(ctx, key); err != nil {
+		return false, err
+	}
+	return c.Conn.SetNX(ctx, key, value, ttl)
+}
+
+// missingFound reports a missing key as found: the nil reply is not
+// normalised.
+type missingFound struct{ driver.Conn }
+
+func (c missingFound) Get(ctx context.Context, key string) (string, bool, error) {
+	v, _, err := c.Conn.Get(ctx, key)
+	return v, err == nil, err
+}
+
+func (c missingFound) GetSet(ctx context.Context, key, value string) (string, bool, error) {
+	v, _, err := c.Conn.GetSet(ctx, key, value)
+	return v, err == nil, err
+}
+
+func (c missingFound) Del(ctx context.Context, key string) (bool, error) {
+	_, err := c.Conn.Del(ctx, key)
+	return err == nil, err
+}
+
+func (c missingFound) PTTL(ctx context.Context, key string) (time.Duration, bool, error) {
+	d, _, err := c.Conn.PTTL(ctx, key)
+	return d, err == nil, err
+}
+
+// noscriptHidden replaces EVALSHA's errors by its own, so that NOSCRIPT is
+// not recognised and scripts never fall back to EVAL.
+type noscriptHidden struct{ driver.Conn }
+
+func (c noscriptHidden) EvalSha(ctx context.Context, sha1 string, keys []string, args ...any) (any, error) {
+	v, err := c.Conn.EvalSha(ctx, sha1, keys, args...)
+	if err != nil {
+		return nil, errors.New("evalsha failed")
+	}
+	return v, nil
+}
+
+// intsAsStrings returns script integers as strings.
+type intsAsStrings struct{ driver.Conn }
+
+func stringify(v any) any {
+	switch v := v.(type) {
+	case int64:
+		return fmt.Sprint(v)
+	case []any:
+		out := make([]any, len(v))
+		for i, e := range v {
+			out[i] = stringify(e)
+		}
+		return out
+	}
+	return v
+}
+
+func (c intsAsStrings) Eval(ctx context.Context, script string, keys []string, args ...any) (any, error) {
+	v, err := c.Conn.Eval(ctx, script, keys, args...)
+	return stringify(v), err
+}
+
+func (c intsAsStrings) EvalSha(ctx context.Context, sha1 string, keys []string, args ...any) (any, error) {
+	v, err := c.Conn.EvalSha(ctx, sha1, keys, args...)
+	return stringify(v), err
+}
+
+// swallowed reports an error of GET and GETSET as a missing key.
+type swallowed struct{ driver.Conn }
+
+func (c swallowed) Get(ctx context.Context, key string) (string, bool, error) {
+	v, ok, err := c.Conn.Get(ctx, key)
+	if err != nil {
+		return "", false, nil
+	}
+	return v, ok, nil
+}
+
+func (c swallowed) GetSet(ctx context.Context, key, value string) (string, bool, error) {
+	v, ok, err := c.Conn.GetSet(ctx, key, value)
+	if err != nil {
+		return "", false, nil
+	}
+	return v, ok, nil
+}
+
+// noContext runs every command with context.Background.
+type noContext struct{ driver.Conn }
+
+func (c noContext) SetNX(_ context.Context, key, value string, ttl time.Duration) (bool, error) {
+	return c.Conn.SetNX(context.Background(), key, value, ttl)
+}
+
+func (c noContext) Get(_ context.Context, key string) (string, bool, error) {
+	return c.Conn.Get(context.Background(), key)
+}
+
+func (c noContext) GetSet(_ context.Context, key, value string) (string, bool, error) {
+	return c.Conn.GetSet(context.Background(), key, value)
+}
+
+func (c noContext) Del(_ context.Context, key string) (bool, error) {
+	return c.Conn.Del(context.Background(), key)
+}
+
+func (c noContext) PTTL(_ context.Context, key string) (time.Duration, bool, error) {
+	return c.Conn.PTTL(context.Background(), key)
+}
+
+func (c noContext) EvalSha(_ context.Context, sha1 string, keys []string, args ...any) (any, error) {
+	return c.Conn.EvalSha(context.Background(), sha1, keys, args...)
+}
+
+func (c noContext) Eval(_ context.Context, script string, keys []string, args ...any) (any, error) {
+	return c.Conn.Eval(context.Background(), script, keys, args...)
+}
+
+// badAddr names its server with a space in the address.
+type badAddr struct{ driver.Conn }
+
+func (badAddr) Addr() string { return "127.0.0.1 6379" }
