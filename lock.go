@@ -281,15 +281,12 @@ func cleanUp(ctx context.Context, hs hookList, s Strategy, key string, del func(
 	run := func(ctx context.Context) error {
 		for answers := 0; answers < 2; {
 			err := del(ctx)
-			switch {
-			case err == nil, errors.Is(err, ErrNotHeld):
+			if err == nil || errors.Is(err, ErrNotHeld) {
 				answers++
-			case ctx.Err() != nil:
+				continue
+			}
+			if ctx.Err() != nil || sleep(ctx, cleanupRetry) != nil {
 				return opError("cleanup", key, fmt.Errorf("gave up after %v: %w", CleanupTimeout, err))
-			default:
-				if sleep(ctx, cleanupRetry) != nil {
-					return opError("cleanup", key, fmt.Errorf("gave up after %v: %w", CleanupTimeout, err))
-				}
 			}
 		}
 		return nil
