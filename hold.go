@@ -21,7 +21,12 @@ import (
 //
 // Cancelling ctx cancels fn's context and stops the refreshes. After fn
 // returns (or panics), Do stops the refreshes and releases the lock on a
-// context that outlives ctx's cancellation, bounded by [ReleaseTimeout].
+// context that outlives ctx's cancellation, bounded by [CleanupTimeout]. It
+// waits for the release for [ReleaseTimeout] at most, and no later than
+// 100ms past ctx's deadline, so that it keeps the deadline; a release still
+// on its way then goes on in the background, and its outcome reaches the
+// Op hooks (e.Op "release"), while Do returns a release error matching
+// context.DeadlineExceeded.
 //
 // Its error tells the cases apart:
 //   - Obtain's error when the lock was not obtained (fn did not run), such
@@ -47,18 +52,18 @@ func Do(ctx context.Context, l Locker, key string, ttl time.Duration, fn func(ct
 	returned := false
 	defer func() {
 		if !returned { // fn panicked: release, and let the panic go on
-			_ = releaseDetached(ctx, lk)
+			_ = release(ctx, lk)
 		}
 	}()
 	if err := lk.StartRefresh(ctx); err != nil {
 		returned = true
-		_ = releaseDetached(ctx, lk)
+		_ = release(ctx, lk)
 		return fmt.Errorf("%w %q: %w", ErrLost, key, err)
 	}
 	fnErr := fn(fnCtx)
 	returned = true
 	lost := lk.Err()
-	relErr := releaseDetached(ctx, lk)
+	relErr := release(ctx, lk)
 	if lost == nil && errors.Is(relErr, ErrNotHeld) {
 		lost = relErr // gone by the time fn returned
 	}
@@ -75,11 +80,32 @@ func Do(ctx context.Context, l Locker, key string, ttl time.Duration, fn func(ct
 	return relErr
 }
 
-func releaseDetached(ctx context.Context, lk *Lock) error {
-	ctx, cancel := detach(ctx)
-	defer cancel()
-	return lk.Release(ctx)
+// releaseGrace is how long past ctx's deadline Do waits for its release.
+const releaseGrace = 100 * time.Millisecond
+
+// release releases lk for Do, as its doc says.
+func release(ctx context.Context, lk *Lock) error {
+	wait := time.Now().Add(ReleaseTimeout)
+	if dl, ok := ctx.Deadline(); ok && dl.Add(releaseGrace).Before(wait) {
+		wait = dl.Add(releaseGrace)
+	}
+	done := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), CleanupTimeout)
+		defer cancel()
+		done <- lk.Release(ctx)
+	}()
+	t := time.NewTimer(time.Until(wait))
+	defer t.Stop()
+	select {
+	case err := <-done:
+		return err
+	case <-t.C:
+		return opError("release", lk.key, errReleasePending)
+	}
 }
+
+var errReleasePending = fmt.Errorf("%w: the release goes on in the background", context.DeadlineExceeded)
 
 type lockKey struct{}
 

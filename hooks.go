@@ -25,7 +25,9 @@ type Hooks struct {
 	// ErrNotObtained when the lock was held, or another error.
 	Attempt func(ctx context.Context, e Event, next func(context.Context) error) error
 	// Op wraps Refresh (auto-refresh's too), Release and TTL (e.Op) on a
-	// held lock (e.Lock).
+	// held lock (e.Lock), and each clean-up (e.Op "cleanup", e.Lock nil)
+	// that deletes what a failed attempt may have written: next returns
+	// nil once it is done, or why it gave up (see [CleanUp]).
 	Op func(ctx context.Context, e Event, next func(context.Context) error) error
 	// Node reports one node's answer (e.Node, e.Outcome, e.Err) within an
 	// attempt or an operation of a multi-node strategy.
@@ -41,7 +43,7 @@ type Hooks struct {
 type Event struct {
 	Strategy string        // the strategy's name, such as "single"
 	Server   string        // the server address(es), where the strategy knows them
-	Op       string        // obtain, attempt, refresh, release, ttl or node
+	Op       string        // obtain, attempt, refresh, release, ttl, cleanup or node
 	Key      string        // the lock's key
 	TTL      time.Duration // the TTL asked for (obtain, attempt, refresh)
 	Attempt  int           // the attempt's number, from 1
@@ -69,8 +71,11 @@ func WithHooks(h *Hooks) Option {
 // operation that ctx belongs to. Multi-node strategies call it, and
 // implement [NodeReporter].
 func ReportNode(ctx context.Context, node, outcome string, err error) {
-	hs, _ := ctx.Value(hooksKey{}).(hookList)
-	for _, h := range hs {
+	sc, _ := ctx.Value(hooksKey{}).(*scope)
+	if sc == nil {
+		return
+	}
+	for _, h := range sc.hs {
 		if h.Node != nil {
 			h.Node(ctx, Event{Op: "node", Node: node, Outcome: outcome, Err: err})
 		}
@@ -78,15 +83,22 @@ func ReportNode(ctx context.Context, node, outcome string, err error) {
 }
 
 // NodeReporter is an optional interface of a [Strategy] that calls
-// [ReportNode]: a multi-node strategy. The Node hooks reach only such a
-// strategy's attempts and operations, through their context; the others
-// are spared the context value.
+// [ReportNode] or [CleanUp]: a multi-node strategy. The hooks reach only
+// such a strategy's attempts and operations, through their context; the
+// others are spared the context value.
 type NodeReporter interface {
 	// ReportsNodes reports whether the strategy calls ReportNode.
 	ReportsNodes() bool
 }
 
 type hooksKey struct{}
+
+// scope is what the context of an attempt or operation of a NodeReporter
+// carries: the hooks, and the strategy the events name.
+type scope struct {
+	hs hookList
+	s  Strategy
+}
 
 // hookList is the hooks of one Obtain and its lock, outermost first.
 type hookList []*Hooks
@@ -143,10 +155,10 @@ func (hs hookList) hasObtain() bool {
 }
 
 // wrap runs next through the Attempt or Op hooks (pick chooses which), with
-// the hooks in the context for ReportNode when s reports nodes.
+// the hooks in the context for ReportNode and CleanUp when s reports nodes.
 func (hs hookList) wrap(ctx context.Context, s Strategy, e Event, pick func(*Hooks) func(context.Context, Event, func(context.Context) error) error, next func(context.Context) error) error {
-	if r, ok := s.(NodeReporter); ok && r.ReportsNodes() && hs.reportsNodes() {
-		ctx = context.WithValue(ctx, hooksKey{}, hs)
+	if r, ok := s.(NodeReporter); ok && r.ReportsNodes() {
+		ctx = context.WithValue(ctx, hooksKey{}, &scope{hs, s})
 	}
 	return hs.wrapFrom(0, ctx, e, pick, next)
 }
@@ -169,15 +181,6 @@ func (hs hookList) wrapFrom(i int, ctx context.Context, e Event, pick func(*Hook
 // wrapNext returns the rest of the chain after hook i, as obtainNext does.
 func (hs hookList) wrapNext(i int, e Event, pick func(*Hooks) func(context.Context, Event, func(context.Context) error) error, next func(context.Context) error) func(context.Context) error {
 	return func(ctx context.Context) error { return hs.wrapFrom(i, ctx, e, pick, next) }
-}
-
-func (hs hookList) reportsNodes() bool {
-	for _, h := range hs {
-		if h.Node != nil {
-			return true
-		}
-	}
-	return false
 }
 
 func attemptHook(h *Hooks) func(context.Context, Event, func(context.Context) error) error {

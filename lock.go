@@ -60,10 +60,11 @@ type Strategy interface {
 	// Acquire makes one attempt to lock r.Key. It returns an error
 	// matching ErrNotObtained when another owner holds the key, and any
 	// other error (a Redis or transport error, unwrapped) when the attempt
-	// failed. After an error, [New]'s loop calls Release with the value the
-	// attempt may have written (Grant.Value if set, else r.Value()), so an
-	// attempt whose reply was lost leaves nothing behind. Every attempt gets
-	// a fresh random token, unless the caller chose one.
+	// failed. After an error, [New]'s loop deletes the value the attempt may
+	// have written (Grant.Value if set, else r.Value()) with Release, through
+	// [CleanUp], in the background once ctx is done, so an attempt whose
+	// reply was lost leaves nothing behind. Every attempt gets a fresh random
+	// token, unless the caller chose one.
 	Acquire(ctx context.Context, r Request) (Grant, error)
 	// Refresh resets the expiry of key to ttl if it still holds value.
 	Refresh(ctx context.Context, key, value string, ttl time.Duration) (Grant, error)
@@ -162,7 +163,7 @@ func (l *locker) obtain(ctx context.Context, key string, ttl time.Duration, o op
 		sent := time.Now()
 		g, err := l.attempt(ctx, r, attempt, o.hooks)
 		if err == nil && r.Fencing && g.Fence <= 0 {
-			cleanup(ctx, l.s, key, cmp.Or(g.Value, r.Value()))
+			l.cleanUp(ctx, o.hooks, key, cmp.Or(g.Value, r.Value()))
 			name, _ := describe(l.s)
 			return nil, &ArgumentError{"fencing", "not supported by " + name + ": it issued no fencing token"}
 		}
@@ -181,9 +182,10 @@ func (l *locker) obtain(ctx context.Context, key string, ttl time.Duration, o op
 		}
 		if !errors.Is(err, ErrNotObtained) {
 			// The command may have been applied even though its reply was
-			// lost (a timeout, a cancelled context, a broken connection).
+			// lost (a timeout, a cancelled context, a broken connection):
+			// delete it, in the background once ctx is done.
 			if !g.Clean {
-				cleanup(ctx, l.s, key, cmp.Or(g.Value, r.Value()))
+				l.cleanUp(ctx, o.hooks, key, cmp.Or(g.Value, r.Value()))
 			}
 			if ended(ctx) {
 				return nil, notObtained(ctx)
@@ -224,21 +226,89 @@ func (a *acquisition) run(ctx context.Context) (err error) {
 	return err
 }
 
-// ReleaseTimeout bounds the clean-up that [Locker.Obtain] runs after an
-// attempt that may have been applied, and the release that [Do] runs after
-// fn, each on a context detached from the caller's.
+// ReleaseTimeout bounds how long [Do] waits for the release after fn, when
+// ctx allows that long (see Do).
 const ReleaseTimeout = time.Second
 
-// detach returns a context with ctx's values that survives its
-// cancellation, bounded by ReleaseTimeout.
-func detach(ctx context.Context) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.WithoutCancel(ctx), ReleaseTimeout)
+// CleanupTimeout bounds a clean-up ([CleanUp]), which runs on a context
+// detached from the caller's: long enough to outlast a short stall of the
+// server (a pause, a failover, a loaded machine), short enough that
+// clean-ups stuck on a dead server do not pile up. A key that a clean-up
+// could not delete expires at the end of its TTL.
+const CleanupTimeout = 5 * time.Second
+
+// cleanupRetry is how long CleanUp waits before it tries again after a
+// transport error.
+const cleanupRetry = 50 * time.Millisecond
+
+// CleanUp deletes what a request whose answer never came may have written
+// under key: it calls del, which deletes the key if it still holds the
+// request's value and returns nil or an error matching ErrNotHeld, until the
+// server has answered twice. It runs on a context with ctx's values that
+// survives its cancellation, bounded by [CleanupTimeout], and blocks until
+// it is done: call it in a goroutine of its own when the caller must not
+// wait. It returns nil, or why it gave up.
+//
+// Why twice: a request sent while the server is stalled (a SIGSTOP, a long
+// command) waits in its socket, and so does the delete sent after it on
+// another connection. When the server runs again, it may read both in the
+// same turn of its event loop, the delete first, and then the write lands
+// after the delete. The first answer shows that the server has run again
+// and worked through what was waiting; a second delete, sent after that
+// answer arrived, is read after it, and so after the write. Timeouts and
+// transport errors are not answers: del is tried again. A later holder's
+// lock is never deleted, because every attempt has its own value.
+//
+// Strategy authors: [Locker.Obtain] runs it after an attempt that failed
+// without an answer. A strategy that must finish a clean-up after its own
+// call returned (a multi-node strategy, for the nodes that had not answered
+// yet) calls it with the context of that call; the clean-up then goes
+// through the Op hooks of the Obtain or lock it belongs to, as Event.Op
+// "cleanup", when the strategy implements [NodeReporter], so that a clean-up
+// that gave up is seen.
+func CleanUp(ctx context.Context, key string, del func(context.Context) error) error {
+	sc, _ := ctx.Value(hooksKey{}).(*scope)
+	if sc == nil {
+		return cleanUp(ctx, nil, nil, key, del)
+	}
+	return cleanUp(ctx, sc.hs, sc.s, key, del)
 }
 
-func cleanup(ctx context.Context, s Strategy, key, value string) {
-	ctx, cancel := detach(ctx)
+// cleanUp is CleanUp, through the Op hooks hs with the events of s.
+func cleanUp(ctx context.Context, hs hookList, s Strategy, key string, del func(context.Context) error) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), CleanupTimeout)
 	defer cancel()
-	_ = s.Release(ctx, key, value) // best effort: the key expires anyway
+	run := func(ctx context.Context) error {
+		for answers := 0; answers < 2; {
+			err := del(ctx)
+			if err == nil || errors.Is(err, ErrNotHeld) {
+				answers++
+				continue
+			}
+			if ctx.Err() != nil || sleep(ctx, cleanupRetry) != nil {
+				return opError("cleanup", key, fmt.Errorf("gave up after %v: %w", CleanupTimeout, err))
+			}
+		}
+		return nil
+	}
+	if len(hs) == 0 {
+		return run(ctx)
+	}
+	return hs.wrap(ctx, s, hs.event(s, "cleanup", key), opHook, run)
+}
+
+// cleanUp deletes value, which the attempt may have written under key, with
+// CleanUp in the background, and waits for it while ctx allows.
+func (l *locker) cleanUp(ctx context.Context, hs hookList, key, value string) {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = cleanUp(ctx, hs, l.s, key, func(ctx context.Context) error { return l.s.Release(ctx, key, value) })
+	}()
+	select {
+	case <-done:
+	case <-ctx.Done():
+	}
 }
 
 // ended reports whether ctx is done or past its deadline: a driver can

@@ -163,54 +163,65 @@ type answer struct {
 
 // fan is the state that one fanOut shares with its goroutines.
 type fan struct {
-	ctx     context.Context // every node's, bounded by the timeout
-	cancel  context.CancelFunc
-	running atomic.Int32 // nodes whose op has not returned; the last cancels ctx
-	answers chan answer
-	// With an undo: decided is closed once the outcome is known, failed
-	// is set before that, and each node sends its index on undone once it
-	// has been undone (or needs no undo).
+	ctx      context.Context // every node's, bounded by the timeout
+	cancel   context.CancelFunc
+	running  atomic.Int32 // nodes whose op has not returned; the last cancels ctx
+	answers  chan answer
+	returned []chan struct{} // returned[i] is closed once node i's op has returned
+	idle     chan struct{}   // closed once every op has returned
+	// With an after: decided is closed once the outcome is known, failed
+	// is set before that, and each node sends its index on undone once
+	// after has run for it.
 	decided chan struct{}
 	failed  bool
 	undone  chan int
 }
 
-func (f *fan) run(ctx context.Context, i int, n node, op, undo func(ctx context.Context, i int, n node) error) {
+// after runs on node i right after its op returned with err, once the
+// outcome of the fan-out is known (failed), on the fan-out's goroutine of
+// that node, which the fan-out does not wait for unless the node answered.
+type after func(ctx context.Context, i int, n node, err error, failed bool)
+
+func (f *fan) run(ctx context.Context, i int, n node, op func(ctx context.Context, i int, n node) error, then after) {
 	err := op(f.ctx, i, n)
+	close(f.returned[i])
 	if f.running.Add(-1) == 0 {
 		f.cancel()
+		close(f.idle)
 	}
 	f.answers <- answer{i, err}
-	if undo != nil {
+	if then != nil {
 		<-f.decided
-		if f.failed {
-			_ = undo(ctx, i, n)
-		}
+		then(ctx, i, n, err, f.failed)
 		f.undone <- i
 	}
 }
 
 // fanOut runs op on every node at once, bounded by timeout (by the context
 // it gets, one deadline for all the nodes, and by a timer, in case a driver
-// does not honour the context). With decide, it returns as soon as
-// decide settles the outcome; without, once every node answered or timed
-// out. If the outcome is failure and undo is set, every node is undone
-// right after its own op returns (so that a late write cannot land after
-// its undo), and fanOut waits for the undo of the nodes that answered OK,
-// Taken or Expired; the others are undone in the background, which is safe
-// because every attempt has its own token.
+// does not honour the context) and by ctx. With decide, it returns as soon
+// as decide settles the outcome; without, once every node answered or
+// timed out. With then, it runs then on every node right after that node's
+// own op returned (so that a clean-up can never precede a late write), and
+// waits for it on the nodes that answered OK, Taken or Expired, while ctx
+// allows; the others go on in the background, which is safe because every
+// attempt has its own token. The fan it returns tells when each op
+// returned.
 func (s *Strategy) fanOut(ctx context.Context, timeout time.Duration,
-	op, undo func(ctx context.Context, i int, n node) error, decide func(tally) decision,
-) (res []*NodeError, failed bool) {
-	f := &fan{answers: make(chan answer, len(s.nodes))}
+	op func(ctx context.Context, i int, n node) error, then after, decide func(tally) decision,
+) (res []*NodeError, failed bool, f *fan) {
+	f = &fan{answers: make(chan answer, len(s.nodes)), returned: make([]chan struct{}, len(s.nodes)), idle: make(chan struct{})}
 	f.ctx, f.cancel = context.WithTimeout(ctx, timeout)
 	f.running.Store(int32(len(s.nodes)))
-	if undo != nil {
+	if then != nil {
 		f.decided = make(chan struct{})
 		f.undone = make(chan int, len(s.nodes))
 	}
+	for i := range s.nodes {
+		f.returned[i] = make(chan struct{})
+	}
 	for i, n := range s.nodes {
-		go f.run(ctx, i, n, op, undo)
+		go f.run(ctx, i, n, op, then)
 	}
 
 	res = make([]*NodeError, len(s.nodes))
@@ -222,6 +233,16 @@ func (s *Strategy) fanOut(ctx context.Context, timeout time.Duration,
 	t := tally{pending: len(s.nodes)}
 	late := time.NewTimer(timeout + timeout/2)
 	defer late.Stop()
+	timedOut := func(err error) {
+		for _, r := range res {
+			if r.Outcome == Pending {
+				r.Outcome, r.Err = Timeout, err
+				t.pending--
+				t.failed++
+			}
+		}
+	}
+	done := ctx.Done()
 	d := undecided
 	for t.pending > 0 && d == undecided {
 		select {
@@ -234,27 +255,23 @@ func (s *Strategy) fanOut(ctx context.Context, timeout time.Duration,
 			t.pending--
 			t.add(o)
 		case <-late.C:
-			for _, r := range res {
-				if r.Outcome == Pending {
-					r.Outcome, r.Err = Timeout, errNodeTimeout
-					t.pending--
-					t.failed++
-				}
-			}
+			timedOut(errNodeTimeout)
+		case <-done: // the caller's deadline, for a driver that does not honour it
+			timedOut(ctx.Err())
 		}
 		if decide != nil {
 			d = decide(t)
 		}
 	}
 	failed = d == failure
-	if undo != nil {
+	if then != nil {
 		f.failed = failed
 		close(f.decided)
 	}
 	for _, r := range res {
 		lock.ReportNode(ctx, r.Node, r.Outcome.String(), r.Err)
 	}
-	if failed && undo != nil {
+	if then != nil {
 		wait := 0
 		for _, r := range res {
 			if answered(r.Outcome) {
@@ -262,12 +279,17 @@ func (s *Strategy) fanOut(ctx context.Context, timeout time.Duration,
 			}
 		}
 		for wait > 0 {
-			if answered(res[<-f.undone].Outcome) {
-				wait--
+			select {
+			case i := <-f.undone:
+				if answered(res[i].Outcome) {
+					wait--
+				}
+			case <-done:
+				wait = 0 // the rest goes on in the background
 			}
 		}
 	}
-	return res, failed
+	return res, failed, f
 }
 
 // answered reports whether a node gave an answer about the key.

@@ -59,6 +59,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -85,7 +86,16 @@ type Strategy struct {
 	maxExtensions int           // -1: no limit
 	guard         time.Duration // restart quarantine; 0: off
 	now           func() time.Time
+
+	// inflight holds, by lockID, the fan-out of each lock obtained while
+	// some of its nodes' acquires were still on their way, until they
+	// returned: Release deletes on such a node only after its acquire.
+	inflight sync.Map
 }
+
+// lockID names a lock in Strategy.inflight: its key and value (which holds
+// the attempt's own token).
+func lockID(key, value string) string { return key + "\x00" + value }
 
 type node struct {
 	name string
@@ -245,14 +255,28 @@ func (s *Strategy) Acquire(ctx context.Context, r lock.Request) (lock.Grant, err
 	release := cas.NewDeletion(r.Key, value)
 	acquire := func(ctx context.Context, _ int, n node) error { return call.Run(ctx, n.conn) }
 	// Each node whose attempt is part of a failure is released right after
-	// that attempt returns, so a late SET cannot outlive its release.
-	undo := func(ctx context.Context, _ int, n node) error {
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
-		defer cancel()
-		return release.Run(ctx, n.conn)
+	// that attempt returns, so a late SET cannot outlive its release; a node
+	// still on its way when the caller's context ends is released in the
+	// background. A node that granted it needs one answered delete (its
+	// grant was the first answer, see lock.CleanUp); one that refused wrote
+	// nothing.
+	undo := func(ctx context.Context, _ int, n node, err error, failed bool) {
+		del := func(ctx context.Context) error { return release.Run(ctx, n.conn) }
+		switch o := outcome(err); {
+		case !failed, o == Taken, o == Restarting:
+			return
+		case o == OK:
+			ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
+			err := del(ctx)
+			cancel()
+			if err == nil || errors.Is(err, lock.ErrNotHeld) {
+				return
+			}
+		}
+		_ = lock.CleanUp(ctx, r.Key, del)
 	}
 	var elapsed time.Duration // set when a quorum answered too late
-	res, failed := s.fanOut(ctx, timeout, acquire, undo, func(t tally) decision {
+	res, failed, f := s.fanOut(ctx, timeout, acquire, undo, func(t tally) decision {
 		switch {
 		case t.ok >= s.quorum:
 			if e := s.now().Sub(start); r.TTL-e-drift <= 0 {
@@ -265,6 +289,14 @@ func (s *Strategy) Acquire(ctx context.Context, r lock.Request) (lock.Grant, err
 		}
 		return undecided
 	})
+	if !failed && slices.ContainsFunc(res, func(n *NodeError) bool { return n.Outcome == Pending }) {
+		id := lockID(r.Key, value)
+		s.inflight.Store(id, f)
+		go func() {
+			<-f.idle
+			s.inflight.CompareAndDelete(id, f)
+		}()
+	}
 	// On failure every node has been, or is being, released by fanOut.
 	cleaned := lock.Grant{Clean: true}
 	switch {
@@ -286,7 +318,7 @@ func (s *Strategy) Refresh(ctx context.Context, key, value string, ttl time.Dura
 		return lock.Grant{}, err
 	}
 	start := s.now()
-	res, _ := s.fanOut(ctx, timeout, func(ctx context.Context, _ int, n node) error {
+	res, _, _ := s.fanOut(ctx, timeout, func(ctx context.Context, _ int, n node) error {
 		_, err := n.s.Refresh(ctx, key, value, ttl)
 		return err
 	}, nil, nil)
@@ -299,12 +331,32 @@ func (s *Strategy) Refresh(ctx context.Context, key, value string, ttl time.Dura
 	return lock.Grant{Drift: drift}, nil
 }
 
-// Release implements [lock.Strategy]: it releases on all nodes.
+// Release implements [lock.Strategy]: it releases on all nodes. On a node
+// whose acquire was still on its way when the quorum was reached, it
+// releases once that acquire returned. A node that gives no answer in time
+// is released in the background (see [lock.CleanUp]), so that no key
+// outlives a Release that returned nil longer than that clean-up takes.
 func (s *Strategy) Release(ctx context.Context, key, value string) error {
 	release := cas.NewDeletion(key, value)
-	res, _ := s.fanOut(ctx, s.opTimeout(), func(ctx context.Context, _ int, n node) error {
+	var acq *fan
+	if f, ok := s.inflight.Load(lockID(key, value)); ok {
+		acq = f.(*fan)
+	}
+	del := func(ctx context.Context, i int, n node) error {
+		if acq != nil {
+			select {
+			case <-acq.returned[i]:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
 		return release.Run(ctx, n.conn)
-	}, nil, nil)
+	}
+	res, _, _ := s.fanOut(ctx, s.opTimeout(), del, func(ctx context.Context, i int, n node, err error, _ bool) {
+		if !answered(outcome(err)) {
+			_ = lock.CleanUp(ctx, key, func(ctx context.Context) error { return del(ctx, i, n) })
+		}
+	}, nil)
 	return s.held("release", res)
 }
 
@@ -312,7 +364,7 @@ func (s *Strategy) Release(ctx context.Context, key, value string) error {
 // nodes will hold the lock.
 func (s *Strategy) TTL(ctx context.Context, key, value string) (time.Duration, error) {
 	ttls := make([]time.Duration, len(s.nodes))
-	res, _ := s.fanOut(ctx, s.opTimeout(), func(ctx context.Context, i int, n node) (err error) {
+	res, _, _ := s.fanOut(ctx, s.opTimeout(), func(ctx context.Context, i int, n node) (err error) {
 		ttls[i], err = n.s.TTL(ctx, key, value)
 		return err
 	}, nil, nil)

@@ -1,0 +1,36 @@
+package lockotel_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"go.opentelemetry.io/otel/codes"
+
+	"github.com/locksmith-go/lock"
+	"github.com/locksmith-go/lock/internal/redistest"
+)
+
+// TestCleanupSpan: a clean-up that gave up, after an Obtain whose attempt
+// got no answer, is recorded as a lock.cleanup span with an error status,
+// although it ends after the Obtain returned and concerns no lock.
+func TestCleanupSpan(t *testing.T) {
+	t.Parallel() // it waits for the clean-up to give up, CleanupTimeout
+	r := newRecording(t)
+	l := r.wrap(singleLocker(t, redistest.ClosedAddr(t)))
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	if _, err := l.Obtain(ctx, "k", time.Minute); err == nil {
+		t.Fatal("Obtain from a closed port = nil, want an error")
+	}
+	end := time.Now().Add(lock.CleanupTimeout + 10*time.Second)
+	for len(r.ended("lock.cleanup")) == 0 && time.Now().Before(end) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	s := only(t, r.ended("lock.cleanup"), "lock.cleanup")
+	if s.Status().Code != codes.Error || !strings.Contains(s.Status().Description, "cleanup") {
+		t.Errorf("lock.cleanup status = %v %q, want Error, describing the clean-up", s.Status().Code, s.Status().Description)
+	}
+	t.Logf("lock.cleanup lasted %v: %q", s.EndTime().Sub(s.StartTime()).Round(time.Millisecond), s.Status().Description)
+}
