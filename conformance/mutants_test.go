@@ -31,7 +31,10 @@ import (
 //
 // Each mutant runs only the properties it is meant to kill, and each of
 // them must fail; every property of Run and RunDriver must be killed by at
-// least one mutant.
+// least one mutant. A mutant targets only the properties it fails whatever
+// the machine's load: acquire-overwrites also fails ExpiryFreesTheLock, but
+// only when no stall outlasts the short TTL, so acquire-ignores-ttl, which
+// fails it always, is the one that targets it.
 
 // Environment of a mutant's child process.
 const (
@@ -61,7 +64,7 @@ type mutant struct {
 
 var mutants = []mutant{
 	// Strategies.
-	{name: "acquire-overwrites", kills: []string{ExactlyOneWinner, MutualExclusion, ExpiryFreesTheLock, CallerChosenToken, KeyOfAnotherType},
+	{name: "acquire-overwrites", kills: []string{ExactlyOneWinner, MutualExclusion, CallerChosenToken, KeyOfAnotherType},
 		strategy: func(s *single.Strategy) lock.Strategy { return overwrites{s} }},
 	{name: "acquire-ignores-ttl", kills: []string{ExpiryFreesTheLock, NotHeldAfterExpiry, TTLReportsRemaining},
 		strategy: func(s *single.Strategy) lock.Strategy { return immortal{s} }},
@@ -284,9 +287,9 @@ func needs() map[string]string {
 	return m
 }
 
-// incomplete returns the harnesses of TestMissingCapability: unbroken, but
-// without the optional fields, and the same with the properties that need
-// them named in Harness.Skip.
+// incomplete returns the harnesses of TestMissingCapability, unbroken:
+// without the optional fields; the same with the properties that need them
+// named in Harness.Skip; and with a Harness.Skip that names no property.
 func incomplete() []mutant {
 	var names []string
 	skip := map[string]string{}
@@ -298,15 +301,18 @@ func incomplete() []mutant {
 	return []mutant{
 		{name: "no-capabilities", kills: names, bare: true},
 		{name: "no-capabilities-skipped", kills: names, bare: true, skip: skip},
+		{name: "skip-names-no-property", kills: []string{ReleaseFreesTheLock}, skip: map[string]string{"NoSuchProperty": "a typo"}},
 	}
 }
 
 // TestMissingCapability: a property that needs a Harness field that is not
 // set fails, naming the field; named in Harness.Skip, it skips with the
-// reason, and Run lists it.
+// reason, and Run lists it; a name in Harness.Skip that is no property
+// fails the run.
 func TestMissingCapability(t *testing.T) {
 	addr, _ := redistest.Addr(t)
-	bare, skipped := incomplete()[0], incomplete()[1]
+	cases := incomplete()
+	bare, skipped, typo := cases[0], cases[1], cases[2]
 
 	t.Run("fails, naming the field", func(t *testing.T) {
 		out, err := runChild(bare, addr)
@@ -346,6 +352,16 @@ func TestMissingCapability(t *testing.T) {
 		}
 		if t.Failed() {
 			t.Logf("the child's output:\n%s", out)
+		}
+	})
+
+	t.Run("a name in Harness.Skip that is no property fails the run", func(t *testing.T) {
+		out, err := runChild(typo, addr)
+		if err == nil {
+			t.Errorf("a run whose Harness.Skip names no property passed, want it to fail")
+		}
+		if want := `Harness.Skip names "NoSuchProperty", which is not a property of the suite`; !strings.Contains(out, want) {
+			t.Errorf("the run's output lacks %q\n%s", want, out)
 		}
 	})
 }
