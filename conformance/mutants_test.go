@@ -123,8 +123,15 @@ var mutants = []mutant{
 		conn: func(c driver.Conn) driver.Conn { return badAddr{c} }},
 }
 
-// TestMutants: every mutant fails the properties it targets, and every
-// property of the suite is targeted by at least one mutant.
+// controls are the harnesses of the mutants, unbroken: they pass every
+// property, so that a mutant's failures are its mutation's.
+var controls = []mutant{
+	{name: "unbroken"},
+	{name: "unbroken-driver", conn: func(c driver.Conn) driver.Conn { return c }},
+}
+
+// TestMutants: every mutant fails the properties it targets, every property
+// of the suite is targeted by at least one mutant, and the controls pass.
 func TestMutants(t *testing.T) {
 	t.Run("every property is killed by a mutant", func(t *testing.T) {
 		killed := map[string]bool{}
@@ -155,23 +162,34 @@ func TestMutants(t *testing.T) {
 	})
 
 	addr, _ := redistest.Addr(t)
-	outputs := make([]string, len(mutants))
+	children := slices.Concat(mutants, controls)
+	outputs := make([]string, len(children))
+	errs := make([]error, len(children))
 	var (
 		wg  sync.WaitGroup
 		sem = make(chan struct{}, concurrentChildren)
 	)
 	start := time.Now()
-	for i, m := range mutants {
+	for i, m := range children {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			sem <- struct{}{}
 			defer func() { <-sem }()
-			outputs[i], _ = runChild(m, addr) // the child fails: that is the point
+			outputs[i], errs[i] = runChild(m, addr)
 		}()
 	}
 	wg.Wait()
-	t.Logf("%d mutants in %v", len(mutants), time.Since(start).Round(time.Millisecond))
+	t.Logf("%d mutants and %d controls in %v", len(mutants), len(controls), time.Since(start).Round(time.Millisecond))
+
+	for i, c := range controls {
+		i += len(mutants)
+		t.Run(c.name, func(t *testing.T) {
+			if errs[i] != nil {
+				t.Errorf("the suite on the unbroken harness = %v, want it to pass; the child's output:\n%s", errs[i], outputs[i])
+			}
+		})
+	}
 
 	for i, m := range mutants {
 		t.Run(m.name, func(t *testing.T) {
@@ -190,10 +208,13 @@ func TestMutants(t *testing.T) {
 	}
 }
 
-// runChild runs m's targeted properties in a child process and returns its
-// output, and its error when it failed.
+// runChild runs m's targeted properties (all of them for a control) in a
+// child process and returns its output, and its error when it failed.
 func runChild(m mutant, addr string) (string, error) {
-	run := "^TestMutantRun$/^" + regexp.QuoteMeta(m.name) + "$/^(" + strings.Join(m.kills, "|") + ")$"
+	run := "^TestMutantRun$/^" + regexp.QuoteMeta(m.name) + "$"
+	if len(m.kills) > 0 {
+		run += "/^(" + strings.Join(m.kills, "|") + ")$"
+	}
 	cmd := exec.Command(os.Args[0], "-test.run", run, "-test.v", "-test.count=1", "-test.timeout=3m")
 	cmd.Env = append(os.Environ(), envMutant+"="+m.name, envAddr+"="+addr)
 	out, err := cmd.CombinedOutput()
@@ -219,7 +240,7 @@ func TestMutantRun(t *testing.T) {
 	if name == "" {
 		t.Skip("runs only in the child processes of TestMutants")
 	}
-	all := append(slices.Clip(mutants), incomplete()...)
+	all := slices.Concat(mutants, controls, incomplete())
 	i := slices.IndexFunc(all, func(m mutant) bool { return m.name == name })
 	if i < 0 {
 		t.Fatalf("no mutant named %q", name)
