@@ -31,7 +31,10 @@ import (
 //
 // Each mutant runs only the properties it is meant to kill, and each of
 // them must fail; every property of Run and RunDriver must be killed by at
-// least one mutant.
+// least one mutant. A mutant targets only the properties it fails whatever
+// the machine's load: acquire-overwrites also fails ExpiryFreesTheLock, but
+// only when no stall outlasts the short TTL, so acquire-ignores-ttl, which
+// fails it always, is the one that targets it.
 
 // Environment of a mutant's child process.
 const (
@@ -61,7 +64,7 @@ type mutant struct {
 
 var mutants = []mutant{
 	// Strategies.
-	{name: "acquire-overwrites", kills: []string{ExactlyOneWinner, MutualExclusion, ExpiryFreesTheLock, CallerChosenToken, KeyOfAnotherType},
+	{name: "acquire-overwrites", kills: []string{ExactlyOneWinner, MutualExclusion, CallerChosenToken, KeyOfAnotherType},
 		strategy: func(s *single.Strategy) lock.Strategy { return overwrites{s} }},
 	{name: "acquire-ignores-ttl", kills: []string{ExpiryFreesTheLock, NotHeldAfterExpiry, TTLReportsRemaining},
 		strategy: func(s *single.Strategy) lock.Strategy { return immortal{s} }},
@@ -120,8 +123,15 @@ var mutants = []mutant{
 		conn: func(c driver.Conn) driver.Conn { return badAddr{c} }},
 }
 
-// TestMutants: every mutant fails the properties it targets, and every
-// property of the suite is targeted by at least one mutant.
+// controls are the harnesses of the mutants, unbroken: they pass every
+// property, so that a mutant's failures are its mutation's.
+var controls = []mutant{
+	{name: "unbroken"},
+	{name: "unbroken-driver", conn: func(c driver.Conn) driver.Conn { return c }},
+}
+
+// TestMutants: every mutant fails the properties it targets, every property
+// of the suite is targeted by at least one mutant, and the controls pass.
 func TestMutants(t *testing.T) {
 	t.Run("every property is killed by a mutant", func(t *testing.T) {
 		killed := map[string]bool{}
@@ -152,23 +162,34 @@ func TestMutants(t *testing.T) {
 	})
 
 	addr, _ := redistest.Addr(t)
-	outputs := make([]string, len(mutants))
+	children := slices.Concat(mutants, controls)
+	outputs := make([]string, len(children))
+	errs := make([]error, len(children))
 	var (
 		wg  sync.WaitGroup
 		sem = make(chan struct{}, concurrentChildren)
 	)
 	start := time.Now()
-	for i, m := range mutants {
+	for i, m := range children {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			sem <- struct{}{}
 			defer func() { <-sem }()
-			outputs[i], _ = runChild(m, addr) // the child fails: that is the point
+			outputs[i], errs[i] = runChild(m, addr)
 		}()
 	}
 	wg.Wait()
-	t.Logf("%d mutants in %v", len(mutants), time.Since(start).Round(time.Millisecond))
+	t.Logf("%d mutants and %d controls in %v", len(mutants), len(controls), time.Since(start).Round(time.Millisecond))
+
+	for i, c := range controls {
+		i += len(mutants)
+		t.Run(c.name, func(t *testing.T) {
+			if errs[i] != nil {
+				t.Errorf("the suite on the unbroken harness = %v, want it to pass; the child's output:\n%s", errs[i], outputs[i])
+			}
+		})
+	}
 
 	for i, m := range mutants {
 		t.Run(m.name, func(t *testing.T) {
@@ -187,10 +208,13 @@ func TestMutants(t *testing.T) {
 	}
 }
 
-// runChild runs m's targeted properties in a child process and returns its
-// output, and its error when it failed.
+// runChild runs m's targeted properties (all of them for a control) in a
+// child process and returns its output, and its error when it failed.
 func runChild(m mutant, addr string) (string, error) {
-	run := "^TestMutantRun$/^" + regexp.QuoteMeta(m.name) + "$/^(" + strings.Join(m.kills, "|") + ")$"
+	run := "^TestMutantRun$/^" + regexp.QuoteMeta(m.name) + "$"
+	if len(m.kills) > 0 {
+		run += "/^(" + strings.Join(m.kills, "|") + ")$"
+	}
 	cmd := exec.Command(os.Args[0], "-test.run", run, "-test.v", "-test.count=1", "-test.timeout=3m")
 	cmd.Env = append(os.Environ(), envMutant+"="+m.name, envAddr+"="+addr)
 	out, err := cmd.CombinedOutput()
@@ -216,7 +240,7 @@ func TestMutantRun(t *testing.T) {
 	if name == "" {
 		t.Skip("runs only in the child processes of TestMutants")
 	}
-	all := append(slices.Clip(mutants), incomplete()...)
+	all := slices.Concat(mutants, controls, incomplete())
 	i := slices.IndexFunc(all, func(m mutant) bool { return m.name == name })
 	if i < 0 {
 		t.Fatalf("no mutant named %q", name)
@@ -284,9 +308,9 @@ func needs() map[string]string {
 	return m
 }
 
-// incomplete returns the harnesses of TestMissingCapability: unbroken, but
-// without the optional fields, and the same with the properties that need
-// them named in Harness.Skip.
+// incomplete returns the harnesses of TestMissingCapability, unbroken:
+// without the optional fields; the same with the properties that need them
+// named in Harness.Skip; and with a Harness.Skip that names no property.
 func incomplete() []mutant {
 	var names []string
 	skip := map[string]string{}
@@ -298,15 +322,18 @@ func incomplete() []mutant {
 	return []mutant{
 		{name: "no-capabilities", kills: names, bare: true},
 		{name: "no-capabilities-skipped", kills: names, bare: true, skip: skip},
+		{name: "skip-names-no-property", kills: []string{ReleaseFreesTheLock}, skip: map[string]string{"NoSuchProperty": "a typo"}},
 	}
 }
 
 // TestMissingCapability: a property that needs a Harness field that is not
 // set fails, naming the field; named in Harness.Skip, it skips with the
-// reason, and Run lists it.
+// reason, and Run lists it; a name in Harness.Skip that is no property
+// fails the run.
 func TestMissingCapability(t *testing.T) {
 	addr, _ := redistest.Addr(t)
-	bare, skipped := incomplete()[0], incomplete()[1]
+	cases := incomplete()
+	bare, skipped, typo := cases[0], cases[1], cases[2]
 
 	t.Run("fails, naming the field", func(t *testing.T) {
 		out, err := runChild(bare, addr)
@@ -346,6 +373,16 @@ func TestMissingCapability(t *testing.T) {
 		}
 		if t.Failed() {
 			t.Logf("the child's output:\n%s", out)
+		}
+	})
+
+	t.Run("a name in Harness.Skip that is no property fails the run", func(t *testing.T) {
+		out, err := runChild(typo, addr)
+		if err == nil {
+			t.Errorf("a run whose Harness.Skip names no property passed, want it to fail")
+		}
+		if want := `Harness.Skip names "NoSuchProperty", which is not a property of the suite`; !strings.Contains(out, want) {
+			t.Errorf("the run's output lacks %q\n%s", want, out)
 		}
 	})
 }

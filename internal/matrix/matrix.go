@@ -62,7 +62,9 @@ func harness(open func(t testing.TB) []driver.Conn, unreachable func(t testing.T
 // FromAddrs returns the combination whose lockers build makes from server
 // addresses, as the config tests do: addrs for NewLocker, as many closed
 // ports for NewUnreachable. Conns opens d's clients of addrs, for planting
-// and inspecting keys. build closes what it opens when t ends.
+// and inspecting keys. build closes what it opens when t ends. The caller
+// sets Harness.NewWithNilConn, which only it knows how to build: without it,
+// the suite fails NilDriver.
 func FromAddrs(name string, addrs []string, d redistest.Driver, build func(t *testing.T, addrs []string) lock.Locker) Combo {
 	return Combo{name, conformance.Harness{
 		NewLocker: func(t *testing.T) lock.Locker { return build(t, addrs) },
