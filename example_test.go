@@ -30,7 +30,7 @@ func newClientLocker() (lock.Locker, *redis.Client, func()) {
 	if err != nil {
 		log.Fatal(err)
 	}
-	client := redis.NewClient(&redis.Options{Addr: s.Addr()})
+	client := redis.NewClient(&redis.Options{Addr: s.Addr(), ContextTimeoutEnabled: true})
 	locker, err := single.New(goredis.New(client))
 	if err != nil {
 		log.Fatal(err)
@@ -47,7 +47,7 @@ func Example() {
 		log.Fatal(err)
 	}
 	defer s.Close()
-	client := redis.NewClient(&redis.Options{Addr: s.Addr()})
+	client := redis.NewClient(&redis.Options{Addr: s.Addr(), ContextTimeoutEnabled: true})
 	defer client.Close()
 
 	locker, err := single.New(goredis.New(client))

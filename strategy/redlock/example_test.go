@@ -66,9 +66,9 @@ func ExampleQuorumError() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	client := redis.NewClient(&redis.Options{Addr: srv.Addr(), MaxRetries: -1, DialerRetries: 1})
+	client := redis.NewClient(&redis.Options{Addr: srv.Addr(), ContextTimeoutEnabled: true, MaxRetries: -1, DialerRetries: 1})
 	defer client.Close()
-	down := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1, DialerRetries: 1}) // nothing listens there
+	down := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", ContextTimeoutEnabled: true, MaxRetries: -1, DialerRetries: 1}) // nothing listens there
 	defer down.Close()
 	defer srv.Close()
 
