@@ -141,12 +141,12 @@ func openRedigo(e Endpoint) (driver.Conn, io.Closer, error) {
 			return redigolib.DialContext(ctx, "tcp", e.Addr, opts...)
 		},
 		// A connection idle for a while may have been dropped (a server
-		// restart, an idle timeout): check it before use.
-		TestOnBorrow: func(conn redigolib.Conn, since time.Time) error {
+		// restart, an idle timeout): check it before use, within ctx.
+		TestOnBorrowContext: func(ctx context.Context, conn redigolib.Conn, since time.Time) error {
 			if time.Since(since) < time.Minute {
 				return nil
 			}
-			_, err := conn.Do("PING")
+			_, err := redigolib.DoContext(conn, ctx, "PING")
 			return err
 		},
 	}

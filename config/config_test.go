@@ -514,7 +514,7 @@ func init() {
 				return nil, nil, errors.New("third driver: cannot open")
 			}
 			thirdParty.endpoints = append(thirdParty.endpoints, e)
-			client := redis.NewClient(&redis.Options{Addr: e.Addr})
+			client := redis.NewClient(&redis.Options{Addr: e.Addr, ContextTimeoutEnabled: true})
 			return goredis.New(client), countingCloser{client}, nil
 		},
 	})

@@ -15,8 +15,9 @@ import (
 
 // RunDriver checks a [driver.Conn] as subtests of t: NX semantics, PX
 // expiry, nil-reply normalisation, script replies and the NOSCRIPT
-// fallback, errors passed through, and cancelled contexts. newConn returns
-// a connection to a server the test may write to.
+// fallback, errors passed through, cancelled contexts, and that
+// [driver.Check] (which strategy constructors call) accepts the Conn.
+// newConn returns a connection to a server the test may write to.
 func RunDriver(t *testing.T, newConn func(t *testing.T) driver.Conn) {
 	for _, p := range driverProperties {
 		t.Run(p.name, func(t *testing.T) {
@@ -42,6 +43,7 @@ var driverProperties = []struct {
 	{"ErrorsPassThrough", driverErrors},
 	{"CancelledContext", driverCancelled},
 	{"Addresser", driverAddresser},
+	{"Check", driverCheck},
 }
 
 // cleanKey returns a fresh key that is deleted when t ends.
@@ -228,5 +230,13 @@ func driverAddresser(t *testing.T, _ context.Context, c driver.Conn) {
 	}
 	if strings.ContainsAny(addr, " \t\n") {
 		t.Errorf("Addr() = %q, want host:port[,host:port...]", addr)
+	}
+}
+
+// driverCheck: strategy constructors accept a Conn that works, including a
+// driver.Validator's.
+func driverCheck(t *testing.T, _ context.Context, c driver.Conn) {
+	if err := driver.Check(c); err != nil {
+		t.Errorf("driver.Check = %v, want nil for a Conn that works", err)
 	}
 }

@@ -121,6 +121,8 @@ var mutants = []mutant{
 		conn: func(c driver.Conn) driver.Conn { return noContext{c} }},
 	{name: "addr-malformed", kills: []string{"Addresser"},
 		conn: func(c driver.Conn) driver.Conn { return badAddr{c} }},
+	{name: "refuses-itself", kills: []string{"Check"},
+		conn: func(c driver.Conn) driver.Conn { return selfRefusing{c} }},
 }
 
 // controls are the harnesses of the mutants, unbroken: they pass every
@@ -703,3 +705,9 @@ func (c noContext) Eval(_ context.Context, script string, keys []string, args ..
 type badAddr struct{ driver.Conn }
 
 func (badAddr) Addr() string { return "127.0.0.1 6379" }
+
+// selfRefusing works, but its Validate says it does not, so strategy
+// constructors would refuse it.
+type selfRefusing struct{ driver.Conn }
+
+func (selfRefusing) Validate() error { return errors.New("refused for no reason") }

@@ -8,13 +8,15 @@
 // Conn is the minimal command surface the strategies need. Everything the
 // adapters would otherwise repeat lives here, once: script hashing and
 // the EVALSHA-then-EVAL fallback ([Script]), reply normalisation, and the
-// nil-client check ([Check]). Optional capabilities are separate interfaces
-// that callers detect by type assertion, such as [Addresser]; adding one
-// never breaks an existing driver.
+// check of a Conn that strategy constructors run ([Check]). Optional
+// capabilities are separate interfaces that callers detect by type
+// assertion, such as [Addresser] and [Validator]; adding one never breaks an
+// existing driver.
 package driver
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"reflect"
 	"time"
@@ -84,14 +86,52 @@ func FromPTTL(ms int64) (ttl time.Duration, ok bool) {
 	return time.Duration(ms) * time.Millisecond, true
 }
 
-// Check returns an [*lock.ArgumentError] if c is nil, or a typed nil pointer
-// such as the (*goredis.Conn)(nil) that goredis.New(nil) returns.
+// Validator is an optional interface of a [Conn] that can tell, when it is
+// made, that it could not keep the contract of Conn: its client is nil, or
+// is configured to ignore the context's deadline. [Check], which every
+// strategy constructor calls, reports it.
+type Validator interface {
+	// Validate returns nil, or an error that says what is wrong with the
+	// client and which option to change. Such a Conn returns that error
+	// from its other methods too, without talking to Redis.
+	Validate() error
+}
+
+// Check returns an [*lock.ArgumentError] if c is nil, a typed nil pointer
+// such as (*goredis.Conn)(nil), or a [Validator] whose Validate fails (an
+// error that is not an ArgumentError becomes the Reason of one named
+// "conn").
 func Check(c Conn) error {
-	if c == nil {
-		return &lock.ArgumentError{Name: "conn", Reason: "must not be nil"}
+	if err := NotNil("conn", c); err != nil {
+		return err
 	}
-	if v := reflect.ValueOf(c); v.Kind() == reflect.Pointer && v.IsNil() {
-		return &lock.ArgumentError{Name: "conn", Reason: fmt.Sprintf("must not be a nil %T (was the client nil?)", c)}
+	v, ok := c.(Validator)
+	if !ok {
+		return nil
+	}
+	err := v.Validate()
+	var ae *lock.ArgumentError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &ae):
+		return ae
+	}
+	return &lock.ArgumentError{Name: "conn", Reason: err.Error()}
+}
+
+// NotNil returns an [*lock.ArgumentError] named name if v is nil, or a nil
+// pointer, func, map, slice or channel in an interface, such as a
+// (*redis.Client)(nil). Driver constructors use it to refuse a nil client.
+func NotNil(name string, v any) error {
+	if v == nil {
+		return &lock.ArgumentError{Name: name, Reason: "must not be nil"}
+	}
+	switch rv := reflect.ValueOf(v); rv.Kind() {
+	case reflect.Pointer, reflect.Func, reflect.Map, reflect.Slice, reflect.Chan, reflect.UnsafePointer:
+		if rv.IsNil() {
+			return &lock.ArgumentError{Name: name, Reason: fmt.Sprintf("must not be a nil %T", v)}
+		}
 	}
 	return nil
 }

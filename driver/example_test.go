@@ -38,8 +38,11 @@ func ExampleScript() {
 	// 10
 }
 
+// A go-redis client whose options would let a command outlive its
+// context's deadline is refused by every strategy constructor.
 func ExampleCheck() {
-	var c *goredis.Conn // what goredis.New(nil) returns
-	fmt.Println(driver.Check(c))
-	// Output: lock: invalid conn: must not be a nil *goredis.Conn (was the client nil?)
+	client := redis.NewClient(&redis.Options{Addr: "10.0.0.1:6379"}) // no ContextTimeoutEnabled
+	defer client.Close()
+	fmt.Println(driver.Check(goredis.New(client)))
+	// Output: lock: invalid go-redis client: redis.Options.ContextTimeoutEnabled must be true: without it go-redis bounds each command by its ReadTimeout (5s by default), not by the context's deadline
 }

@@ -3,9 +3,25 @@
 // It accepts any [redis.UniversalClient]: *redis.Client, *redis.ClusterClient,
 // a failover (Sentinel) client and *redis.Ring, with RESP2 or RESP3.
 //
-// Set ContextTimeoutEnabled in the client's options. Without it go-redis
-// bounds a command by its ReadTimeout (3s by default) rather than by the
-// context's deadline, so a stalled server holds a lock call for that long.
+// Every lock call must end by its context's deadline, whatever the server
+// does, so the client's options must let the context bound each command:
+//
+//   - ContextTimeoutEnabled must be true. Without it go-redis bounds a
+//     command by its ReadTimeout (5s by default, or never) rather than by
+//     the context's deadline, so a stalled server would hold a lock call
+//     that long.
+//   - ReadTimeout and WriteTimeout must not be -2, which turns off socket
+//     deadlines altogether, the context's too. -1 (no timeout of the
+//     client's own) is fine: the context bounds each command.
+//
+// [New] checks these in the options of the four client types above, and a
+// Conn over a client that fails them refuses to work: the strategy
+// constructors report its [*lock.ArgumentError], which names the option
+// (see [Conn.Validate]). Another implementation of UniversalClient, such as
+// a wrapper, cannot be checked; it must honour the context itself.
+//
+// go-redis dials a TLS connection with tls.DialWithDialer, which its
+// DialTimeout bounds but the context does not; keep DialTimeout short.
 package goredis
 
 import (
@@ -18,54 +34,142 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/locksmith-go/lock"
 	"github.com/locksmith-go/lock/driver"
 )
 
 // Conn is a [driver.Conn] over a go-redis client.
 type Conn struct {
-	c redis.UniversalClient
+	c   redis.UniversalClient
+	err error // from New: the client cannot be used
 }
 
 var (
 	_ driver.Conn      = (*Conn)(nil)
 	_ driver.Addresser = (*Conn)(nil)
+	_ driver.Validator = (*Conn)(nil)
 )
 
-// New returns a Conn that sends commands through c. It returns nil if c is
-// nil, which strategy constructors reject with a clear error.
+// New returns a Conn that sends commands through c. If c is nil, or its
+// options would let a command outlive its context (see the package doc),
+// the Conn reports it from Validate and from every command, and strategy
+// constructors refuse it.
 func New(c redis.UniversalClient) *Conn {
-	if c == nil {
-		return nil
-	}
-	return &Conn{c: c}
+	return &Conn{c: c, err: check(c)}
 }
+
+// check returns an *lock.ArgumentError if c is nil, or if its options let a
+// command outlive its context's deadline.
+func check(c redis.UniversalClient) error {
+	if err := driver.NotNil("go-redis client", c); err != nil {
+		return err
+	}
+	o, ok := optionsOf(c)
+	if !ok {
+		return nil // not ours to check: it must honour the context itself
+	}
+	invalid := func(option, reason string) error {
+		return &lock.ArgumentError{Name: "go-redis client", Reason: o.name + "." + option + " " + reason}
+	}
+	const noDeadlines = "must not be -2, which turns off socket deadlines, the context's too (-1 means no timeout of the client's own)"
+	switch {
+	case !o.contextTimeout:
+		return invalid("ContextTimeoutEnabled", "must be true: without it go-redis bounds each command by its ReadTimeout "+
+			"(5s by default), not by the context's deadline")
+	case o.readTimeout == -2:
+		return invalid("ReadTimeout", noDeadlines)
+	case o.writeTimeout == -2:
+		return invalid("WriteTimeout", noDeadlines)
+	}
+	return nil
+}
+
+// options are the settings of a go-redis client that decide whether a
+// command ends by its context's deadline, with timeouts as the user gave
+// them.
+type options struct {
+	name                      string // the options type, such as "redis.Options"
+	contextTimeout            bool
+	readTimeout, writeTimeout time.Duration
+}
+
+// optionsOf returns the options of the client types go-redis provides.
+func optionsOf(c redis.UniversalClient) (options, bool) {
+	switch cl := c.(type) {
+	case *redis.Client:
+		o := cl.Options()
+		name := "redis.Options"
+		if o.Addr == "FailoverClient" {
+			name = "redis.FailoverOptions"
+		}
+		// NewClient has applied go-redis's defaults, which turn a timeout
+		// of -1 (none) into 0 and -2 (no socket deadlines) into -1.
+		return options{name, o.ContextTimeoutEnabled, given(o.ReadTimeout), given(o.WriteTimeout)}, true
+	case *redis.ClusterClient:
+		o := cl.Options()
+		return options{"redis.ClusterOptions", o.ContextTimeoutEnabled, o.ReadTimeout, o.WriteTimeout}, true
+	case *redis.Ring:
+		o := cl.Options()
+		return options{"redis.RingOptions", o.ContextTimeoutEnabled, o.ReadTimeout, o.WriteTimeout}, true
+	}
+	return options{}, false
+}
+
+// given returns the timeout a user gave that go-redis's defaults turned
+// into d, as far as deadlines go: -2 for -1.
+func given(d time.Duration) time.Duration {
+	if d == -1 {
+		return -2
+	}
+	return d
+}
+
+// Validate implements [driver.Validator]: it returns the
+// [*lock.ArgumentError] that New found, naming the option to change, or
+// nil.
+func (c *Conn) Validate() error { return c.err }
 
 // Client returns the underlying go-redis client.
 func (c *Conn) Client() redis.UniversalClient { return c.c }
 
 // SetNX implements [driver.Conn].
 func (c *Conn) SetNX(ctx context.Context, key, value string, ttl time.Duration) (bool, error) {
+	if c.err != nil {
+		return false, c.err
+	}
 	return c.c.SetNX(ctx, key, value, ttl).Result()
 }
 
 // Get implements [driver.Conn].
 func (c *Conn) Get(ctx context.Context, key string) (string, bool, error) {
+	if c.err != nil {
+		return "", false, c.err
+	}
 	return stringOK(c.c.Get(ctx, key).Result())
 }
 
 // GetSet implements [driver.Conn].
 func (c *Conn) GetSet(ctx context.Context, key, value string) (string, bool, error) {
+	if c.err != nil {
+		return "", false, c.err
+	}
 	return stringOK(c.c.GetSet(ctx, key, value).Result())
 }
 
 // Del implements [driver.Conn].
 func (c *Conn) Del(ctx context.Context, key string) (bool, error) {
+	if c.err != nil {
+		return false, c.err
+	}
 	n, err := c.c.Del(ctx, key).Result()
 	return n > 0, err
 }
 
 // PTTL implements [driver.Conn].
 func (c *Conn) PTTL(ctx context.Context, key string) (time.Duration, bool, error) {
+	if c.err != nil {
+		return 0, false, c.err
+	}
 	d, err := c.c.PTTL(ctx, key).Result()
 	if err != nil {
 		return 0, false, err
@@ -79,17 +183,26 @@ func (c *Conn) PTTL(ctx context.Context, key string) (time.Duration, bool, error
 
 // EvalSha implements [driver.Conn].
 func (c *Conn) EvalSha(ctx context.Context, sha1 string, keys []string, args ...any) (any, error) {
+	if c.err != nil {
+		return nil, c.err
+	}
 	return nilReply(c.c.EvalSha(ctx, sha1, keys, args...).Result())
 }
 
 // Eval implements [driver.Conn].
 func (c *Conn) Eval(ctx context.Context, src string, keys []string, args ...any) (any, error) {
+	if c.err != nil {
+		return nil, c.err
+	}
 	return nilReply(c.c.Eval(ctx, src, keys, args...).Result())
 }
 
 // Addr implements [driver.Addresser]. It is empty for a failover client,
-// whose master moves.
+// whose master moves, and for a client New refused.
 func (c *Conn) Addr() string {
+	if c.err != nil {
+		return ""
+	}
 	switch cl := c.c.(type) {
 	case *redis.Client:
 		if addr := cl.Options().Addr; addr != "FailoverClient" {

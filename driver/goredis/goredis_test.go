@@ -3,8 +3,9 @@ package goredis_test
 import (
 	"context"
 	"errors"
+	"reflect"
+	"strings"
 	"testing"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -51,18 +52,8 @@ func TestRunDriver(t *testing.T) {
 }
 
 func TestNew(t *testing.T) {
-	t.Run("a nil client gives a nil Conn that strategies reject", func(t *testing.T) {
-		if c := goredis.New(nil); c != nil {
-			t.Fatalf("New(nil) = %v, want nil", c)
-		}
-		_, err := single.New(goredis.New(nil))
-		var ae *lock.ArgumentError
-		if !errors.As(err, &ae) || ae.Name != "conn" {
-			t.Errorf("single.New(goredis.New(nil)) = %v, want an ArgumentError naming conn", err)
-		}
-	})
 	t.Run("Client returns the wrapped client", func(t *testing.T) {
-		c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
+		c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", ContextTimeoutEnabled: true})
 		defer c.Close()
 		if got := goredis.New(c).Client(); got != c {
 			t.Errorf("Client() = %p, want %p", got, c)
@@ -70,16 +61,80 @@ func TestNew(t *testing.T) {
 	})
 }
 
-// TestContextDeadline: with ContextTimeoutEnabled (which the package doc
-// asks for), a command to a paused server ends at the context's deadline.
-func TestContextDeadline(t *testing.T) {
-	srv := redistest.Start(t, 1)[0]
-	c := goredis.New(redistest.GoRedis(t, srv.Addr, 3))
-	srv.Pause()
-	defer srv.Resume()
-	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
-	defer cancel()
-	if _, _, err := c.Get(ctx, "k"); err == nil {
-		t.Fatalf("Get on a paused server = nil error, want a timeout")
+// TestRefusedClients: New refuses a nil client, and one whose options let a
+// command outlive its context's deadline. The strategy constructors report
+// an *lock.ArgumentError that names the option, and the Conn's commands
+// return it without talking to Redis (or panicking).
+func TestRefusedClients(t *testing.T) {
+	const unreachable = "127.0.0.1:1" // never dialled: the Conn refuses first
+	for _, tc := range []struct {
+		name   string
+		client redis.UniversalClient
+		reason string
+	}{
+		{"nil", nil, "must not be nil"},
+		{"nil *redis.Client", (*redis.Client)(nil), "must not be a nil *redis.Client"},
+		{"nil *redis.ClusterClient", (*redis.ClusterClient)(nil), "must not be a nil *redis.ClusterClient"},
+		{"nil *redis.Ring", (*redis.Ring)(nil), "must not be a nil *redis.Ring"},
+		{"Client without ContextTimeoutEnabled", redis.NewClient(&redis.Options{Addr: unreachable}),
+			"redis.Options.ContextTimeoutEnabled must be true"},
+		{"Client with ReadTimeout -2", redis.NewClient(&redis.Options{Addr: unreachable, ContextTimeoutEnabled: true, ReadTimeout: -2}),
+			"redis.Options.ReadTimeout must not be -2"},
+		{"Client with WriteTimeout -2", redis.NewClient(&redis.Options{Addr: unreachable, ContextTimeoutEnabled: true, WriteTimeout: -2}),
+			"redis.Options.WriteTimeout must not be -2"},
+		{"FailoverClient without ContextTimeoutEnabled", redis.NewFailoverClient(&redis.FailoverOptions{MasterName: "m", SentinelAddrs: []string{unreachable}}),
+			"redis.FailoverOptions.ContextTimeoutEnabled must be true"},
+		{"ClusterClient without ContextTimeoutEnabled", redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{unreachable}}),
+			"redis.ClusterOptions.ContextTimeoutEnabled must be true"},
+		{"ClusterClient with ReadTimeout -2", redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{unreachable}, ContextTimeoutEnabled: true, ReadTimeout: -2}),
+			"redis.ClusterOptions.ReadTimeout must not be -2"},
+		{"Ring without ContextTimeoutEnabled", redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": unreachable}}),
+			"redis.RingOptions.ContextTimeoutEnabled must be true"},
+		{"Ring with WriteTimeout -2", redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": unreachable}, ContextTimeoutEnabled: true, WriteTimeout: -2}),
+			"redis.RingOptions.WriteTimeout must not be -2"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.client != nil && !reflect.ValueOf(tc.client).IsNil() {
+				defer tc.client.Close()
+			}
+			conn := goredis.New(tc.client)
+			l, err := single.New(conn)
+			var ae *lock.ArgumentError
+			if l != nil || !errors.As(err, &ae) || ae.Name != "go-redis client" || !strings.HasPrefix(ae.Reason, tc.reason) {
+				t.Fatalf("single.New = %v, %v; want nil and an ArgumentError naming the go-redis client: %s...", l, err, tc.reason)
+			}
+			t.Log(err)
+			if _, _, err := conn.Get(context.Background(), "k"); err != conn.Validate() {
+				t.Errorf("Get = %v, want Validate's error %v", err, conn.Validate())
+			}
+			if addr := conn.Addr(); addr != "" {
+				t.Errorf("Addr() = %q, want \"\"", addr)
+			}
+		})
+	}
+}
+
+// TestAcceptedClients: timeouts of -1 (none of the client's own) leave the
+// context to bound each command; another UniversalClient cannot be checked,
+// and is accepted.
+func TestAcceptedClients(t *testing.T) {
+	const unreachable = "127.0.0.1:1"
+	type wrapper struct{ *redis.Client } // a UniversalClient that is none of go-redis's
+	for _, tc := range []struct {
+		name   string
+		client redis.UniversalClient
+	}{
+		{"Client with defaults", redis.NewClient(&redis.Options{Addr: unreachable, ContextTimeoutEnabled: true})},
+		{"Client with timeouts -1", redis.NewClient(&redis.Options{Addr: unreachable, ContextTimeoutEnabled: true, ReadTimeout: -1, WriteTimeout: -1})},
+		{"ClusterClient with timeouts -1", redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{unreachable}, ContextTimeoutEnabled: true, ReadTimeout: -1, WriteTimeout: -1})},
+		{"Ring with timeouts -1", redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": unreachable}, ContextTimeoutEnabled: true, ReadTimeout: -1, WriteTimeout: -1})},
+		{"another implementation", wrapper{redis.NewClient(&redis.Options{Addr: unreachable})}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			defer tc.client.Close()
+			if err := driver.Check(goredis.New(tc.client)); err != nil {
+				t.Errorf("driver.Check = %v, want nil", err)
+			}
+		})
 	}
 }

@@ -2,7 +2,23 @@
 //
 // It accepts a *redis.Pool, or anything else that hands out connections with
 // GetContext. Every command runs with redis.DoContext, so it honours the
-// context's deadline and cancellation.
+// context's deadline and cancellation, whatever the connection's read
+// timeout.
+//
+// Every lock call must end by its context's deadline, whatever the server
+// does, so a *redis.Pool must not run anything that takes no context:
+//
+//   - DialContext must be set, and Dial is not used. Pool.Dial takes no
+//     context: a dial to an unreachable server, or the AUTH or SELECT that
+//     redis.Dial sends to a stalled one, would outlast the deadline (for
+//     ever, with no read timeout).
+//   - TestOnBorrow must be nil, for the same reason. TestOnBorrowContext is
+//     fine; send its PING with redis.DoContext.
+//
+// [New] checks these, and a Conn over a pool that fails them refuses to
+// work: the strategy constructors report its [*lock.ArgumentError], which
+// names the field (see [Conn.Validate]). Another Pool implementation cannot
+// be checked; its GetContext must honour the context itself.
 package redigo
 
 import (
@@ -12,6 +28,7 @@ import (
 
 	"github.com/gomodule/redigo/redis"
 
+	"github.com/locksmith-go/lock"
 	"github.com/locksmith-go/lock/driver"
 )
 
@@ -26,11 +43,13 @@ type Pool interface {
 type Conn struct {
 	p    Pool
 	addr string
+	err  error // from New: the pool cannot be used
 }
 
 var (
 	_ driver.Conn      = (*Conn)(nil)
 	_ driver.Addresser = (*Conn)(nil)
+	_ driver.Validator = (*Conn)(nil)
 )
 
 // Option configures a Conn.
@@ -41,19 +60,41 @@ type Option func(*Conn)
 // telemetry reports it.
 func WithAddr(addr string) Option { return func(c *Conn) { c.addr = addr } }
 
-// New returns a Conn that takes a connection from p for every command. It
-// returns nil if p is nil, which strategy constructors reject with a clear
-// error.
+// New returns a Conn that takes a connection from p for every command. If
+// p is nil, or is a *redis.Pool that would run something the context does
+// not bound (see the package doc), the Conn reports it from Validate and
+// from every command, and strategy constructors refuse it.
 func New(p Pool, opts ...Option) *Conn {
-	if p == nil {
-		return nil
-	}
-	c := &Conn{p: p}
+	c := &Conn{p: p, err: check(p)}
 	for _, opt := range opts {
 		opt(c)
 	}
 	return c
 }
+
+// check returns an *lock.ArgumentError if p is nil, or is a *redis.Pool
+// with a function that takes no context.
+func check(p Pool) error {
+	if err := driver.NotNil("redigo pool", p); err != nil {
+		return err
+	}
+	rp, ok := p.(*redis.Pool)
+	switch {
+	case !ok:
+		return nil // not ours to check: it must honour the context itself
+	case rp.DialContext == nil:
+		return &lock.ArgumentError{Name: "redigo pool", Reason: "redis.Pool.DialContext must be set: Pool.Dial takes no context, " +
+			"so a dial, and the AUTH or SELECT it sends, would not end by the caller's deadline"}
+	case rp.TestOnBorrow != nil:
+		return &lock.ArgumentError{Name: "redigo pool", Reason: "redis.Pool.TestOnBorrow must be nil: it takes no context, " +
+			"so a command it sends would not end by the caller's deadline; use TestOnBorrowContext, with redis.DoContext"}
+	}
+	return nil
+}
+
+// Validate implements [driver.Validator]: it returns the
+// [*lock.ArgumentError] that New found, naming the field to change, or nil.
+func (c *Conn) Validate() error { return c.err }
 
 // Addr implements [driver.Addresser]: the address given with WithAddr, or "".
 func (c *Conn) Addr() string { return c.addr }
@@ -62,6 +103,9 @@ func (c *Conn) Addr() string { return c.addr }
 // command, the error is ctx's, whichever of redigo's read timeout (set from
 // the deadline) or its context check fired first.
 func (c *Conn) do(ctx context.Context, cmd string, args ...any) (any, error) {
+	if c.err != nil {
+		return nil, c.err
+	}
 	// redigo's DoContext sends the command even on a context that is
 	// already done, and returns only the context's error.
 	if err := ctx.Err(); err != nil {

@@ -3,6 +3,7 @@ package redigo_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -34,14 +35,61 @@ func (g getContext) GetContext(ctx context.Context) (redigoredis.Conn, error) {
 	return g.p.GetContext(ctx)
 }
 
-func TestNew(t *testing.T) {
-	if c := redigo.New(nil); c != nil {
-		t.Fatalf("New(nil) = %v, want nil", c)
+// TestRefusedPools: New refuses a nil pool, and a *redis.Pool that would
+// run a function that takes no context. The strategy constructors report an
+// *lock.ArgumentError that names the field, and the Conn's commands return
+// it without talking to Redis (or panicking).
+func TestRefusedPools(t *testing.T) {
+	dial := func() (redigoredis.Conn, error) { return nil, errors.New("never dialled") }
+	dialContext := func(context.Context) (redigoredis.Conn, error) { return nil, errors.New("never dialled") }
+	for _, tc := range []struct {
+		name   string
+		pool   redigo.Pool
+		reason string
+	}{
+		{"nil", nil, "must not be nil"},
+		{"nil *redis.Pool", (*redigoredis.Pool)(nil), "must not be a nil *redis.Pool"},
+		{"nil Pool of another type", (*recordingPool)(nil), "must not be a nil *redigo_test.recordingPool"},
+		{"Dial without DialContext", &redigoredis.Pool{Dial: dial}, "redis.Pool.DialContext must be set"},
+		{"no dial function", &redigoredis.Pool{}, "redis.Pool.DialContext must be set"},
+		{"TestOnBorrow", &redigoredis.Pool{DialContext: dialContext, TestOnBorrow: func(redigoredis.Conn, time.Time) error { return nil }},
+			"redis.Pool.TestOnBorrow must be nil"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			conn := redigo.New(tc.pool)
+			l, err := single.New(conn)
+			var ae *lock.ArgumentError
+			if l != nil || !errors.As(err, &ae) || ae.Name != "redigo pool" || !strings.HasPrefix(ae.Reason, tc.reason) {
+				t.Fatalf("single.New = %v, %v; want nil and an ArgumentError naming the redigo pool: %s...", l, err, tc.reason)
+			}
+			t.Log(err)
+			if _, _, err := conn.Get(context.Background(), "k"); err != conn.Validate() {
+				t.Errorf("Get = %v, want Validate's error %v", err, conn.Validate())
+			}
+		})
 	}
-	_, err := single.New(redigo.New(nil))
-	var ae *lock.ArgumentError
-	if !errors.As(err, &ae) || ae.Name != "conn" {
-		t.Errorf("single.New(redigo.New(nil)) = %v, want an ArgumentError naming conn", err)
+}
+
+// TestAcceptedPools: a *redis.Pool whose functions all take the context,
+// and any other Pool, which cannot be checked.
+func TestAcceptedPools(t *testing.T) {
+	dialContext := func(context.Context) (redigoredis.Conn, error) { return nil, errors.New("never dialled") }
+	for _, tc := range []struct {
+		name string
+		pool redigo.Pool
+	}{
+		{"DialContext", &redigoredis.Pool{DialContext: dialContext}},
+		{"DialContext, and Dial that is not used", &redigoredis.Pool{DialContext: dialContext,
+			Dial: func() (redigoredis.Conn, error) { return nil, errors.New("never dialled") }}},
+		{"TestOnBorrowContext", &redigoredis.Pool{DialContext: dialContext,
+			TestOnBorrowContext: func(context.Context, redigoredis.Conn, time.Time) error { return nil }}},
+		{"another Pool", getContext{&redigoredis.Pool{Dial: func() (redigoredis.Conn, error) { return nil, errors.New("never dialled") }}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if err := driver.Check(redigo.New(tc.pool)); err != nil {
+				t.Errorf("driver.Check = %v, want nil", err)
+			}
+		})
 	}
 }
 

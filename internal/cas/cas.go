@@ -1,13 +1,17 @@
 // Package cas holds the compare-and-act scripts that strategies share: each
 // acts on a key only while it holds the caller's value, atomically, and
 // tells "gone" from "held by another value". GET fails with WRONGTYPE on a
-// key of another type, so a misused key gives a clear error.
+// key of another type, so a misused key gives a clear error. A call whose
+// pooled connection turns out dead is sent once more (see call.run).
 package cas
 
 import (
 	"context"
 	"errors"
+	"io"
+	"net"
 	"strconv"
+	"syscall"
 	"time"
 
 	"github.com/locksmith-go/lock"
@@ -116,8 +120,42 @@ type call struct {
 	args   []any
 }
 
+// run runs the call on conn. A call that fails because its connection was
+// dead (see deadConn) is sent once more, on another connection, while ctx
+// lasts: a pool can hand out a connection that the server closed while it
+// sat idle, for example across a restart, and the error would then be a
+// bare EOF rather than the answer of the live server.
+//
+// Every call is safe to send twice, even if the first one was applied and
+// only its reply lost. An acquisition finds the key holding our value and
+// resets its TTL; a fenced one increments the counter once more, and fencing
+// tokens only need to increase. A deletion finds the key gone and reports
+// ErrExpired; a PEXPIRE resets the same TTL; a PTTL only reads. A Set finds
+// the key holding next, not value, and reports ErrTaken: the caller then
+// treats as lost a lock it holds under next, which is what its next
+// Refresh would find anyway, never the other way round.
 func (c call) run(ctx context.Context, conn driver.Conn) (int64, error) {
-	return c.script.Int(ctx, conn, c.keys, c.args...)
+	n, err := c.script.Int(ctx, conn, c.keys, c.args...)
+	if err != nil && deadConn(err) && ctx.Err() == nil {
+		n, err = c.script.Int(ctx, conn, c.keys, c.args...)
+	}
+	return n, err
+}
+
+// deadConn reports whether err says that the connection was closed or reset
+// by its peer. It is false for timeouts: a command that timed out may still
+// be on its way, and ctx's deadline is the caller's to keep.
+func deadConn(err error) bool {
+	var timeout interface{ Timeout() bool }
+	if errors.As(err, &timeout) && timeout.Timeout() {
+		return false
+	}
+	for _, dead := range []error{io.EOF, io.ErrUnexpectedEOF, net.ErrClosed, syscall.ECONNRESET, syscall.ECONNABORTED, syscall.EPIPE} {
+		if errors.Is(err, dead) {
+			return true
+		}
+	}
+	return false
 }
 
 // Acquisition is the call of an acquire, for any number of nodes.
@@ -148,7 +186,7 @@ func Acquire(ctx context.Context, c driver.Conn, key, value string, ttl time.Dur
 // the same script, and returns its new value: the fencing token. On a
 // Cluster, fenceKey must be in key's hash slot.
 func AcquireFenced(ctx context.Context, c driver.Conn, key, fenceKey, value string, ttl time.Duration) (int64, error) {
-	n, err := fencedScript.Int(ctx, c, []string{key, fenceKey}, value, ttl.Milliseconds())
+	n, err := call{fencedScript, []string{key, fenceKey}, []any{value, ttl.Milliseconds()}}.run(ctx, c)
 	if err := acquired(n, err); err != nil {
 		return 0, err
 	}
@@ -185,13 +223,13 @@ func Delete(ctx context.Context, c driver.Conn, key, value string) error {
 
 // PExpire sets key's TTL if it holds value.
 func PExpire(ctx context.Context, c driver.Conn, key, value string, ttl time.Duration) error {
-	return owned(pexpireScript.Int(ctx, c, []string{key}, value, ttl.Milliseconds()))
+	return owned(call{pexpireScript, []string{key}, []any{value, ttl.Milliseconds()}}.run(ctx, c))
 }
 
 // PTTL returns key's TTL if it holds value; it is negative when the key has
 // no expiry.
 func PTTL(ctx context.Context, c driver.Conn, key, value string) (time.Duration, error) {
-	ms, err := pttlScript.Int(ctx, c, []string{key}, value)
+	ms, err := call{pttlScript, []string{key}, []any{value}}.run(ctx, c)
 	if err := owned(ms, err); err != nil {
 		return 0, err
 	}
@@ -201,7 +239,7 @@ func PTTL(ctx context.Context, c driver.Conn, key, value string) (time.Duration,
 // Set replaces value with next if key holds value, expiring after ttl (no
 // expiry when ttl is 0).
 func Set(ctx context.Context, c driver.Conn, key, value, next string, ttl time.Duration) error {
-	return owned(setScript.Int(ctx, c, []string{key}, value, next, ttl.Milliseconds()))
+	return owned(call{setScript, []string{key}, []any{value, next, ttl.Milliseconds()}}.run(ctx, c))
 }
 
 // owned turns a script reply into nil, ErrExpired, ErrTaken or err.

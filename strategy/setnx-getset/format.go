@@ -18,7 +18,8 @@ import (
 type Format interface {
 	// Encode returns the value of a lock taken at now for ttl: its expiry
 	// timestamp, as the fleet's clients write it. The timestamp must not
-	// be earlier than now+ttl.
+	// be earlier than now+ttl: the strategy reads it back with Decode
+	// before writing it, and refuses the TTL if it is not.
 	Encode(now time.Time, ttl time.Duration) string
 	// Decode parses a stored value into the time the lock expires; ok is
 	// false if s is not a timestamp of this format.
@@ -89,9 +90,12 @@ func (floatSeconds) Decode(s string) (time.Time, bool) { return parse(s, time.Se
 
 func (floatSeconds) String() string { return "float-seconds" }
 
-// maxUnixNano is the latest time parse accepts, around year 2116; later
-// values are not timestamps (a millisecond value read as seconds lands there).
+// maxUnixNano is the latest time parse accepts, latest, in 2116; later
+// values are not timestamps (a millisecond value read as seconds lands
+// there). The strategy refuses a TTL that would end after it.
 const maxUnixNano = 1 << 62
+
+var latest = time.Unix(0, maxUnixNano).UTC()
 
 // parse reads a count of unit since the epoch, as integer or decimal text
 // (exactly, to the nanosecond) or any other float text, with surrounding

@@ -44,6 +44,12 @@
 //   - A timestamp far in the future, written by a client whose clock runs
 //     ahead, holds the lock until it passes, as it would for legacy
 //     clients: delete the key to free it.
+//   - A TTL that is not more than the clock skew (the lock would come back
+//     with its ValidUntil passed), or too long for the format, is refused
+//     with an *lock.ArgumentError before anything is written. Too long means
+//     that the timestamp the format writes does not read back as the
+//     lock's expiry or later: past 2116 for the built-in formats; a custom
+//     Format is checked the same way.
 //
 // The value is a timestamp, not a secret token: two locks taken in the same
 // second (or millisecond) store the same value, so metadata and
@@ -146,20 +152,29 @@ func (s *Strategy) String() string { return "setnx-getset" }
 // Addr returns the server's address, where the driver knows it.
 func (s *Strategy) Addr() string { return driver.Addr(s.conn) }
 
-// Acquire implements [lock.Strategy].
+// Acquire implements [lock.Strategy]. It refuses, with an
+// [*lock.ArgumentError] and before writing anything, a TTL that is not more
+// than the clock skew, or too long for the format.
 func (s *Strategy) Acquire(ctx context.Context, r lock.Request) (lock.Grant, error) {
+	refused := lock.Grant{Clean: true} // nothing was written
 	switch {
 	case r.Metadata != "":
-		return lock.Grant{}, &lock.ArgumentError{Name: "metadata", Reason: "not supported: the value is a bare timestamp, which legacy readers parse"}
+		return refused, &lock.ArgumentError{Name: "metadata", Reason: "not supported: the value is a bare timestamp, which legacy readers parse"}
 	case r.CallerToken:
-		return lock.Grant{}, &lock.ArgumentError{Name: "token", Reason: "not supported: the value is the expiry timestamp"}
+		return refused, &lock.ArgumentError{Name: "token", Reason: "not supported: the value is the expiry timestamp"}
 	case r.Fencing:
-		return lock.Grant{}, &lock.ArgumentError{Name: "fencing", Reason: "not supported by setnx-getset: legacy clients take the lock without a counter, " +
+		return refused, &lock.ArgumentError{Name: "fencing", Reason: "not supported by setnx-getset: legacy clients take the lock without a counter, " +
 			"so no token could order their holders and ours; fence with the single strategy once the fleet has moved to it"}
+	}
+	if err := s.checkTTL(r.TTL); err != nil {
+		return refused, err
 	}
 	for range 3 { // the key can vanish between SETNX and GET: start again
 		now := s.now()
-		value := s.format.Encode(now, r.TTL)
+		value, err := s.encode(now, r.TTL)
+		if err != nil {
+			return refused, err
+		}
 		ok, err := s.conn.SetNX(ctx, r.Key, value, s.safetyTTL(value, now))
 		if err != nil {
 			return lostReply, err
@@ -201,7 +216,10 @@ func (s *Strategy) current(ctx context.Context, key string) (held string, gone b
 // takeOver replaces the expired value held with GETSET.
 func (s *Strategy) takeOver(ctx context.Context, r lock.Request, held string) (lock.Grant, error) {
 	now := s.now()
-	value := s.format.Encode(now, r.TTL)
+	value, err := s.encode(now, r.TTL)
+	if err != nil {
+		return lock.Grant{Clean: true}, err
+	}
 	old, existed, err := s.conn.GetSet(ctx, r.Key, value)
 	if err != nil {
 		return lostReply, err
@@ -231,6 +249,35 @@ func (s *Strategy) takeOver(ctx context.Context, r lock.Request, held string) (l
 // and a compare-and-delete would delete its lock. A stray timestamp expires
 // as a crashed holder's does.
 var lostReply = lock.Grant{Clean: true}
+
+// checkTTL refuses a TTL that the clock-skew margin uses up: the lock would
+// be handed back with its ValidUntil already passed.
+func (s *Strategy) checkTTL(ttl time.Duration) error {
+	if ttl <= s.skew {
+		return &lock.ArgumentError{Name: "ttl", Reason: fmt.Sprintf("must be more than the clock skew of WithClockSkew, %v, "+
+			"which ValidUntil ends before the TTL; got %v", s.skew, ttl)}
+	}
+	return nil
+}
+
+// encode returns the timestamp of a lock taken at now for ttl. It returns
+// an *lock.ArgumentError if the format's timestamp does not read back as
+// a time at or after now+ttl: a TTL too long for the format (the built-in
+// formats end at maxUnixNano), or a Format that breaks its contract.
+func (s *Strategy) encode(now time.Time, ttl time.Duration) (string, error) {
+	value := s.format.Encode(now, ttl)
+	expiry, ok := s.format.Decode(value)
+	switch {
+	case !ok:
+		return "", &lock.ArgumentError{Name: "ttl", Reason: fmt.Sprintf("too long for the format: the timestamp of a lock taken now for %v, "+
+			"to expire at %s, does not read back (the built-in formats read no time after %s)",
+			ttl, now.Add(ttl).UTC().Format(time.RFC3339), latest.Format(time.RFC3339))}
+	case expiry.Before(now.Add(ttl)):
+		return "", &lock.ArgumentError{Name: "format", Reason: fmt.Sprintf("its timestamp of a lock taken now for %v reads back %v before the lock expires: "+
+			"Encode must not write a time earlier than now+ttl", ttl, now.Add(ttl).Sub(expiry))}
+	}
+	return value, nil
+}
 
 func (s *Strategy) grant(value string) lock.Grant {
 	return lock.Grant{Value: value, Drift: s.skew}
@@ -263,13 +310,20 @@ func (s *Strategy) restoreTTL(old string, ttl time.Duration) time.Duration {
 }
 
 // Refresh implements [lock.Strategy]: a compare-and-set of a new timestamp.
-// An expired lock cannot be refreshed, even if nobody took it over.
+// An expired lock cannot be refreshed, even if nobody took it over. It
+// refuses the TTLs that Acquire refuses, before writing anything.
 func (s *Strategy) Refresh(ctx context.Context, key, value string, ttl time.Duration) (lock.Grant, error) {
+	if err := s.checkTTL(ttl); err != nil {
+		return lock.Grant{}, err
+	}
+	now := s.now()
+	next, err := s.encode(now, ttl)
+	if err != nil {
+		return lock.Grant{}, err
+	}
 	if s.expired(value) {
 		return lock.Grant{}, lock.ErrExpired
 	}
-	now := s.now()
-	next := s.format.Encode(now, ttl)
 	if err := cas.Set(ctx, s.conn, key, value, next, s.safetyTTL(next, now)); err != nil {
 		return lock.Grant{}, err
 	}

@@ -618,3 +618,105 @@ func TestSameSecondValues(t *testing.T) {
 		}
 	})
 }
+
+// early is a broken Format: its timestamps are a second earlier than the
+// expiry they are for.
+type early struct{}
+
+func (early) Encode(now time.Time, ttl time.Duration) string {
+	return strconv.FormatInt(now.Add(ttl).Unix()-1, 10)
+}
+
+func (early) Decode(s string) (time.Time, bool) { return setnxgetset.Seconds.Decode(s) }
+
+// TestTTLLimits: a TTL that the clock-skew margin uses up would give a lock
+// whose ValidUntil has already passed, and one too long for the format
+// writes a timestamp that neither we nor other clients can read back (TTL
+// would say ErrExpired, others ErrNotTimestamp). Obtain, Refresh and Do
+// refuse both with an *ArgumentError that names the limit, before anything
+// is written. The check reads back what the format writes, so it holds for
+// custom formats too.
+func TestTTLLimits(t *testing.T) {
+	srv := redistest.Start(t, 1)[0]
+	ctx := context.Background()
+	const century = 100 * 365 * 24 * time.Hour
+	for _, d := range redistest.Drivers() {
+		t.Run(d.Name, func(t *testing.T) {
+			conn := d.Conn(t, srv.Addr)
+			refused := func(t *testing.T, l lock.Locker, ttl time.Duration, name, limit string) {
+				t.Helper()
+				key := conformance.Key(t)
+				lk, err := l.Obtain(ctx, key, ttl)
+				var ae *lock.ArgumentError
+				if !errors.As(err, &ae) || ae.Name != name || !strings.Contains(ae.Reason, limit) {
+					t.Errorf("Obtain(%v) = %v, %v; want an ArgumentError named %s that says %q", ttl, lk, err, name, limit)
+				}
+				t.Log(err)
+				if _, ok, err := conn.Get(ctx, key); ok || err != nil {
+					t.Errorf("after Obtain(%v): the key exists = %v (%v), want false", ttl, ok, err)
+				}
+				ran := false
+				err = lock.Do(ctx, l, key, ttl, func(context.Context) error { ran = true; return nil })
+				if !errors.As(err, &ae) || ae.Name != name || ran {
+					t.Errorf("Do(%v) = %v, fn ran = %v; want an ArgumentError named %s, and fn not run", ttl, err, ran, name)
+				}
+			}
+			skewed := newLocker(t, conn, setnxgetset.WithClockSkew(time.Second))
+			t.Run("no more than the clock skew", func(t *testing.T) {
+				refused(t, skewed, time.Second, "ttl", "clock skew of WithClockSkew, 1s")
+				refused(t, skewed, time.Millisecond, "ttl", "clock skew of WithClockSkew, 1s")
+			})
+			for _, f := range []setnxgetset.Format{setnxgetset.Seconds, setnxgetset.Milliseconds, setnxgetset.FloatSeconds} {
+				t.Run(fmt.Sprintf("a century in %v", f), func(t *testing.T) {
+					refused(t, newLocker(t, conn, setnxgetset.WithFormat(f)), century, "ttl", "no time after 2116-02-20T23:53:38Z")
+				})
+			}
+			t.Run("a format that writes early", func(t *testing.T) {
+				refused(t, newLocker(t, conn, setnxgetset.WithFormat(early{})), time.Minute, "format", "earlier than now+ttl")
+			})
+
+			l := newLocker(t, conn, setnxgetset.WithClockSkew(time.Second))
+			for _, tc := range []struct {
+				name string
+				l    lock.Locker
+				ttl  time.Duration
+			}{
+				{"just more than the clock skew", l, time.Second + time.Millisecond},
+				{"80 years in seconds", l, 80 * 365 * 24 * time.Hour},
+				{"a century in nanoseconds, which read back", newLocker(t, conn, setnxgetset.WithFormat(nanos{})), century},
+			} {
+				t.Run(tc.name, func(t *testing.T) {
+					key := conformance.Key(t)
+					lk, err := tc.l.Obtain(ctx, key, tc.ttl)
+					if err != nil {
+						t.Fatalf("Obtain(%v) = %v, want a lock", tc.ttl, err)
+					}
+					defer lk.Release(ctx)
+					if ttl, err := lk.TTL(ctx); err != nil || ttl < tc.ttl-time.Second {
+						t.Errorf("TTL = %v, %v; want about %v, nil", ttl, err, tc.ttl)
+					}
+					if _, err := tc.l.Obtain(ctx, key, time.Minute); !errors.Is(err, lock.ErrNotObtained) || errors.Is(err, setnxgetset.ErrNotTimestamp) {
+						t.Errorf("another Obtain = %v, want ErrNotObtained: held, under a timestamp", err)
+					}
+				})
+			}
+
+			t.Run("Refresh", func(t *testing.T) {
+				lk, err := l.Obtain(ctx, conformance.Key(t), time.Minute)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer lk.Release(ctx)
+				for _, ttl := range []time.Duration{time.Second, century} {
+					var ae *lock.ArgumentError
+					if err := lk.Refresh(ctx, ttl); !errors.As(err, &ae) || ae.Name != "ttl" {
+						t.Errorf("Refresh(%v) = %v, want an ArgumentError named ttl", ttl, err)
+					}
+					if got, _, _ := conn.Get(ctx, lk.Key()); got != lk.Token() {
+						t.Errorf("after Refresh(%v): the stored value changed, want it untouched", ttl)
+					}
+				}
+			})
+		})
+	}
+}

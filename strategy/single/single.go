@@ -1,12 +1,15 @@
-// Package single implements the single-instance lock: SET key token NX PX ttl
-// to acquire, and Lua compare-and-delete, compare-and-pexpire and
-// compare-and-pttl scripts to release, refresh and read the TTL, so that no
-// client ever deletes or extends a lock it does not own.
+// Package single implements the single-instance lock. It runs Lua scripts
+// (EVALSHA, falling back to EVAL): SET key token NX PX ttl to acquire (or,
+// when the key already holds our token, PEXPIRE), and compare-and-delete,
+// compare-and-pexpire and compare-and-pttl to release, refresh and read the
+// TTL, so that no client ever deletes or extends a lock it does not own.
 //
 // The lock's local validity (Lock.ValidUntil) allows for clock drift
 // between the client and the server, as the Redis documentation asks: it
 // ends TTL × 1% + 2ms early, so that it comes before the server's expiry
-// even when the server's clock runs a little fast.
+// even when the server's clock runs a little fast. A TTL that this allowance
+// uses up (about 2.02ms or less) is refused with an *lock.ArgumentError,
+// before anything is written.
 //
 // With lock.WithFencing, the acquisition also increments, in the same
 // script, a counter at [FenceKey] and returns its value as the lock's
@@ -21,6 +24,7 @@ package single
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"time"
 
@@ -80,8 +84,22 @@ func Drift(ttl time.Duration, factor float64) time.Duration {
 
 func drift(ttl time.Duration) time.Duration { return Drift(ttl, DefaultDriftFactor) }
 
-// Acquire implements [lock.Strategy].
+// checkTTL refuses a TTL that the drift allowance uses up: the lock would
+// be handed back with its ValidUntil already passed.
+func checkTTL(ttl time.Duration) error {
+	if d := drift(ttl); ttl <= d {
+		return &lock.ArgumentError{Name: "ttl", Reason: fmt.Sprintf("must be more than the allowance for clock drift, "+
+			"TTL × %v%% + 2ms (%v for %v), which ValidUntil ends before the TTL: use 3ms or more", DefaultDriftFactor*100, d, ttl)}
+	}
+	return nil
+}
+
+// Acquire implements [lock.Strategy]. It refuses a TTL that the drift
+// allowance uses up with an [*lock.ArgumentError].
 func (s *Strategy) Acquire(ctx context.Context, r lock.Request) (lock.Grant, error) {
+	if err := checkTTL(r.TTL); err != nil {
+		return lock.Grant{Clean: true}, err
+	}
 	if !r.Fencing {
 		return lock.Grant{Drift: drift(r.TTL)}, cas.Acquire(ctx, s.conn, r.Key, r.Value(), r.TTL)
 	}
@@ -117,8 +135,12 @@ func hasHashTag(key string) bool {
 	return open >= 0 && strings.IndexByte(key[open+1:], '}') > 0
 }
 
-// Refresh implements [lock.Strategy].
+// Refresh implements [lock.Strategy]. It refuses a TTL that the drift
+// allowance uses up, as Acquire does.
 func (s *Strategy) Refresh(ctx context.Context, key, value string, ttl time.Duration) (lock.Grant, error) {
+	if err := checkTTL(ttl); err != nil {
+		return lock.Grant{}, err
+	}
 	return lock.Grant{Drift: drift(ttl)}, cas.PExpire(ctx, s.conn, key, value, ttl)
 }
 

@@ -1,0 +1,153 @@
+package driver_test
+
+import (
+	"context"
+	"errors"
+	"maps"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	redigoredis "github.com/gomodule/redigo/redis"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/locksmith-go/lock/driver"
+	"github.com/locksmith-go/lock/driver/goredis"
+	"github.com/locksmith-go/lock/driver/redigo"
+	"github.com/locksmith-go/lock/internal/redistest"
+)
+
+// deadline is the context timeout of the calls to a paused server, and
+// bound how long after it they may return: a generous margin, for a loaded
+// machine. Without the checks of New, the refused configurations return
+// after 5s (go-redis's ReadTimeout), or not until the server resumes.
+const (
+	deadline = 200 * time.Millisecond
+	bound    = time.Second
+)
+
+// calls returns every method of c, each with arguments that need no state.
+func calls(c driver.Conn) map[string]func(context.Context) error {
+	return map[string]func(context.Context) error{
+		"SetNX":   func(ctx context.Context) error { _, err := c.SetNX(ctx, "k", "v", time.Minute); return err },
+		"Get":     func(ctx context.Context) error { _, _, err := c.Get(ctx, "k"); return err },
+		"GetSet":  func(ctx context.Context) error { _, _, err := c.GetSet(ctx, "k", "v"); return err },
+		"Del":     func(ctx context.Context) error { _, err := c.Del(ctx, "k"); return err },
+		"PTTL":    func(ctx context.Context) error { _, _, err := c.PTTL(ctx, "k"); return err },
+		"EvalSha": func(ctx context.Context) error { _, err := c.EvalSha(ctx, "0000", nil); return err },
+		"Eval":    func(ctx context.Context) error { _, err := c.Eval(ctx, "return 1", nil); return err },
+	}
+}
+
+// TestDeadlineOnAPausedServer: with every client configuration that New
+// accepts, every command to a paused (SIGSTOPped) server fails by its
+// context's deadline, on a connection opened before the pause (warm) and on
+// one dialled during it (cold: the dial, and the handshake or SELECT it
+// sends, are bounded too).
+func TestDeadlineOnAPausedServer(t *testing.T) {
+	srv := redistest.Start(t, 1)[0]
+	cluster := redistest.StartCluster(t, 3)
+	addr := srv.Addr
+	goRedis := func(o redis.Options) func(t *testing.T) driver.Conn {
+		return func(t *testing.T) driver.Conn {
+			o.Addr, o.ContextTimeoutEnabled = addr, true
+			c := redis.NewClient(&o)
+			t.Cleanup(func() { _ = c.Close() })
+			return goredis.New(c)
+		}
+	}
+	type testOnBorrow = func(context.Context, redigoredis.Conn, time.Time) error
+	pool := func(test testOnBorrow, opts ...redigoredis.DialOption) func(t *testing.T) driver.Conn {
+		return func(t *testing.T) driver.Conn {
+			p := &redigoredis.Pool{MaxIdle: 4, TestOnBorrowContext: test,
+				DialContext: func(ctx context.Context) (redigoredis.Conn, error) {
+					return redigoredis.DialContext(ctx, "tcp", addr, opts...)
+				}}
+			t.Cleanup(func() { _ = p.Close() })
+			return redigo.New(p)
+		}
+	}
+	ping := func(ctx context.Context, c redigoredis.Conn, _ time.Time) error {
+		_, err := redigoredis.DoContext(c, ctx, "PING")
+		return err
+	}
+	for _, tc := range []struct {
+		name    string
+		conn    func(t *testing.T) driver.Conn
+		servers []*redistest.Server // paused; srv when nil
+	}{
+		{"goredis/defaults", goRedis(redis.Options{}), nil},
+		{"goredis/no timeouts of its own", goRedis(redis.Options{ReadTimeout: -1, WriteTimeout: -1}), nil},
+		{"goredis/RESP2 with retries", goRedis(redis.Options{Protocol: 2, MaxRetries: 5}), nil},
+		{"goredis/Ring", func(t *testing.T) driver.Conn {
+			c := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": addr}, ContextTimeoutEnabled: true, ReadTimeout: -1})
+			t.Cleanup(func() { _ = c.Close() })
+			return goredis.New(c)
+		}, nil},
+		{"goredis/ClusterClient", func(t *testing.T) driver.Conn {
+			c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cluster.Addrs(), ContextTimeoutEnabled: true, ReadTimeout: -1})
+			t.Cleanup(func() { _ = c.Close() })
+			return goredis.New(c)
+		}, cluster.Servers},
+		{"redigo/no read timeout", pool(nil), nil},
+		{"redigo/SELECT and CLIENT SETNAME on dial", pool(nil, redigoredis.DialDatabase(1), redigoredis.DialClientName("locksmith")), nil},
+		{"redigo/TestOnBorrowContext", pool(ping), nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			servers := tc.servers
+			if servers == nil {
+				servers = []*redistest.Server{srv}
+			}
+			for _, warm := range []bool{true, false} {
+				// Each method on a client of its own, all at once.
+				names := slices.Sorted(maps.Keys(calls(nil)))
+				todo := make([]func(context.Context) error, len(names))
+				for i, name := range names {
+					todo[i] = calls(tc.conn(t))[name]
+					if !warm {
+						continue
+					}
+					if err := todo[i](context.Background()); err != nil && !isServerError(err) {
+						t.Fatalf("%s before the pause = %v, want a reply", name, err)
+					}
+				}
+				for _, s := range servers {
+					s.Pause()
+				}
+				errs, took := make([]error, len(todo)), make([]time.Duration, len(todo))
+				var wg sync.WaitGroup
+				for i, call := range todo {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						ctx, cancel := context.WithTimeout(context.Background(), deadline)
+						defer cancel()
+						start := time.Now()
+						errs[i] = call(ctx)
+						took[i] = time.Since(start)
+					}()
+				}
+				wg.Wait()
+				for _, s := range servers {
+					s.Resume()
+				}
+				for i, name := range names {
+					t.Logf("warm=%v %s: %v after %v", warm, name, errs[i], took[i].Round(time.Millisecond))
+					if errs[i] == nil || took[i] > bound {
+						t.Errorf("warm=%v: %s with a %v deadline on a paused server = %v after %v, want an error well before %v",
+							warm, name, deadline, errs[i], took[i], bound)
+					}
+				}
+			}
+		})
+	}
+}
+
+// isServerError reports whether err is the server's answer, such as
+// EVALSHA's NOSCRIPT: the connection works.
+func isServerError(err error) bool {
+	var goredisErr redis.Error
+	var redigoErr redigoredis.Error
+	return errors.As(err, &goredisErr) || errors.As(err, &redigoErr)
+}
