@@ -59,6 +59,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -85,11 +87,19 @@ type Strategy struct {
 	maxExtensions int           // -1: no limit
 	guard         time.Duration // restart quarantine; 0: off
 	now           func() time.Time
+
+	// The first contact with each node (contact.go).
+	peers   []peer
+	known   atomic.Int32  // how many peers are known
+	mu      sync.Mutex    // guards peers (but known), dup and changed
+	dup     error         // two nodes found to be one server
+	changed chan struct{} // closed, and replaced, whenever a contact ends
 }
 
 type node struct {
 	name string
-	conn driver.Conn
+	raw  driver.Conn // the connection given to New
+	conn driver.Conn // raw, gated by the first contact
 	s    *single.Strategy
 }
 
@@ -153,15 +163,16 @@ func NewStrategy(nodes []driver.Conn, opts ...Option) (*Strategy, error) {
 	if len(nodes) == 0 {
 		return nil, &lock.ArgumentError{Name: "nodes", Reason: "must list at least one node"}
 	}
-	s := &Strategy{quorum: len(nodes)/2 + 1, driftFactor: DefaultDriftFactor, maxExtensions: -1, now: time.Now}
+	s := &Strategy{quorum: len(nodes)/2 + 1, driftFactor: DefaultDriftFactor, maxExtensions: -1, now: time.Now,
+		peers: make([]peer, len(nodes)), changed: make(chan struct{})}
 	for i, c := range nodes {
 		if err := driver.Check(c); err != nil {
 			return nil, &lock.ArgumentError{Name: fmt.Sprintf("nodes[%d]", i), Reason: err.(*lock.ArgumentError).Reason}
 		}
-		n := node{name: nodeName(i, c), conn: c}
-		n.s, _ = single.NewStrategy(c)
+		n := node{name: nodeName(i, c), raw: c, conn: gated{c, s, i}}
+		n.s, _ = single.NewStrategy(n.conn)
 		for _, m := range s.nodes {
-			if m.conn == c || (m.name == n.name && isAddr(c)) {
+			if m.raw == c || (m.name == n.name && isAddr(c)) {
 				return nil, &lock.ArgumentError{Name: fmt.Sprintf("nodes[%d]", i), Reason: fmt.Sprintf("lists %s again: each node must be an independent master, listed once", n.name)}
 			}
 		}
@@ -213,17 +224,38 @@ func (s *Strategy) String() string { return "redlock" }
 // Addr returns the nodes' names, joined by commas.
 func (s *Strategy) Addr() string { return s.addr }
 
+// The default node timeout is the TTL × 0.05, as in redsync, within
+// [MinNodeTimeout, MaxNodeTimeout], and at most half the TTL.
+const (
+	// MinNodeTimeout is the floor of the default node timeout (but for a
+	// TTL under twice as long, whose node timeout is half of it): a node on
+	// an open connection answers well within it, even from a process
+	// starved of CPU on a loaded machine, under the race detector.
+	MinNodeTimeout = 500 * time.Millisecond
+	// MaxNodeTimeout is the ceiling of the default node timeout: a paused
+	// or partitioned node costs an attempt at most this, whatever the TTL.
+	MaxNodeTimeout = time.Second
+)
+
 // timeouts returns the per-node timeout and the drift for ttl, or an error
-// if the node timeout is not less than ttl.
+// if ttl leaves no validity after the drift, or the node timeout is not
+// less than ttl.
 func (s *Strategy) timeouts(ttl time.Duration) (timeout, drift time.Duration, err error) {
+	drift = single.Drift(ttl, s.driftFactor)
+	if ttl <= drift {
+		// ttl > ttl × factor + 2ms  ⇔  ttl > 2ms / (1 − factor)
+		least := time.Duration(float64(2*time.Millisecond) / (1 - s.driftFactor)).Round(time.Microsecond)
+		return 0, 0, &lock.ArgumentError{Name: "ttl", Reason: fmt.Sprintf(
+			"must be more than %v, the drift allowance (TTL × %v + 2ms), to leave any validity; got %v", least, s.driftFactor, ttl)}
+	}
 	timeout = s.nodeTimeout
 	if timeout == 0 {
-		timeout = min(max(ttl/100, 50*time.Millisecond), ttl/2)
+		timeout = min(max(ttl/20, MinNodeTimeout), MaxNodeTimeout, ttl/2)
 	}
 	if timeout >= ttl || timeout <= 0 {
 		return 0, 0, &lock.ArgumentError{Name: "node timeout", Reason: fmt.Sprintf("must be less than the TTL: %v is not less than %v", timeout, ttl)}
 	}
-	return timeout, single.Drift(ttl, s.driftFactor), nil
+	return timeout, drift, nil
 }
 
 // Acquire implements [lock.Strategy].
@@ -233,7 +265,10 @@ func (s *Strategy) Acquire(ctx context.Context, r lock.Request) (lock.Grant, err
 	}
 	timeout, drift, err := s.timeouts(r.TTL)
 	if err != nil {
-		return lock.Grant{}, err
+		return lock.Grant{Clean: true}, err
+	}
+	if err := s.contact(ctx, timeout); err != nil {
+		return lock.Grant{Clean: true}, err
 	}
 	start := s.now()
 	// The calls are built once, for every node.
@@ -370,7 +405,7 @@ func outcome(err error) Outcome {
 		return Expired
 	case errors.Is(err, cas.ErrRestarting):
 		return Restarting
-	case errors.Is(err, errNodeTimeout), errors.Is(err, context.DeadlineExceeded), isTimeout(err):
+	case errors.Is(err, errNodeTimeout), errors.Is(err, errNoContact), errors.Is(err, context.DeadlineExceeded), isTimeout(err):
 		return Timeout
 	case errors.Is(err, syscall.ECONNREFUSED):
 		return Refused
