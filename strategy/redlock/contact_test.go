@@ -14,6 +14,7 @@ import (
 	"github.com/locksmith-go/lock/conformance"
 	"github.com/locksmith-go/lock/driver"
 	"github.com/locksmith-go/lock/driver/redigo"
+	"github.com/locksmith-go/lock/internal/embedded"
 	"github.com/locksmith-go/lock/internal/redistest"
 	"github.com/locksmith-go/lock/strategy/redlock"
 )
@@ -325,4 +326,26 @@ func TestTTLWithoutValidity(t *testing.T) {
 			t.Errorf("TTL after the refused Refresh = %v, %v; want the 10s TTL untouched", ttl, err)
 		}
 	})
+}
+
+// TestEmbeddedNodes: the embedded server reports no run id; its first
+// contact still succeeds, and the nodes are told apart by address only.
+func TestEmbeddedNodes(t *testing.T) {
+	conns := make([]driver.Conn, 3)
+	for i := range conns {
+		s, err := embedded.Start()
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(s.Close)
+		conns[i] = driverNamed("redigo").Conn(t, s.Addr())
+	}
+	ctx := context.Background()
+	lk, err := newLocker(t, conns).Obtain(ctx, conformance.Key(t), 10*time.Second)
+	if err != nil {
+		t.Fatalf("Obtain over 3 embedded servers = %v, want a lock", err)
+	}
+	if err := lk.Release(ctx); err != nil {
+		t.Errorf("Release = %v, want nil", err)
+	}
 }

@@ -9,7 +9,10 @@
 //  2. Try all N nodes concurrently, with the same key and token (SET NX PX,
 //     through the single strategy's script), each bounded by a per-node
 //     timeout that is small next to the TTL, so that a dead or paused node
-//     costs that timeout, not the TTL.
+//     costs that timeout, not the TTL: by default the TTL × 0.05, as in
+//     redsync, from [MinNodeTimeout] (500ms) to [MaxNodeTimeout] (1s), and
+//     at most half the TTL. The ceiling keeps a long TTL (a 100-year TTL
+//     would give 5 years) from making a paused node hang the call.
 //  3. The lock counts only with a quorum (N/2+1 by default) and a positive
 //     validity: TTL − elapsed − drift, where drift = TTL × factor + 2ms.
 //  4. On failure, release on all nodes at once, including those that said no
@@ -19,7 +22,9 @@
 //
 // Refresh extends on all nodes and succeeds only with a quorum and within
 // the new validity; [WithMaxExtensions] caps how often. Release releases on
-// all nodes.
+// all nodes. A TTL that the drift would use up, TTL ≤ TTL × factor + 2ms
+// (2.02ms at the default factor), is refused with an *lock.ArgumentError
+// named "ttl", before anything is written.
 //
 // Waiting stops as soon as the outcome is known: once a quorum granted the
 // lock, or once so many nodes refused or failed that no quorum is possible.
@@ -50,6 +55,44 @@
 // writes only under the current one (antirez, "Is Redlock safe?"); or use
 // the single strategy with lock.WithFencing where the resource can check an
 // increasing number.
+//
+// # First contact
+//
+// The node timeout is for a command on an open connection. Opening one (a
+// TCP dial, TLS, go-redis's HELLO) takes longer, and many lockers created at
+// once all dial together: charged to the node timeout, those dials would
+// turn a lock simply held by another owner into a [*QuorumError] of
+// timeouts. So each node is first contacted on its own, once per Strategy:
+// the first Obtain reads the server's run id (INFO server, through a Lua
+// script, so through any driver), which opens the connection. A contact is
+// bounded by [ContactTimeout] (5s, or the node timeout if that is longer),
+// and one that timed out is tried again within that bound; it is not
+// charged to the node timeout. Obtain waits for the contacts until they
+// ended, or its context is done, or a quorum of nodes was reached and the
+// others had the node timeout more: so a node paused at first contact costs
+// an Obtain about the node timeout, as it would later. A contact that
+// outlives the call goes on in the background, so the next Obtain finds the
+// node reached. A node votes only once its first contact succeeded; until
+// then it answers timeout (contact under way) or the contact's error, and
+// each Obtain starts a new contact with it. The result of a successful
+// contact is kept: a node is not contacted again, so a restart, which
+// changes the run id, is never taken for a duplicate.
+//
+// Two nodes that report the same run id are one server, named twice (for
+// example 127.0.0.1:6379 and localhost:6379, or two redigo pools of one
+// address): they would count twice towards the quorum. Obtain refuses them
+// with an *lock.ArgumentError (matching lock.ErrInvalidArgument) that names
+// the later node, "nodes[i]", and both nodes' names, then and ever after. A
+// server that reports no run id (the embedded miniredis) is checked by the
+// address only, as New does for every node ([driver.Addresser]). Nor is a
+// duplicate seen whose server restarted between the two nodes' first
+// contacts.
+//
+// The alternatives were weaker. A node timeout long enough for a cold dial
+// would make every paused node cost that long. A retry of the attempt when
+// the only failures were timeouts cannot reuse its token, whose clean-up may
+// still be on its way to a slow node, and a timeout on an open connection
+// is what a paused node looks like.
 package redlock
 
 import (
@@ -116,9 +159,11 @@ func WithQuorum(q int) Option { return func(s *Strategy) { s.quorum = q } }
 // (TTL × factor + 2ms). It must be in [0, 1); the default is 0.01.
 func WithDriftFactor(f float64) Option { return func(s *Strategy) { s.driftFactor = f } }
 
-// WithNodeTimeout sets how long one node may take to answer. It must be
-// less than every TTL used. The default is derived from the TTL: 1% of it,
-// but at least 50ms, and at most half of it.
+// WithNodeTimeout sets how long one node may take to answer a command on an
+// open connection. It must be less than every TTL used. The default is
+// derived from the TTL: the TTL × 0.05, from [MinNodeTimeout] to
+// [MaxNodeTimeout], and at most half the TTL. A value set here has no
+// ceiling; the caller's context bounds every call.
 func WithNodeTimeout(d time.Duration) Option { return func(s *Strategy) { s.nodeTimeout = d } }
 
 // WithMaxExtensions caps how many times a lock may be refreshed, as the
