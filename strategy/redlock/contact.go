@@ -121,6 +121,10 @@ func (s *Strategy) contact(ctx context.Context, grace time.Duration) error {
 		return nil
 	}
 	s.mu.Lock()
+	if s.dup != nil {
+		s.mu.Unlock()
+		return s.dup
+	}
 	for i := range s.peers {
 		if p := &s.peers[i]; !p.known.Load() && !p.pending {
 			p.pending, p.err = true, nil
