@@ -272,13 +272,13 @@ func (s *Strategy) Addr() string { return s.addr }
 // The default node timeout is the TTL × 0.05, as in redsync, within
 // [MinNodeTimeout, MaxNodeTimeout], and at most half the TTL.
 const (
-	// MinNodeTimeout is the floor of the default node timeout (but for a
-	// TTL under twice as long, whose node timeout is half of it): a node on
-	// an open connection answers well within it, even from a process
+	// MinNodeTimeout is the floor of the default node timeout, except for
+	// a TTL under 1s, whose node timeout is half of it. A node answers a
+	// command on an open connection well within it, even to a process
 	// starved of CPU on a loaded machine, under the race detector.
 	MinNodeTimeout = 500 * time.Millisecond
 	// MaxNodeTimeout is the ceiling of the default node timeout: a paused
-	// or partitioned node costs an attempt at most this, whatever the TTL.
+	// or partitioned node costs an attempt about this, whatever the TTL.
 	MaxNodeTimeout = time.Second
 )
 
