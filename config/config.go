@@ -134,8 +134,8 @@ type Config struct {
 	// than 1. The default is 0.01.
 	DriftFactor float64
 	// NodeTimeout is how long one redlock node may take, less than TTL.
-	// The default is derived from each call's TTL (1% of it, from 50ms to
-	// half of it).
+	// The default is derived from each call's TTL (5% of it, from 500ms to
+	// 1s, and at most half of it).
 	NodeTimeout time.Duration
 	// MaxExtensions caps how many times a redlock lock may be refreshed.
 	// The default is no limit.

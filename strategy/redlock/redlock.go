@@ -9,7 +9,10 @@
 //  2. Try all N nodes concurrently, with the same key and token (SET NX PX,
 //     through the single strategy's script), each bounded by a per-node
 //     timeout that is small next to the TTL, so that a dead or paused node
-//     costs that timeout, not the TTL.
+//     costs that timeout, not the TTL: by default the TTL × 0.05, as in
+//     redsync, from [MinNodeTimeout] (500ms) to [MaxNodeTimeout] (1s), and
+//     at most half the TTL. The ceiling keeps a long TTL (a 100-year TTL
+//     would give 5 years) from making a paused node hang the call.
 //  3. The lock counts only with a quorum (N/2+1 by default) and a positive
 //     validity: TTL − elapsed − drift, where drift = TTL × factor + 2ms.
 //  4. On failure, release on all nodes at once, including those that said no
@@ -19,7 +22,9 @@
 //
 // Refresh extends on all nodes and succeeds only with a quorum and within
 // the new validity; [WithMaxExtensions] caps how often. Release releases on
-// all nodes.
+// all nodes. A TTL that the drift would use up, TTL ≤ TTL × factor + 2ms
+// (2.02ms at the default factor), is refused with an *lock.ArgumentError
+// named "ttl", before anything is written.
 //
 // Waiting stops as soon as the outcome is known: once a quorum granted the
 // lock, or once so many nodes refused or failed that no quorum is possible.
@@ -50,6 +55,44 @@
 // writes only under the current one (antirez, "Is Redlock safe?"); or use
 // the single strategy with lock.WithFencing where the resource can check an
 // increasing number.
+//
+// # First contact
+//
+// The node timeout is for a command on an open connection. Opening one (a
+// TCP dial, TLS, go-redis's HELLO) takes longer, and many lockers created at
+// once all dial together: charged to the node timeout, those dials would
+// turn a lock simply held by another owner into a [*QuorumError] of
+// timeouts. So each node is first contacted on its own, once per Strategy:
+// the first Obtain reads the server's run id (INFO server, through a Lua
+// script, so through any driver), which opens the connection. A contact is
+// bounded by [ContactTimeout] (5s, or the node timeout if that is longer),
+// and one that timed out is tried again within that bound; it is not
+// charged to the node timeout. Obtain waits for the contacts until they
+// ended, or its context is done, or a quorum of nodes was reached and the
+// others had the node timeout more: so a node paused at first contact costs
+// an Obtain about the node timeout, as it would later. A contact that
+// outlives the call goes on in the background, so the next Obtain finds the
+// node reached. A node votes only once its first contact succeeded; until
+// then it answers timeout (contact under way) or the contact's error, and
+// each Obtain starts a new contact with it. The result of a successful
+// contact is kept: a node is not contacted again, so a restart, which
+// changes the run id, is never taken for a duplicate.
+//
+// Two nodes that report the same run id are one server, named twice (for
+// example 127.0.0.1:6379 and localhost:6379, or two redigo pools of one
+// address): they would count twice towards the quorum. Obtain refuses them
+// with an *lock.ArgumentError (matching lock.ErrInvalidArgument) that names
+// the later node, "nodes[i]", and both nodes' names, then and ever after. A
+// server that reports no run id (the embedded miniredis) is checked by the
+// address only, as New does for every node ([driver.Addresser]). Nor is a
+// duplicate seen whose server restarted between the two nodes' first
+// contacts.
+//
+// The alternatives were weaker. A node timeout long enough for a cold dial
+// would make every paused node cost that long. A retry of the attempt when
+// the only failures were timeouts cannot reuse its token, whose clean-up may
+// still be on its way to a slow node, and a timeout on an open connection
+// is what a paused node looks like.
 package redlock
 
 import (
@@ -60,6 +103,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -91,6 +135,13 @@ type Strategy struct {
 	// some of its nodes' acquires were still on their way, until they
 	// returned: Release deletes on such a node only after its acquire.
 	inflight sync.Map
+
+	// The first contact with each node (contact.go).
+	peers   []peer
+	known   atomic.Int32  // how many peers are known
+	mu      sync.Mutex    // guards peers (but known), dup and changed
+	dup     error         // two nodes found to be one server
+	changed chan struct{} // closed, and replaced, whenever a contact ends
 }
 
 // lockID names a lock in Strategy.inflight: its key and value (which holds
@@ -99,7 +150,8 @@ func lockID(key, value string) string { return key + "\x00" + value }
 
 type node struct {
 	name string
-	conn driver.Conn
+	raw  driver.Conn // the connection given to New
+	conn driver.Conn // raw, gated by the first contact
 	s    *single.Strategy
 }
 
@@ -116,9 +168,11 @@ func WithQuorum(q int) Option { return func(s *Strategy) { s.quorum = q } }
 // (TTL × factor + 2ms). It must be in [0, 1); the default is 0.01.
 func WithDriftFactor(f float64) Option { return func(s *Strategy) { s.driftFactor = f } }
 
-// WithNodeTimeout sets how long one node may take to answer. It must be
-// less than every TTL used. The default is derived from the TTL: 1% of it,
-// but at least 50ms, and at most half of it.
+// WithNodeTimeout sets how long one node may take to answer a command on an
+// open connection. It must be less than every TTL used. The default is
+// derived from the TTL: the TTL × 0.05, from [MinNodeTimeout] to
+// [MaxNodeTimeout], and at most half the TTL. A value set here has no
+// ceiling; the caller's context bounds every call.
 func WithNodeTimeout(d time.Duration) Option { return func(s *Strategy) { s.nodeTimeout = d } }
 
 // WithMaxExtensions caps how many times a lock may be refreshed, as the
@@ -163,15 +217,16 @@ func NewStrategy(nodes []driver.Conn, opts ...Option) (*Strategy, error) {
 	if len(nodes) == 0 {
 		return nil, &lock.ArgumentError{Name: "nodes", Reason: "must list at least one node"}
 	}
-	s := &Strategy{quorum: len(nodes)/2 + 1, driftFactor: DefaultDriftFactor, maxExtensions: -1, now: time.Now}
+	s := &Strategy{quorum: len(nodes)/2 + 1, driftFactor: DefaultDriftFactor, maxExtensions: -1, now: time.Now,
+		peers: make([]peer, len(nodes)), changed: make(chan struct{})}
 	for i, c := range nodes {
 		if err := driver.Check(c); err != nil {
 			return nil, &lock.ArgumentError{Name: fmt.Sprintf("nodes[%d]", i), Reason: err.(*lock.ArgumentError).Reason}
 		}
-		n := node{name: nodeName(i, c), conn: c}
-		n.s, _ = single.NewStrategy(c)
+		n := node{name: nodeName(i, c), raw: c, conn: gated{c, s, i}}
+		n.s, _ = single.NewStrategy(n.conn)
 		for _, m := range s.nodes {
-			if m.conn == c || (m.name == n.name && isAddr(c)) {
+			if m.raw == c || (m.name == n.name && isAddr(c)) {
 				return nil, &lock.ArgumentError{Name: fmt.Sprintf("nodes[%d]", i), Reason: fmt.Sprintf("lists %s again: each node must be an independent master, listed once", n.name)}
 			}
 		}
@@ -223,17 +278,38 @@ func (s *Strategy) String() string { return "redlock" }
 // Addr returns the nodes' names, joined by commas.
 func (s *Strategy) Addr() string { return s.addr }
 
+// The default node timeout is the TTL × 0.05, as in redsync, within
+// [MinNodeTimeout, MaxNodeTimeout], and at most half the TTL.
+const (
+	// MinNodeTimeout is the floor of the default node timeout, except for
+	// a TTL under 1s, whose node timeout is half of it. A node answers a
+	// command on an open connection well within it, even to a process
+	// starved of CPU on a loaded machine, under the race detector.
+	MinNodeTimeout = 500 * time.Millisecond
+	// MaxNodeTimeout is the ceiling of the default node timeout: a paused
+	// or partitioned node costs an attempt about this, whatever the TTL.
+	MaxNodeTimeout = time.Second
+)
+
 // timeouts returns the per-node timeout and the drift for ttl, or an error
-// if the node timeout is not less than ttl.
+// if ttl leaves no validity after the drift, or the node timeout is not
+// less than ttl.
 func (s *Strategy) timeouts(ttl time.Duration) (timeout, drift time.Duration, err error) {
+	drift = single.Drift(ttl, s.driftFactor)
+	if ttl <= drift {
+		// ttl > ttl × factor + 2ms  ⇔  ttl > 2ms / (1 − factor)
+		least := time.Duration(float64(2*time.Millisecond) / (1 - s.driftFactor)).Round(time.Microsecond)
+		return 0, 0, &lock.ArgumentError{Name: "ttl", Reason: fmt.Sprintf(
+			"must be more than %v, the drift allowance (TTL × %v + 2ms), to leave any validity; got %v", least, s.driftFactor, ttl)}
+	}
 	timeout = s.nodeTimeout
 	if timeout == 0 {
-		timeout = min(max(ttl/100, 50*time.Millisecond), ttl/2)
+		timeout = min(max(ttl/20, MinNodeTimeout), MaxNodeTimeout, ttl/2)
 	}
 	if timeout >= ttl || timeout <= 0 {
 		return 0, 0, &lock.ArgumentError{Name: "node timeout", Reason: fmt.Sprintf("must be less than the TTL: %v is not less than %v", timeout, ttl)}
 	}
-	return timeout, single.Drift(ttl, s.driftFactor), nil
+	return timeout, drift, nil
 }
 
 // Acquire implements [lock.Strategy].
@@ -243,7 +319,10 @@ func (s *Strategy) Acquire(ctx context.Context, r lock.Request) (lock.Grant, err
 	}
 	timeout, drift, err := s.timeouts(r.TTL)
 	if err != nil {
-		return lock.Grant{}, err
+		return lock.Grant{Clean: true}, err
+	}
+	if err := s.contact(ctx, timeout); err != nil {
+		return lock.Grant{Clean: true}, err
 	}
 	start := s.now()
 	// The calls are built once, for every node.
@@ -422,7 +501,7 @@ func outcome(err error) Outcome {
 		return Expired
 	case errors.Is(err, cas.ErrRestarting):
 		return Restarting
-	case errors.Is(err, errNodeTimeout), errors.Is(err, context.DeadlineExceeded), isTimeout(err):
+	case errors.Is(err, errNodeTimeout), errors.Is(err, errNoContact), errors.Is(err, context.DeadlineExceeded), isTimeout(err):
 		return Timeout
 	case errors.Is(err, syscall.ECONNREFUSED):
 		return Refused

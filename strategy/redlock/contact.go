@@ -1,0 +1,209 @@
+package redlock
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/locksmith-go/lock"
+	"github.com/locksmith-go/lock/driver"
+)
+
+// ContactTimeout bounds the first contact with a node: opening its
+// connection and reading its run id. A node timeout set with
+// [WithNodeTimeout] above it raises it to that timeout. The contact goes on
+// in the background when the call that started it returns first, so that the
+// next call finds the node reached.
+const ContactTimeout = 5 * time.Second
+
+// contactPause spaces out the retries of a first contact that timed out.
+const contactPause = 50 * time.Millisecond
+
+// runID reads the server's run id, or "" where the server reports none (the
+// embedded miniredis) or refuses INFO in a script.
+var runID = driver.NewScript(`local info = redis.pcall('INFO', 'server')
+if type(info) ~= 'string' then return '' end
+return string.match(info, 'run_id:(%x+)') or ''`)
+
+// errNoContact is a node's answer while its first contact is under way.
+var errNoContact = errors.New("redlock: the node has not answered its first contact yet")
+
+// peer is what the first contact learned about one node.
+type peer struct {
+	known atomic.Bool // the first contact succeeded: the node may vote
+	// Guarded by Strategy.mu:
+	runID   string // the server's run id, or "" if it reports none
+	pending bool   // a contact is under way
+	err     error  // why the last contact failed
+}
+
+// gated is a node's connection: it sends nothing until the node's first
+// contact succeeded, so that no node votes before it was checked to be a
+// server of its own. Until then every command returns the contact's error.
+type gated struct {
+	driver.Conn
+	s *Strategy
+	i int
+}
+
+func (g gated) ready() error {
+	if g.s.peers[g.i].known.Load() {
+		return nil
+	}
+	g.s.mu.Lock()
+	defer g.s.mu.Unlock()
+	return cmp.Or(g.s.peers[g.i].err, errNoContact)
+}
+
+func (g gated) SetNX(ctx context.Context, key, value string, ttl time.Duration) (bool, error) {
+	if err := g.ready(); err != nil {
+		return false, err
+	}
+	return g.Conn.SetNX(ctx, key, value, ttl)
+}
+
+func (g gated) Get(ctx context.Context, key string) (string, bool, error) {
+	if err := g.ready(); err != nil {
+		return "", false, err
+	}
+	return g.Conn.Get(ctx, key)
+}
+
+func (g gated) GetSet(ctx context.Context, key, value string) (string, bool, error) {
+	if err := g.ready(); err != nil {
+		return "", false, err
+	}
+	return g.Conn.GetSet(ctx, key, value)
+}
+
+func (g gated) Del(ctx context.Context, key string) (bool, error) {
+	if err := g.ready(); err != nil {
+		return false, err
+	}
+	return g.Conn.Del(ctx, key)
+}
+
+func (g gated) PTTL(ctx context.Context, key string) (time.Duration, bool, error) {
+	if err := g.ready(); err != nil {
+		return 0, false, err
+	}
+	return g.Conn.PTTL(ctx, key)
+}
+
+func (g gated) EvalSha(ctx context.Context, sha1 string, keys []string, args ...any) (any, error) {
+	if err := g.ready(); err != nil {
+		return nil, err
+	}
+	return g.Conn.EvalSha(ctx, sha1, keys, args...)
+}
+
+func (g gated) Eval(ctx context.Context, src string, keys []string, args ...any) (any, error) {
+	if err := g.ready(); err != nil {
+		return nil, err
+	}
+	return g.Conn.Eval(ctx, src, keys, args...)
+}
+
+// contact makes first contact with every node not reached yet, and waits
+// for those contacts until they all ended, or ctx is done, or a quorum of
+// the nodes is reached and the others had grace more. A node not reached by
+// then answers the call with its contact's error (or as timed out, while
+// the contact goes on). It returns an error if two nodes are one server.
+//
+// Opening a connection (a TCP dial, go-redis's HELLO) is thus bounded by
+// the caller's context and ContactTimeout, never by the node timeout, which
+// is left to the commands on open connections.
+func (s *Strategy) contact(ctx context.Context, grace time.Duration) error {
+	if int(s.known.Load()) == len(s.nodes) {
+		return nil
+	}
+	s.mu.Lock()
+	if s.dup != nil {
+		s.mu.Unlock()
+		return s.dup
+	}
+	for i := range s.peers {
+		if p := &s.peers[i]; !p.known.Load() && !p.pending {
+			p.pending, p.err = true, nil
+			go s.reach(context.WithoutCancel(ctx), i)
+		}
+	}
+	s.mu.Unlock()
+	var graceC <-chan time.Time
+	for {
+		s.mu.Lock()
+		dup, changed, pending := s.dup, s.changed, 0
+		for i := range s.peers {
+			if s.peers[i].pending {
+				pending++
+			}
+		}
+		s.mu.Unlock()
+		switch {
+		case dup != nil:
+			return dup
+		case pending == 0:
+			return nil
+		case graceC == nil && int(s.known.Load()) >= s.quorum:
+			graceC = time.After(grace)
+		}
+		select {
+		case <-changed:
+		case <-graceC:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// reach makes first contact with node i: it reads the server's run id and,
+// unless another node reported the same one, lets the node vote. A contact
+// that timed out (a dial on a loaded machine can overrun the client's dial
+// timeout) is tried again within ContactTimeout; a refused one is not.
+func (s *Strategy) reach(ctx context.Context, i int) {
+	ctx, cancel := context.WithTimeout(ctx, max(ContactTimeout, s.nodeTimeout))
+	defer cancel()
+	reply, err := runID.Run(ctx, s.nodes[i].raw, nil)
+	for err != nil && isTimeout(err) && sleep(ctx, contactPause) {
+		reply, err = runID.Run(ctx, s.nodes[i].raw, nil)
+	}
+	id, _ := reply.(string)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p := &s.peers[i]
+	p.pending = false
+	close(s.changed)
+	s.changed = make(chan struct{})
+	if err != nil {
+		p.err = fmt.Errorf("redlock: first contact: %w", err)
+		return
+	}
+	for j := range s.peers {
+		if q := &s.peers[j]; id != "" && q.known.Load() && q.runID == id {
+			s.dup = &lock.ArgumentError{Name: fmt.Sprintf("nodes[%d]", max(i, j)), Reason: fmt.Sprintf(
+				"%s and %s are the same server (one run id): each node must be an independent master, listed once",
+				s.nodes[min(i, j)].name, s.nodes[max(i, j)].name)}
+			p.err = s.dup
+			return
+		}
+	}
+	p.runID = id
+	p.known.Store(true)
+	s.known.Add(1)
+}
+
+// sleep waits d, and reports whether ctx is still alive after it.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
