@@ -196,21 +196,34 @@ func Prefix(prefix string, combos []Combo) []Combo {
 	return out
 }
 
-// All starts the servers and returns every strategy × driver combination,
-// named strategy/driver. Without redis-server (and not required) only the
-// single-server combinations run, on the embedded server.
-func All(t *testing.T) []Combo {
+// EachStrategy starts the servers and returns one combination of each
+// strategy, named strategy/driver: single over go-redis (RESP3),
+// setnx-getset in milliseconds over redigo, and Redlock over a mix of both
+// drivers. Wrappers such as otel, which see only the Locker, run the suite
+// on these; the strategies' own tests run every combination. Without
+// redis-server (and not required) Redlock is left out.
+func EachStrategy(t *testing.T) []Combo {
 	addr, real := redistest.Addr(t)
-	combos := append(Prefix("single", Single(addr)), Prefix("setnx-getset", SetnxGetset(addr))...)
+	combos := []Combo{pick(Prefix("single", Single(addr)), "single/goredis-resp3"),
+		pick(Prefix("setnx-getset", SetnxGetset(addr)), "setnx-getset/ms+safety-ttl/redigo")}
 	if !real {
-		t.Log("redis-server not found: the cluster and Redlock combinations need real servers and are left out")
+		t.Log("redis-server not found: the Redlock combination needs real servers and is left out")
 		return combos
 	}
-	combos = append(combos, Prefix("single", []Combo{SingleCluster(redistest.StartCluster(t, 3).Addrs())})...)
 	servers := redistest.Start(t, 5)
 	addrs := make([]string, len(servers))
 	for i, s := range servers {
 		addrs[i] = s.Addr
 	}
-	return append(combos, Prefix("redlock", Redlock(addrs))...)
+	return append(combos, pick(Prefix("redlock", Redlock(addrs)), "redlock/mixed"))
+}
+
+// pick returns the combination named name.
+func pick(combos []Combo, name string) Combo {
+	for _, c := range combos {
+		if c.Name == name {
+			return c
+		}
+	}
+	panic("matrix: no combination " + name)
 }
