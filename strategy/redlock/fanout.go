@@ -233,7 +233,26 @@ func (s *Strategy) fanOut(ctx context.Context, timeout time.Duration,
 	t := tally{pending: len(s.nodes)}
 	late := time.NewTimer(timeout + timeout/2)
 	defer late.Stop()
+	record := func(a answer) {
+		o := outcome(a.err)
+		res[a.i].Outcome = o
+		if !answered(o) {
+			res[a.i].Err = a.err
+		}
+		t.pending--
+		t.add(o)
+	}
 	timedOut := func(err error) {
+		// A starved process can find the timer and answers ready at once,
+		// and select picks at random: take the answers that came first.
+		for drained := false; !drained; {
+			select {
+			case a := <-f.answers:
+				record(a)
+			default:
+				drained = true
+			}
+		}
 		for _, r := range res {
 			if r.Outcome == Pending {
 				r.Outcome, r.Err = Timeout, err
@@ -247,13 +266,7 @@ func (s *Strategy) fanOut(ctx context.Context, timeout time.Duration,
 	for t.pending > 0 && d == undecided {
 		select {
 		case a := <-f.answers:
-			o := outcome(a.err)
-			res[a.i].Outcome = o
-			if !answered(o) {
-				res[a.i].Err = a.err
-			}
-			t.pending--
-			t.add(o)
+			record(a)
 		case <-late.C:
 			timedOut(errNodeTimeout)
 		case <-done: // the caller's deadline, for a driver that does not honour it
