@@ -21,7 +21,10 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"syscall"
 	"time"
+
+	"github.com/locksmith-go/lock/internal/neterr"
 )
 
 // Locker obtains distributed locks.
@@ -256,8 +259,12 @@ const cleanupRetry = 50 * time.Millisecond
 // after the delete. The first answer shows that the server has run again
 // and worked through what was waiting; a second delete, sent after that
 // answer arrived, is read after it, and so after the write. Timeouts and
-// transport errors are not answers: del is tried again. A later holder's
-// lock is never deleted, because every attempt has its own value.
+// dead connections are not answers: del is tried again. A refused
+// connection counts as an answer (no server listens, so nothing waits in
+// its sockets). Any other error, such as an error reply or a closed
+// client, ends the clean-up at once: sending again would change nothing. A
+// later holder's lock is never deleted, because every attempt has its own
+// value.
 //
 // Strategy authors: [Locker.Obtain] runs it after an attempt that failed
 // without an answer. A strategy that must finish a clean-up after its own
@@ -281,9 +288,16 @@ func cleanUp(ctx context.Context, hs hookList, s Strategy, key string, del func(
 	run := func(ctx context.Context) error {
 		for answers := 0; answers < 2; {
 			err := del(ctx)
-			if err == nil || errors.Is(err, ErrNotHeld) {
+			switch {
+			case err == nil, errors.Is(err, ErrNotHeld), errors.Is(err, syscall.ECONNREFUSED):
+				// A refused connection: no server listens, so nothing
+				// waits in its sockets.
 				answers++
 				continue
+			case !neterr.Unanswered(err):
+				// An error reply, a closed client: trying again changes
+				// nothing.
+				return opError("cleanup", key, err)
 			}
 			if ctx.Err() != nil || sleep(ctx, cleanupRetry) != nil {
 				return opError("cleanup", key, fmt.Errorf("gave up after %v: %w", CleanupTimeout, err))

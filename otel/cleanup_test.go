@@ -2,6 +2,8 @@ package lockotel_test
 
 import (
 	"context"
+	"io"
+	"net"
 	"strings"
 	"testing"
 	"time"
@@ -9,7 +11,6 @@ import (
 	"go.opentelemetry.io/otel/codes"
 
 	"github.com/locksmith-go/lock"
-	"github.com/locksmith-go/lock/internal/redistest"
 )
 
 // TestCleanupSpan: a clean-up that gave up, after an Obtain whose attempt
@@ -18,7 +19,7 @@ import (
 func TestCleanupSpan(t *testing.T) {
 	t.Parallel() // it waits for the clean-up to give up, CleanupTimeout
 	r := newRecording(t)
-	l := r.wrap(singleLocker(t, redistest.ClosedAddr(t)))
+	l := r.wrap(singleLocker(t, silent(t)))
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
 	if _, err := l.Obtain(ctx, "k", time.Minute); err == nil {
@@ -33,4 +34,27 @@ func TestCleanupSpan(t *testing.T) {
 		t.Errorf("lock.cleanup status = %v %q, want Error, describing the clean-up", s.Status().Code, s.Status().Description)
 	}
 	t.Logf("lock.cleanup lasted %v: %q", s.EndTime().Sub(s.StartTime()).Round(time.Millisecond), s.Status().Description)
+}
+
+// silent returns the address of a server that accepts connections and reads
+// what it is sent, but never answers: every command to it times out.
+func silent(t *testing.T) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() { // until the client closes the connection
+				defer c.Close()
+				_, _ = io.Copy(io.Discard, c)
+			}()
+		}
+	}()
+	return ln.Addr().String()
 }

@@ -8,14 +8,12 @@ package cas
 import (
 	"context"
 	"errors"
-	"io"
-	"net"
 	"strconv"
-	"syscall"
 	"time"
 
 	"github.com/locksmith-go/lock"
 	"github.com/locksmith-go/lock/driver"
+	"github.com/locksmith-go/lock/internal/neterr"
 )
 
 // The scripts reply with a non-negative number when the key holds our value,
@@ -136,26 +134,10 @@ type call struct {
 // Refresh would find anyway, never the other way round.
 func (c call) run(ctx context.Context, conn driver.Conn) (int64, error) {
 	n, err := c.script.Int(ctx, conn, c.keys, c.args...)
-	if err != nil && deadConn(err) && ctx.Err() == nil {
+	if err != nil && neterr.Dead(err) && ctx.Err() == nil {
 		n, err = c.script.Int(ctx, conn, c.keys, c.args...)
 	}
 	return n, err
-}
-
-// deadConn reports whether err says that the connection was closed or reset
-// by its peer. It is false for timeouts: a command that timed out may still
-// be on its way, and ctx's deadline is the caller's to keep.
-func deadConn(err error) bool {
-	var timeout interface{ Timeout() bool }
-	if errors.As(err, &timeout) && timeout.Timeout() {
-		return false
-	}
-	for _, dead := range []error{io.EOF, io.ErrUnexpectedEOF, net.ErrClosed, syscall.ECONNRESET, syscall.ECONNABORTED, syscall.EPIPE} {
-		if errors.Is(err, dead) {
-			return true
-		}
-	}
-	return false
 }
 
 // Acquisition is the call of an acquire, for any number of nodes.
