@@ -70,6 +70,10 @@ type Strategy interface {
 	// token, unless the caller chose one.
 	Acquire(ctx context.Context, r Request) (Grant, error)
 	// Refresh resets the expiry of key to ttl if it still holds value.
+	// A Refresh that replaces the value reports the value it tried to
+	// write in Grant.Value even when it fails without an answer (a timeout,
+	// a transport error): the write may have landed. The [Lock] then tries
+	// that value too when a later call finds its own value taken.
 	Refresh(ctx context.Context, key, value string, ttl time.Duration) (Grant, error)
 	// Release deletes key if it still holds value.
 	Release(ctx context.Context, key, value string) error
@@ -101,7 +105,9 @@ type Grant struct {
 	// Value, when not empty, replaces the value the lock is held under and
 	// becomes its token: a strategy that stores something other than the
 	// token, such as a legacy timestamp, reports it here. Later calls
-	// receive this value.
+	// receive this value. Returned by Refresh with an error that is not an
+	// answer, it is the value the refresh may have written (see
+	// [Strategy]).
 	Value string
 	// Drift is subtracted from the TTL when the local validity deadline is
 	// computed: an allowance for clock drift between client and servers.
@@ -372,6 +378,7 @@ type Lock struct {
 	mu            sync.Mutex
 	token         string
 	value         string
+	unsure        string        // a value a refresh whose reply was lost may have written; "": none
 	ttl           time.Duration // asked for by the last Obtain or Refresh
 	sent          time.Time     // when the last successful Obtain or Refresh was sent
 	validUntil    time.Time
@@ -442,12 +449,8 @@ func (l *Lock) TTL(ctx context.Context) (time.Duration, error) {
 	}
 	l.ops.Lock()
 	defer l.ops.Unlock()
-	value, err := l.current()
-	if err != nil {
-		return 0, err
-	}
 	var ttl time.Duration
-	err = l.op(ctx, "ttl", 0, func(ctx context.Context) (err error) {
+	err := l.call(ctx, "ttl", 0, func(ctx context.Context, value string) (err error) {
 		ttl, err = l.s.TTL(ctx, l.key, value)
 		return err
 	})
@@ -474,8 +477,7 @@ func (l *Lock) Refresh(ctx context.Context, ttl time.Duration) error {
 	}
 	l.ops.Lock()
 	defer l.ops.Unlock()
-	value, err := l.current()
-	if err != nil {
+	if _, err := l.current(); err != nil {
 		return err
 	}
 	lease, err := l.spendRefresh(ttl)
@@ -484,10 +486,15 @@ func (l *Lock) Refresh(ctx context.Context, ttl time.Duration) error {
 	}
 	sent := time.Now()
 	var g Grant
-	err = l.op(ctx, "refresh", lease, func(ctx context.Context) (err error) {
+	err = l.call(ctx, "refresh", lease, func(ctx context.Context, value string) (err error) {
 		g, err = l.s.Refresh(ctx, l.key, value, lease)
 		return err
 	})
+	if err != nil && g.Value != "" && !errors.Is(err, ErrNotHeld) {
+		l.mu.Lock()
+		l.unsure = g.Value // the reply was lost: the write may have landed
+		l.mu.Unlock()
+	}
 	if err != nil {
 		return l.fail("refresh", err)
 	}
@@ -513,11 +520,7 @@ func (l *Lock) Release(ctx context.Context) error {
 	l.StopRefresh() // first: a refresh on its way can replace the value
 	l.ops.Lock()
 	defer l.ops.Unlock()
-	value, err := l.current()
-	if err != nil {
-		return err
-	}
-	err = l.op(ctx, "release", 0, func(ctx context.Context) error { return l.s.Release(ctx, l.key, value) })
+	err := l.call(ctx, "release", 0, func(ctx context.Context, value string) error { return l.s.Release(ctx, l.key, value) })
 	if err != nil {
 		return l.fail("release", err)
 	}
@@ -525,6 +528,35 @@ func (l *Lock) Release(ctx context.Context) error {
 	l.released = true
 	l.endLocked(errReleased)
 	return nil
+}
+
+// call runs fn, through the Op hooks, with the value the lock is held under.
+// l.ops must be held. An answer with that value settles any value a refresh
+// whose reply was lost may have written (l.unsure). When the answer is
+// ErrTaken and there is such a value, the held value is gone for good and
+// the unsure one is the lock's only chance: call adopts it and runs fn once
+// more with it.
+func (l *Lock) call(ctx context.Context, op string, ttl time.Duration, fn func(ctx context.Context, value string) error) error {
+	value, err := l.current()
+	if err != nil {
+		return err
+	}
+	err = l.op(ctx, op, ttl, func(ctx context.Context) error { return fn(ctx, value) })
+	l.mu.Lock()
+	unsure := l.unsure
+	switch {
+	case unsure != "" && errors.Is(err, ErrTaken):
+		l.value, l.token, l.unsure = unsure, unsure, ""
+	case err == nil || errors.Is(err, ErrNotHeld):
+		l.unsure, unsure = "", ""
+	default:
+		unsure = "" // no answer: nothing settled
+	}
+	l.mu.Unlock()
+	if unsure == "" {
+		return err
+	}
+	return l.op(ctx, op, ttl, func(ctx context.Context) error { return fn(ctx, unsure) })
 }
 
 // op runs call through the Op hooks.

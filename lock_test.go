@@ -1185,3 +1185,117 @@ func TestDeadlineReportedByTheDriver(t *testing.T) {
 		t.Errorf("Obtain whose attempt hit the deadline = %v, want ErrNotObtained and context.DeadlineExceeded", err)
 	}
 }
+
+// lostRefresh is a fakeStrategy that replaces the value on refresh, and
+// whose next Refresh, once lose is set, loses its reply: after its write
+// when landed is set, before it otherwise. Either way it reports the value
+// it tried to write, as Strategy asks.
+type lostRefresh struct {
+	*fakeStrategy
+	lose, landed bool
+}
+
+func (s *lostRefresh) Refresh(ctx context.Context, key, value string, ttl time.Duration) (lock.Grant, error) {
+	if !s.lose {
+		return s.fakeStrategy.Refresh(ctx, key, value, ttl)
+	}
+	s.lose = false
+	if s.landed {
+		if _, err := s.fakeStrategy.Refresh(ctx, key, value, ttl); err != nil {
+			return lock.Grant{}, err
+		}
+	}
+	return s.refreshGrant, context.DeadlineExceeded
+}
+
+// stored returns the value key holds, or "" when it is gone.
+func (f *fakeStrategy) stored(key string) string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.entries[key].value
+}
+
+// TestLostRefreshReply: a refresh that may have replaced the value without
+// an answer leaves the lock usable under whichever value the key holds, and
+// never under another owner's.
+func TestLostRefreshReply(t *testing.T) {
+	ctx := context.Background()
+	// setup obtains "k" and runs a refresh whose reply is lost; it returns
+	// the lock, the value it was obtained under, and the strategy.
+	setup := func(t *testing.T, landed bool) (*lock.Lock, string, *lostRefresh) {
+		t.Helper()
+		s := &lostRefresh{fakeStrategy: newFake(), landed: landed}
+		s.refreshGrant = lock.Grant{Value: "next"}
+		lk, err := lock.New(s).Obtain(ctx, "k", time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		first := lk.Token()
+		s.lose = true
+		if err := lk.Refresh(ctx, time.Minute); !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("Refresh with its reply lost = %v, want context.DeadlineExceeded", err)
+		}
+		return lk, first, s
+	}
+
+	t.Run("a later Refresh finds the value it wrote", func(t *testing.T) {
+		lk, first, s := setup(t, true)
+		if err := lk.Refresh(ctx, time.Minute); err != nil {
+			t.Fatalf("Refresh = %v, want nil", err)
+		}
+		if got, want := values(s.callsTo("refresh")), []string{first, first, "next"}; !equal(got, want) {
+			t.Errorf("refreshes sent with %q, want %q", got, want)
+		}
+		if lk.Token() != "next" {
+			t.Errorf("Token is the value the lost refresh wrote = false, want true")
+		}
+		if err := lk.Release(ctx); err != nil || s.stored("k") != "" {
+			t.Errorf("Release = %v, key left = %t; want nil, false", err, s.stored("k") != "")
+		}
+	})
+
+	t.Run("Release deletes the value it wrote", func(t *testing.T) {
+		lk, _, s := setup(t, true)
+		if err := lk.Release(ctx); err != nil || s.stored("k") != "" {
+			t.Errorf("Release = %v, key left = %t; want nil, false", err, s.stored("k") != "")
+		}
+	})
+
+	t.Run("TTL finds the value it wrote", func(t *testing.T) {
+		lk, _, _ := setup(t, true)
+		if _, err := lk.TTL(ctx); err != nil {
+			t.Errorf("TTL = %v, want nil", err)
+		}
+	})
+
+	t.Run("an answer with the held value settles it", func(t *testing.T) {
+		lk, first, s := setup(t, false)
+		if _, err := lk.TTL(ctx); err != nil {
+			t.Fatalf("TTL = %v, want nil", err)
+		}
+		s.hold("k", "next") // another owner, after ours expired, with the same value
+		if err := lk.Release(ctx); !errors.Is(err, lock.ErrTaken) {
+			t.Errorf("Release = %v, want ErrTaken", err)
+		}
+		if got, want := values(s.callsTo("release")), []string{first}; !equal(got, want) {
+			t.Errorf("releases sent with %q, want %q", got, want)
+		}
+		if s.stored("k") != "next" {
+			t.Errorf("the other owner's key was deleted")
+		}
+	})
+
+	t.Run("another owner's value is not adopted", func(t *testing.T) {
+		lk, _, s := setup(t, false)
+		s.hold("k", "other")
+		if err := lk.Refresh(ctx, time.Minute); !errors.Is(err, lock.ErrTaken) {
+			t.Errorf("Refresh = %v, want ErrTaken", err)
+		}
+		if err := lk.Err(); !errors.Is(err, lock.ErrTaken) {
+			t.Errorf("Err = %v, want ErrTaken", err)
+		}
+		if s.stored("k") != "other" {
+			t.Errorf("the other owner's key = %q, want %q", s.stored("k"), "other")
+		}
+	})
+}

@@ -25,9 +25,13 @@ const (
 
 // ownerScript returns the script that runs body when the key holds our
 // value (ARGV[1]), and replies with noKey or otherOwner otherwise.
-func ownerScript(body string) *driver.Script {
+func ownerScript(body string) *driver.Script { return scriptIf(`v == ARGV[1]`, body) }
+
+// scriptIf returns the script that runs body when ours, a Lua condition on
+// the key's value v, holds, and replies with noKey or otherOwner otherwise.
+func scriptIf(ours, body string) *driver.Script {
 	return driver.NewScript(`local v = redis.call('GET', KEYS[1])
-if v == ARGV[1] then
+if ` + ours + ` then
 	` + body + `
 elseif v then
 	return ` + strconv.Itoa(otherOwner) + `
@@ -91,8 +95,15 @@ return redis.call('INCR', KEYS[2])`)
 	pexpireScript = ownerScript(`return redis.call('PEXPIRE', KEYS[1], ARGV[2])`)
 	pttlScript    = ownerScript(`return redis.call('PTTL', KEYS[1])`)
 	// setScript replaces our value with ARGV[2], expiring after ARGV[3] ms
-	// when that is positive, and never otherwise.
-	setScript = ownerScript(`if tonumber(ARGV[3]) > 0 then
+	// when that is positive, and never otherwise. A key that already holds
+	// ARGV[2] is taken as ours: the same set was applied before and only
+	// its reply was lost (a timeout, or run sending it twice), and it gets
+	// the expiry again. Had another client written that very value, it took
+	// over our lock, expired, with the very timestamp we were writing, in
+	// the same second or millisecond: the ambiguity of legacy locks whose
+	// values are timestamps, which Acquire already has (see the setnx-getset
+	// package doc).
+	setScript = scriptIf(`v == ARGV[1] or v == ARGV[2]`, `if tonumber(ARGV[3]) > 0 then
 		redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
 	else
 		redis.call('SET', KEYS[1], ARGV[2])
@@ -129,9 +140,7 @@ type call struct {
 // resets its TTL; a fenced one increments the counter once more, and fencing
 // tokens only need to increase. A deletion finds the key gone and reports
 // ErrExpired; a PEXPIRE resets the same TTL; a PTTL only reads. A Set finds
-// the key holding next, not value, and reports ErrTaken: the caller then
-// treats as lost a lock it holds under next, which is what its next
-// Refresh would find anyway, never the other way round.
+// the key holding next, and succeeds (see setScript).
 func (c call) run(ctx context.Context, conn driver.Conn) (int64, error) {
 	n, err := c.script.Int(ctx, conn, c.keys, c.args...)
 	if err != nil && neterr.Dead(err) && ctx.Err() == nil {

@@ -24,7 +24,8 @@
 //
 //   - Release deletes the key only while it still holds our value, atomically
 //     (legacy clients DEL blindly). Refresh is a compare-and-set of a new
-//     timestamp; the handle's token follows it.
+//     timestamp; the handle's token follows it, even to a timestamp that
+//     a refresh whose reply was lost may have written.
 //   - [WithSafetyTTL] gives every key we write a PX expiry some time after its
 //     timestamp, so that a crashed fleet never leaves an immortal key. Legacy
 //     clients ignore it, and a legacy GETSET strips it; keys with no TTL at
@@ -311,7 +312,9 @@ func (s *Strategy) restoreTTL(old string, ttl time.Duration) time.Duration {
 
 // Refresh implements [lock.Strategy]: a compare-and-set of a new timestamp.
 // An expired lock cannot be refreshed, even if nobody took it over. It
-// refuses the TTLs that Acquire refuses, before writing anything.
+// refuses the TTLs that Acquire refuses, before writing anything. When the
+// reply is lost, it reports the timestamp it may have written in
+// Grant.Value, with the error.
 func (s *Strategy) Refresh(ctx context.Context, key, value string, ttl time.Duration) (lock.Grant, error) {
 	if err := s.checkTTL(ttl); err != nil {
 		return lock.Grant{}, err
@@ -325,7 +328,10 @@ func (s *Strategy) Refresh(ctx context.Context, key, value string, ttl time.Dura
 		return lock.Grant{}, lock.ErrExpired
 	}
 	if err := cas.Set(ctx, s.conn, key, value, next, s.safetyTTL(next, now)); err != nil {
-		return lock.Grant{}, err
+		if errors.Is(err, lock.ErrNotHeld) {
+			return lock.Grant{}, err
+		}
+		return lock.Grant{Value: next}, err
 	}
 	return s.grant(next), nil
 }

@@ -720,3 +720,78 @@ func TestTTLLimits(t *testing.T) {
 		})
 	}
 }
+
+// lossyConn loses the reply of the first script that succeeds once lose is
+// set, as a timeout under load does: the script was applied.
+type lossyConn struct {
+	driver.Conn
+	lose atomic.Bool
+}
+
+func (c *lossyConn) EvalSha(ctx context.Context, sha1 string, keys []string, args ...any) (any, error) {
+	return c.lost(c.Conn.EvalSha(ctx, sha1, keys, args...))
+}
+
+func (c *lossyConn) Eval(ctx context.Context, src string, keys []string, args ...any) (any, error) {
+	return c.lost(c.Conn.Eval(ctx, src, keys, args...))
+}
+
+func (c *lossyConn) lost(v any, err error) (any, error) {
+	if err == nil && c.lose.CompareAndSwap(true, false) {
+		return nil, context.DeadlineExceeded
+	}
+	return v, err
+}
+
+// TestLostRefreshReply: a refresh whose new timestamp landed but whose reply
+// was lost leaves the lock ours; the handle finds it under that timestamp.
+func TestLostRefreshReply(t *testing.T) {
+	addr, _ := redistest.Addr(t)
+	rdb := redistest.GoRedis(t, addr, 3)
+	ctx := context.Background()
+	for _, d := range redistest.Drivers() {
+		t.Run(d.Name, func(t *testing.T) {
+			for _, next := range []struct {
+				name string
+				op   func(lk *lock.Lock) error
+			}{
+				{"then Refresh and Release succeed", func(lk *lock.Lock) error {
+					if err := lk.Refresh(ctx, 30*time.Second); err != nil {
+						return fmt.Errorf("Refresh = %w, want nil", err)
+					}
+					return nil
+				}},
+				{"then TTL and Release succeed", func(lk *lock.Lock) error {
+					if _, err := lk.TTL(ctx); err != nil {
+						return fmt.Errorf("TTL = %w, want nil", err)
+					}
+					return nil
+				}},
+				{"then Release succeeds", func(*lock.Lock) error { return nil }},
+			} {
+				t.Run(next.name, func(t *testing.T) {
+					conn := &lossyConn{Conn: d.Conn(t, addr)}
+					l := newLocker(t, conn, setnxgetset.WithFormat(setnxgetset.Milliseconds), setnxgetset.WithSafetyTTL(time.Minute))
+					lk, err := l.Obtain(ctx, conformance.Key(t), 10*time.Second)
+					if err != nil {
+						t.Fatal(err)
+					}
+					conn.lose.Store(true)
+					// A longer TTL: a new timestamp even in the same millisecond.
+					if err := lk.Refresh(ctx, 20*time.Second); !errors.Is(err, context.DeadlineExceeded) {
+						t.Fatalf("Refresh with its reply lost = %v, want context.DeadlineExceeded", err)
+					}
+					if err := next.op(lk); err != nil {
+						t.Fatal(err)
+					}
+					if err := lk.Release(ctx); err != nil {
+						t.Fatalf("Release = %v, want nil", err)
+					}
+					if n, err := rdb.Exists(ctx, lk.Key()).Result(); err != nil || n != 0 {
+						t.Errorf("after Release, EXISTS = %d, %v; want 0", n, err)
+					}
+				})
+			}
+		})
+	}
+}
