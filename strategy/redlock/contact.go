@@ -10,6 +10,7 @@ import (
 
 	"github.com/locksmith-go/lock"
 	"github.com/locksmith-go/lock/driver"
+	"github.com/locksmith-go/lock/internal/neterr"
 )
 
 // ContactTimeout bounds the first contact with a node: opening its
@@ -168,7 +169,7 @@ func (s *Strategy) reach(ctx context.Context, i int) {
 	ctx, cancel := context.WithTimeout(ctx, max(ContactTimeout, s.nodeTimeout))
 	defer cancel()
 	reply, err := runID.Run(ctx, s.nodes[i].raw, nil)
-	for err != nil && isTimeout(err) && sleep(ctx, contactPause) {
+	for err != nil && neterr.Timeout(err) && sleep(ctx, contactPause) {
 		reply, err = runID.Run(ctx, s.nodes[i].raw, nil)
 	}
 	id, _ := reply.(string)

@@ -110,6 +110,7 @@ import (
 	"github.com/locksmith-go/lock"
 	"github.com/locksmith-go/lock/driver"
 	"github.com/locksmith-go/lock/internal/cas"
+	"github.com/locksmith-go/lock/internal/neterr"
 	"github.com/locksmith-go/lock/strategy/single"
 )
 
@@ -501,17 +502,10 @@ func outcome(err error) Outcome {
 		return Expired
 	case errors.Is(err, cas.ErrRestarting):
 		return Restarting
-	case errors.Is(err, errNodeTimeout), errors.Is(err, errNoContact), errors.Is(err, context.DeadlineExceeded), isTimeout(err):
+	case errors.Is(err, errNodeTimeout), errors.Is(err, errNoContact), neterr.Timeout(err):
 		return Timeout
 	case errors.Is(err, syscall.ECONNREFUSED):
 		return Refused
 	}
 	return Failed
-}
-
-// isTimeout reports whether err is a network timeout. (A function of its
-// own, so that outcome does not move its target to the heap on every call.)
-func isTimeout(err error) bool {
-	var ne interface{ Timeout() bool }
-	return errors.As(err, &ne) && ne.Timeout()
 }
