@@ -3,26 +3,28 @@ package lock
 import (
 	"errors"
 	"fmt"
+
+	"github.com/locksmith-go/lock/strategy"
 )
 
 var (
 	// ErrNotObtained means the lock is still held by another owner after
 	// the attempts the retry policy allowed. When the context ended the
 	// wait, the error also matches the context's cause.
-	ErrNotObtained = errors.New("lock: not obtained")
+	ErrNotObtained = strategy.ErrNotObtained
 
 	// ErrNotHeld means a Refresh, Release or TTL found that the lock is no
 	// longer ours. ErrExpired and ErrTaken match it and say why, where the
 	// server can tell.
-	ErrNotHeld = errors.New("lock: not held")
+	ErrNotHeld = strategy.ErrNotHeld
 
 	// ErrExpired means the key is gone: the lock expired (or was deleted)
 	// and nobody holds it now. It matches ErrNotHeld.
-	ErrExpired = fmt.Errorf("%w: expired", ErrNotHeld)
+	ErrExpired = strategy.ErrExpired
 
 	// ErrTaken means the key is held by another owner. It matches
 	// ErrNotHeld.
-	ErrTaken = fmt.Errorf("%w: held by another owner", ErrNotHeld)
+	ErrTaken = strategy.ErrTaken
 
 	// ErrRefreshLimit means the lock was refreshed as many times as
 	// [WithMaxRefreshes] allows, or is as old as [WithMaxHold] allows. The
@@ -43,9 +45,6 @@ var (
 	// ErrNotHeld). fn's own errors never match it, unless fn returns it.
 	ErrLost = errors.New("lock: lost")
 
-	// ErrInvalidArgument is matched by every [*ArgumentError].
-	ErrInvalidArgument = errors.New("lock: invalid argument")
-
 	errReleased = fmt.Errorf("%w: already released", ErrNotHeld)
 
 	// errHoldLimit refuses a refresh once WithMaxHold's time is spent, and
@@ -54,20 +53,11 @@ var (
 	errLapsedAtLimit = fmt.Errorf("%w: %w", ErrLapsed, ErrRefreshLimit)
 )
 
-// ArgumentError reports an invalid argument or option, by name. It matches
-// ErrInvalidArgument.
-type ArgumentError struct {
-	Name   string // the argument or option, for example "key" or "ttl"
-	Reason string // what is wrong, and what is allowed
-}
-
-// Error returns "lock: invalid <Name>: <Reason>".
-func (e *ArgumentError) Error() string {
-	return "lock: invalid " + e.Name + ": " + e.Reason
-}
-
-// Is reports whether target is ErrInvalidArgument.
-func (e *ArgumentError) Is(target error) bool { return target == ErrInvalidArgument }
+// ArgumentError reports an invalid argument or option, by name: the
+// argument at fault (Name, such as "key" or "ttl") and what is wrong with it
+// (Reason). Match it with errors.As. Its Error method returns
+// "lock: invalid <Name>: <Reason>".
+type ArgumentError = strategy.ArgumentError
 
 // opError wraps a Redis or transport error with the operation and key.
 func opError(op, key string, err error) error {

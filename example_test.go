@@ -199,7 +199,7 @@ func ExampleArgumentError() {
 	if errors.As(err, &argErr) {
 		fmt.Println("invalid argument:", argErr.Name)
 	}
-	fmt.Println(errors.Is(err, lock.ErrInvalidArgument))
+	fmt.Println(errors.As(err, new(*lock.ArgumentError)))
 	fmt.Println(err)
 	// Output:
 	// invalid argument: key

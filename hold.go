@@ -5,6 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/locksmith-go/lock/internal/wait"
+	"github.com/locksmith-go/lock/strategy"
 )
 
 // Do runs fn while holding the lock on key, and releases it when fn returns.
@@ -21,7 +24,7 @@ import (
 //
 // Cancelling ctx cancels fn's context and stops the refreshes. After fn
 // returns (or panics), Do stops the refreshes and releases the lock on a
-// context that outlives ctx's cancellation, bounded by [CleanupTimeout]. It
+// context that outlives ctx's cancellation, bounded by strategy.CleanupTimeout (5s). It
 // waits for the release for [ReleaseTimeout] at most, and no later than
 // 100ms past ctx's deadline, so that it keeps the deadline; a release still
 // on its way then goes on in the background, and its outcome reaches the
@@ -39,9 +42,9 @@ import (
 func Do(ctx context.Context, l Locker, key string, ttl time.Duration, fn func(ctx context.Context) error, opts ...Option) error {
 	switch {
 	case l == nil:
-		return &ArgumentError{"locker", "must not be nil"}
+		return &ArgumentError{Name: "locker", Reason: "must not be nil"}
 	case fn == nil:
-		return &ArgumentError{"fn", "must not be nil"}
+		return &ArgumentError{Name: "fn", Reason: "must not be nil"}
 	}
 	lk, err := l.Obtain(ctx, key, ttl, opts...)
 	if err != nil {
@@ -91,7 +94,7 @@ func release(ctx context.Context, lk *Lock) error {
 	}
 	done := make(chan error, 1)
 	go func() {
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), CleanupTimeout)
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), strategy.CleanupTimeout)
 		defer cancel()
 		done <- lk.Release(ctx)
 	}()
@@ -294,7 +297,7 @@ func (l *Lock) refresh(ctx context.Context, r *refresher) {
 		if failed {
 			next = time.Now().Add(interval / 4)
 		}
-		if sleep(ctx, time.Until(next)) != nil {
+		if wait.Sleep(ctx, time.Until(next)) != nil {
 			return
 		}
 		l.mu.Lock()
@@ -314,7 +317,7 @@ func (l *Lock) refresh(ctx context.Context, r *refresher) {
 		switch {
 		case err == nil:
 			failed = false
-		case ctx.Err() != nil, errors.Is(err, ErrNotHeld), errors.Is(err, ErrRefreshLimit), errors.Is(err, ErrInvalidArgument):
+		case ctx.Err() != nil, errors.Is(err, ErrNotHeld), errors.Is(err, ErrRefreshLimit), errors.As(err, new(*ArgumentError)):
 			return // stopped, lost, or limited: the deadline timer ends the lock
 		default:
 			failed = true

@@ -12,11 +12,11 @@ import (
 
 	"github.com/locksmith-go/lock"
 	"github.com/locksmith-go/lock/conformance"
-	"github.com/locksmith-go/lock/internal/matrix"
-	"github.com/locksmith-go/lock/internal/redistest"
+	"github.com/locksmith-go/lock/internal/testing/matrix"
+	"github.com/locksmith-go/lock/internal/testing/redistest"
 )
 
-// onServers is a strategy on real servers of its own, as internal/matrix
+// onServers is a strategy on real servers of its own, as internal/testing/matrix
 // configures it, with the servers to pause so that no refresh can succeed.
 type onServers struct {
 	h     conformance.Harness

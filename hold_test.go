@@ -10,6 +10,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/locksmith-go/lock"
+	"github.com/locksmith-go/lock/strategy"
 )
 
 // shortTTL is the TTL of the locks these tests let lapse. aliveTTL, with
@@ -554,7 +555,7 @@ func TestAutoRefresh(t *testing.T) {
 	t.Run("a refresh that replaces the value is not overlapped by TTL or Release", func(t *testing.T) {
 		f := newFake()
 		lk := obtain(t, f, "k")
-		f.refreshGrant = lock.Grant{Value: "a later timestamp"} // as setnx-getset's refresh does
+		f.refreshGrant = strategy.Grant{Value: "a later timestamp"} // as setnx-getset's refresh does
 		f.afterRefresh = func() { time.Sleep(50 * time.Millisecond) }
 		refreshed := make(chan error, 1)
 		go func() { refreshed <- lk.Refresh(ctx, time.Minute) }()

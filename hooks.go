@@ -4,6 +4,9 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/locksmith-go/lock/internal/scope"
+	"github.com/locksmith-go/lock/strategy"
 )
 
 // Hooks intercept what a Locker and its locks do, for instrumentation: the
@@ -27,7 +30,7 @@ type Hooks struct {
 	// Op wraps Refresh (auto-refresh's too), Release and TTL (e.Op) on a
 	// held lock (e.Lock), and each clean-up (e.Op "cleanup", e.Lock nil)
 	// that deletes what a failed attempt may have written: next returns
-	// nil once it is done, or why it gave up (see [CleanUp]).
+	// nil once it is done, or why it gave up (see strategy.CleanUp).
 	Op func(ctx context.Context, e Event, next func(context.Context) error) error
 	// Node reports one node's answer (e.Node, e.Outcome, e.Err) within an
 	// attempt or an operation of a multi-node strategy.
@@ -60,21 +63,23 @@ type Event struct {
 func WithHooks(h *Hooks) Option {
 	return func(o *options) {
 		if h == nil {
-			o.errs = append(o.errs, &ArgumentError{"hooks", "must not be nil"})
+			o.errs = append(o.errs, &ArgumentError{Name: "hooks", Reason: "must not be nil"})
 			return
 		}
 		o.hooks = append(o.hooks, h)
 	}
 }
 
-// ReportNode reports one node's answer to the Node hooks of the Obtain or
-// operation that ctx belongs to. Multi-node strategies call it, and
-// implement [NodeReporter].
-func ReportNode(ctx context.Context, node, outcome string, err error) {
-	sc, _ := ctx.Value(hooksKey{}).(*scope)
-	if sc == nil {
-		return
-	}
+// hookScope is what the context of a call of a strategy that reports
+// nodes carries, for strategy.ReportNode and strategy.CleanUp: the hooks,
+// and the strategy the events name.
+type hookScope struct {
+	hs hookList
+	s  strategy.Strategy
+}
+
+// Node runs the Node hooks.
+func (sc *hookScope) Node(ctx context.Context, node, outcome string, err error) {
 	for _, h := range sc.hs {
 		if h.Node != nil {
 			h.Node(ctx, Event{Op: "node", Node: node, Outcome: outcome, Err: err})
@@ -82,22 +87,9 @@ func ReportNode(ctx context.Context, node, outcome string, err error) {
 	}
 }
 
-// NodeReporter is an optional interface of a [Strategy] that calls
-// [ReportNode] or [CleanUp]: a multi-node strategy. The hooks reach only
-// such a strategy's attempts and operations, through their context; the
-// others are spared the context value.
-type NodeReporter interface {
-	// ReportsNodes reports whether the strategy calls ReportNode.
-	ReportsNodes() bool
-}
-
-type hooksKey struct{}
-
-// scope is what the context of an attempt or operation of a NodeReporter
-// carries: the hooks, and the strategy the events name.
-type scope struct {
-	hs hookList
-	s  Strategy
+// Op runs fn through the Op hooks.
+func (sc *hookScope) Op(ctx context.Context, op, key string, fn func(context.Context) error) error {
+	return sc.hs.wrap(ctx, sc.s, sc.hs.event(sc.s, op, key), opHook, fn)
 }
 
 // hookList is the hooks of one Obtain and its lock, outermost first.
@@ -105,7 +97,7 @@ type hookList []*Hooks
 
 // describe returns a strategy's name and server: its String and Addr
 // methods, where it has them.
-func describe(s Strategy) (name, server string) {
+func describe(s strategy.Strategy) (name, server string) {
 	if n, ok := s.(fmt.Stringer); ok {
 		name = n.String()
 	} else {
@@ -117,7 +109,7 @@ func describe(s Strategy) (name, server string) {
 	return name, server
 }
 
-func (hs hookList) event(s Strategy, op, key string) Event {
+func (hs hookList) event(s strategy.Strategy, op, key string) Event {
 	name, server := describe(s)
 	return Event{Strategy: name, Server: server, Op: op, Key: key}
 }
@@ -156,9 +148,9 @@ func (hs hookList) hasObtain() bool {
 
 // wrap runs next through the Attempt or Op hooks (pick chooses which), with
 // the hooks in the context for ReportNode and CleanUp when s reports nodes.
-func (hs hookList) wrap(ctx context.Context, s Strategy, e Event, pick func(*Hooks) func(context.Context, Event, func(context.Context) error) error, next func(context.Context) error) error {
-	if r, ok := s.(NodeReporter); ok && r.ReportsNodes() {
-		ctx = context.WithValue(ctx, hooksKey{}, &scope{hs, s})
+func (hs hookList) wrap(ctx context.Context, s strategy.Strategy, e Event, pick func(*Hooks) func(context.Context, Event, func(context.Context) error) error, next func(context.Context) error) error {
+	if r, ok := s.(strategy.NodeReporter); ok && r.ReportsNodes() {
+		ctx = scope.With(ctx, &hookScope{hs, s})
 	}
 	return hs.wrapFrom(0, ctx, e, pick, next)
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/locksmith-go/lock"
+	"github.com/locksmith-go/lock/strategy"
 )
 
 // trail records what hooks saw, in order.
@@ -114,7 +115,7 @@ func TestHooks(t *testing.T) {
 	t.Run("Node hooks reach a strategy that reports nodes", func(t *testing.T) {
 		var tr trail
 		f := newFake()
-		f.onAcquire = func(ctx context.Context) { lock.ReportNode(ctx, "n1", "ok", nil) }
+		f.onAcquire = func(ctx context.Context) { strategy.ReportNode(ctx, "n1", "ok", nil) }
 		lk, err := lock.New(nodeFake{f}).Obtain(ctx, "k", time.Minute, lock.WithHooks(recorder(&tr, "a")))
 		if err != nil {
 			t.Fatal(err)
@@ -128,7 +129,7 @@ func TestHooks(t *testing.T) {
 	t.Run("other strategies carry no hooks in their context", func(t *testing.T) {
 		var tr trail
 		f := newFake()
-		f.onAcquire = func(ctx context.Context) { lock.ReportNode(ctx, "n1", "ok", nil) }
+		f.onAcquire = func(ctx context.Context) { strategy.ReportNode(ctx, "n1", "ok", nil) }
 		lk := obtain(t, f, "k", lock.WithHooks(recorder(&tr, "a")))
 		defer lk.Release(ctx)
 		if got := tr.String(); strings.Contains(got, "node") {

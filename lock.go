@@ -5,11 +5,11 @@
 // (driver/goredis or driver/redigo). Application code depends on [Locker] and
 // [Lock] only, so the strategy can change without touching it.
 //
-// The root package owns everything the strategies share: the wait loop and
+// The lock package owns everything the strategies share: the wait loop and
 // its [RetryPolicy], token generation, argument validation, the local
 // validity deadline and the error taxonomy ([ErrNotObtained], [ErrNotHeld],
-// [ErrInvalidArgument]). A strategy implements [Strategy] (one attempt, and
-// the operations on a held lock) and hands it to [New].
+// [*ArgumentError]). A strategy implements the strategy package's interface
+// (one attempt, and the operations on a held lock) and hands it to [New].
 package lock
 
 import (
@@ -21,10 +21,11 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
-	"syscall"
 	"time"
 
-	"github.com/locksmith-go/lock/internal/neterr"
+	"github.com/locksmith-go/lock/internal/scope"
+	"github.com/locksmith-go/lock/internal/wait"
+	"github.com/locksmith-go/lock/strategy"
 )
 
 // Locker obtains distributed locks.
@@ -42,93 +43,16 @@ type Locker interface {
 	Obtain(ctx context.Context, key string, ttl time.Duration, opts ...Option) (*Lock, error)
 }
 
-// Strategy is a lock algorithm: the part of a [Locker] that talks to Redis.
-// Application code uses a [Locker]; strategy authors implement Strategy and
-// turn it into a Locker with [New], which supplies validation, tokens, the
-// wait loop and the lock handle. Check a Strategy with the conformance
-// package.
-//
-// The root package guarantees that keys are non-empty, TTLs are at least one
-// millisecond and values are non-empty. Implementations must be safe for
-// concurrent use.
-//
-// Refresh, Release and TTL return ErrExpired when the key is gone, and
-// ErrTaken when another value holds it (both match ErrNotHeld); a strategy
-// that cannot tell the two apart returns ErrNotHeld.
-//
-// When Request.Fencing is set, Acquire issues a fencing token atomically
-// with the acquisition and reports it in Grant.Fence, or, if it cannot,
-// refuses with an [*ArgumentError] named "fencing" before writing anything.
-type Strategy interface {
-	// Acquire makes one attempt to lock r.Key. It returns an error
-	// matching ErrNotObtained when another owner holds the key, and any
-	// other error (a Redis or transport error, unwrapped) when the attempt
-	// failed. After an error, [New]'s loop deletes the value the attempt may
-	// have written (Grant.Value if set, else r.Value()) with Release, through
-	// [CleanUp], in the background once ctx is done, so an attempt whose
-	// reply was lost leaves nothing behind. Every attempt gets a fresh random
-	// token, unless the caller chose one.
-	Acquire(ctx context.Context, r Request) (Grant, error)
-	// Refresh resets the expiry of key to ttl if it still holds value.
-	// A Refresh that replaces the value reports the value it tried to
-	// write in Grant.Value even when it fails without an answer (a timeout,
-	// a transport error): the write may have landed. The [Lock] then tries
-	// that value too when a later call finds its own value taken.
-	Refresh(ctx context.Context, key, value string, ttl time.Duration) (Grant, error)
-	// Release deletes key if it still holds value.
-	Release(ctx context.Context, key, value string) error
-	// TTL returns the remaining time to live of key if it still holds value.
-	TTL(ctx context.Context, key, value string) (time.Duration, error)
-}
-
-// Request is what [Strategy.Acquire] is asked to lock.
-type Request struct {
-	Key      string        // the key to lock, never empty
-	TTL      time.Duration // how long the key lives, as Obtain was given it
-	Token    string        // random, or chosen with WithToken; at least MinTokenLen bytes
-	Metadata string        // from WithMetadata; often empty
-
-	// CallerToken reports that Token was chosen with WithToken. A strategy
-	// that cannot honour a chosen token refuses it.
-	CallerToken bool
-
-	// Fencing asks for a fencing token (WithFencing), in Grant.Fence.
-	Fencing bool
-}
-
-// Value returns the value a strategy that stores tokens writes: the token
-// followed by the metadata.
-func (r Request) Value() string { return r.Token + r.Metadata }
-
-// Grant is what a [Strategy] reports about a successful Acquire or Refresh.
-type Grant struct {
-	// Value, when not empty, replaces the value the lock is held under and
-	// becomes its token: a strategy that stores something other than the
-	// token, such as a legacy timestamp, reports it here. Later calls
-	// receive this value. Returned by Refresh with an error that is not an
-	// answer, it is the value the refresh may have written (see
-	// [Strategy]).
-	Value string
-	// Drift is subtracted from the TTL when the local validity deadline is
-	// computed: an allowance for clock drift between client and servers.
-	Drift time.Duration
-	// Clean, returned with an error by Acquire, says that the attempt has
-	// already undone whatever it may have written, so the loop skips its
-	// own clean-up.
-	Clean bool
-	// Fence is the fencing token that Acquire issued for Request.Fencing:
-	// positive, and larger than every token issued before for the key.
-	Fence int64
-}
-
-// New returns the [Locker] for a [Strategy]. The defaults apply to every
-// Obtain, before the options of the call.
-func New(s Strategy, defaults ...Option) Locker {
+// New returns the [Locker] for a strategy. Strategy packages call it;
+// application code gets a Locker from them (single.New, redlock.New, …) or
+// from the config package. The defaults apply to every Obtain, before the
+// options of the call.
+func New(s strategy.Strategy, defaults ...Option) Locker {
 	return &locker{s: s, defaults: defaults}
 }
 
 type locker struct {
-	s        Strategy
+	s        strategy.Strategy
 	defaults []Option
 }
 
@@ -153,9 +77,9 @@ func (l *locker) obtain(ctx context.Context, key string, ttl time.Duration, o op
 		return nil, err
 	}
 	if o.maxHold > 0 && o.maxHold < ttl {
-		return nil, &ArgumentError{"max hold", fmt.Sprintf("must be at least the TTL, %v, got %v", ttl, o.maxHold)}
+		return nil, &ArgumentError{Name: "max hold", Reason: fmt.Sprintf("must be at least the TTL, %v, got %v", ttl, o.maxHold)}
 	}
-	r := Request{Key: key, TTL: ttl, Token: o.token, Metadata: o.metadata, CallerToken: o.token != "", Fencing: o.fencing}
+	r := strategy.Request{Key: key, TTL: ttl, Token: o.token, Metadata: o.metadata, CallerToken: o.token != "", Fencing: o.fencing}
 	for attempt := 1; ; attempt++ {
 		if ctx.Err() != nil {
 			return nil, notObtained(ctx)
@@ -174,7 +98,7 @@ func (l *locker) obtain(ctx context.Context, key string, ttl time.Duration, o op
 		if err == nil && r.Fencing && g.Fence <= 0 {
 			l.cleanUp(ctx, o.hooks, key, cmp.Or(g.Value, r.Value()))
 			name, _ := describe(l.s)
-			return nil, &ArgumentError{"fencing", "not supported by " + name + ": it issued no fencing token"}
+			return nil, &ArgumentError{Name: "fencing", Reason: "not supported by " + name + ": it issued no fencing token"}
 		}
 		if err == nil {
 			lk := &Lock{s: l.s, key: key, token: r.Token, metadata: r.Metadata, value: r.Value(),
@@ -193,10 +117,10 @@ func (l *locker) obtain(ctx context.Context, key string, ttl time.Duration, o op
 			// The command may have been applied even though its reply was
 			// lost (a timeout, a cancelled context, a broken connection):
 			// delete it, in the background once ctx is done.
-			if !g.Clean {
+			if !g.Undone {
 				l.cleanUp(ctx, o.hooks, key, cmp.Or(g.Value, r.Value()))
 			}
-			if ended(ctx) {
+			if wait.Over(ctx) {
 				return nil, notObtained(ctx)
 			}
 			return nil, opError("obtain", key, err)
@@ -205,14 +129,14 @@ func (l *locker) obtain(ctx context.Context, key string, ttl time.Duration, o op
 		if !ok {
 			return nil, err
 		}
-		if err := sleep(ctx, delay); err != nil {
+		if err := wait.Sleep(ctx, delay); err != nil {
 			return nil, notObtained(ctx)
 		}
 	}
 }
 
 // attempt runs one Acquire, through the Attempt hooks.
-func (l *locker) attempt(ctx context.Context, r Request, n int, hs hookList) (Grant, error) {
+func (l *locker) attempt(ctx context.Context, r strategy.Request, n int, hs hookList) (strategy.Grant, error) {
 	if len(hs) == 0 {
 		return l.s.Acquire(ctx, r)
 	}
@@ -225,9 +149,9 @@ func (l *locker) attempt(ctx context.Context, r Request, n int, hs hookList) (Gr
 
 // acquisition is one Acquire whose Grant outlives the hooks around it.
 type acquisition struct {
-	s Strategy
-	r Request
-	g Grant
+	s strategy.Strategy
+	r strategy.Request
+	g strategy.Grant
 }
 
 func (a *acquisition) run(ctx context.Context) (err error) {
@@ -239,91 +163,16 @@ func (a *acquisition) run(ctx context.Context) (err error) {
 // ctx allows that long (see Do).
 const ReleaseTimeout = time.Second
 
-// CleanupTimeout bounds a clean-up ([CleanUp]), which runs on a context
-// detached from the caller's: long enough to outlast a short stall of the
-// server (a pause, a failover, a loaded machine), short enough that
-// clean-ups stuck on a dead server do not pile up. A key that a clean-up
-// could not delete expires at the end of its TTL.
-const CleanupTimeout = 5 * time.Second
-
-// cleanupRetry is how long CleanUp waits before it tries again after a
-// transport error.
-const cleanupRetry = 50 * time.Millisecond
-
-// CleanUp deletes what a request whose answer never came may have written
-// under key: it calls del, which deletes the key if it still holds the
-// request's value and returns nil or an error matching ErrNotHeld, until the
-// server has answered twice. It runs on a context with ctx's values that
-// survives its cancellation, bounded by [CleanupTimeout], and blocks until
-// it is done: call it in a goroutine of its own when the caller must not
-// wait. It returns nil, or why it gave up.
-//
-// Why twice: a request sent while the server is stalled (a SIGSTOP, a long
-// command) waits in its socket, and so does the delete sent after it on
-// another connection. When the server runs again, it may read both in the
-// same turn of its event loop, the delete first, and then the write lands
-// after the delete. The first answer shows that the server has run again
-// and worked through what was waiting; a second delete, sent after that
-// answer arrived, is read after it, and so after the write. Timeouts and
-// dead connections are not answers: del is tried again. A refused
-// connection counts as an answer (no server listens, so nothing waits in
-// its sockets). Any other error, such as an error reply or a closed
-// client, ends the clean-up at once: sending again would change nothing. A
-// later holder's lock is never deleted, because every attempt has its own
-// value.
-//
-// Strategy authors: [Locker.Obtain] runs it after an attempt that failed
-// without an answer. A strategy that must finish a clean-up after its own
-// call returned (a multi-node strategy, for the nodes that had not answered
-// yet) calls it with the context of that call; the clean-up then goes
-// through the Op hooks of the Obtain or lock it belongs to, as Event.Op
-// "cleanup", when the strategy implements [NodeReporter], so that a clean-up
-// that gave up is seen.
-func CleanUp(ctx context.Context, key string, del func(context.Context) error) error {
-	sc, _ := ctx.Value(hooksKey{}).(*scope)
-	if sc == nil {
-		return cleanUp(ctx, nil, nil, key, del)
-	}
-	return cleanUp(ctx, sc.hs, sc.s, key, del)
-}
-
-// cleanUp is CleanUp, through the Op hooks hs with the events of s.
-func cleanUp(ctx context.Context, hs hookList, s Strategy, key string, del func(context.Context) error) error {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), CleanupTimeout)
-	defer cancel()
-	run := func(ctx context.Context) error {
-		for answers := 0; answers < 2; {
-			err := del(ctx)
-			switch {
-			case err == nil, errors.Is(err, ErrNotHeld), errors.Is(err, syscall.ECONNREFUSED):
-				// A refused connection: no server listens, so nothing
-				// waits in its sockets.
-				answers++
-				continue
-			case !neterr.Unanswered(err):
-				// An error reply, a closed client: trying again changes
-				// nothing.
-				return opError("cleanup", key, err)
-			}
-			if ctx.Err() != nil || sleep(ctx, cleanupRetry) != nil {
-				return opError("cleanup", key, fmt.Errorf("gave up after %v: %w", CleanupTimeout, err))
-			}
-		}
-		return nil
-	}
-	if len(hs) == 0 {
-		return run(ctx)
-	}
-	return hs.wrap(ctx, s, hs.event(s, "cleanup", key), opHook, run)
-}
-
 // cleanUp deletes value, which the attempt may have written under key, with
-// CleanUp in the background, and waits for it while ctx allows.
+// strategy.CleanUp in the background, and waits for it while ctx allows.
 func (l *locker) cleanUp(ctx context.Context, hs hookList, key, value string) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		_ = cleanUp(ctx, hs, l.s, key, func(ctx context.Context) error { return l.s.Release(ctx, key, value) })
+		if len(hs) > 0 {
+			ctx = scope.With(ctx, &hookScope{hs, l.s})
+		}
+		_ = strategy.CleanUp(ctx, key, func(ctx context.Context) error { return l.s.Release(ctx, key, value) })
 	}()
 	select {
 	case <-done:
@@ -331,26 +180,8 @@ func (l *locker) cleanUp(ctx context.Context, hs hookList, key, value string) {
 	}
 }
 
-// ended reports whether ctx is done or past its deadline: a driver can
-// report its own timeout at the deadline a moment before ctx's timer fires.
-func ended(ctx context.Context) bool {
-	dl, ok := ctx.Deadline()
-	return ctx.Err() != nil || ok && !time.Now().Before(dl)
-}
-
 func notObtained(ctx context.Context) error {
 	return fmt.Errorf("%w: %w", ErrNotObtained, cmp.Or(context.Cause(ctx), context.DeadlineExceeded))
-}
-
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }
 
 // Lock is a held lock, returned by [Locker.Obtain]. Its methods are safe for
@@ -362,7 +193,7 @@ func sleep(ctx context.Context, d time.Duration) error {
 // lost ([Lock.Done], [Lock.Err], [Lock.Context]); [Do] does both around a
 // function.
 type Lock struct {
-	s             Strategy
+	s             strategy.Strategy
 	key, metadata string
 
 	hooks     hookList
@@ -485,7 +316,7 @@ func (l *Lock) Refresh(ctx context.Context, ttl time.Duration) error {
 		return err
 	}
 	sent := time.Now()
-	var g Grant
+	var g strategy.Grant
 	err = l.call(ctx, "refresh", lease, func(ctx context.Context, value string) (err error) {
 		g, err = l.s.Refresh(ctx, l.key, value, lease)
 		return err
@@ -667,7 +498,7 @@ func (l *Lock) spendRefresh(ttl time.Duration) (time.Duration, error) {
 
 // grant records a successful Acquire or Refresh of ttl sent at sent, and
 // moves the deadline timer. l.mu must be held, or l not yet shared.
-func (l *Lock) grant(g Grant, sent time.Time, ttl time.Duration) {
+func (l *Lock) grant(g strategy.Grant, sent time.Time, ttl time.Duration) {
 	if g.Value != "" {
 		l.value, l.token = g.Value, g.Value
 	}

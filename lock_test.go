@@ -14,9 +14,10 @@ import (
 	"time"
 
 	"github.com/locksmith-go/lock"
+	"github.com/locksmith-go/lock/strategy"
 )
 
-// fakeStrategy is an in-memory lock.Strategy: a map of key to value guarded
+// fakeStrategy is an in-memory strategy.Strategy: a map of key to value guarded
 // by a mutex, with the documented semantics. It records every call, and can
 // be told to fail an operation.
 type fakeStrategy struct {
@@ -26,7 +27,7 @@ type fakeStrategy struct {
 
 	// grant and refreshGrant are returned by successful Acquire and
 	// Refresh calls; a Grant.Value becomes the stored value.
-	grant, refreshGrant lock.Grant
+	grant, refreshGrant strategy.Grant
 	// acquireErr, refreshErr, releaseErr and ttlErr, when set, are returned
 	// by the operation instead of its normal result.
 	acquireErr, refreshErr, releaseErr, ttlErr error
@@ -53,7 +54,7 @@ type fakeCall struct {
 	hasDeadline    bool
 }
 
-var _ lock.Strategy = (*fakeStrategy)(nil)
+var _ strategy.Strategy = (*fakeStrategy)(nil)
 
 func newFake() *fakeStrategy {
 	return &fakeStrategy{entries: make(map[string]fakeEntry)}
@@ -84,7 +85,7 @@ func owned(e fakeEntry, ok bool, value string) error {
 	return nil
 }
 
-func (f *fakeStrategy) Acquire(ctx context.Context, r lock.Request) (lock.Grant, error) {
+func (f *fakeStrategy) Acquire(ctx context.Context, r strategy.Request) (strategy.Grant, error) {
 	key, value, ttl := r.Key, r.Value(), r.TTL
 	if f.onAcquire != nil {
 		f.onAcquire(ctx)
@@ -96,7 +97,7 @@ func (f *fakeStrategy) Acquire(ctx context.Context, r lock.Request) (lock.Grant,
 		return f.grant, f.acquireErr
 	}
 	if ok && e.value != value {
-		return lock.Grant{}, lock.ErrNotObtained
+		return strategy.Grant{}, lock.ErrNotObtained
 	}
 	stored := value
 	if f.grant.Value != "" {
@@ -106,20 +107,20 @@ func (f *fakeStrategy) Acquire(ctx context.Context, r lock.Request) (lock.Grant,
 	return f.grant, nil
 }
 
-func (f *fakeStrategy) Refresh(ctx context.Context, key, value string, ttl time.Duration) (lock.Grant, error) {
+func (f *fakeStrategy) Refresh(ctx context.Context, key, value string, ttl time.Duration) (strategy.Grant, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	e, ok := f.record(ctx, "refresh", key, value)
 	if len(f.refreshErrs) > 0 {
 		err := f.refreshErrs[0]
 		f.refreshErrs = f.refreshErrs[1:]
-		return lock.Grant{}, err
+		return strategy.Grant{}, err
 	}
 	if f.refreshErr != nil {
-		return lock.Grant{}, f.refreshErr
+		return strategy.Grant{}, f.refreshErr
 	}
 	if err := owned(e, ok, value); err != nil {
-		return lock.Grant{}, err
+		return strategy.Grant{}, err
 	}
 	if f.refreshGrant.Value != "" {
 		e.value = f.refreshGrant.Value
@@ -473,7 +474,7 @@ func TestErrors(t *testing.T) {
 	})
 
 	t.Run("the sentinel families are disjoint", func(t *testing.T) {
-		families := []error{lock.ErrNotObtained, lock.ErrNotHeld, lock.ErrInvalidArgument}
+		families := []error{lock.ErrNotObtained, lock.ErrNotHeld, lock.ErrRefreshLimit, lock.ErrLost}
 		for _, err := range families {
 			for _, target := range families {
 				if err != target && errors.Is(err, target) {
@@ -483,14 +484,21 @@ func TestErrors(t *testing.T) {
 		}
 	})
 
-	t.Run("an *ArgumentError matches ErrInvalidArgument with errors.Is", func(t *testing.T) {
-		err := error(&lock.ArgumentError{Name: "ttl", Reason: "must be at least 1ms"})
-		if !errors.Is(err, lock.ErrInvalidArgument) {
-			t.Errorf("errors.Is(%v, ErrInvalidArgument) = false, want true", err)
+	t.Run("the errors of the strategy package are the lock package's", func(t *testing.T) {
+		pairs := []struct{ lock, strategy error }{
+			{lock.ErrNotObtained, strategy.ErrNotObtained},
+			{lock.ErrNotHeld, strategy.ErrNotHeld},
+			{lock.ErrExpired, strategy.ErrExpired},
+			{lock.ErrTaken, strategy.ErrTaken},
 		}
-		wrapped := fmt.Errorf("setting up: %w", err)
-		if !errors.Is(wrapped, lock.ErrInvalidArgument) {
-			t.Errorf("errors.Is(%v, ErrInvalidArgument) = false, want true", wrapped)
+		for _, p := range pairs {
+			if !errors.Is(p.strategy, p.lock) || !errors.Is(p.lock, p.strategy) {
+				t.Errorf("errors.Is between %v and strategy's %v: got false, want true both ways", p.lock, p.strategy)
+			}
+		}
+		var ae *lock.ArgumentError
+		if err := error(&strategy.ArgumentError{Name: "ttl"}); !errors.As(err, &ae) {
+			t.Errorf("errors.As(%v, *lock.ArgumentError): got false, want true", err)
 		}
 	})
 
@@ -531,8 +539,8 @@ func TestErrors(t *testing.T) {
 				t.Errorf("%s: Obtain(%q, %v) = %v, %v, want an *ArgumentError", c.name, c.key, c.ttl, lk, err)
 				continue
 			}
-			if !errors.Is(err, lock.ErrInvalidArgument) {
-				t.Errorf("%s: errors.Is(%v, ErrInvalidArgument) = false, want true", c.name, err)
+			if !errors.As(err, new(*lock.ArgumentError)) {
+				t.Errorf("%s: got %v, want an *ArgumentError", c.name, err)
 			}
 			if ae.Name != c.want {
 				t.Errorf("%s: ArgumentError.Name = %q, want %q", c.name, ae.Name, c.want)
@@ -607,7 +615,7 @@ func TestObtain(t *testing.T) {
 
 	t.Run("a strategy that cleaned up after itself is not cleaned up after", func(t *testing.T) {
 		f := newFake()
-		f.acquireErr, f.grant = errBoom, lock.Grant{Clean: true}
+		f.acquireErr, f.grant = errBoom, strategy.Grant{Undone: true}
 		_, _ = lock.New(f).Obtain(context.Background(), "k", time.Minute)
 		if got := len(f.callsTo("release")); got != 0 {
 			t.Errorf("Release calls after an error with Grant.Clean = %d, want 0", got)
@@ -616,7 +624,7 @@ func TestObtain(t *testing.T) {
 
 	t.Run("the clean-up releases the value the strategy reports it wrote", func(t *testing.T) {
 		f := newFake()
-		f.acquireErr, f.grant = errBoom, lock.Grant{Value: "1700000000123"}
+		f.acquireErr, f.grant = errBoom, strategy.Grant{Value: "1700000000123"}
 		_, _ = lock.New(f).Obtain(context.Background(), "k", time.Minute)
 		if got, want := values(f.callsTo("release")), []string{"1700000000123", "1700000000123"}; !equal(got, want) {
 			t.Errorf("Release values = %q, want %q (Grant.Value)", got, want)
@@ -791,7 +799,7 @@ func TestObtain(t *testing.T) {
 
 	t.Run("Grant.Value replaces the value used by later Refresh, TTL and Release", func(t *testing.T) {
 		f := newFake()
-		f.grant = lock.Grant{Value: "1700000000123"}
+		f.grant = strategy.Grant{Value: "1700000000123"}
 		lk := obtain(t, f, "k")
 		ctx := context.Background()
 		if err := lk.Refresh(ctx, time.Minute); err != nil {
@@ -819,7 +827,7 @@ func TestObtain(t *testing.T) {
 	t.Run("Grant.Value from Refresh replaces the value used by later calls", func(t *testing.T) {
 		f := newFake()
 		lk := obtain(t, f, "k")
-		f.refreshGrant = lock.Grant{Value: "refreshed-value"}
+		f.refreshGrant = strategy.Grant{Value: "refreshed-value"}
 		ctx := context.Background()
 		if err := lk.Refresh(ctx, time.Minute); err != nil {
 			t.Fatalf("Refresh = %v, want nil", err)
@@ -835,7 +843,7 @@ func TestObtain(t *testing.T) {
 	t.Run("ValidUntil is the request time plus ttl less the grant's drift", func(t *testing.T) {
 		const ttl, drift = time.Minute, 3 * time.Second
 		f := newFake()
-		f.grant = lock.Grant{Drift: drift}
+		f.grant = strategy.Grant{Drift: drift}
 		before := time.Now()
 		lk, err := lock.New(f).Obtain(context.Background(), "k", ttl)
 		after := time.Now()
@@ -855,7 +863,7 @@ func TestObtain(t *testing.T) {
 		const ttl, drift = 2 * time.Hour, 5 * time.Second
 		f := newFake()
 		lk := obtain(t, f, "k")
-		f.refreshGrant = lock.Grant{Drift: drift}
+		f.refreshGrant = strategy.Grant{Drift: drift}
 		before := time.Now()
 		if err := lk.Refresh(context.Background(), ttl); err != nil {
 			t.Fatalf("Refresh = %v, want nil", err)
@@ -1171,10 +1179,10 @@ func TestLock(t *testing.T) {
 // once the deadline has passed, before ctx's timer has fired.
 type deadlineStrategy struct{ fakeStrategy }
 
-func (d *deadlineStrategy) Acquire(ctx context.Context, r lock.Request) (lock.Grant, error) {
+func (d *deadlineStrategy) Acquire(ctx context.Context, r strategy.Request) (strategy.Grant, error) {
 	dl, _ := ctx.Deadline()
 	time.Sleep(time.Until(dl))
-	return lock.Grant{Clean: true}, errors.New("write tcp: i/o timeout")
+	return strategy.Grant{Undone: true}, errors.New("write tcp: i/o timeout")
 }
 
 func TestDeadlineReportedByTheDriver(t *testing.T) {
@@ -1195,14 +1203,14 @@ type lostRefresh struct {
 	lose, landed bool
 }
 
-func (s *lostRefresh) Refresh(ctx context.Context, key, value string, ttl time.Duration) (lock.Grant, error) {
+func (s *lostRefresh) Refresh(ctx context.Context, key, value string, ttl time.Duration) (strategy.Grant, error) {
 	if !s.lose {
 		return s.fakeStrategy.Refresh(ctx, key, value, ttl)
 	}
 	s.lose = false
 	if s.landed {
 		if _, err := s.fakeStrategy.Refresh(ctx, key, value, ttl); err != nil {
-			return lock.Grant{}, err
+			return strategy.Grant{}, err
 		}
 	}
 	return s.refreshGrant, context.DeadlineExceeded
@@ -1225,7 +1233,7 @@ func TestLostRefreshReply(t *testing.T) {
 	setup := func(t *testing.T, landed bool) (*lock.Lock, string, *lostRefresh) {
 		t.Helper()
 		s := &lostRefresh{fakeStrategy: newFake(), landed: landed}
-		s.refreshGrant = lock.Grant{Value: "next"}
+		s.refreshGrant = strategy.Grant{Value: "next"}
 		lk, err := lock.New(s).Obtain(ctx, "k", time.Minute)
 		if err != nil {
 			t.Fatal(err)

@@ -47,7 +47,7 @@ func WithMetadata(metadata string) Option {
 func WithMaxRefreshes(n int) Option {
 	return func(o *options) {
 		if n < 0 {
-			o.errs = append(o.errs, &ArgumentError{"max refreshes", fmt.Sprintf("must not be negative, got %d", n)})
+			o.errs = append(o.errs, &ArgumentError{Name: "max refreshes", Reason: fmt.Sprintf("must not be negative, got %d", n)})
 		}
 		o.maxRefreshes = n
 	}
@@ -61,7 +61,7 @@ func WithMaxRefreshes(n int) Option {
 func WithMaxHold(d time.Duration) Option {
 	return func(o *options) {
 		if d <= 0 {
-			o.errs = append(o.errs, &ArgumentError{"max hold", fmt.Sprintf("must be positive, got %v", d)})
+			o.errs = append(o.errs, &ArgumentError{Name: "max hold", Reason: fmt.Sprintf("must be positive, got %v", d)})
 		}
 		o.maxHold = d
 	}
@@ -79,7 +79,7 @@ const DefaultRefreshFraction = 1.0 / 3
 func WithRefreshFraction(f float64) Option {
 	return func(o *options) {
 		if !(f > 0 && f < 1) {
-			o.errs = append(o.errs, &ArgumentError{"refresh fraction", fmt.Sprintf("must be in (0, 1), got %v", f)})
+			o.errs = append(o.errs, &ArgumentError{Name: "refresh fraction", Reason: fmt.Sprintf("must be in (0, 1), got %v", f)})
 		}
 		o.fraction = f
 	}
@@ -109,7 +109,7 @@ const MinTokenLen = 16
 func WithToken(token string) Option {
 	return func(o *options) {
 		if len(token) < MinTokenLen {
-			o.errs = append(o.errs, &ArgumentError{"token", fmt.Sprintf("must be at least %d bytes, got %d", MinTokenLen, len(token))})
+			o.errs = append(o.errs, &ArgumentError{Name: "token", Reason: fmt.Sprintf("must be at least %d bytes, got %d", MinTokenLen, len(token))})
 		}
 		o.token = token
 	}
@@ -119,7 +119,7 @@ func newOptions(opts []Option) (options, error) {
 	o := options{retry: NoRetry(), maxRefreshes: -1, fraction: DefaultRefreshFraction}
 	for _, opt := range opts {
 		if opt == nil {
-			return o, &ArgumentError{"option", "must not be nil"}
+			return o, &ArgumentError{Name: "option", Reason: "must not be nil"}
 		}
 		opt(&o)
 	}
@@ -131,14 +131,14 @@ func newOptions(opts []Option) (options, error) {
 
 func checkKeyTTL(key string, ttl time.Duration) error {
 	if key == "" {
-		return &ArgumentError{"key", "must not be empty"}
+		return &ArgumentError{Name: "key", Reason: "must not be empty"}
 	}
 	return checkTTL(ttl)
 }
 
 func checkTTL(ttl time.Duration) error {
 	if ttl < time.Millisecond {
-		return &ArgumentError{"ttl", fmt.Sprintf("must be at least 1ms, got %v", ttl)}
+		return &ArgumentError{Name: "ttl", Reason: fmt.Sprintf("must be at least 1ms, got %v", ttl)}
 	}
 	return nil
 }

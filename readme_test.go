@@ -9,14 +9,14 @@ import (
 	"strings"
 	"testing"
 
-	_ "github.com/locksmith-go/lock/internal/readme" // the README's fragments, compiled with the tests
+	_ "github.com/locksmith-go/lock/internal/testing/readme" // the README's fragments, compiled with the tests
 )
 
 // TestREADMESnippets: every ```go block of README.md is code that compiles,
 // so README and code cannot drift apart. A block's lines, each with its
 // white space normalised and blank lines left out, must appear as a
 // contiguous run in a Go file of the module: an Example, a test, or
-// internal/readme, which holds the fragments that need a function around
+// internal/testing/readme, which holds the fragments that need a function around
 // them (ctx, a client, a return). The block's leading import declarations
 // must appear, as a run of their own, in the same file.
 func TestREADMESnippets(t *testing.T) {
@@ -177,7 +177,7 @@ func (b block) explain(files map[string][]line) string {
 	}
 	msg := fmt.Sprintf("README.md:%d: the ```go block is in no Go file of the module, so nothing compiles it", b.start)
 	if best == 0 {
-		return msg + fmt.Sprintf("; no file has its line README.md:%d %q. Make it an Example, or a function in internal/readme", part[0].num, part[0].text)
+		return msg + fmt.Sprintf("; no file has its line README.md:%d %q. Make it an Example, or a function in internal/testing/readme", part[0].num, part[0].text)
 	}
 	msg += fmt.Sprintf("; %s:%d holds README.md:%d-%d", bestFile, at, part[0].num, part[best-1].num)
 	if best < len(part) {

@@ -71,18 +71,18 @@ func (l limited) Delay(attempt int) (time.Duration, bool) {
 func checkRetry(p RetryPolicy) error {
 	switch p := p.(type) {
 	case nil:
-		return &ArgumentError{"retry", "must not be nil"}
+		return &ArgumentError{Name: "retry", Reason: "must not be nil"}
 	case linear:
 		if p <= 0 {
-			return &ArgumentError{"retry", "Linear interval must be positive"}
+			return &ArgumentError{Name: "retry", Reason: "Linear interval must be positive"}
 		}
 	case exponential:
 		if p.base <= 0 || p.max < p.base {
-			return &ArgumentError{"retry", "Exponential needs 0 < base ≤ max"}
+			return &ArgumentError{Name: "retry", Reason: "Exponential needs 0 < base ≤ max"}
 		}
 	case limited:
 		if p.n < 1 {
-			return &ArgumentError{"retry", "LimitAttempts needs at least 1 attempt"}
+			return &ArgumentError{Name: "retry", Reason: "LimitAttempts needs at least 1 attempt"}
 		}
 		return checkRetry(p.p)
 	}

@@ -29,7 +29,7 @@ import (
 	"github.com/locksmith-go/lock/driver"
 	"github.com/locksmith-go/lock/driver/goredis"
 	"github.com/locksmith-go/lock/driver/redigo"
-	"github.com/locksmith-go/lock/internal/redistest"
+	"github.com/locksmith-go/lock/internal/testing/redistest"
 	lockotel "github.com/locksmith-go/lock/otel"
 	"github.com/locksmith-go/lock/strategy/redlock"
 	setnxgetset "github.com/locksmith-go/lock/strategy/setnx-getset"

@@ -28,7 +28,7 @@
 //     Where zero written out would mean something else than the default
 //     (drift_factor, max_extensions), writing it is an error.
 //   - Each invalid setting gets an [*lock.ArgumentError] that names it and
-//     says what is allowed; errors.Is(err, lock.ErrInvalidArgument) matches
+//     says what is allowed; errors.As(err, new(*lock.ArgumentError)) matches
 //     it. An unknown setting, strategy or driver gets one that lists the
 //     known names.
 //   - The parameters of a strategy other than the chosen one are checked

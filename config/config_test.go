@@ -28,7 +28,7 @@ import (
 	"github.com/locksmith-go/lock/config"
 	"github.com/locksmith-go/lock/driver"
 	"github.com/locksmith-go/lock/driver/goredis"
-	"github.com/locksmith-go/lock/internal/redistest"
+	"github.com/locksmith-go/lock/internal/testing/redistest"
 )
 
 const envPrefix = "LOCKSMITH_CONFIG_TEST_"
@@ -188,7 +188,7 @@ func checkBad(t *testing.T, c badCase) {
 	t.Helper()
 	err := c.load()
 	var ae *lock.ArgumentError
-	if !errors.Is(err, lock.ErrInvalidArgument) || !errors.As(err, &ae) {
+	if !errors.As(err, new(*lock.ArgumentError)) || !errors.As(err, &ae) {
 		t.Fatalf("got %v, want an *lock.ArgumentError", err)
 	}
 	if ae.Name != c.setting || !strings.Contains(ae.Reason, c.reason) {
@@ -636,7 +636,7 @@ func nilOpen(config.Endpoint) (driver.Conn, io.Closer, error)                   
 // error that also matches the file system's.
 func TestFileErrorsMatchTheirCause(t *testing.T) {
 	err := opening(config.Config{Strategy: "single", Addrs: []string{"h"}, TLS: config.TLS{Enabled: true, CAFile: filepath.Join(t.TempDir(), "missing")}})()
-	if !errors.Is(err, fs.ErrNotExist) || !errors.Is(err, lock.ErrInvalidArgument) {
-		t.Fatalf("got %v, want an error matching fs.ErrNotExist and lock.ErrInvalidArgument", err)
+	if !errors.Is(err, fs.ErrNotExist) || !errors.As(err, new(*lock.ArgumentError)) {
+		t.Fatalf("got %v, want an error matching fs.ErrNotExist and an *lock.ArgumentError", err)
 	}
 }

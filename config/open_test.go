@@ -17,8 +17,8 @@ import (
 	"github.com/locksmith-go/lock"
 	"github.com/locksmith-go/lock/config"
 	"github.com/locksmith-go/lock/driver"
-	"github.com/locksmith-go/lock/internal/matrix"
-	"github.com/locksmith-go/lock/internal/redistest"
+	"github.com/locksmith-go/lock/internal/testing/matrix"
+	"github.com/locksmith-go/lock/internal/testing/redistest"
 )
 
 // open opens c and closes it when t ends.

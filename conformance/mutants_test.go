@@ -18,7 +18,8 @@ import (
 	"github.com/locksmith-go/lock"
 	"github.com/locksmith-go/lock/driver"
 	"github.com/locksmith-go/lock/driver/goredis"
-	"github.com/locksmith-go/lock/internal/redistest"
+	"github.com/locksmith-go/lock/internal/testing/redistest"
+	"github.com/locksmith-go/lock/strategy"
 	"github.com/locksmith-go/lock/strategy/single"
 )
 
@@ -51,7 +52,7 @@ type mutant struct {
 	name  string
 	kills []string // the properties that must fail
 
-	strategy func(*single.Strategy) lock.Strategy
+	strategy func(*single.Strategy) strategy.Strategy
 	locker   func(lock.Locker) lock.Locker
 	nilConn  func() (lock.Locker, error)
 	conn     func(driver.Conn) driver.Conn
@@ -65,31 +66,31 @@ type mutant struct {
 var mutants = []mutant{
 	// Strategies.
 	{name: "acquire-overwrites", kills: []string{ExactlyOneWinner, MutualExclusion, CallerChosenToken, KeyOfAnotherType},
-		strategy: func(s *single.Strategy) lock.Strategy { return overwrites{s} }},
+		strategy: func(s *single.Strategy) strategy.Strategy { return overwrites{s} }},
 	{name: "acquire-ignores-ttl", kills: []string{ExpiryFreesTheLock, NotHeldAfterExpiry, TTLReportsRemaining},
-		strategy: func(s *single.Strategy) lock.Strategy { return immortal{s} }},
+		strategy: func(s *single.Strategy) strategy.Strategy { return immortal{s} }},
 	{name: "release-without-owner-check", kills: []string{NonOwnerCannotTouch, ExpiredAndTakenDiffer},
-		strategy: func(s *single.Strategy) lock.Strategy { return plainDel{s} }},
+		strategy: func(s *single.Strategy) strategy.Strategy { return plainDel{s} }},
 	{name: "refresh-without-owner-check", kills: []string{NonOwnerCannotTouch, LossCancelsTheHolder},
-		strategy: func(s *single.Strategy) lock.Strategy { return plainPExpire{s} }},
+		strategy: func(s *single.Strategy) strategy.Strategy { return plainPExpire{s} }},
 	{name: "refresh-does-nothing", kills: []string{RefreshExtends, AutoRefresh},
-		strategy: func(s *single.Strategy) lock.Strategy { return noRefresh{s} }},
+		strategy: func(s *single.Strategy) strategy.Strategy { return noRefresh{s} }},
 	{name: "release-does-nothing", kills: []string{ReleaseFreesTheLock, DoHoldsAndReleases},
-		strategy: func(s *single.Strategy) lock.Strategy { return noRelease{s} }},
+		strategy: func(s *single.Strategy) strategy.Strategy { return noRelease{s} }},
 	{name: "ttl-in-the-wrong-unit", kills: []string{TTLReportsRemaining},
-		strategy: func(s *single.Strategy) lock.Strategy { return ttlTimes1000{s} }},
+		strategy: func(s *single.Strategy) strategy.Strategy { return ttlTimes1000{s} }},
 	{name: "expired-and-taken-swapped", kills: []string{ExpiredAndTakenDiffer, LossCancelsTheHolder, DoHoldsAndReleases},
-		strategy: func(s *single.Strategy) lock.Strategy { return swapped{s} }},
+		strategy: func(s *single.Strategy) strategy.Strategy { return swapped{s} }},
 	{name: "metadata-dropped", kills: []string{MetadataRoundTrips},
-		strategy: func(s *single.Strategy) lock.Strategy { return noMetadata{s} }},
+		strategy: func(s *single.Strategy) strategy.Strategy { return noMetadata{s} }},
 	{name: "chosen-token-ignored", kills: []string{CallerChosenToken},
-		strategy: func(s *single.Strategy) lock.Strategy { return ownToken{s} }},
+		strategy: func(s *single.Strategy) strategy.Strategy { return ownToken{s} }},
 	{name: "errors-show-the-value", kills: []string{TokenStaysSecret},
-		strategy: func(s *single.Strategy) lock.Strategy { return leaky{s} }},
+		strategy: func(s *single.Strategy) strategy.Strategy { return leaky{s} }},
 	{name: "fails-open", kills: []string{UnreachableRedisIsError, KeyOfAnotherType},
-		strategy: func(s *single.Strategy) lock.Strategy { return failsOpen{s} }},
+		strategy: func(s *single.Strategy) strategy.Strategy { return failsOpen{s} }},
 	{name: "fence-does-not-increase", kills: []string{FencingTokens},
-		strategy: func(s *single.Strategy) lock.Strategy { return constantFence{s} }},
+		strategy: func(s *single.Strategy) strategy.Strategy { return constantFence{s} }},
 
 	// Lockers.
 	{name: "errors-flattened", kills: []string{ContextEndsTheWait, InvalidArguments},
@@ -270,7 +271,7 @@ func (m mutant) harness(addr string) Harness {
 		if err != nil {
 			t.Fatalf("single.NewStrategy: %v", err)
 		}
-		var st lock.Strategy = s
+		var st strategy.Strategy = s
 		if m.strategy != nil {
 			st = m.strategy(s)
 		}
@@ -396,20 +397,20 @@ var setPX = driver.NewScript(`return redis.call('SET', KEYS[1], ARGV[1], 'PX', A
 // overwrites acquires with SET PX, without NX: it takes a held lock.
 type overwrites struct{ *single.Strategy }
 
-func (s overwrites) Acquire(ctx context.Context, r lock.Request) (lock.Grant, error) {
+func (s overwrites) Acquire(ctx context.Context, r strategy.Request) (strategy.Grant, error) {
 	_, err := setPX.Run(ctx, s.Conn(), []string{r.Key}, r.Value(), r.TTL.Milliseconds())
-	return lock.Grant{}, err
+	return strategy.Grant{}, err
 }
 
 // immortal acquires with SET NX and no expiry: the TTL is ignored.
 type immortal struct{ *single.Strategy }
 
-func (s immortal) Acquire(ctx context.Context, r lock.Request) (lock.Grant, error) {
+func (s immortal) Acquire(ctx context.Context, r strategy.Request) (strategy.Grant, error) {
 	ok, err := s.Conn().SetNX(ctx, r.Key, r.Value(), 0)
 	if err == nil && !ok {
 		err = lock.ErrNotObtained
 	}
-	return lock.Grant{}, err
+	return strategy.Grant{}, err
 }
 
 // plainDel releases with DEL, without checking the owner.
@@ -429,19 +430,19 @@ var pexpire = driver.NewScript(`return redis.call('PEXPIRE', KEYS[1], ARGV[1])`)
 // extends another owner's lock.
 type plainPExpire struct{ *single.Strategy }
 
-func (s plainPExpire) Refresh(ctx context.Context, key, _ string, ttl time.Duration) (lock.Grant, error) {
+func (s plainPExpire) Refresh(ctx context.Context, key, _ string, ttl time.Duration) (strategy.Grant, error) {
 	n, err := pexpire.Int(ctx, s.Conn(), []string{key}, ttl.Milliseconds())
 	if err == nil && n == 0 {
 		err = lock.ErrExpired
 	}
-	return lock.Grant{}, err
+	return strategy.Grant{}, err
 }
 
 // noRefresh reports success without refreshing.
 type noRefresh struct{ *single.Strategy }
 
-func (noRefresh) Refresh(context.Context, string, string, time.Duration) (lock.Grant, error) {
-	return lock.Grant{}, nil
+func (noRefresh) Refresh(context.Context, string, string, time.Duration) (strategy.Grant, error) {
+	return strategy.Grant{}, nil
 }
 
 // noRelease reports success without releasing.
@@ -470,7 +471,7 @@ func swap(err error) error {
 	return err
 }
 
-func (s swapped) Refresh(ctx context.Context, key, value string, ttl time.Duration) (lock.Grant, error) {
+func (s swapped) Refresh(ctx context.Context, key, value string, ttl time.Duration) (strategy.Grant, error) {
 	g, err := s.Strategy.Refresh(ctx, key, value, ttl)
 	return g, swap(err)
 }
@@ -487,7 +488,7 @@ func (s swapped) TTL(ctx context.Context, key, value string) (time.Duration, err
 // noMetadata stores the token without the metadata.
 type noMetadata struct{ *single.Strategy }
 
-func (s noMetadata) Acquire(ctx context.Context, r lock.Request) (lock.Grant, error) {
+func (s noMetadata) Acquire(ctx context.Context, r strategy.Request) (strategy.Grant, error) {
 	r.Metadata = ""
 	g, err := s.Strategy.Acquire(ctx, r)
 	g.Value = r.Token
@@ -497,7 +498,7 @@ func (s noMetadata) Acquire(ctx context.Context, r lock.Request) (lock.Grant, er
 // ownToken replaces a token chosen with WithToken by a random one.
 type ownToken struct{ *single.Strategy }
 
-func (s ownToken) Acquire(ctx context.Context, r lock.Request) (lock.Grant, error) {
+func (s ownToken) Acquire(ctx context.Context, r strategy.Request) (strategy.Grant, error) {
 	if r.CallerToken {
 		r.Token = rand.Text()
 	}
@@ -509,7 +510,7 @@ func (s ownToken) Acquire(ctx context.Context, r lock.Request) (lock.Grant, erro
 // leaky puts the value, and so the token, in its errors.
 type leaky struct{ *single.Strategy }
 
-func (s leaky) Refresh(ctx context.Context, key, value string, ttl time.Duration) (lock.Grant, error) {
+func (s leaky) Refresh(ctx context.Context, key, value string, ttl time.Duration) (strategy.Grant, error) {
 	g, err := s.Strategy.Refresh(ctx, key, value, ttl)
 	if err != nil {
 		err = fmt.Errorf("refresh %s=%s: %w", key, value, err)
@@ -527,10 +528,10 @@ func (s leaky) Release(ctx context.Context, key, value string) error {
 // failsOpen grants the lock when Redis fails.
 type failsOpen struct{ *single.Strategy }
 
-func (s failsOpen) Acquire(ctx context.Context, r lock.Request) (lock.Grant, error) {
+func (s failsOpen) Acquire(ctx context.Context, r strategy.Request) (strategy.Grant, error) {
 	g, err := s.Strategy.Acquire(ctx, r)
 	if err != nil && !errors.Is(err, lock.ErrNotObtained) {
-		return lock.Grant{}, nil
+		return strategy.Grant{}, nil
 	}
 	return g, err
 }
@@ -538,7 +539,7 @@ func (s failsOpen) Acquire(ctx context.Context, r lock.Request) (lock.Grant, err
 // constantFence issues the same fencing token every time.
 type constantFence struct{ *single.Strategy }
 
-func (s constantFence) Acquire(ctx context.Context, r lock.Request) (lock.Grant, error) {
+func (s constantFence) Acquire(ctx context.Context, r strategy.Request) (strategy.Grant, error) {
 	g, err := s.Strategy.Acquire(ctx, r)
 	if r.Fencing && err == nil {
 		g.Fence = 1

@@ -15,7 +15,7 @@ import (
 	"github.com/locksmith-go/lock/driver"
 	"github.com/locksmith-go/lock/driver/goredis"
 	"github.com/locksmith-go/lock/driver/redigo"
-	"github.com/locksmith-go/lock/internal/redistest"
+	"github.com/locksmith-go/lock/internal/testing/redistest"
 )
 
 // deadline is the context timeout of the calls to a paused server, and

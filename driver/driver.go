@@ -20,8 +20,6 @@ import (
 	"fmt"
 	"reflect"
 	"time"
-
-	"github.com/locksmith-go/lock"
 )
 
 // Conn is a connection to one Redis deployment (a server, a Sentinel-managed
@@ -97,40 +95,31 @@ type Validator interface {
 	Validate() error
 }
 
-// Check returns an [*lock.ArgumentError] if c is nil, a typed nil pointer
-// such as (*goredis.Conn)(nil), or a [Validator] whose Validate fails (an
-// error that is not an ArgumentError becomes the Reason of one named
-// "conn").
+// Check returns why c cannot be used, or nil: c is nil, a typed nil pointer
+// such as (*goredis.Conn)(nil), or a [Validator] whose Validate fails (its
+// error is returned as it is). Strategy constructors call it, and report
+// its error as an argument error of theirs.
 func Check(c Conn) error {
-	if err := NotNil("conn", c); err != nil {
+	if err := NotNil(c); err != nil {
 		return err
 	}
-	v, ok := c.(Validator)
-	if !ok {
-		return nil
+	if v, ok := c.(Validator); ok {
+		return v.Validate()
 	}
-	err := v.Validate()
-	var ae *lock.ArgumentError
-	switch {
-	case err == nil:
-		return nil
-	case errors.As(err, &ae):
-		return ae
-	}
-	return &lock.ArgumentError{Name: "conn", Reason: err.Error()}
+	return nil
 }
 
-// NotNil returns an [*lock.ArgumentError] named name if v is nil, or a nil
+// NotNil returns an error saying "must not be nil" if v is nil, or a nil
 // pointer, func, map, slice or channel in an interface, such as a
 // (*redis.Client)(nil). Driver constructors use it to refuse a nil client.
-func NotNil(name string, v any) error {
+func NotNil(v any) error {
 	if v == nil {
-		return &lock.ArgumentError{Name: name, Reason: "must not be nil"}
+		return errors.New("must not be nil")
 	}
 	switch rv := reflect.ValueOf(v); rv.Kind() {
 	case reflect.Pointer, reflect.Func, reflect.Map, reflect.Slice, reflect.Chan, reflect.UnsafePointer:
 		if rv.IsNil() {
-			return &lock.ArgumentError{Name: name, Reason: fmt.Sprintf("must not be a nil %T", v)}
+			return fmt.Errorf("must not be a nil %T", v)
 		}
 	}
 	return nil

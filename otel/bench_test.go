@@ -13,8 +13,9 @@ import (
 	tracenoop "go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/locksmith-go/lock"
-	"github.com/locksmith-go/lock/internal/redistest"
+	"github.com/locksmith-go/lock/internal/testing/redistest"
 	lockotel "github.com/locksmith-go/lock/otel"
+	"github.com/locksmith-go/lock/strategy"
 )
 
 // variants returns bare, and bare wrapped with no-op providers and with a
@@ -118,7 +119,7 @@ func BenchmarkWrapperCost(b *testing.B) {
 	}
 }
 
-// memory is a lock.Strategy that holds its keys in a map: enough for one
+// memory is a strategy.Strategy that holds its keys in a map: enough for one
 // goroutine's uncontended Obtain+Release.
 type memory struct {
 	mu   sync.Mutex
@@ -127,17 +128,17 @@ type memory struct {
 
 func (m *memory) String() string { return "memory" }
 
-func (m *memory) Acquire(_ context.Context, r lock.Request) (lock.Grant, error) {
+func (m *memory) Acquire(_ context.Context, r strategy.Request) (strategy.Grant, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if _, held := m.keys[r.Key]; held {
-		return lock.Grant{}, lock.ErrNotObtained
+		return strategy.Grant{}, lock.ErrNotObtained
 	}
 	if m.keys == nil {
 		m.keys = map[string]string{}
 	}
 	m.keys[r.Key] = r.Value()
-	return lock.Grant{}, nil
+	return strategy.Grant{}, nil
 }
 
 func (m *memory) Release(_ context.Context, key, value string) error {
@@ -150,8 +151,8 @@ func (m *memory) Release(_ context.Context, key, value string) error {
 	return nil
 }
 
-func (m *memory) Refresh(context.Context, string, string, time.Duration) (lock.Grant, error) {
-	return lock.Grant{}, lock.ErrNotHeld
+func (m *memory) Refresh(context.Context, string, string, time.Duration) (strategy.Grant, error) {
+	return strategy.Grant{}, lock.ErrNotHeld
 }
 
 func (m *memory) TTL(context.Context, string, string) (time.Duration, error) {

@@ -10,7 +10,7 @@ import (
 
 	"go.opentelemetry.io/otel/codes"
 
-	"github.com/locksmith-go/lock"
+	"github.com/locksmith-go/lock/strategy"
 )
 
 // TestCleanupSpan: a clean-up that gave up, after an Obtain whose attempt
@@ -25,7 +25,7 @@ func TestCleanupSpan(t *testing.T) {
 	if _, err := l.Obtain(ctx, "k", time.Minute); err == nil {
 		t.Fatal("Obtain from a closed port = nil, want an error")
 	}
-	end := time.Now().Add(lock.CleanupTimeout + 10*time.Second)
+	end := time.Now().Add(strategy.CleanupTimeout + 10*time.Second)
 	for len(r.ended("lock.cleanup")) == 0 && time.Now().Before(end) {
 		time.Sleep(50 * time.Millisecond)
 	}

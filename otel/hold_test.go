@@ -10,7 +10,7 @@ import (
 
 	"github.com/locksmith-go/lock"
 	"github.com/locksmith-go/lock/conformance"
-	"github.com/locksmith-go/lock/internal/redistest"
+	"github.com/locksmith-go/lock/internal/testing/redistest"
 )
 
 // lostAndHeld returns the lost counter by error.type, and the hold

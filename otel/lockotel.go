@@ -461,7 +461,7 @@ func errorType(err error) string {
 		return "not_obtained"
 	case errors.Is(err, lock.ErrRefreshLimit):
 		return "refresh_limit"
-	case errors.Is(err, lock.ErrInvalidArgument):
+	case errors.As(err, new(*lock.ArgumentError)):
 		return "invalid_argument"
 	}
 	inner := err

@@ -17,7 +17,7 @@ import (
 	"time"
 
 	"github.com/locksmith-go/lock"
-	"github.com/locksmith-go/lock/internal/embedded"
+	"github.com/locksmith-go/lock/internal/testing/embedded"
 )
 
 func main() {

@@ -31,7 +31,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/locksmith-go/lock"
-	"github.com/locksmith-go/lock/internal/embedded"
+	"github.com/locksmith-go/lock/internal/testing/embedded"
 	lockotel "github.com/locksmith-go/lock/otel"
 )
 

@@ -16,7 +16,7 @@
 //
 // [New] checks these in the options of the four client types above, and a
 // Conn over a client that fails them refuses to work: the strategy
-// constructors report its [*lock.ArgumentError], which names the option
+// constructors report its [*strategy.ArgumentError], which names the option
 // (see [Conn.Validate]). Another implementation of UniversalClient, such as
 // a wrapper, cannot be checked; it must honour the context itself.
 //
@@ -34,8 +34,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/locksmith-go/lock"
 	"github.com/locksmith-go/lock/driver"
+	"github.com/locksmith-go/lock/strategy"
 )
 
 // Conn is a [driver.Conn] over a go-redis client.
@@ -58,18 +58,18 @@ func New(c redis.UniversalClient) *Conn {
 	return &Conn{c: c, err: check(c)}
 }
 
-// check returns an *lock.ArgumentError if c is nil, or if its options let a
+// check returns an *strategy.ArgumentError if c is nil, or if its options let a
 // command outlive its context's deadline.
 func check(c redis.UniversalClient) error {
-	if err := driver.NotNil("go-redis client", c); err != nil {
-		return err
+	if err := driver.NotNil(c); err != nil {
+		return &strategy.ArgumentError{Name: "go-redis client", Reason: err.Error()}
 	}
 	o, ok := optionsOf(c)
 	if !ok {
 		return nil // not ours to check: it must honour the context itself
 	}
 	invalid := func(option, reason string) error {
-		return &lock.ArgumentError{Name: "go-redis client", Reason: o.name + "." + option + " " + reason}
+		return &strategy.ArgumentError{Name: "go-redis client", Reason: o.name + "." + option + " " + reason}
 	}
 	const noDeadlines = "must not be -2, which turns off socket deadlines, the context's too (-1 means no timeout of the client's own)"
 	switch {
@@ -125,7 +125,7 @@ func given(d time.Duration) time.Duration {
 }
 
 // Validate implements [driver.Validator]: it returns the
-// [*lock.ArgumentError] that New found, naming the option to change, or
+// [*strategy.ArgumentError] that New found, naming the option to change, or
 // nil.
 func (c *Conn) Validate() error { return c.err }
 

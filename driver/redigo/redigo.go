@@ -16,7 +16,7 @@
 //     fine; send its PING with redis.DoContext.
 //
 // [New] checks these, and a Conn over a pool that fails them refuses to
-// work: the strategy constructors report its [*lock.ArgumentError], which
+// work: the strategy constructors report its [*strategy.ArgumentError], which
 // names the field (see [Conn.Validate]). Another Pool implementation cannot
 // be checked; its GetContext must honour the context itself.
 package redigo
@@ -28,8 +28,8 @@ import (
 
 	"github.com/gomodule/redigo/redis"
 
-	"github.com/locksmith-go/lock"
 	"github.com/locksmith-go/lock/driver"
+	"github.com/locksmith-go/lock/strategy"
 )
 
 // Pool hands out connections; *redis.Pool implements it.
@@ -72,28 +72,28 @@ func New(p Pool, opts ...Option) *Conn {
 	return c
 }
 
-// check returns an *lock.ArgumentError if p is nil, or is a *redis.Pool
+// check returns an *strategy.ArgumentError if p is nil, or is a *redis.Pool
 // with a function that takes no context.
 func check(p Pool) error {
-	if err := driver.NotNil("redigo pool", p); err != nil {
-		return err
+	if err := driver.NotNil(p); err != nil {
+		return &strategy.ArgumentError{Name: "redigo pool", Reason: err.Error()}
 	}
 	rp, ok := p.(*redis.Pool)
 	switch {
 	case !ok:
 		return nil // not ours to check: it must honour the context itself
 	case rp.DialContext == nil:
-		return &lock.ArgumentError{Name: "redigo pool", Reason: "redis.Pool.DialContext must be set: Pool.Dial takes no context, " +
+		return &strategy.ArgumentError{Name: "redigo pool", Reason: "redis.Pool.DialContext must be set: Pool.Dial takes no context, " +
 			"so a dial, and the AUTH or SELECT it sends, would not end by the caller's deadline"}
 	case rp.TestOnBorrow != nil:
-		return &lock.ArgumentError{Name: "redigo pool", Reason: "redis.Pool.TestOnBorrow must be nil: it takes no context, " +
+		return &strategy.ArgumentError{Name: "redigo pool", Reason: "redis.Pool.TestOnBorrow must be nil: it takes no context, " +
 			"so a command it sends would not end by the caller's deadline; use TestOnBorrowContext, with redis.DoContext"}
 	}
 	return nil
 }
 
 // Validate implements [driver.Validator]: it returns the
-// [*lock.ArgumentError] that New found, naming the field to change, or nil.
+// [*strategy.ArgumentError] that New found, naming the field to change, or nil.
 func (c *Conn) Validate() error { return c.err }
 
 // Addr implements [driver.Addresser]: the address given with WithAddr, or "".

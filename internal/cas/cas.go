@@ -11,9 +11,9 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/locksmith-go/lock"
 	"github.com/locksmith-go/lock/driver"
 	"github.com/locksmith-go/lock/internal/neterr"
+	"github.com/locksmith-go/lock/strategy"
 )
 
 // The scripts reply with a non-negative number when the key holds our value,
@@ -168,7 +168,7 @@ func NewGuardedAcquisition(key, guardKey, value string, ttl, quarantine time.Dur
 func (a Acquisition) Run(ctx context.Context, c driver.Conn) error { return acquired(a.run(ctx, c)) }
 
 // Acquire sets key to value for ttl if it is free (or already holds value).
-// It returns lock.ErrNotObtained when another value holds it.
+// It returns strategy.ErrNotObtained when another value holds it.
 func Acquire(ctx context.Context, c driver.Conn, key, value string, ttl time.Duration) error {
 	return NewAcquisition(key, value, ttl).Run(ctx, c)
 }
@@ -191,7 +191,7 @@ func acquired(n int64, err error) error {
 	case n == restarting:
 		return ErrRestarting
 	case n == 0:
-		return lock.ErrNotObtained
+		return strategy.ErrNotObtained
 	}
 	return nil
 }
@@ -239,9 +239,24 @@ func owned(n int64, err error) error {
 	case err != nil:
 		return err
 	case n == noKey:
-		return lock.ErrExpired
+		return strategy.ErrExpired
 	case n == otherOwner:
-		return lock.ErrTaken
+		return strategy.ErrTaken
 	}
 	return nil
+}
+
+// CheckConn returns driver.Check's complaint about c, the argument name, as
+// an *strategy.ArgumentError: the driver's own, which names its client and
+// the option to change, or one named name.
+func CheckConn(name string, c driver.Conn) error {
+	err := driver.Check(c)
+	var ae *strategy.ArgumentError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &ae):
+		return ae
+	}
+	return &strategy.ArgumentError{Name: name, Reason: err.Error()}
 }

@@ -9,7 +9,7 @@ import (
 	"github.com/locksmith-go/lock"
 	"github.com/locksmith-go/lock/driver/goredis"
 	"github.com/locksmith-go/lock/internal/cas"
-	"github.com/locksmith-go/lock/internal/redistest"
+	"github.com/locksmith-go/lock/internal/testing/redistest"
 )
 
 // TestSetTwice: a Set sent again after it was applied (its reply lost, or

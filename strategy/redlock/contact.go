@@ -8,9 +8,9 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/locksmith-go/lock"
 	"github.com/locksmith-go/lock/driver"
 	"github.com/locksmith-go/lock/internal/neterr"
+	"github.com/locksmith-go/lock/strategy"
 )
 
 // ContactTimeout bounds the first contact with a node: opening its
@@ -185,7 +185,7 @@ func (s *Strategy) reach(ctx context.Context, i int) {
 	}
 	for j := range s.peers {
 		if q := &s.peers[j]; id != "" && q.known.Load() && q.runID == id {
-			s.dup = &lock.ArgumentError{Name: fmt.Sprintf("nodes[%d]", max(i, j)), Reason: fmt.Sprintf(
+			s.dup = &strategy.ArgumentError{Name: fmt.Sprintf("nodes[%d]", max(i, j)), Reason: fmt.Sprintf(
 				"%s and %s are the same server (one run id): each node must be an independent master, listed once",
 				s.nodes[min(i, j)].name, s.nodes[max(i, j)].name)}
 			p.err = s.dup

@@ -14,8 +14,9 @@ import (
 	"github.com/locksmith-go/lock/conformance"
 	"github.com/locksmith-go/lock/driver"
 	"github.com/locksmith-go/lock/driver/redigo"
-	"github.com/locksmith-go/lock/internal/redistest"
+	"github.com/locksmith-go/lock/internal/testing/redistest"
 	"github.com/locksmith-go/lock/locktest"
+	"github.com/locksmith-go/lock/strategy"
 	"github.com/locksmith-go/lock/strategy/redlock"
 )
 
@@ -67,7 +68,7 @@ func TestColdStartBurst(t *testing.T) {
 						t.Errorf("a loser obtained the lock held by another owner")
 						_ = lk.Release(ctx)
 					}
-					if !errors.Is(err, lock.ErrNotObtained) {
+					if !errors.Is(err, strategy.ErrNotObtained) {
 						t.Errorf("Obtain by a loser = %v, want ErrNotObtained", err)
 					}
 				}()
@@ -102,8 +103,8 @@ func TestDuplicateNodes(t *testing.T) {
 	}
 	wantDuplicate := func(t *testing.T, err error, arg string, names ...string) {
 		t.Helper()
-		var ae *lock.ArgumentError
-		if !errors.As(err, &ae) || ae.Name != arg || !errors.Is(err, lock.ErrInvalidArgument) {
+		var ae *strategy.ArgumentError
+		if !errors.As(err, &ae) || ae.Name != arg || !errors.As(err, new(*lock.ArgumentError)) {
 			t.Fatalf("Obtain over duplicate nodes = %v, want an *ArgumentError naming %q", err, arg)
 		}
 		for _, name := range names {
@@ -120,7 +121,7 @@ func TestDuplicateNodes(t *testing.T) {
 		l := newLocker(t, []driver.Conn{d.Conn(t, servers[0].Addr), d.Conn(t, servers[1].Addr), d.Conn(t, localhost)})
 		err := refused(t, l, servers)
 		wantDuplicate(t, err, "nodes[2]", servers[0].Addr, localhost)
-		if _, again := l.Obtain(ctx, conformance.Key(t), 10*time.Second); !errors.Is(again, lock.ErrInvalidArgument) {
+		if _, again := l.Obtain(ctx, conformance.Key(t), 10*time.Second); !errors.As(again, new(*lock.ArgumentError)) {
 			t.Errorf("the next Obtain = %v, want the same refusal", again)
 		}
 	})
@@ -151,7 +152,7 @@ func TestDuplicateNodes(t *testing.T) {
 		for deadline := time.Now().Add(10 * time.Second); ; {
 			key := conformance.Key(t)
 			lk, err := l.Obtain(ctx, key, 10*time.Second)
-			if errors.Is(err, lock.ErrInvalidArgument) {
+			if errors.As(err, new(*lock.ArgumentError)) {
 				t.Fatalf("Obtain after the restarts = %v, want no duplicate reported", err)
 			}
 			n := 0
@@ -203,7 +204,7 @@ func TestDuplicateNodes(t *testing.T) {
 		_, err = newLocker(t, connect(t, servers, redistest.Drivers()...)).Obtain(dctx, conformance.Key(t), ttl)
 		elapsed = time.Since(start)
 		t.Logf("Obtain (200ms deadline) with 3 of 5 nodes paused at first contact: %v, %v", elapsed, err)
-		if !errors.Is(err, lock.ErrNotObtained) || !errors.Is(err, context.DeadlineExceeded) {
+		if !errors.Is(err, strategy.ErrNotObtained) || !errors.Is(err, context.DeadlineExceeded) {
 			t.Errorf("Obtain with 3 of 5 nodes paused = %v, want ErrNotObtained and DeadlineExceeded", err)
 		}
 		if elapsed > time.Second {
@@ -302,7 +303,7 @@ func TestTTLWithoutValidity(t *testing.T) {
 	ctx := context.Background()
 	wantTTLError := func(t *testing.T, err error) {
 		t.Helper()
-		var ae *lock.ArgumentError
+		var ae *strategy.ArgumentError
 		if !errors.As(err, &ae) || ae.Name != "ttl" || !strings.Contains(ae.Reason, "more than 2.02ms") {
 			t.Errorf("err = %v, want an *ArgumentError naming \"ttl\" and its limit, 2.02ms", err)
 		}

@@ -7,7 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/locksmith-go/lock"
+	"github.com/locksmith-go/lock/strategy"
 )
 
 // Outcome is what one node answered.
@@ -57,7 +57,7 @@ func (e *NodeError) Error() string {
 func (e *NodeError) Unwrap() error { return e.Err }
 
 // QuorumError reports an operation that no quorum of nodes carried out,
-// with each node's outcome. For Obtain it matches lock.ErrNotObtained when
+// with each node's outcome. For Obtain it matches strategy.ErrNotObtained when
 // at most N − quorum nodes failed (timed out, refused, restarting or erred),
 // so that a quorum is still possible and the lock is just held elsewhere, or
 // when the quorum answered too late: the retry policy applies. Otherwise no
@@ -104,10 +104,10 @@ func (e *QuorumError) Error() string {
 // ErrorType returns "no_quorum", the error.type telemetry records.
 func (e *QuorumError) ErrorType() string { return "no_quorum" }
 
-// Is reports whether target is lock.ErrNotObtained and the failure was
+// Is reports whether target is strategy.ErrNotObtained and the failure was
 // contention rather than failing nodes.
 func (e *QuorumError) Is(target error) bool {
-	if target != lock.ErrNotObtained || e.Op != "obtain" {
+	if target != strategy.ErrNotObtained || e.Op != "obtain" {
 		return false
 	}
 	if e.Elapsed > 0 {
@@ -282,7 +282,7 @@ func (s *Strategy) fanOut(ctx context.Context, timeout time.Duration,
 		close(f.decided)
 	}
 	for _, r := range res {
-		lock.ReportNode(ctx, r.Node, r.Outcome.String(), r.Err)
+		strategy.ReportNode(ctx, r.Node, r.Outcome.String(), r.Err)
 	}
 	if then != nil {
 		wait := 0

@@ -23,7 +23,7 @@
 // Refresh extends on all nodes and succeeds only with a quorum and within
 // the new validity; [WithMaxExtensions] caps how often. Release releases on
 // all nodes. A TTL that the drift would use up, TTL ≤ TTL × factor + 2ms
-// (2.02ms at the default factor), is refused with an *lock.ArgumentError
+// (2.02ms at the default factor), is refused with an *strategy.ArgumentError
 // named "ttl", before anything is written.
 //
 // Waiting stops as soon as the outcome is known: once a quorum granted the
@@ -43,7 +43,7 @@
 // second client gather a quorum. See [WithRestartGuard].
 //
 // It issues no fencing tokens: lock.WithFencing is refused with an
-// *lock.ArgumentError named "fencing", before anything is written. A
+// *strategy.ArgumentError named "fencing", before anything is written. A
 // fencing token must grow with every new holder, and Redlock has nothing
 // that can issue one: each node could count its own grants, but two
 // successive quorums share only some nodes, a node that restarts empty
@@ -81,7 +81,7 @@
 // Two nodes that report the same run id are one server, named twice (for
 // example 127.0.0.1:6379 and localhost:6379, or two redigo pools of one
 // address): they would count twice towards the quorum. Obtain refuses them
-// with an *lock.ArgumentError (matching lock.ErrInvalidArgument) that names
+// with an *strategy.ArgumentError that names
 // the later node, "nodes[i]", and both nodes' names, then and ever after. A
 // server that reports no run id (the embedded miniredis) is checked by the
 // address only, as New does for every node ([driver.Addresser]). Nor is a
@@ -111,6 +111,7 @@ import (
 	"github.com/locksmith-go/lock/driver"
 	"github.com/locksmith-go/lock/internal/cas"
 	"github.com/locksmith-go/lock/internal/neterr"
+	"github.com/locksmith-go/lock/strategy"
 	"github.com/locksmith-go/lock/strategy/single"
 )
 
@@ -121,7 +122,7 @@ const DefaultDriftFactor = single.DefaultDriftFactor
 const noFencing = "not supported by redlock: no counter spans independent nodes without consensus; " +
 	"use the single strategy for fencing tokens, or have the resource compare-and-set on the lock's unique token"
 
-// Strategy is the Redlock [lock.Strategy] over independent nodes.
+// Strategy is the Redlock [strategy.Strategy] over independent nodes.
 type Strategy struct {
 	nodes         []node
 	addr          string // the nodes' names, joined by commas
@@ -156,7 +157,7 @@ type node struct {
 	s    *single.Strategy
 }
 
-var _ lock.Strategy = (*Strategy)(nil)
+var _ strategy.Strategy = (*Strategy)(nil)
 
 // Option configures a Strategy.
 type Option func(*Strategy)
@@ -216,41 +217,42 @@ func New(nodes []driver.Conn, opts ...Option) (lock.Locker, error) {
 // NewStrategy returns the Strategy over the nodes. Most callers want [New].
 func NewStrategy(nodes []driver.Conn, opts ...Option) (*Strategy, error) {
 	if len(nodes) == 0 {
-		return nil, &lock.ArgumentError{Name: "nodes", Reason: "must list at least one node"}
+		return nil, &strategy.ArgumentError{Name: "nodes", Reason: "must list at least one node"}
 	}
 	s := &Strategy{quorum: len(nodes)/2 + 1, driftFactor: DefaultDriftFactor, maxExtensions: -1, now: time.Now,
 		peers: make([]peer, len(nodes)), changed: make(chan struct{})}
 	for i, c := range nodes {
-		if err := driver.Check(c); err != nil {
-			return nil, &lock.ArgumentError{Name: fmt.Sprintf("nodes[%d]", i), Reason: err.(*lock.ArgumentError).Reason}
+		var ae *strategy.ArgumentError
+		if errors.As(cas.CheckConn("conn", c), &ae) {
+			return nil, &strategy.ArgumentError{Name: fmt.Sprintf("nodes[%d]", i), Reason: ae.Reason}
 		}
 		n := node{name: nodeName(i, c), raw: c, conn: gated{c, s, i}}
 		n.s, _ = single.NewStrategy(n.conn)
 		for _, m := range s.nodes {
 			if m.raw == c || (m.name == n.name && isAddr(c)) {
-				return nil, &lock.ArgumentError{Name: fmt.Sprintf("nodes[%d]", i), Reason: fmt.Sprintf("lists %s again: each node must be an independent master, listed once", n.name)}
+				return nil, &strategy.ArgumentError{Name: fmt.Sprintf("nodes[%d]", i), Reason: fmt.Sprintf("lists %s again: each node must be an independent master, listed once", n.name)}
 			}
 		}
 		s.nodes = append(s.nodes, n)
 	}
 	for _, opt := range opts {
 		if opt == nil {
-			return nil, &lock.ArgumentError{Name: "option", Reason: "must not be nil"}
+			return nil, &strategy.ArgumentError{Name: "option", Reason: "must not be nil"}
 		}
 		opt(s)
 	}
 	n := len(nodes)
 	switch {
 	case s.quorum < n/2+1 || s.quorum > n:
-		return nil, &lock.ArgumentError{Name: "quorum", Reason: fmt.Sprintf("must be a majority of the %d nodes, from %d to %d, got %d", n, n/2+1, n, s.quorum)}
+		return nil, &strategy.ArgumentError{Name: "quorum", Reason: fmt.Sprintf("must be a majority of the %d nodes, from %d to %d, got %d", n, n/2+1, n, s.quorum)}
 	case !(s.driftFactor >= 0 && s.driftFactor < 1):
-		return nil, &lock.ArgumentError{Name: "drift factor", Reason: fmt.Sprintf("must be in [0, 1), got %v", s.driftFactor)}
+		return nil, &strategy.ArgumentError{Name: "drift factor", Reason: fmt.Sprintf("must be in [0, 1), got %v", s.driftFactor)}
 	case s.nodeTimeout < 0:
-		return nil, &lock.ArgumentError{Name: "node timeout", Reason: fmt.Sprintf("must be positive, got %v", s.nodeTimeout)}
+		return nil, &strategy.ArgumentError{Name: "node timeout", Reason: fmt.Sprintf("must be positive, got %v", s.nodeTimeout)}
 	case s.maxExtensions < -1:
-		return nil, &lock.ArgumentError{Name: "max extensions", Reason: fmt.Sprintf("must not be negative, got %d", s.maxExtensions)}
+		return nil, &strategy.ArgumentError{Name: "max extensions", Reason: fmt.Sprintf("must not be negative, got %d", s.maxExtensions)}
 	case s.guard < 0:
-		return nil, &lock.ArgumentError{Name: "restart guard", Reason: fmt.Sprintf("must not be negative, got %v", s.guard)}
+		return nil, &strategy.ArgumentError{Name: "restart guard", Reason: fmt.Sprintf("must not be negative, got %v", s.guard)}
 	}
 	names := make([]string, len(s.nodes))
 	for i, n := range s.nodes {
@@ -269,7 +271,7 @@ func isAddr(c driver.Conn) bool { return driver.Addr(c) != "" }
 // Quorum returns how many nodes must grant a lock.
 func (s *Strategy) Quorum() int { return s.quorum }
 
-// ReportsNodes implements [lock.NodeReporter]: each node's answer reaches
+// ReportsNodes implements [strategy.NodeReporter]: each node's answer reaches
 // the Node hooks (the otel package records them as span events).
 func (s *Strategy) ReportsNodes() bool { return true }
 
@@ -300,7 +302,7 @@ func (s *Strategy) timeouts(ttl time.Duration) (timeout, drift time.Duration, er
 	if ttl <= drift {
 		// ttl > ttl × factor + 2ms  ⇔  ttl > 2ms / (1 − factor)
 		least := time.Duration(float64(2*time.Millisecond) / (1 - s.driftFactor)).Round(time.Microsecond)
-		return 0, 0, &lock.ArgumentError{Name: "ttl", Reason: fmt.Sprintf(
+		return 0, 0, &strategy.ArgumentError{Name: "ttl", Reason: fmt.Sprintf(
 			"must be more than %v, the drift allowance (TTL × %v + 2ms), to leave any validity; got %v", least, s.driftFactor, ttl)}
 	}
 	timeout = s.nodeTimeout
@@ -308,22 +310,22 @@ func (s *Strategy) timeouts(ttl time.Duration) (timeout, drift time.Duration, er
 		timeout = min(max(ttl/20, MinNodeTimeout), MaxNodeTimeout, ttl/2)
 	}
 	if timeout >= ttl || timeout <= 0 {
-		return 0, 0, &lock.ArgumentError{Name: "node timeout", Reason: fmt.Sprintf("must be less than the TTL: %v is not less than %v", timeout, ttl)}
+		return 0, 0, &strategy.ArgumentError{Name: "node timeout", Reason: fmt.Sprintf("must be less than the TTL: %v is not less than %v", timeout, ttl)}
 	}
 	return timeout, drift, nil
 }
 
-// Acquire implements [lock.Strategy].
-func (s *Strategy) Acquire(ctx context.Context, r lock.Request) (lock.Grant, error) {
+// Acquire implements [strategy.Strategy].
+func (s *Strategy) Acquire(ctx context.Context, r strategy.Request) (strategy.Grant, error) {
 	if r.Fencing {
-		return lock.Grant{Clean: true}, &lock.ArgumentError{Name: "fencing", Reason: noFencing}
+		return strategy.Grant{Undone: true}, &strategy.ArgumentError{Name: "fencing", Reason: noFencing}
 	}
 	timeout, drift, err := s.timeouts(r.TTL)
 	if err != nil {
-		return lock.Grant{Clean: true}, err
+		return strategy.Grant{Undone: true}, err
 	}
 	if err := s.contact(ctx, timeout); err != nil {
-		return lock.Grant{Clean: true}, err
+		return strategy.Grant{Undone: true}, err
 	}
 	start := s.now()
 	// The calls are built once, for every node.
@@ -338,7 +340,7 @@ func (s *Strategy) Acquire(ctx context.Context, r lock.Request) (lock.Grant, err
 	// that attempt returns, so a late SET cannot outlive its release; a node
 	// still on its way when the caller's context ends is released in the
 	// background. A node that granted it needs one answered delete (its
-	// grant was the first answer, see lock.CleanUp); one that refused wrote
+	// grant was the first answer, see strategy.CleanUp); one that refused wrote
 	// nothing.
 	undo := func(ctx context.Context, _ int, n node, err error, failed bool) {
 		del := func(ctx context.Context) error { return release.Run(ctx, n.conn) }
@@ -349,11 +351,11 @@ func (s *Strategy) Acquire(ctx context.Context, r lock.Request) (lock.Grant, err
 			ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
 			err := del(ctx)
 			cancel()
-			if err == nil || errors.Is(err, lock.ErrNotHeld) {
+			if err == nil || errors.Is(err, strategy.ErrNotHeld) {
 				return
 			}
 		}
-		_ = lock.CleanUp(ctx, r.Key, del)
+		_ = strategy.CleanUp(ctx, r.Key, del)
 	}
 	var elapsed time.Duration // set when a quorum answered too late
 	res, failed, f := s.fanOut(ctx, timeout, acquire, undo, func(t tally) decision {
@@ -378,10 +380,10 @@ func (s *Strategy) Acquire(ctx context.Context, r lock.Request) (lock.Grant, err
 		}()
 	}
 	// On failure every node has been, or is being, released by fanOut.
-	cleaned := lock.Grant{Clean: true}
+	cleaned := strategy.Grant{Undone: true}
 	switch {
 	case !failed:
-		return lock.Grant{Drift: drift}, nil
+		return strategy.Grant{Drift: drift}, nil
 	case elapsed > 0:
 		return cleaned, &QuorumError{Op: "obtain", Quorum: s.quorum, Nodes: res, Elapsed: elapsed, TTL: r.TTL}
 	case ctx.Err() != nil:
@@ -390,12 +392,12 @@ func (s *Strategy) Acquire(ctx context.Context, r lock.Request) (lock.Grant, err
 	return cleaned, &QuorumError{Op: "obtain", Quorum: s.quorum, Nodes: res}
 }
 
-// Refresh implements [lock.Strategy]: it extends on all nodes, and succeeds
+// Refresh implements [strategy.Strategy]: it extends on all nodes, and succeeds
 // only with a quorum, within the new validity.
-func (s *Strategy) Refresh(ctx context.Context, key, value string, ttl time.Duration) (lock.Grant, error) {
+func (s *Strategy) Refresh(ctx context.Context, key, value string, ttl time.Duration) (strategy.Grant, error) {
 	timeout, drift, err := s.timeouts(ttl)
 	if err != nil {
-		return lock.Grant{}, err
+		return strategy.Grant{}, err
 	}
 	start := s.now()
 	res, _, _ := s.fanOut(ctx, timeout, func(ctx context.Context, _ int, n node) error {
@@ -403,18 +405,18 @@ func (s *Strategy) Refresh(ctx context.Context, key, value string, ttl time.Dura
 		return err
 	}, nil, nil)
 	if err := s.held("refresh", res); err != nil {
-		return lock.Grant{}, err
+		return strategy.Grant{}, err
 	}
 	if s.now().Sub(start) >= ttl-drift {
-		return lock.Grant{}, &QuorumError{Op: "refresh", Quorum: s.quorum, Nodes: res, Elapsed: s.now().Sub(start), TTL: ttl}
+		return strategy.Grant{}, &QuorumError{Op: "refresh", Quorum: s.quorum, Nodes: res, Elapsed: s.now().Sub(start), TTL: ttl}
 	}
-	return lock.Grant{Drift: drift}, nil
+	return strategy.Grant{Drift: drift}, nil
 }
 
-// Release implements [lock.Strategy]: it releases on all nodes. On a node
+// Release implements [strategy.Strategy]: it releases on all nodes. On a node
 // whose acquire was still on its way when the quorum was reached, it
 // releases once that acquire returned. A node that gives no answer in time
-// is released in the background (see [lock.CleanUp]), so that no key
+// is released in the background (see [strategy.CleanUp]), so that no key
 // outlives a Release that returned nil longer than that clean-up takes.
 func (s *Strategy) Release(ctx context.Context, key, value string) error {
 	release := cas.NewDeletion(key, value)
@@ -434,13 +436,13 @@ func (s *Strategy) Release(ctx context.Context, key, value string) error {
 	}
 	res, _, _ := s.fanOut(ctx, s.opTimeout(), del, func(ctx context.Context, i int, n node, err error, _ bool) {
 		if !answered(outcome(err)) {
-			_ = lock.CleanUp(ctx, key, func(ctx context.Context) error { return del(ctx, i, n) })
+			_ = strategy.CleanUp(ctx, key, func(ctx context.Context) error { return del(ctx, i, n) })
 		}
 	}, nil)
 	return s.held("release", res)
 }
 
-// TTL implements [lock.Strategy]: the time until fewer than a quorum of
+// TTL implements [strategy.Strategy]: the time until fewer than a quorum of
 // nodes will hold the lock.
 func (s *Strategy) TTL(ctx context.Context, key, value string) (time.Duration, error) {
 	ttls := make([]time.Duration, len(s.nodes))
@@ -482,9 +484,9 @@ func (s *Strategy) held(op string, res []*NodeError) error {
 		return nil
 	case t.taken+t.expired > len(res)-s.quorum:
 		if t.taken > 0 {
-			return lock.ErrTaken
+			return strategy.ErrTaken
 		}
-		return lock.ErrExpired
+		return strategy.ErrExpired
 	}
 	return &QuorumError{Op: op, Quorum: s.quorum, Nodes: res}
 }
@@ -496,9 +498,9 @@ func outcome(err error) Outcome {
 	switch {
 	case err == nil:
 		return OK
-	case errors.Is(err, lock.ErrNotObtained), errors.Is(err, lock.ErrTaken):
+	case errors.Is(err, strategy.ErrNotObtained), errors.Is(err, strategy.ErrTaken):
 		return Taken
-	case errors.Is(err, lock.ErrExpired):
+	case errors.Is(err, strategy.ErrExpired):
 		return Expired
 	case errors.Is(err, cas.ErrRestarting):
 		return Restarting

@@ -13,8 +13,9 @@ import (
 	"github.com/locksmith-go/lock"
 	"github.com/locksmith-go/lock/conformance"
 	"github.com/locksmith-go/lock/driver"
-	"github.com/locksmith-go/lock/internal/matrix"
-	"github.com/locksmith-go/lock/internal/redistest"
+	"github.com/locksmith-go/lock/internal/testing/matrix"
+	"github.com/locksmith-go/lock/internal/testing/redistest"
+	"github.com/locksmith-go/lock/strategy"
 	"github.com/locksmith-go/lock/strategy/redlock"
 )
 
@@ -80,7 +81,7 @@ func TestBadConfiguration(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			l, err := redlock.New(c.nodes, c.opts...)
-			var ae *lock.ArgumentError
+			var ae *strategy.ArgumentError
 			if l != nil || !errors.As(err, &ae) || ae.Name != c.arg {
 				t.Errorf("New(%s) = %v, %v; want nil and an ArgumentError naming %q", c.name, l, err, c.arg)
 			}
@@ -90,7 +91,7 @@ func TestBadConfiguration(t *testing.T) {
 		l := newLocker(t, conns, redlock.WithNodeTimeout(time.Second))
 		key := conformance.Key(t)
 		_, err := l.Obtain(context.Background(), key, time.Second)
-		var ae *lock.ArgumentError
+		var ae *strategy.ArgumentError
 		if !errors.As(err, &ae) || ae.Name != "node timeout" {
 			t.Errorf("Obtain with TTL = node timeout = %v, want an ArgumentError naming \"node timeout\"", err)
 		}
@@ -172,7 +173,7 @@ func TestMajorityDown(t *testing.T) {
 	if !errors.As(err, &qe) {
 		t.Fatalf("Obtain with 3 of 5 nodes down = %v, want a *QuorumError", err)
 	}
-	if errors.Is(err, lock.ErrNotObtained) {
+	if errors.Is(err, strategy.ErrNotObtained) {
 		t.Errorf("errors.Is(err, ErrNotObtained) = true, want false: no quorum is possible, so it must not wait and retry")
 	}
 	for _, i := range []int{0, 2, 4} {
@@ -403,7 +404,7 @@ func TestValidity(t *testing.T) {
 		l := newLocker(t, connect(t, servers, redistest.Drivers()...), redlock.WithClock(clock))
 		_, err := l.Obtain(ctx, key, ttl)
 		var qe *redlock.QuorumError
-		if !errors.As(err, &qe) || qe.Elapsed < ttl || !errors.Is(err, lock.ErrNotObtained) {
+		if !errors.As(err, &qe) || qe.Elapsed < ttl || !errors.Is(err, strategy.ErrNotObtained) {
 			t.Fatalf("Obtain slower than its TTL = %v, want a *QuorumError with Elapsed ≥ %v matching ErrNotObtained", err, ttl)
 		}
 		eventuallyNone(t, servers, key)
@@ -423,7 +424,7 @@ func TestFailedAttemptLeavesNoKeys(t *testing.T) {
 	}
 	_, err := newLocker(t, connect(t, servers, redistest.Drivers()...)).Obtain(ctx, key, 10*time.Second)
 	var qe *redlock.QuorumError
-	if !errors.As(err, &qe) || !errors.Is(err, lock.ErrNotObtained) {
+	if !errors.As(err, &qe) || !errors.Is(err, strategy.ErrNotObtained) {
 		t.Fatalf("Obtain of a lock held on 3 of 5 nodes = %v, want a *QuorumError matching ErrNotObtained", err)
 	}
 	eventuallyNone(t, servers[3:], key)

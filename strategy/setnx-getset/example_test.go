@@ -10,9 +10,9 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/locksmith-go/lock"
 	"github.com/locksmith-go/lock/driver/goredis"
 	"github.com/locksmith-go/lock/locktest"
+	"github.com/locksmith-go/lock/strategy"
 	setnxgetset "github.com/locksmith-go/lock/strategy/setnx-getset"
 )
 
@@ -50,7 +50,7 @@ func ExampleNew() {
 	// A value that is not a timestamp belongs to a non-legacy owner.
 	client.Set(ctx, "lock.reports", "BEzb3iRQgpoTxxpuOWiT1w", time.Minute)
 	_, err = locker.Obtain(ctx, "lock.reports", 30*time.Second)
-	fmt.Println(errors.Is(err, lock.ErrNotObtained), errors.Is(err, setnxgetset.ErrNotTimestamp))
+	fmt.Println(errors.Is(err, strategy.ErrNotObtained), errors.Is(err, setnxgetset.ErrNotTimestamp))
 	// Output:
 	// expires in about 30s: true
 	// true true

@@ -47,7 +47,7 @@
 //     clients: delete the key to free it.
 //   - A TTL that is not more than the clock skew (the lock would come back
 //     with its ValidUntil passed), or too long for the format, is refused
-//     with an *lock.ArgumentError before anything is written. Too long means
+//     with an *strategy.ArgumentError before anything is written. Too long means
 //     that the timestamp the format writes does not read back as the
 //     lock's expiry or later: past 2116 for the built-in formats; a custom
 //     Format is checked the same way.
@@ -57,7 +57,7 @@
 // caller-chosen tokens are refused.
 //
 // It issues no fencing tokens: lock.WithFencing is refused with an
-// *lock.ArgumentError. Legacy clients take the lock without touching any
+// *strategy.ArgumentError. Legacy clients take the lock without touching any
 // counter, so no number could order their holders and ours; and the
 // timestamp is no such number (clocks differ, TTLs differ, two holders can
 // write the same one). Once the fleet has moved to the single strategy, it
@@ -73,14 +73,15 @@ import (
 	"github.com/locksmith-go/lock"
 	"github.com/locksmith-go/lock/driver"
 	"github.com/locksmith-go/lock/internal/cas"
+	"github.com/locksmith-go/lock/strategy"
 )
 
 // ErrNotTimestamp means the key holds a value that is not a timestamp of the
 // configured format: a non-legacy owner holds it, and it is never stolen.
-// Obtain's error matches it together with lock.ErrNotObtained.
+// Obtain's error matches it together with strategy.ErrNotObtained.
 var ErrNotTimestamp = errors.New("setnxgetset: the key holds a value that is not a timestamp of this format, so it is left to its owner")
 
-// Strategy is the legacy [lock.Strategy].
+// Strategy is the legacy [strategy.Strategy].
 type Strategy struct {
 	conn   driver.Conn
 	format Format
@@ -89,7 +90,7 @@ type Strategy struct {
 	now    func() time.Time
 }
 
-var _ lock.Strategy = (*Strategy)(nil)
+var _ strategy.Strategy = (*Strategy)(nil)
 
 // Option configures a Strategy.
 type Option func(*Strategy)
@@ -115,25 +116,25 @@ func WithClock(now func() time.Time) Option { return func(s *Strategy) { s.now =
 
 // NewStrategy returns the Strategy over conn. Most callers want [New].
 func NewStrategy(conn driver.Conn, opts ...Option) (*Strategy, error) {
-	if err := driver.Check(conn); err != nil {
+	if err := cas.CheckConn("conn", conn); err != nil {
 		return nil, err
 	}
 	s := &Strategy{conn: conn, format: Seconds, now: time.Now}
 	for _, opt := range opts {
 		if opt == nil {
-			return nil, &lock.ArgumentError{Name: "option", Reason: "must not be nil"}
+			return nil, &strategy.ArgumentError{Name: "option", Reason: "must not be nil"}
 		}
 		opt(s)
 	}
 	switch {
 	case s.format == nil:
-		return nil, &lock.ArgumentError{Name: "format", Reason: "must not be nil"}
+		return nil, &strategy.ArgumentError{Name: "format", Reason: "must not be nil"}
 	case s.grace < 0:
-		return nil, &lock.ArgumentError{Name: "safety TTL", Reason: fmt.Sprintf("must not be negative, got %v", s.grace)}
+		return nil, &strategy.ArgumentError{Name: "safety TTL", Reason: fmt.Sprintf("must not be negative, got %v", s.grace)}
 	case s.skew < 0:
-		return nil, &lock.ArgumentError{Name: "clock skew", Reason: fmt.Sprintf("must not be negative, got %v", s.skew)}
+		return nil, &strategy.ArgumentError{Name: "clock skew", Reason: fmt.Sprintf("must not be negative, got %v", s.skew)}
 	case s.now == nil:
-		return nil, &lock.ArgumentError{Name: "clock", Reason: "must not be nil"}
+		return nil, &strategy.ArgumentError{Name: "clock", Reason: "must not be nil"}
 	}
 	return s, nil
 }
@@ -153,18 +154,18 @@ func (s *Strategy) String() string { return "setnx-getset" }
 // Addr returns the server's address, where the driver knows it.
 func (s *Strategy) Addr() string { return driver.Addr(s.conn) }
 
-// Acquire implements [lock.Strategy]. It refuses, with an
-// [*lock.ArgumentError] and before writing anything, a TTL that is not more
+// Acquire implements [strategy.Strategy]. It refuses, with an
+// [*strategy.ArgumentError] and before writing anything, a TTL that is not more
 // than the clock skew, or too long for the format.
-func (s *Strategy) Acquire(ctx context.Context, r lock.Request) (lock.Grant, error) {
-	refused := lock.Grant{Clean: true} // nothing was written
+func (s *Strategy) Acquire(ctx context.Context, r strategy.Request) (strategy.Grant, error) {
+	refused := strategy.Grant{Undone: true} // nothing was written
 	switch {
 	case r.Metadata != "":
-		return refused, &lock.ArgumentError{Name: "metadata", Reason: "not supported: the value is a bare timestamp, which legacy readers parse"}
+		return refused, &strategy.ArgumentError{Name: "metadata", Reason: "not supported: the value is a bare timestamp, which legacy readers parse"}
 	case r.CallerToken:
-		return refused, &lock.ArgumentError{Name: "token", Reason: "not supported: the value is the expiry timestamp"}
+		return refused, &strategy.ArgumentError{Name: "token", Reason: "not supported: the value is the expiry timestamp"}
 	case r.Fencing:
-		return refused, &lock.ArgumentError{Name: "fencing", Reason: "not supported by setnx-getset: legacy clients take the lock without a counter, " +
+		return refused, &strategy.ArgumentError{Name: "fencing", Reason: "not supported by setnx-getset: legacy clients take the lock without a counter, " +
 			"so no token could order their holders and ours; fence with the single strategy once the fleet has moved to it"}
 	}
 	if err := s.checkTTL(r.TTL); err != nil {
@@ -186,16 +187,16 @@ func (s *Strategy) Acquire(ctx context.Context, r lock.Request) (lock.Grant, err
 		held, gone, err := s.current(ctx, r.Key)
 		if err != nil || gone {
 			if err != nil {
-				return lock.Grant{}, err
+				return strategy.Grant{}, err
 			}
 			continue
 		}
 		if !s.expired(held) {
-			return lock.Grant{}, lock.ErrNotObtained
+			return strategy.Grant{}, strategy.ErrNotObtained
 		}
 		return s.takeOver(ctx, r, held)
 	}
-	return lock.Grant{}, lock.ErrNotObtained
+	return strategy.Grant{}, strategy.ErrNotObtained
 }
 
 // current reads the key; the error matches ErrNotObtained (and
@@ -209,17 +210,17 @@ func (s *Strategy) current(ctx context.Context, key string) (held string, gone b
 		return "", true, nil
 	}
 	if _, isTimestamp := s.format.Decode(held); !isTimestamp {
-		return "", false, fmt.Errorf("%w: %w", lock.ErrNotObtained, ErrNotTimestamp)
+		return "", false, fmt.Errorf("%w: %w", strategy.ErrNotObtained, ErrNotTimestamp)
 	}
 	return held, false, nil
 }
 
 // takeOver replaces the expired value held with GETSET.
-func (s *Strategy) takeOver(ctx context.Context, r lock.Request, held string) (lock.Grant, error) {
+func (s *Strategy) takeOver(ctx context.Context, r strategy.Request, held string) (strategy.Grant, error) {
 	now := s.now()
 	value, err := s.encode(now, r.TTL)
 	if err != nil {
-		return lock.Grant{Clean: true}, err
+		return strategy.Grant{Undone: true}, err
 	}
 	old, existed, err := s.conn.GetSet(ctx, r.Key, value)
 	if err != nil {
@@ -233,11 +234,11 @@ func (s *Strategy) takeOver(ctx context.Context, r lock.Request, held string) (l
 		if old != value {
 			_ = cas.Set(ctx, s.conn, r.Key, value, old, s.restoreTTL(old, r.TTL))
 		}
-		return lock.Grant{}, lock.ErrNotObtained
+		return strategy.Grant{}, strategy.ErrNotObtained
 	}
 	// GETSET stripped any TTL.
 	if ttl := s.safetyTTL(value, now); ttl > 0 {
-		if err := cas.PExpire(ctx, s.conn, r.Key, value, ttl); err != nil && !errors.Is(err, lock.ErrNotHeld) {
+		if err := cas.PExpire(ctx, s.conn, r.Key, value, ttl); err != nil && !errors.Is(err, strategy.ErrNotHeld) {
 			return lostReply, err
 		}
 	}
@@ -249,20 +250,20 @@ func (s *Strategy) takeOver(ctx context.Context, r lock.Request, held string) (l
 // holder that wrote in the same second (or millisecond) has the same value,
 // and a compare-and-delete would delete its lock. A stray timestamp expires
 // as a crashed holder's does.
-var lostReply = lock.Grant{Clean: true}
+var lostReply = strategy.Grant{Undone: true}
 
 // checkTTL refuses a TTL that the clock-skew margin uses up: the lock would
 // be handed back with its ValidUntil already passed.
 func (s *Strategy) checkTTL(ttl time.Duration) error {
 	if ttl <= s.skew {
-		return &lock.ArgumentError{Name: "ttl", Reason: fmt.Sprintf("must be more than the clock skew of WithClockSkew, %v, "+
+		return &strategy.ArgumentError{Name: "ttl", Reason: fmt.Sprintf("must be more than the clock skew of WithClockSkew, %v, "+
 			"which ValidUntil ends before the TTL; got %v", s.skew, ttl)}
 	}
 	return nil
 }
 
 // encode returns the timestamp of a lock taken at now for ttl. It returns
-// an *lock.ArgumentError if the format's timestamp does not read back as
+// an *strategy.ArgumentError if the format's timestamp does not read back as
 // a time at or after now+ttl: a TTL too long for the format (the built-in
 // formats end at maxUnixNano), or a Format that breaks its contract.
 func (s *Strategy) encode(now time.Time, ttl time.Duration) (string, error) {
@@ -270,18 +271,18 @@ func (s *Strategy) encode(now time.Time, ttl time.Duration) (string, error) {
 	expiry, ok := s.format.Decode(value)
 	switch {
 	case !ok:
-		return "", &lock.ArgumentError{Name: "ttl", Reason: fmt.Sprintf("too long for the format: the timestamp of a lock taken now for %v, "+
+		return "", &strategy.ArgumentError{Name: "ttl", Reason: fmt.Sprintf("too long for the format: the timestamp of a lock taken now for %v, "+
 			"to expire at %s, does not read back (the built-in formats read no time after %s)",
 			ttl, now.Add(ttl).UTC().Format(time.RFC3339), latest.Format(time.RFC3339))}
 	case expiry.Before(now.Add(ttl)):
-		return "", &lock.ArgumentError{Name: "format", Reason: fmt.Sprintf("its timestamp of a lock taken now for %v reads back %v before the lock expires: "+
+		return "", &strategy.ArgumentError{Name: "format", Reason: fmt.Sprintf("its timestamp of a lock taken now for %v reads back %v before the lock expires: "+
 			"Encode must not write a time earlier than now+ttl", ttl, now.Add(ttl).Sub(expiry))}
 	}
 	return value, nil
 }
 
-func (s *Strategy) grant(value string) lock.Grant {
-	return lock.Grant{Value: value, Drift: s.skew}
+func (s *Strategy) grant(value string) strategy.Grant {
+	return strategy.Grant{Value: value, Drift: s.skew}
 }
 
 // expired reports whether a timestamp of the format is skew in the past.
@@ -310,33 +311,33 @@ func (s *Strategy) restoreTTL(old string, ttl time.Duration) time.Duration {
 	return ttl + s.grace
 }
 
-// Refresh implements [lock.Strategy]: a compare-and-set of a new timestamp.
+// Refresh implements [strategy.Strategy]: a compare-and-set of a new timestamp.
 // An expired lock cannot be refreshed, even if nobody took it over. It
 // refuses the TTLs that Acquire refuses, before writing anything. When the
 // reply is lost, it reports the timestamp it may have written in
 // Grant.Value, with the error.
-func (s *Strategy) Refresh(ctx context.Context, key, value string, ttl time.Duration) (lock.Grant, error) {
+func (s *Strategy) Refresh(ctx context.Context, key, value string, ttl time.Duration) (strategy.Grant, error) {
 	if err := s.checkTTL(ttl); err != nil {
-		return lock.Grant{}, err
+		return strategy.Grant{}, err
 	}
 	now := s.now()
 	next, err := s.encode(now, ttl)
 	if err != nil {
-		return lock.Grant{}, err
+		return strategy.Grant{}, err
 	}
 	if s.expired(value) {
-		return lock.Grant{}, lock.ErrExpired
+		return strategy.Grant{}, strategy.ErrExpired
 	}
 	if err := cas.Set(ctx, s.conn, key, value, next, s.safetyTTL(next, now)); err != nil {
-		if errors.Is(err, lock.ErrNotHeld) {
-			return lock.Grant{}, err
+		if errors.Is(err, strategy.ErrNotHeld) {
+			return strategy.Grant{}, err
 		}
-		return lock.Grant{Value: next}, err
+		return strategy.Grant{Value: next}, err
 	}
 	return s.grant(next), nil
 }
 
-// Release implements [lock.Strategy]. A key that still holds our value is
+// Release implements [strategy.Strategy]. A key that still holds our value is
 // deleted even if its timestamp has passed, and then Release reports
 // ErrExpired.
 func (s *Strategy) Release(ctx context.Context, key, value string) error {
@@ -345,12 +346,12 @@ func (s *Strategy) Release(ctx context.Context, key, value string) error {
 		return err
 	}
 	if expired {
-		return lock.ErrExpired
+		return strategy.ErrExpired
 	}
 	return nil
 }
 
-// TTL implements [lock.Strategy]: the time until the lock's timestamp, by
+// TTL implements [strategy.Strategy]: the time until the lock's timestamp, by
 // this client's clock.
 func (s *Strategy) TTL(ctx context.Context, key, value string) (time.Duration, error) {
 	if _, err := cas.PTTL(ctx, s.conn, key, value); err != nil {
@@ -360,5 +361,5 @@ func (s *Strategy) TTL(ctx context.Context, key, value string) (time.Duration, e
 	if ttl := expiry.Sub(s.now()); ttl > 0 {
 		return ttl, nil
 	}
-	return 0, lock.ErrExpired
+	return 0, strategy.ErrExpired
 }

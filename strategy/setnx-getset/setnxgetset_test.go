@@ -15,8 +15,9 @@ import (
 	"github.com/locksmith-go/lock/conformance"
 	"github.com/locksmith-go/lock/driver"
 	"github.com/locksmith-go/lock/driver/goredis"
-	"github.com/locksmith-go/lock/internal/matrix"
-	"github.com/locksmith-go/lock/internal/redistest"
+	"github.com/locksmith-go/lock/internal/testing/matrix"
+	"github.com/locksmith-go/lock/internal/testing/redistest"
+	"github.com/locksmith-go/lock/strategy"
 	setnxgetset "github.com/locksmith-go/lock/strategy/setnx-getset"
 	"github.com/locksmith-go/lock/strategy/single"
 )
@@ -51,7 +52,7 @@ func TestOptions(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			l, err := setnxgetset.New(conn, c.opt)
-			var ae *lock.ArgumentError
+			var ae *strategy.ArgumentError
 			if l != nil || !errors.As(err, &ae) || ae.Name != c.arg {
 				t.Errorf("New(%s) = %v, %v; want nil and an ArgumentError naming %q", c.name, l, err, c.arg)
 			}
@@ -70,7 +71,7 @@ func TestOptions(t *testing.T) {
 		t.Run("Obtain refuses "+c.name, func(t *testing.T) {
 			key := conformance.Key(t)
 			_, err := l.Obtain(ctx, key, time.Second, c.opt)
-			var ae *lock.ArgumentError
+			var ae *strategy.ArgumentError
 			if !errors.As(err, &ae) || ae.Name != c.arg {
 				t.Errorf("Obtain with %s = %v, want an ArgumentError naming %q", c.name, err, c.arg)
 			}
@@ -236,7 +237,7 @@ func TestWhyTheOrderMatters(t *testing.T) {
 	if _, ok, err := legacy.tryLock(ctx, key); !ok || err != nil {
 		t.Fatalf("a to_i legacy reader's tryLock on single's lock = %v, %v; want it to steal the lock (true, nil)", ok, err)
 	}
-	if err := held.Refresh(ctx, time.Minute); !errors.Is(err, lock.ErrTaken) {
+	if err := held.Refresh(ctx, time.Minute); !errors.Is(err, strategy.ErrTaken) {
 		t.Errorf("single's Refresh after the steal = %v, want ErrTaken", err)
 	}
 	// In phase 1, the strategy writes timestamps, which that reader parses.
@@ -280,7 +281,7 @@ func TestCrashedHolder(t *testing.T) {
 				if _, err := l.Obtain(ctx, key, 10*time.Second); err == nil {
 					winners.Add(1)
 					ours.Add(1)
-				} else if !errors.Is(err, lock.ErrNotObtained) {
+				} else if !errors.Is(err, strategy.ErrNotObtained) {
 					t.Errorf("round %d, strategy %d: Obtain = %v, want a lock or ErrNotObtained", round, i, err)
 				}
 			}()
@@ -321,7 +322,7 @@ func TestValuesThatAreNotTimestamps(t *testing.T) {
 				t.Fatal(err)
 			}
 			_, err := l.Obtain(ctx, key, time.Minute)
-			if !errors.Is(err, lock.ErrNotObtained) || !errors.Is(err, setnxgetset.ErrNotTimestamp) {
+			if !errors.Is(err, strategy.ErrNotObtained) || !errors.Is(err, setnxgetset.ErrNotTimestamp) {
 				t.Errorf("Obtain = %v, want ErrNotObtained and ErrNotTimestamp", err)
 			}
 			if got, _ := rdb.Get(ctx, key).Result(); got != value {
@@ -343,7 +344,7 @@ func TestValuesThatAreNotTimestamps(t *testing.T) {
 			t.Fatal(err)
 		}
 		_, err := l.Obtain(ctx, key, time.Minute)
-		if err == nil || errors.Is(err, lock.ErrNotObtained) || !strings.Contains(err.Error(), "WRONGTYPE") {
+		if err == nil || errors.Is(err, strategy.ErrNotObtained) || !strings.Contains(err.Error(), "WRONGTYPE") {
 			t.Errorf("Obtain of a hash = %v, want a WRONGTYPE error", err)
 		}
 	})
@@ -400,10 +401,10 @@ func TestSafetyTTL(t *testing.T) {
 		if pttl, _ := rdb.PTTL(ctx, key).Result(); pttl != -1 {
 			t.Fatalf("PTTL after GETSET = %v, want -1 (no TTL)", pttl)
 		}
-		if _, err := l.Obtain(ctx, key, 10*time.Second); !errors.Is(err, lock.ErrNotObtained) {
+		if _, err := l.Obtain(ctx, key, 10*time.Second); !errors.Is(err, strategy.ErrNotObtained) {
 			t.Errorf("Obtain of a live key with no TTL = %v, want ErrNotObtained", err)
 		}
-		if err := lk.Release(ctx); !errors.Is(err, lock.ErrTaken) {
+		if err := lk.Release(ctx); !errors.Is(err, strategy.ErrTaken) {
 			t.Errorf("Release after a legacy loser overwrote the value = %v, want ErrTaken", err)
 		}
 		if got, _ := rdb.Get(ctx, key).Result(); got != loser {
@@ -424,7 +425,7 @@ func TestClockSkew(t *testing.T) {
 	}
 	ms := setnxgetset.WithFormat(setnxgetset.Milliseconds)
 	careful := newLocker(t, goredis.New(rdb), ms, setnxgetset.WithClockSkew(5*time.Second))
-	if _, err := careful.Obtain(ctx, key, time.Minute); !errors.Is(err, lock.ErrNotObtained) {
+	if _, err := careful.Obtain(ctx, key, time.Minute); !errors.Is(err, strategy.ErrNotObtained) {
 		t.Errorf("Obtain of a timestamp 2s past with a 5s margin = %v, want ErrNotObtained", err)
 	}
 	ahead := newLocker(t, goredis.New(rdb), ms, setnxgetset.WithClockSkew(5*time.Second),
@@ -453,7 +454,7 @@ func TestFarFutureTimestamp(t *testing.T) {
 	}
 	written, _ := rdb.Get(ctx, key).Result()
 	l := newLocker(t, goredis.New(rdb))
-	if _, err := l.Obtain(ctx, key, time.Minute); !errors.Is(err, lock.ErrNotObtained) || errors.Is(err, setnxgetset.ErrNotTimestamp) {
+	if _, err := l.Obtain(ctx, key, time.Minute); !errors.Is(err, strategy.ErrNotObtained) || errors.Is(err, setnxgetset.ErrNotTimestamp) {
 		t.Errorf("Obtain of a timestamp a year ahead = %v, want ErrNotObtained (held, a valid timestamp)", err)
 	}
 	if got, _ := rdb.Get(ctx, key).Result(); got != written {
@@ -592,7 +593,7 @@ func TestSameSecondValues(t *testing.T) {
 		racing := raceConn{Conn: goredis.New(rdb), getSet: func() {
 			_ = rdb.Do(ctx, "GETSET", key, winner).Err() // a legacy client wins the takeover first
 		}}
-		if _, err := newLocker(t, racing, clock).Obtain(ctx, key, time.Minute); !errors.Is(err, lock.ErrNotObtained) {
+		if _, err := newLocker(t, racing, clock).Obtain(ctx, key, time.Minute); !errors.Is(err, strategy.ErrNotObtained) {
 			t.Fatalf("Obtain losing the takeover = %v, want ErrNotObtained", err)
 		}
 		if got, _ := rdb.Get(ctx, key).Result(); got != winner {
@@ -610,7 +611,7 @@ func TestSameSecondValues(t *testing.T) {
 		racing := raceConn{Conn: goredis.New(rdb), getSet: func() {
 			_ = rdb.Do(ctx, "GETSET", key, winner).Err()
 		}}
-		if _, err := newLocker(t, racing, clock).Obtain(ctx, key, time.Minute); !errors.Is(err, lock.ErrNotObtained) {
+		if _, err := newLocker(t, racing, clock).Obtain(ctx, key, time.Minute); !errors.Is(err, strategy.ErrNotObtained) {
 			t.Fatalf("Obtain losing the takeover = %v, want ErrNotObtained", err)
 		}
 		if got, _ := rdb.Get(ctx, key).Result(); got != winner {
@@ -647,7 +648,7 @@ func TestTTLLimits(t *testing.T) {
 				t.Helper()
 				key := conformance.Key(t)
 				lk, err := l.Obtain(ctx, key, ttl)
-				var ae *lock.ArgumentError
+				var ae *strategy.ArgumentError
 				if !errors.As(err, &ae) || ae.Name != name || !strings.Contains(ae.Reason, limit) {
 					t.Errorf("Obtain(%v) = %v, %v; want an ArgumentError named %s that says %q", ttl, lk, err, name, limit)
 				}
@@ -695,7 +696,7 @@ func TestTTLLimits(t *testing.T) {
 					if ttl, err := lk.TTL(ctx); err != nil || ttl < tc.ttl-time.Second {
 						t.Errorf("TTL = %v, %v; want about %v, nil", ttl, err, tc.ttl)
 					}
-					if _, err := tc.l.Obtain(ctx, key, time.Minute); !errors.Is(err, lock.ErrNotObtained) || errors.Is(err, setnxgetset.ErrNotTimestamp) {
+					if _, err := tc.l.Obtain(ctx, key, time.Minute); !errors.Is(err, strategy.ErrNotObtained) || errors.Is(err, setnxgetset.ErrNotTimestamp) {
 						t.Errorf("another Obtain = %v, want ErrNotObtained: held, under a timestamp", err)
 					}
 				})
@@ -708,7 +709,7 @@ func TestTTLLimits(t *testing.T) {
 				}
 				defer lk.Release(ctx)
 				for _, ttl := range []time.Duration{time.Second, century} {
-					var ae *lock.ArgumentError
+					var ae *strategy.ArgumentError
 					if err := lk.Refresh(ctx, ttl); !errors.As(err, &ae) || ae.Name != "ttl" {
 						t.Errorf("Refresh(%v) = %v, want an ArgumentError named ttl", ttl, err)
 					}

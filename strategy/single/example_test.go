@@ -43,7 +43,7 @@ func ExampleNew() {
 func ExampleNew_nilDriver() {
 	_, err := single.New(nil)
 	fmt.Println(err)
-	fmt.Println(errors.Is(err, lock.ErrInvalidArgument))
+	fmt.Println(errors.As(err, new(*lock.ArgumentError)))
 	// Output:
 	// lock: invalid conn: must not be nil
 	// true

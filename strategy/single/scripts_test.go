@@ -4,7 +4,7 @@ import (
 	"context"
 	"testing"
 
-	"github.com/locksmith-go/lock/internal/redistest"
+	"github.com/locksmith-go/lock/internal/testing/redistest"
 	"github.com/locksmith-go/lock/strategy/single"
 )
 

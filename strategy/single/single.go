@@ -8,7 +8,7 @@
 // between the client and the server, as the Redis documentation asks: it
 // ends TTL × 1% + 2ms early, so that it comes before the server's expiry
 // even when the server's clock runs a little fast. A TTL that this allowance
-// uses up (about 2.02ms or less) is refused with an *lock.ArgumentError,
+// uses up (about 2.02ms or less) is refused with an *strategy.ArgumentError,
 // before anything is written.
 //
 // With lock.WithFencing, the acquisition also increments, in the same
@@ -31,23 +31,24 @@ import (
 	"github.com/locksmith-go/lock"
 	"github.com/locksmith-go/lock/driver"
 	"github.com/locksmith-go/lock/internal/cas"
+	"github.com/locksmith-go/lock/strategy"
 )
 
 // Scripts returns the Lua scripts the strategy runs, for tests and for
 // operators who preload them with SCRIPT LOAD.
 func Scripts() []*driver.Script { return cas.Scripts() }
 
-// Strategy is the single-instance [lock.Strategy] over one [driver.Conn].
+// Strategy is the single-instance [strategy.Strategy] over one [driver.Conn].
 // The redlock strategy runs one per node.
 type Strategy struct {
 	conn driver.Conn
 }
 
-var _ lock.Strategy = (*Strategy)(nil)
+var _ strategy.Strategy = (*Strategy)(nil)
 
 // NewStrategy returns the Strategy over conn. Most callers want [New].
 func NewStrategy(conn driver.Conn) (*Strategy, error) {
-	if err := driver.Check(conn); err != nil {
+	if err := cas.CheckConn("conn", conn); err != nil {
 		return nil, err
 	}
 	return &Strategy{conn: conn}, nil
@@ -88,27 +89,27 @@ func drift(ttl time.Duration) time.Duration { return Drift(ttl, DefaultDriftFact
 // be handed back with its ValidUntil already passed.
 func checkTTL(ttl time.Duration) error {
 	if d := drift(ttl); ttl <= d {
-		return &lock.ArgumentError{Name: "ttl", Reason: fmt.Sprintf("must be more than the allowance for clock drift, "+
+		return &strategy.ArgumentError{Name: "ttl", Reason: fmt.Sprintf("must be more than the allowance for clock drift, "+
 			"TTL × %v%% + 2ms (%v for %v), which ValidUntil ends before the TTL: use 3ms or more", DefaultDriftFactor*100, d, ttl)}
 	}
 	return nil
 }
 
-// Acquire implements [lock.Strategy]. It refuses a TTL that the drift
-// allowance uses up with an [*lock.ArgumentError].
-func (s *Strategy) Acquire(ctx context.Context, r lock.Request) (lock.Grant, error) {
+// Acquire implements [strategy.Strategy]. It refuses a TTL that the drift
+// allowance uses up with an [*strategy.ArgumentError].
+func (s *Strategy) Acquire(ctx context.Context, r strategy.Request) (strategy.Grant, error) {
 	if err := checkTTL(r.TTL); err != nil {
-		return lock.Grant{Clean: true}, err
+		return strategy.Grant{Undone: true}, err
 	}
 	if !r.Fencing {
-		return lock.Grant{Drift: drift(r.TTL)}, cas.Acquire(ctx, s.conn, r.Key, r.Value(), r.TTL)
+		return strategy.Grant{Drift: drift(r.TTL)}, cas.Acquire(ctx, s.conn, r.Key, r.Value(), r.TTL)
 	}
 	fenceKey, err := FenceKey(r.Key)
 	if err != nil {
-		return lock.Grant{Clean: true}, err
+		return strategy.Grant{Undone: true}, err
 	}
 	n, err := cas.AcquireFenced(ctx, s.conn, r.Key, fenceKey, r.Value(), r.TTL)
-	return lock.Grant{Fence: n, Drift: drift(r.TTL)}, err
+	return strategy.Grant{Fence: n, Drift: drift(r.TTL)}, err
 }
 
 // FenceKey returns the key of the counter that issues the fencing tokens of
@@ -116,13 +117,13 @@ func (s *Strategy) Acquire(ctx context.Context, r lock.Request) (lock.Grant, err
 // that one script can update both: key + ":fence" when key has a hash tag
 // ({...} with something inside), "{" + key + "}:fence" otherwise. A key
 // with no hash tag that contains '}' has no such name: FenceKey refuses it
-// with an *lock.ArgumentError; give the key a hash tag.
+// with an *strategy.ArgumentError; give the key a hash tag.
 func FenceKey(key string) (string, error) {
 	switch {
 	case hasHashTag(key):
 		return key + ":fence", nil
 	case strings.Contains(key, "}"):
-		return "", &lock.ArgumentError{Name: "key", Reason: "fencing needs a counter key in the key's Cluster hash slot, " +
+		return "", &strategy.ArgumentError{Name: "key", Reason: "fencing needs a counter key in the key's Cluster hash slot, " +
 			"and a key with '}' but no hash tag has none that can be named: give it a hash tag, such as {orders}:42"}
 	}
 	return "{" + key + "}:fence", nil
@@ -135,21 +136,21 @@ func hasHashTag(key string) bool {
 	return open >= 0 && strings.IndexByte(key[open+1:], '}') > 0
 }
 
-// Refresh implements [lock.Strategy]. It refuses a TTL that the drift
+// Refresh implements [strategy.Strategy]. It refuses a TTL that the drift
 // allowance uses up, as Acquire does.
-func (s *Strategy) Refresh(ctx context.Context, key, value string, ttl time.Duration) (lock.Grant, error) {
+func (s *Strategy) Refresh(ctx context.Context, key, value string, ttl time.Duration) (strategy.Grant, error) {
 	if err := checkTTL(ttl); err != nil {
-		return lock.Grant{}, err
+		return strategy.Grant{}, err
 	}
-	return lock.Grant{Drift: drift(ttl)}, cas.PExpire(ctx, s.conn, key, value, ttl)
+	return strategy.Grant{Drift: drift(ttl)}, cas.PExpire(ctx, s.conn, key, value, ttl)
 }
 
-// Release implements [lock.Strategy].
+// Release implements [strategy.Strategy].
 func (s *Strategy) Release(ctx context.Context, key, value string) error {
 	return cas.Delete(ctx, s.conn, key, value)
 }
 
-// TTL implements [lock.Strategy].
+// TTL implements [strategy.Strategy].
 func (s *Strategy) TTL(ctx context.Context, key, value string) (time.Duration, error) {
 	return cas.PTTL(ctx, s.conn, key, value)
 }

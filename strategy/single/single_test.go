@@ -9,8 +9,8 @@ import (
 
 	"github.com/locksmith-go/lock"
 	"github.com/locksmith-go/lock/conformance"
-	"github.com/locksmith-go/lock/internal/matrix"
-	"github.com/locksmith-go/lock/internal/redistest"
+	"github.com/locksmith-go/lock/internal/testing/matrix"
+	"github.com/locksmith-go/lock/internal/testing/redistest"
 	"github.com/locksmith-go/lock/strategy/single"
 )
 

@@ -11,7 +11,7 @@ import (
 	"github.com/locksmith-go/lock/conformance"
 	"github.com/locksmith-go/lock/driver"
 	"github.com/locksmith-go/lock/driver/goredis"
-	"github.com/locksmith-go/lock/internal/redistest"
+	"github.com/locksmith-go/lock/internal/testing/redistest"
 	"github.com/locksmith-go/lock/strategy/redlock"
 	setnxgetset "github.com/locksmith-go/lock/strategy/setnx-getset"
 	"github.com/locksmith-go/lock/strategy/single"

@@ -1,0 +1,37 @@
+package strategy
+
+import (
+	"errors"
+	"fmt"
+)
+
+// The errors of a lock's life. The lock package re-exports them under the
+// same names, and its documentation says when each is returned.
+var (
+	// ErrNotObtained means another owner holds the lock.
+	ErrNotObtained = errors.New("lock: not obtained")
+
+	// ErrNotHeld means the lock is no longer ours. ErrExpired and ErrTaken
+	// match it and say why, where the server can tell.
+	ErrNotHeld = errors.New("lock: not held")
+
+	// ErrExpired means the key is gone: the lock expired (or was deleted)
+	// and nobody holds it now. It matches ErrNotHeld.
+	ErrExpired = fmt.Errorf("%w: expired", ErrNotHeld)
+
+	// ErrTaken means the key is held by another owner. It matches
+	// ErrNotHeld.
+	ErrTaken = fmt.Errorf("%w: held by another owner", ErrNotHeld)
+)
+
+// ArgumentError reports an invalid argument or option, by name. Match it
+// with errors.As.
+type ArgumentError struct {
+	Name   string // the argument or option, for example "key" or "ttl"
+	Reason string // what is wrong, and what is allowed
+}
+
+// Error returns "lock: invalid <Name>: <Reason>".
+func (e *ArgumentError) Error() string {
+	return "lock: invalid " + e.Name + ": " + e.Reason
+}

@@ -1,0 +1,109 @@
+// Package strategy is the interface between the lock package and the lock
+// algorithms: what a strategy author implements, and what the lock package
+// gives it. Application code uses the lock package and a strategy package
+// (strategy/single, strategy/setnx-getset, strategy/redlock), and never
+// needs this one.
+//
+// A strategy implements [Strategy]: one attempt to acquire, and the
+// operations on a held lock. lock.New turns it into a lock.Locker, which
+// supplies validation, tokens, the wait loop, the lock handle and the hooks.
+// Check a Strategy with the conformance package.
+//
+// The errors are defined here, and the lock package re-exports them (as
+// os.ErrNotExist is fs.ErrNotExist), so errors.Is and errors.As match across
+// both: a strategy returns strategy.ErrTaken, and its user matches
+// lock.ErrNotHeld.
+//
+// This split follows database/sql and database/sql/driver.
+package strategy
+
+import (
+	"context"
+	"time"
+)
+
+// Strategy is a lock algorithm: the part of a lock.Locker that talks to
+// Redis. lock.New turns it into a Locker.
+//
+// The lock package guarantees that keys are non-empty, TTLs are at least
+// one millisecond and values are non-empty. Implementations must be safe for
+// concurrent use.
+//
+// Refresh, Release and TTL return [ErrExpired] when the key is gone, and
+// [ErrTaken] when another value holds it (both match [ErrNotHeld]); a
+// strategy that cannot tell the two apart returns ErrNotHeld.
+//
+// When Request.Fencing is set, Acquire issues a fencing token atomically
+// with the acquisition and reports it in Grant.Fence, or, if it cannot,
+// refuses with an [*ArgumentError] named "fencing" before writing anything.
+type Strategy interface {
+	// Acquire makes one attempt to lock r.Key. It returns an error
+	// matching ErrNotObtained when another owner holds the key, and any
+	// other error (a Redis or transport error, unwrapped) when the attempt
+	// failed. After an error, the Locker deletes the value the attempt may
+	// have written (Grant.Value if set, else r.Value()) with Release,
+	// through [CleanUp], in the background once ctx is done, so an attempt
+	// whose reply was lost leaves nothing behind; unless Grant.Undone says
+	// the attempt did that itself. Every attempt gets a fresh random token,
+	// unless the caller chose one.
+	Acquire(ctx context.Context, r Request) (Grant, error)
+	// Refresh resets the expiry of key to ttl if it still holds value.
+	// A Refresh that replaces the value reports the value it tried to
+	// write in Grant.Value even when it fails without an answer (a timeout,
+	// a transport error): the write may have landed. The lock then tries
+	// that value too when a later call finds its own value taken.
+	Refresh(ctx context.Context, key, value string, ttl time.Duration) (Grant, error)
+	// Release deletes key if it still holds value.
+	Release(ctx context.Context, key, value string) error
+	// TTL returns the remaining time to live of key if it still holds value.
+	TTL(ctx context.Context, key, value string) (time.Duration, error)
+}
+
+// Request is what [Strategy.Acquire] is asked to lock.
+type Request struct {
+	Key      string        // the key to lock, never empty
+	TTL      time.Duration // how long the key lives, as Obtain was given it
+	Token    string        // random, or chosen with lock.WithToken
+	Metadata string        // from lock.WithMetadata; often empty
+
+	// CallerToken reports that Token was chosen with lock.WithToken. A
+	// strategy that cannot honour a chosen token refuses it.
+	CallerToken bool
+
+	// Fencing asks for a fencing token (lock.WithFencing), in Grant.Fence.
+	Fencing bool
+}
+
+// Value returns the value a strategy that stores tokens writes: the token
+// followed by the metadata.
+func (r Request) Value() string { return r.Token + r.Metadata }
+
+// Grant is what a [Strategy] reports about a successful Acquire or Refresh.
+type Grant struct {
+	// Value, when not empty, replaces the value the lock is held under and
+	// becomes its token: a strategy that stores something other than the
+	// token, such as a legacy timestamp, reports it here. Later calls
+	// receive this value. Returned by Refresh with an error that is not an
+	// answer, it is the value the refresh may have written (see
+	// [Strategy]).
+	Value string
+	// Drift is subtracted from the TTL when the local validity deadline is
+	// computed: an allowance for clock drift between client and servers.
+	Drift time.Duration
+	// Undone, returned with an error by Acquire, says that the attempt has
+	// already undone whatever it may have written, so the Locker skips its
+	// own clean-up.
+	Undone bool
+	// Fence is the fencing token that Acquire issued for Request.Fencing:
+	// positive, and larger than every token issued before for the key.
+	Fence int64
+}
+
+// NodeReporter is an optional interface of a [Strategy] that calls
+// [ReportNode] or [CleanUp] within its calls: a multi-node strategy. The
+// hooks reach only such a strategy's calls, through their context; the
+// others are spared the context value.
+type NodeReporter interface {
+	// ReportsNodes reports whether the strategy calls ReportNode.
+	ReportsNodes() bool
+}
