@@ -41,7 +41,22 @@ type Locker interface {
 	// Invalid arguments give an [*ArgumentError]. Redis and transport errors
 	// are wrapped with the operation's name.
 	Obtain(ctx context.Context, key string, ttl time.Duration, opts ...Option) (*Lock, error)
+
+	// Inspect reads the state of the lock on key without holding it or
+	// changing it: whether it is held, for how long yet, by whom (a
+	// fingerprint of the holder's token, never the token, and its
+	// metadata), and what else the strategy can tell (see [State]). Invalid
+	// arguments give an [*ArgumentError]; Redis and transport errors are
+	// wrapped with the operation's name, "inspect". A multi-node strategy
+	// that could not tell returns what it read, with its error.
+	Inspect(ctx context.Context, key string) (State, error)
 }
+
+// State is what [Locker.Inspect] read of a lock: whether it is held, its
+// remaining TTL, the holder's token fingerprint and metadata, its fencing
+// counter, and for some strategies more: each Redlock node's answer, a
+// legacy lock's decoded timestamp and whether it can be taken over now.
+type State = strategy.State
 
 // New returns the [Locker] for a strategy. Strategy packages call it;
 // application code gets a Locker from them (single.New, redlock.New, …) or

@@ -56,6 +56,19 @@ type fakeCall struct {
 
 var _ strategy.Strategy = (*fakeStrategy)(nil)
 
+// Inspect reads key's entry: held, its TTL, and its value's fingerprint and
+// metadata.
+func (f *fakeStrategy) Inspect(ctx context.Context, key string) (strategy.State, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	e, ok := f.record(ctx, "inspect", key, "")
+	if !ok {
+		return strategy.State{Verdict: "free"}, nil
+	}
+	token, meta := strategy.SplitValue(e.value)
+	return strategy.State{Held: true, TTL: time.Until(e.expires), Fingerprint: strategy.Fingerprint(token), Metadata: meta, Verdict: "held"}, nil
+}
+
 func newFake() *fakeStrategy {
 	return &fakeStrategy{entries: make(map[string]fakeEntry)}
 }
@@ -529,7 +542,7 @@ func TestErrors(t *testing.T) {
 			{"negative ttl", "k", -time.Second, nil, "ttl"},
 			{"ttl below a millisecond", "k", time.Millisecond - 1, nil, "ttl"},
 			{"nil option", "k", time.Minute, []lock.Option{nil}, "option"},
-			{"short token", "k", time.Minute, []lock.Option{lock.WithToken(strings.Repeat("t", lock.MinTokenLen-1))}, "token"},
+			{"short token", "k", time.Minute, []lock.Option{lock.WithToken(strings.Repeat("t", 21))}, "token"},
 			{"nil retry policy", "k", time.Minute, []lock.Option{lock.WithRetry(nil)}, "retry"},
 		} {
 			f := newFake()
@@ -555,7 +568,7 @@ func TestErrors(t *testing.T) {
 	})
 
 	t.Run("a token of exactly MinTokenLen bytes is accepted", func(t *testing.T) {
-		token := strings.Repeat("t", lock.MinTokenLen)
+		token := strings.Repeat("t", 22)
 		lk := obtain(t, newFake(), "k", lock.WithToken(token))
 		if lk.Token() != token {
 			t.Errorf("Token() = %q, want %q", lk.Token(), token)
@@ -641,7 +654,7 @@ func TestObtain(t *testing.T) {
 		}
 		f2 := newFake()
 		f2.entries["k"] = f.entries["k"]
-		const tok = "caller-chosen-token-0123"
+		const tok = "caller-chosen-token-01"
 		_, _ = lock.New(f2).Obtain(context.Background(), "k", time.Minute, lock.WithToken(tok), lock.WithRetry(lock.LimitAttempts(lock.Linear(time.Millisecond), 2)))
 		if got := values(f2.callsTo("acquire")); !equal(got, []string{tok, tok}) {
 			t.Errorf("values of 2 attempts with a chosen token = %q, want the token twice", got)
@@ -787,7 +800,7 @@ func TestObtain(t *testing.T) {
 
 	t.Run("WithToken sets the token instead of a random one", func(t *testing.T) {
 		f := newFake()
-		const token = "caller-chosen-token-0123456789"
+		const token = "caller-chosen-token-01"
 		lk := obtain(t, f, "k", lock.WithToken(token), lock.WithMetadata("/m"))
 		if lk.Token() != token {
 			t.Errorf("Token() = %q, want %q", lk.Token(), token)

@@ -5,6 +5,8 @@ import (
 	"encoding/base64"
 	"fmt"
 	"time"
+
+	"github.com/locksmith-go/lock/strategy"
 )
 
 // Option configures one call of [Locker.Obtain].
@@ -96,20 +98,20 @@ func WithFencing() Option {
 	return func(o *options) { o.fencing = true }
 }
 
-// MinTokenLen is the shortest token [WithToken] accepts: 16 bytes, 128 bits.
-const MinTokenLen = 16
-
 // WithToken sets the token instead of a random one, for advanced use such as
 // handing a lock over to another process, which then obtains it again with
 // the same token and the same metadata (the stored value is the token
 // followed by the metadata, and ownership is equality of values). Two
 // obtainers that use the same value both succeed, so the token must be
-// secret and unique to its owner. It must be at least [MinTokenLen] bytes
-// long.
+// secret and unique to its owner. It must have the form of the tokens
+// Obtain makes, which [Lock.Token] returns: 22 base64url characters, 128
+// bits (bsm/redislock's tokens have it too), so that the metadata after it
+// can be read back.
 func WithToken(token string) Option {
 	return func(o *options) {
-		if len(token) < MinTokenLen {
-			o.errs = append(o.errs, &ArgumentError{Name: "token", Reason: fmt.Sprintf("must be at least %d bytes, got %d", MinTokenLen, len(token))})
+		if !strategy.IsToken(token) {
+			o.errs = append(o.errs, &ArgumentError{Name: "token", Reason: fmt.Sprintf(
+				"must be %d base64url characters (128 bits, the form Lock.Token returns), got %d bytes", strategy.TokenLen, len(token))})
 		}
 		o.token = token
 	}

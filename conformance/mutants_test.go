@@ -573,7 +573,7 @@ func (l tryOnce) Obtain(ctx context.Context, key string, ttl time.Duration, opts
 type fixedToken struct{ lock.Locker }
 
 func (l fixedToken) Obtain(ctx context.Context, key string, ttl time.Duration, opts ...lock.Option) (*lock.Lock, error) {
-	return l.Locker.Obtain(ctx, key, ttl, append([]lock.Option{lock.WithToken("not-random-0123456789abcdef")}, opts...)...)
+	return l.Locker.Obtain(ctx, key, ttl, append([]lock.Option{lock.WithToken("not-random-0123456789a")}, opts...)...)
 }
 
 // The broken drivers: each embeds the real connection and breaks one

@@ -2,6 +2,7 @@ package lockotel_test
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -127,6 +128,10 @@ type memory struct {
 }
 
 func (m *memory) String() string { return "memory" }
+
+func (m *memory) Inspect(context.Context, string) (strategy.State, error) {
+	return strategy.State{}, errors.ErrUnsupported
+}
 
 func (m *memory) Acquire(_ context.Context, r strategy.Request) (strategy.Grant, error) {
 	m.mu.Lock()

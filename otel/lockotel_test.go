@@ -447,7 +447,7 @@ func TestNoTokenInTelemetry(t *testing.T) {
 	l := rec.wrap(singleLocker(t, addr))
 	var tokens []string
 	key := conformance.Key(t)
-	const chosen = "chosen-token-0123456789abcdef"
+	const chosen = "chosen-token-012345678"
 	a, err := l.Obtain(ctx, key, 100*time.Millisecond, lock.WithToken(chosen), lock.WithMetadata("meta"))
 	if err != nil {
 		t.Fatal(err)

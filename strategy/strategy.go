@@ -57,6 +57,10 @@ type Strategy interface {
 	Release(ctx context.Context, key, value string) error
 	// TTL returns the remaining time to live of key if it still holds value.
 	TTL(ctx context.Context, key, value string) (time.Duration, error)
+	// Inspect reads the state of the lock on key without changing it. It
+	// returns the server's error unwrapped; a multi-node strategy that
+	// could not tell returns the State it read (with Nodes) and an error.
+	Inspect(ctx context.Context, key string) (State, error)
 }
 
 // Request is what [Strategy.Acquire] is asked to lock.
@@ -106,4 +110,53 @@ type Grant struct {
 type NodeReporter interface {
 	// ReportsNodes reports whether the strategy calls ReportNode.
 	ReportsNodes() bool
+}
+
+// State is what an inspection read of a lock, without holding it or
+// changing it. Fields that do not apply to a strategy are zero.
+type State struct {
+	// Held reports whether an owner holds the lock: for a multi-node
+	// strategy, whether a quorum of nodes hold one value.
+	Held bool
+	// TTL is the lock's remaining time to live, as the server counts it:
+	// for a multi-node strategy, the time until fewer than a quorum of nodes
+	// hold it. It is negative when the key has no expiry (a legacy lock
+	// written without a safety TTL), and zero when the lock is free.
+	TTL time.Duration
+	// Fingerprint identifies the holder without revealing its token
+	// ([Fingerprint] of the token): equal fingerprints, equal holders.
+	// Empty when the lock is free.
+	Fingerprint string
+	// Metadata is the holder's metadata (lock.WithMetadata), read back
+	// from the stored value ([SplitValue]). Empty when there is none.
+	Metadata string
+	// Fence is the last fencing token issued for the key, by a strategy
+	// that issues them: the holder's own when it obtained the lock with
+	// lock.WithFencing. Zero when none was ever issued.
+	Fence int64
+	// Expiry is, for a legacy lock whose value is a timestamp, that
+	// timestamp, decoded: when the holder's lock ends by the fleet's clocks.
+	Expiry time.Time
+	// Takeover reports, for a legacy lock, that its timestamp has passed
+	// (by more than the allowed clock skew): an Obtain would take the lock
+	// over now, though its key still exists.
+	Takeover bool
+	// Nodes is, for a multi-node strategy, what each node answered, in the
+	// order the nodes were given.
+	Nodes []NodeState
+	// Verdict sums the state up in a few words for people, such as "free",
+	// "held", or, for Redlock, "held on 3 of 5 nodes (quorum 3)". Code
+	// should read the fields above instead.
+	Verdict string
+}
+
+// NodeState is what one node of a multi-node strategy answered to an
+// inspection.
+type NodeState struct {
+	Node        string        // the node's name: its address, or "node <i>"
+	Held        bool          // the node holds a value under the key
+	TTL         time.Duration // the key's remaining time to live on the node
+	Fingerprint string        // the fingerprint of the node's value's token
+	Metadata    string        // the metadata in the node's value
+	Err         error         // why the node gave no answer; nil if it did
 }

@@ -66,7 +66,7 @@ func TestOptions(t *testing.T) {
 		arg  string
 	}{
 		{"metadata", lock.WithMetadata("host=a"), "metadata"},
-		{"a chosen token", lock.WithToken("0123456789abcdef"), "token"},
+		{"a chosen token", lock.WithToken("0123456789abcdef012345"), "token"},
 	} {
 		t.Run("Obtain refuses "+c.name, func(t *testing.T) {
 			key := conformance.Key(t)
