@@ -1,8 +1,6 @@
 package lock
 
 import (
-	"crypto/rand"
-	"encoding/base64"
 	"fmt"
 	"time"
 
@@ -129,28 +127,4 @@ func newOptions(opts []Option) (options, error) {
 		return o, o.errs[0]
 	}
 	return o, nil
-}
-
-func checkKeyTTL(key string, ttl time.Duration) error {
-	if key == "" {
-		return &ArgumentError{Name: "key", Reason: "must not be empty"}
-	}
-	return checkTTL(ttl)
-}
-
-func checkTTL(ttl time.Duration) error {
-	if ttl < time.Millisecond {
-		return &ArgumentError{Name: "ttl", Reason: fmt.Sprintf("must be at least 1ms, got %v", ttl)}
-	}
-	return nil
-}
-
-// newToken returns 128 random bits from crypto/rand, base64url-encoded (22
-// characters).
-func newToken() (string, error) {
-	var b [16]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		return "", fmt.Errorf("lock: token: %w", err)
-	}
-	return base64.RawURLEncoding.EncodeToString(b[:]), nil
 }
