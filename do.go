@@ -23,12 +23,11 @@ import (
 //
 // Cancelling ctx cancels fn's context and stops the refreshes. After fn
 // returns (or panics), Do stops the refreshes and releases the lock on a
-// context that outlives ctx's cancellation, bounded by strategy.CleanupTimeout (5s). It
-// waits for the release for [ReleaseTimeout] at most, and no later than
-// 100ms past ctx's deadline, so that it keeps the deadline; a release still
-// on its way then goes on in the background, and its outcome reaches the
-// Op hooks (e.Op "release"), while Do returns a release error matching
-// context.DeadlineExceeded.
+// context that outlives ctx's cancellation, bounded by 5s. It waits for the
+// release for 1s at most, and no later than 100ms past ctx's deadline, so
+// that it keeps the deadline; a release still on its way then goes on in
+// the background, and its outcome reaches the Op hooks (e.Op "release"),
+// while Do returns a release error matching context.DeadlineExceeded.
 //
 // Its error tells the cases apart:
 //   - Obtain's error when the lock was not obtained (fn did not run), such
@@ -82,16 +81,16 @@ func Do(ctx context.Context, l Locker, key string, ttl time.Duration, fn func(ct
 	return relErr
 }
 
-// ReleaseTimeout bounds how long [Do] waits for the release after fn, when
-// ctx allows that long (see Do).
-const ReleaseTimeout = time.Second
+// releaseTimeout bounds how long Do waits for its release, when ctx allows
+// that long.
+const releaseTimeout = time.Second
 
 // releaseGrace is how long past ctx's deadline Do waits for its release.
 const releaseGrace = 100 * time.Millisecond
 
 // release releases lk for Do, as its doc says.
 func release(ctx context.Context, lk *Lock) error {
-	wait := time.Now().Add(ReleaseTimeout)
+	wait := time.Now().Add(releaseTimeout)
 	if dl, ok := ctx.Deadline(); ok && dl.Add(releaseGrace).Before(wait) {
 		wait = dl.Add(releaseGrace)
 	}

@@ -67,15 +67,14 @@ func WithMaxHold(d time.Duration) Option {
 	}
 }
 
-// DefaultRefreshFraction is the default interval of auto-refresh, as a
-// fraction of the TTL: a lock of 30s is refreshed every 10s.
-const DefaultRefreshFraction = 1.0 / 3
+// defaultRefreshFraction is WithRefreshFraction's default.
+const defaultRefreshFraction = 1.0 / 3
 
 // WithRefreshFraction sets how often auto-refresh ([Do], [Lock.StartRefresh])
 // refreshes the lock: every f × TTL after the last successful refresh was
-// sent. f must be in (0, 1); the default is [DefaultRefreshFraction]. A
-// smaller f leaves more time to retry a failed refresh before the lock
-// lapses, for more refreshes.
+// sent. f must be in (0, 1); the default is 1/3: a lock of 30s is refreshed
+// every 10s. A smaller f leaves more time to retry a failed refresh before
+// the lock lapses, for more refreshes.
 func WithRefreshFraction(f float64) Option {
 	return func(o *options) {
 		if !(f > 0 && f < 1) {
@@ -116,7 +115,7 @@ func WithToken(token string) Option {
 }
 
 func newOptions(opts []Option) (options, error) {
-	o := options{retry: NoRetry(), maxRefreshes: -1, fraction: DefaultRefreshFraction}
+	o := options{retry: NoRetry(), maxRefreshes: -1, fraction: defaultRefreshFraction}
 	for _, opt := range opts {
 		if opt == nil {
 			return o, &ArgumentError{Name: "option", Reason: "must not be nil"}
