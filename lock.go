@@ -1,15 +1,22 @@
 // Package lock is a framework for distributed locks on Redis.
 //
-// A [Locker] obtains locks; each strategy package (strategy/single,
+// A [Locker] obtains locks. Each strategy package (strategy/single,
 // strategy/setnx-getset, strategy/redlock) returns one, built over a driver
-// (driver/goredis or driver/redigo). Application code depends on [Locker] and
-// [Lock] only, so the strategy can change without touching it.
+// (driver/goredis or driver/redigo), and so does the config package.
+// Application code depends on [Locker] and [Lock] only, so the strategy can
+// change without touching it.
 //
-// The lock package owns everything the strategies share: the wait loop and
-// its [RetryPolicy], token generation, argument validation, the local
-// validity deadline and the error taxonomy ([ErrNotObtained], [ErrNotHeld],
-// [*ArgumentError]). A strategy implements the strategy package's interface
-// (one attempt, and the operations on a held lock) and hands it to [New].
+// [Locker.Obtain] waits for a lock as its [RetryPolicy] says, and returns a
+// [*Lock] to refresh and release. [Do] runs a function under a lock that it
+// refreshes in the background, and cancels the function's context when the
+// lock is lost. [Locker.Inspect] reads the state of a lock without holding
+// it. The errors tell the cases apart: [ErrNotObtained], [ErrNotHeld] and
+// its kinds, [ErrLost], and [*ArgumentError] for an invalid argument.
+// [Hooks] let instrumentation, such as the otel package, see every step.
+//
+// All strategies share this package's wait loop, tokens, argument checks
+// and local validity deadline. A new strategy implements the interface of
+// package strategy, and [New] turns it into a Locker.
 package lock
 
 import (
@@ -60,8 +67,8 @@ type Lock struct {
 	// Why the lock ended (errReleased, or a loss matching ErrNotHeld; nil
 	// while it is held), and what watches it, made on demand (see watch).
 	cause     error
-	lost      context.Context // cancelled with cause
-	lose      context.CancelCauseFunc
+	done      context.Context // cancelled with cause; its Done is Lock.Done
+	closeDone context.CancelCauseFunc
 	deadline  *time.Timer // ends the lock when validUntil passes
 	refresher *refresher
 }
@@ -254,8 +261,9 @@ func (l *Lock) op(ctx context.Context, op string, ttl time.Duration, call func(c
 	return l.hooks.wrap(ctx, l.s, e, opHook, call)
 }
 
-// endLocked records, once, why the lock ended: errReleased, or a loss
-// matching ErrNotHeld. It zeroes ValidUntil, stops the deadline timer, tells
+// endLocked ends the lock: released (errReleased), or lost (an error
+// matching ErrNotHeld), which the Ended hooks report. It records, once,
+// why the lock ended. It zeroes ValidUntil, stops the deadline timer, tells
 // the refresher to stop (without waiting for it: it may be the caller),
 // unlocks l.mu, which must be held, runs the Ended hooks, and then closes
 // Done, so that whoever waits on it finds the hooks' work done.
@@ -283,10 +291,10 @@ func (l *Lock) endLocked(cause error) {
 		l.hooks.ended(e)
 	}
 	l.mu.Lock()
-	lose := l.lose
+	closeDone := l.closeDone
 	l.mu.Unlock()
-	if lose != nil {
-		lose(cause)
+	if closeDone != nil {
+		closeDone(cause)
 	}
 }
 

@@ -33,8 +33,9 @@ func WithRetry(p RetryPolicy) Option {
 }
 
 // WithMetadata stores metadata with the lock (in the key's value, after the
-// token), for example the holder's host name, so an operator inspecting the
-// key can see it. [Lock.Metadata] returns it.
+// token), for example the holder's host name, so that whoever inspects the
+// lock can see who holds it: [Lock.Metadata] returns it to the holder, and
+// [Locker.Inspect] to anyone.
 func WithMetadata(metadata string) Option {
 	return func(o *options) { o.metadata = metadata }
 }

@@ -61,8 +61,8 @@ func (l *Lock) Context(parent context.Context) (ctx context.Context, cancel cont
 		cancelCause(ErrNotHeld)
 		return ctx, func() {}
 	}
-	lost := l.watch()
-	stop := context.AfterFunc(lost, func() { cancelCause(context.Cause(lost)) })
+	done := l.watch()
+	stop := context.AfterFunc(done, func() { cancelCause(context.Cause(done)) })
 	return ctx, func() {
 		stop()
 		cancelCause(context.Canceled)
@@ -75,18 +75,18 @@ func (l *Lock) Context(parent context.Context) (ctx context.Context, cancel cont
 // first call, must not leave a lapsed lock looking held.
 func (l *Lock) watch() context.Context {
 	l.mu.Lock()
-	if l.lost == nil {
-		l.lost, l.lose = context.WithCancelCause(context.Background())
+	if l.done == nil {
+		l.done, l.closeDone = context.WithCancelCause(context.Background())
 		if l.cause != nil {
-			l.lose(l.cause) // endLocked has run, or will find lose set
+			l.closeDone(l.cause) // endLocked has run, or will find closeDone set
 		} else {
 			l.deadline = time.AfterFunc(time.Until(l.validUntil), l.lapse)
 		}
 	}
-	lost := l.lost
+	done := l.done
 	l.mu.Unlock()
 	l.lapse()
-	return lost
+	return done
 }
 
 // lapse ends the lock with ErrLapsed if ValidUntil has passed.
