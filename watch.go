@@ -120,12 +120,12 @@ type refresher struct {
 // The refreshes stop when ctx is done, StopRefresh or Release is called, or
 // the lock is lost (see Done): a refresh found it gone or taken, ValidUntil
 // passed first, or a limit ([WithMaxRefreshes], [WithMaxHold]) was reached,
-// after which the lock lapses at the end of its last refresh. Always end
+// after which the lock lapses at the end of its last refresh. Always stop
 // them: a lock refreshed forever keeps everyone else out. ctx's values
 // (such as a trace) reach the refreshes.
 //
-// It returns nil if the refreshes run (or already ran), and Err if the lock
-// is no longer held.
+// It returns nil when the refreshes run, started by this call or an
+// earlier one, and Err if the lock is no longer held.
 func (l *Lock) StartRefresh(ctx context.Context) error {
 	if l == nil {
 		return ErrNotHeld
