@@ -81,7 +81,7 @@ func (f *fakeStrategy) record(ctx context.Context, op, key, value string) (fakeE
 }
 
 // owned returns nil when key holds value, and ErrExpired or ErrTaken
-// otherwise. f.mu must be held.
+// otherwise.
 func owned(e fakeEntry, ok bool, value string) error {
 	switch {
 	case !ok:

@@ -137,6 +137,7 @@ func (l *locker) obtain(ctx context.Context, key string, ttl time.Duration, o op
 	}
 }
 
+// checkKeyTTL checks Obtain's key and ttl.
 func checkKeyTTL(key string, ttl time.Duration) error {
 	if key == "" {
 		return &ArgumentError{Name: "key", Reason: "must not be empty"}
@@ -144,6 +145,7 @@ func checkKeyTTL(key string, ttl time.Duration) error {
 	return checkTTL(ttl)
 }
 
+// checkTTL checks the ttl of Obtain or Refresh.
 func checkTTL(ttl time.Duration) error {
 	if ttl < time.Millisecond {
 		return &ArgumentError{Name: "ttl", Reason: fmt.Sprintf("must be at least 1ms, got %v", ttl)}
@@ -202,6 +204,7 @@ func (l *locker) cleanUp(ctx context.Context, hs hookList, key, value string) {
 	}
 }
 
+// notObtained is the error of an Obtain whose ctx ended the wait.
 func notObtained(ctx context.Context) error {
 	return fmt.Errorf("%w: %w", ErrNotObtained, cmp.Or(context.Cause(ctx), context.DeadlineExceeded))
 }
