@@ -10,7 +10,7 @@ import (
 )
 
 // inspectScript reads, in one step, the value of KEYS[1], its PTTL, and the
-// counter KEYS[2] when it is given: {value or ”, pttl, counter or 0}. The
+// counter KEYS[2] when it is given: {value (empty when missing), pttl, counter or 0}. The
 // PTTL tells whether the key exists (-2 when it does not), so an empty
 // value is told apart from a missing key. GET fails with WRONGTYPE on a key
 // of another type, and so does the read of a counter that is not a number.
