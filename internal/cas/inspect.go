@@ -7,6 +7,7 @@ import (
 
 	"github.com/locksmith-go/lock/driver"
 	"github.com/locksmith-go/lock/internal/neterr"
+	"github.com/locksmith-go/lock/strategy"
 )
 
 // inspectScript reads, in one step, the value of KEYS[1] (empty when it is
@@ -68,4 +69,15 @@ func Inspect(ctx context.Context, c driver.Conn, key, fenceKey string) (Reading,
 		return Reading{Fence: fence}, nil
 	}
 	return Reading{Exists: true, Value: value, TTL: ttl, Fence: fence}, nil
+}
+
+// Holder returns the fingerprint of the token in r's value and the metadata
+// after it (see strategy.SplitValue), or "" for both when the key does not
+// exist.
+func (r Reading) Holder() (fingerprint, metadata string) {
+	if !r.Exists {
+		return "", ""
+	}
+	token, metadata := strategy.SplitValue(r.Value)
+	return strategy.Fingerprint(token), metadata
 }
