@@ -3,6 +3,7 @@ package redlock_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -58,19 +59,25 @@ func TestInspect(t *testing.T) {
 		}
 		defer lk.Release(ctx)
 		st := inspect(t, l, key)
-		if !st.Held || st.Verdict != "held on 5 of 5 nodes (quorum 3)" {
-			t.Errorf("Held, Verdict = %v, %q; want true, held on 5 of 5 nodes (quorum 3)", st.Held, st.Verdict)
-		}
 		if st.Fingerprint != strategy.Fingerprint(lk.Token()) || st.Metadata != "host=web-3" {
 			t.Errorf("Fingerprint, Metadata = %q, %q; want the holder's, host=web-3", st.Fingerprint, st.Metadata)
 		}
 		if st.TTL <= 0 || st.TTL > time.Minute {
 			t.Errorf("TTL = %v, want in (0, 1m]", st.TTL)
 		}
+		// Obtain returns once a quorum granted it: the other nodes' grants
+		// may still be on their way.
+		holding := 0
 		for i, n := range st.Nodes {
-			if !n.Held || n.Fingerprint != st.Fingerprint || n.Metadata != "host=web-3" || n.TTL <= 0 {
-				t.Errorf("Nodes[%d] = %+v, want it holding the lock, with a TTL", i, n)
+			switch {
+			case n.Held && (n.Fingerprint != st.Fingerprint || n.Metadata != "host=web-3" || n.TTL <= 0):
+				t.Errorf("Nodes[%d] = %+v, want it holding the lock, with a TTL, or nothing", i, n)
+			case n.Held:
+				holding++
 			}
+		}
+		if want := fmt.Sprintf("held on %d of 5 nodes (quorum 3)", holding); !st.Held || holding < 3 || st.Verdict != want {
+			t.Errorf("Held, Verdict = %v, %q; want true, %q, with at least 3", st.Held, st.Verdict, want)
 		}
 	})
 
