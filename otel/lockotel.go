@@ -14,11 +14,11 @@
 // One span of kind client for each Obtain (covering the whole wait, retries
 // included), Refresh (auto-refresh's too, as children of the context given
 // to lock.Do or Lock.StartRefresh), Release, TTL and Inspect: lock.obtain,
-// lock.refresh, lock.release, lock.ttl and lock.inspect. Their attributes: db.system.name=redis,
-// server.address (where the driver knows it), locksmith.lock.strategy, the
-// key under the [KeyPolicy] (omitted by default), and for obtain
-// locksmith.lock.attempts, locksmith.lock.wait (seconds),
-// locksmith.lock.outcome and locksmith.lock.validity (seconds). Each
+// lock.refresh, lock.release, lock.ttl and lock.inspect. Their attributes:
+// db.system.name=redis, server.address (where the driver knows it),
+// locksmith.lock.strategy, the key under the [KeyPolicy] (omitted by
+// default), and for obtain locksmith.lock.attempts, locksmith.lock.wait
+// (seconds), locksmith.lock.outcome and locksmith.lock.validity (seconds). Each
 // contended attempt is a span event (lock.contended), and so is each
 // Redlock node's answer (lock.node). No span, event or metric ever carries
 // a token. The lock.inspect span records the read, not what it found: no

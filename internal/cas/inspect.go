@@ -13,8 +13,9 @@ import (
 // inspectScript reads, in one step, the value of KEYS[1] (empty when it is
 // missing), its PTTL, and the counter KEYS[2] when it is given (0 when it
 // is missing). The PTTL tells whether the key exists (-2 when it does not),
-// so an empty value is told apart from a missing key. GET fails with WRONGTYPE on a key
-// of another type, and so does the read of a counter that is not a number.
+// so an empty value is told apart from a missing key. GET fails with
+// WRONGTYPE on a key of another type, and so does the read of a counter
+// that is not a number.
 var inspectScript = driver.NewScript(`local v = redis.call('GET', KEYS[1])
 local fence = 0
 if #KEYS > 1 then
