@@ -36,7 +36,12 @@ type Locker interface {
 	// arguments give an [*ArgumentError]; Redis and transport errors are
 	// wrapped with the operation's name, "inspect". A multi-node strategy
 	// that could not tell returns what it read, with its error.
-	Inspect(ctx context.Context, key string) (State, error)
+	//
+	// Of the options, only [WithHooks] applies: the Op hooks wrap the read
+	// (e.Op "inspect"), and the Node hooks see each node's answer, so that
+	// wrappers such as the otel package instrument it as they do Obtain.
+	// The others are ignored.
+	Inspect(ctx context.Context, key string, opts ...Option) (State, error)
 }
 
 // State is what [Locker.Inspect] read of a lock: whether it is held, its
