@@ -1,18 +1,13 @@
 package lock
 
-import (
-	"context"
-	"slices"
-)
+import "context"
 
+// Inspect reads the lock through the strategy, within the Op hooks.
 func (l *locker) Inspect(ctx context.Context, key string, opts ...Option) (State, error) {
-	if key == "" {
-		return State{}, &ArgumentError{Name: "key", Reason: "must not be empty"}
+	if err := checkKey(key); err != nil {
+		return State{}, err
 	}
-	if len(l.defaults) > 0 {
-		opts = append(slices.Clip(l.defaults), opts...)
-	}
-	o, err := newOptions(opts)
+	o, err := l.options(opts)
 	if err != nil {
 		return State{}, err
 	}

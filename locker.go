@@ -64,10 +64,7 @@ type locker struct {
 }
 
 func (l *locker) Obtain(ctx context.Context, key string, ttl time.Duration, opts ...Option) (*Lock, error) {
-	if len(l.defaults) > 0 {
-		opts = append(slices.Clip(l.defaults), opts...)
-	}
-	o, err := newOptions(opts)
+	o, err := l.options(opts)
 	if err != nil {
 		return nil, err
 	}
@@ -77,6 +74,15 @@ func (l *locker) Obtain(ctx context.Context, key string, ttl time.Duration, opts
 	e := o.hooks.event(l.s, "obtain", key)
 	e.TTL = ttl
 	return o.hooks.obtain(ctx, e, func(ctx context.Context) (*Lock, error) { return l.obtain(ctx, key, ttl, o) })
+}
+
+// options returns the options of a call: the Locker's defaults, then the
+// call's.
+func (l *locker) options(opts []Option) (options, error) {
+	if len(l.defaults) > 0 {
+		opts = append(slices.Clip(l.defaults), opts...)
+	}
+	return newOptions(opts)
 }
 
 func (l *locker) obtain(ctx context.Context, key string, ttl time.Duration, o options) (*Lock, error) {
@@ -144,10 +150,18 @@ func (l *locker) obtain(ctx context.Context, key string, ttl time.Duration, o op
 
 // checkKeyTTL checks Obtain's key and ttl.
 func checkKeyTTL(key string, ttl time.Duration) error {
+	if err := checkKey(key); err != nil {
+		return err
+	}
+	return checkTTL(ttl)
+}
+
+// checkKey checks the key of Obtain or Inspect.
+func checkKey(key string) error {
 	if key == "" {
 		return &ArgumentError{Name: "key", Reason: "must not be empty"}
 	}
-	return checkTTL(ttl)
+	return nil
 }
 
 // checkTTL checks the ttl of Obtain or Refresh.

@@ -3,6 +3,7 @@ package cas
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/locksmith-go/lock/driver"
@@ -39,17 +40,19 @@ type Reading struct {
 
 // Inspect reads key, its TTL and, when fenceKey is not "", the fencing
 // counter at fenceKey, atomically and without changing anything. On a
-// Cluster, fenceKey must be in key's hash slot. A key of another type gives
-// the server's WRONGTYPE error. A read whose pooled connection was dead is
-// sent once more, as every call of the package is (see call.run).
+// Cluster, fenceKey must be in key's hash slot. A user whose ACL does not
+// allow fenceKey (one that never fences need not be allowed it) gets the
+// reading of key alone, with Fence 0. A key of another type gives the
+// server's WRONGTYPE error. A read whose pooled connection was dead is sent
+// once more, as every call of the package is (see call.run).
 func Inspect(ctx context.Context, c driver.Conn, key, fenceKey string) (Reading, error) {
 	keys := []string{key}
 	if fenceKey != "" {
 		keys = append(keys, fenceKey)
 	}
-	reply, err := inspectScript.Run(ctx, c, keys)
-	if err != nil && neterr.Dead(err) && ctx.Err() == nil {
-		reply, err = inspectScript.Run(ctx, c, keys)
+	reply, err := inspect(ctx, c, keys)
+	if err != nil && fenceKey != "" && strings.HasPrefix(err.Error(), "NOPERM") {
+		reply, err = inspect(ctx, c, keys[:1])
 	}
 	if err != nil {
 		return Reading{}, err
@@ -81,4 +84,13 @@ func (r Reading) Holder() (fingerprint, metadata string) {
 	}
 	token, metadata := strategy.SplitValue(r.Value)
 	return strategy.Fingerprint(token), metadata
+}
+
+// inspect runs inspectScript, and once more when its connection was dead.
+func inspect(ctx context.Context, c driver.Conn, keys []string) (any, error) {
+	reply, err := inspectScript.Run(ctx, c, keys)
+	if err != nil && neterr.Dead(err) && ctx.Err() == nil {
+		reply, err = inspectScript.Run(ctx, c, keys)
+	}
+	return reply, err
 }

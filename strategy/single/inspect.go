@@ -9,9 +9,10 @@ import (
 
 // Inspect implements [strategy.Strategy]. It reads, in one script, the
 // key's value, its TTL and the fencing counter at [FenceKey] (none for a
-// key that FenceKey refuses), and sets Held, TTL, Fingerprint, Metadata,
-// Fence and Verdict ("free" or "held"). A key of another type gives the
-// server's WRONGTYPE error.
+// key that FenceKey refuses, or that the user's ACL does not allow: a user
+// that never fences need not be allowed the counters), and sets Held, TTL,
+// Fingerprint, Metadata, Fence and Verdict ("free" or "held"). A key of
+// another type gives the server's WRONGTYPE error.
 func (s *Strategy) Inspect(ctx context.Context, key string) (strategy.State, error) {
 	fenceKey, _ := FenceKey(key) // "" when refused: no counter can exist
 	r, err := cas.Inspect(ctx, s.conn, key, fenceKey)
