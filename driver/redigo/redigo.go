@@ -32,7 +32,8 @@ import (
 	"github.com/locksmith-go/lock/strategy"
 )
 
-// Pool hands out connections; *redis.Pool implements it.
+// Pool hands out connections; *redis.Pool implements it, and so can a
+// pool of your own, or a wrapper of *redis.Pool that counts or traces.
 type Pool interface {
 	// GetContext returns a connection, waiting for one within ctx if the
 	// pool is exhausted. The Conn closes it after each command.
