@@ -108,16 +108,16 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
-// Obtain implements [lock.Locker], with the configured retry policy unless
-// opts choose one. It returns ErrClosed after Close.
 // Inspect implements [lock.Locker]. It returns ErrClosed after Close.
-func (l *Locker) Inspect(ctx context.Context, key string) (lock.State, error) {
+func (l *Locker) Inspect(ctx context.Context, key string, opts ...lock.Option) (lock.State, error) {
 	if l.isClosed() {
 		return lock.State{}, ErrClosed
 	}
-	return l.inner.Inspect(ctx, key)
+	return l.inner.Inspect(ctx, key, opts...)
 }
 
+// Obtain implements [lock.Locker], with the configured retry policy unless
+// opts choose one. It returns ErrClosed after Close.
 func (l *Locker) Obtain(ctx context.Context, key string, ttl time.Duration, opts ...lock.Option) (*lock.Lock, error) {
 	if l.isClosed() {
 		return nil, ErrClosed

@@ -40,8 +40,9 @@
 // Harness.Skip names the property with the reason: no property drops out of
 // a run unnoticed, even in a go test ./... that hides skips.
 //
-// The package imports only the standard library and this module's lock and
-// driver packages, so it brings no test dependencies to its users.
+// The package imports only the standard library and this module's lock,
+// strategy and driver packages, so it brings no test dependencies to its
+// users.
 package conformance
 
 import (
@@ -149,6 +150,7 @@ var properties = []property{
 	{"LossCancelsTheHolder", "Conns", suite.lossCancelsTheHolder},
 	{"DoHoldsAndReleases", "Conns", suite.doHoldsAndReleases},
 	{"FencingTokens", "", suite.fencingTokens},
+	{"InspectReadsTheLock", "", suite.inspectReadsTheLock},
 }
 
 // has reports whether the harness sets the named optional field.
@@ -211,6 +213,10 @@ func (h Harness) has(field string) bool {
 //     lock.
 //   - FencingTokens: WithFencing is refused with an *ArgumentError, or gives
 //     tokens that increase from holder to holder.
+//   - InspectReadsTheLock: Inspect, by another client, finds the key free
+//     before Obtain, held by the holder (its token's fingerprint, and its
+//     metadata unless Harness.Skip names MetadataRoundTrips) for no longer
+//     than the TTL, and free after Release.
 //
 // A property that needs a Harness field that is not set fails with a
 // message naming the field, unless Harness.Skip names the property. Run

@@ -91,6 +91,8 @@ var mutants = []mutant{
 		strategy: func(b base) strategy.Strategy { return failsOpen{b} }},
 	{name: "fence-does-not-increase", kills: []string{"FencingTokens"},
 		strategy: func(b base) strategy.Strategy { return constantFence{b} }},
+	{name: "inspect-sees-nothing", kills: []string{"InspectReadsTheLock"},
+		strategy: func(b base) strategy.Strategy { return blindInspect{b} }},
 
 	// Lockers.
 	{name: "errors-flattened", kills: []string{"ContextEndsTheWait", "InvalidArguments"},

@@ -1,0 +1,15 @@
+package conformance
+
+import (
+	"context"
+
+	"github.com/locksmith-go/lock/strategy"
+)
+
+// blindInspect is the mutant inspect-sees-nothing: its Inspect finds every
+// key free.
+type blindInspect struct{ base }
+
+func (blindInspect) Inspect(context.Context, string) (strategy.State, error) {
+	return strategy.State{Verdict: "free"}, nil
+}
