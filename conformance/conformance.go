@@ -4,9 +4,10 @@
 //
 // [Run] checks a Locker through the [Harness] that builds it; [RunDriver]
 // checks a [driver.Conn]. Each property is a subtest, so a failure names it
-// (TestConformance/single/goredis/MutualExclusion). Concurrency bugs are
-// probabilistic: the suite has no false positives but can have false
-// negatives, so run it under the race detector, and more than once.
+// (TestConformance/single/goredis/MutualExclusion); Run's doc lists them.
+// Concurrency bugs are probabilistic: the suite has no false positives but
+// can have false negatives, so run it under the race detector, and more
+// than once.
 //
 // A third party plugs in with a few lines (myredis, mystrategy, newClient,
 // startRedis and closedAddr are its own):
@@ -39,8 +40,9 @@
 // Harness.Skip names the property with the reason: no property drops out of
 // a run unnoticed, even in a go test ./... that hides skips.
 //
-// The package imports only the standard library and this module's lock and
-// driver packages, so it brings no test dependencies to its users.
+// The package imports only the standard library and this module's lock,
+// strategy and driver packages, so it brings no test dependencies to its
+// users.
 package conformance
 
 import (
@@ -48,6 +50,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -99,41 +102,17 @@ type Harness struct {
 	// Skip names the properties the implementation cannot meet, or the
 	// harness cannot check, each with the reason, which the subtest reports
 	// when it skips and Run lists at the end. Use it for a documented limit
-	// of the algorithm, or for a capability the harness cannot provide.
+	// of the algorithm, or for a capability the harness cannot provide. A
+	// key is a property's name, which is its subtest's name: [Run] lists
+	// them, and fails on a key that names none.
 	Skip map[string]string
 }
-
-// Property names, for Harness.Skip.
-const (
-	ExactlyOneWinner        = "ExactlyOneWinner"
-	MutualExclusion         = "MutualExclusion"
-	ExpiryFreesTheLock      = "ExpiryFreesTheLock"
-	NotHeldAfterExpiry      = "NotHeldAfterExpiry"
-	NonOwnerCannotTouch     = "NonOwnerCannotTouch"
-	ExpiredAndTakenDiffer   = "ExpiredAndTakenDiffer"
-	ReleaseFreesTheLock     = "ReleaseFreesTheLock"
-	RefreshExtends          = "RefreshExtends"
-	TTLReportsRemaining     = "TTLReportsRemaining"
-	ContextEndsTheWait      = "ContextEndsTheWait"
-	RetryPolicies           = "RetryPolicies"
-	TokensAreUnique         = "TokensAreUnique"
-	MetadataRoundTrips      = "MetadataRoundTrips"
-	CallerChosenToken       = "CallerChosenToken"
-	TokenStaysSecret        = "TokenStaysSecret"
-	InvalidArguments        = "InvalidArguments"
-	NilDriver               = "NilDriver"
-	KeyOfAnotherType        = "KeyOfAnotherType"
-	UnreachableRedisIsError = "UnreachableRedisIsError"
-	AutoRefresh             = "AutoRefresh"
-	LossCancelsTheHolder    = "LossCancelsTheHolder"
-	DoHoldsAndReleases      = "DoHoldsAndReleases"
-	FencingTokens           = "FencingTokens"
-)
 
 // subtestTimeout bounds every call a subtest makes, so that a hang fails
 // the subtest instead of the whole test binary.
 const subtestTimeout = 2 * time.Minute
 
+// suite is the Locker suite over one Harness, whose defaults are set.
 type suite struct {
 	h Harness
 }
@@ -148,29 +127,29 @@ type property struct {
 
 // properties are the Locker suite's checks, in the order Run runs them.
 var properties = []property{
-	{ExactlyOneWinner, "", suite.exactlyOneWinner},
-	{MutualExclusion, "", suite.mutualExclusion},
-	{ExpiryFreesTheLock, "", suite.expiryFreesTheLock},
-	{NotHeldAfterExpiry, "", suite.notHeldAfterExpiry},
-	{NonOwnerCannotTouch, "", suite.nonOwnerCannotTouch},
-	{ExpiredAndTakenDiffer, "", suite.expiredAndTakenDiffer},
-	{ReleaseFreesTheLock, "", suite.releaseFreesTheLock},
-	{RefreshExtends, "", suite.refreshExtends},
-	{TTLReportsRemaining, "", suite.ttlReportsRemaining},
-	{ContextEndsTheWait, "", suite.contextEndsTheWait},
-	{RetryPolicies, "", suite.retryPolicies},
-	{TokensAreUnique, "", suite.tokensAreUnique},
-	{MetadataRoundTrips, "Conns", suite.metadataRoundTrips},
-	{CallerChosenToken, "", suite.callerChosenToken},
-	{TokenStaysSecret, "", suite.tokenStaysSecret},
-	{InvalidArguments, "", suite.invalidArguments},
-	{NilDriver, "NewWithNilConn", suite.nilDriver},
-	{KeyOfAnotherType, "Conns", suite.keyOfAnotherType},
-	{UnreachableRedisIsError, "NewUnreachable", suite.unreachable},
-	{AutoRefresh, "", suite.autoRefresh},
-	{LossCancelsTheHolder, "Conns", suite.lossCancelsTheHolder},
-	{DoHoldsAndReleases, "Conns", suite.doHoldsAndReleases},
-	{FencingTokens, "", suite.fencingTokens},
+	{"ExactlyOneWinner", "", suite.exactlyOneWinner},
+	{"MutualExclusion", "", suite.mutualExclusion},
+	{"ExpiryFreesTheLock", "", suite.expiryFreesTheLock},
+	{"NotHeldAfterExpiry", "", suite.notHeldAfterExpiry},
+	{"NonOwnerCannotTouch", "", suite.nonOwnerCannotTouch},
+	{"ExpiredAndTakenDiffer", "", suite.expiredAndTakenDiffer},
+	{"ReleaseFreesTheLock", "", suite.releaseFreesTheLock},
+	{"RefreshExtends", "", suite.refreshExtends},
+	{"TTLReportsRemaining", "", suite.ttlReportsRemaining},
+	{"ContextEndsTheWait", "", suite.contextEndsTheWait},
+	{"RetryPolicies", "", suite.retryPolicies},
+	{"TokensAreUnique", "", suite.tokensAreUnique},
+	{"MetadataRoundTrips", "Conns", suite.metadataRoundTrips},
+	{"CallerChosenToken", "", suite.callerChosenToken},
+	{"TokenStaysSecret", "", suite.tokenStaysSecret},
+	{"InvalidArguments", "", suite.invalidArguments},
+	{"NilDriver", "NewWithNilConn", suite.nilDriver},
+	{"KeyOfAnotherType", "Conns", suite.keyOfAnotherType},
+	{"UnreachableRedisIsError", "NewUnreachable", suite.unreachable},
+	{"AutoRefresh", "", suite.autoRefresh},
+	{"LossCancelsTheHolder", "Conns", suite.lossCancelsTheHolder},
+	{"DoHoldsAndReleases", "Conns", suite.doHoldsAndReleases},
+	{"FencingTokens", "", suite.fencingTokens},
 	{"InspectReadsTheLock", "", suite.inspectReadsTheLock},
 }
 
@@ -187,32 +166,68 @@ func (h Harness) has(field string) bool {
 	return true
 }
 
-// Run runs the Locker suite as subtests of t. A property that needs a
-// Harness field that is not set fails with a message naming the field,
-// unless Harness.Skip names the property; Run then logs the properties it
+// Run runs the Locker suite as subtests of t, one per property, named
+// after it. These are the properties, in the order Run runs them, with the
+// Harness field that a property needs, if any:
+//
+//   - ExactlyOneWinner: of many obtainers started at once, exactly one wins.
+//   - MutualExclusion: under sustained contention, no two holders are ever
+//     inside at once (a [Detector] watches), and every Release succeeds.
+//   - ExpiryFreesTheLock: a lock that is never released expires, and only
+//     then does another owner obtain it.
+//   - NotHeldAfterExpiry: an expired lock's Refresh and Release report
+//     ErrNotHeld, and do not bring the key back.
+//   - NonOwnerCannotTouch: a stale holder's Release, Refresh and TTL report
+//     ErrNotHeld, and leave the new owner's lock as it was.
+//   - ExpiredAndTakenDiffer: ErrExpired when nobody holds the key, ErrTaken
+//     when another owner does.
+//   - ReleaseFreesTheLock: after Release another owner obtains at once, and
+//     a second Release reports ErrNotHeld.
+//   - RefreshExtends: Refresh moves both the server's expiry and ValidUntil.
+//   - TTLReportsRemaining: TTL is positive and at most the TTL obtained
+//     (plus Harness.ExtraTTL).
+//   - ContextEndsTheWait: a deadline or a cancellation ends the wait with
+//     ErrNotObtained and the context's cause, and leaves no key behind.
+//   - RetryPolicies: NoRetry and LimitAttempts give up after their count;
+//     Linear and Exponential wait until the holder releases.
+//   - TokensAreUnique: every Obtain gets a fresh token of at least 128 bits.
+//   - MetadataRoundTrips (Conns): the handle returns the metadata given to
+//     Obtain, and the servers store it after the token.
+//   - CallerChosenToken: a token given with WithToken is the lock's, and
+//     obtaining again with it hands the lock over.
+//   - TokenStaysSecret: formatting a lock or an error never shows a token.
+//   - InvalidArguments: each bad argument to Obtain is an *ArgumentError
+//     that names it.
+//   - NilDriver (NewWithNilConn): the constructor refuses a nil driver with
+//     an *ArgumentError.
+//   - KeyOfAnotherType (Conns): a key that holds a hash gives a WRONGTYPE
+//     error, and is left alone.
+//   - UnreachableRedisIsError (NewUnreachable): a Locker whose Redis is down
+//     returns an error, not a hang.
+//   - AutoRefresh: a lock refreshed in the background outlives its TTL, and
+//     StopRefresh stops the refreshes.
+//   - LossCancelsTheHolder (Conns): deleting or overwriting the key behind
+//     the holder's back cancels its context, with the cause.
+//   - DoHoldsAndReleases (Conns): Do holds the lock while fn runs, releases
+//     it after, returns fn's error as it is, and reports the loss of the
+//     lock.
+//   - FencingTokens: WithFencing is refused with an *ArgumentError, or gives
+//     tokens that increase from holder to holder.
+//   - InspectReadsTheLock: Inspect, by another client, finds the key free
+//     before Obtain, held by the holder (its token's fingerprint, and its
+//     metadata unless Harness.Skip names MetadataRoundTrips) for no longer
+//     than the TTL, and free after Release.
+//
+// A property that needs a Harness field that is not set fails with a
+// message naming the field, unless Harness.Skip names the property. Run
+// fails if Harness.Skip names no property, and logs the properties it
 // skipped, with their reasons.
 func Run(t *testing.T, h Harness) {
 	if h.NewLocker == nil {
 		t.Fatal("conformance: Harness.NewLocker is required")
 	}
-	if h.ShortTTL == 0 {
-		h.ShortTTL = 300 * time.Millisecond
-	}
-	if h.Goroutines == 0 {
-		h.Goroutines = 8
-	}
-	if h.Acquisitions == 0 {
-		h.Acquisitions = 2000
-	}
-	known := map[string]bool{}
-	for _, p := range properties {
-		known[p.name] = true
-	}
-	for name := range h.Skip {
-		if !known[name] {
-			t.Errorf("conformance: Harness.Skip names %q, which is not a property of the suite", name)
-		}
-	}
+	h = h.withDefaults()
+	checkSkip(t, h.Skip)
 	s := suite{h}
 	var skipped []string
 	for _, p := range properties {
@@ -233,6 +248,35 @@ func Run(t *testing.T, h Harness) {
 	}
 	if len(skipped) > 0 {
 		t.Logf("conformance: %d of %d properties skipped, as Harness.Skip asks: %s", len(skipped), len(properties), strings.Join(skipped, "; "))
+	}
+}
+
+// withDefaults returns h with the defaults of the fields left zero.
+func (h Harness) withDefaults() Harness {
+	if h.ShortTTL == 0 {
+		h.ShortTTL = 300 * time.Millisecond
+	}
+	if h.Goroutines == 0 {
+		h.Goroutines = 8
+	}
+	if h.Acquisitions == 0 {
+		h.Acquisitions = 2000
+	}
+	return h
+}
+
+// checkSkip fails t for each key of skip that names no property, listing
+// the properties.
+func checkSkip(t *testing.T, skip map[string]string) {
+	t.Helper()
+	var names []string
+	for _, p := range properties {
+		names = append(names, p.name)
+	}
+	for name := range skip {
+		if !slices.Contains(names, name) {
+			t.Errorf("conformance: Harness.Skip names %q, which is not a property of the suite; the properties are %s", name, strings.Join(names, ", "))
+		}
 	}
 }
 
@@ -270,8 +314,8 @@ func (d *Detector) Entries() int64 { return d.entries.Load() }
 // Overlaps returns how many entries found another holder inside.
 func (d *Detector) Overlaps() int64 { return d.overlaps.Load() }
 
-// Hold enters, stays inside for d (yielding, so that an overlapping holder
-// would be caught), and exits.
+// Hold enters, sleeps for inside, so that a holder who enters meanwhile is
+// caught, and exits.
 func (d *Detector) Hold(inside time.Duration) {
 	d.Enter()
 	defer d.Exit()
@@ -307,6 +351,15 @@ const expiryMargin = 5 * time.Second
 // expiryLimit bounds the time until a lock obtained for Harness.ShortTTL is
 // gone.
 func (s suite) expiryLimit() time.Duration { return s.h.ShortTTL + s.h.ExtraTTL + expiryMargin }
+
+// expiredLock obtains key on l for Harness.ShortTTL, and returns the lock
+// once it has expired, as waitExpired finds.
+func (s suite) expiredLock(t *testing.T, ctx context.Context, l lock.Locker, key string) *lock.Lock {
+	t.Helper()
+	lk := s.obtain(t, ctx, l, key, s.h.ShortTTL)
+	s.waitExpired(t, ctx, lk)
+	return lk
+}
 
 // waitExpired polls lk.TTL until the lock, obtained for Harness.ShortTTL,
 // is gone, and fails the test if it outlives expiryLimit.

@@ -23,6 +23,10 @@ const (
 	holdInterval = time.Duration(holdFraction * float64(holdTTL)) // of auto-refresh
 )
 
+// refreshOften is the option of the locks that the auto-refresh properties
+// keep refreshed, every holdInterval.
+var refreshOften = lock.WithRefreshFraction(holdFraction)
+
 // lossBound bounds the time from a lock's loss to its holder's context being
 // cancelled: one refresh interval, plus the refresh's own time, which on a
 // loaded machine can be long.
@@ -89,7 +93,7 @@ func (s suite) autoRefresh(t *testing.T, ctx context.Context) {
 	key := Key(t)
 	var refreshes refreshCount
 	refreshes.start()
-	a := s.obtain(t, ctx, s.h.NewLocker(t), key, holdTTL, lock.WithRefreshFraction(holdFraction), refreshes.option())
+	a := s.obtain(t, ctx, s.h.NewLocker(t), key, holdTTL, refreshOften, refreshes.option())
 	release(t, a)
 	if err := a.StartRefresh(ctx); err != nil {
 		t.Fatalf("StartRefresh = %v, want nil", err)
@@ -154,8 +158,8 @@ var behindTheBack = []struct {
 	}, lock.ErrTaken},
 }
 
-// loseBehindTheBack loses key as c says, on every connection, and deletes
-// whatever it wrote when the test ends.
+// loseBehindTheBack loses key as act says, on each of conns, and deletes
+// whatever act wrote when the test ends.
 func loseBehindTheBack(t *testing.T, ctx context.Context, conns []driver.Conn, key string, act func(context.Context, driver.Conn, string) error) {
 	t.Helper()
 	for _, c := range conns {
@@ -178,7 +182,7 @@ func (s suite) lossCancelsTheHolder(t *testing.T, ctx context.Context) {
 		t.Run(c.name, func(t *testing.T) {
 			key := Key(t)
 			var refreshes refreshCount
-			a := s.obtain(t, ctx, s.h.NewLocker(t), key, holdTTL, lock.WithRefreshFraction(holdFraction), refreshes.option())
+			a := s.obtain(t, ctx, s.h.NewLocker(t), key, holdTTL, refreshOften, refreshes.option())
 			hctx, cancel := a.Context(ctx)
 			defer cancel()
 			if err := a.StartRefresh(ctx); err != nil {
@@ -211,72 +215,91 @@ func (s suite) lossCancelsTheHolder(t *testing.T, ctx context.Context) {
 // it returns fn's error as it is, and tells the loss of the lock apart;
 // cancelling its context stops the refreshes and releases the lock.
 func (s suite) doHoldsAndReleases(t *testing.T, ctx context.Context) {
-	hold := lock.WithRefreshFraction(holdFraction)
+	for _, c := range []struct {
+		name string
+		f    func(suite, *testing.T, context.Context)
+	}{
+		{"holds the lock while fn runs, and releases it after", suite.doHolds},
+		{"returns fn's error as it is", suite.doReturnsFnsError},
+		{"reports the loss of the lock", suite.doReportsLoss},
+		{"cancelling its context stops refreshing and releases the lock", suite.doCancelled},
+	} {
+		t.Run(c.name, func(t *testing.T) { c.f(s, t, ctx) })
+	}
+}
 
-	t.Run("holds the lock while fn runs, and releases it after", func(t *testing.T) {
-		key := Key(t)
-		other := s.h.NewLocker(t)
-		err := lock.Do(ctx, s.h.NewLocker(t), key, holdTTL, func(fctx context.Context) error {
-			if _, err := other.Obtain(ctx, key, longTTL); !errors.Is(err, lock.ErrNotObtained) {
-				t.Errorf("Obtain by another while fn runs = %v, want ErrNotObtained", err)
-			}
-			if lk, ok := lock.FromContext(fctx); !ok || lk.Key() != key {
-				t.Errorf("FromContext(fn's context) = %v, %v; want the lock on the key", lk, ok)
-			}
-			return nil
-		}, hold)
-		if err != nil {
-			t.Fatalf("Do = %v, want nil", err)
+// doHolds: no one else obtains the lock while fn runs, fn's context
+// carries the lock, and another owner obtains it once Do returns.
+func (s suite) doHolds(t *testing.T, ctx context.Context) {
+	key := Key(t)
+	other := s.h.NewLocker(t)
+	err := lock.Do(ctx, s.h.NewLocker(t), key, holdTTL, func(fctx context.Context) error {
+		if _, err := other.Obtain(ctx, key, longTTL); !errors.Is(err, lock.ErrNotObtained) {
+			t.Errorf("Obtain by another while fn runs = %v, want ErrNotObtained", err)
 		}
-		release(t, s.obtain(t, ctx, other, key, longTTL))
-	})
+		if lk, ok := lock.FromContext(fctx); !ok || lk.Key() != key {
+			t.Errorf("FromContext(fn's context) = %v, %v; want the lock on the key", lk, ok)
+		}
+		return nil
+	}, refreshOften)
+	if err != nil {
+		t.Fatalf("Do = %v, want nil", err)
+	}
+	release(t, s.obtain(t, ctx, other, key, longTTL))
+}
 
-	t.Run("returns fn's error as it is", func(t *testing.T) {
-		key := Key(t)
-		errFn := errors.New("fn failed")
-		err := lock.Do(ctx, s.h.NewLocker(t), key, holdTTL, func(context.Context) error { return errFn }, hold)
-		if err != errFn {
-			t.Errorf("Do = %v, want fn's error as it is", err)
-		}
-		release(t, s.obtain(t, ctx, s.h.NewLocker(t), key, longTTL))
-	})
+// doReturnsFnsError: Do returns fn's error unwrapped, and releases the
+// lock.
+func (s suite) doReturnsFnsError(t *testing.T, ctx context.Context) {
+	key := Key(t)
+	errFn := errors.New("fn failed")
+	err := lock.Do(ctx, s.h.NewLocker(t), key, holdTTL, func(context.Context) error { return errFn }, refreshOften)
+	if err != errFn {
+		t.Errorf("Do = %v, want fn's error as it is", err)
+	}
+	release(t, s.obtain(t, ctx, s.h.NewLocker(t), key, longTTL))
+}
 
-	t.Run("reports the loss of the lock", func(t *testing.T) {
-		conns := s.h.Conns(t)
-		key := Key(t)
-		err := lock.Do(ctx, s.h.NewLocker(t), key, holdTTL, func(fctx context.Context) error {
-			loseBehindTheBack(t, ctx, conns, key, behindTheBack[0].act)
-			select {
-			case <-fctx.Done():
-				return context.Cause(fctx)
-			case <-time.After(lossBound):
-				return errors.New("fn's context was not cancelled")
-			}
-		}, hold)
-		if !errors.Is(err, lock.ErrLost) || !errors.Is(err, lock.ErrExpired) {
-			t.Errorf("Do = %v, want ErrLost and ErrExpired", err)
+// doReportsLoss: when the key is deleted while fn runs, fn's context is
+// cancelled, and Do's error is ErrLost and ErrExpired.
+func (s suite) doReportsLoss(t *testing.T, ctx context.Context) {
+	conns := s.h.Conns(t)
+	key := Key(t)
+	err := lock.Do(ctx, s.h.NewLocker(t), key, holdTTL, func(fctx context.Context) error {
+		loseBehindTheBack(t, ctx, conns, key, behindTheBack[0].act)
+		select {
+		case <-fctx.Done():
+			return context.Cause(fctx)
+		case <-time.After(lossBound):
+			return errors.New("fn's context was not cancelled")
 		}
-	})
+	}, refreshOften)
+	if !errors.Is(err, lock.ErrLost) || !errors.Is(err, lock.ErrExpired) {
+		t.Errorf("Do = %v, want ErrLost and ErrExpired", err)
+	}
+}
 
-	t.Run("cancelling its context stops refreshing and releases the lock", func(t *testing.T) {
-		key := Key(t)
-		var refreshes refreshCount
-		parent, cancel := context.WithCancel(ctx)
-		err := lock.Do(parent, s.h.NewLocker(t), key, holdTTL, func(fctx context.Context) error {
-			cancel()
-			<-fctx.Done()
-			return fctx.Err()
-		}, hold, refreshes.option())
-		if !errors.Is(err, context.Canceled) || errors.Is(err, lock.ErrLost) {
-			t.Errorf("Do = %v, want context.Canceled, and not ErrLost", err)
-		}
-		release(t, s.obtain(t, ctx, s.h.NewLocker(t), key, longTTL))
-		n := refreshes.n.Load()
-		time.Sleep(2 * holdInterval)
-		if got := refreshes.n.Load(); got != n {
-			t.Errorf("refreshes after Do returned = %d, want 0", got-n)
-		}
-	})
+// doCancelled: cancelling Do's context ends fn's, Do returns
+// context.Canceled (not ErrLost), releases the lock, and no refresh is sent
+// after it returned.
+func (s suite) doCancelled(t *testing.T, ctx context.Context) {
+	key := Key(t)
+	var refreshes refreshCount
+	parent, cancel := context.WithCancel(ctx)
+	err := lock.Do(parent, s.h.NewLocker(t), key, holdTTL, func(fctx context.Context) error {
+		cancel()
+		<-fctx.Done()
+		return fctx.Err()
+	}, refreshOften, refreshes.option())
+	if !errors.Is(err, context.Canceled) || errors.Is(err, lock.ErrLost) {
+		t.Errorf("Do = %v, want context.Canceled, and not ErrLost", err)
+	}
+	release(t, s.obtain(t, ctx, s.h.NewLocker(t), key, longTTL))
+	n := refreshes.n.Load()
+	time.Sleep(2 * holdInterval)
+	if got := refreshes.n.Load(); got != n {
+		t.Errorf("refreshes after Do returned = %d, want 0", got-n)
+	}
 }
 
 // fencingTokens: WithFencing is either refused with an ArgumentError before
@@ -302,13 +325,20 @@ func (s suite) fencingTokens(t *testing.T, ctx context.Context) {
 		t.Logf("the strategy refuses WithFencing: %v", err)
 		return
 	}
+	s.fencesIncreaseInTurn(t, ctx, l, first)
+	s.fencesIncreaseUnderContention(t, ctx)
+}
+
+// fencesIncreaseInTurn: the holders after first, which crashes and lets its
+// lock expire, get increasing tokens, across a release too.
+func (s suite) fencesIncreaseInTurn(t *testing.T, ctx context.Context, l lock.Locker, first *lock.Lock) {
 	last, ok := first.Fence()
 	if !ok || last <= 0 {
 		t.Fatalf("Fence() = %d, %v; want a positive token", last, ok)
 	}
-	next := func(what string, ttl time.Duration) *lock.Lock {
+	next := func(what string) *lock.Lock {
 		t.Helper()
-		lk := s.obtain(t, ctx, l, key, ttl, lock.WithFencing(), lock.WithRetry(lock.Linear(10*time.Millisecond)))
+		lk := s.obtain(t, ctx, l, first.Key(), longTTL, lock.WithFencing(), lock.WithRetry(lock.Linear(10*time.Millisecond)))
 		n, _ := lk.Fence()
 		if n <= last {
 			t.Errorf("token %s = %d, want more than the last, %d", what, n, last)
@@ -317,17 +347,20 @@ func (s suite) fencingTokens(t *testing.T, ctx context.Context) {
 		return lk
 	}
 	s.waitExpired(t, ctx, first) // the first holder crashed
-	crashed := next("after a crashed holder's lock expired", longTTL)
+	crashed := next("after a crashed holder's lock expired")
 	if err := crashed.Release(ctx); err != nil {
 		t.Fatalf("Release = %v, want nil", err)
 	}
-	release(t, next("after a release", longTTL))
+	release(t, next("after a release"))
+}
 
-	// Under contention, tokens increase in the order of holding.
-	contended := Key(t)
+// fencesIncreaseUnderContention: holders contending for a key get tokens
+// that increase in the order of holding.
+func (s suite) fencesIncreaseUnderContention(t *testing.T, ctx context.Context) {
+	key := Key(t)
 	var (
 		mu     sync.Mutex
-		inside int64
+		inside int64 // the token of the last holder inside
 		wg     sync.WaitGroup
 	)
 	for range 4 {
@@ -336,7 +369,7 @@ func (s suite) fencingTokens(t *testing.T, ctx context.Context) {
 		go func() {
 			defer wg.Done()
 			for range 10 {
-				lk, err := l.Obtain(ctx, contended, longTTL, lock.WithFencing(), lock.WithRetry(lock.Exponential(time.Millisecond, 8*time.Millisecond)))
+				lk, err := l.Obtain(ctx, key, longTTL, lock.WithFencing(), lock.WithRetry(lock.Exponential(time.Millisecond, 8*time.Millisecond)))
 				if err != nil {
 					t.Errorf("Obtain WithFencing under contention = %v, want a lock", err)
 					return

@@ -29,7 +29,7 @@ func (s suite) inspectReadsTheLock(t *testing.T, ctx context.Context) {
 
 	const meta = "host=web-3 pid=4242"
 	var opts []lock.Option
-	_, noMetadata := s.h.Skip[MetadataRoundTrips]
+	_, noMetadata := s.h.Skip["MetadataRoundTrips"]
 	if !noMetadata {
 		opts = append(opts, lock.WithMetadata(meta))
 	}

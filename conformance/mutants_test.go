@@ -52,7 +52,7 @@ type mutant struct {
 	name  string
 	kills []string // the properties that must fail
 
-	strategy func(*single.Strategy) strategy.Strategy
+	strategy func(base) strategy.Strategy
 	locker   func(lock.Locker) lock.Locker
 	nilConn  func() (lock.Locker, error)
 	conn     func(driver.Conn) driver.Conn
@@ -65,45 +65,45 @@ type mutant struct {
 
 var mutants = []mutant{
 	// Strategies.
-	{name: "acquire-overwrites", kills: []string{ExactlyOneWinner, MutualExclusion, CallerChosenToken, KeyOfAnotherType},
-		strategy: func(s *single.Strategy) strategy.Strategy { return overwrites{s} }},
-	{name: "acquire-ignores-ttl", kills: []string{ExpiryFreesTheLock, NotHeldAfterExpiry, TTLReportsRemaining},
-		strategy: func(s *single.Strategy) strategy.Strategy { return immortal{s} }},
-	{name: "release-without-owner-check", kills: []string{NonOwnerCannotTouch, ExpiredAndTakenDiffer},
-		strategy: func(s *single.Strategy) strategy.Strategy { return plainDel{s} }},
-	{name: "refresh-without-owner-check", kills: []string{NonOwnerCannotTouch, LossCancelsTheHolder},
-		strategy: func(s *single.Strategy) strategy.Strategy { return plainPExpire{s} }},
-	{name: "refresh-does-nothing", kills: []string{RefreshExtends, AutoRefresh},
-		strategy: func(s *single.Strategy) strategy.Strategy { return noRefresh{s} }},
-	{name: "release-does-nothing", kills: []string{ReleaseFreesTheLock, DoHoldsAndReleases},
-		strategy: func(s *single.Strategy) strategy.Strategy { return noRelease{s} }},
-	{name: "ttl-in-the-wrong-unit", kills: []string{TTLReportsRemaining},
-		strategy: func(s *single.Strategy) strategy.Strategy { return ttlTimes1000{s} }},
-	{name: "expired-and-taken-swapped", kills: []string{ExpiredAndTakenDiffer, LossCancelsTheHolder, DoHoldsAndReleases},
-		strategy: func(s *single.Strategy) strategy.Strategy { return swapped{s} }},
-	{name: "metadata-dropped", kills: []string{MetadataRoundTrips},
-		strategy: func(s *single.Strategy) strategy.Strategy { return noMetadata{s} }},
-	{name: "chosen-token-ignored", kills: []string{CallerChosenToken},
-		strategy: func(s *single.Strategy) strategy.Strategy { return ownToken{s} }},
-	{name: "errors-show-the-value", kills: []string{TokenStaysSecret},
-		strategy: func(s *single.Strategy) strategy.Strategy { return leaky{s} }},
-	{name: "fails-open", kills: []string{UnreachableRedisIsError, KeyOfAnotherType},
-		strategy: func(s *single.Strategy) strategy.Strategy { return failsOpen{s} }},
-	{name: "fence-does-not-increase", kills: []string{FencingTokens},
-		strategy: func(s *single.Strategy) strategy.Strategy { return constantFence{s} }},
+	{name: "acquire-overwrites", kills: []string{"ExactlyOneWinner", "MutualExclusion", "CallerChosenToken", "KeyOfAnotherType"},
+		strategy: func(b base) strategy.Strategy { return overwrites{b} }},
+	{name: "acquire-ignores-ttl", kills: []string{"ExpiryFreesTheLock", "NotHeldAfterExpiry", "TTLReportsRemaining"},
+		strategy: func(b base) strategy.Strategy { return immortal{b} }},
+	{name: "release-without-owner-check", kills: []string{"NonOwnerCannotTouch", "ExpiredAndTakenDiffer"},
+		strategy: func(b base) strategy.Strategy { return plainDel{b} }},
+	{name: "refresh-without-owner-check", kills: []string{"NonOwnerCannotTouch", "LossCancelsTheHolder"},
+		strategy: func(b base) strategy.Strategy { return plainPExpire{b} }},
+	{name: "refresh-does-nothing", kills: []string{"RefreshExtends", "AutoRefresh"},
+		strategy: func(b base) strategy.Strategy { return noRefresh{b} }},
+	{name: "release-does-nothing", kills: []string{"ReleaseFreesTheLock", "DoHoldsAndReleases"},
+		strategy: func(b base) strategy.Strategy { return noRelease{b} }},
+	{name: "ttl-in-the-wrong-unit", kills: []string{"TTLReportsRemaining"},
+		strategy: func(b base) strategy.Strategy { return ttlTimes1000{b} }},
+	{name: "expired-and-taken-swapped", kills: []string{"ExpiredAndTakenDiffer", "LossCancelsTheHolder", "DoHoldsAndReleases"},
+		strategy: func(b base) strategy.Strategy { return swapped{b} }},
+	{name: "metadata-dropped", kills: []string{"MetadataRoundTrips"},
+		strategy: func(b base) strategy.Strategy { return noMetadata{b} }},
+	{name: "chosen-token-ignored", kills: []string{"CallerChosenToken"},
+		strategy: func(b base) strategy.Strategy { return ownToken{b} }},
+	{name: "errors-show-the-value", kills: []string{"TokenStaysSecret"},
+		strategy: func(b base) strategy.Strategy { return leaky{b} }},
+	{name: "fails-open", kills: []string{"UnreachableRedisIsError", "KeyOfAnotherType"},
+		strategy: func(b base) strategy.Strategy { return failsOpen{b} }},
+	{name: "fence-does-not-increase", kills: []string{"FencingTokens"},
+		strategy: func(b base) strategy.Strategy { return constantFence{b} }},
 	{name: "inspect-sees-nothing", kills: []string{"InspectReadsTheLock"},
-		strategy: func(s *single.Strategy) strategy.Strategy { return blindInspect{s} }},
+		strategy: func(b base) strategy.Strategy { return blindInspect{b} }},
 
 	// Lockers.
-	{name: "errors-flattened", kills: []string{ContextEndsTheWait, InvalidArguments},
+	{name: "errors-flattened", kills: []string{"ContextEndsTheWait", "InvalidArguments"},
 		locker: func(l lock.Locker) lock.Locker { return flattened{l} }},
-	{name: "retry-ignored", kills: []string{RetryPolicies},
+	{name: "retry-ignored", kills: []string{"RetryPolicies"},
 		locker: func(l lock.Locker) lock.Locker { return tryOnce{l} }},
-	{name: "token-not-random", kills: []string{TokensAreUnique},
+	{name: "token-not-random", kills: []string{"TokensAreUnique"},
 		locker: func(l lock.Locker) lock.Locker { return fixedToken{l} }},
 
 	// Constructors.
-	{name: "constructor-accepts-nil", kills: []string{NilDriver},
+	{name: "constructor-accepts-nil", kills: []string{"NilDriver"},
 		nilConn: func() (lock.Locker, error) {
 			s, _ := single.NewStrategy(nil) // the error dropped
 			return lock.New(s), nil
@@ -269,13 +269,14 @@ func newConn(t testing.TB, addr string) driver.Conn {
 // runs.
 func (m mutant) harness(addr string) Harness {
 	build := func(t *testing.T, addr string) lock.Locker {
-		s, err := single.NewStrategy(newConn(t, addr))
+		conn := newConn(t, addr)
+		s, err := single.NewStrategy(conn)
 		if err != nil {
 			t.Fatalf("single.NewStrategy: %v", err)
 		}
 		var st strategy.Strategy = s
 		if m.strategy != nil {
-			st = m.strategy(s)
+			st = m.strategy(base{s, conn})
 		}
 		l := lock.New(st)
 		if m.locker != nil {
@@ -327,7 +328,7 @@ func incomplete() []mutant {
 	return []mutant{
 		{name: "no-capabilities", kills: names, bare: true},
 		{name: "no-capabilities-skipped", kills: names, bare: true, skip: skip},
-		{name: "skip-names-no-property", kills: []string{ReleaseFreesTheLock}, skip: map[string]string{"NoSuchProperty": "a typo"}},
+		{name: "skip-names-no-property", kills: []string{"ReleaseFreesTheLock"}, skip: map[string]string{"NoSuchProperty": "a typo"}},
 	}
 }
 
@@ -386,29 +387,41 @@ func TestMissingCapability(t *testing.T) {
 		if err == nil {
 			t.Errorf("a run whose Harness.Skip names no property passed, want it to fail")
 		}
-		if want := `Harness.Skip names "NoSuchProperty", which is not a property of the suite`; !strings.Contains(out, want) {
-			t.Errorf("the run's output lacks %q\n%s", want, out)
+		for _, want := range []string{
+			`Harness.Skip names "NoSuchProperty", which is not a property of the suite`,
+			"the properties are " + properties[0].name + ", " + properties[1].name + ", ",
+		} {
+			if !strings.Contains(out, want) {
+				t.Errorf("the run's output lacks %q\n%s", want, out)
+			}
 		}
 	})
 }
 
 // The broken strategies: each embeds the real one and breaks one method.
 
+// base is the real strategy, with the connection it runs on, which the
+// broken methods use.
+type base struct {
+	*single.Strategy
+	conn driver.Conn
+}
+
 var setPX = driver.NewScript(`return redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])`)
 
 // overwrites acquires with SET PX, without NX: it takes a held lock.
-type overwrites struct{ *single.Strategy }
+type overwrites struct{ base }
 
 func (s overwrites) Acquire(ctx context.Context, r strategy.Request) (strategy.Grant, error) {
-	_, err := setPX.Run(ctx, s.Conn(), []string{r.Key}, r.Value(), r.TTL.Milliseconds())
+	_, err := setPX.Run(ctx, s.conn, []string{r.Key}, r.Value(), r.TTL.Milliseconds())
 	return strategy.Grant{}, err
 }
 
 // immortal acquires with SET NX and no expiry: the TTL is ignored.
-type immortal struct{ *single.Strategy }
+type immortal struct{ base }
 
 func (s immortal) Acquire(ctx context.Context, r strategy.Request) (strategy.Grant, error) {
-	ok, err := s.Conn().SetNX(ctx, r.Key, r.Value(), 0)
+	ok, err := s.conn.SetNX(ctx, r.Key, r.Value(), 0)
 	if err == nil && !ok {
 		err = lock.ErrNotObtained
 	}
@@ -416,10 +429,10 @@ func (s immortal) Acquire(ctx context.Context, r strategy.Request) (strategy.Gra
 }
 
 // plainDel releases with DEL, without checking the owner.
-type plainDel struct{ *single.Strategy }
+type plainDel struct{ base }
 
 func (s plainDel) Release(ctx context.Context, key, _ string) error {
-	ok, err := s.Conn().Del(ctx, key)
+	ok, err := s.conn.Del(ctx, key)
 	if err == nil && !ok {
 		err = lock.ErrExpired
 	}
@@ -430,10 +443,10 @@ var pexpire = driver.NewScript(`return redis.call('PEXPIRE', KEYS[1], ARGV[1])`)
 
 // plainPExpire refreshes with PEXPIRE, without checking the owner: it
 // extends another owner's lock.
-type plainPExpire struct{ *single.Strategy }
+type plainPExpire struct{ base }
 
 func (s plainPExpire) Refresh(ctx context.Context, key, _ string, ttl time.Duration) (strategy.Grant, error) {
-	n, err := pexpire.Int(ctx, s.Conn(), []string{key}, ttl.Milliseconds())
+	n, err := pexpire.Int(ctx, s.conn, []string{key}, ttl.Milliseconds())
 	if err == nil && n == 0 {
 		err = lock.ErrExpired
 	}
@@ -441,19 +454,19 @@ func (s plainPExpire) Refresh(ctx context.Context, key, _ string, ttl time.Durat
 }
 
 // noRefresh reports success without refreshing.
-type noRefresh struct{ *single.Strategy }
+type noRefresh struct{ base }
 
 func (noRefresh) Refresh(context.Context, string, string, time.Duration) (strategy.Grant, error) {
 	return strategy.Grant{}, nil
 }
 
 // noRelease reports success without releasing.
-type noRelease struct{ *single.Strategy }
+type noRelease struct{ base }
 
 func (noRelease) Release(context.Context, string, string) error { return nil }
 
 // ttlTimes1000 reads PTTL's milliseconds as seconds.
-type ttlTimes1000 struct{ *single.Strategy }
+type ttlTimes1000 struct{ base }
 
 func (s ttlTimes1000) TTL(ctx context.Context, key, value string) (time.Duration, error) {
 	d, err := s.Strategy.TTL(ctx, key, value)
@@ -461,7 +474,7 @@ func (s ttlTimes1000) TTL(ctx context.Context, key, value string) (time.Duration
 }
 
 // swapped reports an expired lock as taken, and a taken one as expired.
-type swapped struct{ *single.Strategy }
+type swapped struct{ base }
 
 func swap(err error) error {
 	switch {
@@ -488,7 +501,7 @@ func (s swapped) TTL(ctx context.Context, key, value string) (time.Duration, err
 }
 
 // noMetadata stores the token without the metadata.
-type noMetadata struct{ *single.Strategy }
+type noMetadata struct{ base }
 
 func (s noMetadata) Acquire(ctx context.Context, r strategy.Request) (strategy.Grant, error) {
 	r.Metadata = ""
@@ -498,7 +511,7 @@ func (s noMetadata) Acquire(ctx context.Context, r strategy.Request) (strategy.G
 }
 
 // ownToken replaces a token chosen with WithToken by a random one.
-type ownToken struct{ *single.Strategy }
+type ownToken struct{ base }
 
 func (s ownToken) Acquire(ctx context.Context, r strategy.Request) (strategy.Grant, error) {
 	if r.CallerToken {
@@ -510,7 +523,7 @@ func (s ownToken) Acquire(ctx context.Context, r strategy.Request) (strategy.Gra
 }
 
 // leaky puts the value, and so the token, in its errors.
-type leaky struct{ *single.Strategy }
+type leaky struct{ base }
 
 func (s leaky) Refresh(ctx context.Context, key, value string, ttl time.Duration) (strategy.Grant, error) {
 	g, err := s.Strategy.Refresh(ctx, key, value, ttl)
@@ -528,7 +541,7 @@ func (s leaky) Release(ctx context.Context, key, value string) error {
 }
 
 // failsOpen grants the lock when Redis fails.
-type failsOpen struct{ *single.Strategy }
+type failsOpen struct{ base }
 
 func (s failsOpen) Acquire(ctx context.Context, r strategy.Request) (strategy.Grant, error) {
 	g, err := s.Strategy.Acquire(ctx, r)
@@ -539,7 +552,7 @@ func (s failsOpen) Acquire(ctx context.Context, r strategy.Request) (strategy.Gr
 }
 
 // constantFence issues the same fencing token every time.
-type constantFence struct{ *single.Strategy }
+type constantFence struct{ base }
 
 func (s constantFence) Acquire(ctx context.Context, r strategy.Request) (strategy.Grant, error) {
 	g, err := s.Strategy.Acquire(ctx, r)

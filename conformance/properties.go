@@ -95,8 +95,9 @@ func (s suite) mutualExclusion(t *testing.T, ctx context.Context) {
 	}
 }
 
-// stallTries is how many times expiryFreesTheLock starts again when the
-// machine stalled for a whole ShortTTL between two of its calls.
+// stallTries is how many times in a row expiryFreesTheLock tries, before
+// it skips, when each time the machine stalled for a whole ShortTTL between
+// two of its calls.
 const stallTries = 3
 
 // expiryFreesTheLock: a lock that is never released expires, and then
@@ -140,8 +141,7 @@ func (s suite) expiryFreesTheLock(t *testing.T, ctx context.Context) {
 func (s suite) notHeldAfterExpiry(t *testing.T, ctx context.Context) {
 	key := Key(t)
 	l := s.h.NewLocker(t)
-	a := s.obtain(t, ctx, l, key, s.h.ShortTTL)
-	s.waitExpired(t, ctx, a)
+	a := s.expiredLock(t, ctx, l, key)
 	if err := a.Refresh(ctx, longTTL); !errors.Is(err, lock.ErrNotHeld) {
 		t.Errorf("Refresh after expiry = %v, want ErrNotHeld", err)
 	}
@@ -158,12 +158,11 @@ func (s suite) notHeldAfterExpiry(t *testing.T, ctx context.Context) {
 	release(t, lk)
 }
 
-// nonOwnerCannotTouch: a stale holder's Release and Refresh fail with
-// ErrNotHeld and leave the new owner's lock as it was.
+// nonOwnerCannotTouch: a stale holder's Release, Refresh and TTL fail with
+// ErrNotHeld, and leave the new owner's lock as it was.
 func (s suite) nonOwnerCannotTouch(t *testing.T, ctx context.Context) {
 	key := Key(t)
-	a := s.obtain(t, ctx, s.h.NewLocker(t), key, s.h.ShortTTL)
-	s.waitExpired(t, ctx, a)
+	a := s.expiredLock(t, ctx, s.h.NewLocker(t), key)
 	b := s.obtain(t, ctx, s.h.NewLocker(t), key, longTTL)
 	release(t, b)
 
@@ -190,8 +189,7 @@ func (s suite) nonOwnerCannotTouch(t *testing.T, ctx context.Context) {
 func (s suite) expiredAndTakenDiffer(t *testing.T, ctx context.Context) {
 	key := Key(t)
 	l := s.h.NewLocker(t)
-	a := s.obtain(t, ctx, l, key, s.h.ShortTTL)
-	s.waitExpired(t, ctx, a)
+	a := s.expiredLock(t, ctx, l, key)
 	if err := a.Refresh(ctx, longTTL); !errors.Is(err, lock.ErrExpired) {
 		t.Errorf("Refresh of an expired lock = %v, want ErrExpired", err)
 	}
@@ -228,7 +226,8 @@ func (s suite) releaseFreesTheLock(t *testing.T, ctx context.Context) {
 	}
 }
 
-// refreshExtends: Refresh moves both the server's expiry and ValidUntil.
+// refreshExtends: Refresh moves both the server's expiry and ValidUntil,
+// and Refresh(0) is an *ArgumentError.
 func (s suite) refreshExtends(t *testing.T, ctx context.Context) {
 	a := s.obtain(t, ctx, s.h.NewLocker(t), Key(t), s.h.ShortTTL)
 	release(t, a)
@@ -251,8 +250,9 @@ func (s suite) refreshExtends(t *testing.T, ctx context.Context) {
 	}
 }
 
-// ttlReportsRemaining: TTL is positive and at most the TTL obtained, and
-// ValidUntil is no later than the request plus the TTL.
+// ttlReportsRemaining: TTL is positive and at most the TTL obtained (plus
+// Harness.ExtraTTL), and ValidUntil is after Obtain was called and no later
+// than its return plus the TTL.
 func (s suite) ttlReportsRemaining(t *testing.T, ctx context.Context) {
 	l := s.h.NewLocker(t)
 	sent := time.Now()
@@ -331,10 +331,8 @@ func (c counting) Delay(attempt int) (time.Duration, bool) {
 // retryPolicies: NoRetry tries once, LimitAttempts stops after its count,
 // and the waiting policies obtain the lock once the holder releases it.
 func (s suite) retryPolicies(t *testing.T, ctx context.Context) {
-	key := Key(t)
 	l := s.h.NewLocker(t)
-	holder := s.obtain(t, ctx, l, key, longTTL)
-
+	holder := s.obtain(t, ctx, l, Key(t), longTTL)
 	for _, c := range []struct {
 		name string
 		p    lock.RetryPolicy
@@ -344,55 +342,70 @@ func (s suite) retryPolicies(t *testing.T, ctx context.Context) {
 		{"LimitAttempts", lock.LimitAttempts(lock.Linear(time.Millisecond), 3), 3},
 		{"LimitAttempts of Exponential", lock.LimitAttempts(lock.Exponential(time.Millisecond, 4*time.Millisecond), 4), 4},
 	} {
-		t.Run(c.name, func(t *testing.T) {
-			var n atomic.Int64
-			_, err := l.Obtain(ctx, key, longTTL, lock.WithRetry(counting{c.p, &n}))
-			if !errors.Is(err, lock.ErrNotObtained) {
-				t.Errorf("Obtain of a held lock = %v, want ErrNotObtained", err)
-			}
-			if got := n.Load(); got != c.want {
-				t.Errorf("attempts = %d, want %d", got, c.want)
-			}
-		})
+		t.Run(c.name, func(t *testing.T) { givesUp(t, ctx, l, holder.Key(), c.p, c.want) })
 	}
-
-	waiting := []struct {
+	for _, c := range []struct {
 		name string
 		p    lock.RetryPolicy
 	}{
 		{"Linear", lock.Linear(2 * time.Millisecond)},
 		{"Exponential", lock.Exponential(time.Millisecond, 16*time.Millisecond)},
-	}
-	for _, c := range waiting {
-		t.Run(c.name, func(t *testing.T) {
-			var n atomic.Int64
-			got := make(chan error, 1)
-			go func() {
-				lk, err := l.Obtain(ctx, key, longTTL, lock.WithRetry(counting{c.p, &n}))
-				if err == nil {
-					holder = lk
-				}
-				got <- err
-			}()
-			for n.Load() < 3 { // let it wait through a few attempts
-				select {
-				case err := <-got:
-					t.Fatalf("waiting Obtain returned (%v) after %d attempts while the lock was held, want it to wait", err, n.Load())
-				case <-time.After(time.Millisecond):
-				}
-			}
-			if err := holder.Release(ctx); err != nil {
-				t.Fatalf("holder's Release = %v, want nil", err)
-			}
-			if err := <-got; err != nil {
-				t.Fatalf("waiting Obtain after the holder released = %v, want a lock", err)
-			}
-		})
+	} {
+		t.Run(c.name, func(t *testing.T) { holder = waitsForRelease(t, ctx, l, holder, c.p) })
 	}
 	release(t, holder)
 }
 
-// tokensAreUnique: every Obtain gets a fresh token of at least 128 bits.
+// givesUp: an Obtain of the held key with policy p fails with
+// ErrNotObtained after want attempts.
+func givesUp(t *testing.T, ctx context.Context, l lock.Locker, key string, p lock.RetryPolicy, want int64) {
+	var n atomic.Int64
+	_, err := l.Obtain(ctx, key, longTTL, lock.WithRetry(counting{p, &n}))
+	if !errors.Is(err, lock.ErrNotObtained) {
+		t.Errorf("Obtain of a held lock = %v, want ErrNotObtained", err)
+	}
+	if got := n.Load(); got != want {
+		t.Errorf("attempts = %d, want %d", got, want)
+	}
+}
+
+// waitsForRelease: an Obtain of holder's key with policy p waits through
+// a few attempts while holder holds it, and obtains it once holder
+// releases it. It returns the new holder.
+func waitsForRelease(t *testing.T, ctx context.Context, l lock.Locker, holder *lock.Lock, p lock.RetryPolicy) *lock.Lock {
+	t.Helper()
+	type result struct {
+		lk  *lock.Lock
+		err error
+	}
+	var n atomic.Int64
+	got := make(chan result, 1)
+	go func() {
+		lk, err := l.Obtain(ctx, holder.Key(), longTTL, lock.WithRetry(counting{p, &n}))
+		got <- result{lk, err}
+	}()
+	for n.Load() < 3 { // let it wait through a few attempts
+		select {
+		case r := <-got:
+			if r.lk != nil {
+				release(t, r.lk)
+			}
+			t.Fatalf("waiting Obtain returned (%v) after %d attempts while the lock was held, want it to wait", r.err, n.Load())
+		case <-time.After(time.Millisecond):
+		}
+	}
+	if err := holder.Release(ctx); err != nil {
+		t.Fatalf("holder's Release = %v, want nil", err)
+	}
+	r := <-got
+	if r.err != nil {
+		t.Fatalf("waiting Obtain after the holder released = %v, want a lock", r.err)
+	}
+	return r.lk
+}
+
+// tokensAreUnique: every Obtain gets a fresh token of at least 128 bits: 22
+// base64url characters.
 func (s suite) tokensAreUnique(t *testing.T, ctx context.Context) {
 	l := s.h.NewLocker(t)
 	seen := map[string]bool{}
@@ -400,8 +413,8 @@ func (s suite) tokensAreUnique(t *testing.T, ctx context.Context) {
 		lk := s.obtain(t, ctx, l, Key(t), longTTL)
 		release(t, lk)
 		tok := lk.Token()
-		if len(tok) < 16 {
-			t.Errorf("token length = %d, want at least 16 (128 bits)", len(tok))
+		if len(tok) < 22 {
+			t.Errorf("token length = %d, want at least 22 (128 bits in base64url)", len(tok))
 		}
 		if seen[tok] {
 			t.Fatalf("token repeated after %d locks", i)

@@ -5,10 +5,14 @@
 // constructor. Driver authors implement [Conn] and check it with
 // conformance.RunDriver.
 //
-// Conn is the minimal command surface the strategies need. Everything the
+// Conn is a small command surface: SET NX, GET and GETSET, which the
+// strategies send; EVALSHA and EVAL, which run their scripts; and DEL and
+// PTTL, with which tests and tools plant and inspect keys. Everything the
 // adapters would otherwise repeat lives here, once: script hashing and
-// the EVALSHA-then-EVAL fallback ([Script]), reply normalisation, and the
-// check of a Conn that strategy constructors run ([Check]). Optional
+// the EVALSHA-then-EVAL fallback ([Script]), reply normalisation, the
+// translation of a PTTL reply ([FromPTTL]), the refusal of a nil client
+// ([NotNil]), and the check of a Conn that strategy constructors run
+// ([Check]). Optional
 // capabilities are separate interfaces that callers detect by type
 // assertion, such as [Addresser] and [Validator]; adding one never breaks an
 // existing driver.
@@ -65,6 +69,8 @@ type Addresser interface {
 }
 
 // Addr returns c's address if it implements [Addresser], and "" otherwise.
+// The strategies and config name a server with it, in errors and telemetry,
+// and Redlock tells its nodes apart by it.
 func Addr(c Conn) string {
 	if a, ok := c.(Addresser); ok {
 		return a.Addr()
@@ -73,7 +79,9 @@ func Addr(c Conn) string {
 }
 
 // FromPTTL turns a PTTL reply in milliseconds (-2 for a missing key, -1 for
-// a key with no expiry) into the results of [Conn.PTTL].
+// a key with no expiry) into the results of [Conn.PTTL]. Every driver's
+// PTTL needs this translation; it lives here once, for the drivers of this
+// module and for yours.
 func FromPTTL(ms int64) (ttl time.Duration, ok bool) {
 	switch ms {
 	case -2:
@@ -111,7 +119,10 @@ func Check(c Conn) error {
 
 // NotNil returns an error saying "must not be nil" if v is nil, or a nil
 // pointer, func, map, slice or channel in an interface, such as a
-// (*redis.Client)(nil). Driver constructors use it to refuse a nil client.
+// (*redis.Client)(nil). [Check] uses it on a Conn; a driver's constructor
+// (this module's and yours) uses it on the client it wraps, which a
+// comparison with nil misses when the client is a nil pointer in an
+// interface.
 func NotNil(v any) error {
 	if v == nil {
 		return errors.New("must not be nil")

@@ -9,6 +9,8 @@ import (
 )
 
 // Script is a Lua script whose SHA-1 is computed once, when it is created.
+// Strategies run it with [Script.Run] or [Script.Int], which fall back from
+// EVALSHA to EVAL, so that no driver repeats that.
 type Script struct {
 	src, sha1 string
 }
@@ -19,10 +21,10 @@ func NewScript(src string) *Script {
 	return &Script{src: src, sha1: hex.EncodeToString(sum[:])}
 }
 
-// Source returns the script's Lua source.
-func (s *Script) Source() string { return s.src }
-
-// SHA1 returns the script's SHA-1 in hex, as SCRIPT LOAD reports it.
+// SHA1 returns the script's SHA-1 in hex, as SCRIPT LOAD reports it. Run
+// needs no more; SHA1 is for calling [Conn.EvalSha] directly, as the
+// driver suite (conformance.RunDriver) does to check a driver's NOSCRIPT
+// error.
 func (s *Script) SHA1() string { return s.sha1 }
 
 // Run runs the script on c with EVALSHA and, if the server does not have it
@@ -30,7 +32,7 @@ func (s *Script) SHA1() string { return s.sha1 }
 // normalised: nil, int64, string (never []byte), or []any of those.
 func (s *Script) Run(ctx context.Context, c Conn, keys []string, args ...any) (any, error) {
 	reply, err := c.EvalSha(ctx, s.sha1, keys, args...)
-	if err != nil && IsNoScript(err) {
+	if err != nil && isNoScript(err) {
 		reply, err = c.Eval(ctx, s.src, keys, args...)
 	}
 	if err != nil {
@@ -52,11 +54,14 @@ func (s *Script) Int(ctx context.Context, c Conn, keys []string, args ...any) (i
 	return n, nil
 }
 
-// IsNoScript reports whether err is the server's NOSCRIPT error.
-func IsNoScript(err error) bool {
+// isNoScript reports whether err is the server's NOSCRIPT error, as
+// [Conn.EvalSha] must return it.
+func isNoScript(err error) bool {
 	return err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT")
 }
 
+// normalize returns a script's reply as Run documents it: a []byte as a
+// string, an int as an int64, in arrays too.
 func normalize(v any) any {
 	switch v := v.(type) {
 	case []byte:

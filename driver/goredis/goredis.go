@@ -129,9 +129,6 @@ func given(d time.Duration) time.Duration {
 // nil.
 func (c *Conn) Validate() error { return c.err }
 
-// Client returns the underlying go-redis client.
-func (c *Conn) Client() redis.UniversalClient { return c.c }
-
 // SetNX implements [driver.Conn].
 func (c *Conn) SetNX(ctx context.Context, key, value string, ttl time.Duration) (bool, error) {
 	if c.err != nil {
@@ -217,6 +214,8 @@ func (c *Conn) Addr() string {
 	return ""
 }
 
+// stringOK returns a string reply as Conn returns it: go-redis's nil reply
+// (redis.Nil) is a missing key, ok false, and no error.
 func stringOK(s string, err error) (string, bool, error) {
 	if errors.Is(err, redis.Nil) {
 		return "", false, nil
@@ -224,6 +223,8 @@ func stringOK(s string, err error) (string, bool, error) {
 	return s, err == nil, err
 }
 
+// nilReply returns a script's reply as Conn returns it: go-redis's nil
+// reply (redis.Nil) is (nil, nil).
 func nilReply(v any, err error) (any, error) {
 	if errors.Is(err, redis.Nil) {
 		return nil, nil

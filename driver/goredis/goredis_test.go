@@ -51,16 +51,6 @@ func TestRunDriver(t *testing.T) {
 	}
 }
 
-func TestNew(t *testing.T) {
-	t.Run("Client returns the wrapped client", func(t *testing.T) {
-		c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", ContextTimeoutEnabled: true})
-		defer c.Close()
-		if got := goredis.New(c).Client(); got != c {
-			t.Errorf("Client() = %p, want %p", got, c)
-		}
-	})
-}
-
 // TestRefusedClients: New refuses a nil client, and one whose options let a
 // command outlive its context's deadline. The strategy constructors report
 // an *lock.ArgumentError that names the option, and the Conn's commands

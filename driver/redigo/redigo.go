@@ -32,7 +32,8 @@ import (
 	"github.com/locksmith-go/lock/strategy"
 )
 
-// Pool hands out connections; *redis.Pool implements it.
+// Pool hands out connections; *redis.Pool implements it, and so can a
+// pool of your own, or a wrapper of *redis.Pool that counts or traces.
 type Pool interface {
 	// GetContext returns a connection, waiting for one within ctx if the
 	// pool is exhausted. The Conn closes it after each command.
@@ -186,6 +187,9 @@ func (c *Conn) Eval(ctx context.Context, src string, keys []string, args ...any)
 	return c.do(ctx, "EVAL", scriptArgs(src, keys, args)...)
 }
 
+// scriptArgs returns the arguments of EVAL or EVALSHA: the script or its
+// SHA-1, the number of keys, the keys, then args. It copies keys and args,
+// which Conn must not modify.
 func scriptArgs(script string, keys []string, args []any) []any {
 	a := make([]any, 0, 2+len(keys)+len(args))
 	a = append(a, script, len(keys))
@@ -195,6 +199,8 @@ func scriptArgs(script string, keys []string, args []any) []any {
 	return append(a, args...)
 }
 
+// stringOK returns a string reply as Conn returns it: redigo's nil reply
+// (redis.ErrNil) is a missing key, ok false, and no error.
 func stringOK(s string, err error) (string, bool, error) {
 	if errors.Is(err, redis.ErrNil) {
 		return "", false, nil

@@ -75,7 +75,7 @@ func TestOptions(t *testing.T) {
 			if !errors.As(err, &ae) || ae.Name != c.arg {
 				t.Errorf("Obtain with %s = %v, want an ArgumentError naming %q", c.name, err, c.arg)
 			}
-			if n, _ := conn.Client().Exists(ctx, key).Result(); n != 0 {
+			if _, ok, _ := conn.Get(ctx, key); ok {
 				t.Errorf("Obtain with %s left the key behind", c.name)
 			}
 		})

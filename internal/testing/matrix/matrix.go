@@ -120,9 +120,9 @@ func SingleCluster(addrs []string) Combo {
 
 // SetnxGetsetSkips are the contract points the legacy algorithm cannot meet.
 var SetnxGetsetSkips = map[string]string{
-	conformance.TokensAreUnique:    "the value is the expiry timestamp, not a random token: locks taken in the same second or millisecond share it",
-	conformance.MetadataRoundTrips: "the value is a bare timestamp that legacy readers parse; metadata is refused with an ArgumentError",
-	conformance.CallerChosenToken:  "the value is the expiry timestamp; a chosen token is refused with an ArgumentError",
+	"TokensAreUnique":    "the value is the expiry timestamp, not a random token: locks taken in the same second or millisecond share it",
+	"MetadataRoundTrips": "the value is a bare timestamp that legacy readers parse; metadata is refused with an ArgumentError",
+	"CallerChosenToken":  "the value is the expiry timestamp; a chosen token is refused with an ArgumentError",
 }
 
 // SetnxGetset returns setnx-getset in the milliseconds format with a safety
