@@ -10,8 +10,9 @@
 //     in the Lua script that the single strategy runs too), each bounded by
 //     a per-node timeout that is small next to the TTL, so that a dead or
 //     paused node costs that timeout, not the TTL: by default the TTL ×
-//     0.05, as in redsync, from 500ms to 1s, and at most half the TTL. The ceiling keeps a long TTL (a 100-year TTL
-//     would give 5 years) from making a paused node hang the call.
+//     0.05, as in redsync, from 500ms to 1s, and at most half the TTL. The
+//     ceiling keeps a long TTL (a 100-year TTL would give 5 years) from
+//     making a paused node hang the call.
 //  3. The lock counts only with a quorum (N/2+1 by default) and a positive
 //     validity: TTL − elapsed − drift, where drift = TTL × factor + 2ms.
 //  4. On failure, release on all nodes at once, including those that said no
@@ -169,13 +170,12 @@ func WithDriftFactor(f float64) Option { return func(s *Strategy) { s.driftFacto
 // WithNodeTimeout sets how long one node may take to answer a command on an
 // open connection. It must be less than every TTL used. The default is
 // derived from the TTL: the TTL × 0.05, from 500ms to 1s, and at most half
-// the TTL. The floor is for a node that answers a command on an open
-// connection well within it, even to a process starved of CPU on a loaded
-// machine, under the race detector; the ceiling is what a paused or
-// partitioned node costs an attempt, whatever the TTL (a 100-year TTL would
-// otherwise give 5 years). A value set here has no ceiling; the caller's
-// context bounds every call. Release and TTL, which carry no TTL, use it
-// too, or 500ms by default.
+// the TTL. The floor leaves a process starved of CPU on a loaded machine,
+// or under the race detector, the time to read a node's answer on an open
+// connection; the ceiling bounds what a paused or partitioned node costs an
+// attempt, whatever the TTL (the TTL × 0.05 of a 100-year TTL is 5 years).
+// A value set here has no ceiling; the caller's context bounds every call.
+// Release and TTL, which carry no TTL, use it too, or 500ms by default.
 func WithNodeTimeout(d time.Duration) Option { return func(s *Strategy) { s.nodeTimeout = d } }
 
 // WithMaxExtensions caps how many times a lock may be refreshed, as the
@@ -286,8 +286,8 @@ func (s *Strategy) String() string { return "redlock" }
 // Addr returns the nodes' names, joined by commas.
 func (s *Strategy) Addr() string { return s.addr }
 
-// The default node timeout is the TTL × 0.05, as in redsync, within
-// [minNodeTimeout, maxNodeTimeout], and at most half the TTL (see
+// The default node timeout is the TTL × 0.05, as in redsync, from
+// minNodeTimeout to maxNodeTimeout, and at most half the TTL (see
 // WithNodeTimeout).
 const (
 	minNodeTimeout = 500 * time.Millisecond
@@ -295,8 +295,8 @@ const (
 )
 
 // timeouts returns the per-node timeout and the drift allowance for ttl, or
-// an error if ttl leaves no validity after the allowance, or the node timeout is not
-// less than ttl.
+// an error if ttl leaves no validity after the allowance, or the node
+// timeout is not less than ttl.
 func (s *Strategy) timeouts(ttl time.Duration) (timeout, allowance time.Duration, err error) {
 	allowance, err = drift.Allowance(ttl, s.driftFactor)
 	if err != nil {
