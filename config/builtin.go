@@ -98,16 +98,39 @@ func oneServer(name string) func(Config) error {
 }
 
 func checkRedlock(c Config) error {
-	n := len(c.Addrs)
+	if err := checkQuorum(c); err != nil {
+		return err
+	}
 	switch ttl := c.ttl(); {
-	case c.Quorum != 0 && (c.Quorum < n/2+1 || c.Quorum > n):
-		return invalid("quorum", fmt.Errorf("must be a majority of the %d nodes, from %d to %d, got %d", n, n/2+1, n, c.Quorum))
 	case c.NodeTimeout >= ttl:
 		return invalid("node_timeout", fmt.Errorf("must be less than ttl: %v is not less than %v", c.NodeTimeout, ttl))
 	case c.RestartGuard != 0 && c.RestartGuard < ttl:
 		return invalid("restart_guard", fmt.Errorf("must be at least ttl, the largest TTL in use: %v is less than %v", c.RestartGuard, ttl))
 	}
 	return nil
+}
+
+// checkQuorum asks redlock, which has the rule, whether c.Quorum suits the
+// nodes, before any is opened: redlock.NewStrategy checks its options and
+// contacts no node (the first Obtain does), so unopened nodes stand in for
+// them. Its error names the setting, "quorum".
+func checkQuorum(c Config) error {
+	if c.Quorum == 0 || len(c.Addrs) == 0 {
+		return nil
+	}
+	nodes := make([]driver.Conn, len(c.Addrs))
+	for i := range nodes {
+		nodes[i] = unopened{i: i}
+	}
+	_, err := redlock.NewStrategy(nodes, redlock.WithQuorum(c.Quorum))
+	return err
+}
+
+// unopened stands for node i, not opened: a Conn that redlock.NewStrategy
+// counts and never calls.
+type unopened struct {
+	driver.Conn
+	i int
 }
 
 // openGoRedis opens a go-redis client that neither retries commands nor

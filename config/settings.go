@@ -13,7 +13,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/locksmith-go/lock"
-	"github.com/locksmith-go/lock/strategy/redlock"
+	"github.com/locksmith-go/lock/internal/drift"
 )
 
 // A setting is one field of Config, under one name in every form: the JSON
@@ -100,7 +100,7 @@ var settings = []setting{
 	field("quorum", inQuery, func(c *Config) *int { return &c.Quorum }, parseInt, strconv.Itoa, atLeast(0, "")),
 	field("drift_factor", inQuery, func(c *Config) *float64 { return &c.DriftFactor }, parseFloat, formatFloat, func(f float64) error {
 		if !(f > 0 && f < 1) {
-			return fmt.Errorf("must be more than 0 and less than 1, got %v (unset: %v)", f, redlock.DefaultDriftFactor)
+			return fmt.Errorf("must be more than 0 and less than 1, got %v (unset: %v)", f, drift.DefaultFactor)
 		}
 		return nil
 	}),

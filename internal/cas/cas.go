@@ -120,9 +120,7 @@ func Scripts() []*driver.Script {
 // empty too recently.
 var ErrRestarting = errors.New("the node restarted empty less than the restart guard ago")
 
-// A call is a script with its keys and arguments, built once, so that a
-// multi-node strategy can send the same call to every node: drivers only
-// read them.
+// A call is a script with its keys and arguments.
 type call struct {
 	script *driver.Script
 	keys   []string
@@ -130,7 +128,7 @@ type call struct {
 }
 
 // run runs the call on conn. A call that fails because its connection was
-// dead (see deadConn) is sent once more, on another connection, while ctx
+// dead (neterr.Dead) is sent once more, on another connection, while ctx
 // lasts: a pool can hand out a connection that the server closed while it
 // sat idle, for example across a restart, and the error would then be a
 // bare EOF rather than the answer of the live server.
@@ -149,28 +147,17 @@ func (c call) run(ctx context.Context, conn driver.Conn) (int64, error) {
 	return n, err
 }
 
-// Acquisition is the call of an acquire, for any number of nodes.
-type Acquisition struct{ call }
-
-// NewAcquisition returns the call of Acquire.
-func NewAcquisition(key, value string, ttl time.Duration) Acquisition {
-	return Acquisition{call{acquireScript, []string{key}, []any{value, ttl.Milliseconds()}}}
-}
-
-// NewGuardedAcquisition returns the call of Acquire on a node that has been
-// up, by guardKey's record, for at least quarantine; on a younger node it
-// returns ErrRestarting.
-func NewGuardedAcquisition(key, guardKey, value string, ttl, quarantine time.Duration) Acquisition {
-	return Acquisition{call{guardedScript, []string{key, guardKey}, []any{value, ttl.Milliseconds(), quarantine.Milliseconds()}}}
-}
-
-// Run runs the acquisition on c.
-func (a Acquisition) Run(ctx context.Context, c driver.Conn) error { return acquired(a.run(ctx, c)) }
-
 // Acquire sets key to value for ttl if it is free (or already holds value).
 // It returns strategy.ErrNotObtained when another value holds it.
 func Acquire(ctx context.Context, c driver.Conn, key, value string, ttl time.Duration) error {
-	return NewAcquisition(key, value, ttl).Run(ctx, c)
+	return acquired(call{acquireScript, []string{key}, []any{value, ttl.Milliseconds()}}.run(ctx, c))
+}
+
+// AcquireGuarded is Acquire on a node that has been up, by guardKey's
+// record, for at least quarantine; on a younger node it returns
+// ErrRestarting.
+func AcquireGuarded(ctx context.Context, c driver.Conn, key, guardKey, value string, ttl, quarantine time.Duration) error {
+	return acquired(call{guardedScript, []string{key, guardKey}, []any{value, ttl.Milliseconds(), quarantine.Milliseconds()}}.run(ctx, c))
 }
 
 // AcquireFenced is Acquire that also increments the counter at fenceKey, in
@@ -184,6 +171,8 @@ func AcquireFenced(ctx context.Context, c driver.Conn, key, fenceKey, value stri
 	return n, nil
 }
 
+// acquired turns an acquire script's reply into nil, ErrRestarting,
+// ErrNotObtained or err.
 func acquired(n int64, err error) error {
 	switch {
 	case err != nil:
@@ -196,20 +185,9 @@ func acquired(n int64, err error) error {
 	return nil
 }
 
-// Deletion is the call of Delete, for any number of nodes.
-type Deletion struct{ call }
-
-// NewDeletion returns the call of Delete.
-func NewDeletion(key, value string) Deletion {
-	return Deletion{call{delScript, []string{key}, []any{value}}}
-}
-
-// Run runs the deletion on c.
-func (d Deletion) Run(ctx context.Context, c driver.Conn) error { return owned(d.run(ctx, c)) }
-
 // Delete deletes key if it holds value.
 func Delete(ctx context.Context, c driver.Conn, key, value string) error {
-	return NewDeletion(key, value).Run(ctx, c)
+	return owned(call{delScript, []string{key}, []any{value}}.run(ctx, c))
 }
 
 // PExpire sets key's TTL if it holds value.

@@ -55,8 +55,8 @@ func TestDeadConnectionRetried(t *testing.T) {
 			_, err := AcquireFenced(ctx, c, "k", "f", "v", time.Second)
 			return err
 		},
-		"guarded Acquisition": func(ctx context.Context, c driver.Conn) error {
-			return NewGuardedAcquisition("k", "g", "v", time.Second, time.Second).Run(ctx, c)
+		"AcquireGuarded": func(ctx context.Context, c driver.Conn) error {
+			return AcquireGuarded(ctx, c, "k", "g", "v", time.Second, time.Second)
 		},
 		"Delete":  func(ctx context.Context, c driver.Conn) error { return Delete(ctx, c, "k", "v") },
 		"PExpire": func(ctx context.Context, c driver.Conn) error { return PExpire(ctx, c, "k", "v", time.Second) },

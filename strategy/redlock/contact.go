@@ -10,15 +10,16 @@ import (
 
 	"github.com/locksmith-go/lock/driver"
 	"github.com/locksmith-go/lock/internal/neterr"
+	"github.com/locksmith-go/lock/internal/wait"
 	"github.com/locksmith-go/lock/strategy"
 )
 
-// ContactTimeout bounds the first contact with a node: opening its
+// contactTimeout bounds the first contact with a node: opening its
 // connection and reading its run id. A node timeout set with
 // [WithNodeTimeout] above it raises it to that timeout. The contact goes on
 // in the background when the call that started it returns first, so that the
 // next call finds the node reached.
-const ContactTimeout = 5 * time.Second
+const contactTimeout = 5 * time.Second
 
 // contactPause spaces out the retries of a first contact that timed out.
 const contactPause = 50 * time.Millisecond
@@ -115,7 +116,7 @@ func (g gated) Eval(ctx context.Context, src string, keys []string, args ...any)
 // the contact goes on). It returns an error if two nodes are one server.
 //
 // Opening a connection (a TCP dial, go-redis's HELLO) is thus bounded by
-// the caller's context and ContactTimeout, never by the node timeout, which
+// the caller's context and contactTimeout, never by the node timeout, which
 // is left to the commands on open connections.
 func (s *Strategy) contact(ctx context.Context, grace time.Duration) error {
 	if int(s.known.Load()) == len(s.nodes) {
@@ -164,12 +165,12 @@ func (s *Strategy) contact(ctx context.Context, grace time.Duration) error {
 // reach makes first contact with node i: it reads the server's run id and,
 // unless another node reported the same one, lets the node vote. A contact
 // that timed out (a dial on a loaded machine can overrun the client's dial
-// timeout) is tried again within ContactTimeout; a refused one is not.
+// timeout) is tried again within contactTimeout; a refused one is not.
 func (s *Strategy) reach(ctx context.Context, i int) {
-	ctx, cancel := context.WithTimeout(ctx, max(ContactTimeout, s.nodeTimeout))
+	ctx, cancel := context.WithTimeout(ctx, max(contactTimeout, s.nodeTimeout))
 	defer cancel()
 	reply, err := runID.Run(ctx, s.nodes[i].raw, nil)
-	for err != nil && neterr.Timeout(err) && sleep(ctx, contactPause) {
+	for err != nil && neterr.Timeout(err) && wait.Sleep(ctx, contactPause) == nil {
 		reply, err = runID.Run(ctx, s.nodes[i].raw, nil)
 	}
 	id, _ := reply.(string)
@@ -195,16 +196,4 @@ func (s *Strategy) reach(ctx context.Context, i int) {
 	p.runID = id
 	p.known.Store(true)
 	s.known.Add(1)
-}
-
-// sleep waits d, and reports whether ctx is still alive after it.
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
 }

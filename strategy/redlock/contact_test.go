@@ -23,7 +23,8 @@ import (
 // TestColdStartBurst: many lockers created at once, each dialling every
 // node on its first Obtain, find the lock held; each try-once Obtain
 // returns ErrNotObtained, not a QuorumError of timed-out dials. The losers'
-// TTL of 1s gives them a node timeout of MinNodeTimeout, half that TTL.
+// TTL of 1s gives them a node timeout of 500ms, the default's floor, half
+// that TTL.
 func TestColdStartBurst(t *testing.T) {
 	servers := redistest.Start(t, nodes)
 	const lockers = 32
@@ -180,17 +181,18 @@ func TestDuplicateNodes(t *testing.T) {
 				servers[2].Resume()
 			}
 		}()
-		const ttl = 2 * time.Second // its node timeout, the grace given to node 2, is MinNodeTimeout
+		const ttl = 2 * time.Second // its node timeout, the grace given to node 2, is the 500ms floor
 		start := time.Now()
 		lk, err := l.Obtain(ctx, conformance.Key(t), ttl)
 		elapsed := time.Since(start)
-		t.Logf("Obtain with node 2 paused at first contact: %v (grace %v, contact timeout %v)", elapsed, redlock.MinNodeTimeout, redlock.ContactTimeout)
+		const contactTimeout = 5 * time.Second // the bound of a first contact, by the package doc
+		t.Logf("Obtain with node 2 paused at first contact: %v (grace 500ms, contact timeout %v)", elapsed, contactTimeout)
 		if err != nil {
 			t.Fatalf("Obtain with node 2 paused at first contact = %v, want a lock", err)
 		}
 		_ = lk.Release(ctx)
-		if elapsed > redlock.ContactTimeout*3/4 {
-			t.Errorf("Obtain with node 2 paused at first contact took %v, want well before the %v contact timeout", elapsed, redlock.ContactTimeout)
+		if elapsed > contactTimeout*3/4 {
+			t.Errorf("Obtain with node 2 paused at first contact took %v, want well before the %v contact timeout", elapsed, contactTimeout)
 		}
 
 		// With a majority paused, the caller's deadline ends the wait.
@@ -241,11 +243,11 @@ func TestNodeTimeout(t *testing.T) {
 	const year = 365 * 24 * time.Hour
 	for _, c := range []struct{ ttl, want time.Duration }{
 		{150 * time.Millisecond, 75 * time.Millisecond}, // half the TTL
-		{time.Second, redlock.MinNodeTimeout},
-		{5 * time.Second, redlock.MinNodeTimeout},
+		{time.Second, 500 * time.Millisecond},           // the floor
+		{5 * time.Second, 500 * time.Millisecond},
 		{16 * time.Second, 800 * time.Millisecond}, // TTL × 0.05
-		{30 * time.Second, redlock.MaxNodeTimeout},
-		{100 * year, redlock.MaxNodeTimeout},
+		{30 * time.Second, time.Second},            // the ceiling
+		{100 * year, time.Second},
 	} {
 		if got, err := s.NodeTimeout(c.ttl); got != c.want || err != nil {
 			t.Errorf("default node timeout for a TTL of %v = %v, %v; want %v", c.ttl, got, err, c.want)
@@ -255,7 +257,7 @@ func TestNodeTimeout(t *testing.T) {
 
 // TestNodeTimeoutCeiling: a 100-year TTL does not make a paused node cost
 // a year (its TTL × 0.05 is 5 years): the node timeout stops at
-// MaxNodeTimeout, and the caller's deadline bounds the call before that.
+// its 1s ceiling, and the caller's deadline bounds the call before that.
 func TestNodeTimeoutCeiling(t *testing.T) {
 	servers := redistest.Start(t, nodes)
 	l := newLocker(t, connect(t, servers, redistest.Drivers()...))
@@ -275,7 +277,7 @@ func TestNodeTimeoutCeiling(t *testing.T) {
 		deadline time.Duration
 		within   time.Duration
 	}{
-		{"a 10s deadline", 10 * time.Second, 5 * redlock.MaxNodeTimeout},
+		{"a 10s deadline", 10 * time.Second, 5 * time.Second},
 		{"a 200ms deadline", 200 * time.Millisecond, time.Second},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -289,7 +291,7 @@ func TestNodeTimeoutCeiling(t *testing.T) {
 				t.Fatalf("Obtain with 3 of 5 nodes paused gave a lock")
 			}
 			if elapsed > c.within {
-				t.Errorf("Obtain with a 100-year TTL took %v, want well under %v (node timeout ceiling %v)", elapsed, c.within, redlock.MaxNodeTimeout)
+				t.Errorf("Obtain with a 100-year TTL took %v, want well under %v (node timeout ceiling 1s)", elapsed, c.within)
 			}
 		})
 	}

@@ -7,12 +7,12 @@
 //
 //  1. Note the start time, on the monotonic clock.
 //  2. Try all N nodes concurrently, with the same key and token (SET NX PX,
-//     through the single strategy's script), each bounded by a per-node
-//     timeout that is small next to the TTL, so that a dead or paused node
-//     costs that timeout, not the TTL: by default the TTL × 0.05, as in
-//     redsync, from [MinNodeTimeout] (500ms) to [MaxNodeTimeout] (1s), and
-//     at most half the TTL. The ceiling keeps a long TTL (a 100-year TTL
-//     would give 5 years) from making a paused node hang the call.
+//     in the Lua script that the single strategy runs too), each bounded by
+//     a per-node timeout that is small next to the TTL, so that a dead or
+//     paused node costs that timeout, not the TTL: by default the TTL ×
+//     0.05, as in redsync, from 500ms to 1s, and at most half the TTL. The
+//     ceiling keeps a long TTL (a 100-year TTL would give 5 years) from
+//     making a paused node hang the call.
 //  3. The lock counts only with a quorum (N/2+1 by default) and a positive
 //     validity: TTL − elapsed − drift, where drift = TTL × factor + 2ms.
 //  4. On failure, release on all nodes at once, including those that said no
@@ -65,7 +65,7 @@
 // timeouts. So each node is first contacted on its own, once per Strategy:
 // the first Obtain reads the server's run id (INFO server, through a Lua
 // script, so through any driver), which opens the connection. A contact is
-// bounded by [ContactTimeout] (5s, or the node timeout if that is longer),
+// bounded by 5s, or by the node timeout if that is longer,
 // and one that timed out is tried again within that bound; it is not
 // charged to the node timeout. Obtain waits for the contacts until they
 // ended, or its context is done, or a quorum of nodes was reached and the
@@ -110,13 +110,10 @@ import (
 	"github.com/locksmith-go/lock"
 	"github.com/locksmith-go/lock/driver"
 	"github.com/locksmith-go/lock/internal/cas"
+	"github.com/locksmith-go/lock/internal/drift"
 	"github.com/locksmith-go/lock/internal/neterr"
 	"github.com/locksmith-go/lock/strategy"
-	"github.com/locksmith-go/lock/strategy/single"
 )
-
-// DefaultDriftFactor is the drift factor of the specification.
-const DefaultDriftFactor = single.DefaultDriftFactor
 
 // noFencing is why WithFencing is refused; the package doc says more.
 const noFencing = "not supported by redlock: no counter spans independent nodes without consensus; " +
@@ -154,7 +151,6 @@ type node struct {
 	name string
 	raw  driver.Conn // the connection given to New
 	conn driver.Conn // raw, gated by the first contact
-	s    *single.Strategy
 }
 
 var _ strategy.Strategy = (*Strategy)(nil)
@@ -167,14 +163,19 @@ type Option func(*Strategy)
 func WithQuorum(q int) Option { return func(s *Strategy) { s.quorum = q } }
 
 // WithDriftFactor sets the clock-drift factor: validity = TTL − elapsed −
-// (TTL × factor + 2ms). It must be in [0, 1); the default is 0.01.
+// (TTL × factor + 2ms). It must be in [0, 1); the default is 0.01, the
+// factor of the specification.
 func WithDriftFactor(f float64) Option { return func(s *Strategy) { s.driftFactor = f } }
 
 // WithNodeTimeout sets how long one node may take to answer a command on an
 // open connection. It must be less than every TTL used. The default is
-// derived from the TTL: the TTL × 0.05, from [MinNodeTimeout] to
-// [MaxNodeTimeout], and at most half the TTL. A value set here has no
-// ceiling; the caller's context bounds every call.
+// derived from the TTL: the TTL × 0.05, from 500ms to 1s, and at most half
+// the TTL. The floor leaves a process starved of CPU on a loaded machine,
+// or under the race detector, the time to read a node's answer on an open
+// connection; the ceiling bounds what a paused or partitioned node costs an
+// attempt, whatever the TTL (the TTL × 0.05 of a 100-year TTL is 5 years).
+// A value set here has no ceiling; the caller's context bounds every call.
+// Release and TTL, which carry no TTL, use it too, or 500ms by default.
 func WithNodeTimeout(d time.Duration) Option { return func(s *Strategy) { s.nodeTimeout = d } }
 
 // WithMaxExtensions caps how many times a lock may be refreshed, as the
@@ -214,12 +215,17 @@ func New(nodes []driver.Conn, opts ...Option) (lock.Locker, error) {
 	return lock.New(s, defaults...), nil
 }
 
-// NewStrategy returns the Strategy over the nodes. Most callers want [New].
+// NewStrategy returns the Strategy over the nodes, for [lock.New]: a Locker
+// built with lock.New(s, defaults...) applies the defaults (a retry policy,
+// say) to every Obtain, before the call's own options. [New] is that with
+// lock.WithMaxRefreshes(n) as the one default when [WithMaxExtensions] sets
+// n, which is what most callers want: with NewStrategy, pass it among the
+// defaults yourself.
 func NewStrategy(nodes []driver.Conn, opts ...Option) (*Strategy, error) {
 	if len(nodes) == 0 {
 		return nil, &strategy.ArgumentError{Name: "nodes", Reason: "must list at least one node"}
 	}
-	s := &Strategy{quorum: len(nodes)/2 + 1, driftFactor: DefaultDriftFactor, maxExtensions: -1, now: time.Now,
+	s := &Strategy{quorum: len(nodes)/2 + 1, driftFactor: drift.DefaultFactor, maxExtensions: -1, now: time.Now,
 		peers: make([]peer, len(nodes)), changed: make(chan struct{})}
 	for i, c := range nodes {
 		var ae *strategy.ArgumentError
@@ -227,7 +233,6 @@ func NewStrategy(nodes []driver.Conn, opts ...Option) (*Strategy, error) {
 			return nil, &strategy.ArgumentError{Name: fmt.Sprintf("nodes[%d]", i), Reason: ae.Reason}
 		}
 		n := node{name: nodeName(i, c), raw: c, conn: gated{c, s, i}}
-		n.s, _ = single.NewStrategy(n.conn)
 		for _, m := range s.nodes {
 			if m.raw == c || (m.name == n.name && isAddr(c)) {
 				return nil, &strategy.ArgumentError{Name: fmt.Sprintf("nodes[%d]", i), Reason: fmt.Sprintf("lists %s again: each node must be an independent master, listed once", n.name)}
@@ -281,38 +286,30 @@ func (s *Strategy) String() string { return "redlock" }
 // Addr returns the nodes' names, joined by commas.
 func (s *Strategy) Addr() string { return s.addr }
 
-// The default node timeout is the TTL × 0.05, as in redsync, within
-// [MinNodeTimeout, MaxNodeTimeout], and at most half the TTL.
+// The default node timeout is the TTL × 0.05, as in redsync, from
+// minNodeTimeout to maxNodeTimeout, and at most half the TTL (see
+// WithNodeTimeout).
 const (
-	// MinNodeTimeout is the floor of the default node timeout, except for
-	// a TTL under 1s, whose node timeout is half of it. A node answers a
-	// command on an open connection well within it, even to a process
-	// starved of CPU on a loaded machine, under the race detector.
-	MinNodeTimeout = 500 * time.Millisecond
-	// MaxNodeTimeout is the ceiling of the default node timeout: a paused
-	// or partitioned node costs an attempt about this, whatever the TTL.
-	MaxNodeTimeout = time.Second
+	minNodeTimeout = 500 * time.Millisecond
+	maxNodeTimeout = time.Second
 )
 
-// timeouts returns the per-node timeout and the drift for ttl, or an error
-// if ttl leaves no validity after the drift, or the node timeout is not
-// less than ttl.
-func (s *Strategy) timeouts(ttl time.Duration) (timeout, drift time.Duration, err error) {
-	drift = single.Drift(ttl, s.driftFactor)
-	if ttl <= drift {
-		// ttl > ttl × factor + 2ms  ⇔  ttl > 2ms / (1 − factor)
-		least := time.Duration(float64(2*time.Millisecond) / (1 - s.driftFactor)).Round(time.Microsecond)
-		return 0, 0, &strategy.ArgumentError{Name: "ttl", Reason: fmt.Sprintf(
-			"must be more than %v, the drift allowance (TTL × %v + 2ms), to leave any validity; got %v", least, s.driftFactor, ttl)}
+// timeouts returns the per-node timeout and the drift allowance for ttl, or
+// an error if ttl leaves no validity after the allowance, or the node
+// timeout is not less than ttl.
+func (s *Strategy) timeouts(ttl time.Duration) (timeout, allowance time.Duration, err error) {
+	allowance, err = drift.Allowance(ttl, s.driftFactor)
+	if err != nil {
+		return 0, 0, err
 	}
 	timeout = s.nodeTimeout
 	if timeout == 0 {
-		timeout = min(max(ttl/20, MinNodeTimeout), MaxNodeTimeout, ttl/2)
+		timeout = min(max(ttl/20, minNodeTimeout), maxNodeTimeout, ttl/2)
 	}
 	if timeout >= ttl || timeout <= 0 {
 		return 0, 0, &strategy.ArgumentError{Name: "node timeout", Reason: fmt.Sprintf("must be less than the TTL: %v is not less than %v", timeout, ttl)}
 	}
-	return timeout, drift, nil
+	return timeout, allowance, nil
 }
 
 // Acquire implements [strategy.Strategy].
@@ -320,7 +317,7 @@ func (s *Strategy) Acquire(ctx context.Context, r strategy.Request) (strategy.Gr
 	if r.Fencing {
 		return strategy.Grant{Undone: true}, &strategy.ArgumentError{Name: "fencing", Reason: noFencing}
 	}
-	timeout, drift, err := s.timeouts(r.TTL)
+	timeout, allowance, err := s.timeouts(r.TTL)
 	if err != nil {
 		return strategy.Grant{Undone: true}, err
 	}
@@ -328,14 +325,13 @@ func (s *Strategy) Acquire(ctx context.Context, r strategy.Request) (strategy.Gr
 		return strategy.Grant{Undone: true}, err
 	}
 	start := s.now()
-	// The calls are built once, for every node.
 	value := r.Value()
-	call := cas.NewAcquisition(r.Key, value, r.TTL)
-	if s.guard > 0 {
-		call = cas.NewGuardedAcquisition(r.Key, GuardKey, value, r.TTL, s.guard)
+	acquire := func(ctx context.Context, _ int, n node) error {
+		if s.guard > 0 {
+			return cas.AcquireGuarded(ctx, n.conn, r.Key, GuardKey, value, r.TTL, s.guard)
+		}
+		return cas.Acquire(ctx, n.conn, r.Key, value, r.TTL)
 	}
-	release := cas.NewDeletion(r.Key, value)
-	acquire := func(ctx context.Context, _ int, n node) error { return call.Run(ctx, n.conn) }
 	// Each node whose attempt is part of a failure is released right after
 	// that attempt returns, so a late SET cannot outlive its release; a node
 	// still on its way when the caller's context ends is released in the
@@ -343,7 +339,7 @@ func (s *Strategy) Acquire(ctx context.Context, r strategy.Request) (strategy.Gr
 	// grant was the first answer, see strategy.CleanUp); one that refused wrote
 	// nothing.
 	undo := func(ctx context.Context, _ int, n node, err error, failed bool) {
-		del := func(ctx context.Context) error { return release.Run(ctx, n.conn) }
+		del := func(ctx context.Context) error { return cas.Delete(ctx, n.conn, r.Key, value) }
 		switch o := outcome(err); {
 		case !failed, o == Taken, o == Restarting:
 			return
@@ -361,7 +357,7 @@ func (s *Strategy) Acquire(ctx context.Context, r strategy.Request) (strategy.Gr
 	res, failed, f := s.fanOut(ctx, timeout, acquire, undo, func(t tally) decision {
 		switch {
 		case t.ok >= s.quorum:
-			if e := s.now().Sub(start); r.TTL-e-drift <= 0 {
+			if e := s.now().Sub(start); r.TTL-e-allowance <= 0 {
 				elapsed = e // the lock expired, or will, before it could be used
 				return failure
 			}
@@ -383,7 +379,7 @@ func (s *Strategy) Acquire(ctx context.Context, r strategy.Request) (strategy.Gr
 	cleaned := strategy.Grant{Undone: true}
 	switch {
 	case !failed:
-		return strategy.Grant{Drift: drift}, nil
+		return strategy.Grant{Drift: allowance}, nil
 	case elapsed > 0:
 		return cleaned, &QuorumError{Op: "obtain", Quorum: s.quorum, Nodes: res, Elapsed: elapsed, TTL: r.TTL}
 	case ctx.Err() != nil:
@@ -395,22 +391,21 @@ func (s *Strategy) Acquire(ctx context.Context, r strategy.Request) (strategy.Gr
 // Refresh implements [strategy.Strategy]: it extends on all nodes, and succeeds
 // only with a quorum, within the new validity.
 func (s *Strategy) Refresh(ctx context.Context, key, value string, ttl time.Duration) (strategy.Grant, error) {
-	timeout, drift, err := s.timeouts(ttl)
+	timeout, allowance, err := s.timeouts(ttl)
 	if err != nil {
 		return strategy.Grant{}, err
 	}
 	start := s.now()
 	res, _, _ := s.fanOut(ctx, timeout, func(ctx context.Context, _ int, n node) error {
-		_, err := n.s.Refresh(ctx, key, value, ttl)
-		return err
+		return cas.PExpire(ctx, n.conn, key, value, ttl)
 	}, nil, nil)
-	if err := s.held("refresh", res); err != nil {
+	if err := s.checkHeld("refresh", res); err != nil {
 		return strategy.Grant{}, err
 	}
-	if s.now().Sub(start) >= ttl-drift {
+	if s.now().Sub(start) >= ttl-allowance {
 		return strategy.Grant{}, &QuorumError{Op: "refresh", Quorum: s.quorum, Nodes: res, Elapsed: s.now().Sub(start), TTL: ttl}
 	}
-	return strategy.Grant{Drift: drift}, nil
+	return strategy.Grant{Drift: allowance}, nil
 }
 
 // Release implements [strategy.Strategy]: it releases on all nodes. On a node
@@ -419,7 +414,6 @@ func (s *Strategy) Refresh(ctx context.Context, key, value string, ttl time.Dura
 // is released in the background (see [strategy.CleanUp]), so that no key
 // outlives a Release that returned nil longer than that clean-up takes.
 func (s *Strategy) Release(ctx context.Context, key, value string) error {
-	release := cas.NewDeletion(key, value)
 	var acq *fan
 	if f, ok := s.inflight.Load(lockID(key, value)); ok {
 		acq = f.(*fan)
@@ -432,14 +426,14 @@ func (s *Strategy) Release(ctx context.Context, key, value string) error {
 				return ctx.Err()
 			}
 		}
-		return release.Run(ctx, n.conn)
+		return cas.Delete(ctx, n.conn, key, value)
 	}
 	res, _, _ := s.fanOut(ctx, s.opTimeout(), del, func(ctx context.Context, i int, n node, err error, _ bool) {
 		if !answered(outcome(err)) {
 			_ = strategy.CleanUp(ctx, key, func(ctx context.Context) error { return del(ctx, i, n) })
 		}
 	}, nil)
-	return s.held("release", res)
+	return s.checkHeld("release", res)
 }
 
 // TTL implements [strategy.Strategy]: the time until fewer than a quorum of
@@ -447,10 +441,10 @@ func (s *Strategy) Release(ctx context.Context, key, value string) error {
 func (s *Strategy) TTL(ctx context.Context, key, value string) (time.Duration, error) {
 	ttls := make([]time.Duration, len(s.nodes))
 	res, _, _ := s.fanOut(ctx, s.opTimeout(), func(ctx context.Context, i int, n node) (err error) {
-		ttls[i], err = n.s.TTL(ctx, key, value)
+		ttls[i], err = cas.PTTL(ctx, n.conn, key, value)
 		return err
 	}, nil, nil)
-	if err := s.held("ttl", res); err != nil {
+	if err := s.checkHeld("ttl", res); err != nil {
 		return 0, err
 	}
 	var held []time.Duration
@@ -471,10 +465,11 @@ func (s *Strategy) opTimeout() time.Duration {
 	return cmp.Or(s.nodeTimeout, 500*time.Millisecond)
 }
 
-// held turns the node results of an operation on a held lock into nil (a
-// quorum holds it), ErrExpired or ErrTaken (so many nodes say it is not ours
-// that no quorum can), or a QuorumError (too many nodes failed to tell).
-func (s *Strategy) held(op string, res []*NodeError) error {
+// checkHeld turns the node results of an operation on a held lock into nil
+// (a quorum holds it), ErrExpired or ErrTaken (so many nodes say it is not
+// ours that no quorum can), or a QuorumError (too many nodes failed to
+// tell).
+func (s *Strategy) checkHeld(op string, res []*NodeError) error {
 	var t tally
 	for _, r := range res {
 		t.add(r.Outcome)

@@ -114,7 +114,10 @@ func WithClockSkew(d time.Duration) Option { return func(s *Strategy) { s.skew =
 // The default is time.Now; tests use it to play a skewed client.
 func WithClock(now func() time.Time) Option { return func(s *Strategy) { s.now = now } }
 
-// NewStrategy returns the Strategy over conn. Most callers want [New].
+// NewStrategy returns the Strategy over conn, for [lock.New]: a Locker
+// built with lock.New(s, defaults...) applies the defaults (a retry policy,
+// say) to every Obtain, before the call's own options. [New] is lock.New(s)
+// with no defaults, which is what most callers want.
 func NewStrategy(conn driver.Conn, opts ...Option) (*Strategy, error) {
 	if err := cas.CheckConn("conn", conn); err != nil {
 		return nil, err

@@ -41,6 +41,42 @@ func ExampleNew() {
 	// Output: true
 }
 
+// A Locker built over the Strategy with lock.New applies its defaults to
+// every Obtain: here, a retry policy, so that an Obtain waits for a lock
+// held elsewhere.
+func ExampleNewStrategy() {
+	srv, err := locktest.StartServer() // an in-process Redis, for the example
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer srv.Close()
+	client := redis.NewClient(&redis.Options{Addr: srv.Addr(), ContextTimeoutEnabled: true})
+	defer client.Close()
+
+	s, err := single.NewStrategy(goredis.New(client))
+	if err != nil {
+		log.Fatal(err)
+	}
+	locker := lock.New(s, lock.WithRetry(lock.Linear(10*time.Millisecond)))
+	ctx := context.Background()
+	lk, err := locker.Obtain(ctx, "jobs:nightly", 10*time.Second)
+	if err != nil {
+		log.Fatal(err)
+	}
+	released := make(chan error)
+	go func() {
+		time.Sleep(20 * time.Millisecond)
+		released <- lk.Release(ctx)
+	}()
+
+	next, err := locker.Obtain(ctx, "jobs:nightly", 10*time.Second) // retried until the release
+	fmt.Println(<-released, err)
+	fmt.Println(next.Release(ctx))
+	// Output:
+	// <nil> <nil>
+	// <nil>
+}
+
 func ExampleNew_nilDriver() {
 	_, err := single.New(nil)
 	fmt.Println(err)

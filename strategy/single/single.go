@@ -24,13 +24,13 @@ package single
 
 import (
 	"context"
-	"fmt"
 	"strings"
 	"time"
 
 	"github.com/locksmith-go/lock"
 	"github.com/locksmith-go/lock/driver"
 	"github.com/locksmith-go/lock/internal/cas"
+	"github.com/locksmith-go/lock/internal/drift"
 	"github.com/locksmith-go/lock/strategy"
 )
 
@@ -39,14 +39,16 @@ import (
 func Scripts() []*driver.Script { return cas.Scripts() }
 
 // Strategy is the single-instance [strategy.Strategy] over one [driver.Conn].
-// The redlock strategy runs one per node.
 type Strategy struct {
 	conn driver.Conn
 }
 
 var _ strategy.Strategy = (*Strategy)(nil)
 
-// NewStrategy returns the Strategy over conn. Most callers want [New].
+// NewStrategy returns the Strategy over conn, for [lock.New]: a Locker
+// built with lock.New(s, defaults...) applies the defaults (a retry policy,
+// say) to every Obtain, before the call's own options. [New] is lock.New(s)
+// with no defaults, which is what most callers want.
 func NewStrategy(conn driver.Conn) (*Strategy, error) {
 	if err := cas.CheckConn("conn", conn); err != nil {
 		return nil, err
@@ -63,53 +65,28 @@ func New(conn driver.Conn) (lock.Locker, error) {
 	return lock.New(s), nil
 }
 
-// Conn returns the driver connection.
-func (s *Strategy) Conn() driver.Conn { return s.conn }
-
 // String returns the strategy's name, "single".
 func (s *Strategy) String() string { return "single" }
 
 // Addr returns the server's address, where the driver knows it.
 func (s *Strategy) Addr() string { return driver.Addr(s.conn) }
 
-// DefaultDriftFactor is the clock-drift factor of the Redis documentation:
-// the strategy's drift allowance is Drift(ttl, DefaultDriftFactor).
-const DefaultDriftFactor = 0.01
-
-// Drift returns the Redis documentation's allowance for clock drift between
-// client and servers over ttl: ttl × factor + 2ms. The local validity of a
-// lock ends that much before its TTL. The redlock strategy uses it too.
-func Drift(ttl time.Duration, factor float64) time.Duration {
-	return time.Duration(float64(ttl)*factor) + 2*time.Millisecond
-}
-
-func drift(ttl time.Duration) time.Duration { return Drift(ttl, DefaultDriftFactor) }
-
-// checkTTL refuses a TTL that the drift allowance uses up: the lock would
-// be handed back with its ValidUntil already passed.
-func checkTTL(ttl time.Duration) error {
-	if d := drift(ttl); ttl <= d {
-		return &strategy.ArgumentError{Name: "ttl", Reason: fmt.Sprintf("must be more than the allowance for clock drift, "+
-			"TTL × %v%% + 2ms (%v for %v), which ValidUntil ends before the TTL: use 3ms or more", DefaultDriftFactor*100, d, ttl)}
-	}
-	return nil
-}
-
 // Acquire implements [strategy.Strategy]. It refuses a TTL that the drift
 // allowance uses up with an [*strategy.ArgumentError].
 func (s *Strategy) Acquire(ctx context.Context, r strategy.Request) (strategy.Grant, error) {
-	if err := checkTTL(r.TTL); err != nil {
+	d, err := drift.Allowance(r.TTL, drift.DefaultFactor)
+	if err != nil {
 		return strategy.Grant{Undone: true}, err
 	}
 	if !r.Fencing {
-		return strategy.Grant{Drift: drift(r.TTL)}, cas.Acquire(ctx, s.conn, r.Key, r.Value(), r.TTL)
+		return strategy.Grant{Drift: d}, cas.Acquire(ctx, s.conn, r.Key, r.Value(), r.TTL)
 	}
 	fenceKey, err := FenceKey(r.Key)
 	if err != nil {
 		return strategy.Grant{Undone: true}, err
 	}
 	n, err := cas.AcquireFenced(ctx, s.conn, r.Key, fenceKey, r.Value(), r.TTL)
-	return strategy.Grant{Fence: n, Drift: drift(r.TTL)}, err
+	return strategy.Grant{Fence: n, Drift: d}, err
 }
 
 // FenceKey returns the key of the counter that issues the fencing tokens of
@@ -139,10 +116,11 @@ func hasHashTag(key string) bool {
 // Refresh implements [strategy.Strategy]. It refuses a TTL that the drift
 // allowance uses up, as Acquire does.
 func (s *Strategy) Refresh(ctx context.Context, key, value string, ttl time.Duration) (strategy.Grant, error) {
-	if err := checkTTL(ttl); err != nil {
+	d, err := drift.Allowance(ttl, drift.DefaultFactor)
+	if err != nil {
 		return strategy.Grant{}, err
 	}
-	return strategy.Grant{Drift: drift(ttl)}, cas.PExpire(ctx, s.conn, key, value, ttl)
+	return strategy.Grant{Drift: d}, cas.PExpire(ctx, s.conn, key, value, ttl)
 }
 
 // Release implements [strategy.Strategy].

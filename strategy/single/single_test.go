@@ -22,7 +22,7 @@ func TestConformance(t *testing.T) {
 	})
 }
 
-// TestTTLTooShort: a TTL that the drift allowance (TTL × 1% + 2ms) uses up
+// TestTTLTooShort: a TTL that the drift allowance (TTL × 0.01 + 2ms) uses up
 // would give a lock whose ValidUntil has already passed. Obtain, Refresh and
 // Do refuse it with an *ArgumentError named ttl, before anything is
 // written; 3ms is the shortest whole-millisecond TTL that is accepted.
@@ -72,7 +72,7 @@ func TestTTLTooShort(t *testing.T) {
 
 func isShortTTL(err error) bool {
 	var ae *lock.ArgumentError
-	return errors.As(err, &ae) && ae.Name == "ttl" && strings.Contains(ae.Reason, "TTL × 1% + 2ms")
+	return errors.As(err, &ae) && ae.Name == "ttl" && strings.Contains(ae.Reason, "more than 2.02ms") && strings.Contains(ae.Reason, "TTL × 0.01 + 2ms")
 }
 
 // TestAfterARestart: once the server restarted empty, the first Refresh,
