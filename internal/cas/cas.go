@@ -111,11 +111,6 @@ return redis.call('INCR', KEYS[2])`)
 	return 1`)
 )
 
-// Scripts returns the package's scripts, for the SCRIPT LOAD test.
-func Scripts() []*driver.Script {
-	return []*driver.Script{acquireScript, guardedScript, fencedScript, delScript, pexpireScript, pttlScript, setScript}
-}
-
 // ErrRestarting is a guarded acquisition's error on a node that started
 // empty too recently.
 var ErrRestarting = errors.New("the node restarted empty less than the restart guard ago")

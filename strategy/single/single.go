@@ -34,10 +34,6 @@ import (
 	"github.com/locksmith-go/lock/strategy"
 )
 
-// Scripts returns the Lua scripts the strategy runs, for tests and for
-// operators who preload them with SCRIPT LOAD.
-func Scripts() []*driver.Script { return cas.Scripts() }
-
 // Strategy is the single-instance [strategy.Strategy] over one [driver.Conn].
 type Strategy struct {
 	conn driver.Conn
