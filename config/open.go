@@ -110,14 +110,6 @@ func (c Config) withDefaults() Config {
 
 // Obtain implements [lock.Locker], with the configured retry policy unless
 // opts choose one. It returns ErrClosed after Close.
-// Inspect implements [lock.Locker]. It returns ErrClosed after Close.
-func (l *Locker) Inspect(ctx context.Context, key string) (lock.State, error) {
-	if l.isClosed() {
-		return lock.State{}, ErrClosed
-	}
-	return l.inner.Inspect(ctx, key)
-}
-
 func (l *Locker) Obtain(ctx context.Context, key string, ttl time.Duration, opts ...lock.Option) (*lock.Lock, error) {
 	if l.isClosed() {
 		return nil, ErrClosed
@@ -126,6 +118,14 @@ func (l *Locker) Obtain(ctx context.Context, key string, ttl time.Duration, opts
 		opts = append([]lock.Option{l.retry}, opts...)
 	}
 	return l.inner.Obtain(ctx, key, ttl, opts...)
+}
+
+// Inspect implements [lock.Locker]. It returns ErrClosed after Close.
+func (l *Locker) Inspect(ctx context.Context, key string) (lock.State, error) {
+	if l.isClosed() {
+		return lock.State{}, ErrClosed
+	}
+	return l.inner.Inspect(ctx, key)
 }
 
 // TTL returns the configured default TTL (DefaultTTL unless the Config sets
