@@ -99,9 +99,9 @@ func (c Config) withDefaults() Config {
 			*d = v
 		}
 	}
-	def(&c.DialTimeout, DefaultDialTimeout)
-	def(&c.ReadTimeout, DefaultReadTimeout)
-	def(&c.WriteTimeout, DefaultWriteTimeout)
+	def(&c.DialTimeout, defaultDialTimeout)
+	def(&c.ReadTimeout, defaultReadTimeout)
+	def(&c.WriteTimeout, defaultWriteTimeout)
 	if c.PoolSize == 0 {
 		c.PoolSize = 10 * runtime.GOMAXPROCS(0)
 	}
@@ -128,8 +128,8 @@ func (l *Locker) Inspect(ctx context.Context, key string) (lock.State, error) {
 	return l.inner.Inspect(ctx, key)
 }
 
-// TTL returns the configured default TTL (DefaultTTL unless the Config sets
-// one), for callers that take it from the configuration:
+// TTL returns the configured default TTL (30s unless the Config sets one),
+// for callers that take it from the configuration:
 //
 //	lk, err := locker.Obtain(ctx, key, locker.TTL())
 func (l *Locker) TTL() time.Duration { return l.ttl }
@@ -225,7 +225,8 @@ func (g guarded) Eval(ctx context.Context, src string, keys []string, args ...an
 // Addr implements [driver.Addresser] with the client's address, if known.
 func (g guarded) Addr() string { return driver.Addr(g.c) }
 
-// String describes the Locker by its Config, without the password.
+// String describes the Locker by its Config, without the password. (fmt
+// would print the fields, the password among them.)
 func (l *Locker) String() string {
 	if l == nil {
 		return "locker <nil>"
@@ -233,10 +234,12 @@ func (l *Locker) String() string {
 	return "locker " + l.cfg.String()
 }
 
-// Format writes String for every verb.
+// Format writes String for every verb, so that none prints the fields (%#v
+// would).
 func (l *Locker) Format(f fmt.State, _ rune) { _, _ = io.WriteString(f, l.String()) }
 
-// LogValue makes log/slog record the Config, without the password.
+// LogValue makes log/slog record String, which its JSON handler would
+// otherwise record as {}.
 func (l *Locker) LogValue() slog.Value { return slog.StringValue(l.String()) }
 
 // clientConfig reads the TLS files and returns the configuration of

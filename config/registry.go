@@ -161,12 +161,10 @@ func knownDriver(name string) error   { return known(registry.drivers, name) }
 func strategyOf(c Config) Strategy { s, _ := get(registry.strategies, c.Strategy); return s }
 func driverOf(c Config) Driver     { d, _ := get(registry.drivers, c.driver()); return d }
 
-// DefaultDriver is the driver of a Config that names none.
-const DefaultDriver = "goredis"
-
+// driver returns the driver's name; goredis when c names none.
 func (c Config) driver() string {
 	if c.Driver == "" {
-		return DefaultDriver
+		return "goredis"
 	}
 	return c.Driver
 }
