@@ -17,7 +17,9 @@
 // One span of kind client for each Obtain (covering the whole wait, retries
 // included), Refresh (auto-refresh's too, as children of the context given
 // to lock.Do or Lock.StartRefresh), Release and TTL: lock.obtain,
-// lock.refresh, lock.release and lock.ttl. Their attributes: db.system.name=redis,
+// lock.refresh, lock.release and lock.ttl; and lock.cleanup for each
+// clean-up of what an attempt without an answer may have written, which
+// can end after its Obtain returned. Their attributes: db.system.name=redis,
 // server.address (where the driver knows it), locksmith.lock.strategy, the
 // key under the [KeyPolicy] (omitted by default), and for obtain
 // locksmith.lock.attempts, locksmith.lock.wait (seconds),
