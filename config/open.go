@@ -134,7 +134,8 @@ func (l *Locker) Inspect(ctx context.Context, key string) (lock.State, error) {
 //	lk, err := locker.Obtain(ctx, key, locker.TTL())
 func (l *Locker) TTL() time.Duration { return l.ttl }
 
-// Config returns the Config the Locker was built from.
+// Config returns the Config the Locker was built from, with each address's
+// port: what a program reports it runs.
 func (l *Locker) Config() Config { return l.cfg.clone() }
 
 // Close waits for the calls in flight to end, such as the clean-ups that
