@@ -30,7 +30,8 @@ type Hooks struct {
 	// Op wraps Refresh (auto-refresh's too), Release and TTL (e.Op) on a
 	// held lock (e.Lock), and each clean-up (e.Op "cleanup", e.Lock nil)
 	// that deletes what a failed attempt may have written: next returns
-	// nil once it is done, or why it gave up (see strategy.CleanUp).
+	// nil once it is done, or why it gave up (see strategy.CleanUp). It
+	// wraps Inspect too (e.Op "inspect", e.Lock nil).
 	Op func(ctx context.Context, e Event, next func(context.Context) error) error
 	// Node reports one node's answer (e.Node, e.Outcome, e.Err) within an
 	// attempt or an operation of a multi-node strategy.
@@ -46,7 +47,7 @@ type Hooks struct {
 type Event struct {
 	Strategy string        // the strategy's name, such as "single"
 	Server   string        // the server address(es), where the strategy knows them
-	Op       string        // obtain, attempt, refresh, release, ttl, cleanup, node or ended
+	Op       string        // obtain, attempt, refresh, release, ttl, cleanup, inspect, node or ended
 	Key      string        // the lock's key
 	TTL      time.Duration // the TTL asked for (obtain, attempt, refresh)
 	Attempt  int           // the attempt's number, from 1

@@ -1,203 +1,35 @@
 // Package lock is a framework for distributed locks on Redis.
 //
-// A [Locker] obtains locks; each strategy package (strategy/single,
+// A [Locker] obtains locks. Each strategy package (strategy/single,
 // strategy/setnx-getset, strategy/redlock) returns one, built over a driver
-// (driver/goredis or driver/redigo). Application code depends on [Locker] and
-// [Lock] only, so the strategy can change without touching it.
+// (driver/goredis or driver/redigo), and so does the config package.
+// Application code depends on [Locker] and [Lock] only, so the strategy can
+// change without touching it.
 //
-// The lock package owns everything the strategies share: the wait loop and
-// its [RetryPolicy], token generation, argument validation, the local
-// validity deadline and the error taxonomy ([ErrNotObtained], [ErrNotHeld],
-// [*ArgumentError]). A strategy implements the strategy package's interface
-// (one attempt, and the operations on a held lock) and hands it to [New].
+// [Locker.Obtain] waits for a lock as its [RetryPolicy] says, and returns a
+// [*Lock] to refresh and release. [Do] runs a function under a lock that it
+// refreshes in the background, and cancels the function's context when the
+// lock is lost. [Locker.Inspect] reads the state of a lock without holding
+// it. The errors tell the cases apart: [ErrNotObtained], [ErrNotHeld] and
+// its kinds, [ErrLost], and [*ArgumentError] for an invalid argument.
+// [Hooks] let instrumentation, such as the otel package, see every step.
+//
+// All strategies share this package's wait loop, tokens, argument checks
+// and local validity deadline. A new strategy implements the interface of
+// package strategy, and [New] turns it into a Locker.
 package lock
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
-	"slices"
 	"sync"
 	"time"
 
-	"github.com/locksmith-go/lock/internal/scope"
-	"github.com/locksmith-go/lock/internal/wait"
 	"github.com/locksmith-go/lock/strategy"
 )
-
-// Locker obtains distributed locks.
-type Locker interface {
-	// Obtain locks key for ttl. It makes one attempt, then waits and tries
-	// again as the retry policy says (see [WithRetry]; the default is
-	// [NoRetry]) until the lock is obtained, the policy gives up, or ctx is
-	// done.
-	//
-	// When another owner still holds the key, the error satisfies
-	// errors.Is(err, ErrNotObtained); when ctx ended the wait it also
-	// matches the context's cause (for example context.DeadlineExceeded).
-	// Invalid arguments give an [*ArgumentError]. Redis and transport errors
-	// are wrapped with the operation's name.
-	Obtain(ctx context.Context, key string, ttl time.Duration, opts ...Option) (*Lock, error)
-
-	// Inspect reads the state of the lock on key without holding it or
-	// changing it: whether it is held, for how long yet, by whom (a
-	// fingerprint of the holder's token, never the token, and its
-	// metadata), and what else the strategy can tell (see [State]). Invalid
-	// arguments give an [*ArgumentError]; Redis and transport errors are
-	// wrapped with the operation's name, "inspect". A multi-node strategy
-	// that could not tell returns what it read, with its error.
-	Inspect(ctx context.Context, key string) (State, error)
-}
-
-// State is what [Locker.Inspect] read of a lock: whether it is held, its
-// remaining TTL, the holder's token fingerprint and metadata, its fencing
-// counter, and for some strategies more: each Redlock node's answer, a
-// legacy lock's decoded timestamp and whether it can be taken over now.
-type State = strategy.State
-
-// New returns the [Locker] for a strategy. Strategy packages call it;
-// application code gets a Locker from them (single.New, redlock.New, …) or
-// from the config package. The defaults apply to every Obtain, before the
-// options of the call.
-func New(s strategy.Strategy, defaults ...Option) Locker {
-	return &locker{s: s, defaults: defaults}
-}
-
-type locker struct {
-	s        strategy.Strategy
-	defaults []Option
-}
-
-func (l *locker) Obtain(ctx context.Context, key string, ttl time.Duration, opts ...Option) (*Lock, error) {
-	if len(l.defaults) > 0 {
-		opts = append(slices.Clip(l.defaults), opts...)
-	}
-	o, err := newOptions(opts)
-	if err != nil {
-		return nil, err
-	}
-	if len(o.hooks) == 0 {
-		return l.obtain(ctx, key, ttl, o)
-	}
-	e := o.hooks.event(l.s, "obtain", key)
-	e.TTL = ttl
-	return o.hooks.obtain(ctx, e, func(ctx context.Context) (*Lock, error) { return l.obtain(ctx, key, ttl, o) })
-}
-
-func (l *locker) obtain(ctx context.Context, key string, ttl time.Duration, o options) (*Lock, error) {
-	if err := checkKeyTTL(key, ttl); err != nil {
-		return nil, err
-	}
-	if o.maxHold > 0 && o.maxHold < ttl {
-		return nil, &ArgumentError{Name: "max hold", Reason: fmt.Sprintf("must be at least the TTL, %v, got %v", ttl, o.maxHold)}
-	}
-	r := strategy.Request{Key: key, TTL: ttl, Token: o.token, Metadata: o.metadata, CallerToken: o.token != "", Fencing: o.fencing}
-	for attempt := 1; ; attempt++ {
-		if ctx.Err() != nil {
-			return nil, notObtained(ctx)
-		}
-		// A fresh token for every attempt: a clean-up of an earlier attempt
-		// that is still on its way to a slow server can never delete what a
-		// later attempt acquired.
-		if !r.CallerToken {
-			var err error
-			if r.Token, err = newToken(); err != nil {
-				return nil, err
-			}
-		}
-		sent := time.Now()
-		g, err := l.attempt(ctx, r, attempt, o.hooks)
-		if err == nil && r.Fencing && g.Fence <= 0 {
-			l.cleanUp(ctx, o.hooks, key, cmp.Or(g.Value, r.Value()))
-			name, _ := describe(l.s)
-			return nil, &ArgumentError{Name: "fencing", Reason: "not supported by " + name + ": it issued no fencing token"}
-		}
-		if err == nil {
-			lk := &Lock{s: l.s, key: key, token: r.Token, metadata: r.Metadata, value: r.Value(),
-				refreshesLeft: o.maxRefreshes, hooks: o.hooks, obtained: sent,
-				fraction: o.fraction, ttl: ttl}
-			if r.Fencing {
-				lk.fence = g.Fence
-			}
-			if o.maxHold > 0 {
-				lk.holdUntil = sent.Add(o.maxHold)
-			}
-			lk.grant(g, sent, ttl)
-			return lk, nil
-		}
-		if !errors.Is(err, ErrNotObtained) {
-			// The command may have been applied even though its reply was
-			// lost (a timeout, a cancelled context, a broken connection):
-			// delete it, in the background once ctx is done.
-			if !g.Undone {
-				l.cleanUp(ctx, o.hooks, key, cmp.Or(g.Value, r.Value()))
-			}
-			if wait.Over(ctx) {
-				return nil, notObtained(ctx)
-			}
-			return nil, opError("obtain", key, err)
-		}
-		delay, ok := o.retry.Delay(attempt)
-		if !ok {
-			return nil, err
-		}
-		if err := wait.Sleep(ctx, delay); err != nil {
-			return nil, notObtained(ctx)
-		}
-	}
-}
-
-// attempt runs one Acquire, through the Attempt hooks.
-func (l *locker) attempt(ctx context.Context, r strategy.Request, n int, hs hookList) (strategy.Grant, error) {
-	if len(hs) == 0 {
-		return l.s.Acquire(ctx, r)
-	}
-	e := hs.event(l.s, "attempt", r.Key)
-	e.TTL, e.Attempt = r.TTL, n
-	a := &acquisition{s: l.s, r: r}
-	err := hs.wrap(ctx, l.s, e, attemptHook, a.run)
-	return a.g, err
-}
-
-// acquisition is one Acquire whose Grant outlives the hooks around it.
-type acquisition struct {
-	s strategy.Strategy
-	r strategy.Request
-	g strategy.Grant
-}
-
-func (a *acquisition) run(ctx context.Context) (err error) {
-	a.g, err = a.s.Acquire(ctx, a.r)
-	return err
-}
-
-// ReleaseTimeout bounds how long [Do] waits for the release after fn, when
-// ctx allows that long (see Do).
-const ReleaseTimeout = time.Second
-
-// cleanUp deletes value, which the attempt may have written under key, with
-// strategy.CleanUp in the background, and waits for it while ctx allows.
-func (l *locker) cleanUp(ctx context.Context, hs hookList, key, value string) {
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		if len(hs) > 0 {
-			ctx = scope.With(ctx, &hookScope{hs, l.s})
-		}
-		_ = strategy.CleanUp(ctx, key, func(ctx context.Context) error { return l.s.Release(ctx, key, value) })
-	}()
-	select {
-	case <-done:
-	case <-ctx.Done():
-	}
-}
-
-func notObtained(ctx context.Context) error {
-	return fmt.Errorf("%w: %w", ErrNotObtained, cmp.Or(context.Cause(ctx), context.DeadlineExceeded))
-}
 
 // Lock is a held lock, returned by [Locker.Obtain]. Its methods are safe for
 // concurrent use; Refresh, Release and TTL run one at a time. A nil *Lock is
@@ -235,8 +67,8 @@ type Lock struct {
 	// Why the lock ended (errReleased, or a loss matching ErrNotHeld; nil
 	// while it is held), and what watches it, made on demand (see watch).
 	cause     error
-	lost      context.Context // cancelled with cause
-	lose      context.CancelCauseFunc
+	done      context.Context // cancelled with cause; its Done is Lock.Done
+	closeDone context.CancelCauseFunc
 	deadline  *time.Timer // ends the lock when validUntil passes
 	refresher *refresher
 }
@@ -269,6 +101,20 @@ func (l *Lock) Metadata() string {
 		return ""
 	}
 	return l.metadata
+}
+
+// Fence returns the lock's fencing token and true when it was obtained with
+// [WithFencing]: a number that is larger for every new holder of the key,
+// across releases, expiries and crashed holders. Pass it to the resource the
+// lock protects, which must remember the largest token it has seen and
+// reject requests carrying a smaller one: then a holder that lost its lock
+// without knowing it (a pause, a slow network) cannot overwrite the work of
+// the next holder. Unlike Token, it is not a secret.
+func (l *Lock) Fence() (int64, bool) {
+	if l == nil || l.fence == 0 {
+		return 0, false
+	}
+	return l.fence, true
 }
 
 // ValidUntil returns the local validity deadline: the time when the lock was
@@ -415,8 +261,9 @@ func (l *Lock) op(ctx context.Context, op string, ttl time.Duration, call func(c
 	return l.hooks.wrap(ctx, l.s, e, opHook, call)
 }
 
-// endLocked records, once, why the lock ended: errReleased, or a loss
-// matching ErrNotHeld. It zeroes ValidUntil, stops the deadline timer, tells
+// endLocked ends the lock: released (errReleased), or lost (an error
+// matching ErrNotHeld), which the Ended hooks report. It records, once,
+// why the lock ended. It zeroes ValidUntil, stops the deadline timer, tells
 // the refresher to stop (without waiting for it: it may be the caller),
 // unlocks l.mu, which must be held, runs the Ended hooks, and then closes
 // Done, so that whoever waits on it finds the hooks' work done.
@@ -444,10 +291,10 @@ func (l *Lock) endLocked(cause error) {
 		l.hooks.runEnded(e)
 	}
 	l.mu.Lock()
-	lose := l.lose
+	closeDone := l.closeDone
 	l.mu.Unlock()
-	if lose != nil {
-		lose(cause)
+	if closeDone != nil {
+		closeDone(cause)
 	}
 }
 

@@ -1,8 +1,6 @@
 package lock
 
 import (
-	"crypto/rand"
-	"encoding/base64"
 	"fmt"
 	"time"
 
@@ -35,8 +33,9 @@ func WithRetry(p RetryPolicy) Option {
 }
 
 // WithMetadata stores metadata with the lock (in the key's value, after the
-// token), for example the holder's host name, so an operator inspecting the
-// key can see it. [Lock.Metadata] returns it.
+// token), for example the holder's host name, so that whoever inspects the
+// lock can see who holds it: [Lock.Metadata] returns it to the holder, and
+// [Locker.Inspect] to anyone.
 func WithMetadata(metadata string) Option {
 	return func(o *options) { o.metadata = metadata }
 }
@@ -69,15 +68,14 @@ func WithMaxHold(d time.Duration) Option {
 	}
 }
 
-// DefaultRefreshFraction is the default interval of auto-refresh, as a
-// fraction of the TTL: a lock of 30s is refreshed every 10s.
-const DefaultRefreshFraction = 1.0 / 3
+// defaultRefreshFraction is WithRefreshFraction's default.
+const defaultRefreshFraction = 1.0 / 3
 
 // WithRefreshFraction sets how often auto-refresh ([Do], [Lock.StartRefresh])
 // refreshes the lock: every f × TTL after the last successful refresh was
-// sent. f must be in (0, 1); the default is [DefaultRefreshFraction]. A
-// smaller f leaves more time to retry a failed refresh before the lock
-// lapses, for more refreshes.
+// sent. f must be in (0, 1); the default is 1/3: a lock of 30s is refreshed
+// every 10s. A smaller f leaves more time to retry a failed refresh before
+// the lock lapses, for more refreshes.
 func WithRefreshFraction(f float64) Option {
 	return func(o *options) {
 		if !(f > 0 && f < 1) {
@@ -118,7 +116,7 @@ func WithToken(token string) Option {
 }
 
 func newOptions(opts []Option) (options, error) {
-	o := options{retry: NoRetry(), maxRefreshes: -1, fraction: DefaultRefreshFraction}
+	o := options{retry: NoRetry(), maxRefreshes: -1, fraction: defaultRefreshFraction}
 	for _, opt := range opts {
 		if opt == nil {
 			return o, &ArgumentError{Name: "option", Reason: "must not be nil"}
@@ -129,28 +127,4 @@ func newOptions(opts []Option) (options, error) {
 		return o, o.errs[0]
 	}
 	return o, nil
-}
-
-func checkKeyTTL(key string, ttl time.Duration) error {
-	if key == "" {
-		return &ArgumentError{Name: "key", Reason: "must not be empty"}
-	}
-	return checkTTL(ttl)
-}
-
-func checkTTL(ttl time.Duration) error {
-	if ttl < time.Millisecond {
-		return &ArgumentError{Name: "ttl", Reason: fmt.Sprintf("must be at least 1ms, got %v", ttl)}
-	}
-	return nil
-}
-
-// newToken returns 128 random bits from crypto/rand, base64url-encoded (22
-// characters).
-func newToken() (string, error) {
-	var b [16]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		return "", fmt.Errorf("lock: token: %w", err)
-	}
-	return base64.RawURLEncoding.EncodeToString(b[:]), nil
 }

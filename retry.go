@@ -52,19 +52,19 @@ func (p exponential) Delay(attempt int) (time.Duration, bool) {
 // LimitAttempts stops p after n attempts in all (n ≥ 1; LimitAttempts(p, 1)
 // is NoRetry).
 func LimitAttempts(p RetryPolicy, n int) RetryPolicy {
-	return limited{p: p, n: n}
+	return limitAttempts{p: p, n: n}
 }
 
-type limited struct {
+type limitAttempts struct {
 	p RetryPolicy
 	n int
 }
 
-func (l limited) Delay(attempt int) (time.Duration, bool) {
-	if attempt >= l.n {
+func (p limitAttempts) Delay(attempt int) (time.Duration, bool) {
+	if attempt >= p.n {
 		return 0, false
 	}
-	return l.p.Delay(attempt)
+	return p.p.Delay(attempt)
 }
 
 // checkRetry validates a policy built by this package.
@@ -80,7 +80,7 @@ func checkRetry(p RetryPolicy) error {
 		if p.base <= 0 || p.max < p.base {
 			return &ArgumentError{Name: "retry", Reason: "Exponential needs 0 < base ≤ max"}
 		}
-	case limited:
+	case limitAttempts:
 		if p.n < 1 {
 			return &ArgumentError{Name: "retry", Reason: "LimitAttempts needs at least 1 attempt"}
 		}

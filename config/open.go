@@ -108,6 +108,14 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
+// Inspect implements [lock.Locker]. It returns ErrClosed after Close.
+func (l *Locker) Inspect(ctx context.Context, key string, opts ...lock.Option) (lock.State, error) {
+	if l.isClosed() {
+		return lock.State{}, ErrClosed
+	}
+	return l.inner.Inspect(ctx, key, opts...)
+}
+
 // Obtain implements [lock.Locker], with the configured retry policy unless
 // opts choose one. It returns ErrClosed after Close.
 func (l *Locker) Obtain(ctx context.Context, key string, ttl time.Duration, opts ...lock.Option) (*lock.Lock, error) {
@@ -118,14 +126,6 @@ func (l *Locker) Obtain(ctx context.Context, key string, ttl time.Duration, opts
 		opts = append([]lock.Option{l.retry}, opts...)
 	}
 	return l.inner.Obtain(ctx, key, ttl, opts...)
-}
-
-// Inspect implements [lock.Locker]. It returns ErrClosed after Close.
-func (l *Locker) Inspect(ctx context.Context, key string) (lock.State, error) {
-	if l.isClosed() {
-		return lock.State{}, ErrClosed
-	}
-	return l.inner.Inspect(ctx, key)
 }
 
 // TTL returns the configured default TTL (30s unless the Config sets one),

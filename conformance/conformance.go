@@ -171,6 +171,7 @@ var properties = []property{
 	{LossCancelsTheHolder, "Conns", suite.lossCancelsTheHolder},
 	{DoHoldsAndReleases, "Conns", suite.doHoldsAndReleases},
 	{FencingTokens, "", suite.fencingTokens},
+	{"InspectReadsTheLock", "", suite.inspectReadsTheLock},
 }
 
 // has reports whether the harness sets the named optional field.

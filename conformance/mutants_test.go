@@ -91,6 +91,8 @@ var mutants = []mutant{
 		strategy: func(s *single.Strategy) strategy.Strategy { return failsOpen{s} }},
 	{name: "fence-does-not-increase", kills: []string{FencingTokens},
 		strategy: func(s *single.Strategy) strategy.Strategy { return constantFence{s} }},
+	{name: "inspect-sees-nothing", kills: []string{"InspectReadsTheLock"},
+		strategy: func(s *single.Strategy) strategy.Strategy { return blindInspect{s} }},
 
 	// Lockers.
 	{name: "errors-flattened", kills: []string{ContextEndsTheWait, InvalidArguments},

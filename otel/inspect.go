@@ -6,7 +6,9 @@ import (
 	"github.com/locksmith-go/lock"
 )
 
-// Inspect implements [lock.Locker].
-func (l *locker) Inspect(ctx context.Context, key string) (lock.State, error) {
-	return l.inner.Inspect(ctx, key) // TODO(issue 13): a span
+// Inspect implements [lock.Locker]: a span lock.inspect, with the attributes
+// of the other spans, and for Redlock each node's answer as a lock.node
+// event (see the package doc).
+func (l *locker) Inspect(ctx context.Context, key string, opts ...lock.Option) (lock.State, error) {
+	return l.inner.Inspect(ctx, key, l.with(opts)...)
 }

@@ -16,17 +16,19 @@
 //
 // One span of kind client for each Obtain (covering the whole wait, retries
 // included), Refresh (auto-refresh's too, as children of the context given
-// to lock.Do or Lock.StartRefresh), Release and TTL: lock.obtain,
-// lock.refresh, lock.release and lock.ttl; and lock.cleanup for each
-// clean-up of what an attempt without an answer may have written, which
-// can end after its Obtain returned. Their attributes: db.system.name=redis,
-// server.address (where the driver knows it), locksmith.lock.strategy, the
-// key under the [KeyPolicy] (omitted by default), and for obtain
-// locksmith.lock.attempts, locksmith.lock.wait (seconds),
-// locksmith.lock.outcome and locksmith.lock.validity (seconds). Each
+// to lock.Do or Lock.StartRefresh), Release, TTL and Inspect: lock.obtain,
+// lock.refresh, lock.release, lock.ttl and lock.inspect; and lock.cleanup
+// for each clean-up of what an attempt without an answer may have written,
+// which can end after its Obtain returned. Their attributes:
+// db.system.name=redis, server.address (where the driver knows it),
+// locksmith.lock.strategy, the key under the [KeyPolicy] (omitted by
+// default), and for obtain locksmith.lock.attempts, locksmith.lock.wait
+// (seconds), locksmith.lock.outcome and locksmith.lock.validity (seconds). Each
 // contended attempt is a span event (lock.contended), and so is each
 // Redlock node's answer (lock.node). No span, event or metric ever carries
-// a token.
+// a token. The lock.inspect span records the read, not what it found: no
+// holder's fingerprint or metadata, which identify holders that no other
+// span names, and which the caller has in the lock.State.
 //
 // Outcomes and errors: acquired and contended (the lock is held by another
 // owner and the retry policy gave up: an answer, not a failure) leave the
@@ -184,10 +186,15 @@ type locker struct {
 }
 
 func (l *locker) Obtain(ctx context.Context, key string, ttl time.Duration, opts ...lock.Option) (*lock.Lock, error) {
+	return l.inner.Obtain(ctx, key, ttl, l.with(opts)...)
+}
+
+// with returns opts followed by the hooks, without touching opts' array.
+func (l *locker) with(opts []lock.Option) []lock.Option {
 	if len(opts) == 0 {
-		return l.inner.Obtain(ctx, key, ttl, l.hooks...)
+		return l.hooks
 	}
-	return l.inner.Obtain(ctx, key, ttl, append(opts[:len(opts):len(opts)], l.hooks...)...)
+	return append(opts[:len(opts):len(opts)], l.hooks...)
 }
 
 type telemetry struct {

@@ -15,6 +15,7 @@ import (
 	"github.com/locksmith-go/lock/driver/goredis"
 	"github.com/locksmith-go/lock/driver/redigo"
 	"github.com/locksmith-go/lock/locktest"
+	"github.com/locksmith-go/lock/strategy"
 	"github.com/locksmith-go/lock/strategy/redlock"
 )
 
@@ -85,4 +86,58 @@ func ExampleQuorumError() {
 	// Output:
 	// needed 2 of 2 nodes
 	// 127.0.0.1:1: refused
+}
+
+// Inspect reads every node, and says the lock is held only when a quorum of
+// them hold one holder's value.
+func ExampleStrategy_Inspect() {
+	var nodes []driver.Conn
+	var clients []*redis.Client
+	for range 3 {
+		srv, err := locktest.StartServer() // in-process servers, for the example
+		if err != nil {
+			log.Fatal(err)
+		}
+		defer srv.Close()
+		client := redis.NewClient(&redis.Options{Addr: srv.Addr(), ContextTimeoutEnabled: true, MaxRetries: -1, DialerRetries: 1})
+		defer client.Close()
+		nodes, clients = append(nodes, goredis.New(client)), append(clients, client)
+	}
+	locker, err := redlock.New(nodes)
+	if err != nil {
+		log.Fatal(err)
+	}
+	ctx := context.Background()
+	lk, err := locker.Obtain(ctx, "payments:settle", 10*time.Second, lock.WithMetadata("host=web-3"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer lk.Release(ctx)
+
+	st, err := locker.Inspect(ctx, "payments:settle")
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(st.Held, st.Metadata, st.Fingerprint == strategy.Fingerprint(lk.Token())) // Verdict: held on 3 of 3 nodes (quorum 2)
+	holding := 0
+	for _, n := range st.Nodes {
+		if n.Held && n.Fingerprint == st.Fingerprint {
+			holding++
+		}
+	}
+	// Obtain returned once a quorum granted it; the last grant may still
+	// be on its way.
+	fmt.Println("nodes holding it, a quorum or more:", holding >= 2) // the quorum of 3 nodes
+
+	// One node holds a value: an acquisition under way, or a lock expiring.
+	clients[0].Set(ctx, "payments:refund", "BEzb3iRQgpoTxxpuOWiT1w", 10*time.Second)
+	st, err = locker.Inspect(ctx, "payments:refund")
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(st.Verdict, st.Held)
+	// Output:
+	// true host=web-3 true
+	// nodes holding it, a quorum or more: true
+	// no quorum: held on 1 of 3 nodes false
 }

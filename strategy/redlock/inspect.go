@@ -2,12 +2,95 @@ package redlock
 
 import (
 	"context"
-	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"time"
 
+	"github.com/locksmith-go/lock/internal/cas"
 	"github.com/locksmith-go/lock/strategy"
 )
 
-// Inspect implements [strategy.Strategy].
+// Inspect implements [strategy.Strategy]. It reads the key, and its TTL, on
+// every node at once, each bounded by the node timeout (500ms unless
+// [WithNodeTimeout] sets it), and reports each node's answer through
+// strategy.ReportNode, as the other operations do. State.Nodes gives every
+// node's answer, in the order given to New.
+//
+// The lock is held when a quorum of nodes hold values with one
+// fingerprint; Fingerprint and Metadata are then the holder's, and TTL the
+// time until fewer than a quorum of nodes will hold it, as [Strategy.TTL]
+// computes it. The Verdict says "held on 3 of 5 nodes (quorum 3)", "free"
+// (no node holds a value), or "no quorum: held on 1 of 5 nodes" (an
+// acquisition or a clean-up under way, or a lock expiring node by node).
+// When too few nodes answered to tell, it returns the State, with Nodes,
+// and a [*QuorumError] whose Op is "inspect".
 func (s *Strategy) Inspect(ctx context.Context, key string) (strategy.State, error) {
-	return strategy.State{}, errors.ErrUnsupported // TODO(issue 13): the inspection
+	timeout := s.opTimeout()
+	if err := s.contact(ctx, timeout); err != nil {
+		return strategy.State{}, err
+	}
+	readings := make([]cas.Reading, len(s.nodes))
+	res, _, _ := s.fanOut(ctx, timeout, func(ctx context.Context, i int, n node) (err error) {
+		readings[i], err = cas.Inspect(ctx, n.conn, key, "")
+		return err
+	}, nil, nil)
+
+	st := strategy.State{Nodes: make([]strategy.NodeState, len(res))}
+	holders := map[string][]int{} // the nodes holding each fingerprint
+	unanswered := 0
+	var top []int // the nodes of the most widely held fingerprint
+	for i, r := range res {
+		ns := strategy.NodeState{Node: r.Node, Err: r.Err}
+		switch {
+		case !answered(r.Outcome):
+			unanswered++
+		case readings[i].Exists:
+			ns.Held, ns.TTL = true, readings[i].TTL
+			ns.Fingerprint, ns.Metadata = readings[i].Holder()
+			holders[ns.Fingerprint] = append(holders[ns.Fingerprint], i)
+			if h := holders[ns.Fingerprint]; len(h) > len(top) {
+				top = h
+			}
+		}
+		st.Nodes[i] = ns
+	}
+	n, held := len(res), len(top)
+	switch {
+	case held >= s.quorum:
+		first := st.Nodes[top[0]]
+		st.Held, st.Fingerprint, st.Metadata = true, first.Fingerprint, first.Metadata
+		ttls := make([]time.Duration, held)
+		for j, i := range top {
+			ttls[j] = st.Nodes[i].TTL
+		}
+		st.TTL = s.quorumTTL(ttls)
+		st.Verdict = fmt.Sprintf("held on %d of %d nodes (quorum %d)", held, n, s.quorum)
+	case held+unanswered >= s.quorum:
+		st.Verdict = fmt.Sprintf("unknown: held on %d of %d nodes, and %d did not answer (quorum %d)", held, n, unanswered, s.quorum)
+		return st, &QuorumError{Op: "inspect", Quorum: s.quorum, Nodes: res}
+	case held == 0:
+		st.Verdict = "free"
+	default:
+		st.Verdict = fmt.Sprintf("no quorum: held on %d of %d nodes", held, n)
+	}
+	return st, nil
+}
+
+// quorumTTL returns, of the TTLs of the nodes that hold a lock (at least a
+// quorum of them), the time until fewer than a quorum will: the quorum-th
+// longest. A negative TTL (no expiry) outlasts every other; the result is
+// negative if a quorum have none.
+func (s *Strategy) quorumTTL(ttls []time.Duration) time.Duration {
+	ttls = slices.Clone(ttls)
+	for i, ttl := range ttls {
+		if ttl < 0 {
+			ttls[i] = math.MaxInt64
+		}
+	}
+	slices.Sort(ttls)
+	if ttl := ttls[len(ttls)-s.quorum]; ttl != math.MaxInt64 {
+		return ttl
+	}
+	return -1
 }

@@ -55,3 +55,49 @@ func ExampleNew() {
 	// expires in about 30s: true
 	// true true
 }
+
+// Inspect decodes a legacy lock's timestamp, and says whether an Obtain
+// would take the lock over now.
+func ExampleStrategy_Inspect() {
+	srv, err := locktest.StartServer() // an in-process Redis, for the example
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer srv.Close()
+	client := redis.NewClient(&redis.Options{Addr: srv.Addr(), ContextTimeoutEnabled: true})
+	defer client.Close()
+	locker, err := setnxgetset.New(goredis.New(client), setnxgetset.WithFormat(setnxgetset.Milliseconds))
+	if err != nil {
+		log.Fatal(err)
+	}
+	ctx := context.Background()
+	lk, err := locker.Obtain(ctx, "lock.invoices", 30*time.Second)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer lk.Release(ctx)
+
+	st, err := locker.Inspect(ctx, "lock.invoices")
+	if err != nil {
+		log.Fatal(err)
+	}
+	ms, _ := strconv.ParseInt(lk.Token(), 10, 64) // the value: the expiry timestamp
+	fmt.Println(st.Verdict, st.Takeover)
+	fmt.Println("Expiry is the timestamp:", st.Expiry.Equal(time.UnixMilli(ms)))
+	fmt.Println("the holder's fingerprint:", st.Fingerprint == strategy.Fingerprint(lk.Token()))
+	fmt.Println("no expiry on the key, as legacy clients write it:", st.TTL < 0)
+
+	// A crashed legacy holder's lock, expired an hour ago.
+	client.Set(ctx, "lock.reports", time.Now().Add(-time.Hour).UnixMilli(), 0)
+	st, err = locker.Inspect(ctx, "lock.reports")
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(st.Verdict, st.Takeover)
+	// Output:
+	// held false
+	// Expiry is the timestamp: true
+	// the holder's fingerprint: true
+	// no expiry on the key, as legacy clients write it: true
+	// expired: Obtain takes it over true
+}

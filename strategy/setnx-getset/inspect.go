@@ -2,12 +2,43 @@ package setnxgetset
 
 import (
 	"context"
-	"errors"
 
+	"github.com/locksmith-go/lock/internal/cas"
 	"github.com/locksmith-go/lock/strategy"
 )
 
-// Inspect implements [strategy.Strategy].
+// Inspect implements [strategy.Strategy]. It reads the key's value and its
+// TTL in one script. For a timestamp of the Format, it sets Expiry, the
+// decoded timestamp, and Takeover, whether Obtain would take the lock over
+// now (the timestamp is more than the clock skew in the past, by this
+// client's clock); Fingerprint is that of the whole value, which is the
+// holder's Lock.Token. TTL is the key's own (the safety TTL), negative
+// when it has none, as legacy clients write it. Another value is held by a
+// non-legacy owner and never taken over; its Fingerprint and Metadata are
+// read as the other strategies read theirs ([strategy.SplitValue]).
 func (s *Strategy) Inspect(ctx context.Context, key string) (strategy.State, error) {
-	return strategy.State{}, errors.ErrUnsupported // TODO(issue 13): the inspection
+	r, err := cas.Inspect(ctx, s.conn, key, "")
+	if err != nil {
+		return strategy.State{}, err
+	}
+	if !r.Exists {
+		return strategy.State{Verdict: "free"}, nil
+	}
+	st := strategy.State{Held: true, TTL: r.TTL}
+	expiry, ok := s.format.Decode(r.Value)
+	if !ok {
+		st.Fingerprint, st.Metadata = r.Holder()
+		st.Verdict = "held by a non-legacy owner: never taken over"
+		return st, nil
+	}
+	st.Fingerprint, st.Expiry, st.Takeover = strategy.Fingerprint(r.Value), expiry, s.expired(r.Value)
+	switch {
+	case st.Takeover:
+		st.Verdict = "expired: Obtain takes it over"
+	case s.now().Before(expiry):
+		st.Verdict = "held"
+	default:
+		st.Verdict = "held: expired, but within the clock skew"
+	}
+	return st, nil
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/locksmith-go/lock"
 	"github.com/locksmith-go/lock/driver/goredis"
 	"github.com/locksmith-go/lock/locktest"
+	"github.com/locksmith-go/lock/strategy"
 	"github.com/locksmith-go/lock/strategy/single"
 )
 
@@ -47,4 +48,51 @@ func ExampleNew_nilDriver() {
 	// Output:
 	// lock: invalid conn: must not be nil
 	// true
+}
+
+// Inspect reads a lock without holding it: whether it is held, by whom (a
+// fingerprint of the holder's token, never the token, and its metadata),
+// for how long yet, and the last fencing token issued for the key.
+func ExampleStrategy_Inspect() {
+	srv, err := locktest.StartServer() // an in-process Redis, for the example
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer srv.Close()
+	client := redis.NewClient(&redis.Options{Addr: srv.Addr(), ContextTimeoutEnabled: true})
+	defer client.Close()
+	locker, err := single.New(goredis.New(client))
+	if err != nil {
+		log.Fatal(err)
+	}
+	ctx := context.Background()
+	lk, err := locker.Obtain(ctx, "jobs:nightly", time.Minute, lock.WithMetadata("host=web-3"), lock.WithFencing())
+	if err != nil {
+		log.Fatal(err)
+	}
+
+	st, err := locker.Inspect(ctx, "jobs:nightly")
+	if err != nil {
+		log.Fatal(err)
+	}
+	fence, _ := lk.Fence()
+	fmt.Println(st.Verdict, st.Metadata)
+	fmt.Println("the holder's fingerprint:", st.Fingerprint == strategy.Fingerprint(lk.Token()))
+	fmt.Println("the holder's fence:", st.Fence == fence)
+	fmt.Println("TTL within the minute:", st.TTL > 0 && st.TTL <= time.Minute)
+
+	if err := lk.Release(ctx); err != nil {
+		log.Fatal(err)
+	}
+	st, err = locker.Inspect(ctx, "jobs:nightly")
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(st.Verdict, st.Held)
+	// Output:
+	// held host=web-3
+	// the holder's fingerprint: true
+	// the holder's fence: true
+	// TTL within the minute: true
+	// free false
 }

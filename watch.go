@@ -3,112 +3,10 @@ package lock
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/locksmith-go/lock/internal/wait"
-	"github.com/locksmith-go/lock/strategy"
 )
-
-// Do runs fn while holding the lock on key, and releases it when fn returns.
-//
-// It obtains the lock with opts, as [Locker.Obtain] does, and refreshes it
-// in the background every [WithRefreshFraction] of ttl (a third by
-// default), retrying a failed refresh while the lock is still valid. fn's
-// context is cancelled as soon as the lock is lost: when a refresh finds it
-// gone or taken, or when its validity deadline ([Lock.ValidUntil], counted
-// from when the last successful refresh was sent) passes before a refresh
-// confirmed it. context.Cause on fn's context says why, and [FromContext]
-// returns the lock, for its fencing token ([Lock.Fence], with
-// [WithFencing]). [WithMaxHold] caps how long it is held.
-//
-// Cancelling ctx cancels fn's context and stops the refreshes. After fn
-// returns (or panics), Do stops the refreshes and releases the lock on a
-// context that outlives ctx's cancellation, bounded by strategy.CleanupTimeout (5s). It
-// waits for the release for [ReleaseTimeout] at most, and no later than
-// 100ms past ctx's deadline, so that it keeps the deadline; a release still
-// on its way then goes on in the background, and its outcome reaches the
-// Op hooks (e.Op "release"), while Do returns a release error matching
-// context.DeadlineExceeded.
-//
-// Its error tells the cases apart:
-//   - Obtain's error when the lock was not obtained (fn did not run), such
-//     as one matching ErrNotObtained;
-//   - an error matching [ErrLost], and the cause (ErrExpired, ErrTaken or
-//     ErrLapsed), when the lock was lost before fn returned, or found gone
-//     by the release after it; it also wraps fn's error, if any;
-//   - otherwise fn's error as it is, joined with the release's error if
-//     that failed too, or the release's error alone.
-func Do(ctx context.Context, l Locker, key string, ttl time.Duration, fn func(ctx context.Context) error, opts ...Option) error {
-	switch {
-	case l == nil:
-		return &ArgumentError{Name: "locker", Reason: "must not be nil"}
-	case fn == nil:
-		return &ArgumentError{Name: "fn", Reason: "must not be nil"}
-	}
-	lk, err := l.Obtain(ctx, key, ttl, opts...)
-	if err != nil {
-		return err
-	}
-	fnCtx, cancel := lk.Context(ctx)
-	defer cancel()
-	returned := false
-	defer func() {
-		if !returned { // fn panicked: release, and let the panic go on
-			_ = release(ctx, lk)
-		}
-	}()
-	if err := lk.StartRefresh(ctx); err != nil {
-		returned = true
-		_ = release(ctx, lk)
-		return fmt.Errorf("%w %q: %w", ErrLost, key, err)
-	}
-	fnErr := fn(fnCtx)
-	returned = true
-	lost := lk.Err()
-	relErr := release(ctx, lk)
-	if lost == nil && errors.Is(relErr, ErrNotHeld) {
-		lost = relErr // gone by the time fn returned
-	}
-	switch {
-	case lost != nil && fnErr != nil:
-		return fmt.Errorf("%w %q: %w (fn returned: %w)", ErrLost, key, lost, fnErr)
-	case lost != nil:
-		return fmt.Errorf("%w %q: %w", ErrLost, key, lost)
-	case fnErr != nil && relErr != nil:
-		return errors.Join(fnErr, relErr)
-	case fnErr != nil:
-		return fnErr
-	}
-	return relErr
-}
-
-// releaseGrace is how long past ctx's deadline Do waits for its release.
-const releaseGrace = 100 * time.Millisecond
-
-// release releases lk for Do, as its doc says.
-func release(ctx context.Context, lk *Lock) error {
-	wait := time.Now().Add(ReleaseTimeout)
-	if dl, ok := ctx.Deadline(); ok && dl.Add(releaseGrace).Before(wait) {
-		wait = dl.Add(releaseGrace)
-	}
-	done := make(chan error, 1)
-	go func() {
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), strategy.CleanupTimeout)
-		defer cancel()
-		done <- lk.Release(ctx)
-	}()
-	t := time.NewTimer(time.Until(wait))
-	defer t.Stop()
-	select {
-	case err := <-done:
-		return err
-	case <-t.C:
-		return opError("release", lk.key, errReleasePending)
-	}
-}
-
-var errReleasePending = fmt.Errorf("%w: the release goes on in the background", context.DeadlineExceeded)
 
 type lockKey struct{}
 
@@ -117,20 +15,6 @@ type lockKey struct{}
 func FromContext(ctx context.Context) (*Lock, bool) {
 	l, ok := ctx.Value(lockKey{}).(*Lock)
 	return l, ok && l != nil
-}
-
-// Fence returns the lock's fencing token and true when it was obtained with
-// [WithFencing]: a number that is larger for every new holder of the key,
-// across releases, expiries and crashed holders. Pass it to the resource the
-// lock protects, which must remember the largest token it has seen and
-// reject requests carrying a smaller one: then a holder that lost its lock
-// without knowing it (a pause, a slow network) cannot overwrite the work of
-// the next holder. Unlike Token, it is not a secret.
-func (l *Lock) Fence() (int64, bool) {
-	if l == nil || l.fence == 0 {
-		return 0, false
-	}
-	return l.fence, true
 }
 
 // closed is the Done channel of a nil *Lock.
@@ -177,8 +61,8 @@ func (l *Lock) Context(parent context.Context) (ctx context.Context, cancel cont
 		cancelCause(ErrNotHeld)
 		return ctx, func() {}
 	}
-	lost := l.watch()
-	stop := context.AfterFunc(lost, func() { cancelCause(context.Cause(lost)) })
+	done := l.watch()
+	stop := context.AfterFunc(done, func() { cancelCause(context.Cause(done)) })
 	return ctx, func() {
 		stop()
 		cancelCause(context.Canceled)
@@ -191,18 +75,18 @@ func (l *Lock) Context(parent context.Context) (ctx context.Context, cancel cont
 // first call, must not leave a lapsed lock looking held.
 func (l *Lock) watch() context.Context {
 	l.mu.Lock()
-	if l.lost == nil {
-		l.lost, l.lose = context.WithCancelCause(context.Background())
+	if l.done == nil {
+		l.done, l.closeDone = context.WithCancelCause(context.Background())
 		if l.cause != nil {
-			l.lose(l.cause) // endLocked has run, or will find lose set
+			l.closeDone(l.cause) // endLocked has run, or will find closeDone set
 		} else {
 			l.deadline = time.AfterFunc(time.Until(l.validUntil), l.lapse)
 		}
 	}
-	lost := l.lost
+	done := l.done
 	l.mu.Unlock()
 	l.lapse()
-	return lost
+	return done
 }
 
 // lapse ends the lock with ErrLapsed if ValidUntil has passed.
@@ -236,12 +120,12 @@ type refresher struct {
 // The refreshes stop when ctx is done, StopRefresh or Release is called, or
 // the lock is lost (see Done): a refresh found it gone or taken, ValidUntil
 // passed first, or a limit ([WithMaxRefreshes], [WithMaxHold]) was reached,
-// after which the lock lapses at the end of its last refresh. Always end
+// after which the lock lapses at the end of its last refresh. Always stop
 // them: a lock refreshed forever keeps everyone else out. ctx's values
 // (such as a trace) reach the refreshes.
 //
-// It returns nil if the refreshes run (or already ran), and Err if the lock
-// is no longer held.
+// It returns nil when the refreshes run, started by this call or an
+// earlier one, and Err if the lock is no longer held.
 func (l *Lock) StartRefresh(ctx context.Context) error {
 	if l == nil {
 		return ErrNotHeld

@@ -1,0 +1,113 @@
+package lock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/locksmith-go/lock/strategy"
+)
+
+// Do runs fn while holding the lock on key, and releases it when fn returns.
+//
+// It obtains the lock with opts, as [Locker.Obtain] does, and refreshes it
+// in the background every [WithRefreshFraction] of ttl (a third by
+// default), retrying a failed refresh while the lock is still valid. fn's
+// context is cancelled as soon as the lock is lost: when a refresh finds it
+// gone or taken, or when its validity deadline ([Lock.ValidUntil], counted
+// from when the last successful refresh was sent) passes before a refresh
+// confirmed it. context.Cause on fn's context says why, and [FromContext]
+// returns the lock, for its fencing token ([Lock.Fence], with
+// [WithFencing]). [WithMaxHold] caps how long it is held.
+//
+// Cancelling ctx cancels fn's context and stops the refreshes. After fn
+// returns (or panics), Do stops the refreshes and releases the lock on a
+// context that outlives ctx's cancellation, bounded by 5s. It waits for the
+// release for 1s at most, and no later than 100ms past ctx's deadline, so
+// that it keeps the deadline; a release still on its way then goes on in
+// the background, and its outcome reaches the Op hooks (e.Op "release"),
+// while Do returns a release error matching context.DeadlineExceeded.
+//
+// Its error tells the cases apart:
+//   - Obtain's error when the lock was not obtained (fn did not run), such
+//     as one matching ErrNotObtained;
+//   - an error matching [ErrLost], and the cause (ErrExpired, ErrTaken or
+//     ErrLapsed), when the lock was lost before fn returned, or found gone
+//     by the release after it; it also wraps fn's error, if any;
+//   - otherwise fn's error as it is, joined with the release's error if
+//     that failed too, or the release's error alone.
+func Do(ctx context.Context, l Locker, key string, ttl time.Duration, fn func(ctx context.Context) error, opts ...Option) error {
+	switch {
+	case l == nil:
+		return &ArgumentError{Name: "locker", Reason: "must not be nil"}
+	case fn == nil:
+		return &ArgumentError{Name: "fn", Reason: "must not be nil"}
+	}
+	lk, err := l.Obtain(ctx, key, ttl, opts...)
+	if err != nil {
+		return err
+	}
+	fnCtx, cancel := lk.Context(ctx)
+	defer cancel()
+	returned := false
+	defer func() {
+		if !returned { // fn panicked: release, and let the panic go on
+			_ = release(ctx, lk)
+		}
+	}()
+	if err := lk.StartRefresh(ctx); err != nil {
+		returned = true
+		_ = release(ctx, lk)
+		return fmt.Errorf("%w %q: %w", ErrLost, key, err)
+	}
+	fnErr := fn(fnCtx)
+	returned = true
+	lost := lk.Err()
+	relErr := release(ctx, lk)
+	if lost == nil && errors.Is(relErr, ErrNotHeld) {
+		lost = relErr // gone by the time fn returned
+	}
+	switch {
+	case lost != nil && fnErr != nil:
+		return fmt.Errorf("%w %q: %w (fn returned: %w)", ErrLost, key, lost, fnErr)
+	case lost != nil:
+		return fmt.Errorf("%w %q: %w", ErrLost, key, lost)
+	case fnErr != nil && relErr != nil:
+		return errors.Join(fnErr, relErr)
+	case fnErr != nil:
+		return fnErr
+	}
+	return relErr
+}
+
+// releaseTimeout bounds how long Do waits for its release, when ctx allows
+// that long.
+const releaseTimeout = time.Second
+
+// releaseGrace is how long past ctx's deadline Do waits for its release.
+const releaseGrace = 100 * time.Millisecond
+
+// release releases lk for Do, as its doc says.
+func release(ctx context.Context, lk *Lock) error {
+	wait := time.Now().Add(releaseTimeout)
+	if dl, ok := ctx.Deadline(); ok && dl.Add(releaseGrace).Before(wait) {
+		wait = dl.Add(releaseGrace)
+	}
+	done := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), strategy.CleanupTimeout)
+		defer cancel()
+		done <- lk.Release(ctx)
+	}()
+	t := time.NewTimer(time.Until(wait))
+	defer t.Stop()
+	select {
+	case err := <-done:
+		return err
+	case <-t.C:
+		return opError("release", lk.key, errReleasePending)
+	}
+}
+
+var errReleasePending = fmt.Errorf("%w: the release goes on in the background", context.DeadlineExceeded)

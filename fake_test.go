@@ -1,0 +1,243 @@
+package lock_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/locksmith-go/lock"
+	"github.com/locksmith-go/lock/strategy"
+)
+
+// fakeStrategy is an in-memory strategy.Strategy: a map of key to value guarded
+// by a mutex, with the documented semantics. It records every call, and can
+// be told to fail an operation.
+type fakeStrategy struct {
+	mu      sync.Mutex
+	entries map[string]fakeEntry
+	calls   []fakeCall
+
+	// grant and refreshGrant are returned by successful Acquire and
+	// Refresh calls; a Grant.Value becomes the stored value.
+	grant, refreshGrant strategy.Grant
+	// acquireErr, refreshErr, releaseErr and ttlErr, when set, are returned
+	// by the operation instead of its normal result.
+	acquireErr, refreshErr, releaseErr, ttlErr error
+	// onAcquire, when set, is called at the start of every Acquire, outside
+	// the mutex.
+	onAcquire func(ctx context.Context)
+	// refreshErrs are returned, in turn, by the next refreshes (see
+	// failRefreshes).
+	refreshErrs []error
+	// afterRefresh, when set, is called at the end of every successful
+	// Refresh, outside the mutex: the new value is stored, and the reply
+	// is still on its way.
+	afterRefresh func()
+}
+
+type fakeEntry struct {
+	value   string
+	expires time.Time
+}
+
+type fakeCall struct {
+	op, key, value string
+	ctxErr         error // the context's error when the call was made
+	hasDeadline    bool
+}
+
+var _ strategy.Strategy = (*fakeStrategy)(nil)
+
+// Inspect reads key's entry: held, its TTL, and its value's fingerprint and
+// metadata.
+func (f *fakeStrategy) Inspect(ctx context.Context, key string) (strategy.State, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	e, ok := f.record(ctx, "inspect", key, "")
+	if !ok {
+		return strategy.State{Verdict: "free"}, nil
+	}
+	token, meta := strategy.SplitValue(e.value)
+	return strategy.State{Held: true, TTL: time.Until(e.expires), Fingerprint: strategy.Fingerprint(token), Metadata: meta, Verdict: "held"}, nil
+}
+
+func newFake() *fakeStrategy {
+	return &fakeStrategy{entries: make(map[string]fakeEntry)}
+}
+
+// record logs a call and returns the live entry of key, if any. f.mu must be
+// held.
+func (f *fakeStrategy) record(ctx context.Context, op, key, value string) (fakeEntry, bool) {
+	_, hasDeadline := ctx.Deadline()
+	f.calls = append(f.calls, fakeCall{op: op, key: key, value: value, ctxErr: ctx.Err(), hasDeadline: hasDeadline})
+	e, ok := f.entries[key]
+	if ok && !time.Now().Before(e.expires) {
+		delete(f.entries, key)
+		return fakeEntry{}, false
+	}
+	return e, ok
+}
+
+// owned returns nil when key holds value, and ErrExpired or ErrTaken
+// otherwise.
+func owned(e fakeEntry, ok bool, value string) error {
+	switch {
+	case !ok:
+		return lock.ErrExpired
+	case e.value != value:
+		return lock.ErrTaken
+	}
+	return nil
+}
+
+func (f *fakeStrategy) Acquire(ctx context.Context, r strategy.Request) (strategy.Grant, error) {
+	key, value, ttl := r.Key, r.Value(), r.TTL
+	if f.onAcquire != nil {
+		f.onAcquire(ctx)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	e, ok := f.record(ctx, "acquire", key, value)
+	if f.acquireErr != nil {
+		return f.grant, f.acquireErr
+	}
+	if ok && e.value != value {
+		return strategy.Grant{}, lock.ErrNotObtained
+	}
+	stored := value
+	if f.grant.Value != "" {
+		stored = f.grant.Value
+	}
+	f.entries[key] = fakeEntry{value: stored, expires: time.Now().Add(ttl)}
+	return f.grant, nil
+}
+
+func (f *fakeStrategy) Refresh(ctx context.Context, key, value string, ttl time.Duration) (strategy.Grant, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	e, ok := f.record(ctx, "refresh", key, value)
+	if len(f.refreshErrs) > 0 {
+		err := f.refreshErrs[0]
+		f.refreshErrs = f.refreshErrs[1:]
+		return strategy.Grant{}, err
+	}
+	if f.refreshErr != nil {
+		return strategy.Grant{}, f.refreshErr
+	}
+	if err := owned(e, ok, value); err != nil {
+		return strategy.Grant{}, err
+	}
+	if f.refreshGrant.Value != "" {
+		e.value = f.refreshGrant.Value
+	}
+	e.expires = time.Now().Add(ttl)
+	f.entries[key] = e
+	if f.afterRefresh != nil {
+		f.mu.Unlock()
+		f.afterRefresh()
+		f.mu.Lock()
+	}
+	return f.refreshGrant, nil
+}
+
+func (f *fakeStrategy) Release(ctx context.Context, key, value string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	e, ok := f.record(ctx, "release", key, value)
+	if f.releaseErr != nil {
+		return f.releaseErr
+	}
+	if err := owned(e, ok, value); err != nil {
+		return err
+	}
+	delete(f.entries, key)
+	return nil
+}
+
+func (f *fakeStrategy) TTL(ctx context.Context, key, value string) (time.Duration, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	e, ok := f.record(ctx, "ttl", key, value)
+	if f.ttlErr != nil {
+		return 0, f.ttlErr
+	}
+	if err := owned(e, ok, value); err != nil {
+		return 0, err
+	}
+	return time.Until(e.expires), nil
+}
+
+// hold makes value the holder of key for an hour, as another owner would.
+func (f *fakeStrategy) hold(key, value string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.entries[key] = fakeEntry{value: value, expires: time.Now().Add(time.Hour)}
+}
+
+// failRefreshes makes the next refreshes fail with errs, one each, and
+// every one after them with always (nil: succeed). It is safe while a
+// refresher runs.
+func (f *fakeStrategy) failRefreshes(always error, errs ...error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.refreshErrs, f.refreshErr = errs, always
+}
+
+// drop deletes key, as if it had expired.
+func (f *fakeStrategy) drop(key string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.entries, key)
+}
+
+// callsTo returns the recorded calls of op, in order.
+func (f *fakeStrategy) callsTo(op string) []fakeCall {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var cs []fakeCall
+	for _, c := range f.calls {
+		if c.op == op {
+			cs = append(cs, c)
+		}
+	}
+	return cs
+}
+
+// values returns the values of calls.
+func values(calls []fakeCall) []string {
+	vs := make([]string, len(calls))
+	for i, c := range calls {
+		vs[i] = c.value
+	}
+	return vs
+}
+
+func equal(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// obtain obtains key on f for a minute, failing the test on error.
+func obtain(t *testing.T, f *fakeStrategy, key string, opts ...lock.Option) *lock.Lock {
+	t.Helper()
+	lk, err := lock.New(f).Obtain(context.Background(), key, time.Minute, opts...)
+	if err != nil {
+		t.Fatalf("Obtain(%q) = %v, want a lock", key, err)
+	}
+	return lk
+}
+
+var errBoom = errors.New("boom: connection reset")
+
+// timeout bounds the tests that wait, so that a hang fails the test instead
+// of the binary.
+const timeout = time.Minute

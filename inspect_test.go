@@ -1,0 +1,112 @@
+package lock_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/locksmith-go/lock"
+	"github.com/locksmith-go/lock/strategy"
+)
+
+// inspectFake is a multi-node fakeStrategy whose Inspect reports two nodes
+// and returns st and err.
+type inspectFake struct {
+	*fakeStrategy
+	st  strategy.State
+	err error
+}
+
+func (f inspectFake) ReportsNodes() bool { return true }
+
+func (f inspectFake) Inspect(ctx context.Context, key string) (strategy.State, error) {
+	strategy.ReportNode(ctx, "n1", "ok", nil)
+	strategy.ReportNode(ctx, "n2", "timeout", context.DeadlineExceeded)
+	return f.st, f.err
+}
+
+func TestInspect(t *testing.T) {
+	ctx := context.Background()
+
+	t.Run("a free key", func(t *testing.T) {
+		st, err := lock.New(newFake()).Inspect(ctx, "k")
+		if err != nil || st.Held || st.Verdict != "free" {
+			t.Errorf("Inspect = %+v, %v; want free, nil", st, err)
+		}
+	})
+
+	t.Run("a held lock", func(t *testing.T) {
+		f := newFake()
+		lk := obtain(t, f, "k", lock.WithMetadata("host=web-3"))
+		st, err := lock.New(f).Inspect(ctx, "k")
+		if err != nil || !st.Held || st.Metadata != "host=web-3" || st.Fingerprint != strategy.Fingerprint(lk.Token()) {
+			t.Errorf("Inspect = %+v, %v; want held, with the holder's fingerprint and metadata", st, err)
+		}
+		if st.TTL <= 0 || st.TTL > time.Minute {
+			t.Errorf("TTL = %v, want in (0, 1m]", st.TTL)
+		}
+	})
+
+	t.Run("an empty key", func(t *testing.T) {
+		f := newFake()
+		var ae *lock.ArgumentError
+		if _, err := lock.New(f).Inspect(ctx, ""); !errors.As(err, &ae) || ae.Name != "key" {
+			t.Errorf("Inspect of an empty key = %v, want an *ArgumentError named key", err)
+		}
+		if len(f.calls) != 0 {
+			t.Errorf("strategy calls = %d, want 0", len(f.calls))
+		}
+	})
+
+	t.Run("a nil option", func(t *testing.T) {
+		var ae *lock.ArgumentError
+		if _, err := lock.New(newFake()).Inspect(ctx, "k", nil); !errors.As(err, &ae) || ae.Name != "option" {
+			t.Errorf("Inspect with a nil option = %v, want an *ArgumentError named option", err)
+		}
+	})
+
+	t.Run("an error comes with what was read", func(t *testing.T) {
+		cause := errors.New("no quorum")
+		f := inspectFake{fakeStrategy: newFake(), st: strategy.State{Verdict: "unknown", Nodes: make([]strategy.NodeState, 2)}, err: cause}
+		st, err := lock.New(f).Inspect(ctx, "k")
+		if !errors.Is(err, cause) || !strings.HasPrefix(err.Error(), `lock: inspect "k": `) {
+			t.Errorf("Inspect = %v, want the strategy's error wrapped with the operation and key", err)
+		}
+		if st.Verdict != "unknown" || len(st.Nodes) != 2 {
+			t.Errorf("State = %+v, want the one the strategy read", st)
+		}
+	})
+
+	t.Run("the hooks wrap it and see each node", func(t *testing.T) {
+		var tr trail
+		var events []lock.Event
+		h := recorder(&tr, "a")
+		op := h.Op
+		h.Op = func(ctx context.Context, e lock.Event, next func(context.Context) error) error {
+			events = append(events, e)
+			return op(ctx, e, next)
+		}
+		f := inspectFake{fakeStrategy: newFake()}
+		if _, err := lock.New(f).Inspect(ctx, "k", lock.WithHooks(h), lock.WithRetry(lock.NoRetry())); err != nil {
+			t.Fatal(err)
+		}
+		if got, want := tr.String(), "a:inspect( a:node:n1=ok a:node:n2=timeout )a"; got != want {
+			t.Errorf("got %q, want %q", got, want)
+		}
+		if e := events[0]; e.Key != "k" || e.Lock != nil || e.TTL != 0 {
+			t.Errorf("Event = %+v, want key k, no lock, no TTL", e)
+		}
+	})
+
+	t.Run("the Locker's default hooks apply", func(t *testing.T) {
+		var tr trail
+		if _, err := lock.New(newFake(), lock.WithHooks(recorder(&tr, "d"))).Inspect(ctx, "k"); err != nil {
+			t.Fatal(err)
+		}
+		if got, want := tr.String(), "d:inspect( )d"; got != want {
+			t.Errorf("got %q, want %q", got, want)
+		}
+	})
+}

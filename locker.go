@@ -1,0 +1,229 @@
+package lock
+
+import (
+	"cmp"
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/locksmith-go/lock/internal/scope"
+	"github.com/locksmith-go/lock/internal/wait"
+	"github.com/locksmith-go/lock/strategy"
+)
+
+// Locker obtains distributed locks.
+type Locker interface {
+	// Obtain locks key for ttl. It makes one attempt, then waits and tries
+	// again as the retry policy says (see [WithRetry]; the default is
+	// [NoRetry]) until the lock is obtained, the policy gives up, or ctx is
+	// done.
+	//
+	// When another owner still holds the key, the error satisfies
+	// errors.Is(err, ErrNotObtained); when ctx ended the wait it also
+	// matches the context's cause (for example context.DeadlineExceeded).
+	// Invalid arguments give an [*ArgumentError]. Redis and transport errors
+	// are wrapped with the operation's name.
+	Obtain(ctx context.Context, key string, ttl time.Duration, opts ...Option) (*Lock, error)
+
+	// Inspect reads the state of the lock on key without holding it or
+	// changing it: whether it is held, for how long yet, by whom (a
+	// fingerprint of the holder's token, never the token, and its
+	// metadata), and what else the strategy can tell (see [State]). Invalid
+	// arguments give an [*ArgumentError]; Redis and transport errors are
+	// wrapped with the operation's name, "inspect". A multi-node strategy
+	// that could not tell returns what it read, with its error.
+	//
+	// Of the options, only [WithHooks] applies: the Op hooks wrap the read
+	// (e.Op "inspect"), and the Node hooks see each node's answer, so that
+	// wrappers such as the otel package instrument it as they do Obtain.
+	// The others are ignored.
+	Inspect(ctx context.Context, key string, opts ...Option) (State, error)
+}
+
+// State is what [Locker.Inspect] read of a lock: whether it is held, its
+// remaining TTL, the holder's token fingerprint and metadata, its fencing
+// counter, and for some strategies more: each Redlock node's answer, a
+// legacy lock's decoded timestamp and whether it can be taken over now.
+type State = strategy.State
+
+// New returns the [Locker] for a strategy. Strategy packages call it;
+// application code gets a Locker from them (single.New, redlock.New, …) or
+// from the config package. The defaults apply to every Obtain, before the
+// options of the call.
+func New(s strategy.Strategy, defaults ...Option) Locker {
+	return &locker{s: s, defaults: defaults}
+}
+
+type locker struct {
+	s        strategy.Strategy
+	defaults []Option
+}
+
+func (l *locker) Obtain(ctx context.Context, key string, ttl time.Duration, opts ...Option) (*Lock, error) {
+	o, err := l.options(opts)
+	if err != nil {
+		return nil, err
+	}
+	if len(o.hooks) == 0 {
+		return l.obtain(ctx, key, ttl, o)
+	}
+	e := o.hooks.event(l.s, "obtain", key)
+	e.TTL = ttl
+	return o.hooks.obtain(ctx, e, func(ctx context.Context) (*Lock, error) { return l.obtain(ctx, key, ttl, o) })
+}
+
+// options returns the options of a call: the Locker's defaults, then the
+// call's.
+func (l *locker) options(opts []Option) (options, error) {
+	if len(l.defaults) > 0 {
+		opts = append(slices.Clip(l.defaults), opts...)
+	}
+	return newOptions(opts)
+}
+
+func (l *locker) obtain(ctx context.Context, key string, ttl time.Duration, o options) (*Lock, error) {
+	if err := checkKeyTTL(key, ttl); err != nil {
+		return nil, err
+	}
+	if o.maxHold > 0 && o.maxHold < ttl {
+		return nil, &ArgumentError{Name: "max hold", Reason: fmt.Sprintf("must be at least the TTL, %v, got %v", ttl, o.maxHold)}
+	}
+	r := strategy.Request{Key: key, TTL: ttl, Token: o.token, Metadata: o.metadata, CallerToken: o.token != "", Fencing: o.fencing}
+	for attempt := 1; ; attempt++ {
+		if ctx.Err() != nil {
+			return nil, notObtained(ctx)
+		}
+		// A fresh token for every attempt: a clean-up of an earlier attempt
+		// that is still on its way to a slow server can never delete what a
+		// later attempt acquired.
+		if !r.CallerToken {
+			var err error
+			if r.Token, err = newToken(); err != nil {
+				return nil, err
+			}
+		}
+		sent := time.Now()
+		g, err := l.attempt(ctx, r, attempt, o.hooks)
+		if err == nil && r.Fencing && g.Fence <= 0 {
+			l.cleanUp(ctx, o.hooks, key, cmp.Or(g.Value, r.Value()))
+			name, _ := describe(l.s)
+			return nil, &ArgumentError{Name: "fencing", Reason: "not supported by " + name + ": it issued no fencing token"}
+		}
+		if err == nil {
+			lk := &Lock{s: l.s, key: key, token: r.Token, metadata: r.Metadata, value: r.Value(),
+				refreshesLeft: o.maxRefreshes, hooks: o.hooks, obtained: sent,
+				fraction: o.fraction, ttl: ttl}
+			if r.Fencing {
+				lk.fence = g.Fence
+			}
+			if o.maxHold > 0 {
+				lk.holdUntil = sent.Add(o.maxHold)
+			}
+			lk.grant(g, sent, ttl)
+			return lk, nil
+		}
+		if !errors.Is(err, ErrNotObtained) {
+			// The command may have been applied even though its reply was
+			// lost (a timeout, a cancelled context, a broken connection):
+			// delete it, in the background once ctx is done.
+			if !g.Undone {
+				l.cleanUp(ctx, o.hooks, key, cmp.Or(g.Value, r.Value()))
+			}
+			if wait.Over(ctx) {
+				return nil, notObtained(ctx)
+			}
+			return nil, opError("obtain", key, err)
+		}
+		delay, ok := o.retry.Delay(attempt)
+		if !ok {
+			return nil, err
+		}
+		if err := wait.Sleep(ctx, delay); err != nil {
+			return nil, notObtained(ctx)
+		}
+	}
+}
+
+// checkKeyTTL checks Obtain's key and ttl.
+func checkKeyTTL(key string, ttl time.Duration) error {
+	if err := checkKey(key); err != nil {
+		return err
+	}
+	return checkTTL(ttl)
+}
+
+// checkKey checks the key of Obtain or Inspect.
+func checkKey(key string) error {
+	if key == "" {
+		return &ArgumentError{Name: "key", Reason: "must not be empty"}
+	}
+	return nil
+}
+
+// checkTTL checks the ttl of Obtain or Refresh.
+func checkTTL(ttl time.Duration) error {
+	if ttl < time.Millisecond {
+		return &ArgumentError{Name: "ttl", Reason: fmt.Sprintf("must be at least 1ms, got %v", ttl)}
+	}
+	return nil
+}
+
+// newToken returns 128 random bits from crypto/rand, base64url-encoded (22
+// characters).
+func newToken() (string, error) {
+	var b [16]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", fmt.Errorf("lock: token: %w", err)
+	}
+	return base64.RawURLEncoding.EncodeToString(b[:]), nil
+}
+
+// attempt runs one Acquire, through the Attempt hooks.
+func (l *locker) attempt(ctx context.Context, r strategy.Request, n int, hs hookList) (strategy.Grant, error) {
+	if len(hs) == 0 {
+		return l.s.Acquire(ctx, r)
+	}
+	e := hs.event(l.s, "attempt", r.Key)
+	e.TTL, e.Attempt = r.TTL, n
+	a := &acquisition{s: l.s, r: r}
+	err := hs.wrap(ctx, l.s, e, attemptHook, a.run)
+	return a.g, err
+}
+
+// acquisition is one Acquire whose Grant outlives the hooks around it.
+type acquisition struct {
+	s strategy.Strategy
+	r strategy.Request
+	g strategy.Grant
+}
+
+func (a *acquisition) run(ctx context.Context) (err error) {
+	a.g, err = a.s.Acquire(ctx, a.r)
+	return err
+}
+
+// cleanUp deletes value, which the attempt may have written under key, with
+// strategy.CleanUp in the background, and waits for it while ctx allows.
+func (l *locker) cleanUp(ctx context.Context, hs hookList, key, value string) {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if len(hs) > 0 {
+			ctx = scope.With(ctx, &hookScope{hs, l.s})
+		}
+		_ = strategy.CleanUp(ctx, key, func(ctx context.Context) error { return l.s.Release(ctx, key, value) })
+	}()
+	select {
+	case <-done:
+	case <-ctx.Done():
+	}
+}
+
+// notObtained is the error of an Obtain whose ctx ended the wait.
+func notObtained(ctx context.Context) error {
+	return fmt.Errorf("%w: %w", ErrNotObtained, cmp.Or(context.Cause(ctx), context.DeadlineExceeded))
+}
