@@ -47,7 +47,7 @@ type Hooks struct {
 type Event struct {
 	Strategy string        // the strategy's name, such as "single"
 	Server   string        // the server address(es), where the strategy knows them
-	Op       string        // obtain, attempt, refresh, release, ttl, cleanup, inspect or node
+	Op       string        // obtain, attempt, refresh, release, ttl, cleanup, inspect, node or ended
 	Key      string        // the lock's key
 	TTL      time.Duration // the TTL asked for (obtain, attempt, refresh)
 	Attempt  int           // the attempt's number, from 1
@@ -117,72 +117,83 @@ func (hs hookList) event(s strategy.Strategy, op, key string) Event {
 
 // obtain runs next through the Obtain hooks.
 func (hs hookList) obtain(ctx context.Context, e Event, next func(context.Context) (*Lock, error)) (*Lock, error) {
-	return hs.obtainFrom(0, ctx, e, next)
-}
-
-func (hs hookList) obtainFrom(i int, ctx context.Context, e Event, next func(context.Context) (*Lock, error)) (*Lock, error) {
-	for ; i < len(hs); i++ {
-		if f := hs[i].Obtain; f != nil {
-			if hs[i+1:].hasObtain() {
-				next = hs.obtainNext(i+1, e, next)
-			}
-			return f(ctx, e, next)
-		}
-	}
-	return next(ctx)
-}
-
-// obtainNext returns the rest of the chain after hook i. (A function of its
-// own, so that its closure does not move e to the heap on every call.)
-func (hs hookList) obtainNext(i int, e Event, next func(context.Context) (*Lock, error)) func(context.Context) (*Lock, error) {
-	return func(ctx context.Context) (*Lock, error) { return hs.obtainFrom(i, ctx, e, next) }
-}
-
-func (hs hookList) hasObtain() bool {
-	for _, h := range hs {
-		if h.Obtain != nil {
-			return true
-		}
-	}
-	return false
+	return chain(ctx, hs, obtainHook, e, next)
 }
 
 // wrap runs next through the Attempt or Op hooks (pick chooses which), with
 // the hooks in the context for ReportNode and CleanUp when s reports nodes.
-func (hs hookList) wrap(ctx context.Context, s strategy.Strategy, e Event, pick func(*Hooks) func(context.Context, Event, func(context.Context) error) error, next func(context.Context) error) error {
+func (hs hookList) wrap(ctx context.Context, s strategy.Strategy, e Event, pick func(*Hooks) (opFunc, bool), next func(context.Context) error) error {
 	if r, ok := s.(strategy.NodeReporter); ok && r.ReportsNodes() {
 		ctx = scope.With(ctx, &hookScope{hs, s})
 	}
-	return hs.wrapFrom(0, ctx, e, pick, next)
+	_, err := chain(ctx, hs, pick, e, next)
+	return err
 }
 
-func (hs hookList) wrapFrom(i int, ctx context.Context, e Event, pick func(*Hooks) func(context.Context, Event, func(context.Context) error) error, next func(context.Context) error) error {
-	for ; i < len(hs); i++ {
-		if f := pick(hs[i]); f != nil {
-			for j := i + 1; j < len(hs); j++ {
-				if pick(hs[j]) != nil {
-					next = hs.wrapNext(i+1, e, pick, next)
-					break
-				}
+// chain runs next through the hooks that pick finds set in hs, the first
+// outermost: each runs the rest of the chain as its next. Only the inner
+// hooks' nexts are closures, which move e to the heap: the outermost hook
+// is called directly, so that a chain of one hook, such as the otel
+// package's, allocates nothing.
+func chain[W wrapper[N, R], N, R any](ctx context.Context, hs hookList, pick func(*Hooks) (W, bool), e Event, next N) (R, error) {
+	var outer W // until a hook is found, the nil one, whose call runs next
+	found := false
+	for i := len(hs) - 1; i >= 0; i-- {
+		if w, ok := pick(hs[i]); ok {
+			if found {
+				next = outer.bind(e, next)
 			}
-			return f(ctx, e, next)
+			outer, found = w, true
 		}
 	}
-	return next(ctx)
+	return outer.call(ctx, e, next)
 }
 
-// wrapNext returns the rest of the chain after hook i, as obtainNext does.
-func (hs hookList) wrapNext(i int, e Event, pick func(*Hooks) func(context.Context, Event, func(context.Context) error) error, next func(context.Context) error) func(context.Context) error {
-	return func(ctx context.Context) error { return hs.wrapFrom(i, ctx, e, pick, next) }
+// wrapper is a hook that chain nests: an obtainFunc, or an opFunc. N is the
+// type of its next, and R what it returns besides an error.
+type wrapper[N, R any] interface {
+	// call runs the hook around next; a nil hook runs next alone.
+	call(ctx context.Context, e Event, next N) (R, error)
+	// bind returns the hook around next, as a next for the hook outside it.
+	bind(e Event, next N) N
 }
 
-func attemptHook(h *Hooks) func(context.Context, Event, func(context.Context) error) error {
-	return h.Attempt
+// obtainFunc is an Obtain hook, and opFunc an Attempt or Op hook.
+type (
+	obtainFunc func(context.Context, Event, func(context.Context) (*Lock, error)) (*Lock, error)
+	opFunc     func(context.Context, Event, func(context.Context) error) error
+)
+
+func (f obtainFunc) call(ctx context.Context, e Event, next func(context.Context) (*Lock, error)) (*Lock, error) {
+	if f == nil {
+		return next(ctx)
+	}
+	return f(ctx, e, next)
 }
 
-func opHook(h *Hooks) func(context.Context, Event, func(context.Context) error) error { return h.Op }
+func (f obtainFunc) bind(e Event, next func(context.Context) (*Lock, error)) func(context.Context) (*Lock, error) {
+	return func(ctx context.Context) (*Lock, error) { return f(ctx, e, next) }
+}
 
-func (hs hookList) ended(e Event) {
+func (f opFunc) call(ctx context.Context, e Event, next func(context.Context) error) (struct{}, error) {
+	if f == nil {
+		return struct{}{}, next(ctx)
+	}
+	return struct{}{}, f(ctx, e, next)
+}
+
+func (f opFunc) bind(e Event, next func(context.Context) error) func(context.Context) error {
+	return func(ctx context.Context) error { return f(ctx, e, next) }
+}
+
+// obtainHook, attemptHook and opHook pick a hook for chain, and report
+// whether it is set.
+func obtainHook(h *Hooks) (obtainFunc, bool) { return h.Obtain, h.Obtain != nil }
+func attemptHook(h *Hooks) (opFunc, bool)    { return h.Attempt, h.Attempt != nil }
+func opHook(h *Hooks) (opFunc, bool)         { return h.Op, h.Op != nil }
+
+// runEnded runs the Ended hooks.
+func (hs hookList) runEnded(e Event) {
 	for _, h := range hs {
 		if h.Ended != nil {
 			h.Ended(e)

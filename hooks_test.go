@@ -97,6 +97,18 @@ func TestHooks(t *testing.T) {
 		}
 	})
 
+	t.Run("hooks left nil are skipped, and the others nest in order", func(t *testing.T) {
+		var tr trail
+		m := recorder(&tr, "m")
+		m.Obtain, m.Op, m.Ended = nil, nil, nil // an Attempt hook alone
+		lk := obtain(t, newFake(), "k", lock.WithHooks(recorder(&tr, "a")), lock.WithHooks(m), lock.WithHooks(recorder(&tr, "b")))
+		_ = lk.Release(ctx)
+		want := "a:obtain( b:obtain( a:attempt1( m:attempt1( b:attempt1( )b )m )a )b )a a:release( b:release( )b )a a:ended:false b:ended:false"
+		if got := tr.String(); got != want {
+			t.Errorf("got %q, want %q", got, want)
+		}
+	})
+
 	t.Run("Ended reports a lock found lost, once", func(t *testing.T) {
 		var ends []lock.Event
 		f := newFake()

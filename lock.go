@@ -288,7 +288,7 @@ func (l *Lock) endLocked(cause error) {
 		if cause != errReleased {
 			e.Err = cause
 		}
-		l.hooks.ended(e)
+		l.hooks.runEnded(e)
 	}
 	l.mu.Lock()
 	closeDone := l.closeDone

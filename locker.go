@@ -210,13 +210,13 @@ func (a *acquisition) run(ctx context.Context) (err error) {
 // strategy.CleanUp in the background, and waits for it while ctx allows.
 func (l *locker) cleanUp(ctx context.Context, hs hookList, key, value string) {
 	done := make(chan struct{})
-	go func() {
+	go func(ctx context.Context) { // its own ctx: the select below reads the caller's
 		defer close(done)
 		if len(hs) > 0 {
 			ctx = scope.With(ctx, &hookScope{hs, l.s})
 		}
 		_ = strategy.CleanUp(ctx, key, func(ctx context.Context) error { return l.s.Release(ctx, key, value) })
-	}()
+	}(ctx)
 	select {
 	case <-done:
 	case <-ctx.Done():

@@ -45,7 +45,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"maps"
 	"net/url"
 	"slices"
@@ -55,12 +54,13 @@ import (
 	"github.com/locksmith-go/lock"
 )
 
-// Defaults of the settings whose default is not the zero value.
+// Defaults of the settings whose default is not the zero value, which the
+// fields' doc comments state.
 const (
-	DefaultTTL          = 30 * time.Second
-	DefaultDialTimeout  = 5 * time.Second
-	DefaultReadTimeout  = 3 * time.Second
-	DefaultWriteTimeout = 3 * time.Second
+	defaultTTL          = 30 * time.Second
+	defaultDialTimeout  = 5 * time.Second
+	defaultReadTimeout  = 3 * time.Second
+	defaultWriteTimeout = 3 * time.Second
 )
 
 // Config describes a Locker: the strategy, the driver and servers it runs
@@ -92,15 +92,14 @@ type Config struct {
 	TLS TLS
 	// DialTimeout, ReadTimeout and WriteTimeout bound connecting, reading
 	// a reply and writing a command. A context's deadline bounds each call
-	// too. The defaults are DefaultDialTimeout, DefaultReadTimeout and
-	// DefaultWriteTimeout.
+	// too. The defaults are 5s, 3s and 3s.
 	DialTimeout, ReadTimeout, WriteTimeout time.Duration
 	// PoolSize is the most connections a client keeps to each server. The
 	// default is 10 per CPU (GOMAXPROCS), go-redis's default.
 	PoolSize int
 
 	// TTL is the default TTL of locks, which [Locker.TTL] returns; Obtain
-	// still takes the TTL of each call. The default is DefaultTTL.
+	// still takes the TTL of each call. The default is 30s.
 	TTL time.Duration
 	// Retry is the default retry policy of Obtain: none (the default),
 	// linear:<interval> or exponential:<base>,<max>, as lock.Linear and
@@ -256,7 +255,7 @@ var rules = []func(c Config) (string, error){
 // ttl returns the default TTL.
 func (c Config) ttl() time.Duration {
 	if c.TTL == 0 {
-		return DefaultTTL
+		return defaultTTL
 	}
 	return c.TTL
 }
@@ -265,12 +264,10 @@ func (c Config) ttl() time.Duration {
 // URL that ParseURL reads back, but for the password.
 func (c Config) String() string { return c.url(false) }
 
-// Format writes String for every verb, so that no verb (%v, %+v, %#v, ...)
-// prints the password.
+// Format writes String for every verb, so that no verb prints the password:
+// %#v would print the fields. log/slog's handlers print a Config with it,
+// or with MarshalJSON.
 func (c Config) Format(f fmt.State, _ rune) { _, _ = io.WriteString(f, c.String()) }
-
-// LogValue makes log/slog record String, without the password.
-func (c Config) LogValue() slog.Value { return slog.StringValue(c.String()) }
 
 // url writes the Config as a URL, with the password if reveal is set.
 func (c Config) url(reveal bool) string {

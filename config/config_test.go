@@ -579,8 +579,8 @@ func TestRegistry(t *testing.T) {
 		}
 		e := thirdParty.endpoints[0]
 		host := strings.Split(addr, ":")[0]
-		if e.Addr != addr || e.Config.DialTimeout != config.DefaultDialTimeout || e.Config.ReadTimeout != config.DefaultReadTimeout ||
-			e.Config.WriteTimeout != config.DefaultWriteTimeout || e.Config.PoolSize <= 0 || e.TLS == nil || e.TLS.ServerName != host {
+		if e.Addr != addr || e.Config.DialTimeout != 5*time.Second || e.Config.ReadTimeout != 3*time.Second ||
+			e.Config.WriteTimeout != 3*time.Second || e.Config.PoolSize <= 0 || e.TLS == nil || e.TLS.ServerName != host {
 			t.Fatalf("the driver got %+v (TLS %v), want %s with the defaults and TLS for %s", e, e.TLS, addr, host)
 		}
 		if err := l.Close(); err != nil || thirdParty.closed != 1 {

@@ -99,9 +99,9 @@ func (c Config) withDefaults() Config {
 			*d = v
 		}
 	}
-	def(&c.DialTimeout, DefaultDialTimeout)
-	def(&c.ReadTimeout, DefaultReadTimeout)
-	def(&c.WriteTimeout, DefaultWriteTimeout)
+	def(&c.DialTimeout, defaultDialTimeout)
+	def(&c.ReadTimeout, defaultReadTimeout)
+	def(&c.WriteTimeout, defaultWriteTimeout)
 	if c.PoolSize == 0 {
 		c.PoolSize = 10 * runtime.GOMAXPROCS(0)
 	}
@@ -128,13 +128,14 @@ func (l *Locker) Obtain(ctx context.Context, key string, ttl time.Duration, opts
 	return l.inner.Obtain(ctx, key, ttl, opts...)
 }
 
-// TTL returns the configured default TTL (DefaultTTL unless the Config sets
-// one), for callers that take it from the configuration:
+// TTL returns the configured default TTL (30s unless the Config sets one),
+// for callers that take it from the configuration:
 //
 //	lk, err := locker.Obtain(ctx, key, locker.TTL())
 func (l *Locker) TTL() time.Duration { return l.ttl }
 
-// Config returns the Config the Locker was built from.
+// Config returns the Config the Locker was built from, with each address's
+// port: what a program reports it runs.
 func (l *Locker) Config() Config { return l.cfg.clone() }
 
 // Close waits for the calls in flight to end, such as the clean-ups that
@@ -225,7 +226,8 @@ func (g guarded) Eval(ctx context.Context, src string, keys []string, args ...an
 // Addr implements [driver.Addresser] with the client's address, if known.
 func (g guarded) Addr() string { return driver.Addr(g.c) }
 
-// String describes the Locker by its Config, without the password.
+// String describes the Locker by its Config, without the password. (fmt
+// would print the fields, the password among them.)
 func (l *Locker) String() string {
 	if l == nil {
 		return "locker <nil>"
@@ -233,10 +235,12 @@ func (l *Locker) String() string {
 	return "locker " + l.cfg.String()
 }
 
-// Format writes String for every verb.
+// Format writes String for every verb, so that none prints the fields (%#v
+// would).
 func (l *Locker) Format(f fmt.State, _ rune) { _, _ = io.WriteString(f, l.String()) }
 
-// LogValue makes log/slog record the Config, without the password.
+// LogValue makes log/slog record String, which its JSON handler would
+// otherwise record as {}.
 func (l *Locker) LogValue() slog.Value { return slog.StringValue(l.String()) }
 
 // clientConfig reads the TLS files and returns the configuration of

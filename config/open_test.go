@@ -180,7 +180,7 @@ func TestOpenAddsTheDefaultPort(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer l.Close()
-	if got, want := l.Config().Addrs, []string{"127.0.0.1:" + config.DefaultPort}; !slices.Equal(got, want) {
+	if got, want := l.Config().Addrs, []string{"127.0.0.1:6379"}; !slices.Equal(got, want) {
 		t.Errorf("got %v, want %v", got, want)
 	}
 }

@@ -123,10 +123,12 @@ func register(what, name string, hasFunc bool, params []string, add func() (dup 
 
 func title(s string) string { return strings.ToUpper(s[:1]) + s[1:] }
 
-// Strategies returns the names of the known strategies, sorted.
+// Strategies returns the names of the known strategies, sorted, for a
+// program's help text (an unknown name's error lists them too).
 func Strategies() []string { return names(registry.strategies) }
 
-// Drivers returns the names of the known drivers, sorted.
+// Drivers returns the names of the known drivers, sorted, as Strategies
+// does.
 func Drivers() []string { return names(registry.drivers) }
 
 func names[T any](m map[string]T) []string {
@@ -161,12 +163,10 @@ func knownDriver(name string) error   { return known(registry.drivers, name) }
 func strategyOf(c Config) Strategy { s, _ := get(registry.strategies, c.Strategy); return s }
 func driverOf(c Config) Driver     { d, _ := get(registry.drivers, c.driver()); return d }
 
-// DefaultDriver is the driver of a Config that names none.
-const DefaultDriver = "goredis"
-
+// driver returns the driver's name; goredis when c names none.
 func (c Config) driver() string {
 	if c.Driver == "" {
-		return DefaultDriver
+		return "goredis"
 	}
 	return c.Driver
 }

@@ -251,9 +251,6 @@ func validText(s string) error {
 	return nil
 }
 
-// DefaultPort is the port of an address that names none.
-const DefaultPort = "6379"
-
 // parseAddrs checks each address and returns them as host:port, with the
 // default port where one names none. Errors never quote an address: a
 // mistyped one may carry credentials.
@@ -293,7 +290,7 @@ func parseAddr(a string) (string, error) {
 	}
 	switch {
 	case port == "" && !strings.HasSuffix(a, ":"):
-		port = DefaultPort
+		port = "6379"
 	case !validPort(port):
 		return "", errors.New("the port must be a number from 1 to 65535")
 	}

@@ -7,14 +7,19 @@
 //
 //	locker = lockotel.NewLocker(locker) // the global providers by default
 //
-// It depends on the OpenTelemetry API only; bring your own SDK.
+// It depends on the OpenTelemetry API only; bring your own SDK. Its
+// instrumentation scope is its import path, github.com/locksmith-go/lock/otel,
+// with the module's version as the build records it ("devel" when the
+// module is the main one).
 //
 // # Spans
 //
 // One span of kind client for each Obtain (covering the whole wait, retries
 // included), Refresh (auto-refresh's too, as children of the context given
 // to lock.Do or Lock.StartRefresh), Release, TTL and Inspect: lock.obtain,
-// lock.refresh, lock.release, lock.ttl and lock.inspect. Their attributes:
+// lock.refresh, lock.release, lock.ttl and lock.inspect; and lock.cleanup
+// for each clean-up of what an attempt without an answer may have written,
+// which can end after its Obtain returned. Their attributes:
 // db.system.name=redis, server.address (where the driver knows it),
 // locksmith.lock.strategy, the key under the [KeyPolicy] (omitted by
 // default), and for obtain locksmith.lock.attempts, locksmith.lock.wait
@@ -71,14 +76,15 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/locksmith-go/lock"
+	"github.com/locksmith-go/lock/internal/wait"
 )
 
-// ScopeName is the instrumentation scope: this package's import path.
-const ScopeName = "github.com/locksmith-go/lock/otel"
+// scopeName is the instrumentation scope: this package's import path.
+const scopeName = "github.com/locksmith-go/lock/otel"
 
-// Version returns the version of the module, as the build records it
+// version returns the version of the module, as the build records it
 // ("devel" when it is the main module or unknown).
-func Version() string {
+func version() string {
 	if info, ok := debug.ReadBuildInfo(); ok {
 		for _, m := range info.Deps {
 			if m.Path == "github.com/locksmith-go/lock" {
@@ -232,10 +238,10 @@ func (t *telemetry) measure(k setKey) *measurement {
 
 func newTelemetry(c config) *telemetry {
 	t := &telemetry{
-		tracer: c.tp.Tracer(ScopeName, trace.WithInstrumentationVersion(Version())),
+		tracer: c.tp.Tracer(scopeName, trace.WithInstrumentationVersion(version())),
 		keys:   c.keys,
 	}
-	m := c.mp.Meter(ScopeName, metric.WithInstrumentationVersion(Version()))
+	m := c.mp.Meter(scopeName, metric.WithInstrumentationVersion(version()))
 	var err error
 	handle := func(err error) {
 		if err != nil {
@@ -314,7 +320,7 @@ func (t *telemetry) obtain(ctx context.Context, e lock.Event, next func(context.
 		ctx = context.WithValue(ctx, stateKey{}, st)
 	}
 	lk, err := next(ctx)
-	wait := time.Since(start)
+	waited := time.Since(start)
 
 	outcome := obtainOutcome(ctx, err)
 	var errType string
@@ -331,7 +337,7 @@ func (t *telemetry) obtain(ctx context.Context, e lock.Event, next func(context.
 		}
 	}
 	if recording {
-		end := [4]attribute.KeyValue{attrAttempts.Int(st.attempts), attrWait.Float64(wait.Seconds()), attrOutcome.String(outcome)}
+		end := [4]attribute.KeyValue{attrAttempts.Int(st.attempts), attrWait.Float64(waited.Seconds()), attrOutcome.String(outcome)}
 		n := 3
 		switch {
 		case lk != nil:
@@ -346,7 +352,7 @@ func (t *telemetry) obtain(ctx context.Context, e lock.Event, next func(context.
 		t.active.Add(ctx, 1, t.measure(setKey{strategy: e.Strategy}).add...)
 	}
 	if t.acquire.Enabled(ctx) {
-		t.acquire.Record(ctx, wait.Seconds(), t.measure(setKey{strategy: e.Strategy, outcome: outcome, errType: errType}).record...)
+		t.acquire.Record(ctx, waited.Seconds(), t.measure(setKey{strategy: e.Strategy, outcome: outcome, errType: errType}).record...)
 	}
 	return lk, err
 }
@@ -358,19 +364,12 @@ func obtainOutcome(ctx context.Context, err error) string {
 	switch {
 	case err == nil:
 		return "acquired"
-	case errors.Is(err, lock.ErrNotObtained) && done(ctx):
+	case errors.Is(err, lock.ErrNotObtained) && wait.Over(ctx):
 		return "timed_out"
 	case errors.Is(err, lock.ErrNotObtained):
 		return "contended"
 	}
 	return "error"
-}
-
-// done reports whether ctx is done or past its deadline (a driver can report
-// the deadline a moment before ctx's timer fires).
-func done(ctx context.Context) bool {
-	dl, ok := ctx.Deadline()
-	return ctx.Err() != nil || ok && !time.Now().Before(dl)
 }
 
 func (t *telemetry) attempt(ctx context.Context, e lock.Event, next func(context.Context) error) error {

@@ -160,8 +160,8 @@ func TestObtainSpans(t *testing.T) {
 		if s.SpanKind() != trace.SpanKindClient || s.Status().Code != codes.Unset {
 			t.Errorf("kind, status = %v, %v; want client, unset", s.SpanKind(), s.Status().Code)
 		}
-		if sc := s.InstrumentationScope(); sc.Name != lockotel.ScopeName || sc.Version == "" {
-			t.Errorf("scope = %q %q, want %q and a version", sc.Name, sc.Version, lockotel.ScopeName)
+		if sc, want := s.InstrumentationScope(), "github.com/locksmith-go/lock/otel"; sc.Name != want || sc.Version == "" {
+			t.Errorf("scope = %q %q, want %q and a version", sc.Name, sc.Version, want)
 		}
 		for k := range a {
 			if strings.Contains(k, "key") {
