@@ -136,7 +136,14 @@ func (s suite) autoRefresh(t *testing.T, ctx context.Context) {
 	if got := refreshes.n.Load(); got != n {
 		t.Errorf("refreshes after StopRefresh = %d, want 0", got-n)
 	}
-	if err := a.Release(ctx); err != nil {
+	valid := a.ValidUntil() // before Release, which zeroes it
+	err = a.Release(ctx)
+	if errors.Is(err, lock.ErrNotHeld) && time.Now().After(valid) {
+		// The last refresh came so late that the lock's validity ended
+		// during the sleep above: it rightly expired.
+		t.Skipf("Release = %v: the machine stalled, and the lock's validity ended before the release", err)
+	}
+	if err != nil {
 		t.Errorf("Release = %v, want nil", err)
 	}
 }
