@@ -80,7 +80,7 @@ func (s *Strategy) Inspect(ctx context.Context, key string) (strategy.State, err
 // quorumTTL returns, of the TTLs of the nodes that hold a lock (at least a
 // quorum of them), the time until fewer than a quorum will: the quorum-th
 // longest. A negative TTL (no expiry) outlasts every other; the result is
-// negative if a quorum have none.
+// negative if a quorum have none. TTL and Inspect use it.
 func (s *Strategy) quorumTTL(ttls []time.Duration) time.Duration {
 	ttls = slices.Clone(ttls)
 	for i, ttl := range ttls {

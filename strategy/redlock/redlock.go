@@ -453,8 +453,7 @@ func (s *Strategy) TTL(ctx context.Context, key, value string) (time.Duration, e
 			held = append(held, ttls[i])
 		}
 	}
-	slices.Sort(held)
-	return held[len(held)-s.quorum], nil
+	return s.quorumTTL(held), nil
 }
 
 // opTimeout bounds one node's answer to Release and TTL, which carry no
