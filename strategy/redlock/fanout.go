@@ -101,7 +101,9 @@ func (e *QuorumError) Error() string {
 	return b.String()
 }
 
-// ErrorType returns "no_quorum", the error.type telemetry records.
+// ErrorType returns "no_quorum", the error.type telemetry records. The
+// otel package asks any error for such a method, so that a strategy's own
+// errors get their own error.type without otel importing the strategy.
 func (e *QuorumError) ErrorType() string { return "no_quorum" }
 
 // Is reports whether target is strategy.ErrNotObtained and the failure was
