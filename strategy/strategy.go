@@ -1,8 +1,9 @@
 // Package strategy is the interface between the lock package and the lock
 // algorithms: what a strategy author implements, and what the lock package
 // gives it. Application code uses the lock package and a strategy package
-// (strategy/single, strategy/setnx-getset, strategy/redlock), and never
-// needs this one.
+// (strategy/single, strategy/setnx-getset, strategy/redlock), and needs
+// this one only for [Fingerprint], to tell whether a State that
+// lock.Locker.Inspect read names the holder of a lock it has.
 //
 // A strategy implements [Strategy]: one attempt to acquire, and the
 // operations on a held lock. lock.New turns it into a lock.Locker, which
