@@ -89,7 +89,7 @@ func keysGone(t *testing.T, servers []*redistest.Server, keys ...string) {
 }
 
 // TestPausedServerDeadlines: against paused servers (SIGSTOP), with a
-// context of 200ms, Obtain, Refresh, Release, TTL and Do return soon after
+// context of 200ms, Obtain, Refresh, Release, TTL, Inspect and Do return soon after
 // the deadline, for every strategy and driver; and once the servers resume,
 // neither the failed Obtain nor Do leave their key behind.
 func TestPausedServerDeadlines(t *testing.T) {
@@ -118,6 +118,10 @@ func TestPausedServerDeadlines(t *testing.T) {
 				"Release": func(ctx context.Context) error { return held["release"].Release(ctx) },
 				"TTL": func(ctx context.Context) error {
 					_, err := held["ttl"].TTL(ctx)
+					return err
+				},
+				"Inspect": func(ctx context.Context) error {
+					_, err := l.Inspect(ctx, key+":ttl")
 					return err
 				},
 			}
@@ -182,14 +186,16 @@ func TestPausedServerDeadlines(t *testing.T) {
 			took["Do"], errs["Do"] = doTook, doErr
 			time.Sleep(300 * time.Millisecond) // the servers stay paused past the calls
 			resume()
-			for _, name := range []string{"Obtain", "Refresh", "Release", "TTL", "Do"} {
+			for _, name := range []string{"Obtain", "Refresh", "Release", "TTL", "Inspect", "Do"} {
 				t.Logf("%s with a %v context against paused servers returned after %v (err: %v)", name, deadline, took[name].Round(time.Millisecond), errs[name])
 				if took[name] > returnBound {
 					t.Errorf("%s returned after %v, want well before %v", name, took[name], returnBound)
 				}
 			}
-			if errs["Obtain"] == nil {
-				t.Error("Obtain = nil, want an error")
+			for _, name := range []string{"Obtain", "Inspect"} {
+				if errs[name] == nil {
+					t.Errorf("%s = nil, want an error", name)
+				}
 			}
 			if c.strays != "" {
 				t.Logf("not checked: the key of the failed Obtain; %s", c.strays)
