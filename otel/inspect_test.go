@@ -12,12 +12,9 @@ import (
 
 	"github.com/locksmith-go/lock"
 	"github.com/locksmith-go/lock/conformance"
-	"github.com/locksmith-go/lock/driver"
-	"github.com/locksmith-go/lock/driver/goredis"
 	"github.com/locksmith-go/lock/internal/testing/redistest"
 	lockotel "github.com/locksmith-go/lock/otel"
 	"github.com/locksmith-go/lock/strategy"
-	"github.com/locksmith-go/lock/strategy/redlock"
 )
 
 // TestInspectSpan: Inspect gets a lock.inspect span with the attributes of
@@ -88,16 +85,7 @@ func TestInspectSpanError(t *testing.T) {
 // TestInspectNodeEvents: each Redlock node's answer to Inspect is a
 // lock.node event of the lock.inspect span.
 func TestInspectNodeEvents(t *testing.T) {
-	servers := redistest.Start(t, 3)
-	servers[2].Kill()
-	var conns []driver.Conn
-	for _, s := range servers {
-		conns = append(conns, goredis.New(redistest.GoRedis(t, s.Addr, 3)))
-	}
-	l, err := redlock.New(conns)
-	if err != nil {
-		t.Fatal(err)
-	}
+	l, servers := redlockOneNodeDown(t)
 	rec := newRecording(t)
 	if _, err := rec.wrap(l).Inspect(context.Background(), conformance.Key(t)); err != nil {
 		t.Fatal(err)

@@ -337,16 +337,7 @@ func TestKeyPolicy(t *testing.T) {
 }
 
 func TestRedlockNodeEvents(t *testing.T) {
-	servers := redistest.Start(t, 3)
-	servers[2].Kill()
-	var conns []driver.Conn
-	for _, s := range servers {
-		conns = append(conns, goredis.New(redistest.GoRedis(t, s.Addr, 3)))
-	}
-	l, err := redlock.New(conns)
-	if err != nil {
-		t.Fatal(err)
-	}
+	l, servers := redlockOneNodeDown(t)
 	rec := newRecording(t)
 	ctx := context.Background()
 	lk, err := rec.wrap(l).Obtain(ctx, conformance.Key(t), time.Minute)
@@ -500,4 +491,21 @@ func TestConformance(t *testing.T) {
 		combos[i] = c.Wrap(func(_ *testing.T, l lock.Locker) lock.Locker { return rec.wrap(l) })
 	}
 	matrix.Run(t, combos)
+}
+
+// redlockOneNodeDown returns a Redlock Locker over 3 nodes, and the nodes'
+// servers, the third of which is killed.
+func redlockOneNodeDown(t *testing.T) (lock.Locker, []*redistest.Server) {
+	t.Helper()
+	servers := redistest.Start(t, 3)
+	servers[2].Kill()
+	var conns []driver.Conn
+	for _, s := range servers {
+		conns = append(conns, goredis.New(redistest.GoRedis(t, s.Addr, 3)))
+	}
+	l, err := redlock.New(conns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l, servers
 }
