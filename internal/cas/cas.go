@@ -135,11 +135,17 @@ type call struct {
 // ErrExpired; a PEXPIRE resets the same TTL; a PTTL only reads. A Set finds
 // the key holding next, and succeeds (see setScript).
 func (c call) run(ctx context.Context, conn driver.Conn) (int64, error) {
-	n, err := c.script.Int(ctx, conn, c.keys, c.args...)
+	return resend(ctx, func() (int64, error) { return c.script.Int(ctx, conn, c.keys, c.args...) })
+}
+
+// resend returns send's result, sending once more when its connection was
+// dead, while ctx lasts (see call.run).
+func resend[T any](ctx context.Context, send func() (T, error)) (T, error) {
+	r, err := send()
 	if err != nil && neterr.Dead(err) && ctx.Err() == nil {
-		n, err = c.script.Int(ctx, conn, c.keys, c.args...)
+		r, err = send()
 	}
-	return n, err
+	return r, err
 }
 
 // Acquire sets key to value for ttl if it is free (or already holds value).

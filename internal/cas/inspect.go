@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/locksmith-go/lock/driver"
-	"github.com/locksmith-go/lock/internal/neterr"
 	"github.com/locksmith-go/lock/strategy"
 )
 
@@ -86,11 +85,7 @@ func (r Reading) Holder() (fingerprint, metadata string) {
 	return strategy.Fingerprint(token), metadata
 }
 
-// inspect runs inspectScript, and once more when its connection was dead.
+// inspect runs inspectScript, once more when its connection was dead.
 func inspect(ctx context.Context, c driver.Conn, keys []string) (any, error) {
-	reply, err := inspectScript.Run(ctx, c, keys)
-	if err != nil && neterr.Dead(err) && ctx.Err() == nil {
-		reply, err = inspectScript.Run(ctx, c, keys)
-	}
-	return reply, err
+	return resend(ctx, func() (any, error) { return inspectScript.Run(ctx, c, keys) })
 }
