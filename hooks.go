@@ -34,6 +34,14 @@ type Hooks struct {
 	// nil once it is done, or why it gave up (see strategy.CleanUp). It
 	// wraps Inspect too (e.Op "inspect", e.Lock nil).
 	Op func(ctx context.Context, e Event, next func(context.Context) error) error
+	// Wait reports the progress of an Obtain that waits: e.Op "enqueued"
+	// when it first joined the lock's queue (e.Rank its place, 1 for the
+	// head); "woken" each time it wakes to try again (e.Reason: message,
+	// subscribed, resubscribed or timer); and "missed" when an attempt
+	// after a timer obtained a lock that its holder had released without
+	// the message reaching this waiter (a lost notification: the waiter's
+	// timer was due before the holder's key would have expired).
+	Wait func(ctx context.Context, e Event)
 	// Node reports one node's answer (e.Node, e.Outcome, e.Err) within an
 	// attempt or an operation of a multi-node strategy.
 	Node func(ctx context.Context, e Event)
@@ -48,7 +56,7 @@ type Hooks struct {
 type Event struct {
 	Strategy string        // the strategy's name, such as "single"
 	Server   string        // the server address(es), where the strategy knows them
-	Op       string        // obtain, attempt, refresh, release, ttl, cleanup, inspect, node or ended
+	Op       string        // obtain, attempt, refresh, release, ttl, cleanup, inspect, node, enqueued, woken, missed or ended
 	Key      string        // the lock's key
 	TTL      time.Duration // the TTL asked for (obtain, attempt, refresh)
 	Attempt  int           // the attempt's number, from 1
@@ -57,6 +65,8 @@ type Event struct {
 	Outcome  string        // the node's answer (node)
 	Err      error         // the node's error (node), or why the lock ended
 	Held     time.Duration // how long the lock was held (ended)
+	Rank     int           // the waiter's place in the queue, 1 for the head (enqueued)
+	Reason   string        // why the waiter woke: message, subscribed, resubscribed or timer (woken)
 }
 
 // WithHooks installs hooks for one Obtain and the lock it returns; several
@@ -193,6 +203,15 @@ func (f opFunc) bind(e Event, next func(context.Context) error) func(context.Con
 func obtainHook(h *Hooks) (obtainFunc, bool) { return h.Obtain, h.Obtain != nil }
 func attemptHook(h *Hooks) (opFunc, bool)    { return h.Attempt, h.Attempt != nil }
 func opHook(h *Hooks) (opFunc, bool)         { return h.Op, h.Op != nil }
+
+// runWait runs the Wait hooks.
+func (hs hookList) runWait(ctx context.Context, e Event) {
+	for _, h := range hs {
+		if h.Wait != nil {
+			h.Wait(ctx, e)
+		}
+	}
+}
 
 // runEnded runs the Ended hooks.
 func (hs hookList) runEnded(e Event) {

@@ -92,28 +92,37 @@ func (l *locker) obtain(ctx context.Context, key string, ttl time.Duration, o op
 	if o.maxHold > 0 && o.maxHold < ttl {
 		return nil, &ArgumentError{Name: "max hold", Reason: fmt.Sprintf("must be at least the TTL, %v, got %v", ttl, o.maxHold)}
 	}
+	w, err := l.newWaiter(key, o)
+	if err != nil {
+		return nil, err
+	}
 	r := strategy.Request{Key: key, TTL: ttl, Token: o.token, Metadata: o.metadata, CallerToken: o.token != "", Fencing: o.fencing}
 	for attempt := 1; ; attempt++ {
 		if ctx.Err() != nil {
+			w.close(ctx, true)
 			return nil, notObtained(ctx)
 		}
 		// A fresh token for every attempt: a clean-up of an earlier attempt
 		// that is still on its way to a slow server can never delete what a
 		// later attempt acquired.
 		if !r.CallerToken {
-			var err error
 			if r.Token, err = newToken(); err != nil {
+				w.close(ctx, true)
 				return nil, err
 			}
 		}
+		delay, again := o.retry.Delay(attempt)
+		w.ask(ctx, &r, delay, again)
 		sent := time.Now()
 		g, err := l.attempt(ctx, r, attempt, o.hooks)
 		if err == nil && r.Fencing && g.Fence <= 0 {
-			l.cleanUp(ctx, o.hooks, key, cmp.Or(g.Value, r.Value()))
+			w.close(ctx, true)
+			l.cleanUp(ctx, o.hooks, key, l.release(key, cmp.Or(g.Value, r.Value())))
 			name, _ := describe(l.s)
 			return nil, &ArgumentError{Name: "fencing", Reason: "not supported by " + name + ": it issued no fencing token"}
 		}
 		if err == nil {
+			w.obtained(ctx)
 			lk := &Lock{s: l.s, key: key, token: r.Token, metadata: r.Metadata, value: r.Value(),
 				refreshesLeft: o.maxRefreshes, hooks: o.hooks, obtained: sent,
 				fraction: o.fraction, ttl: ttl}
@@ -127,22 +136,24 @@ func (l *locker) obtain(ctx context.Context, key string, ttl time.Duration, o op
 			return lk, nil
 		}
 		if !errors.Is(err, ErrNotObtained) {
+			w.close(ctx, true)
 			// The command may have been applied even though its reply was
 			// lost (a timeout, a cancelled context, a broken connection):
 			// delete it, in the background once ctx is done.
 			if !g.Undone {
-				l.cleanUp(ctx, o.hooks, key, cmp.Or(g.Value, r.Value()))
+				l.cleanUp(ctx, o.hooks, key, l.release(key, cmp.Or(g.Value, r.Value())))
 			}
 			if wait.Over(ctx) {
 				return nil, notObtained(ctx)
 			}
 			return nil, opError("obtain", key, err)
 		}
-		delay, ok := o.retry.Delay(attempt)
-		if !ok {
+		if !again {
+			w.close(ctx, true)
 			return nil, err
 		}
-		if err := wait.Sleep(ctx, delay); err != nil {
+		if err := w.sleep(ctx, g, delay); err != nil {
+			w.close(ctx, true)
 			return nil, notObtained(ctx)
 		}
 	}
@@ -206,16 +217,22 @@ func (a *acquisition) run(ctx context.Context) (err error) {
 	return err
 }
 
-// cleanUp deletes value, which the attempt may have written under key, with
+// release returns the clean-up that deletes value, which an attempt may
+// have written under key.
+func (l *locker) release(key, value string) func(context.Context) error {
+	return func(ctx context.Context) error { return l.s.Release(ctx, key, value) }
+}
+
+// cleanUp runs del, which undoes what an attempt on key may have done, with
 // strategy.CleanUp in the background, and waits for it while ctx allows.
-func (l *locker) cleanUp(ctx context.Context, hs hookList, key, value string) {
+func (l *locker) cleanUp(ctx context.Context, hs hookList, key string, del func(context.Context) error) {
 	done := make(chan struct{})
 	go func(ctx context.Context) { // its own ctx: the select below reads the caller's
 		defer close(done)
 		if len(hs) > 0 {
 			ctx = scope.With(ctx, &hookScope{hs, l.s})
 		}
-		_ = strategy.CleanUp(ctx, key, func(ctx context.Context) error { return l.s.Release(ctx, key, value) })
+		_ = strategy.CleanUp(ctx, key, del)
 	}(ctx)
 	select {
 	case <-done:

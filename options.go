@@ -18,6 +18,7 @@ type options struct {
 	maxHold      time.Duration // 0: no limit
 	fraction     float64       // the auto-refresh interval, as a fraction of the TTL
 	fencing      bool
+	poll         bool
 	hooks        hookList
 	errs         []error
 }
@@ -30,6 +31,17 @@ func WithRetry(p RetryPolicy) Option {
 		}
 		o.retry = p
 	}
+}
+
+// WithPolling makes Obtain wait by polling alone: it tries again when the
+// retry policy's delay has passed, and neither queues nor listens for the
+// release. By default, a waiter of a strategy that notifies (single, and
+// over a driver that can subscribe, also redlock and setnx-getset as
+// hints) is woken by the release, and takes its turn in a FIFO queue (see
+// the README's "Waiting" section). Polling suits a deployment whose ACL or
+// proxy allows no pub/sub. Config's wait=poll sets it.
+func WithPolling() Option {
+	return func(o *options) { o.poll = true }
 }
 
 // WithMetadata stores metadata with the lock (in the key's value, after the

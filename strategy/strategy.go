@@ -77,6 +77,18 @@ type Request struct {
 
 	// Fencing asks for a fencing token (lock.WithFencing), in Grant.Fence.
 	Fencing bool
+
+	// Waiter, when not empty, names the caller as a waiter that will try
+	// again after this attempt, woken through [Notifier]: a strategy with a
+	// queue enqueues it when the lock is not free, and grants the lock to
+	// the waiters in turn. It is empty for a caller that will not try again,
+	// and for one that polls (lock.WithPolling). A strategy without a queue
+	// ignores it.
+	Waiter string
+	// Patience is how long the queue keeps Waiter without another attempt:
+	// past it, the waiter is taken for dead and dropped. It never outlasts
+	// the caller's deadline.
+	Patience time.Duration
 }
 
 // Value returns the value a strategy that stores tokens writes: the token
@@ -102,6 +114,14 @@ type Grant struct {
 	// Fence is the fencing token that Acquire issued for Request.Fencing:
 	// positive, and larger than every token issued before for the key.
 	Fence int64
+	// Position, returned with ErrNotObtained by a strategy with a queue, is
+	// Request.Waiter's place in it: 1 for the head, which the next release
+	// wakes. 0 when the waiter was not queued.
+	Position int
+	// HolderTTL, returned with ErrNotObtained, is the holder's remaining
+	// time to live, when the strategy read it (0 otherwise). An expiry wakes
+	// no one, so the head of a queue tries again when it ends.
+	HolderTTL time.Duration
 }
 
 // NodeReporter is an optional interface of a [Strategy] that calls

@@ -24,22 +24,27 @@ package single
 
 import (
 	"context"
-	"strings"
 	"time"
 
 	"github.com/locksmith-go/lock"
 	"github.com/locksmith-go/lock/driver"
 	"github.com/locksmith-go/lock/internal/cas"
 	"github.com/locksmith-go/lock/internal/drift"
+	"github.com/locksmith-go/lock/internal/notify"
 	"github.com/locksmith-go/lock/strategy"
 )
 
 // Strategy is the single-instance [strategy.Strategy] over one [driver.Conn].
 type Strategy struct {
-	conn driver.Conn
+	conn    driver.Conn
+	notify  bool // conn can subscribe: waiters queue and are woken
+	sharded bool // conn's channels are shard channels
 }
 
-var _ strategy.Strategy = (*Strategy)(nil)
+var (
+	_ strategy.Strategy = (*Strategy)(nil)
+	_ strategy.Notifier = (*Strategy)(nil)
+)
 
 // NewStrategy returns the Strategy over conn, for [lock.New]: a Locker
 // built with lock.New(s, defaults...) applies the defaults (a retry policy,
@@ -49,7 +54,11 @@ func NewStrategy(conn driver.Conn) (*Strategy, error) {
 	if err := cas.CheckConn("conn", conn); err != nil {
 		return nil, err
 	}
-	return &Strategy{conn: conn}, nil
+	s := &Strategy{conn: conn}
+	if sub, ok := conn.(driver.Subscriber); ok {
+		s.notify, s.sharded = true, sub.Sharded()
+	}
+	return s, nil
 }
 
 // New returns a [lock.Locker] that locks keys on conn.
@@ -74,15 +83,53 @@ func (s *Strategy) Acquire(ctx context.Context, r strategy.Request) (strategy.Gr
 	if err != nil {
 		return strategy.Grant{Undone: true}, err
 	}
+	var fenceKey string
+	if r.Fencing {
+		if fenceKey, err = FenceKey(r.Key); err != nil {
+			return strategy.Grant{Undone: true}, err
+		}
+	}
+	if q, ok := s.queue(r.Key); ok && r.Waiter != "" {
+		n, e, err := cas.AcquireQueued(ctx, s.conn, q, fenceKey, r.Value(), r.Waiter, r.TTL, r.Patience)
+		return strategy.Grant{Fence: n, Drift: d, Position: e.Position, HolderTTL: e.HolderTTL}, err
+	}
 	if !r.Fencing {
 		return strategy.Grant{Drift: d}, cas.Acquire(ctx, s.conn, r.Key, r.Value(), r.TTL)
 	}
-	fenceKey, err := FenceKey(r.Key)
-	if err != nil {
-		return strategy.Grant{Undone: true}, err
-	}
 	n, err := cas.AcquireFenced(ctx, s.conn, r.Key, fenceKey, r.Value(), r.TTL)
 	return strategy.Grant{Fence: n, Drift: d}, err
+}
+
+// queue returns the wait queue of key, if waiters of key can be woken: the
+// driver can subscribe, and key has companion names in its Cluster slot.
+func (s *Strategy) queue(key string) (cas.Queue, bool) {
+	if !s.notify {
+		return cas.Queue{}, false
+	}
+	return cas.NewQueue(key, s.sharded)
+}
+
+// Listen implements [strategy.Notifier]. It returns nil when the driver
+// cannot subscribe, or key has no companion names in its Cluster slot (a
+// key with '}' but no hash tag): its waiters poll.
+func (s *Strategy) Listen(key, id string) strategy.Listener {
+	q, ok := s.queue(key)
+	if !ok {
+		return nil
+	}
+	if w := notify.Listen([]driver.Conn{s.conn}, q.Channel, id); w != nil {
+		return w
+	}
+	return nil
+}
+
+// Leave implements [strategy.Notifier].
+func (s *Strategy) Leave(ctx context.Context, key, id string) error {
+	q, ok := s.queue(key)
+	if !ok {
+		return nil
+	}
+	return cas.Leave(ctx, s.conn, q, id)
 }
 
 // FenceKey returns the key of the counter that issues the fencing tokens of
@@ -92,21 +139,12 @@ func (s *Strategy) Acquire(ctx context.Context, r strategy.Request) (strategy.Gr
 // with no hash tag that contains '}' has no such name: FenceKey refuses it
 // with an *strategy.ArgumentError; give the key a hash tag.
 func FenceKey(key string) (string, error) {
-	switch {
-	case hasHashTag(key):
-		return key + ":fence", nil
-	case strings.Contains(key, "}"):
+	name, ok := cas.Companion(key, "fence")
+	if !ok {
 		return "", &strategy.ArgumentError{Name: "key", Reason: "fencing needs a counter key in the key's Cluster hash slot, " +
 			"and a key with '}' but no hash tag has none that can be named: give it a hash tag, such as {orders}:42"}
 	}
-	return "{" + key + "}:fence", nil
-}
-
-// hasHashTag reports whether Redis Cluster hashes only part of key: from the
-// first '{' to the first '}' after it, when that part is not empty.
-func hasHashTag(key string) bool {
-	open := strings.IndexByte(key, '{')
-	return open >= 0 && strings.IndexByte(key[open+1:], '}') > 0
+	return name, nil
 }
 
 // Refresh implements [strategy.Strategy]. It refuses a TTL that the drift
@@ -121,6 +159,9 @@ func (s *Strategy) Refresh(ctx context.Context, key, value string, ttl time.Dura
 
 // Release implements [strategy.Strategy].
 func (s *Strategy) Release(ctx context.Context, key, value string) error {
+	if q, ok := s.queue(key); ok {
+		return cas.DeleteQueued(ctx, s.conn, q, value)
+	}
 	return cas.Delete(ctx, s.conn, key, value)
 }
 
