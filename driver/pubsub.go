@@ -61,8 +61,8 @@ const (
 
 // Event is what a subscriber session read.
 type Event struct {
-	Kind    EventKind
-	Channel string // the channel (Message, Subscribed, Unsubscribed)
-	Payload string // the message (Message)
-	Err     error  // why the session ended (Closed)
+	Kind    EventKind // what was read
+	Channel string    // the channel (Message, Subscribed, Unsubscribed)
+	Payload string    // the message (Message)
+	Err     error     // why the session ended (Closed)
 }

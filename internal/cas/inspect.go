@@ -3,7 +3,6 @@ package cas
 import (
 	"context"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/locksmith-go/lock/driver"
@@ -50,7 +49,7 @@ func Inspect(ctx context.Context, c driver.Conn, key, fenceKey string) (Reading,
 		keys = append(keys, fenceKey)
 	}
 	reply, err := inspect(ctx, c, keys)
-	if err != nil && fenceKey != "" && strings.HasPrefix(err.Error(), "NOPERM") {
+	if err != nil && fenceKey != "" && denied(err) {
 		reply, err = inspect(ctx, c, keys[:1])
 	}
 	if err != nil {

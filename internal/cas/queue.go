@@ -151,10 +151,16 @@ end
 return {0, redis.call('ZRANK', KEYS[2], ARGV[3]) + 1, pttl}`)
 
 	// releaseScript deletes the key if it holds our value, ARGV[1], and
-	// wakes the head of the queue.
-	releaseScript = ownerScript(queueLib + `redis.call('DEL', KEYS[1])
+	// wakes the head of the queue. It touches the queue before it deletes
+	// the key, so that a user whose ACL denies the queue is refused before
+	// anything is written, and DeleteQueued can fall back to Delete.
+	releaseScript = ownerScript(queueLib + `local head
 	if redis.call('EXISTS', KEYS[2]) == 1 then
-		wake(prune(clock()))
+		head = prune(clock())
+	end
+	redis.call('DEL', KEYS[1])
+	if head then
+		wake(head)
 	end
 	return 1`)
 
@@ -224,10 +230,10 @@ func AcquireQueued(ctx context.Context, c driver.Conn, q Queue, fenceKey, value,
 }
 
 // DeleteQueued is Delete that also wakes the head of key's queue. A user
-// whose ACL does not allow the queue's keys gets Delete.
+// whose ACL does not allow the queue's keys or commands gets Delete.
 func DeleteQueued(ctx context.Context, c driver.Conn, q Queue, value string) error {
 	err := owned(call{releaseScript, []string{q.Key, q.Q, q.W}, []any{value, q.Channel, q.publish()}}.run(ctx, c))
-	if err != nil && strings.HasPrefix(err.Error(), "NOPERM") {
+	if err != nil && denied(err) {
 		return Delete(ctx, c, q.Key, value)
 	}
 	return err
@@ -247,4 +253,11 @@ func Leave(ctx context.Context, c driver.Conn, q Queue, id string) error {
 func DeleteHinting(ctx context.Context, c driver.Conn, key, value, channel, all string, sharded bool) error {
 	q := Queue{Channel: channel, Sharded: sharded}
 	return owned(call{hintScript, []string{key}, []any{value, all, channel, q.publish()}}.run(ctx, c))
+}
+
+// denied reports whether err is the server's refusal of a script's command
+// or key by ACL: "NOPERM ..." from Redis 7.2, "ERR The user executing the
+// script can't ..." before.
+func denied(err error) bool {
+	return err != nil && (strings.HasPrefix(err.Error(), "NOPERM") || strings.Contains(err.Error(), "The user executing the script can't"))
 }
