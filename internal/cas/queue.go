@@ -40,9 +40,14 @@ func NewQueue(key string, sharded bool) (Queue, bool) {
 		return Queue{}, false
 	}
 	w, _ := Companion(key, "w")
-	c, _ := Companion(key, "wake")
+	c, _ := WakeChannel(key)
 	return Queue{Key: key, Q: q, W: w, Channel: c, Sharded: sharded}, true
 }
+
+// WakeChannel returns the channel on which releases of key's lock wake its
+// waiters, in key's Cluster hash slot (see Companion); false when key has
+// none, and its waiters can only poll.
+func WakeChannel(key string) (string, bool) { return Companion(key, "wake") }
 
 // Companion returns the name of a key (or channel) that goes with key, in
 // its Cluster hash slot: key + ":" + suffix when key has a hash tag ({...}

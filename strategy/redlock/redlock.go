@@ -56,6 +56,30 @@
 // the single strategy with lock.WithFencing where the resource can check an
 // increasing number.
 //
+// # Waiting
+//
+// A release wakes the waiters: on each node, the compare-and-delete
+// publishes, in the same script, a message on the lock's channel ({key}:wake,
+// or key:wake for a key with a hash tag) that wakes every waiter, and a
+// waiter subscribes to that channel on every node whose driver can
+// subscribe ([driver.Subscriber]). A waiter tries the quorum again on any
+// message, or on its timer, the delay of its retry policy, as one that
+// polls does: a lost message costs at most that delay. An attempt that
+// failed without a quorum (a split vote) undoes its partial grants without
+// a message, so contenders that split a vote try again on their timers,
+// and the random delays of lock.Exponential still break the tie.
+//
+// Fairness is not promised: Acquire ignores the waiter's place
+// (strategy.Request.Waiter), and every waiter races for the next quorum.
+// A fair queue would have to be one queue, agreed by the nodes, and
+// independent masters cannot keep one consistent without consensus: each
+// node would hold its own, each missing what it did not see (a node that
+// was down, that restarted empty, whose queue's entries expired at other
+// times), and a waiter at the head of some queues but not of the others
+// would block the quorum that the others could form. So the wake-ups only
+// shorten waits; the lock key on a quorum of nodes stays the only
+// authority.
+//
 // # First contact
 //
 // The node timeout is for a command on an open connection. Opening one (a
@@ -112,6 +136,7 @@ import (
 	"github.com/locksmith-go/lock/internal/cas"
 	"github.com/locksmith-go/lock/internal/drift"
 	"github.com/locksmith-go/lock/internal/neterr"
+	"github.com/locksmith-go/lock/internal/notify"
 	"github.com/locksmith-go/lock/strategy"
 )
 
@@ -153,7 +178,10 @@ type node struct {
 	conn driver.Conn // raw, gated by the first contact
 }
 
-var _ strategy.Strategy = (*Strategy)(nil)
+var (
+	_ strategy.Strategy = (*Strategy)(nil)
+	_ strategy.Notifier = (*Strategy)(nil)
+)
 
 // Option configures a Strategy.
 type Option func(*Strategy)
@@ -408,11 +436,13 @@ func (s *Strategy) Refresh(ctx context.Context, key, value string, ttl time.Dura
 	return strategy.Grant{Drift: allowance}, nil
 }
 
-// Release implements [strategy.Strategy]: it releases on all nodes. On a node
-// whose acquire was still on its way when the quorum was reached, it
-// releases once that acquire returned. A node that gives no answer in time
-// is released in the background (see [strategy.CleanUp]), so that no key
-// outlives a Release that returned nil longer than that clean-up takes.
+// Release implements [strategy.Strategy]: it releases on all nodes, and
+// each node's release wakes the lock's waiters there (see Waiting in the
+// package doc). On a node whose acquire was still on its way when the
+// quorum was reached, it releases once that acquire returned. A node that
+// gives no answer in time is released in the background (see
+// [strategy.CleanUp]), so that no key outlives a Release that returned nil
+// longer than that clean-up takes.
 func (s *Strategy) Release(ctx context.Context, key, value string) error {
 	var acq *fan
 	if f, ok := s.inflight.Load(lockID(key, value)); ok {
@@ -426,7 +456,7 @@ func (s *Strategy) Release(ctx context.Context, key, value string) error {
 				return ctx.Err()
 			}
 		}
-		return cas.Delete(ctx, n.conn, key, value)
+		return notify.DeleteWaking(ctx, n.conn, n.raw, key, value)
 	}
 	res, _, _ := s.fanOut(ctx, s.opTimeout(), del, func(ctx context.Context, i int, n node, err error, _ bool) {
 		if !answered(outcome(err)) {
@@ -435,6 +465,22 @@ func (s *Strategy) Release(ctx context.Context, key, value string) error {
 	}, nil)
 	return s.checkHeld("release", res)
 }
+
+// Listen implements [strategy.Notifier]: the waiter id hears the releases
+// of key on every node whose driver can subscribe. It returns nil when none
+// can, or key has no channel (a key with '}' but no hash tag), and the
+// waiter polls.
+func (s *Strategy) Listen(key, id string) strategy.Listener {
+	conns := make([]driver.Conn, len(s.nodes))
+	for i, n := range s.nodes {
+		conns[i] = n.raw
+	}
+	return notify.ListenLock(conns, key, id)
+}
+
+// Leave implements [strategy.Notifier]: Redlock keeps no queue (see the
+// package doc), so there is nothing to leave.
+func (s *Strategy) Leave(context.Context, string, string) error { return nil }
 
 // TTL implements [strategy.Strategy]: the time until fewer than a quorum of
 // nodes will hold the lock.

@@ -52,6 +52,15 @@
 //     lock's expiry or later: past 2116 for the built-in formats; a custom
 //     Format is checked the same way.
 //
+// A release wakes the waiters of the lock, best effort: when the driver can
+// subscribe ([driver.Subscriber]), the compare-and-delete also publishes,
+// in the same script, a message that wakes every waiter on the lock's
+// channel ({key}:wake, or key:wake for a key with a hash tag), and waiters
+// listen there. Legacy clients publish nothing when they DEL, and no
+// message tells of a timestamp that passed: waiters find those by their
+// timer, the delay of their retry policy, as they would by polling. There
+// is no queue, so no fairness: every waiter races for the freed lock.
+//
 // The value is a timestamp, not a secret token: two locks taken in the same
 // second (or millisecond) store the same value, so metadata and
 // caller-chosen tokens are refused.
@@ -73,6 +82,7 @@ import (
 	"github.com/locksmith-go/lock"
 	"github.com/locksmith-go/lock/driver"
 	"github.com/locksmith-go/lock/internal/cas"
+	"github.com/locksmith-go/lock/internal/notify"
 	"github.com/locksmith-go/lock/strategy"
 )
 
@@ -90,7 +100,10 @@ type Strategy struct {
 	now    func() time.Time
 }
 
-var _ strategy.Strategy = (*Strategy)(nil)
+var (
+	_ strategy.Strategy = (*Strategy)(nil)
+	_ strategy.Notifier = (*Strategy)(nil)
+)
 
 // Option configures a Strategy.
 type Option func(*Strategy)
@@ -342,10 +355,10 @@ func (s *Strategy) Refresh(ctx context.Context, key, value string, ttl time.Dura
 
 // Release implements [strategy.Strategy]. A key that still holds our value is
 // deleted even if its timestamp has passed, and then Release reports
-// ErrExpired.
+// ErrExpired. The deletion wakes the lock's waiters (see the package doc).
 func (s *Strategy) Release(ctx context.Context, key, value string) error {
 	expired := s.expired(value)
-	if err := cas.Delete(ctx, s.conn, key, value); err != nil {
+	if err := notify.DeleteWaking(ctx, s.conn, s.conn, key, value); err != nil {
 		return err
 	}
 	if expired {
@@ -353,6 +366,17 @@ func (s *Strategy) Release(ctx context.Context, key, value string) error {
 	}
 	return nil
 }
+
+// Listen implements [strategy.Notifier]: the waiter id hears the releases
+// of key that publish (see the package doc). It returns nil when the driver
+// cannot subscribe, or key has no channel (a key with '}' but no hash tag),
+// and the waiter polls.
+func (s *Strategy) Listen(key, id string) strategy.Listener {
+	return notify.ListenLock([]driver.Conn{s.conn}, key, id)
+}
+
+// Leave implements [strategy.Notifier]: there is no queue to leave.
+func (s *Strategy) Leave(context.Context, string, string) error { return nil }
 
 // TTL implements [strategy.Strategy]: the time until the lock's timestamp, by
 // this client's clock.

@@ -1,0 +1,158 @@
+// Package waittest helps the tests of waiting by notification: it counts
+// what waiters report through lock.Hooks.Wait, tells when a channel's
+// subscription has reached a server, and can hide the wake-ups of a
+// subscription's confirmation, so that a test knows why a waiter woke.
+package waittest
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/locksmith-go/lock"
+	"github.com/locksmith-go/lock/internal/testing/redistest"
+	"github.com/locksmith-go/lock/strategy"
+)
+
+// Recorder counts the Wait events of the Obtains it is installed in. It is
+// safe for concurrent use.
+type Recorder struct {
+	mu     sync.Mutex
+	counts map[string]int
+	last   string
+}
+
+// Option installs r in an Obtain.
+func (r *Recorder) Option() lock.Option {
+	return lock.WithHooks(&lock.Hooks{Wait: func(_ context.Context, e lock.Event) {
+		name := e.Op
+		if e.Op == "woken" {
+			name += ":" + e.Reason
+		}
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if r.counts == nil {
+			r.counts = map[string]int{}
+		}
+		r.counts[name]++
+		if e.Op == "woken" {
+			r.last = e.Reason
+		}
+	}})
+}
+
+// Count returns how many events named what were reported: "enqueued",
+// "missed", or "woken:" followed by a reason ("woken:message",
+// "woken:timer", ...).
+func (r *Recorder) Count(what string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.counts[what]
+}
+
+// Last returns the reason of the last wake-up, "" if there was none.
+func (r *Recorder) Last() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.last
+}
+
+// String returns the counts, for failure messages and logs.
+func (r *Recorder) String() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var b strings.Builder
+	for _, k := range []string{"enqueued", "woken:message", "woken:subscribed", "woken:resubscribed", "woken:timer", "missed"} {
+		if n := r.counts[k]; n > 0 {
+			if b.Len() > 0 {
+				b.WriteString(" ")
+			}
+			b.WriteString(k + "=" + strconv.Itoa(n))
+		}
+	}
+	return "{" + b.String() + "}"
+}
+
+// Subscribed waits until srv counts a subscriber of channel (PUBSUB NUMSUB,
+// or SHARDNUMSUB when sharded): from then on, a message published there
+// reaches it. It fails t if that takes longer than ctx allows.
+func Subscribed(t testing.TB, ctx context.Context, srv *redistest.Server, channel string, sharded bool) {
+	t.Helper()
+	cmd := "NUMSUB"
+	if sharded {
+		cmd = "SHARDNUMSUB"
+	}
+	for {
+		reply, err := srv.Command(ctx, "PUBSUB", cmd, channel)
+		if err == nil && reply != channel+" 0" {
+			return
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("PUBSUB %s %s on %s = %q, %v; want a subscriber before the deadline", cmd, channel, srv.Addr, reply, err)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// MessagesOnly returns s, which must implement strategy.Notifier, with
+// listeners that drop the wake-ups of a subscription's confirmation
+// (strategy.WakeSubscribed): its waiters wake on messages, resubscriptions
+// and their timers only. A test that publishes only once the subscription
+// reached the server (see Subscribed) then knows that a waiter woken
+// before its timer was woken by that message.
+func MessagesOnly(s strategy.Strategy) strategy.Strategy {
+	return messagesOnly{s, s.(strategy.Notifier)}
+}
+
+type messagesOnly struct {
+	strategy.Strategy
+	n strategy.Notifier
+}
+
+func (m messagesOnly) Listen(key, id string) strategy.Listener {
+	l := m.n.Listen(key, id)
+	if l == nil {
+		return nil
+	}
+	f := &filtered{l: l, c: make(chan strategy.Wake, 1), done: make(chan struct{})}
+	go f.relay()
+	return f
+}
+
+func (m messagesOnly) Leave(ctx context.Context, key, id string) error {
+	return m.n.Leave(ctx, key, id)
+}
+
+// filtered relays a listener's wake-ups but WakeSubscribed.
+type filtered struct {
+	l    strategy.Listener
+	c    chan strategy.Wake
+	once sync.Once
+	done chan struct{}
+}
+
+func (f *filtered) relay() {
+	for {
+		select {
+		case w := <-f.l.Wakes():
+			if w == strategy.WakeSubscribed {
+				continue
+			}
+			select {
+			case f.c <- w:
+			default:
+			}
+		case <-f.done:
+			return
+		}
+	}
+}
+
+func (f *filtered) Wakes() <-chan strategy.Wake { return f.c }
+
+func (f *filtered) Close() {
+	f.once.Do(func() { close(f.done); f.l.Close() })
+}
