@@ -48,7 +48,7 @@ func TestReleaseWakesWaiters(t *testing.T) {
 	}()
 	channel, _ := cas.WakeChannel(key)
 	for _, srv := range servers {
-		waittest.Subscribed(t, ctx, srv, channel, false)
+		waittest.Subscribers(t, ctx, srv, channel, 1)
 	}
 	if err := lk.Release(ctx); err != nil {
 		t.Fatalf("holder: Release = %v, want nil", err)

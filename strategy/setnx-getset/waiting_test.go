@@ -57,7 +57,7 @@ func TestWaiting(t *testing.T) {
 		var rec waittest.Recorder
 		got := obtainLater(ctx, waitingLocker(t, srv), key, lock.WithRetry(lock.Linear(time.Minute)), rec.Option())
 		channel, _ := cas.WakeChannel(key)
-		waittest.Subscribed(t, ctx, srv, channel, false)
+		waittest.Subscribers(t, ctx, srv, channel, 1)
 		if err := lk.Release(ctx); err != nil {
 			t.Fatalf("holder: Release = %v, want nil", err)
 		}
@@ -81,7 +81,7 @@ func TestWaiting(t *testing.T) {
 		var rec waittest.Recorder
 		got := obtainLater(ctx, waitingLocker(t, srv), key, lock.WithRetry(lock.Linear(100*time.Millisecond)), rec.Option())
 		channel, _ := cas.WakeChannel(key)
-		waittest.Subscribed(t, ctx, srv, channel, false)
+		waittest.Subscribers(t, ctx, srv, channel, 1)
 		if err := legacy.unlock(ctx, key, stamp); err != nil {
 			t.Fatalf("legacy: unlock = %v, want nil", err)
 		}

@@ -76,22 +76,19 @@ func (r *Recorder) String() string {
 	return "{" + b.String() + "}"
 }
 
-// Subscribed waits until srv counts a subscriber of channel (PUBSUB NUMSUB,
-// or SHARDNUMSUB when sharded): from then on, a message published there
-// reaches it. It fails t if that takes longer than ctx allows.
-func Subscribed(t testing.TB, ctx context.Context, srv *redistest.Server, channel string, sharded bool) {
+// Subscribers waits until srv counts n subscribers of channel (PUBSUB
+// NUMSUB): from then on, a message published there reaches them all. It
+// fails t if that takes longer than ctx allows.
+func Subscribers(t testing.TB, ctx context.Context, srv *redistest.Server, channel string, n int) {
 	t.Helper()
-	cmd := "NUMSUB"
-	if sharded {
-		cmd = "SHARDNUMSUB"
-	}
+	want := channel + " " + strconv.Itoa(n)
 	for {
-		reply, err := srv.Command(ctx, "PUBSUB", cmd, channel)
-		if err == nil && reply != channel+" 0" {
+		reply, err := srv.Command(ctx, "PUBSUB", "NUMSUB", channel)
+		if err == nil && reply == want {
 			return
 		}
 		if ctx.Err() != nil {
-			t.Fatalf("PUBSUB %s %s on %s = %q, %v; want a subscriber before the deadline", cmd, channel, srv.Addr, reply, err)
+			t.Fatalf("PUBSUB NUMSUB %s on %s = %q, %v; want %q before the deadline", channel, srv.Addr, reply, err, want)
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
@@ -101,7 +98,7 @@ func Subscribed(t testing.TB, ctx context.Context, srv *redistest.Server, channe
 // listeners that drop the wake-ups of a subscription's confirmation
 // (strategy.WakeSubscribed): its waiters wake on messages, resubscriptions
 // and their timers only. A test that publishes only once the subscription
-// reached the server (see Subscribed) then knows that a waiter woken
+// reached the server (see Subscribers) then knows that a waiter woken
 // before its timer was woken by that message.
 func MessagesOnly(s strategy.Strategy) strategy.Strategy {
 	return messagesOnly{s, s.(strategy.Notifier)}
