@@ -113,14 +113,10 @@ func (s *Strategy) queue(key string) (cas.Queue, bool) {
 // cannot subscribe, or key has no companion names in its Cluster slot (a
 // key with '}' but no hash tag): its waiters poll.
 func (s *Strategy) Listen(key, id string) strategy.Listener {
-	q, ok := s.queue(key)
-	if !ok {
+	if !s.notify {
 		return nil
 	}
-	if w := notify.Listen([]driver.Conn{s.conn}, q.Channel, id); w != nil {
-		return w
-	}
-	return nil
+	return notify.ListenLock([]driver.Conn{s.conn}, key, id)
 }
 
 // Leave implements [strategy.Notifier].
