@@ -93,6 +93,9 @@ type contender struct {
 	// uncontendedOnly leaves the contender out of the contention benchmark,
 	// contendedOnly out of the others (it differs only in how it waits).
 	uncontendedOnly, contendedOnly bool
+	// notifies says that the contender waits for notifications, and needs
+	// a driver that can subscribe.
+	notifies bool
 }
 
 // contenders returns every contender, the raw baselines first.
@@ -101,7 +104,7 @@ func contenders() []contender {
 	for _, d := range []string{goredisDriver, redigoDriver} {
 		cs = append(cs,
 			contender{driver: d, name: "raw", nodes: 1, new: newRaw(d)},
-			contender{driver: d, name: "single", nodes: 1, new: func(tb testing.TB, addrs []string, cs *counters) mutex {
+			contender{driver: d, name: "single", nodes: 1, notifies: true, new: func(tb testing.TB, addrs []string, cs *counters) mutex {
 				l, err := single.New(conn(tb, d, addrs[0], cs))
 				return locksmith(tb, l, err, cs, lock.WithRetry(lock.Linear(notifyTimer)))
 			}},
@@ -176,6 +179,13 @@ func conn(tb testing.TB, d, addr string, cs *counters) driver.Conn {
 		return countSubscriptions(c, &cs.sent)
 	}
 	return redigo.New(redigoPool(tb, addr, cs), redigo.WithAddr(addr))
+}
+
+// subscribes reports whether locksmith's driver d can subscribe, so that
+// waiters can be notified.
+func subscribes(tb testing.TB, d, addr string) bool {
+	_, ok := conn(tb, d, addr, nil).(driver.Subscriber)
+	return ok
 }
 
 // locksmithMutex obtains with a locksmith Locker.

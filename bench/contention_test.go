@@ -55,9 +55,10 @@ func isSingle(c contender) bool { return c.name == "single" || c.name == "single
 //   - cmds/acq: the commands the clients sent (lock commands, failed
 //     attempts and releases, a subscriber connection's SUBSCRIBE; not
 //     connection handshakes), per acquisition;
+//   - acqs: the acquisitions of the run;
 //   - wake-message, wake-subscribed, wake-resubscribed, wake-timer,
 //     missed: why locksmith's waiters woke, and how many notifications
-//     were lost (lock.Hooks Wait), in the whole run of acquisitions locks;
+//     were lost (lock.Hooks Wait), in the whole run;
 //   - overlaps: acquisitions whose holding time, from obtain's return to
 //     the call of release, intersects another's; they fail the benchmark.
 //
@@ -76,6 +77,9 @@ func BenchmarkContention(b *testing.B) {
 				continue
 			}
 			b.Run(s.name+"/"+c.driver+"/"+c.name, func(b *testing.B) {
+				if c.notifies && !subscribes(b, c.driver, addrs[0]) {
+					b.Skipf("the %s driver cannot subscribe: its waiters would poll every %v", c.driver, notifyTimer)
+				}
 				key := "contend:" + s.name + "/" + c.driver + "/" + c.name
 				var r contention
 				for b.Loop() {
@@ -221,6 +225,7 @@ func (r contention) report(b *testing.B, k int) {
 	slices.Sort(waits)
 	ideal := time.Duration(k-1) * (hold + quantile(handoffs, 0.50))
 	b.ReportMetric(0, "ns/op") // one op is the whole workload: meaningless
+	b.ReportMetric(float64(n), "acqs")
 	b.ReportMetric(float64(n)/r.elapsed.Seconds(), "acq/s")
 	b.ReportMetric(micros(quantile(handoffs, 0.50)), "handoff-p50-us")
 	b.ReportMetric(micros(quantile(handoffs, 0.99)), "handoff-p99-us")
