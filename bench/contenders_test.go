@@ -47,8 +47,9 @@ const (
 	// notifyTimer is the retry delay of locksmith's single when it waits
 	// for notifications: the longest a waiter sleeps without a message,
 	// the safety net for a lost one. It is above the fair wait of the
-	// largest contention case (63 holds of 1 ms and their handoffs), so
-	// that the timer fires only when a message was lost; see README.
+	// largest contention case on a fast machine (63 holds of 1 ms and
+	// their handoffs), so that a timer seldom fires before the message;
+	// see README.
 	notifyTimer = 200 * time.Millisecond
 	// nodeTimeout bounds one Redlock node's answer: redsync's bound at
 	// this TTL (5% of it), rather than the default 1%, which a loaded

@@ -50,6 +50,8 @@ func isSingle(c contender) bool { return c.name == "single" || c.name == "single
 //   - wait-p99-ms, wait-max-ms: how long an obtain waited;
 //   - worst/ideal: the longest wait over the fair ideal, (contenders − 1) ×
 //     (hold + the median handoff): a FIFO queue's worst wait;
+//   - max-passed: the most acquisitions by others while one obtain waited;
+//     in a FIFO queue, at most contenders − 1;
 //   - other-%: the share of acquisitions that went to a contender other
 //     than the one that released last;
 //   - cmds/acq: the commands the clients sent (lock commands, failed
@@ -221,6 +223,11 @@ func (r contention) report(b *testing.B, k int) {
 			until = t.letGo
 		}
 	}
+	passed := 0
+	for i, t := range turns {
+		first, _ := slices.BinarySearchFunc(turns, t.asked, func(x turn, at time.Time) int { return x.got.Compare(at) })
+		passed = max(passed, i-first)
+	}
 	slices.Sort(handoffs)
 	slices.Sort(waits)
 	ideal := time.Duration(k-1) * (hold + quantile(handoffs, 0.50))
@@ -232,6 +239,7 @@ func (r contention) report(b *testing.B, k int) {
 	b.ReportMetric(micros(quantile(waits, 0.99))/1000, "wait-p99-ms")
 	b.ReportMetric(micros(waits[len(waits)-1])/1000, "wait-max-ms")
 	b.ReportMetric(float64(waits[len(waits)-1])/float64(ideal), "worst/ideal")
+	b.ReportMetric(float64(passed), "max-passed")
 	b.ReportMetric(100*float64(other)/float64(n-1), "other-%")
 	b.ReportMetric(float64(r.tally.Commands)/float64(n), "cmds/acq")
 	for i, reason := range wakeReasons {

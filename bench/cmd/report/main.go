@@ -456,12 +456,12 @@ func contended(b *strings.Builder, r results) {
 		}
 		table(b, r, "BenchmarkContention/"+s.name, "Contention: "+s.title+", one key, 1 ms holds",
 			note,
-			[]string{"acq/s", "handoff p50 µs", "handoff p99 µs", "wait p99 ms", "wait max ms", "worst ÷ ideal", "other %", "commands/acq", "overlaps"},
+			[]string{"acq/s", "handoff p50 µs", "handoff p99 µs", "wait p99 ms", "wait max ms", "worst ÷ ideal", "most passed", "other %", "commands/acq", "overlaps"},
 			func(c string) []string {
 				var cells []string
 				for _, m := range []struct{ unit, format string }{
 					{"acq/s", "%.0f"}, {"handoff-p50-us", "%.0f"}, {"handoff-p99-us", "%.0f"}, {"wait-p99-ms", "%.1f"},
-					{"wait-max-ms", "%.1f"}, {"worst/ideal", "%.1f"}, {"other-%", "%.0f"}, {"cmds/acq", "%.1f"}, {"overlaps", "%.0f"},
+					{"wait-max-ms", "%.1f"}, {"worst/ideal", "%.1f"}, {"max-passed", "%.0f"}, {"other-%", "%.0f"}, {"cmds/acq", "%.1f"}, {"overlaps", "%.0f"},
 				} {
 					v, ok := r.median("BenchmarkContention/"+s.name+"/"+c, m.unit)
 					cells = append(cells, fig(v, ok, m.format))
@@ -472,7 +472,7 @@ func contended(b *strings.Builder, r results) {
 	wakes(b, r)
 }
 
-const contentionNote = "Each contender has clients of its own. `single` waits by notification, with a 200 ms timer; `single-poll` and the other contenders retry every 1 ms, but for `bsm-redislock-10ms` (10 ms) and `redsync-default` (redsync's default, 50 to 250 ms at random, on one server). Handoff: from a holder starting to release to the next holder's obtain returning. Worst ÷ ideal: the longest wait over (contenders − 1) × (hold + median handoff). Other: acquisitions that went to a contender other than the last releaser. Commands: what the clients sent (handshakes excluded; a subscriber's SUBSCRIBE included), per acquisition, failed attempts included."
+const contentionNote = "Each contender has clients of its own. `single` waits by notification, with a 200 ms timer; `single-poll` and the other contenders retry every 1 ms, but for `bsm-redislock-10ms` (10 ms) and `redsync-default` (redsync's default, 50 to 250 ms at random, on one server). Handoff: from a holder starting to release to the next holder's obtain returning. Worst ÷ ideal: the longest wait over (contenders − 1) × (hold + median handoff). Most passed: the most acquisitions by others while one obtain waited (in FIFO order, at most contenders − 1). Other: acquisitions that went to a contender other than the last releaser. Commands: what the clients sent (handshakes excluded; a subscriber's SUBSCRIBE included), per acquisition, failed attempts included."
 
 // wakes writes the histogram of why locksmith's waiters woke, for the runs
 // where they woke at all.
