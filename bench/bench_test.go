@@ -53,6 +53,9 @@ func BenchmarkLock(b *testing.B) {
 		probes[i] = goRedis(b, a, nil)
 	}
 	for _, c := range contenders() {
+		if c.contendedOnly {
+			continue
+		}
 		m := c.new(b, addrs[:c.nodes], nil)
 		key := "bench:" + c.driver + "/" + c.name
 		b.Run(c.driver+"/"+c.name+"/serial", func(b *testing.B) {
@@ -109,7 +112,7 @@ func BenchmarkInterleaved(b *testing.B) {
 			var names []string
 			var ms []mutex
 			for _, c := range contenders() {
-				if c.driver == d && (c.name == "raw" || g.has(c)) {
+				if c.driver == d && !c.contendedOnly && (c.name == "raw" || g.has(c)) {
 					names = append(names, c.name)
 					ms = append(ms, c.new(b, addrs[:c.nodes], nil))
 				}

@@ -9,7 +9,6 @@ import (
 	"errors"
 	"math"
 	"strconv"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -41,10 +40,17 @@ const (
 	// ttl is long enough never to expire during a run: every lock is
 	// released by its holder.
 	ttl = 10 * time.Second
-	// retryEvery is how often a waiting contender tries again, in the
+	// retryEvery is how often a polling contender tries again, in the
 	// contention benchmark: a fixed interval is the one policy that every
 	// library expresses identically.
 	retryEvery = time.Millisecond
+	// notifyTimer is the retry delay of locksmith's single when it waits
+	// for notifications: the longest a waiter sleeps without a message,
+	// the safety net for a lost one. It is above the fair wait of the
+	// largest contention case on a fast machine (63 holds of 1 ms and
+	// their handoffs), so that a timer seldom fires before the message;
+	// see README.
+	notifyTimer = 200 * time.Millisecond
 	// nodeTimeout bounds one Redlock node's answer: redsync's bound at
 	// this TTL (5% of it), rather than the default 1%, which a loaded
 	// two-core machine can exceed.
@@ -82,10 +88,15 @@ type contender struct {
 	name   string // raw, single, redlock-5, bsm-redislock, ...
 	nodes  int    // how many servers it locks on
 	// new builds the mutex over the servers at addrs, counting the
-	// commands its clients send into sent when sent is not nil.
-	new func(tb testing.TB, addrs []string, sent *atomic.Int64) mutex
-	// uncontendedOnly leaves the contender out of the contention benchmark.
-	uncontendedOnly bool
+	// commands its clients send and the wake-ups of its waiters into cs
+	// when cs is not nil.
+	new func(tb testing.TB, addrs []string, cs *counters) mutex
+	// uncontendedOnly leaves the contender out of the contention benchmark,
+	// contendedOnly out of the others (it differs only in how it waits).
+	uncontendedOnly, contendedOnly bool
+	// notifies says that the contender waits for notifications, and needs
+	// a driver that can subscribe.
+	notifies bool
 }
 
 // contenders returns every contender, the raw baselines first.
@@ -94,35 +105,39 @@ func contenders() []contender {
 	for _, d := range []string{goredisDriver, redigoDriver} {
 		cs = append(cs,
 			contender{driver: d, name: "raw", nodes: 1, new: newRaw(d)},
-			contender{driver: d, name: "single", nodes: 1, new: func(tb testing.TB, addrs []string, sent *atomic.Int64) mutex {
-				l, err := single.New(conn(tb, d, addrs[0], sent))
-				return locksmith(tb, l, err)
+			contender{driver: d, name: "single", nodes: 1, notifies: true, new: func(tb testing.TB, addrs []string, cs *counters) mutex {
+				l, err := single.New(conn(tb, d, addrs[0], cs))
+				return locksmith(tb, l, err, cs, lock.WithRetry(lock.Linear(notifyTimer)))
+			}},
+			contender{driver: d, name: "single-poll", nodes: 1, contendedOnly: true, new: func(tb testing.TB, addrs []string, cs *counters) mutex {
+				l, err := single.New(conn(tb, d, addrs[0], cs))
+				return locksmith(tb, l, err, cs, lock.WithPolling(), lock.WithRetry(lock.Linear(retryEvery)))
 			}},
 		)
 		if d == goredisDriver {
 			cs = append(cs,
-				contender{driver: d, name: "setnx-getset", nodes: 1, new: func(tb testing.TB, addrs []string, sent *atomic.Int64) mutex {
-					l, err := setnxgetset.New(conn(tb, d, addrs[0], sent))
-					return locksmith(tb, l, err)
+				contender{driver: d, name: "setnx-getset", nodes: 1, new: func(tb testing.TB, addrs []string, cs *counters) mutex {
+					l, err := setnxgetset.New(conn(tb, d, addrs[0], cs))
+					return locksmith(tb, l, err, cs, lock.WithRetry(lock.Linear(retryEvery)))
 				}},
 				contender{driver: d, name: "otel-noop", nodes: 1, new: newOtel(false), uncontendedOnly: true},
 				contender{driver: d, name: "otel-sdk", nodes: 1, new: newOtel(true), uncontendedOnly: true},
-				contender{driver: d, name: "bsm-redislock", nodes: 1, new: func(tb testing.TB, addrs []string, sent *atomic.Int64) mutex {
-					return bsm{redislock.New(goRedis(tb, addrs[0], sent)), &redislock.Options{RetryStrategy: redislock.LinearBackoff(retryEvery)}}
-				}},
+				contender{driver: d, name: "bsm-redislock", nodes: 1, new: newBSM(retryEvery)},
+				contender{driver: d, name: "bsm-redislock-10ms", nodes: 1, contendedOnly: true, new: newBSM(10 * time.Millisecond)},
+				contender{driver: d, name: "redsync-default", nodes: 1, contendedOnly: true, new: newRedsync(d, false)},
 			)
 		}
 		for _, n := range []int{3, 5} {
 			cs = append(cs,
-				contender{driver: d, name: "redlock-" + strconv.Itoa(n), nodes: n, new: func(tb testing.TB, addrs []string, sent *atomic.Int64) mutex {
+				contender{driver: d, name: "redlock-" + strconv.Itoa(n), nodes: n, new: func(tb testing.TB, addrs []string, cs *counters) mutex {
 					conns := make([]driver.Conn, len(addrs))
 					for i, a := range addrs {
-						conns[i] = conn(tb, d, a, sent)
+						conns[i] = conn(tb, d, a, cs)
 					}
 					l, err := redlock.New(conns, redlock.WithNodeTimeout(nodeTimeout))
-					return locksmith(tb, l, err)
+					return locksmith(tb, l, err, cs, lock.WithRetry(lock.Linear(retryEvery)))
 				}},
-				contender{driver: d, name: "redsync-" + strconv.Itoa(n), nodes: n, new: newRedsync(d)},
+				contender{driver: d, name: "redsync-" + strconv.Itoa(n), nodes: n, new: newRedsync(d, true)},
 			)
 		}
 	}
@@ -131,56 +146,72 @@ func contenders() []contender {
 
 // goRedis returns a go-redis client of addr (RESP3, its default), with the
 // harness's settings: no retries, and ctx's deadline honoured.
-func goRedis(tb testing.TB, addr string, sent *atomic.Int64) *redis.Client {
+func goRedis(tb testing.TB, addr string, cs *counters) *redis.Client {
 	c := redistest.GoRedis(tb, addr, 3)
-	if sent != nil {
-		c.AddHook(hook{sent})
+	if cs != nil {
+		c.AddHook(hook{&cs.sent})
 	}
 	return c
 }
 
 // redigoPool returns a redigo pool of addr.
-func redigoPool(tb testing.TB, addr string, sent *atomic.Int64) *redigoredis.Pool {
+func redigoPool(tb testing.TB, addr string, cs *counters) *redigoredis.Pool {
 	p := redistest.Redigo(tb, addr)
-	if sent != nil {
+	if cs != nil {
 		dial := p.DialContext
 		p.DialContext = func(ctx context.Context) (redigoredis.Conn, error) {
 			c, err := dial(ctx)
 			if err != nil {
 				return nil, err
 			}
-			return countingConn{c, sent}, nil
+			return countingConn{c, &cs.sent}, nil
 		}
 	}
 	return p
 }
 
 // conn returns a locksmith driver of addr.
-func conn(tb testing.TB, d, addr string, sent *atomic.Int64) driver.Conn {
+func conn(tb testing.TB, d, addr string, cs *counters) driver.Conn {
 	if d == goredisDriver {
-		return goredis.New(goRedis(tb, addr, sent))
+		c := goredis.New(goRedis(tb, addr, cs))
+		if cs == nil {
+			return c
+		}
+		return countSubscriptions(c, &cs.sent)
 	}
-	return redigo.New(redigoPool(tb, addr, sent), redigo.WithAddr(addr))
+	return redigo.New(redigoPool(tb, addr, cs), redigo.WithAddr(addr))
+}
+
+// subscribes reports whether locksmith's driver d can subscribe, so that
+// waiters can be notified.
+func subscribes(tb testing.TB, d, addr string) bool {
+	_, ok := conn(tb, d, addr, nil).(driver.Subscriber)
+	return ok
 }
 
 // locksmithMutex obtains with a locksmith Locker.
 type locksmithMutex struct {
-	l     lock.Locker
-	retry lock.Option
+	l    lock.Locker
+	wait []lock.Option // the options of an Obtain that waits
 }
 
-func locksmith(tb testing.TB, l lock.Locker, err error) mutex {
+// locksmith returns the mutex of l, whose Obtain waits with the options
+// wait, and counts its wake-ups into cs when cs is not nil.
+func locksmith(tb testing.TB, l lock.Locker, err error, cs *counters, wait ...lock.Option) mutex {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	return locksmithMutex{l, lock.WithRetry(lock.Linear(retryEvery))}
+	if cs != nil {
+		wait = append(wait, lock.WithHooks(cs.hooks()))
+	}
+	return locksmithMutex{l, wait}
 }
 
 func (m locksmithMutex) obtain(ctx context.Context, key string, wait bool) (held, error) {
 	var lk *lock.Lock
 	var err error
 	if wait {
-		lk, err = m.l.Obtain(ctx, key, ttl, m.retry)
+		lk, err = m.l.Obtain(ctx, key, ttl, m.wait...)
 	} else {
 		lk, err = m.l.Obtain(ctx, key, ttl)
 	}
@@ -194,9 +225,9 @@ func (m locksmithMutex) obtain(ctx context.Context, key string, wait bool) (held
 // with no-op providers, or with a recording SDK that samples every span and
 // records it in full, and a metric reader (the export pipeline is left
 // out: its cost is the same for any instrumentation).
-func newOtel(recording bool) func(tb testing.TB, addrs []string, sent *atomic.Int64) mutex {
-	return func(tb testing.TB, addrs []string, sent *atomic.Int64) mutex {
-		l, err := single.New(conn(tb, goredisDriver, addrs[0], sent))
+func newOtel(recording bool) func(tb testing.TB, addrs []string, cs *counters) mutex {
+	return func(tb testing.TB, addrs []string, cs *counters) mutex {
+		l, err := single.New(conn(tb, goredisDriver, addrs[0], cs))
 		if err != nil {
 			tb.Fatal(err)
 		}
@@ -207,7 +238,7 @@ func newOtel(recording bool) func(tb testing.TB, addrs []string, sent *atomic.In
 			tb.Cleanup(func() { _ = tp.Shutdown(context.Background()); _ = mp.Shutdown(context.Background()) })
 			opts = []lockotel.Option{lockotel.WithTracerProvider(tp), lockotel.WithMeterProvider(mp)}
 		}
-		return locksmith(tb, lockotel.NewLocker(l, opts...), nil)
+		return locksmith(tb, lockotel.NewLocker(l, opts...), nil, cs, lock.WithRetry(lock.Linear(retryEvery)))
 	}
 }
 
@@ -218,6 +249,13 @@ func (discard) OnStart(context.Context, sdktrace.ReadWriteSpan) {}
 func (discard) OnEnd(sdktrace.ReadOnlySpan)                     {}
 func (discard) Shutdown(context.Context) error                  { return nil }
 func (discard) ForceFlush(context.Context) error                { return nil }
+
+// newBSM returns bsm/redislock, retrying every backoff when waiting.
+func newBSM(backoff time.Duration) func(tb testing.TB, addrs []string, cs *counters) mutex {
+	return func(tb testing.TB, addrs []string, cs *counters) mutex {
+		return bsm{redislock.New(goRedis(tb, addrs[0], cs)), &redislock.Options{RetryStrategy: redislock.LinearBackoff(backoff)}}
+	}
+}
 
 // bsm obtains with bsm/redislock.
 type bsm struct {
@@ -238,29 +276,30 @@ func (m bsm) obtain(ctx context.Context, key string, wait bool) (held, error) {
 }
 
 // redsyncMutex obtains with go-redsync/redsync, with its defaults but for
-// the expiry and, when waiting, the retry policy. A redsync Mutex holds one
-// lock at a time, so every obtain makes a new one, as a server handling
-// requests does.
+// the expiry and, when waiting, unlimited tries (its default gives up after
+// 32) and, with fast, a retry every retryEvery (its default waits 50 to
+// 250 ms at random). A redsync Mutex holds one lock at a time, so every
+// obtain makes a new one, as a server handling requests does.
 type redsyncMutex struct {
 	rs         *redsync.Redsync
 	once, wait []redsync.Option
 }
 
-func newRedsync(d string) func(tb testing.TB, addrs []string, sent *atomic.Int64) mutex {
-	return func(tb testing.TB, addrs []string, sent *atomic.Int64) mutex {
+func newRedsync(d string, fast bool) func(tb testing.TB, addrs []string, cs *counters) mutex {
+	return func(tb testing.TB, addrs []string, cs *counters) mutex {
 		pools := make([]redsyncredis.Pool, len(addrs))
 		for i, a := range addrs {
 			if d == goredisDriver {
-				pools[i] = redsyncgoredis.NewPool(goRedis(tb, a, sent))
+				pools[i] = redsyncgoredis.NewPool(goRedis(tb, a, cs))
 			} else {
-				pools[i] = redsyncredigo.NewPool(redigoPool(tb, a, sent))
+				pools[i] = redsyncredigo.NewPool(redigoPool(tb, a, cs))
 			}
 		}
-		return redsyncMutex{
-			rs:   redsync.New(pools...),
-			once: []redsync.Option{redsync.WithExpiry(ttl)},
-			wait: []redsync.Option{redsync.WithExpiry(ttl), redsync.WithTries(math.MaxInt32), redsync.WithRetryDelay(retryEvery)},
+		wait := []redsync.Option{redsync.WithExpiry(ttl), redsync.WithTries(math.MaxInt32)}
+		if fast {
+			wait = append(wait, redsync.WithRetryDelay(retryEvery))
 		}
+		return redsyncMutex{rs: redsync.New(pools...), once: []redsync.Option{redsync.WithExpiry(ttl)}, wait: wait}
 	}
 }
 
@@ -303,17 +342,17 @@ var releaseSHA = func() string {
 	return hex.EncodeToString(sum[:])
 }()
 
-func newRaw(d string) func(tb testing.TB, addrs []string, sent *atomic.Int64) mutex {
-	return func(tb testing.TB, addrs []string, sent *atomic.Int64) mutex {
+func newRaw(d string) func(tb testing.TB, addrs []string, cs *counters) mutex {
+	return func(tb testing.TB, addrs []string, cs *counters) mutex {
 		ctx := context.Background()
 		if d == goredisDriver {
-			c := goRedis(tb, addrs[0], sent)
+			c := goRedis(tb, addrs[0], cs)
 			if err := c.ScriptLoad(ctx, releaseSrc).Err(); err != nil {
 				tb.Fatal(err)
 			}
 			return rawGoRedis{c}
 		}
-		m := rawRedigo{redigoPool(tb, addrs[0], sent)}
+		m := rawRedigo{redigoPool(tb, addrs[0], cs)}
 		if _, err := m.do("SCRIPT", "LOAD", releaseSrc); err != nil {
 			tb.Fatal(err)
 		}

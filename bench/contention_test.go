@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"slices"
 	"sync"
@@ -10,159 +11,245 @@ import (
 	"time"
 )
 
-// The contention workload: goroutines take turns on one key, each holding
+// The contention workload: contenders take turns on one key, each holding
 // the lock for hold, until acquisitions locks were taken in all.
 const (
-	goroutines   = 8
-	hold         = time.Millisecond
-	acquisitions = 2000
+	hold              = time.Millisecond
+	acquisitions      = 2000
+	shortAcquisitions = 100 // with -short, for CI
 )
 
+// A shape is how the contention workload's contenders are laid out: each
+// is a mutex of its own, with clients of its own (a Locker and its go-redis
+// client or redigo pool, say), run by a goroutine or by an OS process.
+type shape struct {
+	name       string
+	contenders int
+	procs      bool                   // a process per contender; otherwise a goroutine
+	has        func(c contender) bool // whether the shape runs c
+}
+
+var shapes = []shape{
+	{"8-lockers", 8, false, func(contender) bool { return true }},
+	{"8-procs", 8, true, isSingle},
+	{"64-lockers", 64, false, func(c contender) bool { return isSingle(c) || c.name == "bsm-redislock" }},
+}
+
+// isSingle reports whether c is locksmith's single strategy, waiting by
+// notification or by polling.
+func isSingle(c contender) bool { return c.name == "single" || c.name == "single-poll" }
+
 // BenchmarkContention runs the contention workload once per iteration for
-// every contender that CanContend (BenchmarkContention/<driver>/<name>),
-// and reports, for the last run:
+// every shape and every contender that the shape runs
+// (BenchmarkContention/<shape>/<driver>/<name>), and reports, for the last
+// run:
 //
 //   - acq/s: acquisitions per second;
 //   - handoff-p50-us, handoff-p99-us: from the moment a holder starts to
 //     release to the moment the next holder's obtain returns;
 //   - wait-p99-ms, wait-max-ms: how long an obtain waited;
-//   - other-%: the share of acquisitions that went to a goroutine other
+//   - worst/ideal: the longest wait over the fair ideal, (contenders − 1) ×
+//     (hold + the median handoff): a FIFO queue's worst wait;
+//   - max-passed: the most acquisitions by others while one obtain waited;
+//     in a FIFO queue, at most contenders − 1;
+//   - other-%: the share of acquisitions that went to a contender other
 //     than the one that released last;
 //   - cmds/acq: the commands the clients sent (lock commands, failed
-//     attempts and releases; not connection handshakes), per acquisition;
-//   - overlaps: acquisitions made while another goroutine held the lock,
-//     which fail the benchmark.
+//     attempts and releases, a subscriber connection's SUBSCRIBE; not
+//     connection handshakes), per acquisition;
+//   - acqs: the acquisitions of the run;
+//   - wake-message, wake-subscribed, wake-resubscribed, wake-timer,
+//     missed: why locksmith's waiters woke, and how many notifications
+//     were lost (lock.Hooks Wait), in the whole run;
+//   - overlaps: acquisitions whose holding time, from obtain's return to
+//     the call of release, intersects another's; they fail the benchmark.
 //
-// With -short it takes 100 locks instead of 2000, for CI.
+// With -short it takes shortAcquisitions locks instead of acquisitions.
 //
 //	go test -run '^$' -bench Contention -benchtime 1x
 func BenchmarkContention(b *testing.B) {
 	addrs := servers(b)
 	n := acquisitions
 	if testing.Short() {
-		n = 100
+		n = shortAcquisitions
 	}
-	for _, c := range contenders() {
-		if c.uncontendedOnly {
-			continue
-		}
-		b.Run(c.driver+"/"+c.name, func(b *testing.B) {
-			var sent atomic.Int64
-			m := c.new(b, addrs[:c.nodes], &sent)
-			key := "contend:" + c.driver + "/" + c.name
-			var r contention
-			for b.Loop() {
-				sent.Store(0)
-				r = contend(b, m, key, n)
-				r.commands = sent.Load()
+	for _, s := range shapes {
+		for _, c := range contenders() {
+			if c.uncontendedOnly || !s.has(c) {
+				continue
 			}
-			r.report(b)
-		})
+			b.Run(s.name+"/"+c.driver+"/"+c.name, func(b *testing.B) {
+				if c.notifies && !subscribes(b, c.driver, addrs[0]) {
+					b.Skipf("the %s driver cannot subscribe: its waiters would poll every %v", c.driver, notifyTimer)
+				}
+				key := "contend:" + s.name + "/" + c.driver + "/" + c.name
+				var r contention
+				for b.Loop() {
+					if s.procs {
+						r = contendProcs(b, c, addrs[:c.nodes], key, s.contenders, n)
+					} else {
+						r = contend(b, c, addrs[:c.nodes], key, s.contenders, n)
+					}
+				}
+				r.report(b, s.contenders)
+			})
+		}
 	}
 }
 
 // turn is one acquisition.
 type turn struct {
-	g                 int       // the goroutine that took it
+	g                 int       // the contender that took it
 	asked, got, letGo time.Time // obtain called and returned; release called
 }
 
 // contention is what one run of the workload measured.
 type contention struct {
-	turns    []turn // in the order the lock was taken
-	elapsed  time.Duration
-	overlaps int64
-	commands int64
+	turns   []turn
+	elapsed time.Duration
+	tally   tally
 }
 
-// contend runs the workload: n acquisitions of key by goroutines goroutines.
-func contend(b *testing.B, m mutex, key string, n int) contention {
+// tally is what the clients of a run's contenders counted.
+type tally struct {
+	Commands int64
+	Wakes    [len(wakeReasons)]int64 // by wakeReasons
+	Missed   int64
+}
+
+// tally returns what cs counted.
+func (cs *counters) tally() tally {
+	t := tally{Commands: cs.sent.Load(), Missed: cs.missed.Load()}
+	for i := range t.Wakes {
+		t.Wakes[i] = cs.wakes[i].Load()
+	}
+	return t
+}
+
+// add adds u to t.
+func (t *tally) add(u tally) {
+	t.Commands += u.Commands
+	t.Missed += u.Missed
+	for i := range t.Wakes {
+		t.Wakes[i] += u.Wakes[i]
+	}
+}
+
+// contend runs the workload with k contenders of c, each a mutex of its
+// own run by a goroutine, until they took key n times.
+func contend(b *testing.B, c contender, addrs []string, key string, k, n int) contention {
+	cs := &counters{}
+	ms := make([]mutex, k)
+	for g := range ms {
+		ms[g] = c.new(b, addrs, cs)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	var (
-		mu       sync.Mutex
-		turns    = make([]turn, 0, n)
-		left     atomic.Int64
-		holders  atomic.Int64
-		overlaps atomic.Int64
-		wg       sync.WaitGroup
+		mu    sync.Mutex
+		turns = make([]turn, 0, n)
+		left  atomic.Int64
+		wg    sync.WaitGroup
 	)
 	left.Store(int64(n))
 	start := time.Now()
-	for g := range goroutines {
+	for g, m := range ms {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for left.Add(-1) >= 0 {
-				asked := time.Now()
-				h, err := m.obtain(ctx, key, true)
-				if err != nil {
-					b.Errorf("goroutine %d: obtain: %v", g, err)
-					return
-				}
-				got := time.Now()
-				if holders.Add(1) != 1 {
-					overlaps.Add(1)
-				}
+			err := take(ctx, m, key, func() bool { return left.Add(-1) >= 0 }, func(t turn) {
+				t.g = g
 				mu.Lock()
-				i := len(turns)
-				turns = append(turns, turn{g: g, asked: asked, got: got})
+				turns = append(turns, t)
 				mu.Unlock()
-
-				time.Sleep(hold)
-
-				// The lock is still ours in Redis until Release's command
-				// lands, so leaving the count first cannot hide an overlap.
-				holders.Add(-1)
-				letGo := time.Now()
-				mu.Lock()
-				turns[i].letGo = letGo
-				mu.Unlock()
-				if err := h.Release(ctx); err != nil {
-					b.Errorf("goroutine %d: release: %v", g, err)
-					return
-				}
+			})
+			if err != nil {
+				b.Errorf("contender %d: %v", g, err)
 			}
 		}()
 	}
 	wg.Wait()
-	r := contention{turns: turns, elapsed: time.Since(start), overlaps: overlaps.Load()}
-	if r.overlaps > 0 {
-		b.Errorf("%d acquisitions overlapped another holder", r.overlaps)
-	}
-	return r
+	return contention{turns: turns, elapsed: time.Since(start), tally: cs.tally()}
 }
 
-// report records the run's figures as the benchmark's metrics.
-func (r contention) report(b *testing.B) {
+// take runs one contender's part of the workload: while next grants it
+// another turn, it obtains key with m, waiting, holds it for hold, releases
+// it, and hands the turn to done.
+func take(ctx context.Context, m mutex, key string, next func() bool, done func(turn)) error {
+	for next() {
+		t := turn{asked: time.Now()}
+		h, err := m.obtain(ctx, key, true)
+		if err != nil {
+			return fmt.Errorf("obtain: %w", err)
+		}
+		t.got = time.Now()
+		time.Sleep(hold)
+		// The lock is still ours in Redis until Release's command lands, so
+		// the interval [got, letGo] lies within the time we held it: two
+		// that intersect are an overlap.
+		t.letGo = time.Now()
+		if err := h.Release(ctx); err != nil {
+			return fmt.Errorf("release: %w", err)
+		}
+		done(t)
+	}
+	return nil
+}
+
+// report records the figures of a run of k contenders as the benchmark's
+// metrics, and fails the benchmark if two turns overlapped.
+func (r contention) report(b *testing.B, k int) {
 	n := len(r.turns)
 	if n < 2 {
 		return
 	}
+	turns := slices.SortedFunc(slices.Values(r.turns), func(x, y turn) int { return x.got.Compare(y.got) })
 	var handoffs, waits []time.Duration
-	other := 0
-	for i, t := range r.turns {
+	other, overlaps := 0, 0
+	var until time.Time // the latest letGo of the turns before
+	for i, t := range turns {
 		waits = append(waits, t.got.Sub(t.asked))
-		if i == 0 {
-			continue
+		if i > 0 {
+			prev := turns[i-1]
+			handoffs = append(handoffs, t.got.Sub(prev.letGo))
+			if t.g != prev.g {
+				other++
+			}
+			if t.got.Before(until) {
+				overlaps++
+			}
 		}
-		prev := r.turns[i-1]
-		handoffs = append(handoffs, t.got.Sub(prev.letGo))
-		if t.g != prev.g {
-			other++
+		if t.letGo.After(until) {
+			until = t.letGo
 		}
+	}
+	passed := 0
+	for i, t := range turns {
+		first, _ := slices.BinarySearchFunc(turns, t.asked, func(x turn, at time.Time) int { return x.got.Compare(at) })
+		passed = max(passed, i-first)
 	}
 	slices.Sort(handoffs)
 	slices.Sort(waits)
+	ideal := time.Duration(k-1) * (hold + quantile(handoffs, 0.50))
 	b.ReportMetric(0, "ns/op") // one op is the whole workload: meaningless
+	b.ReportMetric(float64(n), "acqs")
 	b.ReportMetric(float64(n)/r.elapsed.Seconds(), "acq/s")
 	b.ReportMetric(micros(quantile(handoffs, 0.50)), "handoff-p50-us")
 	b.ReportMetric(micros(quantile(handoffs, 0.99)), "handoff-p99-us")
 	b.ReportMetric(micros(quantile(waits, 0.99))/1000, "wait-p99-ms")
 	b.ReportMetric(micros(waits[len(waits)-1])/1000, "wait-max-ms")
+	b.ReportMetric(float64(waits[len(waits)-1])/float64(ideal), "worst/ideal")
+	b.ReportMetric(float64(passed), "max-passed")
 	b.ReportMetric(100*float64(other)/float64(n-1), "other-%")
-	b.ReportMetric(float64(r.commands)/float64(n), "cmds/acq")
-	b.ReportMetric(float64(r.overlaps), "overlaps")
+	b.ReportMetric(float64(r.tally.Commands)/float64(n), "cmds/acq")
+	for i, reason := range wakeReasons {
+		b.ReportMetric(float64(r.tally.Wakes[i]), "wake-"+reason)
+	}
+	b.ReportMetric(float64(r.tally.Missed), "missed")
+	b.ReportMetric(float64(overlaps), "overlaps")
+	if overlaps > 0 {
+		b.Errorf("%d acquisitions overlapped another holder's", overlaps)
+	}
 }
 
 // quantile returns the q-quantile of sorted, by the nearest rank.

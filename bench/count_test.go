@@ -2,18 +2,48 @@ package bench
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
 
 	redigoredis "github.com/gomodule/redigo/redis"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/locksmith-go/lock"
+	"github.com/locksmith-go/lock/driver"
 )
 
 // Counting the commands that clients send (INFO commandstats would also
 // count the commands that scripts run inside the server). Connection
 // handshakes are left out: they depend on how many connections a pool
 // opens, not on the lock.
+
+// counters is what the contention benchmark counts across the clients of
+// its contenders: the commands they send, and why locksmith's waiters woke
+// (lock.Hooks Wait).
+type counters struct {
+	sent   atomic.Int64
+	wakes  [len(wakeReasons)]atomic.Int64 // by wakeReasons
+	missed atomic.Int64                   // lost notifications
+}
+
+// wakeReasons are the reasons of a "woken" event of lock.Hooks Wait.
+var wakeReasons = [...]string{"message", "subscribed", "resubscribed", "timer"}
+
+// hooks returns the hooks that count cs's wake-ups.
+func (cs *counters) hooks() *lock.Hooks {
+	return &lock.Hooks{Wait: func(_ context.Context, e lock.Event) {
+		switch e.Op {
+		case "woken":
+			if i := slices.Index(wakeReasons[:], e.Reason); i >= 0 {
+				cs.wakes[i].Add(1)
+			}
+		case "missed":
+			cs.missed.Add(1)
+		}
+	}}
+}
 
 // handshake reports whether cmd sets a connection up rather than working
 // on a lock.
@@ -85,4 +115,53 @@ func (c countingConn) ReceiveContext(ctx context.Context) (any, error) {
 
 func (c countingConn) ReceiveWithTimeout(d time.Duration) (any, error) {
 	return redigoredis.ReceiveWithTimeout(c.Conn, d)
+}
+
+// subscriberCounter counts the SUBSCRIBE and UNSUBSCRIBE commands of a
+// go-redis driver's subscriber sessions, which go-redis sends past its
+// hooks. (A redigo driver's sessions, if it has them, send theirs through
+// a pool connection, which countingConn counts.)
+type subscriberCounter struct {
+	driver.Conn
+	sub  driver.Subscriber
+	sent *atomic.Int64
+}
+
+// countSubscriptions returns c, counting its subscriptions into sent if it
+// can subscribe.
+func countSubscriptions(c driver.Conn, sent *atomic.Int64) driver.Conn {
+	sub, ok := c.(driver.Subscriber)
+	if !ok {
+		return c
+	}
+	return &subscriberCounter{Conn: c, sub: sub, sent: sent}
+}
+
+// Addr keeps the address of the wrapped driver, by which Redlock tells its
+// nodes apart.
+func (c *subscriberCounter) Addr() string { return driver.Addr(c.Conn) }
+
+func (c *subscriberCounter) Sharded() bool { return c.sub.Sharded() }
+
+func (c *subscriberCounter) Listen(ctx context.Context, on func(driver.Event)) (driver.Session, error) {
+	s, err := c.sub.Listen(ctx, on)
+	if err != nil {
+		return nil, err
+	}
+	return countingSession{s, c.sent}, nil
+}
+
+type countingSession struct {
+	driver.Session
+	sent *atomic.Int64
+}
+
+func (s countingSession) Subscribe(ctx context.Context, channels ...string) error {
+	s.sent.Add(1)
+	return s.Session.Subscribe(ctx, channels...)
+}
+
+func (s countingSession) Unsubscribe(ctx context.Context, channels ...string) error {
+	s.sent.Add(1)
+	return s.Session.Unsubscribe(ctx, channels...)
 }
