@@ -48,7 +48,7 @@ func (c *Conn) Listen(ctx context.Context, on func(driver.Event)) (driver.Sessio
 	if c.err != nil {
 		return nil, c.err
 	}
-	s := &session{client: c.c, sharded: c.Sharded(), on: on, shards: map[*redis.Client]*redis.PubSub{}, where: map[string]*redis.PubSub{}, leaving: map[string]bool{}}
+	s := &session{client: c.c, sharded: c.Sharded(), on: on, every: pingEvery, shards: map[*redis.Client]*redis.PubSub{}, where: map[string]*redis.PubSub{}, leaving: map[string]bool{}}
 	switch c.c.(type) {
 	case *redis.ClusterClient, *redis.Ring:
 		return s, nil
@@ -67,7 +67,8 @@ func (c *Conn) Listen(ctx context.Context, on func(driver.Event)) (driver.Sessio
 // session is a driver.Session over one go-redis PubSub per server.
 type session struct {
 	client  redis.UniversalClient
-	sharded bool // SSUBSCRIBE, on a ClusterClient
+	sharded bool          // SSUBSCRIBE, on a ClusterClient
+	every   time.Duration // pingEvery when the session opened
 
 	mu      sync.Mutex
 	single  *redis.PubSub                   // the one PubSub of a client that is neither Cluster nor Ring
@@ -121,7 +122,7 @@ func (s *session) read(sh *redis.PubSub) {
 	ctx := context.Background()
 	pinged := false
 	for {
-		msg, err := sh.ReceiveTimeout(ctx, pingEvery)
+		msg, err := sh.ReceiveTimeout(ctx, s.every)
 		switch {
 		case err == nil:
 			pinged = false

@@ -55,7 +55,7 @@ func (c *Conn) Listen(ctx context.Context, on func(driver.Event)) (driver.Sessio
 		_ = conn.Close()
 		return nil, err
 	}
-	s := &session{psc: redis.PubSubConn{Conn: conn}, on: on, done: make(chan struct{})}
+	s := &session{psc: redis.PubSubConn{Conn: conn}, on: on, every: pingEvery, done: make(chan struct{})}
 	go s.read()
 	go s.ping()
 	return s, nil
@@ -66,6 +66,7 @@ func (c *Conn) Listen(ctx context.Context, on func(driver.Event)) (driver.Sessio
 type session struct {
 	psc     redis.PubSubConn
 	on      func(driver.Event)
+	every   time.Duration // pingEvery when the session opened
 	closing atomic.Bool   // Close sent the final UNSUBSCRIBE
 	done    chan struct{} // closed when the reader has stopped
 
@@ -104,7 +105,7 @@ func (s *session) read() {
 // confirmed (its last reply counts no channel left).
 func (s *session) receive() error {
 	for {
-		switch m := s.psc.ReceiveWithTimeout(2 * pingEvery).(type) {
+		switch m := s.psc.ReceiveWithTimeout(2 * s.every).(type) {
 		case error:
 			return m
 		case redis.Message:
@@ -131,9 +132,9 @@ func (s *session) relay(e driver.Event) {
 	}
 }
 
-// ping pings the server every pingEvery until the reader stops.
+// ping pings the server every s.every until the reader stops.
 func (s *session) ping() {
-	t := time.NewTicker(pingEvery)
+	t := time.NewTicker(s.every)
 	defer t.Stop()
 	for {
 		select {
