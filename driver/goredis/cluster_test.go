@@ -85,11 +85,23 @@ func wantWake(t *testing.T, w *notify.Waiter, what string, want strategy.Wake) {
 // subscribers returns the number of subscribers of a shard channel on s.
 func subscribers(t *testing.T, s *redistest.Server, channel string) string {
 	t.Helper()
+	return pubsubCount(t, s, "SHARDNUMSUB", channel)
+}
+
+// numsub returns the number of subscribers of a classic channel on s.
+func numsub(t *testing.T, s *redistest.Server, channel string) string {
+	t.Helper()
+	return pubsubCount(t, s, "NUMSUB", channel)
+}
+
+// pubsubCount returns the reply of PUBSUB sub channel on s: a count.
+func pubsubCount(t *testing.T, s *redistest.Server, sub, channel string) string {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), hang)
 	defer cancel()
-	reply, err := s.Command(ctx, "PUBSUB", "SHARDNUMSUB", channel)
+	reply, err := s.Command(ctx, "PUBSUB", sub, channel)
 	if err != nil {
-		t.Fatalf("PUBSUB SHARDNUMSUB on %s: %v", s.Addr, err)
+		t.Fatalf("PUBSUB %s on %s: %v", sub, s.Addr, err)
 	}
 	return reply[len(channel)+1:]
 }

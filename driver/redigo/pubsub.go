@@ -18,6 +18,10 @@ var _ driver.Subscriber = (*Conn)(nil)
 // connection stays silent for twice as long ends: its server is dead.
 var pingEvery = 5 * time.Second
 
+// errNoTimeout is Listen's error for a pool whose connections cannot read
+// with a timeout of the session's own.
+var errNoTimeout = errors.New("redigo: a subscriber session needs a connection that implements redis.ConnWithTimeout")
+
 // errSessionClosed is returned by a closed session's methods.
 var errSessionClosed = errors.New("redigo: subscriber session closed")
 
@@ -50,6 +54,10 @@ func (c *Conn) Listen(ctx context.Context, on func(driver.Event)) (driver.Sessio
 	conn, err := c.p.GetContext(ctx)
 	if err != nil {
 		return nil, err
+	}
+	if _, ok := conn.(redis.ConnWithTimeout); !ok {
+		_ = conn.Close()
+		return nil, errNoTimeout
 	}
 	if _, err := doContext(conn, ctx, "PING"); err != nil {
 		_ = conn.Close()
