@@ -8,7 +8,6 @@ import (
 // SetPingEvery sets how long the connections of sessions opened from now
 // on may stay silent before they are pinged, until t ends.
 func SetPingEvery(t testing.TB, d time.Duration) {
-	old := pingEvery
-	pingEvery = d
-	t.Cleanup(func() { pingEvery = old })
+	old := pingEvery.Swap(int64(d))
+	t.Cleanup(func() { pingEvery.Store(old) })
 }

@@ -6,6 +6,7 @@ import (
 	"net"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -16,8 +17,10 @@ import (
 var _ driver.Subscriber = (*Conn)(nil)
 
 // pingEvery is how long a session's connection may stay silent before the
-// session pings it; one that stays silent as long again is dead.
-var pingEvery = 5 * time.Second
+// session pings it; one that stays silent twice as long again is dead.
+var pingEvery atomic.Int64 // a time.Duration, which tests shorten
+
+func init() { pingEvery.Store(int64(5 * time.Second)) }
 
 // errNoPong ends a session whose server did not answer a PING.
 var errNoPong = errors.New("goredis: subscriber connection: no reply to PING")
@@ -39,8 +42,8 @@ func (c *Conn) Sharded() bool {
 // by itself; a session ends instead, whole, with an event of kind Closed,
 // and the caller opens another, so that it knows messages may have been
 // lost. A session pings a connection that stayed silent for a few seconds,
-// and ends when the reply does not come in as long again: a dead server is
-// noticed within about ten seconds.
+// and ends when no reply comes in twice as long again: a dead server is
+// noticed within about fifteen seconds.
 //
 // For a *redis.Client (a failover client too), Listen dials within ctx;
 // other sessions dial in Subscribe, within its ctx.
@@ -48,7 +51,7 @@ func (c *Conn) Listen(ctx context.Context, on func(driver.Event)) (driver.Sessio
 	if c.err != nil {
 		return nil, c.err
 	}
-	s := &session{client: c.c, sharded: c.Sharded(), on: on, every: pingEvery, shards: map[*redis.Client]*redis.PubSub{}, where: map[string]*redis.PubSub{}, leaving: map[string]bool{}}
+	s := &session{client: c.c, sharded: c.Sharded(), on: on, every: time.Duration(pingEvery.Load()), shards: map[*redis.Client]*redis.PubSub{}, where: map[string]*redis.PubSub{}, leaving: map[string]bool{}}
 	switch c.c.(type) {
 	case *redis.ClusterClient, *redis.Ring:
 		return s, nil
@@ -122,7 +125,11 @@ func (s *session) read(sh *redis.PubSub) {
 	ctx := context.Background()
 	pinged := false
 	for {
-		msg, err := sh.ReceiveTimeout(ctx, s.every)
+		wait := s.every
+		if pinged {
+			wait = 2 * s.every
+		}
+		msg, err := sh.ReceiveTimeout(ctx, wait)
 		switch {
 		case err == nil:
 			pinged = false

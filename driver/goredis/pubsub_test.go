@@ -17,7 +17,7 @@ import (
 // TestSubscriberLiveness: a session pings a silent connection; a quiet one
 // stays open, and one whose server stops answering ends.
 func TestSubscriberLiveness(t *testing.T) {
-	const ping = 100 * time.Millisecond
+	const ping = 300 * time.Millisecond
 	goredis.SetPingEvery(t, ping)
 	srv := redistest.Start(t, 1)[0]
 	for _, protocol := range []int{2, 3} {

@@ -15,8 +15,11 @@ import (
 var _ driver.Subscriber = (*Conn)(nil)
 
 // pingEvery is how often a session pings its server. A session whose
-// connection stays silent for twice as long ends: its server is dead.
-var pingEvery = 5 * time.Second
+// connection stays silent for three times as long ends: its server is
+// dead.
+var pingEvery atomic.Int64 // a time.Duration, which tests shorten
+
+func init() { pingEvery.Store(int64(5 * time.Second)) }
 
 // errNoTimeout is Listen's error for a pool whose connections cannot read
 // with a timeout of the session's own.
@@ -36,8 +39,8 @@ func (c *Conn) Sharded() bool { return false }
 // MaxActive.
 //
 // The session reads with a timeout of its own, whatever the pool's read
-// timeout, and pings every few seconds: a connection silent for twice that
-// long ends the session, so a dead server is noticed within about ten
+// timeout, and pings every 5 s: a connection silent for three times that
+// long ends the session, so a dead server is noticed within about fifteen
 // seconds. (redigo's ReceiveContext would cut every read at the pool's read
 // timeout, which a quiet subscription outlasts.) A session never
 // reconnects: it ends with an event of kind Closed, and the caller opens
@@ -63,7 +66,7 @@ func (c *Conn) Listen(ctx context.Context, on func(driver.Event)) (driver.Sessio
 		_ = conn.Close()
 		return nil, err
 	}
-	s := &session{psc: redis.PubSubConn{Conn: conn}, on: on, every: pingEvery, done: make(chan struct{})}
+	s := &session{psc: redis.PubSubConn{Conn: conn}, on: on, every: time.Duration(pingEvery.Load()), done: make(chan struct{})}
 	go s.read()
 	go s.ping()
 	return s, nil
@@ -113,7 +116,7 @@ func (s *session) read() {
 // confirmed (its last reply counts no channel left).
 func (s *session) receive() error {
 	for {
-		switch m := s.psc.ReceiveWithTimeout(2 * s.every).(type) {
+		switch m := s.psc.ReceiveWithTimeout(3 * s.every).(type) {
 		case error:
 			return m
 		case redis.Message:

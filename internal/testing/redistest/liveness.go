@@ -19,7 +19,7 @@ func RunSubscriberLiveness(t *testing.T, srv *Server, conn driver.Conn, ping tim
 	}
 	t.Run("QuietSessionStaysOpen", func(t *testing.T) {
 		events, channel := subscribed(t, sub)
-		time.Sleep(10 * ping)
+		time.Sleep(5 * ping)
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		script := driver.NewScript("return redis.call('PUBLISH', KEYS[1], ARGV[1])")
@@ -28,7 +28,7 @@ func RunSubscriberLiveness(t *testing.T, srv *Server, conn driver.Conn, ping tim
 		}
 		want := driver.Event{Kind: driver.Message, Channel: channel, Payload: "hello"}
 		if got := next(t, events); got != want {
-			t.Errorf("event after %v of silence and a publish = %+v, want %+v", 10*ping, got, want)
+			t.Errorf("event after %v of silence and a publish = %+v, want %+v", 5*ping, got, want)
 		}
 	})
 	t.Run("SessionWhoseServerStopsAnsweringEnds", func(t *testing.T) {
