@@ -164,7 +164,7 @@ func TestClusterSingleWaitsForSPublish(t *testing.T) {
 	cluster := redistest.StartCluster(t, 3)
 	key := "single-" + t.Name()
 	var (
-		inside, overlaps, done, messages atomic.Int64
+		claimed, inside, overlaps, done, messages atomic.Int64
 		wg                               sync.WaitGroup
 	)
 	hooks := lock.WithHooks(&lock.Hooks{Wait: func(_ context.Context, e lock.Event) {
@@ -180,7 +180,7 @@ func TestClusterSingleWaitsForSPublish(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for done.Load() < acquisitions {
+			for claimed.Add(1) <= acquisitions {
 				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 				lk, err := l.Obtain(ctx, key, 10*time.Second, lock.WithRetry(lock.Linear(time.Second)), hooks)
 				if err != nil {
@@ -202,6 +202,9 @@ func TestClusterSingleWaitsForSPublish(t *testing.T) {
 		}()
 	}
 	wg.Wait()
+	if n := done.Load(); n != acquisitions {
+		t.Errorf("acquisitions = %d, want %d", n, acquisitions)
+	}
 	if n := overlaps.Load(); n != 0 {
 		t.Errorf("acquisitions that overlapped another = %d, want 0", n)
 	}
