@@ -165,7 +165,7 @@ func TestClusterSingleWaitsForSPublish(t *testing.T) {
 	key := "single-" + t.Name()
 	var (
 		claimed, inside, overlaps, done, messages atomic.Int64
-		wg                               sync.WaitGroup
+		wg                                        sync.WaitGroup
 	)
 	hooks := lock.WithHooks(&lock.Hooks{Wait: func(_ context.Context, e lock.Event) {
 		if e.Op == "woken" && e.Reason == strategy.WakeMessage.String() {
