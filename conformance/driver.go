@@ -7,6 +7,7 @@ import (
 	"errors"
 	"reflect"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -18,7 +19,10 @@ import (
 // fallback, errors passed through, cancelled contexts, the address of a
 // [driver.Addresser] (skipped for a Conn that is none, or does not know its
 // address), and that [driver.Check] (which strategy constructors call)
-// accepts the Conn.
+// accepts the Conn. For a Conn that implements the optional
+// [driver.Subscriber], it checks that a session confirms a subscription,
+// delivers a published message, confirms an unsubscription and ends with
+// Closed after Close.
 // newConn returns a connection to a server the test may write to.
 func RunDriver(t *testing.T, newConn func(t *testing.T) driver.Conn) {
 	for _, p := range driverProperties {
@@ -46,6 +50,7 @@ var driverProperties = []struct {
 	{"CancelledContext", driverCancelled},
 	{"Addresser", driverAddresser},
 	{"Check", driverCheck},
+	{"Subscriber", driverSubscriber},
 }
 
 // cleanKey returns a fresh key that is deleted when t ends.
@@ -240,5 +245,143 @@ func driverAddresser(t *testing.T, _ context.Context, c driver.Conn) {
 func driverCheck(t *testing.T, _ context.Context, c driver.Conn) {
 	if err := driver.Check(c); err != nil {
 		t.Errorf("driver.Check = %v, want nil for a Conn that works", err)
+	}
+}
+
+// driverSubscriber checks the optional driver.Subscriber, one behaviour per
+// subtest, each on a session of its own.
+func driverSubscriber(t *testing.T, ctx context.Context, c driver.Conn) {
+	sub, ok := c.(driver.Subscriber)
+	if !ok {
+		t.Skip("the driver does not implement the optional driver.Subscriber: waiters poll; implement it to have it checked")
+	}
+	for _, tc := range []struct {
+		name string
+		f    func(*testing.T, context.Context, driver.Conn, *recorder, string)
+	}{
+		{"SubscribeIsConfirmed", func(*testing.T, context.Context, driver.Conn, *recorder, string) {}},
+		{"PublishedMessageArrives", subscriberMessage},
+		{"UnsubscribeIsConfirmed", subscriberUnsubscribe},
+		{"CloseEndsTheSession", subscriberClose},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := listen(t, ctx, sub)
+			channel := Key(t)
+			if err := r.s.Subscribe(ctx, channel); err != nil {
+				t.Fatalf("Subscribe(%q) = %v, want nil", channel, err)
+			}
+			r.want(t, ctx, "after Subscribe", driver.Event{Kind: driver.Subscribed, Channel: channel})
+			tc.f(t, ctx, c, r, channel)
+		})
+	}
+}
+
+func subscriberMessage(t *testing.T, ctx context.Context, c driver.Conn, r *recorder, channel string) {
+	if n := publish(t, ctx, c, channel, "hello"); n != 1 {
+		t.Errorf("subscribers of the channel counted by the publish = %d, want 1", n)
+	}
+	r.want(t, ctx, "after a publish", driver.Event{Kind: driver.Message, Channel: channel, Payload: "hello"})
+}
+
+func subscriberUnsubscribe(t *testing.T, ctx context.Context, c driver.Conn, r *recorder, channel string) {
+	if err := r.s.Unsubscribe(ctx, channel); err != nil {
+		t.Fatalf("Unsubscribe(%q) = %v, want nil", channel, err)
+	}
+	r.want(t, ctx, "after Unsubscribe", driver.Event{Kind: driver.Unsubscribed, Channel: channel})
+	if n := publish(t, ctx, c, channel, "late"); n != 0 {
+		t.Errorf("subscribers of the channel counted by a publish after Unsubscribe = %d, want 0", n)
+	}
+}
+
+func subscriberClose(t *testing.T, ctx context.Context, c driver.Conn, r *recorder, channel string) {
+	if err := r.s.Close(); err != nil {
+		t.Errorf("Close = %v, want nil", err)
+	}
+	r.want(t, ctx, "after Close", driver.Event{Kind: driver.Closed})
+	publish(t, ctx, c, channel, "late")
+	time.Sleep(100 * time.Millisecond) // room for a wrong event to show up
+	if e := r.late(); e != nil {
+		t.Errorf("event after Closed: %+v, want none", *e)
+	}
+}
+
+// publishScript publishes ARGV[2] on the channel KEYS[1] with ARGV[1]
+// (PUBLISH, or SPUBLISH for shard channels, which a script may publish on
+// when they are its keys) and returns the number of subscribers that got it.
+var publishScript = driver.NewScript("return redis.call(ARGV[1], KEYS[1], ARGV[2])")
+
+// publish publishes payload on channel through c, as the lock scripts do.
+func publish(t *testing.T, ctx context.Context, c driver.Conn, channel, payload string) int64 {
+	t.Helper()
+	cmd := "PUBLISH"
+	if c.(driver.Subscriber).Sharded() {
+		cmd = "SPUBLISH"
+	}
+	n, err := publishScript.Int(ctx, c, []string{channel}, cmd, payload)
+	if err != nil {
+		t.Fatalf("%s %q = %v, want nil", cmd, channel, err)
+	}
+	return n
+}
+
+// recorder records the events of a subscriber session.
+type recorder struct {
+	s      driver.Session
+	events chan driver.Event
+
+	mu     sync.Mutex
+	closed bool          // Closed was reported
+	after  *driver.Event // the first event after Closed
+}
+
+// listen opens a session of sub, closed when t ends.
+func listen(t *testing.T, ctx context.Context, sub driver.Subscriber) *recorder {
+	t.Helper()
+	r := &recorder{events: make(chan driver.Event, 64)}
+	s, err := sub.Listen(ctx, r.on)
+	if err != nil {
+		t.Fatalf("Listen = %v, want nil", err)
+	}
+	r.s = s
+	t.Cleanup(func() { _ = s.Close() })
+	return r
+}
+
+// on is the session's callback; it must not block.
+func (r *recorder) on(e driver.Event) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	switch {
+	case r.closed:
+		if r.after == nil {
+			r.after = &e
+		}
+		return
+	case e.Kind == driver.Closed:
+		r.closed = true
+	}
+	select {
+	case r.events <- e:
+	default: // the test reads far fewer: it fails on what it reads first
+	}
+}
+
+// late returns the first event reported after Closed, or nil.
+func (r *recorder) late() *driver.Event {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.after
+}
+
+// want fails t unless the session's next event is want.
+func (r *recorder) want(t *testing.T, ctx context.Context, when string, want driver.Event) {
+	t.Helper()
+	select {
+	case got := <-r.events:
+		if got != want {
+			t.Fatalf("event %s = %+v, want %+v", when, got, want)
+		}
+	case <-ctx.Done():
+		t.Fatalf("no event %s (want %+v): %v", when, want, ctx.Err())
 	}
 }

@@ -126,6 +126,8 @@ var mutants = []mutant{
 		conn: func(c driver.Conn) driver.Conn { return badAddr{c} }},
 	{name: "refuses-itself", kills: []string{"Check"},
 		conn: func(c driver.Conn) driver.Conn { return selfRefusing{c} }},
+	{name: "message-payload-lost", kills: []string{"Subscriber"},
+		conn: func(c driver.Conn) driver.Conn { return payloadLost{c} }},
 }
 
 // controls are the harnesses of the mutants, unbroken: they pass every
@@ -727,3 +729,15 @@ func (badAddr) Addr() string { return "127.0.0.1 6379" }
 type selfRefusing struct{ driver.Conn }
 
 func (selfRefusing) Validate() error { return errors.New("refused for no reason") }
+
+// payloadLost relays the messages its sessions read without their payload.
+type payloadLost struct{ driver.Conn }
+
+func (c payloadLost) Listen(ctx context.Context, on func(driver.Event)) (driver.Session, error) {
+	return c.Conn.(driver.Subscriber).Listen(ctx, func(e driver.Event) {
+		e.Payload = ""
+		on(e)
+	})
+}
+
+func (c payloadLost) Sharded() bool { return c.Conn.(driver.Subscriber).Sharded() }

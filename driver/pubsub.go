@@ -13,10 +13,17 @@ import "context"
 // gap, lives once, in the module's portable layer.
 type Subscriber interface {
 	// Listen opens a subscriber session on a connection of its own (one per
-	// shard, on a Redis Cluster), and calls on with every event the session
-	// reads, from one goroutine at a time, in order. The last event is
-	// always of kind [Closed]; no call of on follows it. on must not block.
-	// ctx bounds the dial only.
+	// server that owns a subscribed channel, on a Redis Cluster), and calls
+	// on with every event the session reads, from one goroutine at a time,
+	// in order (the order of each connection's events; those of different
+	// connections interleave). The last event is always of kind [Closed];
+	// no call of on follows it. on must not block, nor call the session's
+	// methods. ctx bounds the opening only: a driver that dials a server
+	// when a channel first needs it does so within Subscribe's ctx.
+	//
+	// A session never reconnects: when a connection fails, or its server
+	// stops answering (a driver pings a silent connection), the whole
+	// session ends with Closed and an error, and the caller opens another.
 	Listen(ctx context.Context, on func(Event)) (Session, error)
 	// Sharded reports whether channels are shard channels: Listen's
 	// sessions subscribe with SSUBSCRIBE, and a release must publish with
@@ -31,13 +38,17 @@ type Session interface {
 	// Subscribe sends the subscription to channels and returns once it is
 	// sent; the server's confirmation arrives later, as an event of kind
 	// [Subscribed] for each channel. On a Cluster it sends each channel's
-	// SSUBSCRIBE to the master of the channel's slot.
+	// SSUBSCRIBE to the master of the channel's slot; after the server
+	// dropped a subscription because its slot moved, it learns the slots
+	// again first, so that the subscription follows the slot.
 	Subscribe(ctx context.Context, channels ...string) error
 	// Unsubscribe sends the end of the subscription to channels; an event
 	// of kind [Unsubscribed] confirms it.
 	Unsubscribe(ctx context.Context, channels ...string) error
-	// Close ends the session and closes its connections. The session then
-	// reports an event of kind Closed, with a nil Err.
+	// Close ends the session, and closes its connections or gives them
+	// back to their pool out of the subscribed state. The session then
+	// reports an event of kind Closed, with a nil Err: before Close returns,
+	// or once the server confirmed the end (or the connection failed).
 	Close() error
 }
 

@@ -22,6 +22,16 @@
 //
 // go-redis dials a TLS connection with tls.DialWithDialer, which its
 // DialTimeout bounds but the context does not; keep DialTimeout short.
+//
+// A Conn is a [driver.Subscriber], so waiters are woken by the release
+// rather than poll (see [Conn.Listen]). A subscriber session holds one
+// go-redis PubSub connection per server it listens to, outside the
+// client's pool: for a *redis.Client (or a failover client) one, with
+// SUBSCRIBE; for a *redis.Ring one per shard that owns a subscribed
+// channel, with SUBSCRIBE; for a *redis.ClusterClient one per master that
+// owns a subscribed channel's slot, with SSUBSCRIBE (Redis 7 or later),
+// following a slot that moves. A process has one session per Conn, for
+// every lock it waits for.
 package goredis
 
 import (

@@ -19,6 +19,13 @@
 // work: the strategy constructors report its [*strategy.ArgumentError], which
 // names the field (see [Conn.Validate]). Another Pool implementation cannot
 // be checked; its GetContext must honour the context itself.
+//
+// A Conn is a [driver.Subscriber], so waiters are woken by the release
+// rather than poll (see [Conn.Listen]). A process has one subscriber
+// session per Conn, for every lock it waits for: one connection taken from
+// the pool, which SUBSCRIBEs to the locks' channels and stays out of the
+// pool while the process waits for locks, and 30 s after. redigo has no
+// Cluster client: channels are classic channels.
 package redigo
 
 import (

@@ -49,6 +49,9 @@ const (
 	remembered = 8
 )
 
+// linger is Linger, which tests shorten.
+var linger = Linger
+
 // hubs holds the hub of each driver connection: driver.Conn → *hub.
 var hubs sync.Map
 
@@ -180,7 +183,7 @@ func (h *hub) leave(name, id string) {
 	}
 	delete(ch.waiters, id)
 	if len(ch.waiters) == 0 && ch.idle == nil {
-		ch.idle = time.AfterFunc(Linger, func() { h.drop(name, ch) })
+		ch.idle = time.AfterFunc(linger, func() { h.drop(name, ch) })
 	}
 }
 

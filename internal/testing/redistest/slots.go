@@ -1,0 +1,120 @@
+package redistest
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// KeySlot returns the Cluster hash slot of key (or of a shard channel).
+func (c *Cluster) KeySlot(t testing.TB, key string) int {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	reply, err := c.Servers[0].Command(ctx, "CLUSTER", "KEYSLOT", key)
+	if err != nil {
+		t.Fatalf("CLUSTER KEYSLOT %q: %v", key, err)
+	}
+	slot, err := strconv.Atoi(reply)
+	if err != nil {
+		t.Fatalf("CLUSTER KEYSLOT %q = %q: %v", key, reply, err)
+	}
+	return slot
+}
+
+// Owner returns the master that owns slot, as s sees the cluster.
+func (c *Cluster) Owner(t testing.TB, slot int) *Server {
+	t.Helper()
+	return c.ownerSeenBy(t, c.Servers[0], slot)
+}
+
+// ownerSeenBy returns the owner of slot in the view of s, or nil.
+func (c *Cluster) ownerSeenBy(t testing.TB, s *Server, slot int) *Server {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	nodes, err := s.Command(ctx, "CLUSTER", "NODES")
+	if err != nil {
+		t.Fatalf("CLUSTER NODES on %s: %v", s.Addr, err)
+	}
+	for _, line := range strings.Split(strings.TrimSpace(nodes), "\n") {
+		f := strings.Fields(line) // id addr@bus flags master ping pong epoch state slots...
+		if len(f) < 8 || !owns(f[8:], slot) {
+			continue
+		}
+		addr, _, _ := strings.Cut(f[1], "@")
+		for _, srv := range c.Servers {
+			if srv.Addr == addr {
+				return srv
+			}
+		}
+	}
+	return nil
+}
+
+// owns reports whether slot is in ranges ("lo-hi" or "n"; "[...]" marks a
+// slot being migrated, which the node still owns, and is skipped).
+func owns(ranges []string, slot int) bool {
+	for _, r := range ranges {
+		if strings.HasPrefix(r, "[") {
+			continue
+		}
+		lo, hi, found := strings.Cut(r, "-")
+		if !found {
+			hi = lo
+		}
+		l, err1 := strconv.Atoi(lo)
+		h, err2 := strconv.Atoi(hi)
+		if err1 == nil && err2 == nil && l <= slot && slot <= h {
+			return true
+		}
+	}
+	return false
+}
+
+// MoveSlot moves slot, which must hold no key, to the master to, as a
+// resharding does: IMPORTING on to, MIGRATING on the owner, then NODE on
+// to, on the other masters, and on the owner last (which drops its
+// subscriptions to the slot's shard channels then). It returns once every
+// master sees to as the owner.
+func (c *Cluster) MoveSlot(t testing.TB, slot int, to *Server) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	from := c.Owner(t, slot)
+	if from == to {
+		t.Fatalf("MoveSlot(%d): %s owns it already", slot, to.Addr)
+	}
+	cmd := func(s *Server, args ...string) string {
+		t.Helper()
+		reply, err := s.Command(ctx, args...)
+		if err != nil {
+			t.Fatalf("%s on %s: %v", strings.Join(args, " "), s.Addr, err)
+		}
+		return reply
+	}
+	fromID, toID := cmd(from, "CLUSTER", "MYID"), cmd(to, "CLUSTER", "MYID")
+	n := strconv.Itoa(slot)
+	if keys := cmd(from, "CLUSTER", "COUNTKEYSINSLOT", n); keys != "0" {
+		t.Fatalf("MoveSlot(%d): the slot holds %s keys, want none", slot, keys)
+	}
+	cmd(to, "CLUSTER", "SETSLOT", n, "IMPORTING", fromID)
+	cmd(from, "CLUSTER", "SETSLOT", n, "MIGRATING", toID)
+	cmd(to, "CLUSTER", "SETSLOT", n, "NODE", toID)
+	for _, s := range c.Servers {
+		if s != from && s != to {
+			cmd(s, "CLUSTER", "SETSLOT", n, "NODE", toID)
+		}
+	}
+	cmd(from, "CLUSTER", "SETSLOT", n, "NODE", toID)
+	for _, s := range c.Servers {
+		for c.ownerSeenBy(t, s, slot) != to {
+			if ctx.Err() != nil {
+				t.Fatalf("MoveSlot(%d): %s does not see %s as the owner", slot, s.Addr, to.Addr)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+}
