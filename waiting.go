@@ -20,7 +20,8 @@ type waiter struct {
 	hs       hookList
 	n        strategy.Notifier // nil: poll
 	id       string            // the waiter's id in the queue and in messages
-	listener strategy.Listener // nil until the first attempt failed, or when the strategy cannot deliver
+	listened bool              // Listen was called, after the first attempt failed
+	listener strategy.Listener // nil until then, or when the strategy cannot deliver
 	queued   bool              // an attempt queued the waiter: leave the queue when giving up
 	expected bool              // a timer woke the waiter before the holder's key would have expired
 }
@@ -63,11 +64,14 @@ func (w *waiter) sleep(ctx context.Context, g strategy.Grant, delay time.Duratio
 		w.queued = true
 		w.event(ctx, Event{Op: "enqueued", Rank: g.Position})
 	}
-	if w.listener == nil {
-		if w.listener = w.n.Listen(w.key, w.id); w.listener == nil {
-			w.n = nil // the strategy cannot deliver: poll
-			return wait.Sleep(ctx, delay)
-		}
+	if !w.listened {
+		w.listened, w.listener = true, w.n.Listen(w.key, w.id)
+	}
+	// A waiter the strategy cannot wake (no listener) keeps its place in
+	// the queue, and tries again on its timer alone, as a poller does.
+	var wakes <-chan strategy.Wake
+	if w.listener != nil {
+		wakes = w.listener.Wakes()
 	}
 	// An expiry wakes no one: the head tries again when it is due.
 	if g.Position == 1 && g.HolderTTL > 0 {
@@ -77,7 +81,7 @@ func (w *waiter) sleep(ctx context.Context, g strategy.Grant, delay time.Duratio
 	defer t.Stop()
 	reason := strategy.WakeTimer
 	select {
-	case reason = <-w.listener.Wakes():
+	case reason = <-wakes:
 	case <-t.C:
 	case <-ctx.Done():
 		return ctx.Err()
