@@ -23,7 +23,7 @@ type waiter struct {
 	listened bool              // Listen was called, after the first attempt failed
 	listener strategy.Listener // nil until then, or when the strategy cannot deliver
 	queued   bool              // an attempt queued the waiter: leave the queue when giving up
-	expected bool              // a timer woke the waiter before the holder's key would have expired
+	expected bool              // a timer woke the waiter though a message was due: the holder's key would not have expired
 }
 
 // newWaiter returns the waiter of an Obtain of key.
@@ -86,7 +86,9 @@ func (w *waiter) sleep(ctx context.Context, g strategy.Grant, delay time.Duratio
 	case <-ctx.Done():
 		return ctx.Err()
 	}
-	w.expected = reason == strategy.WakeTimer && g.HolderTTL > delay
+	// A message was due if one could come, and the holder's key would
+	// not have expired by the timer.
+	w.expected = wakes != nil && reason == strategy.WakeTimer && g.HolderTTL > delay
 	w.event(ctx, Event{Op: "woken", Reason: reason.String()})
 	return nil
 }
