@@ -67,8 +67,11 @@ func (w *waiter) sleep(ctx context.Context, g strategy.Grant, delay time.Duratio
 	if !w.listened {
 		w.listened, w.listener = true, w.n.Listen(w.key, w.id)
 	}
-	// A waiter the strategy cannot wake (no listener) keeps its place in
-	// the queue, and tries again on its timer alone, as a poller does.
+	if w.listener == nil && !w.queued {
+		return wait.Sleep(ctx, delay) // the strategy can neither wake nor queue it: it polls
+	}
+	// A queued waiter that the strategy cannot wake keeps its place, and
+	// tries again on its timer alone.
 	var wakes <-chan strategy.Wake
 	if w.listener != nil {
 		wakes = w.listener.Wakes()

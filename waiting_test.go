@@ -151,6 +151,27 @@ func TestWaitLoop(t *testing.T) {
 		}
 	})
 
+	t.Run("a strategy that can neither wake nor queue the waiter: it polls, and reports nothing", func(t *testing.T) {
+		f := newNotifyFake(0, time.Hour)
+		f.deaf = true
+		f.hold("k", "other")
+		f.onAcquire = func(context.Context) {
+			if ids, _ := f.waiters(); len(ids) == 3 {
+				f.drop("k")
+			}
+		}
+		var w waits
+		if _, err := lock.New(f).Obtain(context.Background(), "k", time.Minute, lock.WithRetry(lock.Linear(time.Millisecond)), w.option(nil)); err != nil {
+			t.Fatalf("Obtain = %v, want a lock", err)
+		}
+		if got, _ := w.get(); len(got) != 0 {
+			t.Errorf("Wait events = %q, want none", got)
+		}
+		if _, _, leaves := f.counts(); len(leaves) != 0 {
+			t.Errorf("Leave calls = %d, want 0: it was never queued", len(leaves))
+		}
+	})
+
 	t.Run("a strategy that notifies no one: the waiter polls, and reports nothing", func(t *testing.T) {
 		f := newFake()
 		f.hold("k", "other")
