@@ -111,8 +111,9 @@ type Config struct {
 	// Wait is how Obtain waits while the lock is held: notify (the
 	// default: a release wakes the waiters, in turn, where the strategy
 	// and driver support it) or poll (lock.WithPolling: each waiter tries
-	// again when its retry policy's delay has passed). Only an Obtain with
-	// a Retry policy waits.
+	// again when its retry policy's delay has passed). It applies to
+	// every Obtain that waits: under Retry, or under the call's own
+	// lock.WithRetry.
 	Wait string
 	// OTel wraps the Locker with OpenTelemetry instrumentation (package
 	// lockotel), with the global providers.
