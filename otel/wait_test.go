@@ -47,7 +47,9 @@ func (f *queueFake) Acquire(_ context.Context, r strategy.Request) (strategy.Gra
 	return strategy.Grant{}, nil
 }
 
-func (f *queueFake) Listen(string, string) strategy.Listener { return silence{} }
+func (f *queueFake) Listen(string, string) strategy.Listener {
+	return silence{make(chan strategy.Wake)}
+}
 
 func (f *queueFake) Leave(context.Context, string, string) error { return nil }
 
@@ -62,11 +64,11 @@ func (f *queueFake) Inspect(context.Context, string) (strategy.State, error) {
 	return strategy.State{}, nil
 }
 
-// silence is a listener that never delivers.
-type silence struct{}
+// silence is a listener whose messages are all lost: it never delivers.
+type silence struct{ c chan strategy.Wake }
 
-func (silence) Wakes() <-chan strategy.Wake { return nil }
-func (silence) Close()                      {}
+func (s silence) Wakes() <-chan strategy.Wake { return s.c }
+func (silence) Close()                        {}
 
 // events returns the names of s's events, and the value of attr on each
 // that has it.
