@@ -3,6 +3,7 @@ package lock_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -241,3 +242,88 @@ var errBoom = errors.New("boom: connection reset")
 // timeout bounds the tests that wait, so that a hang fails the test instead
 // of the binary.
 const timeout = time.Minute
+
+// notifyFake is a fakeStrategy with a wait queue: a strategy.Notifier. An
+// attempt of a waiter (Request.Waiter set) that finds the key held reports
+// the waiter at rank (1: the head) with holderTTL left; the waiter's
+// listener delivers what the test sends on wakes. It records the requests,
+// and counts Listen, Close and Leave.
+type notifyFake struct {
+	*fakeStrategy
+	rank      int
+	holderTTL time.Duration
+	wakes     chan strategy.Wake
+	deaf      bool // Listen returns nil: the strategy cannot deliver
+
+	nmu      sync.Mutex
+	requests []strategy.Request
+	listens  int
+	closes   int
+	leaves   []string // the ids Leave was given
+}
+
+var _ strategy.Notifier = (*notifyFake)(nil)
+
+// newNotifyFake returns a notifyFake whose waiters are at rank, with
+// holderTTL left to the holder.
+func newNotifyFake(rank int, holderTTL time.Duration) *notifyFake {
+	return &notifyFake{fakeStrategy: newFake(), rank: rank, holderTTL: holderTTL, wakes: make(chan strategy.Wake, 1)}
+}
+
+func (f *notifyFake) Acquire(ctx context.Context, r strategy.Request) (strategy.Grant, error) {
+	f.nmu.Lock()
+	f.requests = append(f.requests, r)
+	f.nmu.Unlock()
+	g, err := f.fakeStrategy.Acquire(ctx, r)
+	if errors.Is(err, lock.ErrNotObtained) && r.Waiter != "" {
+		g.Position, g.HolderTTL = f.rank, f.holderTTL
+	}
+	return g, err
+}
+
+func (f *notifyFake) Listen(string, string) strategy.Listener {
+	f.nmu.Lock()
+	defer f.nmu.Unlock()
+	f.listens++
+	if f.deaf {
+		return nil
+	}
+	return fakeListener{f}
+}
+
+func (f *notifyFake) Leave(_ context.Context, _, id string) error {
+	f.nmu.Lock()
+	defer f.nmu.Unlock()
+	f.leaves = append(f.leaves, id)
+	return nil
+}
+
+// counts returns how many times Listen and Close were called, and the ids
+// Leave was given.
+func (f *notifyFake) counts() (listens, closes int, leaves []string) {
+	f.nmu.Lock()
+	defer f.nmu.Unlock()
+	return f.listens, f.closes, slices.Clone(f.leaves)
+}
+
+// waiters returns the Waiter and Patience of each request, in order.
+func (f *notifyFake) waiters() ([]string, []time.Duration) {
+	f.nmu.Lock()
+	defer f.nmu.Unlock()
+	var ids []string
+	var ps []time.Duration
+	for _, r := range f.requests {
+		ids, ps = append(ids, r.Waiter), append(ps, r.Patience)
+	}
+	return ids, ps
+}
+
+type fakeListener struct{ f *notifyFake }
+
+func (l fakeListener) Wakes() <-chan strategy.Wake { return l.f.wakes }
+
+func (l fakeListener) Close() {
+	l.f.nmu.Lock()
+	defer l.f.nmu.Unlock()
+	l.f.closes++
+}

@@ -2,7 +2,9 @@ package lock_test
 
 import (
 	"context"
+	"errors"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -149,4 +151,109 @@ func TestREADMEACLInspect(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestREADMEACLWaiting: the ACL rule that README.md's "Waiting" section
+// gives lets a user wait by notification on a real server: a waiter whose
+// timer is a minute is woken by the release's message. A user with the
+// base rule alone is refused the queue, and waits with WithPolling.
+func TestREADMEACLWaiting(t *testing.T) {
+	readme, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const (
+		base = "+evalsha +eval +get +set +pexpire +pttl +del"
+		wait = "+time +zadd +zrange +zrank +zrem +hset +hget +hdel +hexists +hincrby +exists +publish +subscribe +unsubscribe"
+	)
+	for _, r := range []string{wait, "~{lock:*", "&{lock:*"} {
+		if !strings.Contains(string(readme), "`"+r+"`") {
+			t.Fatalf("README.md does not give the rule `%s`, want it in the Waiting section", r)
+		}
+	}
+	srv := redistest.Start(t, 1)[0]
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	newLocker := func(t *testing.T, user string, rules ...string) lock.Locker {
+		t.Helper()
+		setuser := append([]string{"ACL", "SETUSER", user, "on", ">secret", "resetkeys", "resetchannels", "~lock:*", "~{lock:*", "&{lock:*", "-@all"}, strings.Fields(strings.Join(rules, " "))...)
+		if _, err := srv.Command(ctx, setuser...); err != nil {
+			t.Fatal(err)
+		}
+		client := redis.NewClient(&redis.Options{Addr: srv.Addr, Username: user, Password: "secret", ContextTimeoutEnabled: true, MaxRetries: -1, DialerRetries: 1})
+		t.Cleanup(func() { _ = client.Close() })
+		l, err := single.New(goredis.New(client))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l
+	}
+
+	t.Run("the waiting rule: woken by the release's message", func(t *testing.T) {
+		holder, waiter := newLocker(t, "holder", base, wait), newLocker(t, "waiter", base, wait)
+		lk, err := holder.Obtain(ctx, "lock:wait", time.Minute)
+		if err != nil {
+			t.Fatalf("Obtain = %v, want nil", err)
+		}
+		// Released once the waiter has been woken (by its subscription's
+		// confirmation) and has found the lock held again: it is queued,
+		// subscribed, and asleep for a minute unless a message comes.
+		var reasons []string
+		ready := make(chan struct{})
+		probe := lock.WithHooks(&lock.Hooks{
+			Wait: func(_ context.Context, e lock.Event) {
+				if e.Op == "woken" {
+					reasons = append(reasons, e.Reason)
+				}
+			},
+			Attempt: func(ctx context.Context, _ lock.Event, next func(context.Context) error) error {
+				err := next(ctx)
+				if len(reasons) == 1 && errors.Is(err, lock.ErrNotObtained) {
+					close(ready)
+				}
+				return err
+			},
+		})
+		done := make(chan error, 1)
+		go func() {
+			lk, err := waiter.Obtain(ctx, "lock:wait", time.Minute, lock.WithRetry(lock.Linear(time.Minute)), probe)
+			if err == nil {
+				err = lk.Release(ctx)
+			}
+			done <- err
+		}()
+		select {
+		case <-ready:
+		case err := <-done:
+			t.Fatalf("waiter's Obtain = %v before it was woken and queued, want it to wait", err)
+		}
+		if err := lk.Release(ctx); err != nil {
+			t.Fatalf("Release = %v, want nil", err)
+		}
+		if err := <-done; err != nil {
+			t.Fatalf("waiter's Obtain = %v, want a lock", err)
+		}
+		if want := []string{"subscribed", "message"}; !slices.Equal(reasons, want) {
+			t.Errorf("wake reasons = %q, want %q", reasons, want)
+		}
+	})
+
+	t.Run("the base rule alone: a waiting attempt is refused the queue; WithPolling waits", func(t *testing.T) {
+		holder, waiter := newLocker(t, "holder-base", base), newLocker(t, "waiter-base", base)
+		lk, err := holder.Obtain(ctx, "lock:base", time.Minute)
+		if err != nil {
+			t.Fatalf("Obtain = %v, want nil", err)
+		}
+		_, err = waiter.Obtain(ctx, "lock:base", time.Minute, lock.WithRetry(lock.LimitAttempts(lock.Linear(time.Millisecond), 2)))
+		if err == nil || errors.Is(err, lock.ErrNotObtained) || !(strings.Contains(err.Error(), "NOPERM") || strings.Contains(err.Error(), "can't run this command")) {
+			t.Errorf("waiting Obtain = %v, want the server's ACL refusal", err)
+		}
+		_, err = waiter.Obtain(ctx, "lock:base", time.Minute, lock.WithRetry(lock.LimitAttempts(lock.Linear(time.Millisecond), 2)), lock.WithPolling())
+		if !errors.Is(err, lock.ErrNotObtained) {
+			t.Errorf("polling Obtain = %v, want ErrNotObtained", err)
+		}
+		if err := lk.Release(ctx); err != nil {
+			t.Errorf("Release = %v, want nil: it falls back to a plain delete", err)
+		}
+	})
 }

@@ -20,9 +20,10 @@ type waiter struct {
 	hs       hookList
 	n        strategy.Notifier // nil: poll
 	id       string            // the waiter's id in the queue and in messages
-	listener strategy.Listener // nil until the first attempt failed, or when the strategy cannot deliver
+	listened bool              // Listen was called, after the first attempt failed
+	listener strategy.Listener // nil until then, or when the strategy cannot deliver
 	queued   bool              // an attempt queued the waiter: leave the queue when giving up
-	expected bool              // a timer woke the waiter before the holder's key would have expired
+	expected bool              // a timer woke the waiter though a message was due: the holder's key would not have expired
 }
 
 // newWaiter returns the waiter of an Obtain of key.
@@ -63,11 +64,17 @@ func (w *waiter) sleep(ctx context.Context, g strategy.Grant, delay time.Duratio
 		w.queued = true
 		w.event(ctx, Event{Op: "enqueued", Rank: g.Position})
 	}
-	if w.listener == nil {
-		if w.listener = w.n.Listen(w.key, w.id); w.listener == nil {
-			w.n = nil // the strategy cannot deliver: poll
-			return wait.Sleep(ctx, delay)
-		}
+	if !w.listened {
+		w.listened, w.listener = true, w.n.Listen(w.key, w.id)
+	}
+	if w.listener == nil && !w.queued {
+		return wait.Sleep(ctx, delay) // the strategy can neither wake nor queue it: it polls
+	}
+	// A queued waiter that the strategy cannot wake keeps its place, and
+	// tries again on its timer alone.
+	var wakes <-chan strategy.Wake
+	if w.listener != nil {
+		wakes = w.listener.Wakes()
 	}
 	// An expiry wakes no one: the head tries again when it is due.
 	if g.Position == 1 && g.HolderTTL > 0 {
@@ -77,12 +84,14 @@ func (w *waiter) sleep(ctx context.Context, g strategy.Grant, delay time.Duratio
 	defer t.Stop()
 	reason := strategy.WakeTimer
 	select {
-	case reason = <-w.listener.Wakes():
+	case reason = <-wakes:
 	case <-t.C:
 	case <-ctx.Done():
 		return ctx.Err()
 	}
-	w.expected = reason == strategy.WakeTimer && g.HolderTTL > delay
+	// A message was due if one could come, and the holder's key would
+	// not have expired by the timer.
+	w.expected = wakes != nil && reason == strategy.WakeTimer && g.HolderTTL > delay
 	w.event(ctx, Event{Op: "woken", Reason: reason.String()})
 	return nil
 }

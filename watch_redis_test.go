@@ -135,7 +135,7 @@ func TestNoGoroutineLeaks(t *testing.T) {
 		if err := lock.Do(ctx, l, key, time.Minute, func(context.Context) error { return nil }); err != nil {
 			t.Fatalf("warming up: %v", err) // opens the connections the pools keep
 		}
-		defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+		defer goleak.VerifyNone(t, append([]goleak.Option{goleak.IgnoreCurrent()}, lingering...)...)
 		hold := lock.WithRefreshFraction(0.1)
 
 		if err := lock.Do(ctx, l, key, time.Second, func(context.Context) error {

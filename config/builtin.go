@@ -26,6 +26,10 @@ var formats = map[string]setnxgetset.Format{
 	"float-seconds": setnxgetset.FloatSeconds, "float": setnxgetset.FloatSeconds,
 }
 
+// waits are the names of the ways to wait: the options each adds to a
+// Locker's defaults.
+var waits = map[string][]lock.Option{"notify": nil, "poll": {lock.WithPolling()}}
+
 // otelKeys are the names of lockotel's key policies.
 var otelKeys = map[string]lockotel.KeyPolicy{
 	"omitted": lockotel.KeysOmitted, "hashed": lockotel.KeysHashed, "raw": lockotel.KeysRaw,

@@ -108,6 +108,13 @@ type Config struct {
 	// MaxAttempts caps the attempts of one Obtain under Retry, as
 	// lock.LimitAttempts. The default is no cap: the context ends the wait.
 	MaxAttempts int
+	// Wait is how Obtain waits while the lock is held: notify (the
+	// default: a release wakes the waiters, in turn, where the strategy
+	// and driver support it) or poll (lock.WithPolling: each waiter tries
+	// again when its retry policy's delay has passed). It applies to
+	// every Obtain that waits: under Retry, or under the call's own
+	// lock.WithRetry.
+	Wait string
 	// OTel wraps the Locker with OpenTelemetry instrumentation (package
 	// lockotel), with the global providers.
 	OTel bool

@@ -137,6 +137,7 @@ func TestBadConfigurations(t *testing.T) {
 		{"an exponential retry without max", fromURL("single://h?retry=exponential:10ms"), "retry", "exponential needs 0 < base <= max"},
 		{"max attempts without retry", fromURL("single://h?max_attempts=3"), "max_attempts", "retry is none: set retry too"},
 		{"negative max attempts", fromURL("single://h?retry=linear:1s&max_attempts=-1"), "max_attempts", "must be at least 0"},
+		{"an unknown way to wait", fromURL("single://h?wait=push"), "wait", `want one of notify, poll, got "push"`},
 		{"otel not a boolean", fromURL("single://h?otel=maybe"), "otel", `want true or false, got "maybe"`},
 		{"an unknown key policy", fromURL("single://h?otel=true&otel_keys=secret"), "otel_keys", `want one of hashed, omitted, raw, got "secret"`},
 		{"a key policy with otel off", fromURL("single://h?otel_keys=raw"), "otel_keys", "is set but otel is off"},

@@ -11,6 +11,7 @@ import (
 	"net"
 	"os"
 	"runtime"
+	"slices"
 	"sync"
 	"time"
 
@@ -26,13 +27,14 @@ var ErrClosed = errors.New("config: locker closed")
 // Locker is the [lock.Locker] that [Open] builds from a Config. It owns the
 // clients it opened: Close closes them. It is safe for concurrent use.
 type Locker struct {
-	inner lock.Locker
-	cfg   Config
-	ttl   time.Duration
-	retry lock.Option // the default retry policy, or nil
+	inner    lock.Locker
+	cfg      Config
+	ttl      time.Duration
+	defaults []lock.Option // the default retry policy and way to wait, before each call's options
 
-	mu      sync.Mutex
-	closers []io.Closer
+	mu       sync.Mutex
+	closers  []io.Closer
+	sessions map[driver.Session]struct{} // the subscriber sessions open, for Close
 
 	// inFlight is held for reading by every call on a client, and for
 	// writing by Close, which so waits for the calls in flight.
@@ -62,8 +64,9 @@ func Open(c Config) (*Locker, error) {
 		if c.MaxAttempts != 0 {
 			p = lock.LimitAttempts(p, c.MaxAttempts)
 		}
-		l.retry = lock.WithRetry(p)
+		l.defaults = append(l.defaults, lock.WithRetry(p))
 	}
+	l.defaults = append(l.defaults, waits[c.Wait]...)
 	d := driverOf(c)
 	e := Endpoint{Config: c.withDefaults()}
 	open := func(addr string) (driver.Conn, error) {
@@ -78,7 +81,11 @@ func Open(c Config) (*Locker, error) {
 		if err != nil || driver.Check(conn) != nil {
 			return conn, err // for the strategy to refuse
 		}
-		return guarded{conn, l}, nil
+		g := guarded{conn, l}
+		if sub, ok := conn.(driver.Subscriber); ok {
+			return guardedSubscriber{g, sub}, nil
+		}
+		return g, nil
 	}
 	inner, err := strategyOf(c).New(c, open)
 	if err != nil {
@@ -117,13 +124,14 @@ func (l *Locker) Inspect(ctx context.Context, key string, opts ...lock.Option) (
 }
 
 // Obtain implements [lock.Locker], with the configured retry policy unless
-// opts choose one. It returns ErrClosed after Close.
+// opts choose one, and with lock.WithPolling when the Config's Wait is
+// poll. It returns ErrClosed after Close.
 func (l *Locker) Obtain(ctx context.Context, key string, ttl time.Duration, opts ...lock.Option) (*lock.Lock, error) {
 	if l.isClosed() {
 		return nil, ErrClosed
 	}
-	if l.retry != nil {
-		opts = append([]lock.Option{l.retry}, opts...)
+	if len(l.defaults) > 0 {
+		opts = append(slices.Clip(l.defaults), opts...)
 	}
 	return l.inner.Obtain(ctx, key, ttl, opts...)
 }
@@ -148,10 +156,13 @@ func (l *Locker) Close() error {
 	l.closed = true
 	l.inFlight.Unlock()
 	l.mu.Lock()
-	closers := l.closers
-	l.closers = nil
+	closers, sessions := l.closers, l.sessions
+	l.closers, l.sessions = nil, nil
 	l.mu.Unlock()
 	var errs []error
+	for s := range sessions {
+		_ = s.Close() // a session that ends with its Locker reports no error
+	}
 	for _, c := range closers {
 		errs = append(errs, c.Close())
 	}
@@ -225,6 +236,73 @@ func (g guarded) Eval(ctx context.Context, src string, keys []string, args ...an
 
 // Addr implements [driver.Addresser] with the client's address, if known.
 func (g guarded) Addr() string { return driver.Addr(g.c) }
+
+// guardedSubscriber is a guarded connection whose client can subscribe, so
+// that releases wake the waiters ([driver.Subscriber]). Close closes the
+// sessions it opened; after Close, it opens none (see inert).
+type guardedSubscriber struct {
+	guarded
+	sub driver.Subscriber
+}
+
+var _ driver.Subscriber = guardedSubscriber{}
+
+// Listen implements [driver.Subscriber]. After Close, it returns a session
+// that does nothing: the waiters' Obtain calls fail with ErrClosed anyway,
+// and a failing Listen would only be retried until the subscriptions' linger
+// ends.
+func (g guardedSubscriber) Listen(ctx context.Context, on func(driver.Event)) (driver.Session, error) {
+	var s driver.Session
+	err := g.l.during(func() (err error) {
+		if s, err = g.sub.Listen(ctx, on); err != nil {
+			return err
+		}
+		g.l.mu.Lock()
+		defer g.l.mu.Unlock()
+		if g.l.sessions == nil {
+			g.l.sessions = map[driver.Session]struct{}{}
+		}
+		g.l.sessions[s] = struct{}{}
+		s = tracked{s, g.l}
+		return nil
+	})
+	if errors.Is(err, ErrClosed) {
+		return &inert{on: on}, nil
+	}
+	return s, err
+}
+
+// Sharded implements [driver.Subscriber].
+func (g guardedSubscriber) Sharded() bool { return g.sub.Sharded() }
+
+// tracked is a session that its Locker's Close closes, unless it closed
+// first.
+type tracked struct {
+	driver.Session
+	l *Locker
+}
+
+func (t tracked) Close() error {
+	t.l.mu.Lock()
+	delete(t.l.sessions, t.Session)
+	t.l.mu.Unlock()
+	return t.Session.Close()
+}
+
+// inert is the session of a closed Locker: it subscribes to nothing, and
+// reports its end when closed.
+type inert struct {
+	on   func(driver.Event)
+	once sync.Once
+}
+
+func (s *inert) Subscribe(context.Context, ...string) error   { return nil }
+func (s *inert) Unsubscribe(context.Context, ...string) error { return nil }
+
+func (s *inert) Close() error {
+	s.once.Do(func() { s.on(driver.Event{Kind: driver.Closed}) })
+	return nil
+}
 
 // String describes the Locker by its Config, without the password. (fmt
 // would print the fields, the password among them.)

@@ -490,3 +490,85 @@ func TestCallsAfterClose(t *testing.T) {
 		})
 	}
 }
+
+// TestWait: a Locker waits by notification by default, and polls with
+// wait=poll or over a driver that cannot subscribe; a notified waiter whose
+// timer is a minute is woken by the release, and Close closes the
+// subscriber's connection too.
+func TestWait(t *testing.T) {
+	for _, d := range drivers {
+		for _, wait := range []string{"", "notify", "poll"} {
+			t.Run(d.name+"/wait="+wait, func(t *testing.T) {
+				s := redistest.Start(t, 1)[0]
+				_, subscribes := testDriver(t, d.test).Conn(t, s.Addr).(driver.Subscriber)
+				polls := wait == "poll" || !subscribes
+				before, goroutines := clients(t, s), runtime.NumGoroutine()
+				c := config.Config{Strategy: "single", Driver: d.name, Addrs: []string{s.Addr}, Retry: "linear:1m", Wait: wait}
+				if polls {
+					c.Retry = "linear:10ms"
+				}
+				l, err := config.Open(c)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer l.Close()
+				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+				defer cancel()
+				holder, err := l.Obtain(ctx, "wait", time.Minute)
+				if err != nil {
+					t.Fatal(err)
+				}
+				var mu sync.Mutex
+				var ops []string
+				queued := make(chan struct{}, 1)
+				hooks := lock.WithHooks(&lock.Hooks{Wait: func(_ context.Context, e lock.Event) {
+					mu.Lock()
+					ops = append(ops, e.Op)
+					mu.Unlock()
+					select {
+					case queued <- struct{}{}:
+					default:
+					}
+				}})
+				done := make(chan error, 1)
+				go func() {
+					lk, err := l.Obtain(ctx, "wait", time.Minute, hooks)
+					if err == nil {
+						err = lk.Release(ctx)
+					}
+					done <- err
+				}()
+				if !polls {
+					select {
+					case <-queued: // the release wakes it, by its message or by the subscription's confirmation
+					case err := <-done:
+						t.Fatalf("waiter's Obtain = %v before it was queued, want it to wait", err)
+					}
+				}
+				if err := holder.Release(ctx); err != nil {
+					t.Fatal(err)
+				}
+				if err := <-done; err != nil {
+					t.Fatalf("waiter's Obtain = %v, want a lock", err)
+				}
+				mu.Lock()
+				defer mu.Unlock()
+				if polls && len(ops) != 0 {
+					t.Errorf("Wait events = %v, want none: a poller neither queues nor listens", ops)
+				}
+				if !polls && (len(ops) == 0 || ops[0] != "enqueued") {
+					t.Errorf("Wait events = %v, want enqueued first: a waiter queues and listens", ops)
+				}
+				if err := l.Close(); err != nil {
+					t.Fatalf("Close: %v", err)
+				}
+				if !eventually(func() bool { return clients(t, s) == before }) {
+					t.Errorf("clients after Close = %d, want %d as before Open", clients(t, s), before)
+				}
+				if !eventually(func() bool { return runtime.NumGoroutine() <= goroutines }) {
+					t.Errorf("goroutines after Close = %d, want at most the %d before Open", runtime.NumGoroutine(), goroutines)
+				}
+			})
+		}
+	}
+}

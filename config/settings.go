@@ -90,6 +90,7 @@ var settings = []setting{
 		return err
 	}),
 	field("max_attempts", inQuery, func(c *Config) *int { return &c.MaxAttempts }, parseInt, strconv.Itoa, atLeast(0, "")),
+	field("wait", inQuery, func(c *Config) *string { return &c.Wait }, parseText, formatText, oneOf(waits)),
 	field("otel", inQuery, func(c *Config) *bool { return &c.OTel }, parseBool, strconv.FormatBool, anyValue[bool]),
 	field("otel_keys", inQuery, func(c *Config) *string { return &c.OTelKeys }, parseText, formatText, oneOf(otelKeys)),
 

@@ -42,7 +42,9 @@ func ExampleNewLocker() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	// A second worker tries three times, and gives up.
+	// A second worker tries three times, and gives up: it queued, was
+	// woken (by its timer, or by its subscription's confirmation), and
+	// leaves the queue (lock.cleanup).
 	_, _ = locker.Obtain(ctx, "report:daily", time.Minute, lock.WithRetry(lock.LimitAttempts(lock.Linear(time.Millisecond), 3)))
 	_ = lk.Release(ctx)
 
@@ -54,10 +56,15 @@ func ExampleNewLocker() {
 				fmt.Printf(" %s=%s", kv.Key, kv.Value.Emit())
 			}
 		}
-		fmt.Printf(" events=%d status=%s\n", len(s.Events()), s.Status().Code)
+		var events []string
+		for _, e := range s.Events() {
+			events = append(events, e.Name)
+		}
+		fmt.Printf(" events=%v status=%s\n", events, s.Status().Code)
 	}
 	// Output:
-	// lock.obtain locksmith.lock.strategy=single locksmith.lock.attempts=1 locksmith.lock.outcome=acquired events=0 status=Unset
-	// lock.obtain locksmith.lock.strategy=single locksmith.lock.attempts=3 locksmith.lock.outcome=contended events=3 status=Unset
-	// lock.release locksmith.lock.strategy=single events=0 status=Unset
+	// lock.obtain locksmith.lock.strategy=single locksmith.lock.attempts=1 locksmith.lock.outcome=acquired events=[] status=Unset
+	// lock.cleanup locksmith.lock.strategy=single events=[] status=Unset
+	// lock.obtain locksmith.lock.strategy=single locksmith.lock.attempts=3 locksmith.lock.outcome=contended events=[lock.contended lock.wait.enqueued lock.wait.woken lock.contended lock.wait.woken lock.contended] status=Unset
+	// lock.release locksmith.lock.strategy=single events=[] status=Unset
 }

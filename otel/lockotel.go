@@ -25,8 +25,14 @@
 // default), and for obtain locksmith.lock.attempts, locksmith.lock.wait
 // (seconds), locksmith.lock.outcome and locksmith.lock.validity (seconds). Each
 // contended attempt is a span event (lock.contended), and so is each
-// Redlock node's answer (lock.node). No span, event or metric ever carries
-// a token. The lock.inspect span records the read, not what it found: no
+// Redlock node's answer (lock.node). An Obtain that waits by notification
+// (see lock.WithPolling) adds lock.wait.enqueued when it joins the lock's
+// queue (locksmith.lock.queue.rank: its place, 1 for the head),
+// lock.wait.woken each time it wakes to try again (locksmith.lock.wake.reason:
+// message, subscribed, resubscribed or timer), and lock.wait.missed when
+// it obtained the lock after a timer woke it though a release's message
+// was due: a lost notification. No span, event or metric ever carries a
+// token, or a waiter's id. The lock.inspect span records the read, not what it found: no
 // holder's fingerprint or metadata, which identify holders that no other
 // span names, and which the caller has in the lock.State.
 //
@@ -54,6 +60,13 @@
 //     auto-refresh), Release or TTL found gone (error.type expired, taken,
 //     not_held), or that lapsed while watched: their validity deadline
 //     passed before a refresh confirmed them (lapsed).
+//   - locksmith.lock.wait.wakeups (counter, {wakeup}): the times waiters
+//     woke to try again, by locksmith.lock.wake.reason (message,
+//     subscribed, resubscribed, timer).
+//   - locksmith.lock.wait.missed (counter, {notification}): the wake-ups
+//     by timer after which the lock was obtained though its release's
+//     message was due: lost notifications. Their rate is missed over
+//     wakeups with reason timer; each costs at most one retry delay.
 //
 // Metric attributes are bounded: never a key.
 package lockotel
@@ -151,6 +164,8 @@ const (
 	attrAttempt  = attribute.Key("locksmith.lock.attempt")
 	attrNode     = attribute.Key("locksmith.lock.node")
 	attrEnd      = attribute.Key("locksmith.lock.end")
+	attrRank     = attribute.Key("locksmith.lock.queue.rank")
+	attrReason   = attribute.Key("locksmith.lock.wake.reason")
 	attrError    = attribute.Key("error.type")
 	attrServer   = attribute.Key("server.address")
 )
@@ -176,6 +191,7 @@ func NewLocker(l lock.Locker, opts ...Option) lock.Locker {
 		Attempt: t.attempt,
 		Op:      t.op,
 		Node:    t.node,
+		Wait:    t.wait,
 		Ended:   t.ended,
 	})}}
 }
@@ -205,6 +221,8 @@ type telemetry struct {
 	tries   metric.Int64Counter
 	active  metric.Int64UpDownCounter
 	lost    metric.Int64Counter
+	wakeups metric.Int64Counter
+	missed  metric.Int64Counter
 
 	sets sync.Map // setKey → *measurement; read on every measurement, written once per set
 }
@@ -212,7 +230,7 @@ type telemetry struct {
 // setKey names a metric attribute set: the strategy, and the values of the
 // other attributes (empty ones are left out). The sets are few (strategies
 // × outcomes), so each is built once and kept.
-type setKey struct{ strategy, outcome, errType, end string }
+type setKey struct{ strategy, outcome, errType, end, reason string }
 
 // measurement holds one attribute set as the option lists that Add and
 // Record take, so that recording allocates nothing.
@@ -226,7 +244,7 @@ func (t *telemetry) measure(k setKey) *measurement {
 		return m.(*measurement)
 	}
 	kvs := []attribute.KeyValue{attrStrategy.String(k.strategy)}
-	for _, kv := range []attribute.KeyValue{attrOutcome.String(k.outcome), attrError.String(k.errType), attrEnd.String(k.end)} {
+	for _, kv := range []attribute.KeyValue{attrOutcome.String(k.outcome), attrError.String(k.errType), attrEnd.String(k.end), attrReason.String(k.reason)} {
 		if kv.Value.AsString() != "" {
 			kvs = append(kvs, kv)
 		}
@@ -264,6 +282,12 @@ func newTelemetry(c config) *telemetry {
 	handle(err)
 	t.lost, err = m.Int64Counter("locksmith.lock.lost", metric.WithUnit("{lock}"),
 		metric.WithDescription("Locks found gone, or whose validity lapsed before a refresh confirmed them."))
+	handle(err)
+	t.wakeups, err = m.Int64Counter("locksmith.lock.wait.wakeups", metric.WithUnit("{wakeup}"),
+		metric.WithDescription("Times waiters woke to try again, by reason."))
+	handle(err)
+	t.missed, err = m.Int64Counter("locksmith.lock.wait.missed", metric.WithUnit("{notification}"),
+		metric.WithDescription("Lost notifications: locks obtained after a timer woke the waiter though a message was due."))
 	handle(err)
 	return t
 }
@@ -405,6 +429,33 @@ func (t *telemetry) node(ctx context.Context, e lock.Event) {
 		attrs = append(attrs, attrError.String(errorType(e.Err)))
 	}
 	span.AddEvent("lock.node", trace.WithAttributes(attrs...))
+}
+
+// wait records the progress of a waiting Obtain: span events on its span,
+// and the wake-up metrics. The waiter's id is never among them.
+func (t *telemetry) wait(ctx context.Context, e lock.Event) {
+	span := trace.SpanFromContext(ctx)
+	recording := span.IsRecording()
+	switch e.Op {
+	case "enqueued":
+		if recording {
+			span.AddEvent("lock.wait.enqueued", trace.WithAttributes(attrRank.Int(e.Rank)))
+		}
+	case "woken":
+		if recording {
+			span.AddEvent("lock.wait.woken", trace.WithAttributes(attrReason.String(e.Reason)))
+		}
+		if t.wakeups.Enabled(ctx) {
+			t.wakeups.Add(ctx, 1, t.measure(setKey{strategy: e.Strategy, reason: e.Reason}).add...)
+		}
+	case "missed":
+		if recording {
+			span.AddEvent("lock.wait.missed")
+		}
+		if t.missed.Enabled(ctx) {
+			t.missed.Add(ctx, 1, t.measure(setKey{strategy: e.Strategy}).add...)
+		}
+	}
 }
 
 func (t *telemetry) op(ctx context.Context, e lock.Event, next func(context.Context) error) error {

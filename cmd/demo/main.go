@@ -43,7 +43,7 @@ func run(ctx context.Context, locker lock.Locker, workers int) error {
 	since := func() string { return fmt.Sprintf("%6.1fms", float64(time.Since(start).Microseconds())/1000) }
 	key := "demo:report"
 
-	fmt.Printf("\n1. %d workers contend for %q; each holds it for 20ms\n", workers, key)
+	fmt.Printf("\n1. %d workers contend for %q; each holds it for 20ms. They wait in turn,\n   woken by the release: their timers (1s) are only the safety net\n", workers, key)
 	var (
 		wg     sync.WaitGroup
 		inside atomic.Int32
@@ -54,9 +54,15 @@ func run(ctx context.Context, locker lock.Locker, workers int) error {
 		go func() {
 			defer wg.Done()
 			asked := time.Now()
+			var woken []string // why it woke, each time: message, subscribed, resubscribed or timer
 			lk, err := locker.Obtain(ctx, key, 5*time.Second,
-				lock.WithRetry(lock.Exponential(time.Millisecond, 10*time.Millisecond)),
-				lock.WithMetadata(fmt.Sprintf("worker=%d", w)))
+				lock.WithRetry(lock.Linear(time.Second)),
+				lock.WithMetadata(fmt.Sprintf("worker=%d", w)),
+				lock.WithHooks(&lock.Hooks{Wait: func(_ context.Context, e lock.Event) {
+					if e.Op == "woken" {
+						woken = append(woken, e.Reason)
+					}
+				}}))
 			if err != nil {
 				errs <- fmt.Errorf("worker %d: %w", w, err)
 				return
@@ -64,7 +70,7 @@ func run(ctx context.Context, locker lock.Locker, workers int) error {
 			if inside.Add(1) != 1 {
 				errs <- fmt.Errorf("worker %d: two holders at once", w)
 			}
-			fmt.Printf("%s  worker %d obtained it after waiting %v (%s)\n", since(), w, time.Since(asked).Round(time.Millisecond), lk.Metadata())
+			fmt.Printf("%s  worker %d obtained it after waiting %v (%s), woken by %v\n", since(), w, time.Since(asked).Round(time.Millisecond), lk.Metadata(), woken)
 			time.Sleep(20 * time.Millisecond)
 			inside.Add(-1)
 			if err := lk.Release(ctx); err != nil {

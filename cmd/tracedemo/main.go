@@ -102,7 +102,7 @@ func run(ctx context.Context, tp *sdktrace.TracerProvider, locker lock.Locker, j
 			defer wg.Done()
 			ctx, span := tracer.Start(ctx, "job", trace.WithAttributes(attribute.Int("worker", j.worker), attribute.String("key", j.key)))
 			defer span.End()
-			lk, err := locker.Obtain(ctx, j.key, 5*time.Second, lock.WithRetry(lock.Linear(5*time.Millisecond)))
+			lk, err := locker.Obtain(ctx, j.key, 5*time.Second, lock.WithRetry(lock.Linear(100*time.Millisecond)))
 			if err != nil {
 				errs <- fmt.Errorf("worker %d: %w", j.worker, err)
 				return

@@ -23,7 +23,7 @@ func QuickStart(ctx context.Context) error {
 	}
 
 	lk, err := locker.Obtain(ctx, "report:daily", 30*time.Second,
-		lock.WithRetry(lock.Exponential(10*time.Millisecond, time.Second)), // wait while it is held...
+		lock.WithRetry(lock.Linear(100*time.Millisecond)), // wait while it is held: woken by the release...
 	) // ...until ctx's deadline
 	switch {
 	case errors.Is(err, lock.ErrNotObtained):
