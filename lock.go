@@ -233,7 +233,7 @@ func (l *Lock) call(ctx context.Context, op string, ttl time.Duration, fn func(c
 	if err != nil {
 		return err
 	}
-	err = l.op(ctx, op, ttl, func(ctx context.Context) error { return fn(ctx, value) })
+	err = l.op(ctx, op, ttl, value, fn)
 	l.mu.Lock()
 	unsure := l.unsure
 	switch {
@@ -248,17 +248,17 @@ func (l *Lock) call(ctx context.Context, op string, ttl time.Duration, fn func(c
 	if unsure == "" {
 		return err
 	}
-	return l.op(ctx, op, ttl, func(ctx context.Context) error { return fn(ctx, unsure) })
+	return l.op(ctx, op, ttl, unsure, fn)
 }
 
-// op runs call through the Op hooks.
-func (l *Lock) op(ctx context.Context, op string, ttl time.Duration, call func(context.Context) error) error {
+// op runs fn with value through the Op hooks.
+func (l *Lock) op(ctx context.Context, op string, ttl time.Duration, value string, fn func(ctx context.Context, value string) error) error {
 	if len(l.hooks) == 0 {
-		return call(ctx)
+		return fn(ctx, value) // no closure: an unhooked call allocates nothing here
 	}
 	e := l.hooks.event(l.s, op, l.key)
 	e.TTL, e.Lock = ttl, l
-	return l.hooks.wrap(ctx, l.s, e, opHook, call)
+	return l.hooks.wrap(ctx, l.s, e, opHook, func(ctx context.Context) error { return fn(ctx, value) })
 }
 
 // endLocked ends the lock: released (errReleased), or lost (an error

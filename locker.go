@@ -92,10 +92,7 @@ func (l *locker) obtain(ctx context.Context, key string, ttl time.Duration, o op
 	if o.maxHold > 0 && o.maxHold < ttl {
 		return nil, &ArgumentError{Name: "max hold", Reason: fmt.Sprintf("must be at least the TTL, %v, got %v", ttl, o.maxHold)}
 	}
-	w, err := l.newWaiter(key, o)
-	if err != nil {
-		return nil, err
-	}
+	w := l.newWaiter(key, o)
 	r := strategy.Request{Key: key, TTL: ttl, Token: o.token, Metadata: o.metadata, CallerToken: o.token != "", Fencing: o.fencing}
 	for attempt := 1; ; attempt++ {
 		if ctx.Err() != nil {
@@ -105,14 +102,18 @@ func (l *locker) obtain(ctx context.Context, key string, ttl time.Duration, o op
 		// A fresh token for every attempt: a clean-up of an earlier attempt
 		// that is still on its way to a slow server can never delete what a
 		// later attempt acquired.
+		var err error
 		if !r.CallerToken {
-			if r.Token, err = newToken(); err != nil {
-				w.close(ctx, true)
-				return nil, err
-			}
+			r.Token, err = newToken()
 		}
 		delay, again := o.retry.Delay(attempt)
-		w.ask(ctx, &r, delay, again)
+		if err == nil {
+			err = w.ask(ctx, &r, delay, again)
+		}
+		if err != nil {
+			w.close(ctx, true)
+			return nil, err
+		}
 		sent := time.Now()
 		g, err := l.attempt(ctx, r, attempt, o.hooks)
 		if err == nil && r.Fencing && g.Fence <= 0 {

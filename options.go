@@ -129,6 +129,14 @@ func WithToken(token string) Option {
 
 func newOptions(opts []Option) (options, error) {
 	o := options{retry: NoRetry(), maxRefreshes: -1, fraction: defaultRefreshFraction}
+	if len(opts) == 0 {
+		return o, nil // o stays on the stack: the options below take its address
+	}
+	return applyOptions(o, opts)
+}
+
+// applyOptions applies opts to o.
+func applyOptions(o options, opts []Option) (options, error) {
 	for _, opt := range opts {
 		if opt == nil {
 			return o, &ArgumentError{Name: "option", Reason: "must not be nil"}

@@ -8,10 +8,6 @@ import (
 	"github.com/locksmith-go/lock/strategy"
 )
 
-// patienceSlack is added to a waiter's patience beyond three retry delays,
-// so that a live waiter on a loaded machine is not taken for dead.
-const patienceSlack = 50 * time.Millisecond
-
 // waiter is the part of an Obtain that waits to try again: by notification
 // when the strategy notifies, by the retry policy's timer alone otherwise.
 type waiter struct {
@@ -19,7 +15,7 @@ type waiter struct {
 	key      string
 	hs       hookList
 	n        strategy.Notifier // nil: poll
-	id       string            // the waiter's id in the queue and in messages
+	id       string            // the waiter's id in the queue and in messages, once it waits
 	listened bool              // Listen was called, after the first attempt failed
 	listener strategy.Listener // nil until then, or when the strategy cannot deliver
 	queued   bool              // an attempt queued the waiter: leave the queue when giving up
@@ -27,35 +23,41 @@ type waiter struct {
 }
 
 // newWaiter returns the waiter of an Obtain of key.
-func (l *locker) newWaiter(key string, o options) (*waiter, error) {
-	w := &waiter{l: l, key: key, hs: o.hooks}
+func (l *locker) newWaiter(key string, o options) waiter {
+	w := waiter{l: l, key: key, hs: o.hooks}
 	if n, ok := l.s.(strategy.Notifier); ok && !o.poll {
-		id, err := newToken()
-		if err != nil {
-			return nil, err
-		}
-		w.n, w.id = n, id
+		w.n = n
 	}
-	return w, nil
+	return w
 }
 
-// ask sets r's Waiter and Patience for an attempt after which the caller
-// waits delay, when again, and tries again.
-func (w *waiter) ask(ctx context.Context, r *strategy.Request, delay time.Duration, again bool) {
-	r.Waiter, r.Patience = "", 0
+// ask sets r's Waiter, Poll and Patience for an attempt after which the
+// caller waits delay, when again, and tries again.
+func (w *waiter) ask(ctx context.Context, r *strategy.Request, delay time.Duration, again bool) error {
+	r.Waiter, r.Poll, r.Patience = "", 0, 0
 	if w.n == nil || !again {
-		return
+		return nil
 	}
-	p := 3*delay + patienceSlack
+	if w.id == "" { // random, like a token: a message names it
+		id, err := newToken()
+		if err != nil {
+			return err
+		}
+		w.id = id
+	}
 	if dl, ok := ctx.Deadline(); ok {
-		p = min(p, time.Until(dl))
+		r.Patience = max(time.Until(dl), time.Millisecond)
 	}
-	r.Waiter, r.Patience = w.id, max(p, time.Millisecond)
+	r.Waiter, r.Poll = w.id, delay
+	return nil
 }
 
 // sleep waits, after an attempt that found the lock held (g), for a
-// wake-up, or delay, or for ctx. It returns ctx's error when ctx ended the
-// wait.
+// wake-up, for its timer, or for ctx. The timer is the retry policy's
+// delay d at the head of a queue, or until the holder's key expires if
+// that is sooner (an expiry wakes no one), and rank × d further back,
+// until the waiter is promoted to the head. It returns ctx's error when ctx
+// ended the wait.
 func (w *waiter) sleep(ctx context.Context, g strategy.Grant, delay time.Duration) error {
 	if w.n == nil {
 		return wait.Sleep(ctx, delay)
@@ -76,22 +78,42 @@ func (w *waiter) sleep(ctx context.Context, g strategy.Grant, delay time.Duratio
 	if w.listener != nil {
 		wakes = w.listener.Wakes()
 	}
-	// An expiry wakes no one: the head tries again when it is due.
-	if g.Position == 1 && g.HolderTTL > 0 {
-		delay = min(delay, g.HolderTTL+time.Millisecond)
+	timer := delay
+	switch {
+	case g.Position == 1 && g.HolderTTL > 0:
+		timer = min(delay, g.HolderTTL+time.Millisecond)
+	case g.Position > 1:
+		timer = delay * time.Duration(g.Position)
 	}
-	t := time.NewTimer(delay)
+	t := time.NewTimer(timer)
 	defer t.Stop()
-	reason := strategy.WakeTimer
-	select {
-	case reason = <-wakes:
-	case <-t.C:
-	case <-ctx.Done():
-		return ctx.Err()
+	var reason strategy.Wake
+	for reason == 0 {
+		select {
+		case r := <-wakes:
+			if r != strategy.WakePromoted {
+				reason = r
+			} else if timer > delay { // the head polls every delay
+				timer = delay
+				t.Reset(delay)
+			}
+		case <-t.C:
+			// A wake-up that came with the timer explains it better.
+			reason = strategy.WakeTimer
+			select {
+			case r := <-wakes:
+				if r != strategy.WakePromoted {
+					reason = r
+				}
+			default:
+			}
+		case <-ctx.Done():
+			return ctx.Err()
+		}
 	}
-	// A message was due if one could come, and the holder's key would
-	// not have expired by the timer.
-	w.expected = wakes != nil && reason == strategy.WakeTimer && g.HolderTTL > delay
+	// A message was due if one could come, the waiter was the head, and the
+	// holder's key would not have expired by the timer.
+	w.expected = wakes != nil && reason == strategy.WakeTimer && g.Position <= 1 && g.HolderTTL > timer
 	w.event(ctx, Event{Op: "woken", Reason: reason.String()})
 	return nil
 }

@@ -31,8 +31,9 @@ type Notifier interface {
 
 // Listener delivers the wake-ups of one waiter; see [Notifier.Listen].
 type Listener interface {
-	// Wakes delivers a wake-up whenever the waiter should try again. It
-	// holds at most one pending wake-up.
+	// Wakes delivers a wake-up whenever the waiter should try again, or
+	// (WakePromoted) poll sooner. It holds few pending wake-ups, and drops
+	// one that would not fit: a pending wake-up serves as well.
 	Wakes() <-chan Wake
 	// Close stops the deliveries, and lets go of the subscription once no
 	// waiter of the process uses it.
@@ -55,10 +56,15 @@ const (
 	// WakeTimer: no message came before the waiter's timer, the delay of
 	// its retry policy (lock.WithRetry).
 	WakeTimer
+	// WakePromoted: the waiter is now the head of the queue: the next
+	// release wakes it. It does not try again yet, but from now on polls
+	// as the head does (every Request.Poll), so that a lost wake-up costs
+	// it one poll at most.
+	WakePromoted
 )
 
 // String returns the reason's name: "message", "subscribed",
-// "resubscribed" or "timer".
+// "resubscribed", "timer" or "promoted".
 func (w Wake) String() string {
 	switch w {
 	case WakeMessage:
@@ -69,6 +75,8 @@ func (w Wake) String() string {
 		return "resubscribed"
 	case WakeTimer:
 		return "timer"
+	case WakePromoted:
+		return "promoted"
 	}
 	return "Wake(" + strconv.Itoa(int(w)) + ")"
 }

@@ -85,9 +85,15 @@ type Request struct {
 	// and for one that polls (lock.WithPolling). A strategy without a queue
 	// ignores it.
 	Waiter string
-	// Patience is how long the queue keeps Waiter without another attempt:
-	// past it, the waiter is taken for dead and dropped. It never outlasts
-	// the caller's deadline.
+	// Poll is how often Waiter tries again, without a message, at the head
+	// of the queue: the delay of its retry policy. A waiter at rank r
+	// tries again every r × Poll, so a queue keeps a waiter for 3 × r ×
+	// Poll + 50ms without another attempt (its patience), and a head that
+	// a release woke for Poll + 50ms; past that, it is taken for dead and
+	// dropped.
+	Poll time.Duration
+	// Patience, when positive, caps how long the queue keeps Waiter: the
+	// time left before the caller's deadline, so that no entry outlives it.
 	Patience time.Duration
 }
 

@@ -15,33 +15,49 @@ import (
 // its head. It lives in two companion keys in K's Cluster slot (see Queue):
 //
 //   - Q, a sorted set of waiter ids, scored by ticket;
-//   - W, a hash of waiter id → the server time (ms) by which the waiter must
-//     try again or be dropped, and field "#", the ticket counter.
+//   - W, a hash of waiter id → "due:poll": the server time (ms) by which the
+//     waiter must try again or be dropped, and its poll interval (ms); and
+//     field "#", the ticket counter.
 //
-// Every script that needs the clock reads it with TIME (effects replication, the only mode
-// of Redis 7 and the default from 5), drops dead heads (prune), and keeps
-// Q and W alive as long as their most patient waiter. A release, and an
-// attempt that finds the lock free with another waiter at the head, publish
-// the head's id on the lock's channel, C; a lost message costs the head one
-// timer. W goes when Q empties; each waiter's entry ages out on its own.
+// A waiter at rank r (1 for the head) polls every r × poll, and the queue
+// keeps it for 3 × r × poll + 50 ms (its patience, never past the caller's
+// deadline): a waiter far back polls rarely, so the cost of waiting does not
+// grow with the number of waiters. When the lock is released, the head is
+// woken by a message (its id on the lock's channel, C = {K}:wake) and must
+// claim within its poll + 50 ms or be dropped; when the head takes the lock,
+// the next waiter is told it is now the head (its id + "+"), so that it
+// polls every poll, and a lost wake-up costs it one poll at most. The
+// scripts read the clock with TIME (effects replication, the only mode of
+// Redis 7 and the default from 5), drop dead heads (prune), and keep Q and
+// W alive as long as their most patient waiter; W goes when Q empties.
 
-// Queue names the companion keys and channel of a lock's wait queue, all in
-// the lock key's Cluster hash slot.
+// Queue names the companion keys of a lock's wait queue, in the lock key's
+// Cluster hash slot.
 type Queue struct {
-	Key, Q, W, Channel string
-	Sharded            bool // publish with SPUBLISH (a Redis Cluster 7+), not PUBLISH
+	Key, Q, W string
+	Sharded   bool // publish with SPUBLISH (a Redis Cluster 7+), not PUBLISH
 }
 
 // NewQueue returns the queue of key; false when key has no companion names
 // in its slot (see Companion), and its waiters can only poll.
 func NewQueue(key string, sharded bool) (Queue, bool) {
-	q, ok := Companion(key, "q")
-	if !ok {
+	var names string // both in one allocation
+	switch {
+	case hasHashTag(key):
+		names = key + ":q" + key + ":w"
+	case strings.Contains(key, "}"):
 		return Queue{}, false
+	default:
+		names = "{" + key + "}:q{" + key + "}:w"
 	}
-	w, _ := Companion(key, "w")
-	c, _ := WakeChannel(key)
-	return Queue{Key: key, Q: q, W: w, Channel: c, Sharded: sharded}, true
+	n := len(names) / 2
+	return Queue{Key: key, Q: names[:n], W: names[n:], Sharded: sharded}, true
+}
+
+// Channel returns the channel of the queue's wake-ups (WakeChannel).
+func (q Queue) Channel() string {
+	c, _ := WakeChannel(q.Key)
+	return c
 }
 
 // WakeChannel returns the channel on which releases of key's lock wake its
@@ -71,10 +87,21 @@ func hasHashTag(key string) bool {
 }
 
 // queueLib is the Lua that the queue scripts share. KEYS[2] is Q, KEYS[3]
-// W; the channel and the publish command are the last two arguments.
+// W; the channel is Q's name with "wake" for its final "q"; the last
+// argument is 1 to publish with SPUBLISH, 0 with PUBLISH.
 const queueLib = `local function clock()
 	local t = redis.call('TIME')
 	return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000), t
+end
+local function entry(id)
+	local e = redis.call('HGET', KEYS[3], id)
+	if e then
+		return tonumber(string.match(e, '^%d+')), tonumber(string.match(e, ':(%d+)$'))
+	end
+end
+local function drop(id)
+	redis.call('ZREM', KEYS[2], id)
+	redis.call('HDEL', KEYS[3], id)
 end
 local function prune(now)
 	for _ = 1, 16 do
@@ -82,12 +109,11 @@ local function prune(now)
 		if not head then
 			return nil
 		end
-		local due = tonumber(redis.call('HGET', KEYS[3], head))
+		local due = entry(head)
 		if due and due > now then
 			return head
 		end
-		redis.call('ZREM', KEYS[2], head)
-		redis.call('HDEL', KEYS[3], head)
+		drop(head)
 	end
 	return redis.call('ZRANGE', KEYS[2], 0, 0)[1]
 end
@@ -96,39 +122,53 @@ local function tidy()
 		redis.call('DEL', KEYS[3])
 	end
 end
-local function wake(head)
-	if head then
-		redis.pcall(ARGV[#ARGV], ARGV[#ARGV - 1], head)
-	else
-		tidy()
+local function publish(msg)
+	local cmd = 'PUBLISH'
+	if ARGV[#ARGV] == '1' then
+		cmd = 'SPUBLISH'
 	end
+	redis.pcall(cmd, string.sub(KEYS[2], 1, -2) .. 'wake', msg)
+end
+local function wake(head, now)
+	local due, poll = entry(head)
+	if due and poll and now + poll + 50 < due then
+		redis.call('HSET', KEYS[3], head, (now + poll + 50) .. ':' .. poll)
+	end
+	publish(head)
 end
 `
 
 var (
-	// queuedScript is the acquire of a waiter, ARGV[3], that waits ARGV[4]
-	// ms at most before it tries again. It grants the lock when the key is
-	// free and the queue empty or headed by the waiter, or the key already
-	// holds our value; with a fourth key, the fencing counter, it also
-	// increments it. It replies {1, fence} when the lock is ours, and {0,
-	// position, holder's PTTL} when the waiter is queued.
+	// queuedScript is the acquire of the waiter ARGV[3], which polls every
+	// ARGV[4] ms at the head, and whose deadline is ARGV[5] ms away (0:
+	// none). It grants the lock when the key is free and the queue empty or
+	// headed by the waiter, or the key already holds our value, ARGV[1];
+	// with a fourth key, the fencing counter, it also increments it. It
+	// replies {1, fence} when the lock is ours, and {0, rank, holder's
+	// PTTL} when the waiter is queued.
 	queuedScript = driver.NewScript(queueLib + `local now, t = clock()
-if redis.call('HEXISTS', KEYS[3], ARGV[3]) == 1 then
-	redis.call('HSET', KEYS[3], ARGV[3], now + tonumber(ARGV[4]))
+local id, poll, cap = ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[5])
+local queued = redis.call('ZSCORE', KEYS[2], id)
+if queued then
+	redis.call('HSET', KEYS[3], id, (now + 1) .. ':' .. poll) -- here now: not to be pruned
 end
 local head = prune(now)
 local v = redis.call('GET', KEYS[1])
 local ours = v == ARGV[1]
 if ours then
 	redis.call('PEXPIRE', KEYS[1], ARGV[2])
-elseif not v and (not head or head == ARGV[3]) then
+elseif not v and (not head or head == id) then
 	redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
 	ours = true
 end
 if ours then
-	redis.call('ZREM', KEYS[2], ARGV[3])
-	redis.call('HDEL', KEYS[3], ARGV[3])
-	tidy()
+	drop(id)
+	local nxt = redis.call('ZRANGE', KEYS[2], 0, 0)[1]
+	if nxt then
+		publish(nxt .. '+')
+	else
+		redis.call('DEL', KEYS[3])
+	end
 	local fence = 0
 	if #KEYS > 3 then
 		if redis.call('EXISTS', KEYS[4]) == 0 then
@@ -138,85 +178,109 @@ if ours then
 	end
 	return {1, fence}
 end
-if redis.call('HEXISTS', KEYS[3], ARGV[3]) == 0 then
-	redis.call('ZADD', KEYS[2], redis.call('HINCRBY', KEYS[3], '#', 1), ARGV[3])
-	redis.call('HSET', KEYS[3], ARGV[3], now + tonumber(ARGV[4]))
+if not queued then
+	redis.call('ZADD', KEYS[2], redis.call('HINCRBY', KEYS[3], '#', 1), id)
 end
+local rank = redis.call('ZRANK', KEYS[2], id) + 1
+local keep = 3 * rank * poll + 50
+if cap > 0 and cap < keep then
+	keep = cap
+end
+redis.call('HSET', KEYS[3], id, (now + keep) .. ':' .. poll)
 for i = 2, 3 do
-	if redis.call('PTTL', KEYS[i]) < tonumber(ARGV[4]) then
-		redis.call('PEXPIRE', KEYS[i], ARGV[4])
+	if redis.call('PTTL', KEYS[i]) < keep then
+		redis.call('PEXPIRE', KEYS[i], keep)
 	end
 end
 local pttl = 0
 if v then
 	pttl = redis.call('PTTL', KEYS[1])
-else
-	wake(head)
+elseif head then
+	wake(head, now)
 end
-return {0, redis.call('ZRANK', KEYS[2], ARGV[3]) + 1, pttl}`)
+return {0, rank, pttl}`)
 
 	// releaseScript deletes the key if it holds our value, ARGV[1], and
 	// wakes the head of the queue. It touches the queue before it deletes
 	// the key, so that a user whose ACL denies the queue is refused before
 	// anything is written, and DeleteQueued can fall back to Delete.
-	releaseScript = ownerScript(queueLib + `local head
+	releaseScript = ownerScript(queueLib + `local head, now
 	if redis.call('EXISTS', KEYS[2]) == 1 then
-		head = prune(clock())
+		now = clock()
+		head = prune(now)
 	end
 	redis.call('DEL', KEYS[1])
 	if head then
-		wake(head)
+		wake(head, now)
 	end
 	return 1`)
 
 	// leaveScript takes the waiter ARGV[1] out of the queue, and wakes the
 	// next head when it was the head and the key is free.
 	leaveScript = driver.NewScript(queueLib + `local head = redis.call('ZRANGE', KEYS[2], 0, 0)[1]
-redis.call('ZREM', KEYS[2], ARGV[1])
-redis.call('HDEL', KEYS[3], ARGV[1])
+drop(ARGV[1])
 if head == ARGV[1] and redis.call('EXISTS', KEYS[1]) == 0 then
-	wake(prune(clock()))
-else
-	tidy()
+	local now = clock()
+	head = prune(now)
+	if head then
+		wake(head, now)
+		return 1
+	end
 end
+tidy()
 return 1`)
 
 	// hintScript deletes the key if it holds our value, ARGV[1], and
-	// publishes ARGV[2] on channel ARGV[3]: the release of a strategy
-	// without a queue, whose message wakes every waiter.
+	// publishes ARGV[2] on channel ARGV[3] (with SPUBLISH when ARGV[4] is
+	// 1): the release of a strategy without a queue, whose message wakes
+	// every waiter.
 	hintScript = ownerScript(`redis.call('DEL', KEYS[1])
-	redis.pcall(ARGV[#ARGV], ARGV[#ARGV - 1], ARGV[2])
+	local cmd = 'PUBLISH'
+	if ARGV[4] == '1' then
+		cmd = 'SPUBLISH'
+	end
+	redis.pcall(cmd, ARGV[3], ARGV[2])
 	return 1`)
 )
 
-// publish returns the publish command of q's channel.
-func (q Queue) publish() string {
-	if q.Sharded {
-		return "SPUBLISH"
+// shard is the last argument of the scripts that publish: 1 for SPUBLISH.
+func shard(sharded bool) int {
+	if sharded {
+		return 1
 	}
-	return "PUBLISH"
+	return 0
 }
 
 // Enqueued is what an attempt of a queued waiter learnt when the lock was
 // not free.
 type Enqueued struct {
-	Position  int           // the waiter's place in the queue, 1 for the head
+	Position  int           // the waiter's rank in the queue, 1 for the head
 	HolderTTL time.Duration // the holder's remaining TTL; 0 when the key is free but another waiter is the head
 }
 
-// AcquireQueued is Acquire for the waiter id, which tries again within
-// patience: it grants the lock only when the queue is empty or id is its
-// head, and queues id otherwise. With a fenceKey (not ""), it also issues a
-// fencing token, as AcquireFenced does. It returns strategy.ErrNotObtained
-// and where id stands when the lock was not granted.
-func AcquireQueued(ctx context.Context, c driver.Conn, q Queue, fenceKey, value, id string, ttl, patience time.Duration) (fence int64, e Enqueued, err error) {
+// AcquireQueued is Acquire for the waiter id, which polls every poll at the
+// head of the queue, and rank × poll behind it, and gives up after
+// patience (0: when it is dropped): it grants the lock only when the queue
+// is empty or id is its head, and queues id otherwise. With a fenceKey (not
+// ""), it also issues a fencing token, as AcquireFenced does. It returns
+// strategy.ErrNotObtained and where id stands when the lock was not
+// granted. A user whose ACL denies the queue gets Acquire (or
+// AcquireFenced), unqueued.
+func AcquireQueued(ctx context.Context, c driver.Conn, q Queue, fenceKey, value, id string, ttl, poll, patience time.Duration) (fence int64, e Enqueued, err error) {
 	keys := []string{q.Key, q.Q, q.W}
 	if fenceKey != "" {
 		keys = append(keys, fenceKey)
 	}
 	reply, err := resend(ctx, func() (any, error) {
-		return queuedScript.Run(ctx, c, keys, value, ttl.Milliseconds(), id, max(patience.Milliseconds(), 1), q.Channel, q.publish())
+		return queuedScript.Run(ctx, c, keys, value, ttl.Milliseconds(), id, max(poll.Milliseconds(), 1), max(patience.Milliseconds(), 0), shard(q.Sharded))
 	})
+	if denied(err) {
+		if fenceKey != "" {
+			fence, err = AcquireFenced(ctx, c, q.Key, fenceKey, value, ttl)
+			return fence, e, err
+		}
+		return 0, e, Acquire(ctx, c, q.Key, value, ttl)
+	}
 	if err != nil {
 		return 0, e, err
 	}
@@ -237,8 +301,8 @@ func AcquireQueued(ctx context.Context, c driver.Conn, q Queue, fenceKey, value,
 // DeleteQueued is Delete that also wakes the head of key's queue. A user
 // whose ACL does not allow the queue's keys or commands gets Delete.
 func DeleteQueued(ctx context.Context, c driver.Conn, q Queue, value string) error {
-	err := owned(call{releaseScript, []string{q.Key, q.Q, q.W}, []any{value, q.Channel, q.publish()}}.run(ctx, c))
-	if err != nil && denied(err) {
+	err := owned(call{releaseScript, []string{q.Key, q.Q, q.W}, []any{value, shard(q.Sharded)}}.run(ctx, c))
+	if denied(err) {
 		return Delete(ctx, c, q.Key, value)
 	}
 	return err
@@ -247,7 +311,7 @@ func DeleteQueued(ctx context.Context, c driver.Conn, q Queue, value string) err
 // Leave takes the waiter id out of key's queue, waking the next head if id
 // was the head and the lock is free.
 func Leave(ctx context.Context, c driver.Conn, q Queue, id string) error {
-	_, err := call{leaveScript, []string{q.Key, q.Q, q.W}, []any{id, q.Channel, q.publish()}}.run(ctx, c)
+	_, err := call{leaveScript, []string{q.Key, q.Q, q.W}, []any{id, shard(q.Sharded)}}.run(ctx, c)
 	return err
 }
 
@@ -256,8 +320,7 @@ func Leave(ctx context.Context, c driver.Conn, q Queue, id string) error {
 // without a queue. The publish is best effort: it fails silently where the
 // server refuses it.
 func DeleteHinting(ctx context.Context, c driver.Conn, key, value, channel, all string, sharded bool) error {
-	q := Queue{Channel: channel, Sharded: sharded}
-	return owned(call{hintScript, []string{key}, []any{value, all, channel, q.publish()}}.run(ctx, c))
+	return owned(call{hintScript, []string{key}, []any{value, all, channel, shard(sharded)}}.run(ctx, c))
 }
 
 // denied reports whether err is the server's refusal of a script's command

@@ -55,7 +55,7 @@ func (qt queueTest) hold(id string) {
 
 // try is one attempt of the waiter id, for value "v-"+id.
 func (qt queueTest) try(id string, patience time.Duration) (cas.Enqueued, error) {
-	_, e, err := cas.AcquireQueued(qt.ctx, qt.c, qt.q, "", "v-"+id, id, patience, patience)
+	_, e, err := cas.AcquireQueued(qt.ctx, qt.c, qt.q, "", "v-"+id, id, patience, patience, patience)
 	return e, err
 }
 
@@ -106,10 +106,10 @@ func (qt queueTest) exists(keys ...string) int {
 // waits for the confirmation.
 func (qt queueTest) subscribe() *redis.PubSub {
 	qt.t.Helper()
-	ps := redistest.GoRedis(qt.t, qt.srv.Addr, 3).Subscribe(qt.ctx, qt.q.Channel)
+	ps := redistest.GoRedis(qt.t, qt.srv.Addr, 3).Subscribe(qt.ctx, qt.q.Channel())
 	qt.t.Cleanup(func() { _ = ps.Close() })
 	if _, err := ps.Receive(qt.ctx); err != nil {
-		qt.t.Fatalf("SUBSCRIBE %s: %v", qt.q.Channel, err)
+		qt.t.Fatalf("SUBSCRIBE %s: %v", qt.q.Channel(), err)
 	}
 	return ps
 }
@@ -119,7 +119,7 @@ func (qt queueTest) heard(ps *redis.PubSub, id string) {
 	qt.t.Helper()
 	m, err := ps.ReceiveMessage(qt.ctx)
 	if err != nil || m.Payload != id {
-		qt.t.Fatalf("the next message on %s: got %v, %v; want %q", qt.q.Channel, m, err, id)
+		qt.t.Fatalf("the next message on %s: got %v, %v; want %q", qt.q.Channel(), m, err, id)
 	}
 }
 
@@ -272,13 +272,13 @@ func TestQueue(t *testing.T) {
 				var last int64
 				for _, id := range []string{"a", "b", "c"} {
 					if id != "a" {
-						_, e, err := cas.AcquireQueued(qt.ctx, qt.c, qt.q, fenceKey, "v-"+id, id, patience, patience)
+						_, e, err := cas.AcquireQueued(qt.ctx, qt.c, qt.q, fenceKey, "v-"+id, id, patience, patience, patience)
 						if !errors.Is(err, strategy.ErrNotObtained) || e.Position != 1 {
 							t.Fatalf("AcquireQueued(%s) behind a holder = %+v, %v; want position 1", id, e, err)
 						}
 						qt.release(qt.command("GET", qt.q.Key))
 					}
-					fence, _, err := cas.AcquireQueued(qt.ctx, qt.c, qt.q, fenceKey, "v-"+id, id, patience, patience)
+					fence, _, err := cas.AcquireQueued(qt.ctx, qt.c, qt.q, fenceKey, "v-"+id, id, patience, patience, patience)
 					if err != nil || fence <= last {
 						t.Fatalf("AcquireQueued(%s) = %d, %v; want a token above %d", id, fence, err, last)
 					}
@@ -312,7 +312,7 @@ func TestQueueLeavesNothing(t *testing.T) {
 					for i := range each {
 						id := fmt.Sprintf("w%d-%d", w, i)
 						for {
-							_, _, err := cas.AcquireQueued(qt.ctx, qt.c, qt.q, "", "v-"+id, id, patience, 5*time.Second)
+							_, _, err := cas.AcquireQueued(qt.ctx, qt.c, qt.q, "", "v-"+id, id, patience, 5*time.Second, 5*time.Second)
 							if err == nil {
 								break
 							}

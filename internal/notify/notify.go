@@ -12,15 +12,18 @@
 // channel the server drops (its Cluster slot moved) is subscribed again
 // the same way.
 //
-// A message's payload is the id of the waiter it wakes, or [Everyone]. A
-// message for an id with no waiter here is remembered briefly: a waiter
-// that joins just after the message meant for it hears it at once.
+// A message's payload is the id of the waiter it wakes, that id followed by
+// [Promoted] for a waiter that became the head of its queue, or
+// [Everyone]. A message for an id with no waiter here is remembered
+// briefly: a waiter that joins just after the message meant for it hears
+// it at once.
 package notify
 
 import (
 	"context"
 	"reflect"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -31,6 +34,10 @@ import (
 // Everyone is the payload of a message that wakes every waiter of the
 // channel: a release of a strategy without a queue.
 const Everyone = "*"
+
+// Promoted ends the payload of a message that tells a waiter it is now the
+// head of its queue (strategy.WakePromoted).
+const Promoted = "+"
 
 // Timings of a hub.
 const (
@@ -70,7 +77,8 @@ var _ strategy.Listener = (*Waiter)(nil)
 // subscribe, and returns its wake-ups; nil when none of conns can. It does
 // not block.
 func Listen(conns []driver.Conn, channel, id string) *Waiter {
-	w := &Waiter{c: make(chan strategy.Wake, 1), channel: channel, id: id}
+	// Room for two: a promotion and the wake-up that follows it.
+	w := &Waiter{c: make(chan strategy.Wake, 2), channel: channel, id: id}
 	for _, c := range conns {
 		if h := hubOf(c); h != nil {
 			w.hubs = append(w.hubs, h)
@@ -110,6 +118,14 @@ func (w *Waiter) Close() {
 	for _, h := range w.hubs {
 		h.leave(w.channel, w.id)
 	}
+}
+
+// reason returns the wake-up of a message's payload.
+func reason(payload string) strategy.Wake {
+	if strings.HasSuffix(payload, Promoted) {
+		return strategy.WakePromoted
+	}
+	return strategy.WakeMessage
 }
 
 // wake sends r to c unless a wake-up is already pending there.
@@ -166,9 +182,11 @@ func (h *hub) join(name, id string, c chan<- strategy.Wake) bool {
 		ch.idle = nil
 	}
 	ch.waiters[id] = c
-	if i := slices.Index(ch.recent, id); i >= 0 {
-		ch.recent = slices.Delete(ch.recent, i, i+1)
-		wake(c, strategy.WakeMessage)
+	for _, p := range [...]string{id + Promoted, id} {
+		if i := slices.Index(ch.recent, p); i >= 0 {
+			ch.recent = slices.Delete(ch.recent, i, i+1)
+			wake(c, reason(p))
+		}
 	}
 	return true
 }
@@ -295,8 +313,8 @@ func (h *hub) on(s *session, e driver.Event) {
 			}
 			return
 		}
-		if c, ok := ch.waiters[e.Payload]; ok {
-			wake(c, strategy.WakeMessage)
+		if c, ok := ch.waiters[strings.TrimSuffix(e.Payload, Promoted)]; ok {
+			wake(c, reason(e.Payload))
 			return
 		}
 		if len(ch.recent) == remembered {

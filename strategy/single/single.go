@@ -89,9 +89,11 @@ func (s *Strategy) Acquire(ctx context.Context, r strategy.Request) (strategy.Gr
 			return strategy.Grant{Undone: true}, err
 		}
 	}
-	if q, ok := s.queue(r.Key); ok && r.Waiter != "" {
-		n, e, err := cas.AcquireQueued(ctx, s.conn, q, fenceKey, r.Value(), r.Waiter, r.TTL, r.Patience)
-		return strategy.Grant{Fence: n, Drift: d, Position: e.Position, HolderTTL: e.HolderTTL}, err
+	if r.Waiter != "" {
+		if q, ok := s.queue(r.Key); ok {
+			n, e, err := cas.AcquireQueued(ctx, s.conn, q, fenceKey, r.Value(), r.Waiter, r.TTL, r.Poll, r.Patience)
+			return strategy.Grant{Fence: n, Drift: d, Position: e.Position, HolderTTL: e.HolderTTL}, err
+		}
 	}
 	if !r.Fencing {
 		return strategy.Grant{Drift: d}, cas.Acquire(ctx, s.conn, r.Key, r.Value(), r.TTL)

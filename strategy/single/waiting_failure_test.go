@@ -122,7 +122,7 @@ func (wc waitCase) waitFor(want string, args ...string) {
 // subscribers waits until n clients subscribe to the lock's channel.
 func (wc waitCase) subscribers(n int) {
 	wc.t.Helper()
-	waittest.Subscribers(wc.t, wc.ctx, wc.srv, wc.q.Channel, n)
+	waittest.Subscribers(wc.t, wc.ctx, wc.srv, wc.q.Channel(), n)
 }
 
 // noQueueLeft checks that the queue's keys are gone.
