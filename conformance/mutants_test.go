@@ -93,6 +93,16 @@ var mutants = []mutant{
 		strategy: func(b base) strategy.Strategy { return constantFence{b} }},
 	{name: "inspect-sees-nothing", kills: []string{"InspectReadsTheLock"},
 		strategy: func(b base) strategy.Strategy { return blindInspect{b} }},
+	{name: "release-sends-no-message", kills: []string{"ReleaseWakesTheHead"},
+		strategy: func(b base) strategy.Strategy { return silentRelease{b} }},
+	{name: "queue-serves-newest-first", kills: []string{"WaitersObtainInTurn"},
+		strategy: func(b base) strategy.Strategy { return newestFirst{b} }},
+	{name: "holder-ttl-unreported", kills: []string{"LostMessageCostsOnePoll"},
+		strategy: func(b base) strategy.Strategy { return noHolderTTL{b} }},
+	{name: "patience-ignored", kills: []string{"DeadWaiterDoesNotStall"},
+		strategy: func(b base) strategy.Strategy { return patient{b} }},
+	{name: "leave-does-nothing", kills: []string{"CancelledWaiterLeavesNothing"},
+		strategy: func(b base) strategy.Strategy { return stays{b} }},
 
 	// Lockers.
 	{name: "errors-flattened", kills: []string{"ContextEndsTheWait", "InvalidArguments"},

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -56,9 +57,9 @@ type waitTrace struct {
 	// failed, if set, runs within the Attempt hook after each attempt that
 	// found the lock held, with the trace so far.
 	failed func(entries []string)
-	// dead, if set, blocks the Wait hook of the enqueued event until it is
-	// closed: the waiter queues, and never comes back.
-	dead chan struct{}
+	// waited, if set, runs within the Wait hook after each event, while the
+	// waiter sleeps between two attempts.
+	waited func(lock.Event)
 
 	mu       sync.Mutex
 	entries  []string
@@ -85,14 +86,14 @@ func (w *waitTrace) all() []string {
 	return slices.Clone(w.entries)
 }
 
-// after returns the entries after mark, and whether mark was recorded.
-func (w *waitTrace) after(mark string) ([]string, bool) {
+// after returns the entries after mark; none if mark was not recorded.
+func (w *waitTrace) after(mark string) []string {
 	all := w.all()
 	i := slices.Index(all, mark)
 	if i < 0 {
-		return nil, false
+		return nil
 	}
-	return all[i+1:], true
+	return all[i+1:]
 }
 
 // count returns how many entries of the trace are e.
@@ -132,13 +133,13 @@ func (w *waitTrace) option() lock.Option {
 				case w.ranks <- e.Rank:
 				default:
 				}
-				if w.dead != nil {
-					<-w.dead
-				}
 			case "woken":
 				w.add("woken: " + e.Reason)
 			default:
 				w.add(e.Op)
+			}
+			if w.waited != nil {
+				w.waited(e)
 			}
 		},
 		Op: func(ctx context.Context, e lock.Event, next func(context.Context) error) error {
@@ -232,8 +233,7 @@ type waiting struct {
 func (s suite) probeWaiting(t *testing.T, ctx context.Context) waiting {
 	t.Helper()
 	key := Key(t)
-	h := s.obtain(t, ctx, s.h.NewLocker(t), key, heldTTL)
-	defer release(t, h)
+	release(t, s.obtain(t, ctx, s.h.NewLocker(t), key, heldTTL))
 	tr := newWaitTrace()
 	w := wait(ctx, s.h.NewLocker(t), key, lock.LimitAttempts(lock.Linear(10*time.Millisecond), 2), tr, nil)
 	<-w.done
@@ -271,6 +271,7 @@ func (s suite) releaseWakesTheHead(t *testing.T, ctx context.Context) {
 	s.needNotification(t, ctx, false)
 	key := Key(t)
 	h := s.obtain(t, ctx, s.h.NewLocker(t), key, heldTTL)
+	release(t, h) // if the waiter never listens
 	tr := newWaitTrace()
 	var releaseErr error
 	releaseHolder := once(func() { releaseErr = h.Release(ctx); tr.add(released) })
@@ -283,15 +284,16 @@ func (s suite) releaseWakesTheHead(t *testing.T, ctx context.Context) {
 	if releaseErr != nil {
 		t.Fatalf("the holder's Release = %v, want nil", releaseErr)
 	}
-	got, _ := tr.after(released)
+	got := tr.after(released)
 	if want := []string{byMessage, obtained}; !slices.Equal(got, want) {
 		t.Errorf("the waiter after the holder's release: %q, want %q (its whole trace: %q)", got, want, tr.all())
 	}
 }
 
 // waitersObtainInTurn: waiters that queue one after the other, each
-// started once the one before is enqueued, obtain the lock in that order,
-// each woken by the release of the one before.
+// started once the one before is enqueued, get ranks 1, 2, 3…, and obtain
+// the lock in that order once the holder releases it, each releasing it in
+// turn.
 func (s suite) waitersObtainInTurn(t *testing.T, ctx context.Context) {
 	s.needNotification(t, ctx, true)
 	const n = 5
@@ -308,7 +310,9 @@ func (s suite) waitersObtainInTurn(t *testing.T, ctx context.Context) {
 			mu.Lock()
 			order = append(order, i+1)
 			mu.Unlock()
-			_ = lk.Release(ctx)
+			if err := lk.Release(ctx); err != nil {
+				t.Errorf("waiter %d's Release = %v, want nil", i+1, err)
+			}
 		})
 		if r := waiters[i].rank(t, fmt.Sprintf("waiter %d", i+1)); r != i+1 {
 			t.Errorf("waiter %d, enqueued after %d others: rank %d, want %d", i+1, i, r, i+1)
@@ -356,7 +360,7 @@ func (s suite) lostMessageCostsOnePoll(t *testing.T, ctx context.Context) {
 	if lossErr != nil {
 		t.Fatalf("deleting the key behind the holder's back: %v", lossErr)
 	}
-	got, _ := tr.after(released)
+	got := tr.after(released)
 	if want := []string{byTimer, obtained, missed}; !slices.Equal(got, want) {
 		t.Errorf("the waiter after a release that sent no message: %q, want %q (its whole trace: %q)", got, want, tr.all())
 	}
@@ -380,12 +384,16 @@ func (s suite) deadWaiterDoesNotStall(t *testing.T, ctx context.Context) {
 	h := s.obtain(t, ctx, s.h.NewLocker(t), key, heldTTL)
 	release(t, h)
 
-	dead := newWaitTrace()
-	dead.dead = make(chan struct{})
+	dead, stalled := newWaitTrace(), make(chan struct{})
+	dead.waited = func(e lock.Event) {
+		if e.Op == "enqueued" {
+			<-stalled // never comes back, until the property ends
+		}
+	}
 	dctx, cancel := context.WithTimeout(ctx, patience)
 	defer cancel()
 	dw := wait(dctx, s.h.NewLocker(t), key, lock.Linear(noTimer), dead, nil)
-	defer func() { close(dead.dead); <-dw.done }()
+	defer func() { close(stalled); <-dw.done }()
 	if r := dw.rank(t, "the dead waiter"); r != 1 {
 		t.Fatalf("the dead waiter, queued behind the holder: rank %d, want 1", r)
 	}
@@ -393,15 +401,22 @@ func (s suite) deadWaiterDoesNotStall(t *testing.T, ctx context.Context) {
 	live := newWaitTrace()
 	lctx, stop := context.WithCancel(ctx)
 	defer stop()
-	var releaseErr error
+	var (
+		releaseErr error
+		past       atomic.Bool
+	)
 	releaseHolder := once(func() { releaseErr = h.Release(ctx); live.add(released) })
-	live.failed = func(entries []string) {
+	live.failed = func([]string) {
 		releaseHolder()
-		if after, _ := live.after(released); count(after, held)+1 > bound {
-			stop() // stalled: the count is past its bound already
+		if count(live.after(released), held)+1 > bound {
+			past.Store(true)
+			stop() // no need to wait longer: the count is past its bound
 		}
 	}
 	lk, err := s.h.NewLocker(t).Obtain(lctx, key, heldTTL, lock.WithRetry(lock.Linear(d)), live.option())
+	if past.Load() {
+		t.Fatalf("the waiter behind a dead one: more than %d attempts after the release without the lock, want it within %d; its trace: %q", bound, bound, live.all())
+	}
 	if err != nil {
 		t.Fatalf("the waiter behind a dead one: Obtain = %v, want a lock; its trace: %q", err, live.all())
 	}
@@ -409,7 +424,7 @@ func (s suite) deadWaiterDoesNotStall(t *testing.T, ctx context.Context) {
 	if releaseErr != nil {
 		t.Fatalf("the holder's Release = %v, want nil", releaseErr)
 	}
-	after, _ := live.after(released)
+	after := live.after(released)
 	if n := count(after, held) + count(after, obtained); n > bound {
 		t.Errorf("attempts of the waiter behind a dead one, after the release: %d, want at most %d (its trace: %q)", n, bound, live.all())
 	}
@@ -442,17 +457,11 @@ func (s suite) cancelledWaiterLeavesNothing(t *testing.T, ctx context.Context) {
 				defer cancel()
 			}
 			tr := newWaitTrace()
-			tried := make(chan struct{})
-			closeTried := once(func() { close(tried) })
-			tr.failed = func([]string) { closeTried() }
-			w := wait(wctx, s.h.NewLocker(t), key, lock.Linear(noTimer), tr, nil)
-			select {
-			case <-tried:
-			case <-w.done:
-			}
 			if c.timeout == 0 {
-				cancel()
+				// Cancelled while it sleeps, with no attempt on its way.
+				tr.waited = func(lock.Event) { cancel() }
 			}
+			w := wait(wctx, s.h.NewLocker(t), key, lock.Linear(noTimer), tr, nil)
 			<-w.done
 			if !errors.Is(w.err, lock.ErrNotObtained) || !errors.Is(w.err, c.want) {
 				t.Fatalf("Obtain of a held lock, %s = %v, want ErrNotObtained and %v", c.name, w.err, c.want)
