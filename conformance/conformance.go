@@ -242,8 +242,8 @@ func (h Harness) has(field string) bool {
 //     the lock in that order.
 //   - LostMessageCostsOnePoll (Conns): a release whose message is lost (the
 //     key deleted behind the holder's back) costs the waiter one timer: it
-//     obtains on its next wake-up, by its timer, and reports the lost
-//     message (the Wait event "missed").
+//     obtains on its next wake-up, by its timer; with a strategy that
+//     queues, it also reports the lost message (the Wait event "missed").
 //   - DeadWaiterDoesNotStall: a waiter that queues and never comes back
 //     does not stall the one behind it, which obtains the lock within a
 //     number of attempts set by the dead one's patience.
