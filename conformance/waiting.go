@@ -444,7 +444,7 @@ func (s suite) cancelledWaiterLeavesNothing(t *testing.T, ctx context.Context) {
 	queues := s.needNotification(t, ctx, false).queues
 	for _, c := range []struct {
 		name    string
-		timeout time.Duration // of its context; 0: none, and it is cancelled once queued
+		timeout time.Duration // of its context; 0: none, and it is cancelled while it first sleeps
 		want    error
 	}{
 		{"at its deadline", time.Second, context.DeadlineExceeded},
