@@ -61,6 +61,10 @@ type mutant struct {
 	// NewUnreachable and NewWithNilConn unset, and skip is Harness.Skip.
 	bare bool
 	skip map[string]string
+
+	// poll builds Lockers that poll (lock.WithPolling), for
+	// TestNotificationPropertiesSkip.
+	poll bool
 }
 
 var mutants = []mutant{
@@ -255,7 +259,7 @@ func TestMutantRun(t *testing.T) {
 	if name == "" {
 		t.Skip("runs only in the child processes of TestMutants")
 	}
-	all := slices.Concat(mutants, controls, incomplete())
+	all := slices.Concat(mutants, controls, incomplete(), []mutant{polling})
 	i := slices.IndexFunc(all, func(m mutant) bool { return m.name == name })
 	if i < 0 {
 		t.Fatalf("no mutant named %q", name)
@@ -288,7 +292,11 @@ func (m mutant) harness(addr string) Harness {
 		if m.strategy != nil {
 			st = m.strategy(base{s, conn})
 		}
-		l := lock.New(st)
+		var defaults []lock.Option
+		if m.poll {
+			defaults = append(defaults, lock.WithPolling())
+		}
+		l := lock.New(st, defaults...)
 		if m.locker != nil {
 			l = m.locker(l)
 		}

@@ -2,10 +2,13 @@ package conformance
 
 import (
 	"context"
+	"strings"
+	"testing"
 	"time"
 
 	"github.com/locksmith-go/lock/driver"
 	"github.com/locksmith-go/lock/internal/cas"
+	"github.com/locksmith-go/lock/internal/testing/redistest"
 	"github.com/locksmith-go/lock/strategy"
 )
 
@@ -64,3 +67,30 @@ func (s patient) Acquire(ctx context.Context, r strategy.Request) (strategy.Gran
 type stays struct{ base }
 
 func (stays) Leave(context.Context, string, string) error { return nil }
+
+// polling is single over go-redis, unbroken, with Lockers that poll.
+var polling = mutant{name: "polling", poll: true, kills: []string{
+	"ReleaseWakesTheHead", "WaitersObtainInTurn", "LostMessageCostsOnePoll", "DeadWaiterDoesNotStall", "CancelledWaiterLeavesNothing",
+}}
+
+// TestNotificationPropertiesSkip: on Lockers that do not wake their
+// waiters (here, they poll), each property of notification waiting skips,
+// saying why, and the run passes.
+func TestNotificationPropertiesSkip(t *testing.T) {
+	addr, _ := redistest.Addr(t)
+	out, err := runChild(polling, addr)
+	if err != nil {
+		t.Errorf("the suite on Lockers that poll = %v, want it to pass", err)
+	}
+	for _, p := range polling.kills {
+		if want := "--- SKIP: TestMutantRun/" + polling.name + "/" + p + " "; !strings.Contains(out, want) {
+			t.Errorf("the run's output lacks %q", want)
+		}
+	}
+	if want := "the Locker does not wake its waiters"; strings.Count(out, want) != len(polling.kills) {
+		t.Errorf("the run's output gives the reason, %q, %d times, want %d", want, strings.Count(out, want), len(polling.kills))
+	}
+	if t.Failed() {
+		t.Logf("the child's output:\n%s", out)
+	}
+}
