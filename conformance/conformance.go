@@ -38,7 +38,9 @@
 // Conns, NewUnreachable and NewWithNilConn are optional, but a property
 // that needs one that is not set fails, naming the field, unless
 // Harness.Skip names the property with the reason: no property drops out of
-// a run unnoticed, even in a go test ./... that hides skips.
+// a run unnoticed, even in a go test ./... that hides skips. The properties
+// of notification waiting skip on their own, saying why, for a Locker that
+// does not wake its waiters.
 //
 // The package imports only the standard library and this module's lock,
 // strategy and driver packages, so it brings no test dependencies to its
@@ -151,6 +153,11 @@ var properties = []property{
 	{"DoHoldsAndReleases", "Conns", suite.doHoldsAndReleases},
 	{"FencingTokens", "", suite.fencingTokens},
 	{"InspectReadsTheLock", "", suite.inspectReadsTheLock},
+	{"ReleaseWakesTheHead", "", suite.releaseWakesTheHead},
+	{"WaitersObtainInTurn", "", suite.waitersObtainInTurn},
+	{"LostMessageCostsOnePoll", "Conns", suite.lostMessageCostsOnePoll},
+	{"DeadWaiterDoesNotStall", "", suite.deadWaiterDoesNotStall},
+	{"CancelledWaiterLeavesNothing", "Conns", suite.cancelledWaiterLeavesNothing},
 }
 
 // has reports whether the harness sets the named optional field.
@@ -217,6 +224,32 @@ func (h Harness) has(field string) bool {
 //     before Obtain, held by the holder (its token's fingerprint, and its
 //     metadata unless Harness.Skip names MetadataRoundTrips) for no longer
 //     than the TTL, and free after Release.
+//
+// The properties of notification waiting follow. They apply to a Locker
+// whose strategy wakes its waiters (a strategy.Notifier whose Listen
+// returns a Listener, and Lockers that do not poll), and skip, saying why,
+// for one that does not; WaitersObtainInTurn and DeadWaiterDoesNotStall
+// apply only to a strategy that queues its waiters (Grant.Position), and
+// skip, saying why, for one that only hints, such as Redlock. They count
+// attempts and wake-ups (through the Attempt and Wait hooks), with timers
+// and holders' TTLs of a minute, so that only a message explains a prompt
+// wake-up, and never measure time.
+//
+//   - ReleaseWakesTheHead: a waiter queued behind a holder, once listening,
+//     is woken by the release with a message, and its next attempt
+//     obtains the lock.
+//   - WaitersObtainInTurn: waiters that queue one after the other obtain
+//     the lock in that order.
+//   - LostMessageCostsOnePoll (Conns): a release whose message is lost (the
+//     key deleted behind the holder's back) costs the waiter one timer: it
+//     obtains on its next wake-up, by its timer; with a strategy that
+//     queues, it also reports the lost message (the Wait event "missed").
+//   - DeadWaiterDoesNotStall: a waiter that queues and never comes back
+//     does not stall the one behind it, which obtains the lock within a
+//     number of attempts set by the dead one's patience.
+//   - CancelledWaiterLeavesNothing (Conns): a waiter that gives up (at its
+//     deadline, or cancelled) leaves the queue, and no key named after the
+//     lock remains once it is released.
 //
 // A property that needs a Harness field that is not set fails with a
 // message naming the field, unless Harness.Skip names the property. Run

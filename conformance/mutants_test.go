@@ -61,6 +61,10 @@ type mutant struct {
 	// NewUnreachable and NewWithNilConn unset, and skip is Harness.Skip.
 	bare bool
 	skip map[string]string
+
+	// poll builds Lockers that poll (lock.WithPolling), for
+	// TestNotificationPropertiesSkip.
+	poll bool
 }
 
 var mutants = []mutant{
@@ -93,6 +97,16 @@ var mutants = []mutant{
 		strategy: func(b base) strategy.Strategy { return constantFence{b} }},
 	{name: "inspect-sees-nothing", kills: []string{"InspectReadsTheLock"},
 		strategy: func(b base) strategy.Strategy { return blindInspect{b} }},
+	{name: "release-sends-no-message", kills: []string{"ReleaseWakesTheHead"},
+		strategy: func(b base) strategy.Strategy { return silentRelease{b} }},
+	{name: "queue-serves-newest-first", kills: []string{"WaitersObtainInTurn"},
+		strategy: func(b base) strategy.Strategy { return newestFirst{b} }},
+	{name: "holder-ttl-unreported", kills: []string{"LostMessageCostsOnePoll"},
+		strategy: func(b base) strategy.Strategy { return noHolderTTL{b} }},
+	{name: "patience-ignored", kills: []string{"DeadWaiterDoesNotStall"},
+		strategy: func(b base) strategy.Strategy { return patient{b} }},
+	{name: "leave-does-nothing", kills: []string{"CancelledWaiterLeavesNothing"},
+		strategy: func(b base) strategy.Strategy { return stays{b} }},
 
 	// Lockers.
 	{name: "errors-flattened", kills: []string{"ContextEndsTheWait", "InvalidArguments"},
@@ -247,7 +261,7 @@ func TestMutantRun(t *testing.T) {
 	if name == "" {
 		t.Skip("runs only in the child processes of TestMutants")
 	}
-	all := slices.Concat(mutants, controls, incomplete())
+	all := slices.Concat(mutants, controls, incomplete(), []mutant{polling})
 	i := slices.IndexFunc(all, func(m mutant) bool { return m.name == name })
 	if i < 0 {
 		t.Fatalf("no mutant named %q", name)
@@ -280,7 +294,11 @@ func (m mutant) harness(addr string) Harness {
 		if m.strategy != nil {
 			st = m.strategy(base{s, conn})
 		}
-		l := lock.New(st)
+		var defaults []lock.Option
+		if m.poll {
+			defaults = append(defaults, lock.WithPolling())
+		}
+		l := lock.New(st, defaults...)
 		if m.locker != nil {
 			l = m.locker(l)
 		}

@@ -152,6 +152,18 @@ func SetnxGetset(addr string) []Combo {
 	return combos
 }
 
+// RedlockSkips are the properties of notification waiting that cannot be
+// checked on Redlock from its Locker. (It keeps no queue, so those about
+// order skip on their own.)
+var RedlockSkips = map[string]string{
+	"ReleaseWakesTheHead":     redlockWakes,
+	"LostMessageCostsOnePoll": redlockWakes,
+}
+
+const redlockWakes = "a waiter listens on every node, and each node confirms its subscription on its own: " +
+	"a confirmation that comes after the release wakes the waiter first, so which wake-up let it in " +
+	"cannot be told from the Locker; the strategy's own tests check its release's hints"
+
 // Redlock returns redlock over the servers of addrs × go-redis, × redigo,
 // and × a mix of both.
 func Redlock(addrs []string) []Combo {
@@ -178,10 +190,12 @@ func Redlock(addrs []string) []Combo {
 		{"redigo", []redistest.Driver{named["redigo"]}},
 		{"mixed", []redistest.Driver{named["goredis-resp2"], named["redigo"], named["goredis-resp3"]}},
 	} {
-		combos = append(combos, Combo{c.name, harness(
+		h := harness(
 			connect(c.drivers, func(_ testing.TB, i int) string { return addrs[i] }),
 			connect(c.drivers, func(t testing.TB, _ int) string { return closed(t) }),
-			build)})
+			build)
+		h.Skip = RedlockSkips
+		combos = append(combos, Combo{c.name, h})
 	}
 	return combos
 }
