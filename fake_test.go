@@ -318,6 +318,17 @@ func (f *notifyFake) waiters() ([]string, []time.Duration) {
 	return ids, ps
 }
 
+// polls returns the Poll of each request, in order.
+func (f *notifyFake) polls() []time.Duration {
+	f.nmu.Lock()
+	defer f.nmu.Unlock()
+	var ps []time.Duration
+	for _, r := range f.requests {
+		ps = append(ps, r.Poll)
+	}
+	return ps
+}
+
 type fakeListener struct{ f *notifyFake }
 
 func (l fakeListener) Wakes() <-chan strategy.Wake { return l.f.wakes }

@@ -111,9 +111,10 @@ func (w *waiter) sleep(ctx context.Context, g strategy.Grant, delay time.Duratio
 			return ctx.Err()
 		}
 	}
-	// A message was due if one could come, the waiter was the head, and the
-	// holder's key would not have expired by the timer.
-	w.expected = wakes != nil && reason == strategy.WakeTimer && g.Position <= 1 && g.HolderTTL > timer
+	// A message was due if one could come, and the holder's key would not
+	// have expired by the timer: the lock was released, and passed on
+	// (promoting this waiter) without a message reaching it.
+	w.expected = wakes != nil && reason == strategy.WakeTimer && g.HolderTTL > timer
 	w.event(ctx, Event{Op: "woken", Reason: reason.String()})
 	return nil
 }

@@ -235,10 +235,13 @@ func TestWaitRequests(t *testing.T) {
 		}
 	})
 
-	t.Run("patience is three delays and 50ms", func(t *testing.T) {
+	t.Run("poll is the retry delay, and no patience is set without a deadline", func(t *testing.T) {
 		f := held(t, lock.WithRetry(lock.LimitAttempts(lock.Linear(10*time.Millisecond), 2)))
-		if _, ps := f.waiters(); !slices.Equal(ps, []time.Duration{80 * time.Millisecond, 0}) {
-			t.Errorf("patience = %v, want [80ms 0s]", ps)
+		if polls := f.polls(); !slices.Equal(polls, []time.Duration{10 * time.Millisecond, 0}) {
+			t.Errorf("poll = %v, want [10ms 0s]", polls)
+		}
+		if _, ps := f.waiters(); !slices.Equal(ps, []time.Duration{0, 0}) {
+			t.Errorf("patience = %v, want [0s 0s]", ps)
 		}
 	})
 
@@ -250,7 +253,7 @@ func TestWaitRequests(t *testing.T) {
 		_, _ = lock.New(f).Obtain(ctx, "k", time.Minute, lock.WithRetry(lock.LimitAttempts(lock.Linear(time.Minute), 2)),
 			lock.WithHooks(&lock.Hooks{Wait: func(context.Context, lock.Event) { cancel() }})) // the first sleep ends at once
 		if _, ps := f.waiters(); len(ps) != 1 || ps[0] <= 0 || ps[0] > time.Second {
-			t.Errorf("patience = %v, want one in (0, 1s]: the deadline's distance, not 3m50ms", ps)
+			t.Errorf("patience = %v, want one in (0, 1s]: the deadline's distance", ps)
 		}
 	})
 }
