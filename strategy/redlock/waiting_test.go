@@ -19,7 +19,7 @@ import (
 // released, woken by the message. Its subscription's confirmations are
 // hidden (waittest.MessagesOnly) and the release comes once every node
 // counts the subscriber, so a wake-up before the minute can only be the
-// release's message.
+// release's messages.
 func TestReleaseWakesWaiters(t *testing.T) {
 	servers := redistest.Start(t, 3)
 	d := driverNamed("goredis-resp3")
@@ -56,8 +56,11 @@ func TestReleaseWakesWaiters(t *testing.T) {
 	if err := <-got; err != nil {
 		t.Fatalf("waiter: Obtain with a one-minute retry = %v, want the lock once released (woken by the release)", err)
 	}
-	if n := rec.Count("woken:message"); n != 1 || rec.Count("woken:timer") != 0 {
-		t.Errorf("waiter's wake-ups = %v, want one message and no timer", &rec)
+	// Each node's release publishes: a message from the first node can
+	// wake the waiter before a quorum has released, and the next one wakes
+	// it again. So at least one message, and never the timer.
+	if rec.Count("woken:message") < 1 || rec.Count("woken:timer") != 0 {
+		t.Errorf("waiter's wake-ups = %v, want messages and no timer", &rec)
 	}
 }
 
