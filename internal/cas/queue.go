@@ -54,11 +54,19 @@ func NewQueue(key string, sharded bool) (Queue, bool) {
 	return Queue{Key: key, Q: names[:n], W: names[n:], Sharded: sharded}, true
 }
 
-// Channel returns the channel of the queue's wake-ups (WakeChannel).
+// Channel returns the channel of the queue's wake-ups for waiters with no
+// listener in their ids (WakeChannel).
 func (q Queue) Channel() string {
 	c, _ := WakeChannel(q.Key)
 	return c
 }
+
+// WakeChannelOf returns the channel on which the queue of key's lock wakes
+// its waiters whose ids start with to + ".": those of one listener (a
+// Strategy), so that a message reaches the one subscriber that waits for
+// it, not every process that waits for the lock. It is in key's Cluster
+// hash slot; false when key has none.
+func WakeChannelOf(key, to string) (string, bool) { return Companion(key, "wake:"+to) }
 
 // WakeChannel returns the channel on which releases of key's lock wake its
 // waiters, in key's Cluster hash slot (see Companion); false when key has
@@ -87,8 +95,10 @@ func hasHashTag(key string) bool {
 }
 
 // queueLib is the Lua that the queue scripts share. KEYS[2] is Q, KEYS[3]
-// W; the channel is Q's name with "wake" for its final "q"; the last
-// argument is 1 to publish with SPUBLISH, 0 with PUBLISH.
+// W; the last argument is 1 to publish with SPUBLISH, 0 with PUBLISH. A
+// message for the waiter "to.id" goes to the channel of its listener, to
+// (see WakeChannelOf), and one for a waiter with no "." in its id to the
+// lock's channel (WakeChannel): Q's name with "wake" for its final "q".
 const queueLib = `local function clock()
 	local t = redis.call('TIME')
 	return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000), t
@@ -122,19 +132,24 @@ local function tidy()
 		redis.call('DEL', KEYS[3])
 	end
 end
-local function publish(msg)
+local function publish(member, msg)
 	local cmd = 'PUBLISH'
 	if ARGV[#ARGV] == '1' then
 		cmd = 'SPUBLISH'
 	end
-	redis.pcall(cmd, string.sub(KEYS[2], 1, -2) .. 'wake', msg)
+	local channel = string.sub(KEYS[2], 1, -2) .. 'wake'
+	local to = string.match(member, '^([^.]+)%.')
+	if to then
+		channel = channel .. ':' .. to
+	end
+	redis.pcall(cmd, channel, msg)
 end
 local function wake(head, now)
 	local due, poll = entry(head)
 	if due and poll and now + poll + 50 < due then
 		redis.call('HSET', KEYS[3], head, (now + poll + 50) .. ':' .. poll)
 	end
-	publish(head)
+	publish(head, head)
 end
 `
 
@@ -165,7 +180,7 @@ if ours then
 	drop(id)
 	local nxt = redis.call('ZRANGE', KEYS[2], 0, 0)[1]
 	if nxt then
-		publish(nxt .. '+')
+		publish(nxt, nxt .. '+')
 	else
 		redis.call('DEL', KEYS[3])
 	end

@@ -24,6 +24,7 @@ package single
 
 import (
 	"context"
+	"crypto/rand"
 	"time"
 
 	"github.com/locksmith-go/lock"
@@ -37,8 +38,9 @@ import (
 // Strategy is the single-instance [strategy.Strategy] over one [driver.Conn].
 type Strategy struct {
 	conn    driver.Conn
-	notify  bool // conn can subscribe: waiters queue and are woken
-	sharded bool // conn's channels are shard channels
+	notify  bool   // conn can subscribe: waiters queue and are woken
+	sharded bool   // conn's channels are shard channels
+	wakeTo  string // random: names this Strategy's wake-up channel, and prefixes its waiters' ids
 }
 
 var (
@@ -56,7 +58,7 @@ func NewStrategy(conn driver.Conn) (*Strategy, error) {
 	}
 	s := &Strategy{conn: conn}
 	if sub, ok := conn.(driver.Subscriber); ok {
-		s.notify, s.sharded = true, sub.Sharded()
+		s.notify, s.sharded, s.wakeTo = true, sub.Sharded(), rand.Text()
 	}
 	return s, nil
 }
@@ -91,7 +93,7 @@ func (s *Strategy) Acquire(ctx context.Context, r strategy.Request) (strategy.Gr
 	}
 	if r.Waiter != "" {
 		if q, ok := s.queue(r.Key); ok {
-			n, e, err := cas.AcquireQueued(ctx, s.conn, q, fenceKey, r.Value(), r.Waiter, r.TTL, r.Poll, r.Patience)
+			n, e, err := cas.AcquireQueued(ctx, s.conn, q, fenceKey, r.Value(), s.member(r.Waiter), r.TTL, r.Poll, r.Patience)
 			return strategy.Grant{Fence: n, Drift: d, Position: e.Position, HolderTTL: e.HolderTTL}, err
 		}
 	}
@@ -113,13 +115,27 @@ func (s *Strategy) queue(key string) (cas.Queue, bool) {
 
 // Listen implements [strategy.Notifier]. It returns nil when the driver
 // cannot subscribe, or key has no companion names in its Cluster slot (a
-// key with '}' but no hash tag): its waiters poll.
+// key with '}' but no hash tag): its waiters poll. Each Strategy has a
+// wake-up channel of its own for each lock, {key}:wake:<random>, so that a
+// release's message reaches the one subscriber whose waiter it wakes, not
+// every process that waits for the lock.
 func (s *Strategy) Listen(key, id string) strategy.Listener {
 	if !s.notify {
 		return nil
 	}
-	return notify.ListenLock([]driver.Conn{s.conn}, key, id)
+	channel, ok := cas.WakeChannelOf(key, s.wakeTo)
+	if !ok {
+		return nil
+	}
+	if w := notify.Listen([]driver.Conn{s.conn}, channel, s.member(id)); w != nil {
+		return w
+	}
+	return nil
 }
+
+// member returns the id in the queue of the waiter id: the Strategy's
+// channel name, a dot, and id.
+func (s *Strategy) member(id string) string { return s.wakeTo + "." + id }
 
 // Leave implements [strategy.Notifier].
 func (s *Strategy) Leave(ctx context.Context, key, id string) error {
@@ -127,7 +143,7 @@ func (s *Strategy) Leave(ctx context.Context, key, id string) error {
 	if !ok {
 		return nil
 	}
-	return cas.Leave(ctx, s.conn, q, id)
+	return cas.Leave(ctx, s.conn, q, s.member(id))
 }
 
 // FenceKey returns the key of the counter that issues the fencing tokens of

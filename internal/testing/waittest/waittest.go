@@ -6,6 +6,7 @@ package waittest
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"strings"
 	"sync"
@@ -76,22 +77,65 @@ func (r *Recorder) String() string {
 	return "{" + b.String() + "}"
 }
 
-// Subscribers waits until srv counts n subscribers of channel (PUBSUB
-// NUMSUB): from then on, a message published there reaches them all. It
-// fails t if that takes longer than ctx allows.
+// Subscribers waits until n clients subscribe to channel, or, in all, to
+// the channels whose names start with channel followed by ":" (the
+// channels of single's Strategies, one each: {K}:wake:<id>).
 func Subscribers(t testing.TB, ctx context.Context, srv *redistest.Server, channel string, n int) {
 	t.Helper()
-	want := channel + " " + strconv.Itoa(n)
+	pattern := globEscape(channel) + "*"
 	for {
-		reply, err := srv.Command(ctx, "PUBSUB", "NUMSUB", channel)
-		if err == nil && reply == want {
+		got, err := subscribers(ctx, srv, channel, pattern)
+		if err == nil && got == n {
 			return
 		}
 		if ctx.Err() != nil {
-			t.Fatalf("PUBSUB NUMSUB %s on %s = %q, %v; want %q before the deadline", channel, srv.Addr, reply, err, want)
+			t.Fatalf("subscribers of %s on %s = %d, %v; want %d before the deadline", pattern, srv.Addr, got, err, n)
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
+}
+
+// subscribers counts the subscribers of channel and of its ":" suffixed
+// channels, which pattern matches.
+func subscribers(ctx context.Context, srv *redistest.Server, channel, pattern string) (int, error) {
+	reply, err := srv.Command(ctx, "PUBSUB", "CHANNELS", pattern)
+	if err != nil {
+		return 0, err
+	}
+	var channels []string
+	for _, c := range strings.Fields(reply) {
+		if c == channel || strings.HasPrefix(c, channel+":") {
+			channels = append(channels, c)
+		}
+	}
+	if len(channels) == 0 {
+		return 0, nil
+	}
+	reply, err = srv.Command(ctx, append([]string{"PUBSUB", "NUMSUB"}, channels...)...)
+	if err != nil {
+		return 0, err
+	}
+	f, total := strings.Fields(reply), 0
+	for i := 1; i < len(f); i += 2 {
+		n, err := strconv.Atoi(f[i])
+		if err != nil {
+			return 0, fmt.Errorf("PUBSUB NUMSUB reply %q: %w", reply, err)
+		}
+		total += n
+	}
+	return total, nil
+}
+
+// globEscape escapes the characters of s that a Redis glob pattern reads.
+func globEscape(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		if strings.ContainsRune(`*?[]\`, r) {
+			b.WriteByte('\\')
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
 }
 
 // MessagesOnly returns s, which must implement strategy.Notifier, with
