@@ -218,12 +218,14 @@ return {0, rank, pttl}`)
 	// releaseScript deletes the key if it holds our value, ARGV[1], and
 	// wakes the head of the queue. It touches the queue before it deletes
 	// the key, so that a user whose ACL denies the queue is refused before
-	// anything is written, and DeleteQueued can fall back to Delete.
-	releaseScript = ownerScript(queueLib + `local head, now
-	if redis.call('EXISTS', KEYS[2]) == 1 then
-		now = clock()
-		head = prune(now)
+	// anything is written, and DeleteQueued can fall back to Delete. With no
+	// queue, it is a compare-and-delete and one EXISTS: the queue's Lua is
+	// not even run.
+	releaseScript = ownerScript(`if redis.call('EXISTS', KEYS[2]) == 0 then
+		return redis.call('DEL', KEYS[1])
 	end
+	` + queueLib + `local now = clock()
+	local head = prune(now)
 	redis.call('DEL', KEYS[1])
 	if head then
 		wake(head, now)
