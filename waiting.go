@@ -32,8 +32,20 @@ func (l *locker) newWaiter(key string, o options) waiter {
 }
 
 // ask sets r's Waiter, Poll and Patience for an attempt after which the
-// caller waits delay, when again, and tries again.
+// caller waits delay, when again, and tries again. Wake-ups that came
+// before the attempt are dropped: the attempt answers them (a release
+// publishes on each node of Redlock, and the first message would
+// otherwise leave the others to wake the waiter again, for nothing).
 func (w *waiter) ask(ctx context.Context, r *strategy.Request, delay time.Duration, again bool) error {
+	if w.listener != nil {
+		for drained := false; !drained; {
+			select {
+			case <-w.listener.Wakes():
+			default:
+				drained = true
+			}
+		}
+	}
 	r.Waiter, r.Poll, r.Patience = "", 0, 0
 	if w.n == nil || !again {
 		return nil

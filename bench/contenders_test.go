@@ -118,7 +118,7 @@ func contenders() []contender {
 			cs = append(cs,
 				contender{driver: d, name: "setnx-getset", nodes: 1, new: func(tb testing.TB, addrs []string, cs *counters) mutex {
 					l, err := setnxgetset.New(conn(tb, d, addrs[0], cs))
-					return locksmith(tb, l, err, cs, lock.WithRetry(lock.Linear(retryEvery)))
+					return locksmith(tb, l, err, cs, lock.WithPolling(), lock.WithRetry(lock.Linear(retryEvery)))
 				}},
 				contender{driver: d, name: "otel-noop", nodes: 1, new: newOtel(false), uncontendedOnly: true},
 				contender{driver: d, name: "otel-sdk", nodes: 1, new: newOtel(true), uncontendedOnly: true},
@@ -135,7 +135,7 @@ func contenders() []contender {
 						conns[i] = conn(tb, d, a, cs)
 					}
 					l, err := redlock.New(conns, redlock.WithNodeTimeout(nodeTimeout))
-					return locksmith(tb, l, err, cs, lock.WithRetry(lock.Linear(retryEvery)))
+					return locksmith(tb, l, err, cs, lock.WithPolling(), lock.WithRetry(lock.Linear(retryEvery)))
 				}},
 				contender{driver: d, name: "redsync-" + strconv.Itoa(n), nodes: n, new: newRedsync(d, true)},
 			)
