@@ -16,6 +16,16 @@
 // fencing token: larger for every new holder, across releases, expiries and
 // crashed holders. The counter never expires.
 //
+// Over a driver that can subscribe (driver.Subscriber), an Obtain that
+// waits joins a FIFO queue of the lock's waiters, kept in two companion
+// keys in the key's Cluster slot ({key}:q and {key}:w), and a release wakes
+// the head of the queue by a message on the channel of the head's Strategy
+// ({key}:wake:<random>): waiters are woken in turn, not by polling. The
+// queue is advisory: the lock is granted by the same SET NX as ever, only
+// withheld from a queued waiter that is not the head, so a lost message
+// costs time, never exclusion. See the README's "Waiting" section, and
+// lock.WithPolling to turn it off.
+//
 // It is safe as long as the Redis deployment it talks to does not lose
 // writes: one server, or a Cluster (each key lives on one master). A failover
 // to a replica that had not received the key can let a second client in; use
