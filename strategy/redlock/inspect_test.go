@@ -26,7 +26,13 @@ func TestInspect(t *testing.T) {
 	conns := connect(t, servers, drivers...)
 	l := newLocker(t, conns)
 	// down is a node that refuses connections.
-	down := func(t *testing.T) driver.Conn { return drivers[0].Conn(t, redistest.ClosedAddr(t)) }
+	down := func(t *testing.T, n int) []driver.Conn { // n nodes where no server listens, each once
+		var conns []driver.Conn
+		for _, a := range redistest.ClosedAddrs(t, n) {
+			conns = append(conns, drivers[0].Conn(t, a))
+		}
+		return conns
+	}
 	inspect := func(t *testing.T, l lock.Locker, key string) lock.State {
 		t.Helper()
 		st, err := l.Inspect(ctx, key)
@@ -119,7 +125,7 @@ func TestInspect(t *testing.T) {
 
 	t.Run("nodes down, but a quorum holds it", func(t *testing.T) {
 		key := conformance.Key(t)
-		l := newLocker(t, append(conns[:3:3], down(t), down(t)))
+		l := newLocker(t, append(conns[:3:3], down(t, 2)...))
 		lk, err := l.Obtain(ctx, key, time.Minute)
 		if err != nil {
 			t.Fatal(err)
@@ -137,7 +143,7 @@ func TestInspect(t *testing.T) {
 	})
 
 	t.Run("nodes down, and the others free", func(t *testing.T) {
-		l := newLocker(t, append(conns[:3:3], down(t), down(t)))
+		l := newLocker(t, append(conns[:3:3], down(t, 2)...))
 		if st := inspect(t, l, conformance.Key(t)); st.Held || st.Verdict != "free" {
 			t.Errorf("Inspect = %+v, want free: 2 nodes down cannot make a quorum", st)
 		}
@@ -145,7 +151,7 @@ func TestInspect(t *testing.T) {
 
 	t.Run("too few nodes answer to tell", func(t *testing.T) {
 		key := conformance.Key(t)
-		l := newLocker(t, append(conns[:2:2], down(t), down(t), down(t)))
+		l := newLocker(t, append(conns[:2:2], down(t, 3)...))
 		if _, err := servers[0].Command(ctx, "SET", key, "AAAAAAAAAAAAAAAAAAAAAA", "PX", "60000"); err != nil {
 			t.Fatal(err)
 		}

@@ -76,11 +76,7 @@ func FromAddrs(name string, addrs []string, d redistest.Driver, build func(t *te
 			return conns
 		},
 		NewUnreachable: func(t *testing.T) lock.Locker {
-			unreachable := make([]string, len(addrs))
-			for i := range unreachable {
-				unreachable[i] = closed(t)
-			}
-			return build(t, unreachable)
+			return build(t, redistest.ClosedAddrs(t, len(addrs)))
 		},
 	}}
 }
@@ -171,11 +167,12 @@ func Redlock(addrs []string) []Combo {
 	for _, d := range redistest.Drivers() {
 		named[d.Name] = d
 	}
-	connect := func(drivers []redistest.Driver, addr func(t testing.TB, i int) string) func(t testing.TB) []driver.Conn {
+	connect := func(drivers []redistest.Driver, addrsOf func(t testing.TB) []string) func(t testing.TB) []driver.Conn {
 		return func(t testing.TB) []driver.Conn {
-			conns := make([]driver.Conn, len(addrs))
-			for i := range conns {
-				conns[i] = drivers[i%len(drivers)].Conn(t, addr(t, i))
+			as := addrsOf(t)
+			conns := make([]driver.Conn, len(as))
+			for i, a := range as {
+				conns[i] = drivers[i%len(drivers)].Conn(t, a)
 			}
 			return conns
 		}
@@ -191,8 +188,8 @@ func Redlock(addrs []string) []Combo {
 		{"mixed", []redistest.Driver{named["goredis-resp2"], named["redigo"], named["goredis-resp3"]}},
 	} {
 		h := harness(
-			connect(c.drivers, func(_ testing.TB, i int) string { return addrs[i] }),
-			connect(c.drivers, func(t testing.TB, _ int) string { return closed(t) }),
+			connect(c.drivers, func(testing.TB) []string { return addrs }),
+			connect(c.drivers, func(t testing.TB) []string { return redistest.ClosedAddrs(t, len(addrs)) }),
 			build)
 		h.Skip = RedlockSkips
 		combos = append(combos, Combo{c.name, h})

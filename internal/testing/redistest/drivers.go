@@ -3,6 +3,7 @@ package redistest
 import (
 	"context"
 	"net"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -70,6 +71,19 @@ func ClosedAddr(t testing.TB) string {
 		t.Fatalf("free port: %v", err)
 	}
 	return net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+}
+
+// ClosedAddrs returns n distinct addresses where no server listens: a
+// multi-node strategy refuses a node listed twice, and the free ports the
+// system hands out one after another can repeat.
+func ClosedAddrs(t testing.TB, n int) []string {
+	addrs := make([]string, 0, n)
+	for len(addrs) < n {
+		if a := ClosedAddr(t); !slices.Contains(addrs, a) {
+			addrs = append(addrs, a)
+		}
+	}
+	return addrs
 }
 
 type quiet struct{}
