@@ -89,9 +89,10 @@ func keysGone(t *testing.T, servers []*redistest.Server, keys ...string) {
 }
 
 // TestPausedServerDeadlines: against paused servers (SIGSTOP), with a
-// context of 200ms, Obtain, Refresh, Release, TTL, Inspect and Do return soon after
-// the deadline, for every strategy and driver; and once the servers resume,
-// neither the failed Obtain nor Do leave their key behind.
+// context of 200ms, Obtain (waiting or not), Refresh, Release, TTL, Inspect
+// and Do return soon after the deadline, for every strategy and driver; and
+// once the servers resume, neither the failed Obtains nor Do leave their
+// key, or a wait queue's keys, behind.
 func TestPausedServerDeadlines(t *testing.T) {
 	const ttl = 30 * time.Second // longer than goneBound: a key left behind is seen
 	for _, c := range pausedCases(t) {
@@ -112,6 +113,12 @@ func TestPausedServerDeadlines(t *testing.T) {
 			calls := map[string]func(ctx context.Context) error{
 				"Obtain": func(ctx context.Context) error {
 					_, err := l.Obtain(ctx, key+":obtain", ttl)
+					return err
+				},
+				// A waiting Obtain sends the queue's script (single), and
+				// listens for wake-ups.
+				"Obtain waiting": func(ctx context.Context) error {
+					_, err := l.Obtain(ctx, key+":wait", ttl, lock.WithRetry(lock.Linear(50*time.Millisecond)))
 					return err
 				},
 				"Refresh": func(ctx context.Context) error { return held["refresh"].Refresh(ctx, ttl) },
@@ -186,13 +193,13 @@ func TestPausedServerDeadlines(t *testing.T) {
 			took["Do"], errs["Do"] = doTook, doErr
 			time.Sleep(300 * time.Millisecond) // the servers stay paused past the calls
 			resume()
-			for _, name := range []string{"Obtain", "Refresh", "Release", "TTL", "Inspect", "Do"} {
+			for _, name := range []string{"Obtain", "Obtain waiting", "Refresh", "Release", "TTL", "Inspect", "Do"} {
 				t.Logf("%s with a %v context against paused servers returned after %v (err: %v)", name, deadline, took[name].Round(time.Millisecond), errs[name])
 				if took[name] > returnBound {
 					t.Errorf("%s returned after %v, want well before %v", name, took[name], returnBound)
 				}
 			}
-			for _, name := range []string{"Obtain", "Inspect"} {
+			for _, name := range []string{"Obtain", "Obtain waiting", "Inspect"} {
 				if errs[name] == nil {
 					t.Errorf("%s = nil, want an error", name)
 				}
@@ -201,7 +208,7 @@ func TestPausedServerDeadlines(t *testing.T) {
 				t.Logf("not checked: the key of the failed Obtain; %s", c.strays)
 				keysGone(t, c.servers, key+":do")
 			} else {
-				keysGone(t, c.servers, key+":obtain", key+":do")
+				keysGone(t, c.servers, key+":obtain", key+":wait", "{"+key+":wait}:q", "{"+key+":wait}:w", key+":do")
 			}
 			for _, lk := range held {
 				_ = lk.Release(bg)
