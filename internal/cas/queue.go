@@ -54,13 +54,6 @@ func NewQueue(key string, sharded bool) (Queue, bool) {
 	return Queue{Key: key, Q: names[:n], W: names[n:], Sharded: sharded}, true
 }
 
-// Channel returns the channel of the queue's wake-ups for waiters with no
-// listener in their ids (WakeChannel).
-func (q Queue) Channel() string {
-	c, _ := WakeChannel(q.Key)
-	return c
-}
-
 // WakeChannelOf returns the channel on which the queue of key's lock wakes
 // its waiters whose ids start with to + ".": those of one listener (a
 // Strategy), so that a message reaches the one subscriber that waits for

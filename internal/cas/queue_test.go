@@ -106,10 +106,10 @@ func (qt queueTest) exists(keys ...string) int {
 // waits for the confirmation.
 func (qt queueTest) subscribe() *redis.PubSub {
 	qt.t.Helper()
-	ps := redistest.GoRedis(qt.t, qt.srv.Addr, 3).Subscribe(qt.ctx, qt.q.Channel())
+	ps := redistest.GoRedis(qt.t, qt.srv.Addr, 3).Subscribe(qt.ctx, channelOf(qt.q))
 	qt.t.Cleanup(func() { _ = ps.Close() })
 	if _, err := ps.Receive(qt.ctx); err != nil {
-		qt.t.Fatalf("SUBSCRIBE %s: %v", qt.q.Channel(), err)
+		qt.t.Fatalf("SUBSCRIBE %s: %v", channelOf(qt.q), err)
 	}
 	return ps
 }
@@ -119,7 +119,7 @@ func (qt queueTest) heard(ps *redis.PubSub, id string) {
 	qt.t.Helper()
 	m, err := ps.ReceiveMessage(qt.ctx)
 	if err != nil || m.Payload != id {
-		qt.t.Fatalf("the next message on %s: got %v, %v; want %q", qt.q.Channel(), m, err, id)
+		qt.t.Fatalf("the next message on %s: got %v, %v; want %q", channelOf(qt.q), m, err, id)
 	}
 }
 
@@ -373,4 +373,11 @@ func TestDeleteQueuedDenied(t *testing.T) {
 			}
 		})
 	}
+}
+
+// channelOf returns the lock's own wake-up channel, where messages for
+// waiters whose ids name no listener go.
+func channelOf(q cas.Queue) string {
+	c, _ := cas.WakeChannel(q.Key)
+	return c
 }

@@ -122,7 +122,7 @@ func (wc waitCase) waitFor(want string, args ...string) {
 // subscribers waits until n clients subscribe to the lock's channel.
 func (wc waitCase) subscribers(n int) {
 	wc.t.Helper()
-	waittest.Subscribers(wc.t, wc.ctx, wc.srv, wc.q.Channel(), n)
+	waittest.Subscribers(wc.t, wc.ctx, wc.srv, channelOf(wc.q), n)
 }
 
 // noQueueLeft checks that the queue's keys are gone.
@@ -480,4 +480,11 @@ func TestForeignClientsBargeIn(t *testing.T) {
 		t.Logf("waiter %d: %v", i, &c.rec)
 	}
 	wc.noQueueLeft()
+}
+
+// channelOf returns the lock's own wake-up channel, where messages for
+// waiters whose ids name no listener go.
+func channelOf(q cas.Queue) string {
+	c, _ := cas.WakeChannel(q.Key)
+	return c
 }
