@@ -61,9 +61,10 @@ func NewQueue(key string, sharded bool) (Queue, bool) {
 // hash slot; false when key has none.
 func WakeChannelOf(key, to string) (string, bool) { return Companion(key, "wake:"+to) }
 
-// WakeChannel returns the channel on which releases of key's lock wake its
-// waiters, in key's Cluster hash slot (see Companion); false when key has
-// none, and its waiters can only poll.
+// WakeChannel returns the lock's own channel, in key's Cluster hash slot
+// (see Companion): where a strategy without a queue publishes its hints,
+// and where the queue wakes a waiter whose id names no listener (see
+// WakeChannelOf). False when key has none, and its waiters can only poll.
 func WakeChannel(key string) (string, bool) { return Companion(key, "wake") }
 
 // Companion returns the name of a key (or channel) that goes with key, in
