@@ -91,22 +91,7 @@ func TestInspectNodeEvents(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := only(t, rec.ended("lock.inspect"), "lock.inspect")
-	var got []string
-	for _, e := range s.Events() {
-		if e.Name != "lock.node" {
-			continue
-		}
-		var node, outcome string
-		for _, kv := range e.Attributes {
-			switch kv.Key {
-			case "locksmith.lock.node":
-				node = kv.Value.AsString()
-			case "locksmith.lock.outcome":
-				outcome = kv.Value.AsString()
-			}
-		}
-		got = append(got, node+"="+outcome)
-	}
+	got := nodeEvents(s)
 	want := []string{servers[0].Addr + "=ok", servers[1].Addr + "=ok", servers[2].Addr + "=refused"}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("node events = %v, want %v", got, want)

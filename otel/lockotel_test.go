@@ -503,9 +503,9 @@ func redlockOneNodeDown(t *testing.T) (lock.Locker, []*redistest.Server) {
 	return l, servers
 }
 
-// nodeOutcomes returns the outcome of each node event of s, by node.
-func nodeOutcomes(s sdktrace.ReadOnlySpan) map[string]string {
-	outcomes := map[string]string{}
+// nodeEvents returns the node events of s as "node=outcome", in order.
+func nodeEvents(s sdktrace.ReadOnlySpan) []string {
+	var events []string
 	for _, e := range s.Events() {
 		if e.Name != "lock.node" {
 			continue
@@ -519,7 +519,17 @@ func nodeOutcomes(s sdktrace.ReadOnlySpan) map[string]string {
 				outcome = kv.Value.AsString()
 			}
 		}
-		outcomes[node] = outcome
+		events = append(events, node+"="+outcome)
+	}
+	return events
+}
+
+// nodeOutcomes returns the outcome of each node event of s, by node.
+func nodeOutcomes(s sdktrace.ReadOnlySpan) map[string]string {
+	outcomes := map[string]string{}
+	for _, e := range nodeEvents(s) {
+		i := strings.LastIndexByte(e, '=')
+		outcomes[e[:i]] = e[i+1:]
 	}
 	return outcomes
 }
