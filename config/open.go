@@ -34,6 +34,7 @@ type Locker struct {
 
 	mu       sync.Mutex
 	closers  []io.Closer
+	conns    map[string]driver.Conn      // by address, for Conns
 	sessions map[driver.Session]struct{} // the subscriber sessions open, for Close
 
 	// inFlight is held for reading by every call on a client, and for
@@ -59,7 +60,7 @@ func Open(c Config) (*Locker, error) {
 	if err != nil {
 		return nil, err
 	}
-	l := &Locker{cfg: c, ttl: c.ttl()}
+	l := &Locker{cfg: c, ttl: c.ttl(), conns: make(map[string]driver.Conn)}
 	if p, _ := parseRetry(c.Retry); p != nil {
 		if c.MaxAttempts != 0 {
 			p = lock.LimitAttempts(p, c.MaxAttempts)
@@ -81,10 +82,13 @@ func Open(c Config) (*Locker, error) {
 		if err != nil || driver.Check(conn) != nil {
 			return conn, err // for the strategy to refuse
 		}
-		g := guarded{conn, l}
+		var g driver.Conn = guarded{conn, l}
 		if sub, ok := conn.(driver.Subscriber); ok {
-			return guardedSubscriber{g, sub}, nil
+			g = guardedSubscriber{guarded{conn, l}, sub}
 		}
+		l.mu.Lock()
+		l.conns[addr] = g
+		l.mu.Unlock()
 		return g, nil
 	}
 	inner, err := strategyOf(c).New(c, open)
@@ -146,6 +150,23 @@ func (l *Locker) TTL() time.Duration { return l.ttl }
 // port: what a program reports it runs.
 func (l *Locker) Config() Config { return l.cfg.clone() }
 
+// Conns returns the Locker's connection to each of its servers, in the
+// order of Config().Addrs, for tools that send commands of their own with
+// driver.Do, such as the locksmith CLI's check-legacy, which reads INFO on
+// every server. Like the Locker's locks, they fail with ErrClosed after
+// Close.
+func (l *Locker) Conns() []driver.Conn {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	conns := make([]driver.Conn, 0, len(l.cfg.Addrs))
+	for _, addr := range l.cfg.Addrs {
+		if c, ok := l.conns[addr]; ok {
+			conns = append(conns, c)
+		}
+	}
+	return conns
+}
+
 // Close waits for the calls in flight to end, such as the clean-ups that
 // Redlock runs after an Obtain returned, then closes every client the
 // Locker opened, and returns their errors. After Close, Obtain and the
@@ -197,6 +218,7 @@ type guarded struct {
 var (
 	_ driver.Conn      = guarded{}
 	_ driver.Addresser = guarded{}
+	_ driver.Commander = guarded{}
 )
 
 func (g guarded) SetNX(ctx context.Context, key, value string, ttl time.Duration) (ok bool, err error) {
@@ -231,6 +253,12 @@ func (g guarded) EvalSha(ctx context.Context, sha1 string, keys []string, args .
 
 func (g guarded) Eval(ctx context.Context, src string, keys []string, args ...any) (reply any, err error) {
 	err = g.l.during(func() error { reply, err = g.c.Eval(ctx, src, keys, args...); return err })
+	return reply, err
+}
+
+// Do implements [driver.Commander] if the client does: driver.Do says.
+func (g guarded) Do(ctx context.Context, args ...any) (reply any, err error) {
+	err = g.l.during(func() error { reply, err = driver.Do(ctx, g.c, args...); return err })
 	return reply, err
 }
 

@@ -572,3 +572,38 @@ func TestWait(t *testing.T) {
 		}
 	}
 }
+
+// TestConns: a Locker lends its connections, one per server in the order of
+// Addrs, to tools that send commands of their own; they fail with ErrClosed
+// after Close.
+func TestConns(t *testing.T) {
+	servers := redistest.Start(t, 3)
+	addrs := []string{servers[2].Addr, servers[0].Addr, servers[1].Addr}
+	ctx := context.Background()
+	for _, d := range drivers {
+		t.Run(d.name, func(t *testing.T) {
+			l := open(t, config.Config{Strategy: "redlock", Driver: d.name, Addrs: addrs})
+			conns := l.Conns()
+			if len(conns) != len(addrs) {
+				t.Fatalf("Conns: got %d, want %d", len(conns), len(addrs))
+			}
+			for i, c := range conns {
+				if got := driver.Addr(c); got != addrs[i] {
+					t.Errorf("Conns()[%d]: got %s, want %s", i, got, addrs[i])
+				}
+				reply, err := driver.Do(ctx, c, "INFO", "server")
+				info, _ := reply.(string)
+				want := "tcp_port:" + addrs[i][strings.LastIndex(addrs[i], ":")+1:] + "\r\n"
+				if err != nil || !strings.Contains(info, want) {
+					t.Errorf("INFO server on %s: got %T %.40q…, %v; want a string with %q", addrs[i], reply, info, err, want)
+				}
+			}
+			if err := l.Close(); err != nil {
+				t.Fatalf("Close: %v", err)
+			}
+			if _, err := driver.Do(ctx, conns[0], "PING"); !errors.Is(err, config.ErrClosed) {
+				t.Errorf("Do after Close: got %v, want ErrClosed", err)
+			}
+		})
+	}
+}

@@ -68,6 +68,37 @@ type Addresser interface {
 	Addr() string
 }
 
+// Commander is an optional interface of a [Conn] that sends any command,
+// for tools that read a server's state (INFO, CLIENT LIST, SCAN), such as
+// the locksmith CLI's check-legacy. The strategies never use it.
+type Commander interface {
+	// Do sends the command args[0] (a string) with the arguments args[1:],
+	// and returns the reply as the client decoded it, with a nil reply as
+	// (nil, nil). Use the package's [Do], which normalises the reply.
+	Do(ctx context.Context, args ...any) (any, error)
+}
+
+// Do sends a command through c and returns its reply normalised as
+// [Script.Run]'s: nil, int64, string, or []any of those. It returns an error
+// matching errors.ErrUnsupported when c does not implement [Commander].
+func Do(ctx context.Context, c Conn, args ...any) (any, error) {
+	cmd, ok := c.(Commander)
+	if !ok {
+		return nil, fmt.Errorf("driver: %T sends no commands of its choice: %w", c, errors.ErrUnsupported)
+	}
+	if len(args) == 0 {
+		return nil, errors.New("driver: Do: no command")
+	}
+	if _, ok := args[0].(string); !ok {
+		return nil, fmt.Errorf("driver: Do: got command %T, want a string", args[0])
+	}
+	reply, err := cmd.Do(ctx, args...)
+	if err != nil {
+		return nil, err
+	}
+	return normalize(reply), nil
+}
+
 // Addr returns c's address if it implements [Addresser], and "" otherwise.
 // The strategies and config name a server with it, in errors and telemetry,
 // and Redlock tells its nodes apart by it.

@@ -204,6 +204,14 @@ func (c *Conn) Eval(ctx context.Context, src string, keys []string, args ...any)
 	return nilReply(c.c.Eval(ctx, src, keys, args...).Result())
 }
 
+// Do implements [driver.Commander].
+func (c *Conn) Do(ctx context.Context, args ...any) (any, error) {
+	if c.err != nil {
+		return nil, c.err
+	}
+	return nilReply(c.c.Do(ctx, args...).Result())
+}
+
 // Addr implements [driver.Addresser]. It is empty for a failover client,
 // whose master moves, and for a client New refused.
 func (c *Conn) Addr() string {

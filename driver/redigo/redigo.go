@@ -194,6 +194,15 @@ func (c *Conn) Eval(ctx context.Context, src string, keys []string, args ...any)
 	return c.do(ctx, "EVAL", scriptArgs(src, keys, args)...)
 }
 
+// Do implements [driver.Commander]. args[0] is the command's name.
+func (c *Conn) Do(ctx context.Context, args ...any) (any, error) {
+	if len(args) == 0 {
+		return nil, errors.New("redigo: Do: no command")
+	}
+	name, _ := args[0].(string)
+	return c.do(ctx, name, args[1:]...)
+}
+
 // scriptArgs returns the arguments of EVAL or EVALSHA: the script or its
 // SHA-1, the number of keys, the keys, then args. It copies keys and args,
 // which Conn must not modify.

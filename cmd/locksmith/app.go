@@ -1,0 +1,210 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/locksmith-go/lock"
+	"github.com/locksmith-go/lock/config"
+)
+
+// envPrefix names the environment variables that config.FromEnv reads.
+const envPrefix = "LOCKSMITH_"
+
+// app is what every subcommand shares: the global flags, the streams, and
+// the Locker they open.
+type app struct {
+	stdin          io.Reader
+	stdout, stderr io.Writer
+
+	url     string // --url; LOCKSMITH_URL when empty
+	json    bool   // --json
+	verbose bool   // -v
+	quiet   bool   // -q
+
+	started bool // a subcommand's RunE began: later errors are not usage errors
+}
+
+func newApp(stdin io.Reader, stdout, stderr io.Writer) *app {
+	return &app{stdin: stdin, stdout: stdout, stderr: stderr}
+}
+
+// execute parses args and runs the subcommand they name.
+func (a *app) execute(ctx context.Context, args []string) error {
+	root := a.command()
+	root.SetArgs(args)
+	root.SetIn(a.stdin)
+	root.SetOut(a.stdout)
+	root.SetErr(a.stderr)
+	err := root.ExecuteContext(ctx)
+	if err != nil && !a.started && !errors.As(err, new(*exitError)) {
+		// cobra's own errors: an unknown command or flag, a missing argument.
+		fmt.Fprintf(a.stderr, "Run 'locksmith --help' for usage.\n")
+		return exit(exitUsage, err)
+	}
+	return err
+}
+
+func (a *app) command() *cobra.Command {
+	root := &cobra.Command{
+		Use:   "locksmith",
+		Short: "Run commands under distributed locks on Redis, and inspect them",
+		Long: `locksmith runs a command while holding a distributed lock on Redis, and lets
+the people on call inspect and break locks, and check a fleet for legacy
+SETNX/GETSET clients before a migration.
+
+Configuration comes from one URL, read by the library's config package:
+--url, or the LOCKSMITH_URL variable, which the other LOCKSMITH_* variables
+override (LOCKSMITH_PASSWORD, LOCKSMITH_TTL, LOCKSMITH_DRIVER, ...). The
+scheme is the strategy:
+
+  single://127.0.0.1:6379                       SET NX PX, compare-and-delete
+  redlock://h1:6379,h2:6379,h3:6379?quorum=2    Redlock over independent masters
+  setnx-getset://127.0.0.1:6379?format=ms       the legacy SETNX + GETSET locks
+  single://user@host:6379/0?driver=redigo&wait=poll
+
+Keep the password out of the URL and in LOCKSMITH_PASSWORD. Every setting of
+the URL is listed in the library's README ("Choosing the strategy by config").
+
+OTEL_* variables turn on OpenTelemetry spans and metrics for every lock
+operation, with the SDK's own conventions: OTEL_TRACES_EXPORTER and
+OTEL_METRICS_EXPORTER (otlp, console or none), OTEL_EXPORTER_OTLP_ENDPOINT,
+OTEL_SERVICE_NAME, OTEL_RESOURCE_ATTRIBUTES.
+
+Exit codes of locksmith's own outcomes (run passes on its command's status):
+  64 usage error          69 Redis unavailable     70 internal error
+  75 lock not obtained    78 bad configuration     79 lock lost (run)
+  124 --max-runtime ran out (run)  126/127 command not executable / not found
+  128+N killed by, or interrupted by, signal N`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		PersistentPreRun: func(*cobra.Command, []string) {
+			a.started = true
+		},
+	}
+	f := root.PersistentFlags()
+	f.StringVar(&a.url, "url", "", "the lock servers and strategy, as a config URL (default $LOCKSMITH_URL)")
+	f.BoolVar(&a.json, "json", false, "machine-readable output: JSON on stdout (inspect, break, check-legacy), JSON lines of events on stderr (run)")
+	f.BoolVarP(&a.verbose, "verbose", "v", false, "report each step on stderr")
+	f.BoolVarP(&a.quiet, "quiet", "q", false, "report nothing but errors")
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return exit(exitUsage, err) })
+	root.AddCommand(
+		a.runCommand(),
+		a.inspectCommand(),
+		a.breakCommand(),
+		a.checkLegacyCommand(),
+		a.acquireCommand(),
+		a.refreshCommand(),
+		a.releaseCommand(),
+	)
+	return root
+}
+
+// args checks the number of positional arguments, as a usage error.
+func args(min, max int) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if len(args) < min || len(args) > max {
+			return exit(exitUsage, fmt.Errorf("%s: wrong number of arguments\nUsage: %s", cmd.Name(), cmd.UseLine()))
+		}
+		return nil
+	}
+}
+
+// config reads the configuration: the URL of --url or LOCKSMITH_URL,
+// overridden by the other LOCKSMITH_* variables, as config.FromEnv reads
+// them. Its errors exit with 78.
+func (a *app) config() (config.Config, error) {
+	if a.url != "" {
+		// FromEnv reads the URL from the environment; lend it --url for the
+		// call, so that the one parser reads both forms.
+		prev, had := os.LookupEnv(envPrefix + "URL")
+		_ = os.Setenv(envPrefix+"URL", a.url)
+		defer func() {
+			if had {
+				_ = os.Setenv(envPrefix+"URL", prev)
+			} else {
+				_ = os.Unsetenv(envPrefix + "URL")
+			}
+		}()
+	}
+	c, err := config.FromEnv(envPrefix)
+	if err != nil {
+		if c.Strategy == "" && len(c.Addrs) == 0 && !configured() {
+			return c, exit(exitConfig, errors.New("no lock servers configured: pass --url or set LOCKSMITH_URL, such as single://127.0.0.1:6379"))
+		}
+		return c, exit(exitConfig, err)
+	}
+	return c, nil
+}
+
+// configured reports whether any LOCKSMITH_ variable sets the config.
+func configured() bool {
+	for _, kv := range os.Environ() {
+		if strings.HasPrefix(kv, envPrefix) {
+			return true
+		}
+	}
+	return false
+}
+
+// open opens the Locker of the configuration, with OpenTelemetry when the
+// OTEL_* variables ask for it. close closes it and flushes the telemetry.
+func (a *app) open(ctx context.Context) (l *config.Locker, close func(), err error) {
+	c, err := a.config()
+	if err != nil {
+		return nil, nil, err
+	}
+	shutdown, err := startOTel(ctx)
+	if err != nil {
+		return nil, nil, exit(exitConfig, fmt.Errorf("OpenTelemetry: %w", err))
+	}
+	if shutdown != nil {
+		c.OTel = true
+	}
+	l, err = config.Open(c)
+	if err != nil {
+		if shutdown != nil {
+			shutdown()
+		}
+		return nil, nil, exit(exitConfig, err)
+	}
+	return l, func() {
+		_ = l.Close()
+		if shutdown != nil {
+			shutdown()
+		}
+	}, nil
+}
+
+// logf reports a step on stderr with -v.
+func (a *app) logf(format string, args ...any) {
+	if a.verbose && !a.quiet {
+		fmt.Fprintf(a.stderr, "locksmith: "+format+"\n", args...)
+	}
+}
+
+// warnf reports something the user should know on stderr, unless -q.
+func (a *app) warnf(format string, args ...any) {
+	if !a.quiet {
+		fmt.Fprintf(a.stderr, "locksmith: "+format+"\n", args...)
+	}
+}
+
+// unavailable wraps the error of a lock operation that did not reach Redis,
+// or that Redis refused, for exit code 69; others keep their own code.
+func unavailable(err error) error {
+	switch codeOf(err) {
+	case exitUnavailable:
+		return exit(exitUnavailable, err)
+	default:
+		return err
+	}
+}
+
+var _ = lock.ErrNotHeld

@@ -1,0 +1,43 @@
+// Command locksmith runs a command while holding a distributed lock on Redis,
+// and lets the people on call inspect and break locks, and check a fleet for
+// legacy SETNX clients before a migration.
+//
+//	locksmith run [flags] NAME -- CMD [ARG...]   run CMD under the lock NAME
+//	locksmith inspect NAME                       show who holds NAME
+//	locksmith break NAME --fingerprint F         delete a stale lock, guarded
+//	locksmith check-legacy                       find SETNX/GETSET clients
+//	locksmith acquire|refresh|release NAME       plumbing for shell scripts
+//
+// The servers, the strategy and its settings come from one URL, read by the
+// library's config package: --url or LOCKSMITH_URL, which the other
+// LOCKSMITH_* variables override (LOCKSMITH_PASSWORD, LOCKSMITH_TTL, …).
+// OTEL_* variables turn on OpenTelemetry spans and metrics.
+//
+// Install it with
+//
+//	go install github.com/locksmith-go/lock/cmd/locksmith@latest
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+)
+
+func main() {
+	os.Exit(run(context.Background(), os.Args[1:]))
+}
+
+// run runs the command line args and returns the exit code.
+func run(ctx context.Context, args []string) int {
+	a := newApp(os.Stdin, os.Stdout, os.Stderr)
+	err := a.execute(ctx, args)
+	if err == nil {
+		return 0
+	}
+	code := codeOf(err)
+	if msg := err.Error(); msg != "" && !silent(err) {
+		fmt.Fprintf(os.Stderr, "locksmith: %s\n", msg)
+	}
+	return code
+}
