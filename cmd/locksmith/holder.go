@@ -1,0 +1,95 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"os/user"
+	"path/filepath"
+	"runtime/debug"
+	"time"
+
+	"github.com/locksmith-go/lock"
+)
+
+// holder is the metadata locksmith stores with a lock it takes
+// (lock.WithMetadata, after the token in the key's value), so that inspect
+// and break can say who holds it and since when. It is JSON, compact.
+type holder struct {
+	Host  string    `json:"host,omitempty"`
+	PID   int       `json:"pid,omitempty"`
+	User  string    `json:"user,omitempty"`
+	Cmd   string    `json:"cmd,omitempty"`  // the command's base name, never its arguments (they may hold secrets)
+	Start time.Time `json:"start,omitzero"` // when the lock was obtained
+	By    string    `json:"by,omitempty"`   // locksmith and its version
+	Via   string    `json:"via,omitempty"`  // the subcommand: run or acquire
+}
+
+// me describes this process as a holder, running cmd (empty for acquire).
+func me(via, cmd string) holder {
+	h := holder{PID: os.Getpid(), Start: time.Now().UTC().Truncate(time.Millisecond), By: "locksmith " + version(), Via: via}
+	h.Host, _ = os.Hostname()
+	if u, err := user.Current(); err == nil {
+		h.User = u.Username
+	}
+	if cmd != "" {
+		h.Cmd = filepath.Base(cmd)
+	}
+	return h
+}
+
+func (h holder) String() string {
+	b, _ := json.Marshal(h)
+	return string(b)
+}
+
+// parseHolder reads metadata that locksmith wrote; ok is false for any other
+// (another client's metadata, or none).
+func parseHolder(metadata string) (h holder, ok bool) {
+	if metadata == "" || metadata[0] != '{' {
+		return holder{}, false
+	}
+	if err := json.Unmarshal([]byte(metadata), &h); err != nil || h.By == "" {
+		return holder{}, false
+	}
+	return h, true
+}
+
+// version is locksmith's module version, as go install recorded it.
+func version() string {
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
+		return bi.Main.Version
+	}
+	return "(devel)"
+}
+
+// obtain obtains the lock on name for ttl with opts, and with the holder's
+// metadata and a fencing token where the strategy supports them: a strategy
+// that refuses either (setnx-getset stores a timestamp, and only single
+// issues fencing tokens) refuses it before writing anything, with an
+// *lock.ArgumentError that names it, and obtain asks again without it.
+func obtain(ctx context.Context, l lock.Locker, name string, ttl time.Duration, h holder, opts ...lock.Option) (*lock.Lock, error) {
+	fencing, metadata := true, true
+	for {
+		o := opts
+		if fencing {
+			o = append(o, lock.WithFencing())
+		}
+		if metadata {
+			o = append(o, lock.WithMetadata(h.String()))
+		}
+		lk, err := l.Obtain(ctx, name, ttl, o...)
+		var arg *lock.ArgumentError
+		switch {
+		case err == nil || !errors.As(err, &arg):
+			return lk, err
+		case arg.Name == "fencing" && fencing:
+			fencing = false
+		case arg.Name == "metadata" && metadata:
+			metadata = false
+		default:
+			return lk, err
+		}
+	}
+}
