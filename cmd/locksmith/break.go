@@ -1,14 +1,181 @@
 package main
 
 import (
+	"context"
 	"errors"
+	"fmt"
+	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/locksmith-go/lock"
 )
 
+// afterBreak is what a live holder of a broken lock does next.
+const afterBreak = "a `locksmith run` holder kills its command at its next refresh, within its refresh interval; " +
+	"any other holder keeps running until its next refresh fails: rely on fencing"
+
+// breakFlags are break's guards, of which it takes exactly one.
+type breakFlags struct {
+	fingerprint string
+	olderThan   time.Duration
+	force       bool
+}
+
 func (a *app) breakCommand() *cobra.Command {
-	return &cobra.Command{
-		Use:  "break",
-		RunE: func(*cobra.Command, []string) error { return exit(exitInternal, errors.New("not implemented")) },
+	var f breakFlags
+	cmd := &cobra.Command{
+		Use:   "break NAME (--fingerprint F | --older-than DUR | --force)",
+		Short: "Delete a stale lock, guarded against deleting a newer holder's",
+		Long: `break deletes the lock NAME, as its holder's own release would (waking the
+next waiter), when the one guard given allows it:
+
+  --fingerprint F   only if the holder's token fingerprint is F, as inspect
+                    shows it: compare-and-delete in one step, so a lock that
+                    passed to a newer holder since is never deleted
+  --older-than DUR  only if the holder is a locksmith holder that obtained it
+                    more than DUR ago, by the start time in its metadata (a
+                    holder without locksmith's metadata is refused); the lock
+                    is then broken by the fingerprint just read, as above
+  --force           whoever holds it
+
+It prints what it broke: the fingerprint, the holder's metadata, the TTL that
+was left and, under redlock, each node. Breaking a lock does not stop its
+holder: ` + afterBreak + `.
+
+With --json it prints inspect's JSON object of the state it broke (see
+locksmith inspect --help), with two more fields: broken (true when it
+deleted the lock) and note (what a live holder does next).
+
+Exit codes: 0 broken; 1 not broken: the lock was free, or the guard did not
+match; 69 Redis unavailable (under redlock, when a node did not answer: the
+nodes are shown); 64 usage (no guard, or more than one; a strategy that
+cannot break locks); 78 configuration.`,
+		Args: args(1, 1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := f.guard(func(name string) bool { return cmd.Flags().Changed(name) }); err != nil {
+				return err
+			}
+			return a.breakLock(cmd.Context(), args[0], f)
+		},
 	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.fingerprint, "fingerprint", "", "break only the holder with this token fingerprint (from inspect)")
+	fl.DurationVar(&f.olderThan, "older-than", 0, "break only a locksmith holder that obtained the lock more than `DUR` ago")
+	fl.BoolVar(&f.force, "force", false, "break whoever holds the lock")
+	return cmd
+}
+
+// guard checks that f holds exactly one guard, and a valid one: set is
+// whether the flag of that name was given.
+func (f breakFlags) guard(set func(name string) bool) error {
+	n := 0
+	for _, name := range []string{"fingerprint", "older-than", "force"} {
+		if set(name) {
+			n++
+		}
+	}
+	switch {
+	case n != 1:
+		return exit(exitUsage, errors.New("break: give exactly one guard: --fingerprint F, --older-than DUR or --force"))
+	case set("fingerprint") && f.fingerprint == "":
+		return exit(exitUsage, errors.New("break: --fingerprint is empty; --force breaks whoever holds the lock"))
+	case set("older-than") && f.olderThan <= 0:
+		return exit(exitUsage, fmt.Errorf("break: --older-than must be positive, got %v", f.olderThan))
+	case set("force") && !f.force:
+		return exit(exitUsage, errors.New("break: --force=false is no guard"))
+	}
+	return nil
+}
+
+// breakLock breaks the lock on name as f's guard allows, and reports it.
+func (a *app) breakLock(ctx context.Context, name string, f breakFlags) error {
+	l, closeLocker, err := a.open(ctx)
+	if err != nil {
+		return err
+	}
+	defer closeLocker()
+	ctx, cancel := context.WithTimeout(ctx, callTimeout)
+	defer cancel()
+	fingerprint := f.fingerprint // "" with --force: whoever holds it
+	var st lock.State
+	if f.olderThan > 0 {
+		st, err = oldHolder(ctx, l, name, f.olderThan)
+		fingerprint = st.Fingerprint
+	}
+	if err == nil {
+		st, err = l.Break(ctx, name, fingerprint)
+	}
+	switch {
+	case errors.Is(err, errors.ErrUnsupported):
+		return exit(exitUsage, fmt.Errorf("break: %w", err))
+	case errors.Is(err, lock.ErrTaken) && st.Fingerprint != "":
+		err = exit(exitNotHeld, fmt.Errorf("break %s: held by the holder with fingerprint %s, not %s: nothing broken", name, st.Fingerprint, fingerprint))
+	case errors.Is(err, lock.ErrTaken):
+		err = exit(exitNotHeld, fmt.Errorf("break %s: held by another holder than %s: nothing broken", name, fingerprint))
+	case errors.Is(err, lock.ErrNotHeld):
+		err = exit(exitNotHeld, fmt.Errorf("break %s: not held: nothing to break", name))
+	case err != nil && st.Nodes == nil && codeOf(err) != exitNotHeld:
+		return unavailable(err)
+	}
+	r := breakReport{Broken: err == nil, report: newReport(name, st, nil)}
+	switch {
+	case r.Broken:
+		r.Note = "the lock is deleted; " + afterBreak
+	case codeOf(err) == exitUnavailable:
+		r.Error = err.Error()
+	}
+	if perr := a.printBreak(r); perr != nil {
+		return perr
+	}
+	return unavailable(err)
+}
+
+// oldHolder returns the state of the lock on name if its holder is a
+// locksmith holder that obtained it more than d ago, and an error (exit
+// code 1) that says why not otherwise.
+func oldHolder(ctx context.Context, l lock.Locker, name string, d time.Duration) (lock.State, error) {
+	st, err := l.Inspect(ctx, name)
+	if err != nil {
+		return st, err
+	}
+	h, ok := parseHolder(st.Metadata)
+	switch {
+	case !st.Held:
+		return st, exit(exitNotHeld, fmt.Errorf("break %s: not held: nothing to break", name))
+	case !ok:
+		return st, exit(exitNotHeld, fmt.Errorf("break %s: its holder left no locksmith metadata, so its age is unknown: "+
+			"nothing broken; break it with --fingerprint %s or --force", name, st.Fingerprint))
+	}
+	if age := time.Since(h.Start); age <= d {
+		return st, exit(exitNotHeld, fmt.Errorf("break %s: its holder obtained it %s ago, not more than --older-than %v: nothing broken",
+			name, ttlString(age), d))
+	}
+	return st, nil
+}
+
+// breakReport is what break shows: the report of the state it read before
+// it broke the lock (or found that it could not), whether it broke it, and
+// what a live holder does next.
+type breakReport struct {
+	Broken bool   `json:"broken"`
+	Note   string `json:"note,omitempty"`
+	report
+}
+
+// printBreak writes r to stdout: as JSON with --json, else as a table
+// followed by the note.
+func (a *app) printBreak(r breakReport) error {
+	if a.json {
+		return writeJSON(a.stdout, r)
+	}
+	r.extra = [][2]string{{"broken", map[bool]string{true: "yes", false: "no"}[r.Broken]}}
+	if err := r.table(a.stdout); err != nil {
+		return err
+	}
+	if r.Note != "" {
+		_, err := fmt.Fprintf(a.stdout, "\nNote: %s.\n", r.Note)
+		return err
+	}
+	return nil
 }
