@@ -32,7 +32,7 @@ type Hooks struct {
 	// held lock (e.Lock), and each clean-up (e.Op "cleanup", e.Lock nil)
 	// that deletes what a failed attempt may have written: next returns
 	// nil once it is done, or why it gave up (see strategy.CleanUp). It
-	// wraps Inspect too (e.Op "inspect", e.Lock nil).
+	// wraps Inspect and Break too (e.Op "inspect" or "break", e.Lock nil).
 	Op func(ctx context.Context, e Event, next func(context.Context) error) error
 	// Wait reports the progress of an Obtain that waits: e.Op "enqueued"
 	// when it first joined the lock's queue (e.Rank its place, 1 for the

@@ -1,9 +1,31 @@
 package lock
 
-import "context"
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/locksmith-go/lock/strategy"
+)
 
 // Inspect reads the lock through the strategy, within the Op hooks.
 func (l *locker) Inspect(ctx context.Context, key string, opts ...Option) (State, error) {
+	return l.read(ctx, "inspect", key, opts, l.s.Inspect)
+}
+
+// Break breaks the lock through the strategy, within the Op hooks.
+func (l *locker) Break(ctx context.Context, key, fingerprint string, opts ...Option) (State, error) {
+	b, ok := l.s.(strategy.Breaker)
+	if !ok {
+		return State{}, opError("break", key, fmt.Errorf("%s cannot break locks: %w", l.s, errors.ErrUnsupported))
+	}
+	return l.read(ctx, "break", key, opts, func(ctx context.Context, key string) (State, error) {
+		return b.Break(ctx, key, fingerprint)
+	})
+}
+
+// read runs op, an inspection, within the Op hooks.
+func (l *locker) read(ctx context.Context, op, key string, opts []Option, do func(ctx context.Context, key string) (State, error)) (State, error) {
 	if err := checkKey(key); err != nil {
 		return State{}, err
 	}
@@ -13,16 +35,16 @@ func (l *locker) Inspect(ctx context.Context, key string, opts ...Option) (State
 	}
 	var st State
 	read := func(ctx context.Context) (err error) {
-		st, err = l.s.Inspect(ctx, key)
+		st, err = do(ctx, key)
 		return err
 	}
 	if len(o.hooks) == 0 {
 		err = read(ctx)
 	} else {
-		err = o.hooks.wrap(ctx, l.s, o.hooks.event(l.s, "inspect", key), opHook, read)
+		err = o.hooks.wrap(ctx, l.s, o.hooks.event(l.s, op, key), opHook, read)
 	}
 	if err != nil {
-		return st, opError("inspect", key, err)
+		return st, opError(op, key, err)
 	}
 	return st, nil
 }

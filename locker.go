@@ -42,6 +42,24 @@ type Locker interface {
 	// wrappers such as the otel package instrument it as they do Obtain.
 	// The others are ignored.
 	Inspect(ctx context.Context, key string, opts ...Option) (State, error)
+
+	// Break deletes the lock on key without its holder's token, for an
+	// operator whose holder is gone: if the holder's fingerprint (the
+	// State.Fingerprint that Inspect read) is fingerprint, or whoever holds
+	// it when fingerprint is "". It deletes as the holder's Release would,
+	// waking the waiters, with a compare-and-delete of the value it read,
+	// so it never deletes a holder that came after that reading. It
+	// returns the State it read before. When the lock is free, the error
+	// matches [ErrExpired]; when another holder holds it, [ErrTaken], and
+	// nothing is deleted; both match [ErrNotHeld]. A strategy that cannot
+	// break locks gives an error matching errors.ErrUnsupported. A live
+	// holder finds its lock gone at its next Refresh ([ErrExpired]); only
+	// fencing ([WithFencing]) protects the resource from what it does
+	// until then.
+	//
+	// Of the options, only [WithHooks] applies: the Op hooks wrap it (e.Op
+	// "break"), and the Node hooks see each node's answer.
+	Break(ctx context.Context, key, fingerprint string, opts ...Option) (State, error)
 }
 
 // State is what [Locker.Inspect] read of a lock: whether it is held, its

@@ -127,6 +127,14 @@ func (l *Locker) Inspect(ctx context.Context, key string, opts ...lock.Option) (
 	return l.inner.Inspect(ctx, key, opts...)
 }
 
+// Break implements [lock.Locker]. It returns ErrClosed after Close.
+func (l *Locker) Break(ctx context.Context, key, fingerprint string, opts ...lock.Option) (lock.State, error) {
+	if l.isClosed() {
+		return lock.State{}, ErrClosed
+	}
+	return l.inner.Break(ctx, key, fingerprint, opts...)
+}
+
 // Obtain implements [lock.Locker], with the configured retry policy unless
 // opts choose one, and with lock.WithPolling when the Config's Wait is
 // poll. It returns ErrClosed after Close.

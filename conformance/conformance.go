@@ -153,6 +153,7 @@ var properties = []property{
 	{"DoHoldsAndReleases", "Conns", suite.doHoldsAndReleases},
 	{"FencingTokens", "", suite.fencingTokens},
 	{"InspectReadsTheLock", "", suite.inspectReadsTheLock},
+	{"BreakIsGuarded", "", suite.breakIsGuarded},
 	{"ReleaseWakesTheHead", "", suite.releaseWakesTheHead},
 	{"WaitersObtainInTurn", "", suite.waitersObtainInTurn},
 	{"LostMessageCostsOnePoll", "Conns", suite.lostMessageCostsOnePoll},
@@ -224,6 +225,10 @@ func (h Harness) has(field string) bool {
 //     before Obtain, held by the holder (its token's fingerprint, and its
 //     metadata unless Harness.Skip names MetadataRoundTrips) for no longer
 //     than the TTL, and free after Release.
+//   - BreakIsGuarded: Break deletes the lock only when the fingerprint
+//     names its holder (any holder when it is empty), and reports ErrTaken
+//     for another's, leaving the lock, and ErrExpired for a free one. A
+//     strategy that cannot break locks (errors.ErrUnsupported) skips.
 //
 // The properties of notification waiting follow. They apply to a Locker
 // whose strategy wakes its waiters (a strategy.Notifier whose Listen

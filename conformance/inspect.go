@@ -2,6 +2,7 @@ package conformance
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -60,5 +61,51 @@ func (s suite) inspectReadsTheLock(t *testing.T, ctx context.Context) {
 	}
 	if st := inspect("after Release"); st.Held || st.Fingerprint != "" {
 		t.Errorf("Inspect after Release: Held = %v, Fingerprint = %q; want free", st.Held, st.Fingerprint)
+	}
+}
+
+// breakIsGuarded: Break deletes the lock only when the fingerprint names
+// its holder (any holder when it is empty), returns the State it read, and
+// reports ErrTaken for another holder's fingerprint, leaving the lock as it
+// was, and ErrExpired for a free lock. A strategy that cannot break locks
+// (errors.ErrUnsupported) skips.
+func (s suite) breakIsGuarded(t *testing.T, ctx context.Context) {
+	key := Key(t)
+	other := s.h.NewLocker(t)
+	if _, err := other.Break(ctx, key, ""); errors.Is(err, errors.ErrUnsupported) {
+		t.Skipf("the strategy cannot break locks: %v", err)
+	} else if !errors.Is(err, lock.ErrExpired) {
+		t.Fatalf("Break of a free lock = %v, want ErrExpired", err)
+	}
+
+	lk := s.obtain(t, ctx, s.h.NewLocker(t), key, longTTL)
+	release(t, lk)
+	const stale = "0123456789abcdef"
+	if _, err := other.Break(ctx, key, stale); !errors.Is(err, lock.ErrTaken) {
+		t.Errorf("Break with another holder's fingerprint = %v, want ErrTaken", err)
+	}
+	if _, err := lk.TTL(ctx); err != nil {
+		t.Fatalf("TTL after a Break with another holder's fingerprint = %v, want nil: the lock must stay", err)
+	}
+
+	fp := strategy.Fingerprint(lk.Token())
+	st, err := other.Break(ctx, key, fp)
+	if err != nil {
+		t.Fatalf("Break with the holder's fingerprint = %v, want nil", err)
+	}
+	if !st.Held || st.Fingerprint != fp {
+		t.Errorf("Break's State: Held = %v, Fingerprint = %q; want the holder's, %q", st.Held, st.Fingerprint, fp)
+	}
+	if err := lk.Release(ctx); !errors.Is(err, lock.ErrNotHeld) {
+		t.Errorf("the broken holder's Release = %v, want ErrNotHeld", err)
+	}
+
+	next := s.obtain(t, ctx, s.h.NewLocker(t), key, longTTL)
+	release(t, next)
+	if _, err := other.Break(ctx, key, ""); err != nil {
+		t.Fatalf("forced Break = %v, want nil", err)
+	}
+	if err := next.Refresh(ctx, longTTL); !errors.Is(err, lock.ErrNotHeld) {
+		t.Errorf("the broken holder's Refresh after a forced Break = %v, want ErrNotHeld", err)
 	}
 }

@@ -97,6 +97,8 @@ var mutants = []mutant{
 		strategy: func(b base) strategy.Strategy { return constantFence{b} }},
 	{name: "inspect-sees-nothing", kills: []string{"InspectReadsTheLock"},
 		strategy: func(b base) strategy.Strategy { return blindInspect{b} }},
+	{name: "break-ignores-the-fingerprint", kills: []string{"BreakIsGuarded"},
+		strategy: func(b base) strategy.Strategy { return blindBreak{b} }},
 	{name: "release-sends-no-message", kills: []string{"ReleaseWakesTheHead"},
 		strategy: func(b base) strategy.Strategy { return silentRelease{b} }},
 	{name: "queue-serves-newest-first", kills: []string{"WaitersObtainInTurn"},

@@ -12,3 +12,9 @@ import (
 func (l *locker) Inspect(ctx context.Context, key string, opts ...lock.Option) (lock.State, error) {
 	return l.inner.Inspect(ctx, key, l.with(opts)...)
 }
+
+// Break implements [lock.Locker]: a span lock.break, with the attributes of
+// lock.inspect.
+func (l *locker) Break(ctx context.Context, key, fingerprint string, opts ...lock.Option) (lock.State, error) {
+	return l.inner.Break(ctx, key, fingerprint, l.with(opts)...)
+}

@@ -97,3 +97,31 @@ func TestInspectNodeEvents(t *testing.T) {
 		t.Errorf("node events = %v, want %v", got, want)
 	}
 }
+
+// TestBreakSpan: Break gets a lock.break span, with nothing of the holder
+// nor of the fingerprint it was given.
+func TestBreakSpan(t *testing.T) {
+	addr, _ := redistest.Addr(t)
+	ctx := context.Background()
+	rec := newRecording(t, lockotel.WithKeys(lockotel.KeysRaw))
+	l := rec.wrap(singleLocker(t, addr))
+	key := conformance.Key(t)
+	lk, err := l.Obtain(ctx, key, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fp := strategy.Fingerprint(lk.Token())
+	if _, err := l.Break(ctx, key, fp); err != nil {
+		t.Fatalf("Break = %v, want nil", err)
+	}
+	s := only(t, rec.ended("lock.break"), "lock.break")
+	if a := attrs(s); a["locksmith.lock.key"].AsString() != key || s.Status().Code != codes.Unset {
+		t.Errorf("key, status = %q, %v; want the key, unset", a["locksmith.lock.key"].AsString(), s.Status().Code)
+	}
+	text := fmt.Sprint(s.Attributes(), s.Events(), s.Status())
+	for name, secret := range map[string]string{"token": lk.Token(), "fingerprint": fp} {
+		if strings.Contains(text, secret) {
+			t.Errorf("the span shows the holder's %s, want it left out", name)
+		}
+	}
+}

@@ -16,8 +16,9 @@
 //
 // One span of kind client for each Obtain (covering the whole wait, retries
 // included), Refresh (auto-refresh's too, as children of the context given
-// to lock.Do or Lock.StartRefresh), Release, TTL and Inspect: lock.obtain,
-// lock.refresh, lock.release, lock.ttl and lock.inspect; and lock.cleanup
+// to lock.Do or Lock.StartRefresh), Release, TTL, Inspect and Break:
+// lock.obtain, lock.refresh, lock.release, lock.ttl, lock.inspect and
+// lock.break; and lock.cleanup
 // for each clean-up of what an attempt without an answer may have written,
 // which can end after its Obtain returned. Their attributes:
 // db.system.name=redis, server.address (where the driver knows it),
@@ -32,7 +33,7 @@
 // message, subscribed, resubscribed or timer), and lock.wait.missed when
 // it obtained the lock after a timer woke it though a release's message
 // was due: a lost notification. No span, event or metric ever carries a
-// token, or a waiter's id. The lock.inspect span records the read, not what it found: no
+// token, or a waiter's id. The lock.inspect and lock.break spans record the read, not what it found: no
 // holder's fingerprint or metadata, which identify holders that no other
 // span names, and which the caller has in the lock.State.
 //

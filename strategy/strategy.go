@@ -130,6 +130,22 @@ type Grant struct {
 	HolderTTL time.Duration
 }
 
+// Breaker is an optional interface of a [Strategy] whose locks can be
+// broken (lock.Locker.Break): deleted without the holder's token, by an
+// operator whose holder is gone.
+type Breaker interface {
+	// Break deletes key as the holder's Release would (waking its
+	// waiters), if the holder's fingerprint ([State].Fingerprint) is
+	// fingerprint, or whoever holds it when fingerprint is "". It returns
+	// the State it read before, and [ErrExpired] when the lock is free, or
+	// [ErrTaken] when another holder holds it, deleting nothing. It deletes
+	// the value it read, with a compare-and-delete, so it never deletes a
+	// holder that came after the reading. A multi-node strategy breaks the
+	// lock on each node that holds such a value, and reports the nodes
+	// in State.Nodes.
+	Break(ctx context.Context, key, fingerprint string) (State, error)
+}
+
 // NodeReporter is an optional interface of a [Strategy] that calls
 // [ReportNode] or [CleanUp] within its calls: a multi-node strategy. The
 // hooks reach only such a strategy's calls, through their context; the
@@ -161,6 +177,11 @@ type State struct {
 	// that issues them: the holder's own when it obtained the lock with
 	// lock.WithFencing. Zero when none was ever issued.
 	Fence int64
+	// Waiters is how many waiters the lock's queue holds, for a strategy
+	// that queues them (single, waiting by notification): those that
+	// Obtain wakes in turn. A waiter that died stays counted until the
+	// queue drops it (see Request.Poll).
+	Waiters int
 	// Expiry is, for a legacy lock whose value is a timestamp, that
 	// timestamp, decoded: when the holder's lock ends by the fleet's clocks.
 	Expiry time.Time

@@ -6,7 +6,10 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
 	"strings"
+	"sync/atomic"
+	"syscall"
 
 	"github.com/spf13/cobra"
 
@@ -28,7 +31,8 @@ type app struct {
 	verbose bool   // -v
 	quiet   bool   // -q
 
-	started bool // a subcommand's RunE began: later errors are not usage errors
+	started bool                      // a subcommand began: later errors are not usage errors
+	signal  atomic.Pointer[os.Signal] // the signal that interrupted a subcommand other than run
 }
 
 func newApp(stdin io.Reader, stdout, stderr io.Writer) *app {
@@ -43,6 +47,9 @@ func (a *app) execute(ctx context.Context, args []string) error {
 	root.SetOut(a.stdout)
 	root.SetErr(a.stderr)
 	err := root.ExecuteContext(ctx)
+	if sig := a.signal.Load(); sig != nil {
+		return exit(exitSignal+signum(*sig), fmt.Errorf("interrupted by %v", *sig))
+	}
 	if err != nil && !a.started && !errors.As(err, new(*exitError)) {
 		// cobra's own errors: an unknown command or flag, a missing argument.
 		fmt.Fprintf(a.stderr, "Run 'locksmith --help' for usage.\n")
@@ -84,8 +91,11 @@ Exit codes of locksmith's own outcomes (run passes on its command's status):
   128+N killed by, or interrupted by, signal N`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
-		PersistentPreRun: func(*cobra.Command, []string) {
+		PersistentPreRun: func(cmd *cobra.Command, _ []string) {
 			a.started = true
+			if cmd.Name() != "run" { // run forwards signals to its command
+				cmd.SetContext(a.interruptible(cmd.Context()))
+			}
 		},
 	}
 	f := root.PersistentFlags()
@@ -114,6 +124,36 @@ func args(min, max int) cobra.PositionalArgs {
 		}
 		return nil
 	}
+}
+
+// interrupts are the signals that end a subcommand, with exit code 128+N.
+var interrupts = []os.Signal{os.Interrupt, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT}
+
+// interruptible returns a context that is cancelled by the first of the
+// interrupts, which execute then turns into the exit code 128+N: a waiting
+// acquire leaves the lock's queue, a check-legacy stops at once.
+func (a *app) interruptible(ctx context.Context) context.Context {
+	ctx, cancel := context.WithCancel(ctx)
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, interrupts...)
+	go func() {
+		select {
+		case sig := <-sigs:
+			a.signal.Store(&sig)
+			cancel()
+		case <-ctx.Done():
+		}
+		signal.Stop(sigs)
+	}()
+	return ctx
+}
+
+// signum returns the number of sig, as the shells count it for 128+N.
+func signum(sig os.Signal) int {
+	if s, ok := sig.(syscall.Signal); ok {
+		return int(s)
+	}
+	return 0
 }
 
 // config reads the configuration: the URL of --url or LOCKSMITH_URL,

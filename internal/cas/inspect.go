@@ -10,14 +10,15 @@ import (
 )
 
 // inspectScript reads, in one step, the value of KEYS[1] (empty when it is
-// missing), its PTTL, and the counter KEYS[2] when it is given (0 when it
-// is missing). The PTTL tells whether the key exists (-2 when it does not),
-// so an empty value is told apart from a missing key. GET fails with
-// WRONGTYPE on a key of another type, and so does the read of a counter
-// that is not a number.
+// missing), its PTTL, the counter KEYS[2] when ARGV[1] is "1" (0 when it is
+// missing), and the length of the wait queue KEYS[#KEYS] when ARGV[2] is
+// "1" (counted with ZRANGE, which the waiters' ACL already allows). The PTTL
+// tells whether the key exists (-2 when it does not), so an empty value is
+// told apart from a missing key. GET fails with WRONGTYPE on a key of
+// another type, and so does the read of a counter that is not a number.
 var inspectScript = driver.NewScript(`local v = redis.call('GET', KEYS[1])
-local fence = 0
-if #KEYS > 1 then
+local fence, waiters = 0, 0
+if ARGV[1] == '1' then
 	local f = redis.call('GET', KEYS[2])
 	if f then
 		fence = tonumber(f)
@@ -26,7 +27,10 @@ if #KEYS > 1 then
 		end
 	end
 end
-return {v or '', redis.call('PTTL', KEYS[1]), fence}`)
+if ARGV[2] == '1' then
+	waiters = #redis.call('ZRANGE', KEYS[#KEYS], 0, -1)
+end
+return {v or '', redis.call('PTTL', KEYS[1]), fence, waiters}`)
 
 // Reading is what Inspect read of a key, at one instant.
 type Reading struct {
@@ -34,43 +38,48 @@ type Reading struct {
 	Value  string        // its value; "" when it does not exist
 	TTL    time.Duration // its remaining time to live; negative when it has no expiry, 0 when it does not exist
 	Fence  int64         // the fencing counter; 0 when none was asked for or it does not exist
+	Queued int           // the entries of the wait queue; 0 when none was asked for
 }
 
-// Inspect reads key, its TTL and, when fenceKey is not "", the fencing
-// counter at fenceKey, atomically and without changing anything. On a
-// Cluster, fenceKey must be in key's hash slot. A user whose ACL does not
-// allow fenceKey (one that never fences need not be allowed it) gets the
-// reading of key alone, with Fence 0. A key of another type gives the
+// Inspect reads key, its TTL, the fencing counter at fenceKey when it is
+// not "", and the length of the wait queue at queueKey when it is not "",
+// atomically and without changing anything. On a Cluster, fenceKey and
+// queueKey must be in key's hash slot. A user whose ACL does not allow them
+// (one that never fences or waits need not be allowed them) gets the
+// reading of key alone, with Fence and Queued 0. A key of another type gives the
 // server's WRONGTYPE error. A read whose pooled connection was dead is sent
 // once more, as every call of the package is (see call.run).
-func Inspect(ctx context.Context, c driver.Conn, key, fenceKey string) (Reading, error) {
-	keys := []string{key}
-	if fenceKey != "" {
-		keys = append(keys, fenceKey)
+func Inspect(ctx context.Context, c driver.Conn, key, fenceKey, queueKey string) (Reading, error) {
+	keys, flags := []string{key}, [2]string{"0", "0"}
+	for i, k := range []string{fenceKey, queueKey} {
+		if k != "" {
+			keys, flags[i] = append(keys, k), "1"
+		}
 	}
-	reply, err := inspect(ctx, c, keys)
-	if err != nil && fenceKey != "" && denied(err) {
-		reply, err = inspect(ctx, c, keys[:1])
+	reply, err := inspect(ctx, c, keys, flags[0], flags[1])
+	if err != nil && len(keys) > 1 && denied(err) {
+		reply, err = inspect(ctx, c, keys[:1], "0", "0")
 	}
 	if err != nil {
 		return Reading{}, err
 	}
 	// The reply holds the value, and so a token: never show it in an error.
 	r, _ := reply.([]any)
-	if len(r) != 3 {
-		return Reading{}, fmt.Errorf("script %.8s: got a reply of type %T, want {value, pttl, fence}", inspectScript.SHA1(), reply)
+	if len(r) != 4 {
+		return Reading{}, fmt.Errorf("script %.8s: got a reply of type %T, want {value, pttl, fence, waiters}", inspectScript.SHA1(), reply)
 	}
 	value, ok1 := r[0].(string)
 	pttl, ok2 := r[1].(int64)
 	fence, ok3 := r[2].(int64)
-	if !ok1 || !ok2 || !ok3 {
-		return Reading{}, fmt.Errorf("script %.8s: got {%T, %T, %T}, want {value, pttl, fence}", inspectScript.SHA1(), r[0], r[1], r[2])
+	queued, ok4 := r[3].(int64)
+	if !ok1 || !ok2 || !ok3 || !ok4 {
+		return Reading{}, fmt.Errorf("script %.8s: got {%T, %T, %T, %T}, want {value, pttl, fence, waiters}", inspectScript.SHA1(), r[0], r[1], r[2], r[3])
 	}
 	ttl, exists := driver.FromPTTL(pttl)
 	if !exists {
-		return Reading{Fence: fence}, nil
+		return Reading{Fence: fence, Queued: int(queued)}, nil
 	}
-	return Reading{Exists: true, Value: value, TTL: ttl, Fence: fence}, nil
+	return Reading{Exists: true, Value: value, TTL: ttl, Fence: fence, Queued: int(queued)}, nil
 }
 
 // Holder returns the fingerprint of the token in r's value and the metadata
@@ -85,6 +94,23 @@ func (r Reading) Holder() (fingerprint, metadata string) {
 }
 
 // inspect runs inspectScript, once more when its connection was dead.
-func inspect(ctx context.Context, c driver.Conn, keys []string) (any, error) {
-	return resend(ctx, func() (any, error) { return inspectScript.Run(ctx, c, keys) })
+func inspect(ctx context.Context, c driver.Conn, keys []string, fence, queue string) (any, error) {
+	return resend(ctx, func() (any, error) { return inspectScript.Run(ctx, c, keys, fence, queue) })
+}
+
+// Break deletes the value r read, with release, if its holder's fingerprint
+// is fingerprint, or whatever the holder when fingerprint is "": what
+// lock.Locker.Break does on one server. It returns strategy.ErrExpired when
+// r found no key, and strategy.ErrTaken, deleting nothing, when another
+// holder holds it. release deletes the key only if it still holds the value,
+// so a holder that came after the reading is never deleted either.
+func Break(ctx context.Context, r Reading, fingerprint string, release func(ctx context.Context, value string) error) error {
+	fp, _ := r.Holder()
+	switch {
+	case !r.Exists:
+		return strategy.ErrExpired
+	case fingerprint != "" && fp != fingerprint:
+		return strategy.ErrTaken
+	}
+	return release(ctx, r.Value)
 }

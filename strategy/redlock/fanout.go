@@ -64,7 +64,7 @@ func (e *NodeError) Unwrap() error { return e.Err }
 // quorum is possible and Obtain fails at once. errors.As finds the
 // first failing node's *NodeError, and the errors of the nodes below it.
 type QuorumError struct {
-	Op     string       // obtain, refresh, release or ttl
+	Op     string       // obtain, refresh, release, ttl, inspect or break
 	Quorum int          // nodes needed
 	Nodes  []*NodeError // every node, in the order given to New
 	// Elapsed and TTL are set when a quorum answered but too late: the

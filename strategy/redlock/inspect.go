@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/locksmith-go/lock/internal/cas"
+	"github.com/locksmith-go/lock/internal/notify"
 	"github.com/locksmith-go/lock/strategy"
 )
 
@@ -26,13 +27,61 @@ import (
 // When too few nodes answered to tell, it returns the State, with Nodes,
 // and a [*QuorumError] whose Op is "inspect".
 func (s *Strategy) Inspect(ctx context.Context, key string) (strategy.State, error) {
+	st, _, err := s.inspect(ctx, key)
+	return st, err
+}
+
+// Break implements [strategy.Breaker]. It reads the lock on every node as
+// Inspect does, then deletes, on each node whose value has the fingerprint
+// (any value when fingerprint is ""), that value, with the compare-and-
+// delete of Release, which publishes the release. When a node did not
+// answer, the reading or the delete, it returns a [*QuorumError] whose Op
+// is "break", after it broke the lock on the nodes that did: the node that
+// did not may hold its copy until it expires. Otherwise it returns
+// ErrExpired when no node held a value, and ErrTaken when the nodes held
+// only another holder's.
+func (s *Strategy) Break(ctx context.Context, key, fingerprint string) (strategy.State, error) {
+	st, readings, err := s.inspect(ctx, key)
+	if readings == nil {
+		return st, err
+	}
+	del := func(ctx context.Context, i int, n node) error {
+		switch ns := st.Nodes[i]; {
+		case ns.Err != nil:
+			return ns.Err
+		case !ns.Held:
+			return strategy.ErrExpired
+		case fingerprint != "" && ns.Fingerprint != fingerprint:
+			return strategy.ErrTaken
+		}
+		return notify.DeleteWaking(ctx, n.conn, n.raw, key, readings[i].Value)
+	}
+	res, _, _ := s.fanOut(ctx, s.opTimeout(), del, nil, nil)
+	var t tally
+	for _, r := range res {
+		t.add(r.Outcome)
+	}
+	switch {
+	case t.failed+t.pending > 0:
+		return st, &QuorumError{Op: "break", Quorum: s.quorum, Nodes: res}
+	case t.ok > 0:
+		return st, nil
+	case t.taken > 0:
+		return st, strategy.ErrTaken
+	}
+	return st, strategy.ErrExpired
+}
+
+// inspect reads the lock on every node, and returns its State and each
+// node's reading; nil readings when no node could be reached.
+func (s *Strategy) inspect(ctx context.Context, key string) (strategy.State, []cas.Reading, error) {
 	timeout := s.opTimeout()
 	if err := s.contact(ctx, timeout); err != nil {
-		return strategy.State{}, err
+		return strategy.State{}, nil, err
 	}
 	readings := make([]cas.Reading, len(s.nodes))
 	res, _, _ := s.fanOut(ctx, timeout, func(ctx context.Context, i int, n node) (err error) {
-		readings[i], err = cas.Inspect(ctx, n.conn, key, "")
+		readings[i], err = cas.Inspect(ctx, n.conn, key, "", "")
 		return err
 	}, nil, nil)
 
@@ -68,13 +117,13 @@ func (s *Strategy) Inspect(ctx context.Context, key string) (strategy.State, err
 		st.Verdict = fmt.Sprintf("held on %d of %d nodes (quorum %d)", held, n, s.quorum)
 	case held+unanswered >= s.quorum:
 		st.Verdict = fmt.Sprintf("unknown: held on %d of %d nodes, and %d did not answer (quorum %d)", held, n, unanswered, s.quorum)
-		return st, &QuorumError{Op: "inspect", Quorum: s.quorum, Nodes: res}
+		return st, readings, &QuorumError{Op: "inspect", Quorum: s.quorum, Nodes: res}
 	case held == 0:
 		st.Verdict = "free"
 	default:
 		st.Verdict = fmt.Sprintf("no quorum: held on %d of %d nodes", held, n)
 	}
-	return st, nil
+	return st, readings, nil
 }
 
 // quorumTTL returns, of the TTLs of the nodes that hold a lock (at least a

@@ -179,3 +179,51 @@ func TestInspect(t *testing.T) {
 		}
 	})
 }
+
+// TestBreak: Break deletes the holder's value on every node that answers,
+// and reports a node that did not with a QuorumError, after breaking the
+// lock on the others, so that a new holder can obtain it at once.
+func TestBreak(t *testing.T) {
+	servers := redistest.Start(t, nodes)
+	ctx := context.Background()
+	l := newLocker(t, connect(t, servers, redistest.Drivers()...))
+
+	t.Run("every node answers", func(t *testing.T) {
+		key := conformance.Key(t)
+		lk, err := l.Obtain(ctx, key, time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, err := l.Break(ctx, key, strategy.Fingerprint(lk.Token()))
+		if err != nil || !st.Held {
+			t.Fatalf("Break = %+v, %v; want the held State, nil", st, err)
+		}
+		if st, err := l.Inspect(ctx, key); err != nil || st.Verdict != "free" {
+			t.Errorf("Inspect after Break = %q, %v; want free", st.Verdict, err)
+		}
+	})
+
+	t.Run("a node paused", func(t *testing.T) {
+		key := conformance.Key(t)
+		lk, err := l.Obtain(ctx, key, time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer lk.Release(ctx)
+		servers[0].Pause()
+		defer servers[0].Resume()
+		st, err := l.Break(ctx, key, strategy.Fingerprint(lk.Token()))
+		var qe *redlock.QuorumError
+		if !errors.As(err, &qe) || qe.Op != "break" {
+			t.Fatalf("Break with a node paused = %v, want a QuorumError of break", err)
+		}
+		if st.Nodes[0].Err == nil {
+			t.Errorf("Break's State: node 0 = %+v, want its error", st.Nodes[0])
+		}
+		next, err := l.Obtain(ctx, key, time.Minute)
+		if err != nil {
+			t.Fatalf("Obtain after the Break = %v, want the lock: the other nodes are free", err)
+		}
+		defer next.Release(ctx)
+	})
+}

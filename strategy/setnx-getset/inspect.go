@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/locksmith-go/lock/internal/cas"
+	"github.com/locksmith-go/lock/internal/notify"
 	"github.com/locksmith-go/lock/strategy"
 )
 
@@ -17,19 +18,42 @@ import (
 // non-legacy owner and never taken over; its Fingerprint and Metadata are
 // read as the other strategies read theirs ([strategy.SplitValue]).
 func (s *Strategy) Inspect(ctx context.Context, key string) (strategy.State, error) {
-	r, err := cas.Inspect(ctx, s.conn, key, "")
+	st, _, err := s.inspect(ctx, key)
+	return st, err
+}
+
+// Break implements [strategy.Breaker]: it reads the lock as Inspect does,
+// and deletes the value it read with a compare-and-delete, publishing the
+// release as Release does. Legacy clients' locks can be broken so too.
+func (s *Strategy) Break(ctx context.Context, key, fingerprint string) (strategy.State, error) {
+	st, r, err := s.inspect(ctx, key)
 	if err != nil {
-		return strategy.State{}, err
+		return st, err
 	}
+	return st, cas.Break(ctx, r, fingerprint, func(ctx context.Context, value string) error {
+		return notify.DeleteWaking(ctx, s.conn, s.conn, key, value)
+	})
+}
+
+func (s *Strategy) inspect(ctx context.Context, key string) (strategy.State, cas.Reading, error) {
+	r, err := cas.Inspect(ctx, s.conn, key, "", "")
+	if err != nil {
+		return strategy.State{}, r, err
+	}
+	return s.state(r), r, nil
+}
+
+// state is the State of a reading.
+func (s *Strategy) state(r cas.Reading) strategy.State {
 	if !r.Exists {
-		return strategy.State{Verdict: "free"}, nil
+		return strategy.State{Verdict: "free"}
 	}
 	st := strategy.State{Held: true, TTL: r.TTL}
 	expiry, ok := s.format.Decode(r.Value)
 	if !ok {
 		st.Fingerprint, st.Metadata = r.Holder()
 		st.Verdict = "held by a non-legacy owner: never taken over"
-		return st, nil
+		return st
 	}
 	st.Fingerprint, st.Expiry, st.Takeover = strategy.Fingerprint(r.Value), expiry, s.expired(r.Value)
 	switch {
@@ -40,5 +64,5 @@ func (s *Strategy) Inspect(ctx context.Context, key string) (strategy.State, err
 	default:
 		st.Verdict = "held: expired, but within the clock skew"
 	}
-	return st, nil
+	return st
 }

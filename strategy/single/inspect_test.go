@@ -191,3 +191,62 @@ func TestInspectReadsBsmLocks(t *testing.T) {
 		})
 	}
 }
+
+// TestInspectCountsWaiters: Inspect counts the waiters queued behind the
+// holder, and a Break wakes the head of the queue, as a Release does: with
+// a retry timer of a minute, only the break's message explains its prompt
+// turn.
+func TestInspectCountsWaiters(t *testing.T) {
+	srv := redistest.Start(t, 1)[0]
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for _, d := range redistest.Drivers() {
+		t.Run(d.Name, func(t *testing.T) {
+			l, err := single.New(d.Conn(t, srv.Addr))
+			if err != nil {
+				t.Fatal(err)
+			}
+			key := conformance.Key(t)
+			holder, err := l.Obtain(ctx, key, time.Minute)
+			if err != nil {
+				t.Fatal(err)
+			}
+			const waiters = 2
+			got := make(chan *lock.Lock, waiters)
+			for range waiters {
+				go func() {
+					lk, _ := l.Obtain(ctx, key, time.Minute, lock.WithRetry(lock.Linear(time.Minute)))
+					got <- lk
+				}()
+			}
+			var st lock.State
+			for st.Waiters < waiters && ctx.Err() == nil { // the waiters join the queue in their own time
+				if st, err = l.Inspect(ctx, key); err != nil {
+					t.Fatalf("Inspect = %v, want nil", err)
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+			if st.Waiters != waiters {
+				t.Fatalf("Inspect: got %d waiters, want %d", st.Waiters, waiters)
+			}
+			if _, err := l.Break(ctx, key, strategy.Fingerprint(holder.Token())); err != nil {
+				t.Fatalf("Break = %v, want nil", err)
+			}
+			first := <-got
+			if first == nil {
+				t.Fatal("the head of the queue did not obtain the lock after the Break")
+			}
+			if err := first.Release(ctx); err != nil {
+				t.Fatalf("Release = %v, want nil", err)
+			}
+			if second := <-got; second == nil {
+				t.Fatal("the second waiter did not obtain the lock after the first released it")
+			} else if err := second.Release(ctx); err != nil {
+				t.Fatalf("Release = %v, want nil", err)
+			}
+			if st, err := l.Inspect(ctx, key); err != nil || st.Held || st.Waiters != 0 {
+				t.Errorf("Inspect at the end: got %+v, %v; want free, no waiters", st, err)
+			}
+		})
+	}
+}
