@@ -162,7 +162,7 @@ func TestBreak(t *testing.T) {
 
 	t.Run("redlock: every node", func(t *testing.T) {
 		env, srvs := servers(t, "redlock", 3)
-		_, token := acquire(t, env, "job")
+		token := everyNode(t, env, "job")
 		r := locksmith(t, []string{env}, "break", "--json", "job", "--fingerprint", strategy.Fingerprint(token))
 		got := parse(t, r)
 		if r.code != 0 || !got.Broken || len(got.Nodes) != 3 {

@@ -215,7 +215,7 @@ func TestInspect(t *testing.T) {
 
 	t.Run("redlock with a node paused: its row has the error, and the verdict", func(t *testing.T) {
 		env, srvs := servers(t, "redlock", 3)
-		_, token := acquire(t, env, "job", "--ttl", "1m")
+		token := everyNode(t, env, "job")
 		srvs[1].Pause()
 		t.Cleanup(srvs[1].Resume)
 		got, r := inspectJSON(t, env, "job")
@@ -275,6 +275,22 @@ func TestInspect(t *testing.T) {
 		parse(t, j)
 		noSecret(t, token, j, locksmith(t, []string{env}, "-v", "inspect", "job"))
 	})
+}
+
+// everyNode obtains the lock on name, under redlock, with a client of the
+// test process, and returns its token once every node holds it: Obtain
+// returns at a quorum, and the other nodes' writes land later.
+func everyNode(t *testing.T, env, name string) (token string) {
+	t.Helper()
+	lk, err := locker(t, env).Obtain(ctx(t), name, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	poll(t, func() (inspected, bool) {
+		got, _ := inspectJSON(t, env, name)
+		return got, strings.HasPrefix(got.Verdict, "held on 3 of 3 nodes")
+	})
+	return lk.Token()
 }
 
 // poll calls f until it reports done, and returns its last value; it fails

@@ -120,6 +120,7 @@ func (a *app) acquire(ctx context.Context, name string, ttl time.Duration, noWai
 	if err != nil {
 		return exit(exitInternal, err)
 	}
+	interrupted := ctx // ended by a signal: see app.interruptible
 	retry := lock.WithRetry(lock.Linear(waitPoll))
 	switch {
 	case noWait:
@@ -160,9 +161,12 @@ func (a *app) acquire(ctx context.Context, name string, ttl time.Duration, noWai
 	} else if err == nil && handleFile == "" {
 		_, err = fmt.Fprintln(a.stdout, h)
 	}
+	if err == nil && interrupted.Err() != nil {
+		err = errors.New("interrupted") // locksmith exits 128+N: a failure to the script
+	}
 	if err != nil {
 		// Nobody can refresh or release a lock whose handle was not handed
-		// out: give it back.
+		// out, or whose caller takes it for not obtained: give it back.
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), callTimeout)
 		defer cancel()
 		_ = lk.Release(rctx)
