@@ -11,7 +11,7 @@ import (
 
 func TestBreak(t *testing.T) {
 	t.Run("no guard is a usage error naming the three", func(t *testing.T) {
-		env, _ := servers(t, "single", 1)
+		env := url(t, "single")
 		acquire(t, env, "job")
 		r := locksmith(t, []string{env}, "break", "job")
 		if r.code != exitUsage {
@@ -143,14 +143,14 @@ func TestBreak(t *testing.T) {
 	})
 
 	t.Run("a free lock: nothing to break", func(t *testing.T) {
-		env, _ := servers(t, "single", 1)
+		env := url(t, "single")
 		if r := locksmith(t, []string{env}, "break", "job", "--force"); r.code != exitNotHeld || !strings.Contains(r.stderr, "not held") {
 			t.Errorf("got %s\nwant exit %d, \"not held\"", r, exitNotHeld)
 		}
 	})
 
 	t.Run("--json: what it broke, no token", func(t *testing.T) {
-		env, _ := servers(t, "single", 1)
+		env := url(t, "single")
 		_, token := acquire(t, env, "job")
 		r := locksmith(t, []string{env}, "break", "--json", "job", "--force")
 		got := parse(t, r)

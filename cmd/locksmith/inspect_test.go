@@ -127,7 +127,7 @@ func noSecret(t *testing.T, token string, rs ...result) {
 
 func TestInspect(t *testing.T) {
 	t.Run("free", func(t *testing.T) {
-		env, _ := servers(t, "single", 1)
+		env := url(t, "single")
 		got, r := inspectJSON(t, env, "job")
 		if r.code != exitNotHeld || got.Held || got.Verdict != "free" || got.TTL != 0 || got.Fingerprint != "" {
 			t.Errorf("got %s\nwant exit 1, held false, verdict free, ttl_ms 0, no fingerprint", r)
@@ -138,7 +138,7 @@ func TestInspect(t *testing.T) {
 	})
 
 	t.Run("held by locksmith acquire: the holder's metadata", func(t *testing.T) {
-		env, _ := servers(t, "single", 1)
+		env := url(t, "single")
 		_, token := acquire(t, env, "job", "--ttl", "1m")
 		got, r := inspectJSON(t, env, "job")
 		host, _ := os.Hostname()
@@ -167,7 +167,7 @@ func TestInspect(t *testing.T) {
 	})
 
 	t.Run("held by a library client: its metadata raw", func(t *testing.T) {
-		env, _ := servers(t, "single", 1)
+		env := url(t, "single")
 		lk, err := locker(t, env).Obtain(ctx(t), "job", time.Minute, lock.WithMetadata("worker-7\x1b[2J"))
 		if err != nil {
 			t.Fatal(err)
@@ -182,7 +182,7 @@ func TestInspect(t *testing.T) {
 	})
 
 	t.Run("a queue with waiters", func(t *testing.T) {
-		env, _ := servers(t, "single", 1)
+		env := url(t, "single")
 		l := locker(t, env)
 		held, err := l.Obtain(ctx(t), "job", time.Minute)
 		if err != nil {
@@ -262,6 +262,15 @@ func TestInspect(t *testing.T) {
 			if !strings.Contains(h.stdout, "expiry") || !strings.Contains(h.stdout, want) {
 				t.Errorf("%s: got %s\nwant an expiry row and takeover %q", tc.name, h, want)
 			}
+		}
+	})
+
+	t.Run("a paused server: unavailable", func(t *testing.T) {
+		env, srvs := servers(t, "single", 1)
+		srvs[0].Pause()
+		t.Cleanup(srvs[0].Resume)
+		if r := locksmith(t, []string{env}, "inspect", "job"); r.code != exitUnavailable {
+			t.Errorf("got %s\nwant exit %d", r, exitUnavailable)
 		}
 	})
 

@@ -141,7 +141,7 @@ func (a *app) acquire(ctx context.Context, name string, ttl time.Duration, noWai
 		return exit(exitUsage, fmt.Errorf("acquire: the %s strategy cannot hand a lock from one process to the next "+
 			"(%s): use locksmith run", l.Config().Strategy, arg.Reason))
 	case err != nil:
-		return unavailable(err)
+		return unavailable(fmt.Errorf("acquire %s: %w", name, err))
 	}
 	h := encodeHandle(token, lk.Metadata())
 	out := struct {

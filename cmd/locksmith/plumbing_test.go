@@ -45,7 +45,7 @@ func TestPlumbing(t *testing.T) {
 	})
 
 	t.Run("refresh extends the PTTL", func(t *testing.T) {
-		env, _ := servers(t, "single", 1)
+		env := url(t, "single")
 		h, _ := acquire(t, env, "job", "--ttl", "10s")
 		if r := locksmith(t, []string{env, handleEnv + "=" + h}, "refresh", "job", "--ttl", "1h"); r.code != 0 {
 			t.Fatalf("refresh: got %s\nwant exit 0", r)
@@ -133,7 +133,7 @@ func TestPlumbing(t *testing.T) {
 	})
 
 	t.Run("the handle never appears in stderr", func(t *testing.T) {
-		env, _ := servers(t, "single", 1)
+		env := url(t, "single")
 		r := locksmith(t, []string{env}, "-v", "acquire", "job")
 		h := strings.TrimSpace(r.stdout)
 		token, _, err := decodeHandle(h)
@@ -154,7 +154,7 @@ func TestPlumbing(t *testing.T) {
 	})
 
 	t.Run("busy with -n: not obtained", func(t *testing.T) {
-		env, _ := servers(t, "single", 1)
+		env := url(t, "single")
 		acquire(t, env, "job")
 		if r := locksmith(t, []string{env}, "acquire", "-n", "job"); r.code != exitNotObtained || r.stdout != "" {
 			t.Errorf("got %s\nwant exit %d, nothing on stdout", r, exitNotObtained)
@@ -165,7 +165,7 @@ func TestPlumbing(t *testing.T) {
 	})
 
 	t.Run("--json: the fence, the fingerprint, the handle", func(t *testing.T) {
-		env, _ := servers(t, "single", 1)
+		env := url(t, "single")
 		r := locksmith(t, []string{env}, "acquire", "--json", "--ttl", "1m", "job")
 		var got struct {
 			Handle      string `json:"handle"`
@@ -194,7 +194,7 @@ func TestPlumbing(t *testing.T) {
 	})
 
 	t.Run("bad durations are usage errors", func(t *testing.T) {
-		env, _ := servers(t, "single", 1)
+		env := url(t, "single")
 		for _, args := range [][]string{
 			{"acquire", "job", "--ttl", "0"},
 			{"acquire", "job", "-w", "-1s"},
