@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -11,9 +12,11 @@ import (
 	"github.com/locksmith-go/lock"
 )
 
-// afterBreak is what a live holder of a broken lock does next.
-const afterBreak = "a `locksmith run` holder kills its command at its next refresh, within its refresh interval; " +
-	"any other holder keeps running until its next refresh fails: rely on fencing"
+// afterBreak is what a live holder of a broken lock does next, wrapped for
+// the help.
+const afterBreak = `a locksmith run holder kills its command at its next refresh, within its
+refresh interval; any other holder keeps running until its next refresh
+fails: rely on fencing`
 
 // breakFlags are break's guards, of which it takes exactly one.
 type breakFlags struct {
@@ -41,7 +44,8 @@ next waiter), when the one guard given allows it:
 
 It prints what it broke: the fingerprint, the holder's metadata, the TTL that
 was left and, under redlock, each node. Breaking a lock does not stop its
-holder: ` + afterBreak + `.
+holder:
+` + afterBreak + `.
 
 With --json it prints inspect's JSON object of the state it broke (see
 locksmith inspect --help), with two more fields: broken (true when it
@@ -60,7 +64,7 @@ cannot break locks); 78 configuration.`,
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&f.fingerprint, "fingerprint", "", "break only the holder with this token fingerprint (from inspect)")
+	fl.StringVar(&f.fingerprint, "fingerprint", "", "break only the holder whose token fingerprint is `F` (as inspect shows it)")
 	fl.DurationVar(&f.olderThan, "older-than", 0, "break only a locksmith holder that obtained the lock more than `DUR` ago")
 	fl.BoolVar(&f.force, "force", false, "break whoever holds the lock")
 	return cmd
@@ -121,7 +125,7 @@ func (a *app) breakLock(ctx context.Context, name string, f breakFlags) error {
 	r := breakReport{Broken: err == nil, report: newReport(name, st, nil)}
 	switch {
 	case r.Broken:
-		r.Note = "the lock is deleted; " + afterBreak
+		r.Note = "the lock is deleted; " + strings.Join(strings.Fields(afterBreak), " ")
 	case codeOf(err) == exitUnavailable:
 		r.Error = err.Error()
 	}

@@ -204,7 +204,11 @@ func (r report) table(w io.Writer) error {
 	}
 	if h := r.Holder; h != nil {
 		row("host", printable(h.Host))
-		row("pid", strconv.Itoa(h.PID))
+		if h.Via == "acquire" {
+			row("pid", strconv.Itoa(h.PID)+" (acquire's caller)")
+		} else {
+			row("pid", strconv.Itoa(h.PID))
+		}
 		row("user", printable(h.User))
 		if h.Cmd != "" {
 			row("command", printable(h.Cmd))

@@ -151,8 +151,8 @@ func TestInspect(t *testing.T) {
 			t.Errorf("got ttl_ms %d, want in (0, 60000]", got.TTL)
 		case h == nil:
 			t.Fatalf("got no holder in\n%s", r.stdout)
-		case h.Host != host || h.PID <= 0 || h.Via != "acquire" || !strings.HasPrefix(h.By, "locksmith ") || h.Start.IsZero() || h.Age < 0:
-			t.Errorf("got holder %+v, want host %q, a pid, via acquire, by locksmith, a start and an age", *h, host)
+		case h.Host != host || h.PID != os.Getpid() || h.Via != "acquire" || !strings.HasPrefix(h.By, "locksmith ") || h.Start.IsZero() || h.Age < 0:
+			t.Errorf("got holder %+v, want host %q, pid %d (acquire's caller), via acquire, by locksmith, a start and an age", *h, host, os.Getpid())
 		case got.Fence <= 0:
 			t.Errorf("got fence %d, want a fencing token", got.Fence)
 		case got.Metadata != "":

@@ -36,11 +36,17 @@ then the job runs on without it, unaware. locksmith run is the safe form: it
 refreshes the lease, and stops the command when the lock is lost.
 
 The handle that acquire prints holds the lock's token: it is a secret, as
-good as the lock, so it never goes on a command line (every user can read
-other processes' arguments in /proc). refresh and release read it from the
-file --handle-file names ("-" for stdin), or else from $LOCKSMITH_HANDLE;
-acquire writes it to --handle-file (mode 0600), or else to stdout. In a
-shell script:
+good as the lock, so it never goes on a command line: every user can read
+other processes' arguments in /proc, while a process's environment and a
+0600 file are its owner's. refresh and release read it from the file
+--handle-file names ("-" for stdin), or else from $LOCKSMITH_HANDLE; acquire
+writes it to --handle-file (mode 0600), or else to stdout. In a systemd
+unit:
+
+  ExecStartPre=locksmith acquire -w 5m --ttl 1h --handle-file /run/backup.lock backup
+  ExecStopPost=locksmith release --handle-file /run/backup.lock backup
+
+In a shell script:
 
   h=$(locksmith acquire -w 1m backup) || exit
   ...
@@ -69,8 +75,8 @@ func (a *app) acquireCommand() *cobra.Command {
 		Use:   "acquire NAME [--ttl DUR] [-n | -w DUR] [--handle-file FILE]",
 		Short: "Obtain a lock and print its handle, for scripts (nothing refreshes it)",
 		Long: `acquire obtains the lock NAME for --ttl (default: the configured TTL, 30s
-unless the URL's ttl says otherwise), with the holder's metadata (host, pid,
-user, start time: inspect shows them) and a fencing token where the strategy
+unless the URL's ttl says otherwise), with the holder's metadata (host, the pid
+of acquire's caller, user, start time: inspect shows them) and a fencing token where the strategy
 issues one, and prints the lock's handle, which refresh and release take
 back. With -n it fails at once when the lock is busy; with -w DUR it waits
 at most DUR; with neither, it waits until the lock is free. With --json it
@@ -98,7 +104,7 @@ over); 78 configuration; 128+N interrupted by signal N while waiting.`,
 		},
 	}
 	f := cmd.Flags()
-	f.DurationVar(&ttl, "ttl", 0, "the lease: how long the lock lives unless refreshed (default: the configured TTL)")
+	f.DurationVar(&ttl, "ttl", 0, "`DUR` of the lease: how long the lock lives unless refreshed (default: the configured TTL)")
 	f.BoolVarP(&noWait, "no-wait", "n", false, "fail at once when the lock is busy")
 	f.DurationVarP(&wait, "wait", "w", 0, "wait at most `DUR` for the lock (default: until it is free)")
 	f.StringVar(&handleFile, "handle-file", "", "write the handle to `FILE`, mode 0600, instead of stdout")
@@ -134,7 +140,9 @@ func (a *app) acquire(ctx context.Context, name string, ttl time.Duration, noWai
 		defer cancel()
 	}
 	a.logf("acquire %s: obtaining it for %v", name, ttl)
-	lk, err := obtain(ctx, l, name, ttl, me("acquire", ""), lock.WithToken(token), retry)
+	h := me("acquire", "")
+	h.PID = os.Getppid() // acquire exits at once: the holder is its caller
+	lk, err := obtain(ctx, l, name, ttl, h, lock.WithToken(token), retry)
 	var arg *lock.ArgumentError
 	switch {
 	case errors.As(err, &arg) && arg.Name == "token":
@@ -143,7 +151,7 @@ func (a *app) acquire(ctx context.Context, name string, ttl time.Duration, noWai
 	case err != nil:
 		return unavailable(fmt.Errorf("acquire %s: %w", name, err))
 	}
-	h := encodeHandle(token, lk.Metadata())
+	handle := encodeHandle(token, lk.Metadata())
 	out := struct {
 		Handle      string `json:"handle,omitempty"`
 		Fingerprint string `json:"fingerprint"`
@@ -152,14 +160,14 @@ func (a *app) acquire(ctx context.Context, name string, ttl time.Duration, noWai
 	}{Fingerprint: strategy.Fingerprint(token), TTL: ttl.Milliseconds()}
 	out.Fence, _ = lk.Fence()
 	if handleFile != "" {
-		err = writeHandle(handleFile, h)
+		err = writeHandle(handleFile, handle)
 	} else {
-		out.Handle = h
+		out.Handle = handle
 	}
 	if err == nil && a.json {
 		err = writeJSON(a.stdout, out)
 	} else if err == nil && handleFile == "" {
-		_, err = fmt.Fprintln(a.stdout, h)
+		_, err = fmt.Fprintln(a.stdout, handle)
 	}
 	if err == nil && interrupted.Err() != nil {
 		err = errors.New("interrupted") // locksmith exits 128+N: a failure to the script
@@ -288,7 +296,7 @@ expired is not taken again (79).
 		},
 	}
 	f := cmd.Flags()
-	f.DurationVar(&ttl, "ttl", 0, "the new lease (default: the configured TTL)")
+	f.DurationVar(&ttl, "ttl", 0, "`DUR` of the new lease (default: the configured TTL)")
 	f.StringVar(&handleFile, "handle-file", "", "read the handle from `FILE` (- for stdin) instead of $LOCKSMITH_HANDLE")
 	return cmd
 }
