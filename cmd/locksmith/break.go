@@ -10,6 +10,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/locksmith-go/lock"
+	"github.com/locksmith-go/lock/strategy"
+	"github.com/locksmith-go/lock/strategy/redlock"
 )
 
 // afterBreak is what a live holder of a broken lock does next, wrapped for
@@ -123,16 +125,40 @@ func (a *app) breakLock(ctx context.Context, name string, f breakFlags) error {
 		return unavailable(err)
 	}
 	r := breakReport{Broken: err == nil, report: newReport(name, st, nil)}
-	switch {
-	case r.Broken:
-		r.Note = "the lock is deleted; " + strings.Join(strings.Fields(afterBreak), " ")
-	case codeOf(err) == exitUnavailable:
+	some := r.Broken
+	for i := range r.Nodes {
+		b := brokenOn(st.Nodes[i], i, fingerprint, err)
+		r.Nodes[i].Broken = &b
+		some = some || b
+	}
+	if codeOf(err) == exitUnavailable {
 		r.Error = err.Error()
+	}
+	switch after := strings.Join(strings.Fields(afterBreak), " "); {
+	case r.Broken:
+		r.Note = "the lock is deleted; " + after
+	case some:
+		r.Note = "the lock is deleted on the nodes marked broken; " + after
 	}
 	if perr := a.printBreak(r); perr != nil {
 		return perr
 	}
 	return unavailable(err)
+}
+
+// brokenOn reports whether Break, which returned err, deleted the lock on
+// n, node i of a multi-node strategy, as fingerprint guarded it: Redlock
+// breaks the lock on every node whose holder matches, and reports each
+// node's outcome in its error when a node failed.
+func brokenOn(n strategy.NodeState, i int, fingerprint string, err error) bool {
+	var q *redlock.QuorumError
+	switch {
+	case errors.As(err, &q) && q.Op == "break" && i < len(q.Nodes):
+		return q.Nodes[i].Outcome == redlock.OK
+	case err != nil:
+		return false
+	}
+	return n.Err == nil && n.Held && (fingerprint == "" || n.Fingerprint == fingerprint)
 }
 
 // oldHolder returns the state of the lock on name if its holder is a

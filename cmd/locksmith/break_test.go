@@ -169,11 +169,32 @@ func TestBreak(t *testing.T) {
 			t.Fatalf("got %s\nwant exit 0, broken, 3 nodes", r)
 		}
 		for i, s := range srvs {
-			if n := got.Nodes[i]; n.Node != s.Addr || !n.Held || n.Fingerprint != strategy.Fingerprint(token) {
-				t.Errorf("got node %d %+v, want %s held by the fingerprint", i, n, s.Addr)
+			if n := got.Nodes[i]; n.Node != s.Addr || !n.Held || n.Fingerprint != strategy.Fingerprint(token) || n.Broken == nil || !*n.Broken {
+				t.Errorf("got node %d %+v, want %s held by the fingerprint, broken", i, n, s.Addr)
 			}
 			if v := get(t, s, "job"); v != "" {
 				t.Errorf("got the key still set on %s, want it deleted", s.Addr)
+			}
+		}
+	})
+
+	t.Run("redlock with a node down: the others broken, and exit 69", func(t *testing.T) {
+		env, srvs := servers(t, "redlock", 3)
+		everyNode(t, env, "job")
+		srvs[1].Kill()
+		r := locksmith(t, []string{env}, "break", "--json", "job", "--force")
+		got := parse(t, r)
+		if r.code != exitUnavailable || got.Broken || got.Error == "" || len(got.Nodes) != 3 {
+			t.Fatalf("got %s\nwant exit %d, broken false, an error, 3 nodes", r, exitUnavailable)
+		}
+		for i, n := range got.Nodes {
+			if want := i != 1; n.Broken == nil || *n.Broken != want {
+				t.Errorf("got node %d %+v, want broken %v", i, n, want)
+			}
+		}
+		for _, i := range []int{0, 2} {
+			if v := get(t, srvs[i], "job"); v != "" {
+				t.Errorf("got the key still set on %s, want it deleted", srvs[i].Addr)
 			}
 		}
 	})

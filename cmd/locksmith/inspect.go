@@ -20,6 +20,9 @@ import (
 // when it broke nothing: the lock was not held, or the guard did not match.
 const exitNotHeld = 1
 
+// stamp is how the tables write times: RFC 3339, to the millisecond.
+const stamp = "2006-01-02T15:04:05.000Z07:00"
+
 // callTimeout bounds one call of inspect, break, refresh or release (and
 // acquire -n), even against a server that stopped answering: the driver's
 // own timeouts bound each command too, this bounds them all.
@@ -128,6 +131,7 @@ type nodeReport struct {
 	TTL         int64  `json:"ttl_ms"`
 	Fingerprint string `json:"fingerprint,omitempty"`
 	Error       string `json:"error,omitempty"`
+	Broken      *bool  `json:"broken,omitempty"` // break's: whether it deleted the lock on the node
 }
 
 // newReport returns the report of st, the state of the lock on name, which
@@ -213,7 +217,7 @@ func (r report) table(w io.Writer) error {
 		if h.Cmd != "" {
 			row("command", printable(h.Cmd))
 		}
-		row("started", fmt.Sprintf("%s (%s ago)", h.Start.Format(time.RFC3339Nano), ttlString(time.Duration(h.Age)*time.Millisecond)))
+		row("started", fmt.Sprintf("%s (%s ago)", h.Start.Format(stamp), ttlString(time.Duration(h.Age)*time.Millisecond)))
 		row("by", printable(h.By)+", "+printable(h.Via))
 	}
 	if r.Metadata != "" {
@@ -226,23 +230,40 @@ func (r report) table(w io.Writer) error {
 		row("waiters", strconv.Itoa(r.Waiters))
 	}
 	if r.Expiry != nil {
-		row("expiry", fmt.Sprintf("%s (%s)", r.Expiry.Format(time.RFC3339Nano), relative(r.Expiry.Sub(r.now))))
+		row("expiry", fmt.Sprintf("%s (%s)", r.Expiry.Format(stamp), relative(r.Expiry.Sub(r.now))))
 		row("takeover", map[bool]string{true: "possible now", false: "not yet"}[*r.Takeover])
 	}
 	if r.Error != "" {
 		row("error", r.Error)
 	}
 	if len(r.Nodes) > 0 {
-		fmt.Fprintf(tw, "\nNODE\tHELD\tTTL\tFINGERPRINT\tERROR\n")
+		broken := r.Nodes[0].Broken != nil // break's report
+		fmt.Fprintf(tw, "\nNODE\tHELD\tTTL\tFINGERPRINT\t")
+		if broken {
+			fmt.Fprintf(tw, "BROKEN\t")
+		}
+		fmt.Fprintf(tw, "ERROR\n")
 		for _, n := range r.Nodes {
-			held, ttl, fp := "no", "-", "-"
+			ttl, fp := "-", "-"
 			if n.Held {
-				held, ttl, fp = "yes", ttlString(time.Duration(n.TTL)*time.Millisecond), n.Fingerprint
+				ttl, fp = ttlString(time.Duration(n.TTL)*time.Millisecond), n.Fingerprint
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", n.Node, held, ttl, fp, n.Error)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t", n.Node, yesNo(n.Held), ttl, fp)
+			if broken {
+				fmt.Fprintf(tw, "%s\t", yesNo(*n.Broken))
+			}
+			fmt.Fprintf(tw, "%s\n", n.Error)
 		}
 	}
 	return tw.Flush()
+}
+
+// yesNo writes b for people.
+func yesNo(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "no"
 }
 
 // ttlString writes a TTL for people: to the millisecond, "no expiry" when

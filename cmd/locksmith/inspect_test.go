@@ -76,6 +76,7 @@ type inspected struct {
 		TTL         int64  `json:"ttl_ms"`
 		Fingerprint string `json:"fingerprint"`
 		Error       string `json:"error"`
+		Broken      *bool  `json:"broken"` // break's
 	} `json:"nodes"`
 	Error  string `json:"error"`
 	Broken bool   `json:"broken"` // break's
