@@ -39,9 +39,10 @@ next waiter), when the one guard given allows it:
                     shows it: compare-and-delete in one step, so a lock that
                     passed to a newer holder since is never deleted
   --older-than DUR  only if the holder is a locksmith holder that obtained it
-                    more than DUR ago, by the start time in its metadata (a
-                    holder without locksmith's metadata is refused); the lock
-                    is then broken by the fingerprint just read, as above
+                    more than DUR ago, by the start time in its metadata
+                    and this host's clock (a holder without locksmith's
+                    metadata is refused); the lock is then broken by the
+                    fingerprint just read, as above
   --force           whoever holds it
 
 It prints what it broke: the fingerprint, the holder's metadata, the TTL that
