@@ -546,8 +546,8 @@ func report(servers []*serverReport, c legacyCheck) legacyReport {
 		r.Verdict, r.Reasons = verdictInconclusive, denied
 	default:
 		r.Verdict = verdictClean
-		r.Reasons = []string{fmt.Sprintf("no SETNX or GETSET call on %d servers in %v, no client whose last command was one, and no legacy timestamp without a TTL among %d keys scanned",
-			len(servers), c.window, scanned)}
+		r.Reasons = []string{fmt.Sprintf("no SETNX or GETSET call in %v, no client whose last command was one, and no legacy timestamp without a TTL among the %d keys scanned (%d servers)",
+			c.window, scanned, len(servers))}
 	}
 	r.Reasons = append(r.Reasons, notes...)
 	return r
@@ -584,7 +584,12 @@ func (r legacyReport) print(w io.Writer) {
 			}
 			fmt.Fprintf(w, "%s: key %q = %s: legacy timestamp in %s, %s, %s\n", s.Addr, k.Key, k.Value, k.Unit, k.state(), ttl)
 		}
-		if !s.down() {
+		for _, cmd := range slices.Sorted(maps.Keys(s.Denied)) {
+			fmt.Fprintf(w, "%s: denied %s: %s\n", s.Addr, cmd, s.Denied[cmd])
+		}
+		if s.down() {
+			fmt.Fprintf(w, "%s: unreachable: %s\n", s.Addr, s.Unavailable)
+		} else {
 			fmt.Fprintf(w, "%s: scanned %d keys matching %q\n", s.Addr, s.Scanned, r.Prefix+"*")
 		}
 	}

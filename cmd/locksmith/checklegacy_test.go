@@ -295,12 +295,24 @@ func TestCheckLegacy(t *testing.T) {
 
 	t.Run("an unreachable server gets unavailable at once", func(t *testing.T) {
 		srv := redistest.Start(t, 1)[0]
-		url := "LOCKSMITH_URL=redlock://" + srv.Addr + "," + redistest.ClosedAddr(t) + "," + redistest.ClosedAddr(t)
+		closed := redistest.ClosedAddrs(t, 2)
+		url := "LOCKSMITH_URL=redlock://" + srv.Addr + "," + closed[0] + "," + closed[1]
 		// A window longer than the hang detector: the check must not wait for it.
 		r := locksmith(t, []string{url}, "check-legacy", "--json", "--window", "1h")
 		var rep legacyReport
 		if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil || r.code != exitUnavailable || rep.Verdict != verdictUnavailable || len(rep.Servers) != 3 {
 			t.Errorf("got %s\nwant exit %d and a JSON report of 3 servers, verdict %q", r, exitUnavailable, verdictUnavailable)
+		}
+	})
+
+	t.Run("a paused server gets unavailable, once a command timed out", func(t *testing.T) {
+		srv := redistest.Start(t, 1)[0]
+		srv.Pause()
+		// A window longer than the hang detector: the check must not wait for it.
+		r := locksmith(t, []string{"LOCKSMITH_URL=single://" + srv.Addr}, "check-legacy", "--window", "1h")
+		want := verdictUnavailable + ":\n  " + srv.Addr + " could not be reached: INFO commandstats: "
+		if r.code != exitUnavailable || !strings.Contains(r.stdout, want) {
+			t.Errorf("got %s\nwant exit %d and %q", r, exitUnavailable, want)
 		}
 	})
 
