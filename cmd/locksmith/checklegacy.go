@@ -115,9 +115,9 @@ Verdicts, each printed with its reasons:
 Caveats: a client that sends SETNX only outside the window is not seen; run
 it for longer than the slowest legacy job's period. A client is attributed
 only if its last command, at the start or the end of the window, was SETNX
-or GETSET. Legacy clients that lock with other commands (ServiceStack's
-WATCH/MULTI/SET, errorception/redis-lock 2014+'s SET NX PX) send no SETNX:
-the scan finds their keys. A key of another application that holds a
+or GETSET. Legacy clients that lock with other commands send no SETNX
+(ServiceStack's WATCH/MULTI/SET, errorception/redis-lock 2014+'s SET NX PX):
+the scan sees their timestamps while they hold a lock. A key of another application that holds a
 timestamp is reported too: narrow the scan with --prefix. The scan reads one
 database, and stops at --scan-limit keys, or 10s after the window, and says
 so.`,
@@ -522,7 +522,7 @@ func report(servers []*serverReport, c legacyCheck) legacyReport {
 			denied = append(denied, fmt.Sprintf("%s denied %s (%s)", s.Addr, cmd, s.Denied[cmd]))
 		}
 		if n, m := s.Calls["setnx"], s.Calls["getset"]; n+m > 0 {
-			found = append(found, fmt.Sprintf("%s served %d SETNX and %d GETSET calls in %v (server-wide counts: another application's count too; setnx-getset sends GETSET to take over an expired lock)",
+			found = append(found, fmt.Sprintf("%s served %d SETNX and %d GETSET calls in %v (the counts are server-wide: another application's calls count too; setnx-getset sends GETSET to take over an expired lock)",
 				s.Addr, n, m, ms(s.WindowMS)))
 		}
 		for _, cl := range s.Clients {
@@ -546,11 +546,19 @@ func report(servers []*serverReport, c legacyCheck) legacyReport {
 		r.Verdict, r.Reasons = verdictInconclusive, denied
 	default:
 		r.Verdict = verdictClean
-		r.Reasons = []string{fmt.Sprintf("no SETNX or GETSET call in %v, no client whose last command was one, and no legacy timestamp without a TTL among the %d keys scanned (%d servers)",
-			c.window, scanned, len(servers))}
+		r.Reasons = []string{fmt.Sprintf("no SETNX or GETSET call in %v, no client whose last command was one, and no legacy timestamp without a TTL among the %d keys scanned, on %s",
+			c.window, scanned, count(len(servers), "server"))}
 	}
 	r.Reasons = append(r.Reasons, notes...)
 	return r
+}
+
+// count returns n things, such as "1 server" or "3 servers".
+func count(n int, thing string) string {
+	if n == 1 {
+		return "1 " + thing
+	}
+	return fmt.Sprintf("%d %ss", n, thing)
 }
 
 // code is the exit code of the verdict.
