@@ -117,10 +117,10 @@ it for longer than the slowest legacy job's period. A client is attributed
 only if its last command, at the start or the end of the window, was SETNX
 or GETSET. Legacy clients that lock with other commands send no SETNX
 (ServiceStack's WATCH/MULTI/SET, errorception/redis-lock 2014+'s SET NX PX):
-the scan sees their timestamps while they hold a lock. A key of another application that holds a
-timestamp is reported too: narrow the scan with --prefix. The scan reads one
-database, and stops at --scan-limit keys, or 10s after the window, and says
-so.`,
+the scan sees their timestamps while they hold a lock. A key of another
+application that holds a timestamp is reported too: narrow the scan with
+--prefix. The scan reads one database, and stops at --scan-limit keys, or
+10s after the window, and says so.`,
 		Args: args(0, 0),
 		RunE: func(cmd *cobra.Command, _ []string) error { return a.checkLegacy(cmd.Context(), c) },
 	}
