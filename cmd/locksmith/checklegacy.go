@@ -3,17 +3,13 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"maps"
-	"os"
-	"os/signal"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -141,8 +137,6 @@ func (a *app) checkLegacy(ctx context.Context, c legacyCheck) error {
 	case c.scanLimit < 1:
 		return exit(exitUsage, fmt.Errorf("check-legacy: --scan-limit %d: want at least 1", c.scanLimit))
 	}
-	ctx, stop := interruptible(ctx)
-	defer stop()
 	l, closeLocker, err := a.open(ctx)
 	if err != nil {
 		return err
@@ -166,8 +160,8 @@ func (a *app) checkLegacy(ctx context.Context, c legacyCheck) error {
 			}
 		})
 	}
-	if err := interrupted(ctx); err != nil {
-		return err
+	if err := ctx.Err(); err != nil {
+		return err // a signal: execute exits 128+N
 	}
 	r := report(servers, c)
 	if a.json {
@@ -632,38 +626,4 @@ func (k legacyKey) state() string {
 // ms returns n milliseconds as a duration, rounded for people.
 func ms(n int64) time.Duration {
 	return (time.Duration(n) * time.Millisecond).Round(100 * time.Millisecond)
-}
-
-// signalled is the cause of a context that a signal ended.
-type signalled struct{ sig syscall.Signal }
-
-func (e signalled) Error() string { return "interrupted by signal " + e.sig.String() }
-
-// interruptible returns a context that ends when locksmith gets SIGINT,
-// SIGTERM or SIGHUP, with a signalled cause; stop stops listening.
-func interruptible(parent context.Context) (ctx context.Context, stop func()) {
-	ctx, cancel := context.WithCancelCause(parent)
-	ch := make(chan os.Signal, 1)
-	signal.Notify(ch, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
-	go func() {
-		select {
-		case s := <-ch:
-			cancel(signalled{s.(syscall.Signal)})
-		case <-ctx.Done():
-		}
-	}()
-	return ctx, func() {
-		signal.Stop(ch)
-		cancel(nil)
-	}
-}
-
-// interrupted returns the exit error of a context that a signal ended: exit
-// code 128+N.
-func interrupted(ctx context.Context) error {
-	var s signalled
-	if errors.As(context.Cause(ctx), &s) {
-		return exit(exitSignal+int(s.sig), s)
-	}
-	return nil
 }
