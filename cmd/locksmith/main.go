@@ -22,11 +22,21 @@ import (
 	"context"
 	"fmt"
 	"os"
+
+	"github.com/redis/go-redis/v9"
 )
 
 func main() {
+	// locksmith reports errors itself, once: go-redis would print its own
+	// lines too, such as every failed dial.
+	redis.SetLogger(quiet{})
 	os.Exit(run(context.Background(), os.Args[1:]))
 }
+
+// quiet is a go-redis logger that prints nothing.
+type quiet struct{}
+
+func (quiet) Printf(context.Context, string, ...any) {}
 
 // run runs the command line args and returns the exit code.
 func run(ctx context.Context, args []string) int {
