@@ -125,7 +125,7 @@ func (a *app) breakLock(ctx context.Context, name string, f breakFlags) error {
 	case err != nil && st.Nodes == nil && codeOf(err) != exitNotHeld:
 		return unavailable(err)
 	}
-	r := breakReport{Broken: err == nil, report: newReport(name, st, nil)}
+	r := breakReport{Broken: err == nil, lockReport: newReport(name, st, nil)}
 	some := r.Broken
 	for i := range r.Nodes {
 		b := brokenOn(st.Nodes[i], i, fingerprint, err)
@@ -191,7 +191,7 @@ func oldHolder(ctx context.Context, l lock.Locker, name string, d time.Duration)
 type breakReport struct {
 	Broken bool   `json:"broken"`
 	Note   string `json:"note,omitempty"`
-	report
+	lockReport
 }
 
 // printBreak writes r to stdout: as JSON with --json, else as a table

@@ -96,10 +96,10 @@ func (a *app) inspect(ctx context.Context, name string) error {
 	return nil
 }
 
-// report is what inspect shows of a lock's State, and what break shows of
+// lockReport is what inspect shows of a lock's State, and what break shows of
 // the State it broke: a table for people, or JSON with --json. Its JSON
 // fields are documented in inspect's help, and stay stable.
-type report struct {
+type lockReport struct {
 	Name        string        `json:"name"`
 	Held        bool          `json:"held"`
 	Verdict     string        `json:"verdict"`
@@ -136,8 +136,8 @@ type nodeReport struct {
 
 // newReport returns the report of st, the state of the lock on name, which
 // err left incomplete when not nil.
-func newReport(name string, st lock.State, err error) report {
-	r := report{
+func newReport(name string, st lock.State, err error) lockReport {
+	r := lockReport{
 		Name: name, Held: st.Held, Verdict: st.Verdict, TTL: millis(st.TTL),
 		Fingerprint: st.Fingerprint, Fence: st.Fence, Waiters: st.Waiters,
 		now: time.Now(),
@@ -175,7 +175,7 @@ func millis(d time.Duration) int64 {
 }
 
 // print writes r to stdout: as JSON with --json, else as a table.
-func (a *app) print(r report) error {
+func (a *app) print(r lockReport) error {
 	if a.json {
 		return writeJSON(a.stdout, r)
 	}
@@ -194,7 +194,7 @@ func writeJSON(w io.Writer, v any) error {
 
 // table writes r for people: a column of names and one of values, then,
 // under Redlock, a row per node.
-func (r report) table(w io.Writer) error {
+func (r lockReport) table(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	row := func(name, value string) { fmt.Fprintf(tw, "%s\t%s\n", name, value) }
 	row("lock", printable(r.Name))

@@ -32,16 +32,7 @@ func servers(t *testing.T, strategy string, n int) (env string, srvs []*redistes
 // library client of the same servers as locksmith's.
 func locker(t *testing.T, env string) *config.Locker {
 	t.Helper()
-	c, err := config.ParseURL(strings.TrimPrefix(env, "LOCKSMITH_URL="))
-	if err != nil {
-		t.Fatal(err)
-	}
-	l, err := config.Open(c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = l.Close() })
-	return l
+	return openLocker(t, strings.TrimPrefix(env, "LOCKSMITH_URL="))
 }
 
 // get returns the value of key on srv, "" when there is none.
