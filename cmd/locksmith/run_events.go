@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -16,7 +15,6 @@ import (
 // text lines with -v, and watches the lock through its hooks.
 type events struct {
 	app *app
-	mu  sync.Mutex // one line at a time: hooks run on the lock's goroutines
 
 	queued   atomic.Bool   // the waiter joined the lock's queue
 	cleanups chan struct{} // a clean-up ended, such as a waiter's leaving
@@ -27,18 +25,14 @@ func newEvents(a *app) *events {
 }
 
 // emit reports the event name with its fields, given as key, value pairs;
-// nil values are left out. Never pass it the token.
+// nil values are left out. Never pass it the token. Each event is one
+// write, so events from the lock's goroutines (its hooks) do not mix.
 func (ev *events) emit(name string, kv ...any) {
 	a := ev.app
 	if !a.json && (!a.verbose || a.quiet) {
 		return
 	}
-	var b bytes.Buffer
-	if a.json {
-		fmt.Fprintf(&b, `{"time":%q,"event":%q`, time.Now().UTC().Format(time.RFC3339Nano), name)
-	} else {
-		fmt.Fprintf(&b, "locksmith: %s", name)
-	}
+	var fields bytes.Buffer
 	for i := 0; i+1 < len(kv); i += 2 {
 		v := kv[i+1]
 		switch x := v.(type) {
@@ -49,18 +43,16 @@ func (ev *events) emit(name string, kv ...any) {
 		}
 		if a.json {
 			j, _ := json.Marshal(v)
-			fmt.Fprintf(&b, ",%q:%s", kv[i], j)
+			fmt.Fprintf(&fields, ",%q:%s", kv[i], j)
 		} else {
-			fmt.Fprintf(&b, " %s=%v", kv[i], v)
+			fmt.Fprintf(&fields, " %s=%v", kv[i], v)
 		}
 	}
-	if a.json {
-		b.WriteByte('}')
+	if !a.json {
+		a.logf("%s%s", name, fields.Bytes())
+		return
 	}
-	b.WriteByte('\n')
-	ev.mu.Lock()
-	defer ev.mu.Unlock()
-	_, _ = a.stderr.Write(b.Bytes())
+	fmt.Fprintf(a.stderr, "{\"time\":%q,\"event\":%q%s}\n", time.Now().UTC().Format(time.RFC3339Nano), name, fields.Bytes())
 }
 
 // hooks are the lock's hooks that report the wait and the refreshes, and
