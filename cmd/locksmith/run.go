@@ -117,7 +117,7 @@ func (a *app) runCommand() *cobra.Command {
 		Long:    runLong,
 		Example: runExample,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return a.run(cmd, &f, args)
+			return a.runUnderLock(cmd, &f, args)
 		},
 	}
 	fl := cmd.Flags()
@@ -145,8 +145,8 @@ type runner struct {
 	events *events
 }
 
-// run is the run subcommand.
-func (a *app) run(cmd *cobra.Command, f *runFlags, args []string) (err error) {
+// runUnderLock is the run subcommand.
+func (a *app) runUnderLock(cmd *cobra.Command, f *runFlags, args []string) (err error) {
 	// Caught first, before connecting, so that a signal while waiting
 	// gives up the wait (consul#4439), and none is lost once the command
 	// runs.
@@ -159,7 +159,7 @@ func (a *app) run(cmd *cobra.Command, f *runFlags, args []string) (err error) {
 		r.res.Lock = args[0]
 	}
 	defer func() { err = r.report(err) }()
-	if err := r.parse(args, cmd.ArgsLenAtDash()); err != nil {
+	if err := r.parse(cmd, args); err != nil {
 		return exit(exitUsage, err)
 	}
 	l, closeLocker, err := a.open(cmd.Context())
@@ -186,25 +186,35 @@ func (a *app) run(cmd *cobra.Command, f *runFlags, args []string) (err error) {
 
 // parse reads NAME and the command from args, and checks the flags that do
 // not depend on the configuration.
-func (r *runner) parse(args []string, dash int) error {
-	f := r.f
+func (r *runner) parse(cmd *cobra.Command, args []string) error {
+	f, dash := r.f, cmd.ArgsLenAtDash()
+	names := args
+	if dash >= 0 {
+		names = args[:dash]
+	}
 	switch {
-	case len(args) == 0 || dash == 0:
+	case len(names) == 0:
 		return errors.New("run: missing the lock's NAME\nUsage: locksmith run [flags] NAME -- CMD [ARG...]")
+	case len(names) > 1:
+		return fmt.Errorf("run: one lock NAME before the command, got %q (put the command after --)", names)
 	case f.shell != "" && dash >= 0:
 		return errors.New("run: give either -c STRING or -- CMD [ARG...], not both")
-	case f.shell == "" && (dash < 0 || len(args) == dash):
+	case f.shell == "" && len(args) == 1:
 		return errors.New("run: missing the command: locksmith run [flags] NAME -- CMD [ARG...], or NAME -c STRING")
-	case dash > 1 || (dash < 0 && len(args) > 1):
-		return fmt.Errorf("run: one lock NAME before --, got %q", args[:max(dash, len(args))])
-	case f.noWait && f.wait != 0:
+	case f.noWait && cmd.Flags().Changed("wait"):
 		return errors.New("run: give either -n or -w, not both")
-	case f.wait < 0:
-		return fmt.Errorf("run: --wait %v: must be positive (-n does not wait)", f.wait)
 	case f.conflictCode < 0 || f.conflictCode > 255:
 		return fmt.Errorf("run: --conflict-exit-code %d: must be 0 to 255", f.conflictCode)
-	case f.ttl < 0 || f.refresh < 0 || f.killGrace < 0 || f.maxRuntime < 0:
-		return errors.New("run: --ttl, --refresh, --kill-grace and --max-runtime must not be negative")
+	case f.killGrace < 0:
+		return fmt.Errorf("run: --kill-grace %v: must not be negative", f.killGrace)
+	}
+	for _, d := range []struct {
+		flag string
+		v    time.Duration
+	}{{"wait", f.wait}, {"ttl", f.ttl}, {"refresh", f.refresh}, {"max-runtime", f.maxRuntime}} {
+		if cmd.Flags().Changed(d.flag) && d.v <= 0 {
+			return fmt.Errorf("run: --%s %v: must be positive", d.flag, d.v)
+		}
 	}
 	r.name = args[0]
 	r.argv = args[1:]
