@@ -255,7 +255,7 @@ func (r *runner) setTTL(def time.Duration) error {
 		return fmt.Errorf("run: --ttl %v is too short for --kill-grace %v: on loss, SIGTERM comes at the lease's "+
 			"validity deadline less the grace and %v, and a healthy lease must leave two refresh intervals "+
 			"(2 x %v) before it; give a --ttl of at least %v, or a shorter --kill-grace or --refresh",
-			r.ttl, f.killGrace, killMargin, refresh, least)
+			r.ttl, f.killGrace, killMargin, refresh.Round(time.Millisecond), least)
 	}
 	r.f.refresh = refresh
 	return nil
@@ -316,13 +316,24 @@ func (r *runner) obtain(ctx context.Context, l lock.Locker, sigs <-chan os.Signa
 				r.events.left()
 				r.res.Outcome = "not_obtained"
 				r.events.emit("not_obtained", "lock", r.name, "waited_ms", r.res.WaitedMS)
-				return nil, exit(r.f.conflictCode, fmt.Errorf("lock %q not obtained: %w", r.name, o.err))
+				return nil, exit(r.f.conflictCode, r.notObtained(o.err))
 			case o.err != nil:
 				return nil, unavailable(fmt.Errorf("obtaining lock %q: %w", r.name, o.err))
 			}
 			return o.lk, nil
 		}
 	}
+}
+
+// notObtained says why the lock was not obtained.
+func (r *runner) notObtained(err error) error {
+	switch {
+	case r.f.noWait:
+		return fmt.Errorf("lock %q is held by another owner (-n: not waiting)", r.name)
+	case r.f.wait > 0 && errors.Is(err, context.DeadlineExceeded):
+		return fmt.Errorf("lock %q still held by another owner after --wait %v", r.name, r.f.wait)
+	}
+	return fmt.Errorf("lock %q not obtained: %w", r.name, err)
 }
 
 // hold runs the command under the held lock lk, and releases it.

@@ -65,7 +65,9 @@ func (ev *events) hooks() *lock.Hooks {
 				ev.queued.Store(true)
 				ev.emit("queued", "rank", e.Rank)
 			case "woken":
-				ev.emit("woken", "reason", e.Reason)
+				if e.Reason != "timer" { // the timer's wake-ups are the polls of a long wait
+					ev.emit("woken", "reason", e.Reason)
+				}
 			}
 		},
 		Op: func(ctx context.Context, e lock.Event, next func(context.Context) error) error {

@@ -230,20 +230,56 @@ func TestRunKillsTheGroup(t *testing.T) {
 	}
 }
 
-func TestRunSignals(t *testing.T) {
+func TestRunWaiting(t *testing.T) {
 	srv, env := runServer(t)
-	t.Run("SIGINT while waiting gives up, and leaves the queue", func(t *testing.T) {
-		hold(t, srv, "waited")
-		wait, signal := startSignalled(t, []string{env}, "run", "waited", "--", "true")
-		eventually(t, "locksmith queued", func() bool { return redis(t, srv, "ZCARD", "{waited}:q") == "1" })
-		signal(syscall.SIGINT)
-		if r := wait(); r.code != exitSignal+2 {
-			t.Errorf("got %s\nwant exit %d", r, exitSignal+2)
+	for i, tc := range []struct {
+		name string
+		args []string
+		sig  syscall.Signal // sent once locksmith queued; 0: none
+		want int
+	}{
+		{"SIGINT gives up", nil, syscall.SIGINT, exitSignal + 2},
+		{"SIGTERM gives up", nil, syscall.SIGTERM, exitSignal + 15},
+		{"SIGHUP gives up", nil, syscall.SIGHUP, exitSignal + 1},
+		{"-w running out gives up", []string{"-w", "500ms"}, 0, exitNotObtained},
+	} {
+		t.Run(tc.name+", and leaves the queue", func(t *testing.T) {
+			lock := fmt.Sprintf("waited-%d", i)
+			queue := "{" + lock + "}:q"
+			hold(t, srv, lock)
+			wait, signal := startSignalled(t, []string{env}, append(append([]string{"run"}, tc.args...), lock, "--", "true")...)
+			eventually(t, "locksmith queued", func() bool { return redis(t, srv, "ZCARD", queue) == "1" })
+			if tc.sig != 0 {
+				signal(tc.sig)
+			}
+			if r := wait(); r.code != tc.want {
+				t.Errorf("got %s\nwant exit %d", r, tc.want)
+			}
+			if got := redis(t, srv, "ZCARD", queue); got != "0" {
+				t.Errorf("the lock's queue once locksmith gave up: got %s waiters, want 0", got)
+			}
+		})
+	}
+	t.Run("a release wakes the waiter", func(t *testing.T) {
+		dir := t.TempDir()
+		first := start(t, []string{env}, "run", "turns", "--", "sh", "-c", `touch "$0"; while [ ! -e "$0.done" ]; do sleep 0.05; done`, filepath.Join(dir, "first"))
+		eventually(t, "the first command started", func() bool { return exists(filepath.Join(dir, "first")) })
+		second := start(t, []string{env}, "--json", "run", "turns", "--", "true")
+		eventually(t, "the second locksmith queued", func() bool { return redis(t, srv, "ZCARD", "{turns}:q") == "1" })
+		if err := os.WriteFile(filepath.Join(dir, "first.done"), nil, 0o644); err != nil {
+			t.Fatal(err)
 		}
-		if got := redis(t, srv, "ZCARD", "{waited}:q"); got != "0" {
-			t.Errorf("the lock's queue after locksmith gave up: got %s waiters, want 0", got)
+		if r := first(); r.code != 0 {
+			t.Errorf("the first: got %s\nwant exit 0", r)
+		}
+		if r := second(); r.code != 0 {
+			t.Errorf("the second: got %s\nwant exit 0", r)
 		}
 	})
+}
+
+func TestRunSignals(t *testing.T) {
+	_, env := runServer(t)
 	// The command traps signals, and writes their names to a file.
 	trap := `trap 'echo USR1 >> "$0"' USR1; trap 'echo TERM >> "$0"; exit 0' TERM; trap 'echo INT >> "$0"' INT; ` +
 		`echo ready >> "$0"; while :; do sleep 0.05; done`
@@ -428,6 +464,13 @@ func TestRunEnvironment(t *testing.T) {
 	if strings.Contains(readFile(envFile), token) {
 		t.Errorf("the command's environment holds the lock's token")
 	}
+	t.Run("no fence where the strategy issues none", func(t *testing.T) {
+		legacy := "LOCKSMITH_URL=setnx-getset://" + srv.Addr
+		r := locksmith(t, []string{legacy, "LOCKSMITH_FENCE=stale"}, "run", "legacy", "--", "sh", "-c", `echo "fence=${LOCKSMITH_FENCE-unset} held=$LOCKSMITH_HELD"`)
+		if want := "fence=unset held=1\n"; r.code != 0 || r.stdout != want {
+			t.Errorf("got %s\nwant exit 0 and stdout %q", r, want)
+		}
+	})
 }
 
 func TestRunResultFile(t *testing.T) {
