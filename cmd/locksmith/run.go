@@ -80,9 +80,15 @@ Exit codes:
   70                           internal error
 A command can exit with one of these codes itself: scripts that must know
 read --result-file, a JSON object with the outcome (completed, not_obtained,
-interrupted, lost, max_runtime, not_found, not_executable, error), the exit
-code, the command's status or signal, the fence, waited_ms, held_ms and, on
-loss, when and why.`
+interrupted, lost, max_runtime, not_found, not_executable, usage, config,
+unavailable or error), the exit code, the command's status or the signal
+that killed it, the fence, waited_ms, held_ms, whether the release
+succeeded and, on loss, when and why (lost_at, loss_reason, valid_until).
+
+-v reports each step on stderr, and --json reports them as JSON lines
+(time, event, fields): waiting, queued, woken, not_obtained, obtained,
+started, refreshed, refresh_failed, signal (which, why), lost (reason, the
+validity deadline), exited, released, release_failed. None holds the token.`
 
 const runExample = `  # a nightly job, at most one at a time across the fleet
   locksmith run nightly-report -- /usr/local/bin/report --since yesterday

@@ -18,10 +18,9 @@ func (r *runner) supervise(lk *lock.Lock, c *child, sigs <-chan os.Signal) (*os.
 	grace := r.f.killGrace
 	d := lk.ValidUntil() // the validity deadline; kept after the lock zeroes it on loss
 	var (
-		termAt time.Time // when the group was told to stop; zero: not yet
-		killBy time.Time // when SIGKILL is due, but for D - margin; zero: no such time
+		killBy time.Time // when SIGKILL is due, but for D - margin; zero: not stopping
 		killed bool
-		ints   int
+		ints   int // SIGINTs received
 	)
 	var maxRuntime <-chan time.Time
 	if r.f.maxRuntime > 0 {
@@ -37,9 +36,6 @@ func (r *runner) supervise(lk *lock.Lock, c *child, sigs <-chan os.Signal) (*os.
 	}
 	// stop starts stopping the group: SIGKILL follows within the grace.
 	stop := func(now time.Time) {
-		if termAt.IsZero() {
-			termAt = now
-		}
 		if by := now.Add(grace); killBy.IsZero() || by.Before(killBy) {
 			killBy = by
 		}
