@@ -3,8 +3,11 @@ package main
 import (
 	"bufio"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -88,38 +91,66 @@ func waitGone(t *testing.T, pid int, what string) {
 	eventually(t, what+" (pid "+strconv.Itoa(pid)+") ended", func() bool { return gone(pid) })
 }
 
-// start starts locksmith with env and args.
+// start starts locksmith with env and args, and returns what waits for it.
 func start(t *testing.T, env []string, args ...string) func() result {
 	t.Helper()
-	cmd, stdout, stderr := command(t, env, args...)
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("starting locksmith: %v", err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill() })
-	return func() result {
-		t.Helper()
-		return wait(t, cmd, stdout, stderr)
-	}
+	wait, _ := startSignalled(t, env, args...)
+	return wait
 }
 
-// startSignalled starts locksmith, and returns it with a function that
-// sends it a signal.
+// startSignalled starts locksmith with env and args, and returns what waits
+// for it and what sends it a signal. Its output goes to files, not pipes:
+// waiting for it then never waits for a process that outlived it and holds
+// the pipe (such as a command that a test wants killed with it).
 func startSignalled(t *testing.T, env []string, args ...string) (func() result, func(syscall.Signal)) {
 	t.Helper()
-	cmd, stdout, stderr := command(t, env, args...)
+	dir := t.TempDir()
+	stdout, stderr := filepath.Join(dir, "stdout"), filepath.Join(dir, "stderr")
+	cmd := exec.Command(bin, args...)
+	cmd.Env = environ(env...)
+	for _, f := range []struct {
+		path string
+		to   *io.Writer
+	}{{stdout, &cmd.Stdout}, {stderr, &cmd.Stderr}} {
+		file, err := os.Create(f.path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer file.Close() // locksmith has its own copy
+		*f.to = file
+	}
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("starting locksmith: %v", err)
 	}
-	t.Cleanup(func() { _ = cmd.Process.Kill() })
-	return func() result {
-			t.Helper()
-			return wait(t, cmd, stdout, stderr)
-		}, func(sig syscall.Signal) {
-			t.Helper()
-			if err := cmd.Process.Signal(sig); err != nil {
-				t.Fatalf("sending %v to locksmith: %v", sig, err)
-			}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-done
+	})
+	wait := func() result {
+		t.Helper()
+		var err error
+		select {
+		case err = <-done:
+			done <- err // for the clean-up
+		case <-time.After(hang):
+			_ = cmd.Process.Kill()
+			t.Fatalf("locksmith %s hung for %v\nstderr:\n%s", strings.Join(args, " "), hang, readFile(stderr))
 		}
+		r := result{code: cmd.ProcessState.ExitCode(), stdout: readFile(stdout), stderr: readFile(stderr)}
+		if err != nil && !errors.As(err, new(*exec.ExitError)) {
+			t.Fatalf("waiting for locksmith: %v", err)
+		}
+		return r
+	}
+	signal := func(sig syscall.Signal) {
+		t.Helper()
+		if err := cmd.Process.Signal(sig); err != nil {
+			t.Fatalf("sending %v to locksmith: %v", sig, err)
+		}
+	}
+	return wait, signal
 }
 
 // hold makes another owner hold the lock name on srv for a minute.
@@ -216,6 +247,7 @@ func TestRunKillsTheGroup(t *testing.T) {
 			args := append(append([]string{"run"}, tc.args...), lock, "--", "sh", "-c", tc.script, pidfile)
 			wait, signal := startSignalled(t, []string{env}, args...)
 			pid := pidIn(t, pidfile)
+			t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGKILL) }) // if it ran on
 			if tc.act != nil {
 				tc.act(t, lock, signal)
 			}
@@ -224,7 +256,6 @@ func TestRunKillsTheGroup(t *testing.T) {
 			}
 			if !gone(pid) {
 				t.Errorf("the grandchild (pid %d) runs on after locksmith exited, want it killed with its group", pid)
-				_ = syscall.Kill(pid, syscall.SIGKILL)
 			}
 		})
 	}
@@ -328,6 +359,7 @@ func TestRunLocksmithKilled(t *testing.T) {
 	pidfile := filepath.Join(t.TempDir(), "pid")
 	wait, signal := startSignalled(t, []string{env}, "run", "orphan", "--", "sh", "-c", `echo $$ > "$0"; exec sleep 1000`, pidfile)
 	pid := pidIn(t, pidfile)
+	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGKILL) }) // if it ran on
 	signal(syscall.SIGKILL)
 	if r := wait(); r.code != -1 {
 		t.Errorf("got %s\nwant locksmith killed", r)
