@@ -143,12 +143,13 @@ func (a *app) runCommand() *cobra.Command {
 // reports in --result-file.
 type runner struct {
 	*app
-	f      *runFlags
-	name   string
-	argv   []string // the command, with $SHELL -c for -c
-	ttl    time.Duration
-	res    runResult
-	events *events
+	f       *runFlags
+	name    string
+	argv    []string // the command, with $SHELL -c for -c
+	ttl     time.Duration
+	refresh time.Duration // --refresh, or a third of ttl
+	res     runResult
+	events  *events
 }
 
 // runUnderLock is the run subcommand.
@@ -263,7 +264,7 @@ func (r *runner) setTTL(def time.Duration) error {
 			"(2 x %v) before it; give a --ttl of at least %v, or a shorter --kill-grace or --refresh",
 			r.ttl, f.killGrace, killMargin, refresh.Round(time.Millisecond), least)
 	}
-	r.f.refresh = refresh
+	r.refresh = refresh
 	return nil
 }
 
@@ -285,7 +286,7 @@ func (r *runner) obtain(ctx context.Context, l lock.Locker, sigs <-chan os.Signa
 		ctx, stop = context.WithTimeout(ctx, r.f.wait)
 		defer stop()
 	}
-	opts := []lock.Option{lock.WithHooks(r.events.hooks()), lock.WithRefreshFraction(float64(r.f.refresh) / float64(r.ttl))}
+	opts := []lock.Option{lock.WithHooks(r.events.hooks()), lock.WithRefreshFraction(float64(r.refresh) / float64(r.ttl))}
 	if retry != nil {
 		opts = append(opts, retry)
 	}
@@ -311,8 +312,10 @@ func (r *runner) obtain(ctx context.Context, l lock.Locker, sigs <-chan os.Signa
 			r.res.WaitedMS = time.Since(start).Milliseconds()
 			var se *signalError
 			if errors.As(context.Cause(ctx), &se) {
-				if o.err == nil {
-					_ = o.lk.Release(context.Background()) // obtained as the signal came
+				if o.err == nil { // obtained as the signal came
+					ctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
+					_ = o.lk.Release(ctx)
+					cancel()
 				}
 				r.events.left()
 				return nil, exit(se.code(), se)
