@@ -453,11 +453,5 @@ func signalName(sig os.Signal) string {
 	return sig.String()
 }
 
-// signum returns sig's number.
-func signum(sig os.Signal) int {
-	s, _ := sig.(syscall.Signal)
-	return int(s)
-}
-
 // wall drops t's monotonic clock reading, for output.
 func wall(t time.Time) time.Time { return t.Round(0).UTC() }

@@ -27,8 +27,8 @@ func runServer(t *testing.T) (*redistest.Server, string) {
 	return srv, "LOCKSMITH_URL=single://" + srv.Addr
 }
 
-// redis sends one command to srv and returns its reply as text.
-func redis(t *testing.T, srv *redistest.Server, args ...string) string {
+// send sends one command to srv and returns its reply as text.
+func send(t *testing.T, srv *redistest.Server, args ...string) string {
 	t.Helper()
 	reply, err := srv.Command(ctx(t), args...)
 	if err != nil {
@@ -156,7 +156,7 @@ func startSignalled(t *testing.T, env []string, args ...string) (func() result, 
 // hold makes another owner hold the lock name on srv for a minute.
 func hold(t *testing.T, srv *redistest.Server, name string) {
 	t.Helper()
-	redis(t, srv, "SET", name, "another-owner", "PX", "60000")
+	send(t, srv, "SET", name, "another-owner", "PX", "60000")
 }
 
 func TestRunExitCodes(t *testing.T) {
@@ -218,7 +218,7 @@ func TestRunExitCodes(t *testing.T) {
 	})
 	t.Run("the lock is released after each", func(t *testing.T) {
 		for _, name := range []string{"ok", "three", "shell", "slow", "noexec", "nosuch", "killed"} {
-			if got := redis(t, srv, "EXISTS", name); got != "0" {
+			if got := send(t, srv, "EXISTS", name); got != "0" {
 				t.Errorf("EXISTS %s after its run: got %s, want 0", name, got)
 			}
 		}
@@ -279,14 +279,14 @@ func TestRunWaiting(t *testing.T) {
 			queue := "{" + lock + "}:q"
 			hold(t, srv, lock)
 			wait, signal := startSignalled(t, []string{env}, append(append([]string{"run"}, tc.args...), lock, "--", "true")...)
-			eventually(t, "locksmith queued", func() bool { return redis(t, srv, "ZCARD", queue) == "1" })
+			eventually(t, "locksmith queued", func() bool { return send(t, srv, "ZCARD", queue) == "1" })
 			if tc.sig != 0 {
 				signal(tc.sig)
 			}
 			if r := wait(); r.code != tc.want {
 				t.Errorf("got %s\nwant exit %d", r, tc.want)
 			}
-			if got := redis(t, srv, "ZCARD", queue); got != "0" {
+			if got := send(t, srv, "ZCARD", queue); got != "0" {
 				t.Errorf("the lock's queue once locksmith gave up: got %s waiters, want 0", got)
 			}
 		})
@@ -296,7 +296,7 @@ func TestRunWaiting(t *testing.T) {
 		first := start(t, []string{env}, "run", "turns", "--", "sh", "-c", `touch "$0"; while [ ! -e "$0.done" ]; do sleep 0.05; done`, filepath.Join(dir, "first"))
 		eventually(t, "the first command started", func() bool { return exists(filepath.Join(dir, "first")) })
 		second := start(t, []string{env}, "--json", "run", "turns", "--", "true")
-		eventually(t, "the second locksmith queued", func() bool { return redis(t, srv, "ZCARD", "{turns}:q") == "1" })
+		eventually(t, "the second locksmith queued", func() bool { return send(t, srv, "ZCARD", "{turns}:q") == "1" })
 		if err := os.WriteFile(filepath.Join(dir, "first.done"), nil, 0o644); err != nil {
 			t.Fatal(err)
 		}
@@ -406,7 +406,7 @@ func TestRunPausedRedis(t *testing.T) {
 	// The key expires on the server at the earliest PTTL after the command
 	// was sent (a refresh that lands later only delays it).
 	sent := time.Now()
-	pttl, err := strconv.Atoi(redis(t, srv, "PTTL", "paused"))
+	pttl, err := strconv.Atoi(send(t, srv, "PTTL", "paused"))
 	if err != nil || pttl <= 0 {
 		t.Fatalf("PTTL paused: got %d, %v, want a positive TTL", pttl, err)
 	}
@@ -473,8 +473,8 @@ func TestRunEnvironment(t *testing.T) {
 	wait := start(t, []string{env, "LOCKSMITH_FENCE=stale"}, "run", "--ttl", "20s", "envy", "--",
 		"sh", "-c", `env > "$0.tmp"; mv "$0.tmp" "$0"; while [ ! -e "$0.done" ]; do sleep 0.05; done`, envFile)
 	eventually(t, "the command's environment", func() bool { return exists(envFile) })
-	value := redis(t, srv, "GET", "envy")
-	fence := redis(t, srv, "GET", "{envy}:fence")
+	value := send(t, srv, "GET", "envy")
+	fence := send(t, srv, "GET", "{envy}:fence")
 	if err := os.WriteFile(envFile+".done", nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -533,7 +533,7 @@ func TestRunResultFile(t *testing.T) {
 		wait := start(t, []string{env}, "run", "--result-file", path, "--ttl", "1s", "--kill-grace", "200ms", "taken", "--",
 			"sh", "-c", `touch "$0"; sleep 1000`, filepath.Join(dir, "started"))
 		eventually(t, "the command started", func() bool { return exists(filepath.Join(dir, "started")) })
-		token := redis(t, srv, "GET", "taken")[:22]
+		token := send(t, srv, "GET", "taken")[:22]
 		hold(t, srv, "taken")
 		if r := wait(); r.code != exitLost {
 			t.Fatalf("got %s\nwant exit %d", r, exitLost)
