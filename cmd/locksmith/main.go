@@ -23,13 +23,13 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/redis/go-redis/v9"
+	goredis "github.com/redis/go-redis/v9"
 )
 
 func main() {
 	// locksmith reports errors itself, once: go-redis would print its own
 	// lines too, such as every failed dial.
-	redis.SetLogger(quiet{})
+	goredis.SetLogger(quiet{})
 	os.Exit(run(context.Background(), os.Args[1:]))
 }
 

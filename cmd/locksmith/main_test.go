@@ -63,7 +63,8 @@ func environ(env ...string) []string {
 		}
 		out = append(out, kv)
 	}
-	return append(out, env...)
+	// The race detector's runtime sleeps a second at exit by default.
+	return append(append(out, "GORACE=atexit_sleep_ms=0"), env...)
 }
 
 // command returns an unstarted locksmith with args and env (added to a clean
@@ -74,6 +75,9 @@ func command(t *testing.T, env []string, args ...string) (cmd *exec.Cmd, stdout,
 	cmd.Env = environ(env...)
 	stdout, stderr = new(bytes.Buffer), new(bytes.Buffer)
 	cmd.Stdout, cmd.Stderr = stdout, stderr
+	// A process that outlives locksmith and keeps its output open (a
+	// grandchild that escaped) must not hang Wait.
+	cmd.WaitDelay = 10 * time.Second
 	return cmd, stdout, stderr
 }
 

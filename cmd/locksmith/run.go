@@ -1,14 +1,457 @@
 package main
 
 import (
+	"cmp"
+	"context"
 	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/locksmith-go/lock"
 )
 
+const runLong = `run obtains the lock NAME, runs CMD while holding it, refreshes the lease
+in the background, and releases the lock when CMD exits. CMD is executed
+directly, with ARGs; with -c, STRING runs through $SHELL -c (/bin/sh when
+$SHELL is unset).
+
+Waiting: by default run waits for the lock as long as it takes, woken by the
+holder's release (a timer tries again every 200ms as a safety net, or as the
+configuration's retry setting says). -w DUR gives up after DUR, -n at once;
+either way, a lock not obtained exits with 75, or the -E code. SIGINT,
+SIGTERM, SIGHUP or SIGQUIT while waiting gives up (leaving the lock's queue)
+and exits with 128+N.
+
+The command runs in a process group of its own, with stdin, stdout and
+stderr passed through. On Linux it is killed if locksmith dies (SIGKILL as
+its parent-death signal); its own children are not. Its environment is
+locksmith's, plus:
+  LOCKSMITH_LOCK=NAME      the lock's name
+  LOCKSMITH_FENCE=N        the fencing token, where the strategy issues one
+                           (single): pass it to the resource the lock
+                           protects, so that it can reject a stale holder
+  LOCKSMITH_LEASE_MS=MS    the lease (--ttl), in milliseconds
+  LOCKSMITH_HELD=1
+It never gets the lock's token.
+
+Signals: SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2 and SIGWINCH go
+to the command's whole process group. After a terminating one (INT, TERM,
+HUP, QUIT), the group gets SIGKILL --kill-grace later if it still runs; a
+second SIGINT kills it at once.
+
+When the lock is lost, the command is stopped before the lease could pass to
+anyone else, timed against the local validity deadline D (the time the last
+successful refresh was sent, plus the TTL, less the strategy's clock-drift
+allowance), with a margin M of 100ms:
+  - while refreshes fail (Redis unreachable or paused), SIGTERM goes to the
+    group at D - kill-grace - M, and SIGKILL at D - M;
+  - when a refresh finds the lock expired or taken, SIGTERM goes at once, and
+    SIGKILL kill-grace later, or at D - M if that comes first.
+run then exits with 79, whatever the command's status. So that a healthy
+lease never comes near its SIGTERM, --ttl must be at least
+2 x refresh + kill-grace + M (with the default refresh, a third of the TTL:
+at least 3 x (kill-grace + M)); a shorter one is refused at start.
+
+When the command exits, whatever is left of its process group is killed
+(it would otherwise run on without the lock), then the lock is released;
+a failed release is reported, and the lease's TTL ends the lock.
+
+Exit codes:
+  the command's own status     it ran to the end with the lock held
+  128+N                        it was killed by signal N, or run was
+                               interrupted by signal N while waiting
+  75 (or -E)                   the lock was not obtained (-n, -w)
+  79                           the lock was lost; the command was stopped
+  124                          --max-runtime ran out; the command was stopped
+  126, 127                     the command is not executable, not found
+                               (the lock is released first)
+  64                           usage error, such as a --ttl too short
+  78                           bad configuration
+  69                           Redis unreachable, or it refused us
+  70                           internal error
+A command can exit with one of these codes itself: scripts that must know
+read --result-file, a JSON object with the outcome (completed, not_obtained,
+interrupted, lost, max_runtime, not_found, not_executable, usage, config,
+unavailable or error), the exit code, the command's status or the signal
+that killed it, the fence, waited_ms, held_ms, whether the release
+succeeded and, on loss, when and why (lost_at, loss_reason, valid_until).
+
+-v reports each step on stderr, and --json reports them as JSON lines
+(time, event, fields): waiting, queued, woken, not_obtained, obtained,
+started, refreshed, refresh_failed, signal (which, why), lost (reason, the
+validity deadline), exited, released, release_failed. None holds the token.`
+
+const runExample = `  # a nightly job, at most one at a time across the fleet
+  locksmith run nightly-report -- /usr/local/bin/report --since yesterday
+
+  # skip this run if another one holds the lock; exit 0 then
+  locksmith run -n -E 0 backup -- ./backup.sh
+
+  # wait up to a minute, through the shell, with a 10s lease
+  locksmith run -w 1m --ttl 10s --kill-grace 2s deploy -c 'make deploy && make smoke'
+
+  # for a script that must know what happened
+  locksmith run --result-file /tmp/result.json reindex -- ./reindex`
+
+// runFlags are the flags of run.
+type runFlags struct {
+	noWait       bool
+	wait         time.Duration
+	conflictCode int
+	ttl          time.Duration
+	refresh      time.Duration
+	killGrace    time.Duration
+	maxRuntime   time.Duration
+	shell        string
+	resultFile   string
+}
+
 func (a *app) runCommand() *cobra.Command {
-	return &cobra.Command{
-		Use:  "run",
-		RunE: func(*cobra.Command, []string) error { return exit(exitInternal, errors.New("not implemented")) },
+	var f runFlags
+	cmd := &cobra.Command{
+		Use:     "run [flags] NAME -- CMD [ARG...] | run [flags] NAME -c STRING",
+		Short:   "Run a command while holding a lock",
+		Long:    runLong,
+		Example: runExample,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return a.runUnderLock(cmd, &f, args)
+		},
+	}
+	fl := cmd.Flags()
+	fl.BoolVarP(&f.noWait, "no-wait", "n", false, "fail at once if the lock is held")
+	fl.DurationVarP(&f.wait, "wait", "w", 0, "give up waiting for the lock after this long (default: wait as long as it takes)")
+	fl.IntVarP(&f.conflictCode, "conflict-exit-code", "E", exitNotObtained, "exit code when the lock is not obtained, 0 to 255")
+	fl.DurationVar(&f.ttl, "ttl", 0, "the lease, refreshed in the background (default: the configuration's TTL, 30s unless set)")
+	fl.DurationVar(&f.refresh, "refresh", 0, "refresh the lease this often (default: a third of --ttl)")
+	fl.DurationVar(&f.killGrace, "kill-grace", 5*time.Second, "time between SIGTERM and SIGKILL when the command is stopped")
+	fl.DurationVar(&f.maxRuntime, "max-runtime", 0, "stop the command after this long, and exit with 124 (default: no limit)")
+	fl.StringVarP(&f.shell, "command", "c", "", "run STRING through $SHELL -c, instead of CMD [ARG...]")
+	fl.StringVar(&f.resultFile, "result-file", "", "write the outcome to this file, as JSON")
+	return cmd
+}
+
+// runner is one run of the run subcommand: its settings, and what it
+// reports in --result-file.
+type runner struct {
+	*app
+	f       *runFlags
+	name    string
+	argv    []string // the command, with $SHELL -c for -c
+	ttl     time.Duration
+	refresh time.Duration // --refresh, or a third of ttl
+	res     runResult
+	events  *events
+}
+
+// runUnderLock is the run subcommand.
+func (a *app) runUnderLock(cmd *cobra.Command, f *runFlags, args []string) (err error) {
+	// Caught first, before connecting, so that a signal while waiting
+	// gives up the wait (consul#4439), and none is lost once the command
+	// runs.
+	sigs := make(chan os.Signal, 16)
+	signal.Notify(sigs, forwardedSignals...)
+	defer signal.Stop(sigs)
+
+	r := &runner{app: a, f: f, events: newEvents(a)}
+	if len(args) > 0 {
+		r.res.Lock = args[0]
+	}
+	defer func() { err = r.report(err) }()
+	if err := r.parse(cmd, args); err != nil {
+		return exit(exitUsage, err)
+	}
+	l, closeLocker, err := a.open(cmd.Context())
+	if err != nil {
+		return err
+	}
+	defer closeLocker()
+	if err := r.setTTL(l.TTL()); err != nil {
+		return exit(exitUsage, err)
+	}
+	retry := lock.WithRetry(lock.Linear(200 * time.Millisecond))
+	switch {
+	case f.noWait:
+		retry = lock.WithRetry(lock.NoRetry())
+	case l.Config().Retry != "" && l.Config().Retry != "none":
+		retry = nil // the configuration's own
+	}
+	lk, err := r.obtain(cmd.Context(), l, sigs, retry)
+	if err != nil {
+		return err
+	}
+	return r.hold(lk, sigs)
+}
+
+// parse reads NAME and the command from args, and checks the flags that do
+// not depend on the configuration.
+func (r *runner) parse(cmd *cobra.Command, args []string) error {
+	f, dash := r.f, cmd.ArgsLenAtDash()
+	names := args
+	if dash >= 0 {
+		names = args[:dash]
+	}
+	switch {
+	case len(names) == 0:
+		return errors.New("run: missing the lock's NAME\nUsage: locksmith run [flags] NAME -- CMD [ARG...]")
+	case len(names) > 1:
+		return fmt.Errorf("run: one lock NAME before the command, got %q (put the command after --)", names)
+	case f.shell != "" && dash >= 0:
+		return errors.New("run: give either -c STRING or -- CMD [ARG...], not both")
+	case f.shell == "" && len(args) == 1:
+		return errors.New("run: missing the command: locksmith run [flags] NAME -- CMD [ARG...], or NAME -c STRING")
+	case f.noWait && cmd.Flags().Changed("wait"):
+		return errors.New("run: give either -n or -w, not both")
+	case f.conflictCode < 0 || f.conflictCode > 255:
+		return fmt.Errorf("run: --conflict-exit-code %d: must be 0 to 255", f.conflictCode)
+	case f.killGrace < 0:
+		return fmt.Errorf("run: --kill-grace %v: must not be negative", f.killGrace)
+	}
+	for _, d := range []struct {
+		flag string
+		v    time.Duration
+	}{{"wait", f.wait}, {"ttl", f.ttl}, {"refresh", f.refresh}, {"max-runtime", f.maxRuntime}} {
+		if cmd.Flags().Changed(d.flag) && d.v <= 0 {
+			return fmt.Errorf("run: --%s %v: must be positive", d.flag, d.v)
+		}
+	}
+	r.name = args[0]
+	r.argv = args[1:]
+	if f.shell != "" {
+		r.argv = []string{cmp.Or(os.Getenv("SHELL"), "/bin/sh"), "-c", f.shell}
+	}
+	return nil
+}
+
+// killMargin is by how much SIGKILL comes before the lock's validity
+// deadline, which already allows for clock drift (1% of the TTL for
+// single): it covers the lateness of a timer on a loaded host, and the
+// kill's own delivery.
+const killMargin = 100 * time.Millisecond
+
+// setTTL sets the lease (--ttl, or def from the configuration), the refresh
+// interval, and refuses a lease too short for --kill-grace:
+// a healthy lease must leave, after its scheduled refresh, another refresh
+// interval to refresh it again before SIGTERM would be due.
+func (r *runner) setTTL(def time.Duration) error {
+	f := r.f
+	r.ttl = f.ttl
+	if r.ttl == 0 {
+		r.ttl = def
+	}
+	refresh := f.refresh
+	if refresh == 0 {
+		refresh = r.ttl / 3
+	}
+	if refresh >= r.ttl {
+		return fmt.Errorf("run: --refresh %v must be shorter than --ttl %v", refresh, r.ttl)
+	}
+	if need := 2*refresh + f.killGrace + killMargin; r.ttl < need {
+		least := need
+		if f.refresh == 0 {
+			least = 3 * (f.killGrace + killMargin) // refresh is then a third of it
+		}
+		return fmt.Errorf("run: --ttl %v is too short for --kill-grace %v: on loss, SIGTERM comes at the lease's "+
+			"validity deadline less the grace and %v, and a healthy lease must leave two refresh intervals "+
+			"(2 x %v) before it; give a --ttl of at least %v, or a shorter --kill-grace or --refresh",
+			r.ttl, f.killGrace, killMargin, refresh.Round(time.Millisecond), least)
+	}
+	r.refresh = refresh
+	return nil
+}
+
+// signalError is why run gave up: it was sent a signal.
+type signalError struct{ sig os.Signal }
+
+func (e *signalError) Error() string { return "interrupted by " + signalName(e.sig) }
+
+// code is the exit code for a signal: 128+N.
+func (e *signalError) code() int { return exitSignal + signum(e.sig) }
+
+// obtain obtains the lock, waiting as the flags say; a terminating signal
+// gives up the wait.
+func (r *runner) obtain(ctx context.Context, l lock.Locker, sigs <-chan os.Signal, retry lock.Option) (*lock.Lock, error) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	if r.f.wait > 0 {
+		var stop context.CancelFunc
+		ctx, stop = context.WithTimeout(ctx, r.f.wait)
+		defer stop()
+	}
+	opts := []lock.Option{lock.WithHooks(r.events.hooks()), lock.WithRefreshFraction(float64(r.refresh) / float64(r.ttl))}
+	if retry != nil {
+		opts = append(opts, retry)
+	}
+	type result struct {
+		lk  *lock.Lock
+		err error
+	}
+	done := make(chan result, 1)
+	start := time.Now()
+	go func() {
+		lk, err := obtain(ctx, l, r.name, r.ttl, me("run", r.argv[0]), opts...)
+		done <- result{lk, err}
+	}()
+	r.events.emit("waiting", "lock", r.name, "ttl_ms", r.ttl.Milliseconds())
+	for {
+		select {
+		case sig := <-sigs:
+			if terminating(sig) {
+				r.events.emit("signal", "signal", signalName(sig), "while", "waiting")
+				cancel(&signalError{sig})
+			}
+		case o := <-done:
+			r.res.WaitedMS = time.Since(start).Milliseconds()
+			var se *signalError
+			if errors.As(context.Cause(ctx), &se) {
+				if o.err == nil { // obtained as the signal came
+					ctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
+					_ = o.lk.Release(ctx)
+					cancel()
+				}
+				r.events.left()
+				return nil, exit(se.code(), se)
+			}
+			switch {
+			case errors.Is(o.err, lock.ErrNotObtained):
+				r.events.left()
+				r.res.Outcome = "not_obtained"
+				r.events.emit("not_obtained", "lock", r.name, "waited_ms", r.res.WaitedMS)
+				return nil, exit(r.f.conflictCode, r.notObtained(o.err))
+			case o.err != nil:
+				return nil, unavailable(fmt.Errorf("obtaining lock %q: %w", r.name, o.err))
+			}
+			return o.lk, nil
+		}
 	}
 }
+
+// notObtained says why the lock was not obtained.
+func (r *runner) notObtained(err error) error {
+	switch {
+	case r.f.noWait:
+		return fmt.Errorf("lock %q is held by another owner (-n: not waiting)", r.name)
+	case r.f.wait > 0 && errors.Is(err, context.DeadlineExceeded):
+		return fmt.Errorf("lock %q still held by another owner after --wait %v", r.name, r.f.wait)
+	}
+	return fmt.Errorf("lock %q not obtained: %w", r.name, err)
+}
+
+// hold runs the command under the held lock lk, and releases it.
+func (r *runner) hold(lk *lock.Lock, sigs <-chan os.Signal) error {
+	obtained := time.Now()
+	var fence any // nil when unfenced, left out of the event
+	if f, ok := lk.Fence(); ok {
+		r.res.Fence, fence = &f, f
+	}
+	r.events.emit("obtained", "lock", r.name, "fence", fence, "waited_ms", r.res.WaitedMS, "valid_until", wall(lk.ValidUntil()))
+	if err := lk.StartRefresh(context.Background()); err != nil {
+		return exit(exitLost, fmt.Errorf("lock %q lost before the command started: %w", r.name, err))
+	}
+	cmd := exec.Command(r.argv[0], r.argv[1:]...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = r.stdin, r.stdout, r.stderr
+	cmd.Env = r.environ()
+	c, err := startChild(cmd)
+	if err != nil {
+		code, outcome := exitCannotExec, "not_executable"
+		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, fs.ErrNotExist) {
+			code, outcome = exitNotFound, "not_found"
+		}
+		r.release(lk, obtained)
+		r.res.Outcome = outcome
+		return exit(code, fmt.Errorf("cannot run %s: %w", r.argv[0], err))
+	}
+	r.events.emit("started", "pid", c.pid)
+	st, err := r.supervise(lk, c, sigs)
+	if err != nil && !errors.As(err, new(*exec.ExitError)) {
+		r.warnf("waiting for the command: %v", err)
+	}
+	r.release(lk, obtained)
+	return r.exitStatus(st)
+}
+
+// environ is the command's environment: locksmith's, with the lock's
+// variables set (and those an outer run set, removed).
+func (r *runner) environ() []string {
+	own := map[string]bool{"LOCKSMITH_LOCK": true, "LOCKSMITH_FENCE": true, "LOCKSMITH_LEASE_MS": true, "LOCKSMITH_HELD": true}
+	var env []string
+	for _, kv := range os.Environ() {
+		if name, _, _ := strings.Cut(kv, "="); !own[name] {
+			env = append(env, kv)
+		}
+	}
+	env = append(env, "LOCKSMITH_LOCK="+r.name, "LOCKSMITH_LEASE_MS="+strconv.FormatInt(r.ttl.Milliseconds(), 10), "LOCKSMITH_HELD=1")
+	if r.res.Fence != nil {
+		env = append(env, "LOCKSMITH_FENCE="+strconv.FormatInt(*r.res.Fence, 10))
+	}
+	return env
+}
+
+// releaseTimeout bounds the release: past it, the lease's TTL ends the lock.
+const releaseTimeout = 3 * time.Second
+
+// release releases the lock, warning when that fails.
+func (r *runner) release(lk *lock.Lock, obtained time.Time) {
+	ctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
+	defer cancel()
+	err := lk.Release(ctx)
+	r.res.HeldMS = time.Since(obtained).Milliseconds()
+	if err != nil {
+		if r.res.Outcome != "lost" {
+			r.warnf("releasing lock %q: %v (its lease ends it)", r.name, err)
+		}
+		r.events.emit("release_failed", "lock", r.name, "error", err.Error())
+		return
+	}
+	r.res.Released = true
+	r.events.emit("released", "lock", r.name, "held_ms", r.res.HeldMS)
+}
+
+// exitStatus returns run's exit error, from the outcome and the command's
+// state st.
+func (r *runner) exitStatus(st *os.ProcessState) error {
+	code := exitInternal
+	if st != nil {
+		if ws, ok := st.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			r.res.Signal = signalName(ws.Signal())
+			code = exitSignal + int(ws.Signal())
+		} else {
+			status := st.ExitCode()
+			r.res.ChildStatus = &status
+			code = status
+		}
+	}
+	switch r.res.Outcome {
+	case "lost":
+		return exit(exitLost, fmt.Errorf("lock %q lost (%s): the command was stopped", r.name, r.res.LossReason))
+	case "max_runtime":
+		return exit(exitMaxRuntime, fmt.Errorf("--max-runtime %v ran out: the command was stopped", r.f.maxRuntime))
+	}
+	r.res.Outcome = "completed"
+	if code == 0 {
+		return nil
+	}
+	return exit(code, nil)
+}
+
+// signalName names a signal as kill -l does, with its SIG prefix.
+func signalName(sig os.Signal) string {
+	if s, ok := sig.(syscall.Signal); ok {
+		if name := signalNames[s]; name != "" {
+			return name
+		}
+		return "signal " + strconv.Itoa(int(s))
+	}
+	return sig.String()
+}
+
+// wall drops t's monotonic clock reading, for output.
+func wall(t time.Time) time.Time { return t.Round(0).UTC() }
