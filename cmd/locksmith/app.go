@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -84,10 +85,14 @@ operation, with the SDK's own conventions: OTEL_TRACES_EXPORTER and
 OTEL_METRICS_EXPORTER (otlp, console or none), OTEL_EXPORTER_OTLP_ENDPOINT,
 OTEL_SERVICE_NAME, OTEL_RESOURCE_ATTRIBUTES.
 
-Exit codes of locksmith's own outcomes (run passes on its command's status):
-  64 usage error          69 Redis unavailable     70 internal error
-  75 lock not obtained    78 bad configuration     79 lock lost (run)
-  124 --max-runtime ran out (run)  126/127 command not executable / not found
+Exit codes of locksmith's own outcomes (run passes on its command's status;
+each subcommand's help has its own table):
+  0   success                  1   no (inspect: free; break: not broken;
+  64  usage error                      check-legacy: legacy activity found)
+  69  Redis unavailable        3   check-legacy: inconclusive
+  70  internal error           79  lock lost (run, refresh, release)
+  75  lock not obtained        124 --max-runtime ran out (run)
+  78  bad configuration        126/127 command not executable / not found
   128+N killed by, or interrupted by, signal N`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
@@ -100,7 +105,7 @@ Exit codes of locksmith's own outcomes (run passes on its command's status):
 	}
 	f := root.PersistentFlags()
 	f.StringVar(&a.url, "url", "", "the lock servers and strategy, as a config URL (default $LOCKSMITH_URL)")
-	f.BoolVar(&a.json, "json", false, "machine-readable output: JSON on stdout (inspect, break, check-legacy), JSON lines of events on stderr (run)")
+	f.BoolVar(&a.json, "json", false, "machine-readable output: JSON on stdout (inspect, break, check-legacy, acquire), JSON lines of events on stderr (run)")
 	f.BoolVarP(&a.verbose, "verbose", "v", false, "report each step on stderr")
 	f.BoolVarP(&a.quiet, "quiet", "q", false, "report nothing but errors")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return exit(exitUsage, err) })
@@ -125,6 +130,11 @@ func args(min, max int) cobra.PositionalArgs {
 		return nil
 	}
 }
+
+// callTimeout bounds one call of inspect, break, refresh or release (and
+// acquire -n), even against a server that stopped answering: the driver's
+// own timeouts bound each command too, this bounds them all.
+const callTimeout = 10 * time.Second
 
 // interrupts are the signals that end a subcommand, with exit code 128+N.
 var interrupts = []os.Signal{os.Interrupt, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/locksmith-go/lock"
+	"github.com/locksmith-go/lock/config"
 )
 
 // holder is the metadata locksmith stores with a lock it takes
@@ -62,6 +63,25 @@ func version() string {
 		return bi.Main.Version
 	}
 	return "(devel)"
+}
+
+// waitPoll is how often a waiting run or acquire tries again when no
+// release wakes it first: the safety-net timer of waiting by notification
+// (a release's message wakes the waiter at once), and the delay between
+// tries when waiting by polling (wait=poll in the configuration).
+const waitPoll = 200 * time.Millisecond
+
+// waitRetry is the retry policy of a run or acquire: none with -n (noWait);
+// the configuration's own when it sets one (nil); lock.Linear(waitPoll)
+// otherwise. The caller's context bounds the wait (-w).
+func waitRetry(c config.Config, noWait bool) lock.Option {
+	switch {
+	case noWait:
+		return lock.WithRetry(lock.NoRetry())
+	case c.Retry != "" && c.Retry != "none":
+		return nil
+	}
+	return lock.WithRetry(lock.Linear(waitPoll))
 }
 
 // obtain obtains the lock on name for ttl with opts, and with the holder's

@@ -23,11 +23,6 @@ const exitNotHeld = 1
 // stamp is how the tables write times: RFC 3339, to the millisecond.
 const stamp = "2006-01-02T15:04:05.000Z07:00"
 
-// callTimeout bounds one call of inspect, break, refresh or release (and
-// acquire -n), even against a server that stopped answering: the driver's
-// own timeouts bound each command too, this bounds them all.
-const callTimeout = 10 * time.Second
-
 func (a *app) inspectCommand() *cobra.Command {
 	return &cobra.Command{
 		Use:   "inspect NAME",

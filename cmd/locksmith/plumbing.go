@@ -21,10 +21,6 @@ import (
 // unless --handle-file names a file.
 const handleEnv = "LOCKSMITH_HANDLE"
 
-// waitPoll is how often a waiting acquire tries again when no release wakes
-// it first (and the delay between tries when waiting by polling).
-const waitPoll = 100 * time.Millisecond
-
 // plumbingHelp is what the help of acquire, refresh and release says of all
 // three.
 const plumbingHelp = `
@@ -127,13 +123,15 @@ func (a *app) acquire(ctx context.Context, name string, ttl time.Duration, noWai
 		return exit(exitInternal, err)
 	}
 	interrupted := ctx // ended by a signal: see app.interruptible
-	retry := lock.WithRetry(lock.Linear(waitPoll))
+	opts := []lock.Option{lock.WithToken(token)}
+	if retry := waitRetry(l.Config(), noWait); retry != nil {
+		opts = append(opts, retry)
+	}
 	switch {
 	case noWait:
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, callTimeout)
 		defer cancel()
-		retry = lock.WithRetry(lock.NoRetry())
 	case wait > 0:
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, wait)
@@ -142,7 +140,7 @@ func (a *app) acquire(ctx context.Context, name string, ttl time.Duration, noWai
 	a.logf("acquire %s: obtaining it for %v", name, ttl)
 	h := me("acquire", "")
 	h.PID = os.Getppid() // acquire exits at once: the holder is its caller
-	lk, err := obtain(ctx, l, name, ttl, h, lock.WithToken(token), retry)
+	lk, err := obtain(ctx, l, name, ttl, h, opts...)
 	var arg *lock.ArgumentError
 	switch {
 	case errors.As(err, &arg) && arg.Name == "token":

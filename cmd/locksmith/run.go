@@ -177,14 +177,7 @@ func (a *app) runUnderLock(cmd *cobra.Command, f *runFlags, args []string) (err 
 	if err := r.setTTL(l.TTL()); err != nil {
 		return exit(exitUsage, err)
 	}
-	retry := lock.WithRetry(lock.Linear(200 * time.Millisecond))
-	switch {
-	case f.noWait:
-		retry = lock.WithRetry(lock.NoRetry())
-	case l.Config().Retry != "" && l.Config().Retry != "none":
-		retry = nil // the configuration's own
-	}
-	lk, err := r.obtain(cmd.Context(), l, sigs, retry)
+	lk, err := r.obtain(cmd.Context(), l, sigs, waitRetry(l.Config(), f.noWait))
 	if err != nil {
 		return err
 	}

@@ -57,7 +57,8 @@ func (e *NodeError) Error() string {
 func (e *NodeError) Unwrap() error { return e.Err }
 
 // QuorumError reports an operation that no quorum of nodes carried out,
-// with each node's outcome. For Obtain it matches strategy.ErrNotObtained when
+// with each node's outcome; for Break, which acts on every node it can,
+// the nodes that did not answer. For Obtain it matches strategy.ErrNotObtained when
 // at most N − quorum nodes failed (timed out, refused, restarting or erred),
 // so that a quorum is still possible and the lock is just held elsewhere, or
 // when the quorum answered too late: the retry policy applies. Otherwise no
@@ -77,9 +78,12 @@ type QuorumError struct {
 func (e *QuorumError) Error() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "redlock: %s: ", e.Op)
-	if e.Elapsed > 0 {
+	switch {
+	case e.Elapsed > 0:
 		fmt.Fprintf(&b, "a quorum answered after %v, leaving no validity of the %v TTL", e.Elapsed.Round(time.Millisecond), e.TTL)
-	} else {
+	case e.Op == "break":
+		b.WriteString("not every node answered: a node that did not may hold the lock until it expires there")
+	default:
 		fmt.Fprintf(&b, "no quorum (%d of %d nodes needed)", e.Quorum, len(e.Nodes))
 	}
 	counts := map[Outcome]int{}
