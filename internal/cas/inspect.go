@@ -50,15 +50,12 @@ type Reading struct {
 // server's WRONGTYPE error. A read whose pooled connection was dead is sent
 // once more, as every call of the package is (see call.run).
 func Inspect(ctx context.Context, c driver.Conn, key, fenceKey, queueKey string) (Reading, error) {
-	keys, flags := []string{key}, [2]string{"0", "0"}
-	for i, k := range []string{fenceKey, queueKey} {
-		if k != "" {
-			keys, flags[i] = append(keys, k), "1"
-		}
+	reply, err := inspect(ctx, c, key, fenceKey, queueKey)
+	if err != nil && queueKey != "" && denied(err) { // a user that never waits need not be allowed the queue
+		reply, err = inspect(ctx, c, key, fenceKey, "")
 	}
-	reply, err := inspect(ctx, c, keys, flags[0], flags[1])
-	if err != nil && len(keys) > 1 && denied(err) {
-		reply, err = inspect(ctx, c, keys[:1], "0", "0")
+	if err != nil && fenceKey != "" && denied(err) { // nor one that never fences the counter
+		reply, err = inspect(ctx, c, key, "", "")
 	}
 	if err != nil {
 		return Reading{}, err
@@ -94,8 +91,14 @@ func (r Reading) Holder() (fingerprint, metadata string) {
 }
 
 // inspect runs inspectScript, once more when its connection was dead.
-func inspect(ctx context.Context, c driver.Conn, keys []string, fence, queue string) (any, error) {
-	return resend(ctx, func() (any, error) { return inspectScript.Run(ctx, c, keys, fence, queue) })
+func inspect(ctx context.Context, c driver.Conn, key, fenceKey, queueKey string) (any, error) {
+	keys, flags := []string{key}, [2]string{"0", "0"}
+	for i, k := range []string{fenceKey, queueKey} {
+		if k != "" {
+			keys, flags[i] = append(keys, k), "1"
+		}
+	}
+	return resend(ctx, func() (any, error) { return inspectScript.Run(ctx, c, keys, flags[0], flags[1]) })
 }
 
 // Break deletes the value r read, with release, if its holder's fingerprint
