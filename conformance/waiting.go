@@ -13,6 +13,7 @@ import (
 
 	"github.com/locksmith-go/lock"
 	"github.com/locksmith-go/lock/driver"
+	"github.com/locksmith-go/lock/internal/glob"
 )
 
 // The properties of notification waiting apply to a Locker whose strategy
@@ -514,7 +515,7 @@ var keysScript = driver.NewScript(`return redis.call('KEYS', ARGV[1])`)
 func (s suite) keysNamedAfter(t *testing.T, ctx context.Context, key string) []string {
 	t.Helper()
 	var names []string
-	pattern := "*" + globEscaper.Replace(key) + "*"
+	pattern := "*" + glob.Escape(key) + "*"
 	for _, c := range s.h.Conns(t) {
 		v, err := keysScript.Run(ctx, c, []string{key}, pattern)
 		if err != nil {
@@ -527,6 +528,3 @@ func (s suite) keysNamedAfter(t *testing.T, ctx context.Context, key string) []s
 	}
 	return names
 }
-
-// globEscaper escapes the characters special in a Redis glob pattern.
-var globEscaper = strings.NewReplacer(`\`, `\\`, `*`, `\*`, `?`, `\?`, `[`, `\[`, `]`, `\]`)

@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/locksmith-go/lock/driver"
+	"github.com/locksmith-go/lock/internal/glob"
 	setnxgetset "github.com/locksmith-go/lock/strategy/setnx-getset"
 )
 
@@ -408,7 +409,7 @@ func (s *serverReport) scan(ctx context.Context, conn driver.Conn, c legacyCheck
 
 // walk is scan's loop. It returns the command that failed, with its error.
 func (s *serverReport) walk(ctx context.Context, conn driver.Conn, c legacyCheck) (cmd string, err error) {
-	match := globEscape(c.prefix) + "*"
+	match := glob.Escape(c.prefix) + "*"
 	for cursor := "0"; ; {
 		r, err := call[[]any](ctx, conn, "SCAN", cursor, "MATCH", match, "COUNT", scanCount)
 		if err != nil {
@@ -487,19 +488,6 @@ func legacyTimestamp(value string, now time.Time) (unit string, expiry time.Time
 		}
 	}
 	return "", time.Time{}, false
-}
-
-// globEscape escapes the characters that SCAN's MATCH pattern gives a
-// meaning: * ? [ ] \.
-func globEscape(s string) string {
-	var b strings.Builder
-	for _, r := range s {
-		if strings.ContainsRune(`*?[]\`, r) {
-			b.WriteByte('\\')
-		}
-		b.WriteRune(r)
-	}
-	return b.String()
 }
 
 // report judges what the check found on servers.

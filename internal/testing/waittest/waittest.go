@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/locksmith-go/lock"
+	"github.com/locksmith-go/lock/internal/glob"
 	"github.com/locksmith-go/lock/internal/testing/redistest"
 	"github.com/locksmith-go/lock/strategy"
 )
@@ -82,7 +83,7 @@ func (r *Recorder) String() string {
 // channels of single's Strategies, one each: {K}:wake:<id>).
 func Subscribers(t testing.TB, ctx context.Context, srv *redistest.Server, channel string, n int) {
 	t.Helper()
-	pattern := globEscape(channel) + "*"
+	pattern := glob.Escape(channel) + "*"
 	for {
 		got, err := subscribers(ctx, srv, channel, pattern)
 		if err == nil && got == n {
@@ -124,18 +125,6 @@ func subscribers(ctx context.Context, srv *redistest.Server, channel, pattern st
 		total += n
 	}
 	return total, nil
-}
-
-// globEscape escapes the characters of s that a Redis glob pattern reads.
-func globEscape(s string) string {
-	var b strings.Builder
-	for _, r := range s {
-		if strings.ContainsRune(`*?[]\`, r) {
-			b.WriteByte('\\')
-		}
-		b.WriteRune(r)
-	}
-	return b.String()
 }
 
 // MessagesOnly returns s, which must implement strategy.Notifier, with
