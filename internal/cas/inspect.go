@@ -101,19 +101,26 @@ func inspect(ctx context.Context, c driver.Conn, key, fenceKey, queueKey string)
 	return resend(ctx, func() (any, error) { return inspectScript.Run(ctx, c, keys, flags[0], flags[1]) })
 }
 
-// Break deletes the value r read, with release, if its holder's fingerprint
-// is fingerprint, or whatever the holder when fingerprint is "": what
-// lock.Locker.Break does on one server. It returns strategy.ErrExpired when
-// r found no key, and strategy.ErrTaken, deleting nothing, when another
-// holder holds it. release deletes the key only if it still holds the value,
-// so a holder that came after the reading is never deleted either.
-func Break(ctx context.Context, r Reading, fingerprint string, release func(ctx context.Context, value string) error) error {
+// Break is lock.Locker.Break on one server: it reads the lock with read,
+// then deletes the value it read, with release, if the holder's fingerprint
+// is fingerprint, or whatever the holder when fingerprint is "". It returns
+// the State read returned, and strategy.ErrExpired when there was no key,
+// or strategy.ErrTaken, deleting nothing, when another holder holds it.
+// release must delete the key only if it still holds the value, so that a
+// holder that came after the reading is never deleted either.
+func Break(ctx context.Context, fingerprint string, read func(context.Context) (strategy.State, Reading, error),
+	release func(ctx context.Context, value string) error,
+) (strategy.State, error) {
+	st, r, err := read(ctx)
+	if err != nil {
+		return st, err
+	}
 	fp, _ := r.Holder()
 	switch {
 	case !r.Exists:
-		return strategy.ErrExpired
+		return st, strategy.ErrExpired
 	case fingerprint != "" && fp != fingerprint:
-		return strategy.ErrTaken
+		return st, strategy.ErrTaken
 	}
-	return release(ctx, r.Value)
+	return st, release(ctx, r.Value)
 }

@@ -194,6 +194,23 @@ func TestBreak(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		// Obtain returns at a quorum: a write to another node still on its
+		// way would land after the Break's reading, and outlive it.
+		for held, deadline := 0, time.Now().Add(time.Minute); held < nodes; time.Sleep(10 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("the lock is on %d of %d nodes a minute after Obtain, want every node", held, nodes)
+			}
+			st, err := l.Inspect(ctx, key)
+			if err != nil {
+				t.Fatal(err)
+			}
+			held = 0
+			for _, n := range st.Nodes {
+				if n.Held {
+					held++
+				}
+			}
+		}
 		st, err := l.Break(ctx, key, strategy.Fingerprint(lk.Token()))
 		if err != nil || !st.Held {
 			t.Fatalf("Break = %+v, %v; want the held State, nil", st, err)

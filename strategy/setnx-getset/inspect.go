@@ -26,11 +26,8 @@ func (s *Strategy) Inspect(ctx context.Context, key string) (strategy.State, err
 // and deletes the value it read with a compare-and-delete, publishing the
 // release as Release does. Legacy clients' locks can be broken so too.
 func (s *Strategy) Break(ctx context.Context, key, fingerprint string) (strategy.State, error) {
-	st, r, err := s.inspect(ctx, key)
-	if err != nil {
-		return st, err
-	}
-	return st, cas.Break(ctx, r, fingerprint, func(ctx context.Context, value string) error {
+	read := func(ctx context.Context) (strategy.State, cas.Reading, error) { return s.inspect(ctx, key) }
+	return cas.Break(ctx, fingerprint, read, func(ctx context.Context, value string) error {
 		return notify.DeleteWaking(ctx, s.conn, s.conn, key, value)
 	})
 }

@@ -23,11 +23,8 @@ func (s *Strategy) Inspect(ctx context.Context, key string) (strategy.State, err
 // and releases the value it read as Release does, waking the head of the
 // queue.
 func (s *Strategy) Break(ctx context.Context, key, fingerprint string) (strategy.State, error) {
-	st, r, err := s.inspect(ctx, key)
-	if err != nil {
-		return st, err
-	}
-	return st, cas.Break(ctx, r, fingerprint, func(ctx context.Context, value string) error {
+	read := func(ctx context.Context) (strategy.State, cas.Reading, error) { return s.inspect(ctx, key) }
+	return cas.Break(ctx, fingerprint, read, func(ctx context.Context, value string) error {
 		return s.Release(ctx, key, value)
 	})
 }
