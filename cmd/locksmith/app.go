@@ -232,6 +232,17 @@ func (a *app) open(ctx context.Context) (l *config.Locker, close func(), err err
 	}, nil
 }
 
+// openCall opens the Locker for one call of inspect, break, refresh or
+// release, with a context bounded by callTimeout; done closes both.
+func (a *app) openCall(ctx context.Context) (l *config.Locker, call context.Context, done func(), err error) {
+	l, closeLocker, err := a.open(ctx)
+	if err != nil {
+		return nil, ctx, nil, err
+	}
+	call, cancel := context.WithTimeout(ctx, callTimeout)
+	return l, call, func() { cancel(); closeLocker() }, nil
+}
+
 // logf reports a step on stderr with -v.
 func (a *app) logf(format string, args ...any) {
 	if a.verbose && !a.quiet {

@@ -97,13 +97,11 @@ func (f breakFlags) guard(set func(name string) bool) error {
 
 // breakLock breaks the lock on name as f's guard allows, and reports it.
 func (a *app) breakLock(ctx context.Context, name string, f breakFlags) error {
-	l, closeLocker, err := a.open(ctx)
+	l, ctx, done, err := a.openCall(ctx)
 	if err != nil {
 		return err
 	}
-	defer closeLocker()
-	ctx, cancel := context.WithTimeout(ctx, callTimeout)
-	defer cancel()
+	defer done()
 	fingerprint := f.fingerprint // "" with --force: whoever holds it
 	var st lock.State
 	if f.olderThan > 0 {

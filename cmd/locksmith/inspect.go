@@ -67,13 +67,11 @@ configuration.`,
 
 // inspect shows the state of the lock on name.
 func (a *app) inspect(ctx context.Context, name string) error {
-	l, closeLocker, err := a.open(ctx)
+	l, ctx, done, err := a.openCall(ctx)
 	if err != nil {
 		return err
 	}
-	defer closeLocker()
-	ctx, cancel := context.WithTimeout(ctx, callTimeout)
-	defer cancel()
+	defer done()
 	st, err := l.Inspect(ctx, name)
 	if err != nil && st.Nodes == nil {
 		return unavailable(err)

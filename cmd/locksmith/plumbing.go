@@ -325,16 +325,14 @@ func (a *app) handOver(ctx context.Context, op, name string, ttl time.Duration, 
 	if err != nil {
 		return err
 	}
-	l, closeLocker, err := a.open(ctx)
+	l, ctx, done, err := a.openCall(ctx)
 	if err != nil {
 		return err
 	}
-	defer closeLocker()
+	defer done()
 	if ttl == 0 {
 		ttl = l.TTL()
 	}
-	ctx, cancel := context.WithTimeout(ctx, callTimeout)
-	defer cancel()
 	if op == "release" {
 		// Break, by the token's fingerprint, deletes the lock as its
 		// holder's release would, in one compare-and-delete.
