@@ -38,11 +38,13 @@ next waiter), when the one guard given allows it:
   --fingerprint F   only if the holder's token fingerprint is F, as inspect
                     shows it: compare-and-delete in one step, so a lock that
                     passed to a newer holder since is never deleted
-  --older-than DUR  only if the holder is a locksmith holder that obtained it
+  --older-than DUR  only if the holder is a locksmith holder that started
                     more than DUR ago, by the start time in its metadata
                     and this host's clock (a holder without locksmith's
                     metadata is refused); the lock is then broken by the
-                    fingerprint just read, as above
+                    fingerprint just read, as above. A holder starts when
+                    it asks for the lock: one that waited for it has held
+                    it for less than its age (--fingerprint is exact)
   --force           whoever holds it
 
 It prints what it broke: the fingerprint, the holder's metadata, the TTL that
@@ -68,7 +70,7 @@ cannot break locks); 78 configuration.`,
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&f.fingerprint, "fingerprint", "", "break only the holder whose token fingerprint is `F` (as inspect shows it)")
-	fl.DurationVar(&f.olderThan, "older-than", 0, "break only a locksmith holder that obtained the lock more than `DUR` ago")
+	fl.DurationVar(&f.olderThan, "older-than", 0, "break only a locksmith holder that started more than `DUR` ago (when it asked for the lock)")
 	fl.BoolVar(&f.force, "force", false, "break whoever holds the lock")
 	return cmd
 }
@@ -177,7 +179,7 @@ func oldHolder(ctx context.Context, l lock.Locker, name string, d time.Duration)
 			"nothing broken; break it with --fingerprint %s or --force", name, st.Fingerprint))
 	}
 	if age := time.Since(h.Start); age <= d {
-		return st, exit(exitNotHeld, fmt.Errorf("break %s: its holder obtained it %s ago, not more than --older-than %v: nothing broken",
+		return st, exit(exitNotHeld, fmt.Errorf("break %s: its holder started %s ago, not more than --older-than %v: nothing broken",
 			name, ttlString(age), d))
 	}
 	return st, nil

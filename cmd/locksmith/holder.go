@@ -22,7 +22,7 @@ type holder struct {
 	PID   int       `json:"pid,omitempty"`
 	User  string    `json:"user,omitempty"`
 	Cmd   string    `json:"cmd,omitempty"`  // the command's base name, never its arguments (they may hold secrets)
-	Start time.Time `json:"start,omitzero"` // when the lock was obtained
+	Start time.Time `json:"start,omitzero"` // when the holder asked for the lock (it obtained it then, or after waiting)
 	By    string    `json:"by,omitempty"`   // locksmith and its version
 	Via   string    `json:"via,omitempty"`  // the subcommand: run or acquire
 }
