@@ -346,3 +346,32 @@ func ExampleWithFencing() {
 	// A writes: stale fencing token: the writer's lock was taken over
 	// stored: final by B
 }
+
+// Handing a lock from one process to the next: the first chooses its token
+// with NewToken, and gives the token and the metadata to the second, which
+// obtains the lock again with both and so holds it from then on (as the
+// locksmith CLI's acquire and release do).
+func ExampleNewToken() {
+	locker, stop := newLocker()
+	defer stop()
+	ctx := context.Background()
+
+	token, err := lock.NewToken()
+	if err != nil {
+		log.Fatal(err)
+	}
+	first, err := locker.Obtain(ctx, "deploy", time.Minute, lock.WithToken(token), lock.WithMetadata("host=ci-7"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	// ... the token and the metadata travel to the next process, secretly ...
+	next, err := locker.Obtain(ctx, "deploy", time.Minute, lock.WithToken(token), lock.WithMetadata("host=ci-7"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(next.Token() == first.Token())
+	fmt.Println(next.Release(ctx))
+	// Output:
+	// true
+	// <nil>
+}

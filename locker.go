@@ -122,7 +122,7 @@ func (l *locker) obtain(ctx context.Context, key string, ttl time.Duration, o op
 		// later attempt acquired.
 		var err error
 		if !r.CallerToken {
-			r.Token, err = newToken()
+			r.Token, err = NewToken()
 		}
 		delay, again := o.retry.Delay(attempt)
 		if err == nil {
@@ -202,9 +202,11 @@ func checkTTL(ttl time.Duration) error {
 	return nil
 }
 
-// newToken returns 128 random bits from crypto/rand, base64url-encoded (22
-// characters).
-func newToken() (string, error) {
+// NewToken returns a fresh token of the form Obtain makes: 128 random bits
+// from crypto/rand, base64url-encoded (22 characters). A program that hands
+// a lock from one process to the next chooses its token with it, and
+// passes it to [WithToken] in both.
+func NewToken() (string, error) {
 	var b [16]byte
 	if _, err := rand.Read(b[:]); err != nil {
 		return "", fmt.Errorf("lock: token: %w", err)

@@ -113,10 +113,10 @@ func WithFencing() Option {
 // the same token and the same metadata (the stored value is the token
 // followed by the metadata, and ownership is equality of values). Two
 // obtainers that use the same value both succeed, so the token must be
-// secret and unique to its owner. It must have the form of the tokens
-// Obtain makes, which [Lock.Token] returns: 22 base64url characters, 128
-// bits (bsm/redislock's tokens have it too), so that the metadata after it
-// can be read back.
+// secret and unique to its owner: make it with [NewToken]. It must have the
+// form of the tokens Obtain makes, which [Lock.Token] returns: 22 base64url
+// characters, 128 bits (bsm/redislock's tokens have it too), so that the
+// metadata after it can be read back.
 func WithToken(token string) Option {
 	return func(o *options) {
 		if !strategy.IsToken(token) {

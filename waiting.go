@@ -51,7 +51,7 @@ func (w *waiter) ask(ctx context.Context, r *strategy.Request, delay time.Durati
 		return nil
 	}
 	if w.id == "" { // random, like a token: a message names it
-		id, err := newToken()
+		id, err := NewToken()
 		if err != nil {
 			return err
 		}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
 	"encoding/base64"
 	"errors"
 	"fmt"
@@ -118,7 +117,7 @@ func (a *app) acquire(ctx context.Context, name string, ttl time.Duration, noWai
 	if ttl == 0 {
 		ttl = l.TTL()
 	}
-	token, err := newToken()
+	token, err := lock.NewToken()
 	if err != nil {
 		return exit(exitInternal, err)
 	}
@@ -188,16 +187,6 @@ func positive(cmd *cobra.Command, name string, d time.Duration) error {
 		return exit(exitUsage, fmt.Errorf("%s: --%s must be positive, got %v", cmd.Name(), name, d))
 	}
 	return nil
-}
-
-// newToken returns a lock token as the library makes them: 128 random bits,
-// base64url.
-func newToken() (string, error) {
-	var b [16]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		return "", err
-	}
-	return base64.RawURLEncoding.EncodeToString(b[:]), nil
 }
 
 // writeHandle writes the handle h to the file name, readable by its owner
