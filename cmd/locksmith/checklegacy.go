@@ -19,13 +19,6 @@ import (
 	setnxgetset "github.com/locksmith-go/lock/strategy/setnx-getset"
 )
 
-// The exit codes of check-legacy's verdicts, beyond 0 (clean) and 69
-// (unavailable).
-const (
-	exitLegacyFound  = 1 // legacy activity found
-	exitInconclusive = 3 // a server denied a command the check needs
-)
-
 // The verdicts of check-legacy, in --json's "verdict" too.
 const (
 	verdictClean        = "clean"

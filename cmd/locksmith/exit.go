@@ -10,17 +10,20 @@ import (
 // A command run under the lock exits with its own status, or 128+N when a
 // signal N killed it; locksmith then exits with the same.
 const (
-	exitOK          = 0
-	exitUsage       = 64  // EX_USAGE: a bad flag, argument or command line
-	exitUnavailable = 69  // EX_UNAVAILABLE: Redis unreachable, or auth failed
-	exitInternal    = 70  // EX_SOFTWARE: a bug of locksmith's
-	exitNotObtained = 75  // EX_TEMPFAIL: the lock is busy (-n), or --wait ran out
-	exitConfig      = 78  // EX_CONFIG: a bad URL or setting
-	exitLost        = 79  // the lock was lost while the command ran; it was stopped
-	exitMaxRuntime  = 124 // --max-runtime ran out, as timeout(1)
-	exitCannotExec  = 126 // the command is not executable, as the shells
-	exitNotFound    = 127 // the command was not found, as the shells
-	exitSignal      = 128 // + N: killed by signal N, or interrupted by it while waiting
+	exitOK           = 0
+	exitNotHeld      = 1   // inspect: the lock is free; break: nothing broken (free, or the guard did not match)
+	exitLegacyFound  = 1   // check-legacy: legacy activity found
+	exitInconclusive = 3   // check-legacy: a server denied a command the check needs
+	exitUsage        = 64  // EX_USAGE: a bad flag, argument or command line
+	exitUnavailable  = 69  // EX_UNAVAILABLE: Redis unreachable, or auth failed
+	exitInternal     = 70  // EX_SOFTWARE: a bug of locksmith's
+	exitNotObtained  = 75  // EX_TEMPFAIL: the lock is busy (-n), or --wait ran out
+	exitConfig       = 78  // EX_CONFIG: a bad URL or setting
+	exitLost         = 79  // the lock was lost: run stopped its command; refresh and release found it gone
+	exitMaxRuntime   = 124 // --max-runtime ran out, as timeout(1)
+	exitCannotExec   = 126 // the command is not executable, as the shells
+	exitNotFound     = 127 // the command was not found, as the shells
+	exitSignal       = 128 // + N: killed by signal N, or interrupted by it while waiting
 )
 
 // exitError is an error that sets locksmith's exit code.

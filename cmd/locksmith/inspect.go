@@ -16,10 +16,6 @@ import (
 	"github.com/locksmith-go/lock"
 )
 
-// exitNotHeld is the exit code of inspect for a free lock, and of break
-// when it broke nothing: the lock was not held, or the guard did not match.
-const exitNotHeld = 1
-
 // stamp is how the tables write times: RFC 3339, to the millisecond.
 const stamp = "2006-01-02T15:04:05.000Z07:00"
 
