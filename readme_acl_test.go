@@ -43,8 +43,8 @@ func TestREADMEACLRules(t *testing.T) {
 		opts  []lock.Option
 		newL  func(driver.Conn) (lock.Locker, error)
 	}{
-		{"single", []string{base}, nil, single.New},
-		{"single WithFencing", []string{base, "+exists +time +incr"}, []lock.Option{lock.WithFencing()}, single.New},
+		{"single", []string{base}, nil, newSingle},
+		{"single WithFencing", []string{base, "+exists +time +incr"}, []lock.Option{lock.WithFencing()}, newSingle},
 		{"setnx-getset", []string{"+set +get +getset +evalsha +eval +pexpire +pttl +del"}, nil, func(c driver.Conn) (lock.Locker, error) {
 			return setnxgetset.New(c, setnxgetset.WithSafetyTTL(time.Minute))
 		}},
@@ -258,3 +258,6 @@ func TestREADMEACLWaiting(t *testing.T) {
 		}
 	})
 }
+
+// newSingle is single.New with no options.
+func newSingle(c driver.Conn) (lock.Locker, error) { return single.New(c) }

@@ -24,7 +24,7 @@ var myredis = struct{ New func(driver.Conn) driver.Conn }{
 // mystrategy stands in for a third party's strategy package.
 var mystrategy = struct {
 	New func(driver.Conn) (lock.Locker, error)
-}{New: single.New}
+}{New: func(c driver.Conn) (lock.Locker, error) { return single.New(c) }}
 
 // startRedis returns the address of a server started for t.
 func startRedis(t *testing.T) string {

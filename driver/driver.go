@@ -70,7 +70,8 @@ type Addresser interface {
 
 // Commander is an optional interface of a [Conn] that sends any command,
 // for tools that read a server's state (INFO, CLIENT LIST, SCAN), such as
-// the locksmith CLI's check-legacy. The strategies never use it.
+// the locksmith CLI's check-legacy. The strategies use it only to send WAIT
+// over a pinned Conn (see [Pinner]).
 type Commander interface {
 	// Do sends the command args[0] (a string) with the arguments args[1:],
 	// and returns the reply as the client decoded it, with a nil reply as

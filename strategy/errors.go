@@ -35,3 +35,16 @@ type ArgumentError struct {
 func (e *ArgumentError) Error() string {
 	return "lock: invalid " + e.Name + ": " + e.Reason
 }
+
+// ReplicaError reports a write that the master applied but fewer replicas
+// than asked acknowledged, within the wait (Redis's WAIT): a failover now
+// could promote a replica that does not have it. Match it with errors.As.
+type ReplicaError struct {
+	Want int // the replicas asked for
+	Got  int // the replicas that acknowledged the write
+}
+
+// Error returns "lock: <Got> of <Want> replicas acknowledged the write".
+func (e *ReplicaError) Error() string {
+	return fmt.Sprintf("lock: %d of %d replicas acknowledged the write", e.Got, e.Want)
+}

@@ -37,6 +37,7 @@ package goredis
 import (
 	"context"
 	"errors"
+	"fmt"
 	"maps"
 	"slices"
 	"strings"
@@ -48,16 +49,25 @@ import (
 	"github.com/locksmith-go/lock/strategy"
 )
 
+// commands are the commands a Conn sends: a client's, or those of one
+// connection of its pool (*redis.Conn).
+type commands interface {
+	redis.Cmdable
+	Do(ctx context.Context, args ...any) *redis.Cmd
+}
+
 // Conn is a [driver.Conn] over a go-redis client.
 type Conn struct {
 	c   redis.UniversalClient
-	err error // from New: the client cannot be used
+	cmd commands // sends the commands: c, or one connection of c's pool (see Pin)
+	err error    // from New: the client cannot be used
 }
 
 var (
 	_ driver.Conn      = (*Conn)(nil)
 	_ driver.Addresser = (*Conn)(nil)
 	_ driver.Validator = (*Conn)(nil)
+	_ driver.Pinner    = (*Conn)(nil)
 )
 
 // New returns a Conn that sends commands through c. If c is nil, or its
@@ -65,7 +75,7 @@ var (
 // the Conn reports it from Validate and from every command, and strategy
 // constructors refuse it.
 func New(c redis.UniversalClient) *Conn {
-	return &Conn{c: c, err: check(c)}
+	return &Conn{c: c, cmd: c, err: check(c)}
 }
 
 // check returns an *strategy.ArgumentError if c is nil, or if its options let a
@@ -144,7 +154,7 @@ func (c *Conn) SetNX(ctx context.Context, key, value string, ttl time.Duration) 
 	if c.err != nil {
 		return false, c.err
 	}
-	return c.c.SetNX(ctx, key, value, ttl).Result()
+	return c.cmd.SetNX(ctx, key, value, ttl).Result()
 }
 
 // Get implements [driver.Conn].
@@ -152,7 +162,7 @@ func (c *Conn) Get(ctx context.Context, key string) (string, bool, error) {
 	if c.err != nil {
 		return "", false, c.err
 	}
-	return stringOK(c.c.Get(ctx, key).Result())
+	return stringOK(c.cmd.Get(ctx, key).Result())
 }
 
 // GetSet implements [driver.Conn].
@@ -160,7 +170,7 @@ func (c *Conn) GetSet(ctx context.Context, key, value string) (string, bool, err
 	if c.err != nil {
 		return "", false, c.err
 	}
-	return stringOK(c.c.GetSet(ctx, key, value).Result())
+	return stringOK(c.cmd.GetSet(ctx, key, value).Result())
 }
 
 // Del implements [driver.Conn].
@@ -168,7 +178,7 @@ func (c *Conn) Del(ctx context.Context, key string) (bool, error) {
 	if c.err != nil {
 		return false, c.err
 	}
-	n, err := c.c.Del(ctx, key).Result()
+	n, err := c.cmd.Del(ctx, key).Result()
 	return n > 0, err
 }
 
@@ -177,7 +187,7 @@ func (c *Conn) PTTL(ctx context.Context, key string) (time.Duration, bool, error
 	if c.err != nil {
 		return 0, false, c.err
 	}
-	d, err := c.c.PTTL(ctx, key).Result()
+	d, err := c.cmd.PTTL(ctx, key).Result()
 	if err != nil {
 		return 0, false, err
 	}
@@ -193,7 +203,7 @@ func (c *Conn) EvalSha(ctx context.Context, sha1 string, keys []string, args ...
 	if c.err != nil {
 		return nil, c.err
 	}
-	return nilReply(c.c.EvalSha(ctx, sha1, keys, args...).Result())
+	return nilReply(c.cmd.EvalSha(ctx, sha1, keys, args...).Result())
 }
 
 // Eval implements [driver.Conn].
@@ -201,7 +211,7 @@ func (c *Conn) Eval(ctx context.Context, src string, keys []string, args ...any)
 	if c.err != nil {
 		return nil, c.err
 	}
-	return nilReply(c.c.Eval(ctx, src, keys, args...).Result())
+	return nilReply(c.cmd.Eval(ctx, src, keys, args...).Result())
 }
 
 // Do implements [driver.Commander].
@@ -209,7 +219,33 @@ func (c *Conn) Do(ctx context.Context, args ...any) (any, error) {
 	if c.err != nil {
 		return nil, c.err
 	}
-	return nilReply(c.c.Do(ctx, args...).Result())
+	return nilReply(c.cmd.Do(ctx, args...).Result())
+}
+
+// Pinnable implements [driver.Pinner]: only a *redis.Client, standalone or
+// failover (Sentinel), has one connection to pin; a Cluster or a Ring
+// sends commands to several servers.
+func (c *Conn) Pinnable() error {
+	if c.err != nil {
+		return c.err
+	}
+	if _, ok := c.c.(*redis.Client); !ok {
+		return fmt.Errorf("goredis: a %T sends commands to several servers, so it cannot send a command over the connection of an earlier one: "+
+			"only a *redis.Client (standalone or failover) can", c.c)
+	}
+	return nil
+}
+
+// Pin implements [driver.Pinner] with go-redis's Client.Conn: f's Conn
+// sends its commands over one connection of the client's pool, which goes
+// back to the pool when f returns.
+func (c *Conn) Pin(ctx context.Context, f func(driver.Conn) error) error {
+	if err := c.Pinnable(); err != nil {
+		return err
+	}
+	one := c.c.(*redis.Client).Conn()
+	defer one.Close()
+	return f(&Conn{c: c.c, cmd: one})
 }
 
 // Addr implements [driver.Addresser]. It is empty for a failover client,

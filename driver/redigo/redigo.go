@@ -58,6 +58,7 @@ var (
 	_ driver.Conn      = (*Conn)(nil)
 	_ driver.Addresser = (*Conn)(nil)
 	_ driver.Validator = (*Conn)(nil)
+	_ driver.Pinner    = (*Conn)(nil)
 )
 
 // Option configures a Conn.
@@ -201,6 +202,55 @@ func (c *Conn) Do(ctx context.Context, args ...any) (any, error) {
 	}
 	name, _ := args[0].(string)
 	return c.do(ctx, name, args[1:]...)
+}
+
+// Pinnable implements [driver.Pinner]: every pool can pin, unless New
+// refused it.
+func (c *Conn) Pinnable() error { return c.err }
+
+// Pin implements [driver.Pinner]: f's Conn sends its commands over one
+// connection taken from the pool, which goes back to it when f returns.
+func (c *Conn) Pin(ctx context.Context, f func(driver.Conn) error) error {
+	if c.err != nil {
+		return c.err
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	conn, err := c.p.GetContext(ctx)
+	if err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return err
+	}
+	defer conn.Close()
+	return f(&Conn{p: one{conn}, addr: c.addr})
+}
+
+// one is the Pool of a pinned Conn: it hands out the same connection every
+// time, and Pin closes it.
+type one struct{ conn redis.Conn }
+
+// GetContext implements [Pool].
+func (o one) GetContext(context.Context) (redis.Conn, error) { return kept{o.conn}, nil }
+
+// kept is a connection whose Close leaves it open, for the next command.
+type kept struct{ redis.Conn }
+
+// Close implements redis.Conn: it does nothing.
+func (kept) Close() error { return nil }
+
+// DoContext implements redis.ConnWithContext, which redis.DoContext needs,
+// with the connection's own.
+func (k kept) DoContext(ctx context.Context, cmd string, args ...any) (any, error) {
+	return redis.DoContext(k.Conn, ctx, cmd, args...)
+}
+
+// ReceiveContext implements redis.ConnWithContext with the connection's
+// own.
+func (k kept) ReceiveContext(ctx context.Context) (any, error) {
+	return redis.ReceiveContext(k.Conn, ctx)
 }
 
 // scriptArgs returns the arguments of EVAL or EVALSHA: the script or its

@@ -28,13 +28,17 @@
 //
 // It is safe as long as the Redis deployment it talks to does not lose
 // writes: one server, or a Cluster (each key lives on one master). A failover
-// to a replica that had not received the key can let a second client in; use
-// the redlock strategy when that matters.
+// to a replica that had not received the key can let a second client in.
+// [WithReplicas] narrows that window: an acquisition or refresh counts only
+// once WAIT confirms that enough replicas have it (see its doc for what that
+// does not guarantee); use the redlock strategy when it is not enough.
 package single
 
 import (
 	"context"
 	"crypto/rand"
+	"errors"
+	"fmt"
 	"time"
 
 	"github.com/locksmith-go/lock"
@@ -48,9 +52,48 @@ import (
 // Strategy is the single-instance [strategy.Strategy] over one [driver.Conn].
 type Strategy struct {
 	conn    driver.Conn
-	notify  bool   // conn can subscribe: waiters queue and are woken
-	sharded bool   // conn's channels are shard channels
-	wakeTo  string // random: names this Strategy's wake-up channel, and prefixes its waiters' ids
+	notify  bool    // conn can subscribe: waiters queue and are woken
+	sharded bool    // conn's channels are shard channels
+	wakeTo  string  // random: names this Strategy's wake-up channel, and prefixes its waiters' ids
+	ack     cas.Ack // WithReplicas; Replicas == 0: no WAIT
+}
+
+// ReplicaError is the error of an acquisition or refresh that fewer
+// replicas than [WithReplicas] asks for acknowledged. Match it with
+// errors.As.
+type ReplicaError = strategy.ReplicaError
+
+// Option configures a Strategy.
+type Option func(*Strategy)
+
+// WithReplicas makes an acquisition, and every refresh, count only once n
+// replicas acknowledge it: after the write, the Strategy sends WAIT n
+// timeout on the same connection, and WAIT counts the replicas that
+// received that connection's writes. WAIT's timeout is cut to what is left
+// of the call's context, never past it. 0 replicas (the default) sends no
+// WAIT; n > 0 needs a positive timeout, and a driver that can pin a
+// connection ([driver.Pinner]: redigo, and go-redis's *redis.Client,
+// standalone or failover, but not a Cluster or Ring client), or
+// NewStrategy refuses with an *strategy.ArgumentError.
+//
+// An acquisition that fewer replicas acknowledge is undone (the key it
+// wrote is deleted, as a release does) and fails with a [*ReplicaError],
+// which does not match lock.ErrNotObtained: the lock was free, so it is
+// not retried as a busy lock would be; Obtain returns it at once. A
+// refresh that fewer acknowledge fails with a *ReplicaError, and the lock
+// keeps the validity of its last confirmed refresh: auto-refresh retries
+// it, as it does a refresh that got no answer, until that validity ends,
+// and the lock is then lost.
+//
+// It is not consensus. WAIT only tells that n replicas had the write when
+// it replied: a failover can still promote a replica that does not (one
+// that did not acknowledge, with n smaller than the number of replicas),
+// a partition can leave an old master taking writes, and a replica can
+// lose what it acknowledged in a restart. See the README's "Replica
+// acknowledgement". It costs one more round trip per acquisition and
+// refresh, and up to timeout when replicas lag.
+func WithReplicas(n int, timeout time.Duration) Option {
+	return func(s *Strategy) { s.ack = cas.Ack{Replicas: n, Timeout: timeout} }
 }
 
 var (
@@ -62,11 +105,28 @@ var (
 // built with lock.New(s, defaults...) applies the defaults (a retry policy,
 // say) to every Obtain, before the call's own options. [New] is lock.New(s)
 // with no defaults, which is what most callers want.
-func NewStrategy(conn driver.Conn) (*Strategy, error) {
+func NewStrategy(conn driver.Conn, opts ...Option) (*Strategy, error) {
 	if err := cas.CheckConn("conn", conn); err != nil {
 		return nil, err
 	}
 	s := &Strategy{conn: conn}
+	for _, opt := range opts {
+		if opt == nil {
+			return nil, &strategy.ArgumentError{Name: "option", Reason: "must not be nil"}
+		}
+		opt(s)
+	}
+	switch n, t := s.ack.Replicas, s.ack.Timeout; {
+	case n < 0:
+		return nil, &strategy.ArgumentError{Name: "replicas", Reason: fmt.Sprintf("must not be negative, got %d", n)}
+	case n > 0 && t <= 0:
+		return nil, &strategy.ArgumentError{Name: "replica timeout", Reason: fmt.Sprintf("must be positive, got %v", t)}
+	case n > 0:
+		if err := driver.Pinnable(conn); err != nil {
+			return nil, &strategy.ArgumentError{Name: "replicas", Reason: fmt.Sprintf(
+				"WithReplicas sends WAIT over the connection of each write, which %T cannot: %v", conn, err)}
+		}
+	}
 	if sub, ok := conn.(driver.Subscriber); ok {
 		s.notify, s.sharded, s.wakeTo = true, sub.Sharded(), rand.Text()
 	}
@@ -74,8 +134,8 @@ func NewStrategy(conn driver.Conn) (*Strategy, error) {
 }
 
 // New returns a [lock.Locker] that locks keys on conn.
-func New(conn driver.Conn) (lock.Locker, error) {
-	s, err := NewStrategy(conn)
+func New(conn driver.Conn, opts ...Option) (lock.Locker, error) {
+	s, err := NewStrategy(conn, opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -101,16 +161,35 @@ func (s *Strategy) Acquire(ctx context.Context, r strategy.Request) (strategy.Gr
 			return strategy.Grant{Undone: true}, err
 		}
 	}
+	if s.ack.Replicas == 0 {
+		return s.acquire(ctx, s.conn, r, d, fenceKey)
+	}
+	var g strategy.Grant
+	err = cas.Acked(ctx, s.conn, s.ack, func(c driver.Conn) (err error) {
+		g, err = s.acquire(ctx, c, r, d, fenceKey)
+		return err
+	})
+	if errors.As(err, new(*ReplicaError)) {
+		// The master has the lock, too few replicas do: undo it. Should the
+		// undo fail, the Locker deletes it in the background.
+		g.Undone = s.Release(ctx, r.Key, r.Value()) == nil
+	}
+	return g, err
+}
+
+// acquire makes one attempt on c, with the drift allowance d and, for a
+// fenced request, the counter fenceKey.
+func (s *Strategy) acquire(ctx context.Context, c driver.Conn, r strategy.Request, d time.Duration, fenceKey string) (strategy.Grant, error) {
 	if r.Waiter != "" {
 		if q, ok := s.queue(r.Key); ok {
-			n, e, err := cas.AcquireQueued(ctx, s.conn, q, fenceKey, r.Value(), s.member(r.Waiter), r.TTL, r.Poll, r.Patience)
+			n, e, err := cas.AcquireQueued(ctx, c, q, fenceKey, r.Value(), s.member(r.Waiter), r.TTL, r.Poll, r.Patience)
 			return strategy.Grant{Fence: n, Drift: d, Position: e.Position, HolderTTL: e.HolderTTL}, err
 		}
 	}
 	if !r.Fencing {
-		return strategy.Grant{Drift: d}, cas.Acquire(ctx, s.conn, r.Key, r.Value(), r.TTL)
+		return strategy.Grant{Drift: d}, cas.Acquire(ctx, c, r.Key, r.Value(), r.TTL)
 	}
-	n, err := cas.AcquireFenced(ctx, s.conn, r.Key, fenceKey, r.Value(), r.TTL)
+	n, err := cas.AcquireFenced(ctx, c, r.Key, fenceKey, r.Value(), r.TTL)
 	return strategy.Grant{Fence: n, Drift: d}, err
 }
 
@@ -178,7 +257,12 @@ func (s *Strategy) Refresh(ctx context.Context, key, value string, ttl time.Dura
 	if err != nil {
 		return strategy.Grant{}, err
 	}
-	return strategy.Grant{Drift: d}, cas.PExpire(ctx, s.conn, key, value, ttl)
+	if s.ack.Replicas == 0 {
+		return strategy.Grant{Drift: d}, cas.PExpire(ctx, s.conn, key, value, ttl)
+	}
+	return strategy.Grant{Drift: d}, cas.Acked(ctx, s.conn, s.ack, func(c driver.Conn) error {
+		return cas.PExpire(ctx, c, key, value, ttl)
+	})
 }
 
 // Release implements [strategy.Strategy].

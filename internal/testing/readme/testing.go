@@ -66,5 +66,5 @@ var (
 	}{func(c *redis.Client) driver.Conn { return goredis.New(c) }}
 	mystrategy = struct {
 		New func(driver.Conn) (lock.Locker, error)
-	}{single.New}
+	}{func(c driver.Conn) (lock.Locker, error) { return single.New(c) }}
 )

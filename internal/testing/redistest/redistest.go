@@ -142,29 +142,6 @@ func startWith(t testing.TB, bin string, args func(*Server) []string) (*Server, 
 	return nil, lastErr
 }
 
-// MasterName is the name under which StartSentinel monitors its master.
-const MasterName = "locksmith"
-
-// StartSentinel starts a Sentinel that monitors master as [MasterName], and
-// stops it when t ends.
-func StartSentinel(t testing.TB, master *Server) *Server {
-	t.Helper()
-	bin := RequireBinary(t)
-	s, err := startWith(t, bin, func(s *Server) []string {
-		conf := filepath.Join(s.dir, "sentinel.conf")
-		text := fmt.Sprintf("port %d\nbind 127.0.0.1\ndir %s\nlogfile %s\nsentinel monitor %s 127.0.0.1 %d 1\n",
-			s.Port, s.dir, filepath.Join(s.dir, "redis.log"), MasterName, master.Port)
-		if err := os.WriteFile(conf, []byte(text), 0o600); err != nil {
-			t.Fatalf("write sentinel.conf: %v", err)
-		}
-		return []string{conf, "--sentinel"}
-	})
-	if err != nil {
-		t.Fatalf("start redis-sentinel: %v", err)
-	}
-	return s
-}
-
 // expand replaces {port+N} in extra arguments, for per-server settings such
 // as the cluster bus port.
 func expand(extra []string, s *Server) []string {

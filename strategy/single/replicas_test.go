@@ -1,0 +1,231 @@
+package single_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/locksmith-go/lock"
+	"github.com/locksmith-go/lock/driver"
+	"github.com/locksmith-go/lock/driver/goredis"
+	"github.com/locksmith-go/lock/internal/testing/redistest"
+	"github.com/locksmith-go/lock/strategy/single"
+)
+
+// replicaWait is WithReplicas' timeout in these tests: long enough for a
+// live replica on a loaded machine, since WAIT returns as soon as it
+// acknowledges; it only bounds the wait for one that cannot.
+const replicaWait = 10 * time.Second
+
+// TestWithReplicas: with WithReplicas(1, ...), an acquisition and a refresh
+// count only once a replica acknowledges them (WAIT), over every driver.
+func TestWithReplicas(t *testing.T) {
+	for _, d := range redistest.Drivers() {
+		t.Run(d.Name, func(t *testing.T) {
+			t.Run("a replica acknowledges: obtained and refreshed", func(t *testing.T) {
+				master := redistest.Start(t, 1)[0]
+				redistest.StartReplica(t, master.Addr)
+				l := newReplicated(t, d.Conn(t, master.Addr), 1, replicaWait)
+				ctx := testContext(t)
+				lk, err := l.Obtain(ctx, "replicas:ok", time.Minute)
+				if err != nil {
+					t.Fatalf("Obtain: got %v, want nil", err)
+				}
+				if err := lk.Refresh(ctx, time.Minute); err != nil {
+					t.Errorf("Refresh: got %v, want nil", err)
+				}
+				if err := lk.Release(ctx); err != nil {
+					t.Errorf("Release: got %v, want nil", err)
+				}
+			})
+			t.Run("no replica: a *ReplicaError, and nothing left behind", func(t *testing.T) {
+				master := redistest.Start(t, 1)[0]
+				l := newReplicated(t, d.Conn(t, master.Addr), 1, 50*time.Millisecond)
+				ctx := testContext(t)
+				lk, err := l.Obtain(ctx, "replicas:none", time.Minute)
+				var re *single.ReplicaError
+				if !errors.As(err, &re) || re.Want != 1 || re.Got != 0 {
+					t.Fatalf("Obtain = %v, %v; want a *ReplicaError{Want: 1, Got: 0}", lk, err)
+				}
+				if errors.Is(err, lock.ErrNotObtained) {
+					t.Errorf("Obtain: got %v, which matches ErrNotObtained; want an error that tells it from a busy lock", err)
+				}
+				if n, err := master.Command(ctx, "EXISTS", "replicas:none"); n != "0" || err != nil {
+					t.Errorf("EXISTS replicas:none = %q, %v; want 0: the unconfirmed lock deleted", n, err)
+				}
+			})
+			t.Run("the replica stops answering: Refresh fails with a *ReplicaError, the lock still held", func(t *testing.T) {
+				master := redistest.Start(t, 1)[0]
+				replica := redistest.StartReplica(t, master.Addr)
+				l := newReplicated(t, d.Conn(t, master.Addr), 1, replicaWait)
+				ctx := testContext(t)
+				lk, err := l.Obtain(ctx, "replicas:refresh", time.Minute)
+				if err != nil {
+					t.Fatalf("Obtain: got %v, want nil", err)
+				}
+				replica.Pause()
+				defer replica.Resume()
+				// WAIT waits half of the 2s left, and answers before the
+				// deadline.
+				short, cancel := context.WithTimeout(ctx, 2*time.Second)
+				defer cancel()
+				err = lk.Refresh(short, time.Minute)
+				var re *single.ReplicaError
+				if !errors.As(err, &re) || re.Want != 1 || re.Got != 0 {
+					t.Errorf("Refresh: got %v, want a *ReplicaError{Want: 1, Got: 0}", err)
+				}
+				if err := lk.Err(); err != nil {
+					t.Errorf("Err after the unconfirmed refresh: got %v, want nil: the last confirmed TTL still runs", err)
+				}
+			})
+			t.Run("WAIT's timeout is cut to the caller's deadline", func(t *testing.T) {
+				master := redistest.Start(t, 1)[0]
+				l := newReplicated(t, d.Conn(t, master.Addr), 1, time.Hour)
+				ctx, cancel := context.WithTimeout(testContext(t), 100*time.Millisecond)
+				defer cancel()
+				// testContext's minute is the hang detector: WAIT 1 3600000
+				// would outlast it; WAIT waits half of the 100ms.
+				if lk, err := l.Obtain(ctx, "replicas:deadline", time.Minute); err == nil {
+					t.Fatalf("Obtain = %v, nil; want an error: no replica acknowledged", lk)
+				}
+				redistest.Eventually(t, "the unconfirmed lock deleted", func(ctx context.Context) bool {
+					n, err := master.Command(ctx, "EXISTS", "replicas:deadline")
+					return err == nil && n == "0"
+				})
+			})
+		})
+	}
+}
+
+// TestWithReplicasRefused: NewStrategy refuses a bad WithReplicas, and a
+// driver that cannot send WAIT over the connection of the write, with an
+// *ArgumentError that names the setting (and the driver).
+func TestWithReplicasRefused(t *testing.T) {
+	conn := goredis.New(redistest.GoRedis(t, redistest.ClosedAddr(t), 3))
+	cluster := goredis.New(redistest.GoRedisCluster(t, redistest.ClosedAddrs(t, 3)))
+	for _, c := range []struct {
+		name, arg, reason string
+		conn              driver.Conn
+		opt               single.Option
+	}{
+		{"negative replicas", "replicas", "must not be negative", conn, single.WithReplicas(-1, time.Second)},
+		{"no timeout", "replica timeout", "must be positive", conn, single.WithReplicas(1, 0)},
+		{"a Cluster client", "replicas", "*goredis.Conn", cluster, single.WithReplicas(1, time.Second)},
+		{"a driver without Pinner", "replicas", "single_test.plainConn", plainConn{conn}, single.WithReplicas(1, time.Second)},
+		{"a nil option", "option", "must not be nil", conn, nil},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s, err := single.NewStrategy(c.conn, c.opt)
+			var ae *lock.ArgumentError
+			if !errors.As(err, &ae) || ae.Name != c.arg || !strings.Contains(ae.Reason, c.reason) {
+				t.Errorf("NewStrategy = %v, %v; want an *ArgumentError named %q that says %q", s, err, c.arg, c.reason)
+			}
+		})
+	}
+	t.Run("0 replicas over a Cluster client: no WAIT, accepted", func(t *testing.T) {
+		if _, err := single.NewStrategy(cluster, single.WithReplicas(0, 0)); err != nil {
+			t.Errorf("NewStrategy: got %v, want nil", err)
+		}
+	})
+}
+
+// plainConn is a driver.Conn with none of the optional interfaces.
+type plainConn struct{ driver.Conn }
+
+// TestFailover runs a lock across a Sentinel failover (1 master, 1 replica,
+// 3 Sentinels), through a go-redis failover client that follows the new
+// master. Without replica acknowledgement the lock is lost with the master;
+// with WithReplicas(1, ...) it survives.
+func TestFailover(t *testing.T) {
+	const key, ttl = "failover", time.Minute
+	t.Run("without replica acknowledgement: the next Refresh reports ErrExpired", func(t *testing.T) {
+		master, replica, sentinels := startSentinel(t)
+		l := newReplicated(t, failoverConn(t, sentinels), 0, 0)
+		ctx := testContext(t)
+		// Make "the write did not reach the replica" certain, not a race:
+		// stop the replica (SIGSTOP), so it cannot reconnect, and drop its
+		// link on the master. The master then replicates the lock to no one
+		// (a write before CLIENT KILL replied is older than the lock). The
+		// replica resumes before Sentinel could take it for down.
+		replica.Pause()
+		if _, err := master.Command(ctx, "CLIENT", "KILL", "TYPE", "replica"); err != nil {
+			replica.Resume()
+			t.Fatalf("CLIENT KILL TYPE replica: %v", err)
+		}
+		lk, err := l.Obtain(ctx, key, ttl)
+		master.Kill()
+		replica.Resume()
+		if err != nil {
+			t.Fatalf("Obtain: got %v, want nil", err)
+		}
+		newMaster := redistest.WaitFailover(t, sentinels[0], master.Addr)
+		t.Logf("failover: %s -> %s", master.Addr, newMaster)
+		if err := lk.Refresh(ctx, ttl); !errors.Is(err, lock.ErrExpired) {
+			t.Errorf("Refresh after the failover: got %v, want ErrExpired: the new master never had the lock", err)
+		}
+	})
+	t.Run("with WithReplicas(1): the lock survives; Refresh succeeds, another client is refused", func(t *testing.T) {
+		master, _, sentinels := startSentinel(t)
+		l := newReplicated(t, failoverConn(t, sentinels), 1, replicaWait)
+		ctx := testContext(t)
+		lk, err := l.Obtain(ctx, key, ttl)
+		if err != nil {
+			t.Fatalf("Obtain: got %v, want nil", err)
+		}
+		master.Kill()
+		newMaster := redistest.WaitFailover(t, sentinels[0], master.Addr)
+		t.Logf("failover: %s -> %s", master.Addr, newMaster)
+		// The new master needs a replica of its own to acknowledge the
+		// refresh.
+		redistest.StartReplica(t, newMaster)
+		if err := lk.Refresh(ctx, ttl); err != nil {
+			t.Errorf("Refresh after the failover: got %v, want nil", err)
+		}
+		other := newReplicated(t, failoverConn(t, sentinels), 0, 0)
+		if lk2, err := other.Obtain(ctx, key, ttl); !errors.Is(err, lock.ErrNotObtained) {
+			t.Errorf("another client's Obtain = %v, %v; want ErrNotObtained: the lock is still held", lk2, err)
+		}
+	})
+}
+
+// startSentinel starts a master, its replica and 3 Sentinels, which know
+// each other and the replica.
+func startSentinel(t *testing.T) (master, replica *redistest.Server, sentinels []*redistest.Server) {
+	master = redistest.Start(t, 1)[0]
+	replica = redistest.StartReplica(t, master.Addr)
+	return master, replica, redistest.StartSentinels(t, master, 3)
+}
+
+// failoverConn returns a go-redis failover client of the Sentinels' master,
+// closed when t ends.
+func failoverConn(t *testing.T, sentinels []*redistest.Server) driver.Conn {
+	addrs := make([]string, len(sentinels))
+	for i, s := range sentinels {
+		addrs[i] = s.Addr
+	}
+	c := redis.NewFailoverClient(&redis.FailoverOptions{MasterName: redistest.MasterName, SentinelAddrs: addrs,
+		DialTimeout: time.Second, ContextTimeoutEnabled: true})
+	t.Cleanup(func() { _ = c.Close() })
+	return goredis.New(c)
+}
+
+// newReplicated returns a Locker over conn with WithReplicas(n, timeout).
+func newReplicated(t *testing.T, conn driver.Conn, n int, timeout time.Duration) lock.Locker {
+	l, err := single.New(conn, single.WithReplicas(n, timeout))
+	if err != nil {
+		t.Fatalf("single.New: %v", err)
+	}
+	return l
+}
+
+// testContext returns a context that ends with t, or after a minute: a
+// hang detector.
+func testContext(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
+	return ctx
+}
