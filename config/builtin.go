@@ -1,6 +1,7 @@
 package config
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -43,7 +44,7 @@ func init() {
 			if err != nil {
 				return nil, err
 			}
-			return single.New(conn)
+			return single.New(conn, single.WithReplicas(c.Replicas, cmp.Or(c.ReplicaTimeout, defaultReplicaTimeout)))
 		},
 	})
 	RegisterStrategy("setnx-getset", Strategy{

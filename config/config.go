@@ -61,6 +61,10 @@ const (
 	defaultDialTimeout  = 5 * time.Second
 	defaultReadTimeout  = 3 * time.Second
 	defaultWriteTimeout = 3 * time.Second
+	// defaultReplicaTimeout is long for a healthy replica, whose
+	// acknowledgement comes back in about a round trip, and short enough
+	// that an acquisition fails fast when none can give it.
+	defaultReplicaTimeout = 100 * time.Millisecond
 )
 
 // Config describes a Locker: the strategy, the driver and servers it runs
@@ -132,6 +136,14 @@ type Config struct {
 	// ClockSkew is setnx-getset's allowance for clock skew across the
 	// fleet, as setnxgetset.WithClockSkew. The default is 0.
 	ClockSkew time.Duration
+
+	// Replicas is how many replicas must acknowledge (WAIT) each
+	// acquisition and refresh of single, as single.WithReplicas. The
+	// default, 0, waits for none.
+	Replicas int
+	// ReplicaTimeout is how long single waits for Replicas, less than TTL;
+	// it needs Replicas. The default is 100ms.
+	ReplicaTimeout time.Duration
 
 	// Quorum is how many redlock nodes must grant a lock: a majority or
 	// more. The default is N/2+1.
@@ -248,6 +260,15 @@ var rules = []func(c Config) (string, error){
 	func(c Config) (string, error) {
 		if p, _ := parseRetry(c.Retry); p == nil && c.MaxAttempts != 0 {
 			return "max_attempts", fmt.Errorf("caps the attempts of a retry policy, and retry is none: set retry too")
+		}
+		return "", nil
+	},
+	func(c Config) (string, error) {
+		switch ttl := c.ttl(); {
+		case c.ReplicaTimeout != 0 && c.Replicas == 0:
+			return "replica_timeout", fmt.Errorf("is set but replicas is 0: set replicas too")
+		case c.ReplicaTimeout >= ttl:
+			return "replica_timeout", fmt.Errorf("must be less than ttl: %v is not less than %v", c.ReplicaTimeout, ttl)
 		}
 		return "", nil
 	},

@@ -142,6 +142,14 @@ func TestBadConfigurations(t *testing.T) {
 		{"an unknown key policy", fromURL("single://h?otel=true&otel_keys=secret"), "otel_keys", `want one of hashed, omitted, raw, got "secret"`},
 		{"a key policy with otel off", fromURL("single://h?otel_keys=raw"), "otel_keys", "is set but otel is off"},
 
+		// single.
+		{"negative replicas", fromURL("single://h?replicas=-1"), "replicas", "must be at least 0, got -1"},
+		{"replicas that is not a number", fromURL("single://h?replicas=two"), "replicas", `want an integer, got "two"`},
+		{"a replica timeout without replicas", fromURL("single://h?replica_timeout=50ms"), "replica_timeout", "is set but replicas is 0: set replicas too"},
+		{"a negative replica timeout", fromURL("single://h?replicas=1&replica_timeout=-1ms"), "replica_timeout", "must not be negative"},
+		{"a replica timeout not under the TTL", fromURL("single://h?replicas=1&ttl=1s&replica_timeout=1s"), "replica_timeout", "must be less than ttl: 1s is not less than 1s"},
+		{"a replica timeout as a JSON number", fromJSON(`{"replicas": 1, "replica_timeout": 50}`), "replica_timeout", "want a JSON string"},
+
 		// setnx-getset.
 		{"an unknown format", fromURL("setnx-getset://h?format=ns"), "format", `want one of float, float-seconds, milliseconds, ms, s, seconds, got "ns"`},
 		{"a negative safety TTL", fromURL("setnx-getset://h?safety_ttl=-1s"), "safety_ttl", "must not be negative"},
@@ -203,6 +211,7 @@ func TestEnvironmentErrorsNameTheVariable(t *testing.T) {
 		name, variable, value, setting, reason string
 	}{
 		{"a bad variable", "TTL", "soon", envPrefix + "TTL", `want a duration`},
+		{"replicas that is not a number", "REPLICAS", "x", envPrefix + "REPLICAS", `want an integer, got "x"`},
 		{"a bad URL", "URL", "single://h?ttl=soon", envPrefix + "URL: ttl", `want a duration`},
 		{"a bad parameter of the URL", "URL", "single://h:99999", envPrefix + "URL: addrs", "the port must be"},
 		{"nothing set", "UNRELATED", "1", "strategy", "is required"},

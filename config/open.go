@@ -227,6 +227,7 @@ var (
 	_ driver.Conn      = guarded{}
 	_ driver.Addresser = guarded{}
 	_ driver.Commander = guarded{}
+	_ driver.Pinner    = guarded{}
 )
 
 func (g guarded) SetNX(ctx context.Context, key, value string, ttl time.Duration) (ok bool, err error) {
@@ -272,6 +273,17 @@ func (g guarded) Do(ctx context.Context, args ...any) (reply any, err error) {
 
 // Addr implements [driver.Addresser] with the client's address, if known.
 func (g guarded) Addr() string { return driver.Addr(g.c) }
+
+// Pinnable implements [driver.Pinner] if the client does: driver.Pinnable
+// says.
+func (g guarded) Pinnable() error { return driver.Pinnable(g.c) }
+
+// Pin implements [driver.Pinner]: the whole of f holds off Close, so f gets
+// the client's pinned Conn itself (guarding each of its calls too would
+// take the read lock twice, which a waiting Close turns into a deadlock).
+func (g guarded) Pin(ctx context.Context, f func(driver.Conn) error) error {
+	return g.l.during(func() error { return driver.Pin(ctx, g.c, f) })
+}
 
 // guardedSubscriber is a guarded connection whose client can subscribe, so
 // that releases wake the waiters ([driver.Subscriber]). Close closes the

@@ -19,6 +19,7 @@ import (
 	"github.com/locksmith-go/lock/driver"
 	"github.com/locksmith-go/lock/internal/testing/matrix"
 	"github.com/locksmith-go/lock/internal/testing/redistest"
+	"github.com/locksmith-go/lock/strategy/single"
 )
 
 // open opens c and closes it when t ends.
@@ -604,6 +605,45 @@ func TestConns(t *testing.T) {
 			if _, err := driver.Do(ctx, conns[0], "PING"); !errors.Is(err, config.ErrClosed) {
 				t.Errorf("Do after Close: got %v, want ErrClosed", err)
 			}
+		})
+	}
+}
+
+// TestReplicas: replicas=N from a URL reaches single.WithReplicas, over
+// each driver: a master with a replica grants the lock, one without refuses
+// it with a *single.ReplicaError.
+func TestReplicas(t *testing.T) {
+	master := redistest.Start(t, 1)[0]
+	redistest.StartReplica(t, master.Addr)
+	alone := redistest.Start(t, 1)[0]
+	for _, d := range drivers {
+		t.Run(d.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			t.Run("a replica acknowledges: obtained", func(t *testing.T) {
+				c, err := config.ParseURL("single://" + master.Addr + "?driver=" + d.name + "&replicas=1&replica_timeout=10s")
+				if err != nil {
+					t.Fatal(err)
+				}
+				lk, err := open(t, c).Obtain(ctx, "replicas:"+d.name, time.Minute)
+				if err != nil {
+					t.Fatalf("Obtain: got %v, want nil", err)
+				}
+				if err := lk.Release(ctx); err != nil {
+					t.Errorf("Release: got %v, want nil", err)
+				}
+			})
+			t.Run("no replica: a *single.ReplicaError", func(t *testing.T) {
+				c, err := config.ParseURL("single://" + alone.Addr + "?driver=" + d.name + "&replicas=1")
+				if err != nil {
+					t.Fatal(err)
+				}
+				_, err = open(t, c).Obtain(ctx, "replicas:"+d.name, time.Minute)
+				var re *single.ReplicaError
+				if !errors.As(err, &re) || re.Want != 1 {
+					t.Errorf("Obtain: got %v, want a *single.ReplicaError wanting 1 replica", err)
+				}
+			})
 		})
 	}
 }

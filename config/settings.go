@@ -98,6 +98,9 @@ var settings = []setting{
 	duration("safety_ttl", func(c *Config) *time.Duration { return &c.SafetyTTL }, 0),
 	duration("clock_skew", func(c *Config) *time.Duration { return &c.ClockSkew }, 0),
 
+	field("replicas", inQuery, func(c *Config) *int { return &c.Replicas }, parseInt, strconv.Itoa, atLeast(0, "")),
+	duration("replica_timeout", func(c *Config) *time.Duration { return &c.ReplicaTimeout }, time.Millisecond),
+
 	field("quorum", inQuery, func(c *Config) *int { return &c.Quorum }, parseInt, strconv.Itoa, atLeast(0, "")),
 	field("drift_factor", inQuery, func(c *Config) *float64 { return &c.DriftFactor }, parseFloat, formatFloat, func(f float64) error {
 		if !(f > 0 && f < 1) {

@@ -132,3 +132,34 @@ func ExampleStrategy_Inspect() {
 	// TTL within the minute: true
 	// free false
 }
+
+// WithReplicas counts an acquisition only once WAIT confirms that enough
+// replicas have it. The example's in-process server has no replica, so the
+// lock is refused with a *ReplicaError, not ErrNotObtained, and the key it
+// wrote is deleted.
+func ExampleWithReplicas() {
+	srv, err := locktest.StartServer() // an in-process Redis, for the example
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer srv.Close()
+	client := redis.NewClient(&redis.Options{Addr: srv.Addr(), ContextTimeoutEnabled: true})
+	defer client.Close()
+
+	locker, err := single.New(goredis.New(client), single.WithReplicas(1, 100*time.Millisecond))
+	if err != nil {
+		log.Fatal(err)
+	}
+	ctx := context.Background()
+	_, err = locker.Obtain(ctx, "jobs:nightly", 10*time.Second)
+	var re *single.ReplicaError
+	if errors.As(err, &re) {
+		fmt.Printf("%d of %d replicas\n", re.Got, re.Want)
+	}
+	fmt.Println(errors.Is(err, lock.ErrNotObtained))
+	fmt.Println(client.Exists(ctx, "jobs:nightly").Val())
+	// Output:
+	// 0 of 1 replicas
+	// false
+	// 0
+}
