@@ -22,7 +22,9 @@ import (
 // accepts the Conn. For a Conn that implements the optional
 // [driver.Subscriber], it checks that a session confirms a subscription,
 // delivers a published message, confirms an unsubscription and ends with
-// Closed after Close.
+// Closed after Close. For a Conn that can pin a connection
+// ([driver.Pinnable]), it checks that every command of a pinned Conn goes
+// over one connection, and that WAIT answers there.
 // newConn returns a connection to a server the test may write to.
 func RunDriver(t *testing.T, newConn func(t *testing.T) driver.Conn) {
 	for _, p := range driverProperties {
@@ -51,6 +53,7 @@ var driverProperties = []struct {
 	{"Addresser", driverAddresser},
 	{"Check", driverCheck},
 	{"Subscriber", driverSubscriber},
+	{"Pinner", driverPinner},
 }
 
 // cleanKey returns a fresh key that is deleted when t ends.
@@ -245,6 +248,40 @@ func driverAddresser(t *testing.T, _ context.Context, c driver.Conn) {
 func driverCheck(t *testing.T, _ context.Context, c driver.Conn) {
 	if err := driver.Check(c); err != nil {
 		t.Errorf("driver.Check = %v, want nil for a Conn that works", err)
+	}
+}
+
+// driverPinner: the commands of a pinned Conn, a script and commands
+// alike, go over one connection (CLIENT ID does not change), even while
+// other calls use the Conn; WAIT there answers with a number of replicas.
+func driverPinner(t *testing.T, ctx context.Context, c driver.Conn) {
+	if err := driver.Pinnable(c); err != nil {
+		t.Skipf("the driver cannot pin a connection (optional: single.WithReplicas needs it): %v", err)
+	}
+	key := cleanKey(t, c)
+	err := driver.Pin(ctx, c, func(one driver.Conn) error {
+		first, err := driver.Do(ctx, one, "CLIENT", "ID")
+		if err != nil {
+			return err
+		}
+		if _, _, err := c.Get(ctx, key); err != nil { // another call, meanwhile
+			return err
+		}
+		if _, err := driver.NewScript(`return redis.call('SET', KEYS[1], 'v')`).Run(ctx, one, []string{key}); err != nil {
+			return err
+		}
+		if again, err := driver.Do(ctx, one, "CLIENT", "ID"); err != nil || again != first {
+			t.Errorf("CLIENT ID on the pinned Conn = %v, %v; want %v, the first call's", again, err, first)
+		}
+		if n, err := driver.Do(ctx, one, "WAIT", 0, 1); err != nil {
+			t.Errorf("WAIT 0 1 on the pinned Conn = %v, %v; want a number of replicas", n, err)
+		} else if _, ok := n.(int64); !ok {
+			t.Errorf("WAIT 0 1 on the pinned Conn = %#v; want an int64", n)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("Pin: got %v, want nil", err)
 	}
 }
 
