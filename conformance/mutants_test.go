@@ -144,6 +144,8 @@ var mutants = []mutant{
 		conn: func(c driver.Conn) driver.Conn { return selfRefusing{c} }},
 	{name: "message-payload-lost", kills: []string{"Subscriber"},
 		conn: func(c driver.Conn) driver.Conn { return payloadLost{c} }},
+	{name: "pin-switches-connections", kills: []string{"Pinner"},
+		conn: func(c driver.Conn) driver.Conn { return switching{c} }},
 }
 
 // controls are the harnesses of the mutants, unbroken: they pass every
@@ -761,3 +763,58 @@ func (c payloadLost) Listen(ctx context.Context, on func(driver.Event)) (driver.
 }
 
 func (c payloadLost) Sharded() bool { return c.Conn.(driver.Subscriber).Sharded() }
+
+// switching pins two connections and sends each command of the pinned Conn
+// over the other one than the last.
+type switching struct{ driver.Conn }
+
+func (c switching) Do(ctx context.Context, args ...any) (any, error) {
+	return driver.Do(ctx, c.Conn, args...)
+}
+
+func (c switching) Pinnable() error { return driver.Pinnable(c.Conn) }
+
+func (c switching) Pin(ctx context.Context, f func(driver.Conn) error) error {
+	return driver.Pin(ctx, c.Conn, func(a driver.Conn) error {
+		return driver.Pin(ctx, c.Conn, func(b driver.Conn) error {
+			return f(&alternating{a: a, b: b})
+		})
+	})
+}
+
+// alternating sends its commands (Do) over a and b in turn.
+type alternating struct {
+	a, b driver.Conn
+	n    int
+}
+
+func (c *alternating) next() driver.Conn {
+	c.n++
+	if c.n%2 == 1 {
+		return c.a
+	}
+	return c.b
+}
+
+func (c *alternating) SetNX(ctx context.Context, key, value string, ttl time.Duration) (bool, error) {
+	return c.a.SetNX(ctx, key, value, ttl)
+}
+func (c *alternating) Get(ctx context.Context, key string) (string, bool, error) {
+	return c.a.Get(ctx, key)
+}
+func (c *alternating) GetSet(ctx context.Context, key, value string) (string, bool, error) {
+	return c.a.GetSet(ctx, key, value)
+}
+func (c *alternating) Del(ctx context.Context, key string) (bool, error) { return c.a.Del(ctx, key) }
+func (c *alternating) PTTL(ctx context.Context, key string) (time.Duration, bool, error) {
+	return c.a.PTTL(ctx, key)
+}
+func (c *alternating) EvalSha(ctx context.Context, sha1 string, keys []string, args ...any) (any, error) {
+	return c.a.EvalSha(ctx, sha1, keys, args...)
+}
+func (c *alternating) Eval(ctx context.Context, src string, keys []string, args ...any) (any, error) {
+	return c.a.Eval(ctx, src, keys, args...)
+}
+func (c *alternating) Do(ctx context.Context, args ...any) (any, error) {
+	return driver.Do(ctx, c.next(), args...)
+}
