@@ -17,7 +17,11 @@ func (l *locker) Inspect(ctx context.Context, key string, opts ...Option) (State
 func (l *locker) Break(ctx context.Context, key, fingerprint string, opts ...Option) (State, error) {
 	b, ok := l.s.(strategy.Breaker)
 	if !ok {
-		return State{}, opError("break", key, fmt.Errorf("%s cannot break locks: %w", l.s, errors.ErrUnsupported))
+		if err := checkKey(key); err != nil {
+			return State{}, err
+		}
+		name, _ := describe(l.s)
+		return State{}, opError("break", key, fmt.Errorf("the %s strategy cannot break locks: %w", name, errors.ErrUnsupported))
 	}
 	return l.read(ctx, "break", key, opts, func(ctx context.Context, key string) (State, error) {
 		return b.Break(ctx, key, fingerprint)

@@ -110,3 +110,26 @@ func TestInspect(t *testing.T) {
 		}
 	})
 }
+
+// TestBreakArguments: Break refuses an empty key before the strategy is
+// called, and a strategy that cannot break locks with an error matching
+// errors.ErrUnsupported, which names the operation and the key.
+func TestBreakArguments(t *testing.T) {
+	ctx := context.Background()
+	t.Run("an empty key", func(t *testing.T) {
+		f := newFake()
+		var ae *lock.ArgumentError
+		if _, err := lock.New(f).Break(ctx, "", ""); !errors.As(err, &ae) || ae.Name != "key" {
+			t.Errorf("Break of an empty key: got %v, want an *ArgumentError named key", err)
+		}
+		if len(f.calls) != 0 {
+			t.Errorf("strategy calls: got %d, want 0", len(f.calls))
+		}
+	})
+	t.Run("a strategy that cannot break", func(t *testing.T) {
+		_, err := lock.New(newFake()).Break(ctx, "k", "")
+		if !errors.Is(err, errors.ErrUnsupported) || !strings.Contains(err.Error(), `break "k"`) {
+			t.Errorf("Break: got %v, want errors.ErrUnsupported, naming break and the key", err)
+		}
+	})
+}
