@@ -2,19 +2,14 @@ package config
 
 import (
 	"cmp"
-	"context"
 	"fmt"
 	"io"
-	"time"
 
-	redigolib "github.com/gomodule/redigo/redis"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/locksmith-go/lock"
 	"github.com/locksmith-go/lock/driver"
 	"github.com/locksmith-go/lock/driver/goredis"
-	"github.com/locksmith-go/lock/driver/redigo"
-	lockotel "github.com/locksmith-go/lock/otel"
 	"github.com/locksmith-go/lock/strategy/redlock"
 	setnxgetset "github.com/locksmith-go/lock/strategy/setnx-getset"
 	"github.com/locksmith-go/lock/strategy/single"
@@ -31,20 +26,14 @@ var formats = map[string]setnxgetset.Format{
 // Locker's defaults.
 var waits = map[string][]lock.Option{"notify": nil, "poll": {lock.WithPolling()}}
 
-// otelKeys are the names of lockotel's key policies.
-var otelKeys = map[string]lockotel.KeyPolicy{
-	"omitted": lockotel.KeysOmitted, "hashed": lockotel.KeysHashed, "raw": lockotel.KeysRaw,
-}
+// otelKeys are the names of lockotel's key policies, which
+// config/otelconfig maps to them.
+var otelKeys = map[string]bool{"omitted": true, "hashed": true, "raw": true}
 
 func init() {
 	RegisterStrategy("single", Strategy{
-		Check: oneServer("single"),
-		New: func(c Config, open func(string) (driver.Conn, error)) (lock.Locker, error) {
-			conn, err := open(c.Addrs[0])
-			if err != nil {
-				return nil, err
-			}
-			return single.New(conn, single.WithReplicas(c.Replicas, cmp.Or(c.ReplicaTimeout, defaultReplicaTimeout)))
+		New: func(c Config, conns []driver.Conn) (lock.Locker, error) {
+			return single.New(conns[0], single.WithReplicas(c.Replicas, cmp.Or(c.ReplicaTimeout, defaultReplicaTimeout)))
 		},
 	})
 	RegisterStrategy("setnx-getset", Strategy{
@@ -52,30 +41,20 @@ func init() {
 			if c.SafetyTTL != 0 && c.SafetyTTL < c.ClockSkew {
 				return invalid("safety_ttl", fmt.Errorf("must cover clock_skew: %v is less than %v", c.SafetyTTL, c.ClockSkew))
 			}
-			return oneServer("setnx-getset")(c)
+			return nil
 		},
-		New: func(c Config, open func(string) (driver.Conn, error)) (lock.Locker, error) {
-			conn, err := open(c.Addrs[0])
-			if err != nil {
-				return nil, err
-			}
+		New: func(c Config, conns []driver.Conn) (lock.Locker, error) {
 			opts := []setnxgetset.Option{setnxgetset.WithSafetyTTL(c.SafetyTTL), setnxgetset.WithClockSkew(c.ClockSkew)}
 			if c.TimestampFormat != "" {
 				opts = append(opts, setnxgetset.WithFormat(formats[c.TimestampFormat]))
 			}
-			return setnxgetset.New(conn, opts...)
+			return setnxgetset.New(conns[0], opts...)
 		},
 	})
 	RegisterStrategy("redlock", Strategy{
+		Nodes: true,
 		Check: checkRedlock,
-		New: func(c Config, open func(string) (driver.Conn, error)) (lock.Locker, error) {
-			nodes := make([]driver.Conn, len(c.Addrs))
-			for i, addr := range c.Addrs {
-				var err error
-				if nodes[i], err = open(addr); err != nil {
-					return nil, err
-				}
-			}
+		New: func(c Config, nodes []driver.Conn) (lock.Locker, error) {
 			opts := []redlock.Option{redlock.WithNodeTimeout(c.NodeTimeout), redlock.WithRestartGuard(c.RestartGuard)}
 			if c.Quorum != 0 {
 				opts = append(opts, redlock.WithQuorum(c.Quorum))
@@ -89,17 +68,7 @@ func init() {
 			return redlock.New(nodes, opts...)
 		},
 	})
-	RegisterDriver("goredis", Driver{Open: openGoRedis})
-	RegisterDriver("redigo", Driver{Open: openRedigo})
-}
-
-func oneServer(name string) func(Config) error {
-	return func(c Config) error {
-		if n := len(c.Addrs); n != 1 {
-			return invalid("addrs", fmt.Errorf("%s locks on one server, got %d: list several only for redlock", name, n))
-		}
-		return nil
-	}
+	RegisterDriver("goredis", Driver{Open: openGoRedis, Topologies: []string{sentinel, cluster}})
 }
 
 func checkRedlock(c Config) error {
@@ -120,10 +89,11 @@ func checkRedlock(c Config) error {
 // contacts no node (the first Obtain does), so unopened nodes stand in for
 // them. Its error names the setting, "quorum".
 func checkQuorum(c Config) error {
-	if c.Quorum == 0 || len(c.Addrs) == 0 {
+	n := len(c.endpoints())
+	if c.Quorum == 0 || n == 0 {
 		return nil
 	}
-	nodes := make([]driver.Conn, len(c.Addrs))
+	nodes := make([]driver.Conn, n)
 	for i := range nodes {
 		nodes[i] = unopened{i: i}
 	}
@@ -140,43 +110,31 @@ type unopened struct {
 
 // openGoRedis opens a go-redis client that neither retries commands nor
 // re-dials, so that the lock's own retry policy and clean-up own every
-// retry, and that honours each context's deadline.
+// retry, and that honours each context's deadline: a Client, a failover
+// Client that asks the Sentinels for the master, or a ClusterClient.
 func openGoRedis(e Endpoint) (driver.Conn, io.Closer, error) {
 	c := e.Config
+	switch e.Topology {
+	case sentinel:
+		client := redis.NewFailoverClient(&redis.FailoverOptions{
+			MasterName: e.MasterName, SentinelAddrs: e.Addrs, SentinelUsername: e.SentinelUsername, SentinelPassword: e.SentinelPassword,
+			DB: e.DB, Username: e.Username, Password: e.Password, TLSConfig: e.TLS,
+			DialTimeout: c.DialTimeout, ReadTimeout: c.ReadTimeout, WriteTimeout: c.WriteTimeout,
+			PoolSize: c.PoolSize, ContextTimeoutEnabled: true, MaxRetries: -1, DialerRetries: 1,
+		})
+		return goredis.New(client), client, nil
+	case cluster:
+		client := redis.NewClusterClient(&redis.ClusterOptions{
+			Addrs: e.Addrs, Username: e.Username, Password: e.Password, TLSConfig: e.TLS,
+			DialTimeout: c.DialTimeout, ReadTimeout: c.ReadTimeout, WriteTimeout: c.WriteTimeout,
+			PoolSize: c.PoolSize, ContextTimeoutEnabled: true, MaxRetries: -1, DialerRetries: 1,
+		})
+		return goredis.New(client), client, nil
+	}
 	client := redis.NewClient(&redis.Options{
-		Addr: e.Addr, DB: c.DB, Username: c.Username, Password: c.Password, TLSConfig: e.TLS,
+		Network: e.Network, Addr: e.Addrs[0], DB: e.DB, Username: e.Username, Password: e.Password, TLSConfig: e.TLS,
 		DialTimeout: c.DialTimeout, ReadTimeout: c.ReadTimeout, WriteTimeout: c.WriteTimeout,
 		PoolSize: c.PoolSize, ContextTimeoutEnabled: true, MaxRetries: -1, DialerRetries: 1,
 	})
 	return goredis.New(client), client, nil
-}
-
-// openRedigo opens a redigo pool of at most PoolSize connections, whose
-// callers wait (within their context) for a free one.
-func openRedigo(e Endpoint) (driver.Conn, io.Closer, error) {
-	c := e.Config
-	opts := []redigolib.DialOption{
-		redigolib.DialConnectTimeout(c.DialTimeout), redigolib.DialReadTimeout(c.ReadTimeout),
-		redigolib.DialWriteTimeout(c.WriteTimeout), redigolib.DialDatabase(c.DB),
-		redigolib.DialUsername(c.Username), redigolib.DialPassword(c.Password),
-	}
-	if e.TLS != nil {
-		opts = append(opts, redigolib.DialUseTLS(true), redigolib.DialTLSConfig(e.TLS))
-	}
-	pool := &redigolib.Pool{
-		MaxIdle: c.PoolSize, MaxActive: c.PoolSize, Wait: true,
-		DialContext: func(ctx context.Context) (redigolib.Conn, error) {
-			return redigolib.DialContext(ctx, "tcp", e.Addr, opts...)
-		},
-		// A connection idle for a while may have been dropped (a server
-		// restart, an idle timeout): check it before use, within ctx.
-		TestOnBorrowContext: func(ctx context.Context, conn redigolib.Conn, since time.Time) error {
-			if time.Since(since) < time.Minute {
-				return nil
-			}
-			_, err := redigolib.DoContext(conn, ctx, "PING")
-			return err
-		},
-	}
-	return redigo.New(pool, redigo.WithAddr(e.Addr)), pool, nil
 }

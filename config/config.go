@@ -48,6 +48,7 @@ import (
 	"maps"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -83,15 +84,43 @@ type Config struct {
 	// Driver is the client library: goredis (the default) or redigo, or a
 	// registered name.
 	Driver string
+	// Topology is how the servers of Addrs are deployed: standalone (the
+	// default: each is a server), sentinel (they are Redis Sentinels,
+	// which name the master called MasterName and replace it on failover)
+	// or cluster (they are seed nodes of one Redis Cluster). A Sentinel or
+	// Cluster deployment is one server to a strategy.
+	Topology string
 	// Addrs are the servers, as host:port (the port defaults to 6379; an
-	// IPv6 host goes in brackets). single and setnx-getset take one;
-	// redlock takes one per node. Required.
+	// IPv6 host goes in brackets), or the absolute path of a Unix socket;
+	// or the Sentinels, or the seed nodes of a Cluster. single and
+	// setnx-getset lock on one server; redlock on one per address.
+	// Required, unless Nodes lists redlock's nodes.
 	Addrs []string
 	// DB is the database number.
 	DB int
-	// Username and Password authenticate (Redis ACLs; a password alone
-	// authenticates as the default user). The password is a secret.
+	// Username and Password authenticate to the servers (Redis ACLs; a
+	// password alone authenticates as the default user). The password is
+	// a secret.
 	Username, Password string
+	// MasterName is the name under which the Sentinels monitor the
+	// master. Required with Topology sentinel.
+	MasterName string
+	// SentinelUsername and SentinelPassword authenticate to the Sentinels,
+	// where they require it (Username and Password authenticate to the
+	// master). The password is a secret.
+	SentinelUsername, SentinelPassword string
+	// Nodes are redlock's nodes, one URL each, where they differ from one
+	// another: each a standalone server, a Sentinel-monitored master or a
+	// Redis Cluster, with its own credentials, as go-redis reads them:
+	// redis://user:pass@host:port/db, rediss:// (TLS, with the TLS
+	// settings' files), unix:///path?db=N,
+	// redis+sentinel://host:port?master_name=name&addr=host2:port (the
+	// user information authenticates to the Sentinels, username= and
+	// password= to the master) and redis+cluster://host:port?addr=host2:port.
+	// Passwords in them are secrets. Nodes replaces Addrs and the settings
+	// of the servers (Topology, DB, Username, Password, MasterName,
+	// Sentinel*, TLS.Enabled), which each node's URL carries.
+	Nodes []string
 	// TLS configures TLS. It is off by default.
 	TLS TLS
 	// DialTimeout, ReadTimeout and WriteTimeout bound connecting, reading
@@ -203,7 +232,7 @@ func (c Config) Validate() error {
 	switch {
 	case c.Strategy == "":
 		return invalid("strategy", knownStrategy(""))
-	case len(c.Addrs) == 0:
+	case len(c.Addrs) == 0 && len(c.Nodes) == 0:
 		return invalid("addrs", fmt.Errorf("must list at least one server, as host:port"))
 	}
 	for _, name := range slices.Sorted(maps.Keys(c.Params)) {
@@ -222,6 +251,9 @@ func (c Config) Validate() error {
 			return invalid(name, err)
 		}
 	}
+	if err := c.checkServers(); err != nil {
+		return err
+	}
 	if check := strategyOf(c).Check; check != nil {
 		if err := check(c); err != nil {
 			return err
@@ -233,11 +265,70 @@ func (c Config) Validate() error {
 	return nil
 }
 
+// checkServers checks the servers against the strategy, which may lock on
+// one or several, and the driver, which may not open every deployment.
+func (c Config) checkServers() error {
+	eps := c.endpoints()
+	switch {
+	case !strategyOf(c).Nodes && len(c.Nodes) > 0:
+		return invalid("nodes", fmt.Errorf("lists the nodes of a strategy that locks on several servers, such as redlock: %s locks on one: set addrs", c.Strategy))
+	case !strategyOf(c).Nodes && len(eps) != 1:
+		return invalid("addrs", fmt.Errorf("%s locks on one server, got %d: list several only for redlock", c.Strategy, len(eps)))
+	}
+	topologies := append([]string{standalone}, driverOf(c).Topologies...)
+	for i, e := range eps {
+		if !slices.Contains(topologies, e.Topology) {
+			where := "topology"
+			if len(c.Nodes) > 0 {
+				where = fmt.Sprintf("nodes (node %d of %d)", i+1, len(eps))
+			}
+			return invalid("driver", fmt.Errorf("%s cannot open a %s deployment, which %s names: it opens %s; use goredis", c.driver(), e.Topology, where, strings.Join(topologies, ", ")))
+		}
+	}
+	return nil
+}
+
 // rules check settings against each other; each returns the setting it
 // blames.
 var rules = []func(c Config) (string, error){
 	func(c Config) (string, error) {
+		if len(c.Nodes) == 0 {
+			return "", nil
+		}
+		for _, name := range []string{"topology", "addrs", "db", "username", "password", "master_name", "sentinel_username", "sentinel_password", "tls"} {
+			if s, _ := lookup(name); s.get(&c) != "" {
+				return name, fmt.Errorf("is set with nodes, whose URLs each carry their own: set one or the other")
+			}
+		}
+		return "", nil
+	},
+	func(c Config) (string, error) {
+		sentinelOnly := []struct{ name, value string }{{"master_name", c.MasterName}, {"sentinel_username", c.SentinelUsername}, {"sentinel_password", c.SentinelPassword}}
+		switch {
+		case c.Topology == sentinel && c.MasterName == "":
+			return "master_name", fmt.Errorf("is required with topology sentinel: the name under which the Sentinels monitor the master")
+		case c.Topology == cluster && c.DB != 0:
+			return "db", fmt.Errorf("must be 0 with topology cluster: a Redis Cluster has database 0 only")
+		case c.Topology != sentinel:
+			for _, s := range sentinelOnly {
+				if s.value != "" {
+					return s.name, fmt.Errorf("is set but topology is not sentinel: set topology to sentinel too")
+				}
+			}
+		}
+		for i, a := range c.Addrs {
+			switch {
+			case isSocket(a) && c.Topology != "":
+				return "addrs", fmt.Errorf("address %d of %d: a %s deployment is reached over TCP: want host:port", i+1, len(c.Addrs), c.Topology)
+			case isSocket(a) && c.TLS.Enabled:
+				return "tls", fmt.Errorf("is for TCP: address %d of %d is a Unix socket", i+1, len(c.Addrs))
+			}
+		}
+		return "", nil
+	},
+	func(c Config) (string, error) {
 		t := c.TLS
+		tlsNode := slices.ContainsFunc(c.endpoints(), func(e Endpoint) bool { return e.TLS != nil })
 		for _, s := range []struct {
 			name string
 			set  bool
@@ -245,8 +336,8 @@ var rules = []func(c Config) (string, error){
 			{"tls_ca_file", t.CAFile != ""}, {"tls_cert_file", t.CertFile != ""}, {"tls_key_file", t.KeyFile != ""},
 			{"tls_server_name", t.ServerName != ""}, {"tls_insecure_skip_verify", t.InsecureSkipVerify},
 		} {
-			if s.set && !t.Enabled {
-				return s.name, fmt.Errorf("is set but TLS is off: set tls to true too")
+			if s.set && !tlsNode {
+				return s.name, fmt.Errorf("is set but TLS is off: set tls to true too (or, with nodes, use rediss:// nodes)")
 			}
 		}
 		switch {
@@ -273,8 +364,11 @@ var rules = []func(c Config) (string, error){
 		return "", nil
 	},
 	func(c Config) (string, error) {
-		if c.OTelKeys != "" && !c.OTel {
+		switch {
+		case c.OTelKeys != "" && !c.OTel:
 			return "otel_keys", fmt.Errorf("is set but otel is off: set otel to true too")
+		case c.OTel && otelOf() == nil:
+			return "otel", fmt.Errorf("needs the OpenTelemetry instrumentation linked into this program: import _ %q", "github.com/locksmith-go/lock/config/otelconfig")
 		}
 		return "", nil
 	},
@@ -301,6 +395,13 @@ func (c Config) Format(f fmt.State, _ rune) { _, _ = io.WriteString(f, c.String(
 func (c Config) url(reveal bool) string {
 	var b strings.Builder
 	b.WriteString(c.Strategy)
+	socket := c.Topology == "" && len(c.Addrs) == 1 && isSocket(c.Addrs[0])
+	switch {
+	case c.Topology != "":
+		b.WriteString("+" + c.Topology)
+	case socket:
+		b.WriteString("+unix")
+	}
 	b.WriteString("://")
 	switch {
 	case c.Password != "":
@@ -312,10 +413,6 @@ func (c Config) url(reveal bool) string {
 	case c.Username != "":
 		b.WriteString(url.User(c.Username).String() + "@")
 	}
-	b.WriteString(strings.Join(c.Addrs, ","))
-	if c.DB != 0 {
-		fmt.Fprintf(&b, "/%d", c.DB)
-	}
 	sep := "?"
 	param := func(name, value string) {
 		if value != "" {
@@ -323,9 +420,31 @@ func (c Config) url(reveal bool) string {
 			sep = "&"
 		}
 	}
+	switch {
+	case socket:
+		b.WriteString((&url.URL{Path: c.Addrs[0]}).EscapedPath())
+		if c.DB != 0 {
+			param("db", strconv.Itoa(c.DB))
+		}
+	default:
+		for i, a := range c.Addrs {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			if isSocket(a) {
+				a = url.PathEscape(a)
+			}
+			b.WriteString(a)
+		}
+		if c.DB != 0 {
+			fmt.Fprintf(&b, "/%d", c.DB)
+		}
+	}
 	for _, s := range settings {
-		if s.part == inQuery {
-			param(s.name, s.get(&c))
+		if v := s.get(&c); s.part == inQuery && s.redact != nil && v != "" && !reveal {
+			param(s.name, s.redact(v))
+		} else if s.part == inQuery {
+			param(s.name, v)
 		}
 	}
 	for _, name := range slices.Sorted(maps.Keys(c.Params)) {

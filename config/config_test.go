@@ -83,7 +83,7 @@ func TestBadConfigurations(t *testing.T) {
 		{"an unknown strategy", fromURL("redis://h"), "strategy", `unknown "redis"; known: redlock, setnx-getset, `},
 		{"an unknown driver", fromURL("single://h?driver=jedis"), "driver", `unknown "jedis"; known: goredis, redigo`},
 		{"an unknown setting", fromURL("single://h?tll=3s"), `setting "tll"`, "unknown; known: addrs, clock_skew, db,"},
-		{"a URL without a server", fromURL("single:///0"), "addrs", "the URL names no server"},
+		{"a URL without a server", fromURL("single:///0"), "addrs", "must list at least one server"},
 		{"a setting of the URL itself in its query", fromURL("single://h?db=1"), "db", "goes in the URL itself, not its query"},
 		{"a setting given twice", fromURL("single://h?ttl=1s&ttl=2s"), "ttl", "is given twice"},
 		{"an empty value", fromURL("single://h?ttl="), "ttl", "is empty"},
@@ -507,13 +507,9 @@ func init() {
 			}
 			return nil
 		},
-		New: func(c config.Config, open func(string) (driver.Conn, error)) (lock.Locker, error) {
+		Nodes: true,
+		New: func(c config.Config, conns []driver.Conn) (lock.Locker, error) {
 			thirdParty.configs = append(thirdParty.configs, c)
-			for _, addr := range c.Addrs {
-				if _, err := open(addr); err != nil {
-					return nil, err
-				}
-			}
 			return lock.New(nil), nil // never used to lock
 		},
 	})
@@ -524,7 +520,7 @@ func init() {
 				return nil, nil, errors.New("third driver: cannot open")
 			}
 			thirdParty.endpoints = append(thirdParty.endpoints, e)
-			client := redis.NewClient(&redis.Options{Addr: e.Addr, ContextTimeoutEnabled: true})
+			client := redis.NewClient(&redis.Options{Network: e.Network, Addr: e.Addrs[0], ContextTimeoutEnabled: true})
 			return goredis.New(client), countingCloser{client}, nil
 		},
 	})
@@ -589,7 +585,7 @@ func TestRegistry(t *testing.T) {
 		}
 		e := thirdParty.endpoints[0]
 		host := strings.Split(addr, ":")[0]
-		if e.Addr != addr || e.Config.DialTimeout != 5*time.Second || e.Config.ReadTimeout != 3*time.Second ||
+		if e.Addrs[0] != addr || e.Config.DialTimeout != 5*time.Second || e.Config.ReadTimeout != 3*time.Second ||
 			e.Config.WriteTimeout != 3*time.Second || e.Config.PoolSize <= 0 || e.TLS == nil || e.TLS.ServerName != host {
 			t.Fatalf("the driver got %+v (TLS %v), want %s with the defaults and TLS for %s", e, e.TLS, addr, host)
 		}
@@ -639,8 +635,8 @@ func TestRegistry(t *testing.T) {
 	}
 }
 
-func nilNew(config.Config, func(string) (driver.Conn, error)) (lock.Locker, error) { return nil, nil }
-func nilOpen(config.Endpoint) (driver.Conn, io.Closer, error)                      { return nil, nil, nil }
+func nilNew(config.Config, []driver.Conn) (lock.Locker, error) { return nil, nil }
+func nilOpen(config.Endpoint) (driver.Conn, io.Closer, error)  { return nil, nil, nil }
 
 // TestFileErrorsMatchTheirCause: a TLS file that cannot be read gives an
 // error that also matches the file system's.

@@ -42,12 +42,9 @@ func init() {
 			}
 			return nil
 		},
-		New: func(c config.Config, open func(addr string) (driver.Conn, error)) (lock.Locker, error) {
-			conn, err := open(c.Addrs[0]) // a client of the configured driver, closed by Close
-			if err != nil {
-				return nil, err
-			}
-			return setnxgetset.New(conn, setnxgetset.WithFormat(units[c.Params["legacy_unit"]]),
+		// conns holds a client of the configured driver, which Close closes.
+		New: func(c config.Config, conns []driver.Conn) (lock.Locker, error) {
+			return setnxgetset.New(conns[0], setnxgetset.WithFormat(units[c.Params["legacy_unit"]]),
 				setnxgetset.WithSafetyTTL(c.SafetyTTL), setnxgetset.WithClockSkew(c.ClockSkew))
 		},
 	})

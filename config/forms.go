@@ -47,8 +47,15 @@ func parseURL(raw string) (Config, error) {
 	if scheme == "" {
 		return c, invalid("strategy", knownStrategy(""))
 	}
-	if err := setText(&c, "strategy", strings.ToLower(scheme)); err != nil {
+	strategy, form := strings.ToLower(scheme), ""
+	if i := strings.LastIndexByte(strategy, '+'); i >= 0 && slices.Contains([]string{sentinel, cluster, "unix"}, strategy[i+1:]) {
+		strategy, form = strategy[:i], strategy[i+1:]
+	}
+	if err := setText(&c, "strategy", strategy); err != nil {
 		return c, err
+	}
+	if form == sentinel || form == cluster {
+		c.Topology = form
 	}
 	if strings.Contains(rest, "#") {
 		return c, invalid("url", errors.New("must not have a fragment (#...)"))
@@ -58,7 +65,7 @@ func parseURL(raw string) (Config, error) {
 	if i := strings.IndexByte(rest, '/'); i >= 0 {
 		authority, path = rest[:i], rest[i+1:]
 	}
-	if !strings.Contains(authority, "@") && strings.Contains(path+query, "@") {
+	if name, _, _ := strings.Cut(query, "="); !strings.Contains(authority, "@") && strings.Contains(path+name, "@") {
 		// Likely user information with an unescaped '/' or '?': say so
 		// without quoting any of it, since it may hold the password.
 		return c, invalid("url", errors.New("has '@' after the host: percent-encode '/', '?' and '#' in the user information, and '@' in values"))
@@ -84,11 +91,27 @@ func parseURL(raw string) (Config, error) {
 			return c, invalid("username", err)
 		}
 	}
-	if authority == "" {
-		return c, invalid("addrs", errors.New("the URL names no server: want strategy://host:port"))
+	if form == "unix" { // strategy+unix://[user:pass@]/path/of/the.sock[?db=N]
+		if authority != "" {
+			return c, invalid("addrs", errors.New("a Unix socket's URL has its path after the user information: strategy+unix:///path/of/redis.sock"))
+		}
+		socket, err := url.PathUnescape("/" + path)
+		if err != nil || path == "" {
+			return c, invalid("addrs", errors.New("want the socket's path: strategy+unix:///path/of/redis.sock"))
+		}
+		authority, path = url.PathEscape(socket), ""
 	}
-	if err := setText(&c, "addrs", authority); err != nil {
-		return c, err
+	if authority != "" {
+		addrs := strings.Split(authority, ",")
+		for i, a := range addrs {
+			var err error
+			if addrs[i], err = url.PathUnescape(a); err != nil || strings.Contains(addrs[i], ",") {
+				return c, invalid("addrs", fmt.Errorf("address %d of %d: has an invalid %%-escape", i+1, len(addrs)))
+			}
+		}
+		if err := setText(&c, "addrs", strings.Join(addrs, ",")); err != nil {
+			return c, err
+		}
 	}
 	if path != "" {
 		if err := setText(&c, "db", path); err != nil {
@@ -105,7 +128,11 @@ func parseURL(raw string) (Config, error) {
 		if err != nil {
 			return c, invalid("url", errors.New("the query has a setting name with an invalid %-escape"))
 		}
-		if s, ok := lookup(name); ok && s.part != inQuery {
+		switch s, ok := lookup(name); {
+		case name == "topology":
+			return c, invalid(name, errors.New("goes in the scheme: strategy+sentinel:// or strategy+cluster://"))
+		case name == "db" && form == "unix":
+		case ok && s.part != inQuery:
 			return c, invalid(name, errors.New("goes in the URL itself, not its query: strategy://username:password@host:port/db"))
 		}
 		if seen[name] {
@@ -211,14 +238,17 @@ func (c Config) MarshalJSON() ([]byte, error) {
 		switch {
 		case text == "":
 			continue
-		case s.secret:
-			v = redacted
-		case s.kind == kindNumber:
+		case s.redact != nil:
+			text = s.redact(text)
+			v = text
+		}
+		switch s.kind {
+		case kindNumber:
 			v = json.Number(text)
-		case s.kind == kindBool:
+		case kindBool:
 			v = text == "true"
-		case s.kind == kindList:
-			v = c.Addrs
+		case kindList:
+			v = strings.Split(text, ",")
 		}
 		if err := write(s.name, v); err != nil {
 			return nil, invalid(s.name, err)
@@ -309,21 +339,30 @@ func jsonText(name string, raw json.RawMessage) (string, error) {
 		}
 	case []any:
 		if s.kind == kindList {
-			addrs := make([]string, len(v))
+			items := make([]string, len(v))
 			for i, a := range v {
-				if addrs[i], _ = a.(string); addrs[i] == "" || strings.Contains(addrs[i], ",") {
-					return "", invalid(name, errors.New("want an array of \"host:port\" strings, one server each"))
+				if items[i], _ = a.(string); items[i] == "" || strings.Contains(items[i], ",") {
+					return "", invalid(name, errors.New("want "+jsonKind(s)+", one server each, without commas"))
 				}
 			}
-			return strings.Join(addrs, ","), nil
+			return strings.Join(items, ","), nil
 		}
 	}
-	return "", invalid(name, errors.New("want "+jsonKinds[s.kind]))
+	return "", invalid(name, errors.New("want "+jsonKind(s)))
+}
+
+func jsonKind(s setting) string {
+	switch {
+	case s.name == "nodes":
+		return "an array of URL strings"
+	case s.kind == kindList:
+		return "an array of \"host:port\" strings"
+	}
+	return jsonKinds[s.kind]
 }
 
 var jsonKinds = map[kind]string{
 	kindString: "a JSON string (a duration such as \"30s\" is a string)",
 	kindNumber: "a JSON number",
 	kindBool:   "true or false",
-	kindList:   "an array of \"host:port\" strings",
 }

@@ -17,7 +17,6 @@ import (
 
 	"github.com/locksmith-go/lock"
 	"github.com/locksmith-go/lock/driver"
-	lockotel "github.com/locksmith-go/lock/otel"
 )
 
 // ErrClosed is the error of Obtain on a [Locker] that was closed, and what
@@ -34,7 +33,7 @@ type Locker struct {
 
 	mu       sync.Mutex
 	closers  []io.Closer
-	conns    map[string]driver.Conn      // by address, for Conns
+	conns    []driver.Conn               // one per server, for Conns
 	sessions map[driver.Session]struct{} // the subscriber sessions open, for Close
 
 	// inFlight is held for reading by every call on a client, and for
@@ -56,11 +55,15 @@ func Open(c Config) (*Locker, error) {
 	}
 	c = c.clone()
 	c.Addrs, _ = parseAddrs(c.Addrs) // checked; a Config built in Go may leave the port out
-	tlsConfig, err := c.TLS.clientConfig()
-	if err != nil {
-		return nil, err
+	eps := c.endpoints()
+	for i := range eps {
+		var err error
+		if eps[i], err = eps[i].withTLS(c.TLS); err != nil {
+			return nil, err
+		}
+		eps[i].Config = c.withDefaults()
 	}
-	l := &Locker{cfg: c, ttl: c.ttl(), conns: make(map[string]driver.Conn)}
+	l := &Locker{cfg: c, ttl: c.ttl()}
 	if p, _ := parseRetry(c.Retry); p != nil {
 		if c.MaxAttempts != 0 {
 			p = lock.LimitAttempts(p, c.MaxAttempts)
@@ -68,36 +71,33 @@ func Open(c Config) (*Locker, error) {
 		l.defaults = append(l.defaults, lock.WithRetry(p))
 	}
 	l.defaults = append(l.defaults, waits[c.Wait]...)
-	d := driverOf(c)
-	e := Endpoint{Config: c.withDefaults()}
-	open := func(addr string) (driver.Conn, error) {
-		e := e
-		e.Addr, e.TLS = addr, forServer(tlsConfig, addr)
-		conn, closer, err := d.Open(e)
+	conns := make([]driver.Conn, len(eps))
+	for i, e := range eps {
+		conn, closer, err := driverOf(c).Open(e)
 		if closer != nil {
-			l.mu.Lock()
 			l.closers = append(l.closers, closer)
-			l.mu.Unlock()
 		}
-		if err != nil || driver.Check(conn) != nil {
-			return conn, err // for the strategy to refuse
+		if err != nil {
+			_ = l.Close()
+			return nil, err
 		}
-		var g driver.Conn = guarded{conn, l}
+		conns[i] = conn
+		if driver.Check(conn) != nil {
+			continue // for the strategy to refuse
+		}
+		conns[i] = guarded{conn, l}
 		if sub, ok := conn.(driver.Subscriber); ok {
-			g = guardedSubscriber{guarded{conn, l}, sub}
+			conns[i] = guardedSubscriber{guarded{conn, l}, sub}
 		}
-		l.mu.Lock()
-		l.conns[addr] = g
-		l.mu.Unlock()
-		return g, nil
 	}
-	inner, err := strategyOf(c).New(c, open)
+	l.conns = conns
+	inner, err := strategyOf(c).New(c, conns)
 	if err != nil {
 		_ = l.Close()
 		return nil, err
 	}
 	if c.OTel {
-		inner = lockotel.NewLocker(inner, lockotel.WithKeys(otelKeys[c.OTelKeys]))
+		inner = otelOf()(inner, c.OTelKeys)
 	}
 	l.inner = inner
 	return l, nil
@@ -158,22 +158,13 @@ func (l *Locker) TTL() time.Duration { return l.ttl }
 // port: what a program reports it runs.
 func (l *Locker) Config() Config { return l.cfg.clone() }
 
-// Conns returns the Locker's connection to each of its servers, in the
-// order of Config().Addrs, for tools that send commands of their own with
-// driver.Do, such as the locksmith CLI's check-legacy, which reads INFO on
-// every server. Like the Locker's locks, they fail with ErrClosed after
-// Close.
-func (l *Locker) Conns() []driver.Conn {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	conns := make([]driver.Conn, 0, len(l.cfg.Addrs))
-	for _, addr := range l.cfg.Addrs {
-		if c, ok := l.conns[addr]; ok {
-			conns = append(conns, c)
-		}
-	}
-	return conns
-}
+// Conns returns the Locker's connection to each of its servers: redlock's
+// nodes in the order of Config().Addrs or Config().Nodes, the one server
+// of the other strategies. They serve tools that send commands of their
+// own with driver.Do, such as the locksmith CLI's check-legacy, which reads
+// INFO on every server. Like the Locker's locks, they fail with ErrClosed
+// after Close.
+func (l *Locker) Conns() []driver.Conn { return slices.Clone(l.conns) }
 
 // Close waits for the calls in flight to end, such as the clean-ups that
 // Redlock runs after an Obtain returned, then closes every client the

@@ -16,6 +16,8 @@ import (
 
 	"github.com/locksmith-go/lock"
 	"github.com/locksmith-go/lock/config"
+	_ "github.com/locksmith-go/lock/config/otelconfig"
+	_ "github.com/locksmith-go/lock/config/redigoconfig"
 	"github.com/locksmith-go/lock/driver"
 	"github.com/locksmith-go/lock/internal/testing/matrix"
 	"github.com/locksmith-go/lock/internal/testing/redistest"
@@ -107,7 +109,7 @@ func TestConformance(t *testing.T) {
 const nilDriver = "test-nil"
 
 func init() {
-	config.RegisterDriver(nilDriver, config.Driver{Open: func(config.Endpoint) (driver.Conn, io.Closer, error) {
+	config.RegisterDriver(nilDriver, config.Driver{Topologies: []string{"sentinel", "cluster"}, Open: func(config.Endpoint) (driver.Conn, io.Closer, error) {
 		return nil, nil, nil
 	}})
 }

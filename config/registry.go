@@ -17,13 +17,17 @@ import (
 // Strategy is a lock strategy that [Open] builds by name. Register one with
 // [RegisterStrategy].
 type Strategy struct {
-	// New builds the Locker that c describes. It gets a connection to a
-	// server with open(addr), which opens a client of the configured driver;
-	// the [Locker] that Open returns closes it. Required.
-	New func(c Config, open func(addr string) (driver.Conn, error)) (lock.Locker, error)
-	// Check checks c for this strategy without connecting, such as how many
-	// servers it lists, and returns an *lock.ArgumentError naming the
-	// setting at fault. Optional.
+	// New builds the Locker that c describes over conns: a connection to
+	// each of its servers, a client of the configured driver that the
+	// [Locker] Open returns closes. Required.
+	New func(c Config, conns []driver.Conn) (lock.Locker, error)
+	// Nodes says that the strategy locks on several independent servers,
+	// as redlock does: one per address of Addrs, or per URL of Nodes.
+	// Otherwise it locks on one server (which a Sentinel or Cluster
+	// deployment is), and Open refuses a Config that names more.
+	Nodes bool
+	// Check checks c for this strategy without connecting, and returns an
+	// *lock.ArgumentError naming the setting at fault. Optional.
 	Check func(c Config) error
 	// Params names the strategy's own settings, which Config.Params
 	// carries: lower-case letters, digits and underscores, each known to
@@ -38,22 +42,41 @@ type Driver struct {
 	// Open opens a client of one server, and returns the connection and
 	// what closes the client. Required.
 	Open func(e Endpoint) (driver.Conn, io.Closer, error)
+	// Topologies lists the deployments it opens besides a standalone
+	// server: "sentinel", "cluster". Open is never called with another:
+	// Validate refuses the Config, naming the driver and the deployment.
+	Topologies []string
 	// Check checks c for this driver without connecting. Optional.
 	Check func(c Config) error
 	// Params names the driver's own settings, as Strategy.Params does.
 	Params []string
 }
 
-// Endpoint is what a [Driver] opens a client of.
+// Endpoint is what a [Driver] opens a client of: a server (over TCP or a
+// Unix socket), a master that Redis Sentinels monitor, or a Redis Cluster.
 type Endpoint struct {
-	// Addr is the server, as host:port.
-	Addr string
-	// Config is the Config being opened, with its defaults filled in:
-	// DialTimeout, ReadTimeout, WriteTimeout and PoolSize are set.
-	Config Config
-	// TLS is the client's TLS configuration, for this server (ServerName
-	// is set), or nil for plain TCP.
+	// Topology is "standalone", "sentinel" or "cluster".
+	Topology string
+	// Network is "tcp", or "unix" for a standalone server's Unix socket.
+	Network string
+	// Addrs are where to connect: a standalone server's host:port, or its
+	// socket's path; the Sentinels' host:port; a Cluster's seed nodes.
+	Addrs []string
+	// MasterName is the name under which the Sentinels monitor the master.
+	MasterName string
+	// DB is the database number (always 0 on a Cluster).
+	DB int
+	// Username and Password authenticate to the servers that hold the
+	// data; SentinelUsername and SentinelPassword to the Sentinels.
+	Username, Password                 string
+	SentinelUsername, SentinelPassword string
+	// TLS is the client's TLS configuration, with ServerName set, or nil
+	// for plain TCP.
 	TLS *tls.Config
+	// Config is the Config being opened, with its defaults filled in:
+	// DialTimeout, ReadTimeout, WriteTimeout and PoolSize are set. A
+	// driver reads its own settings from Config.Params.
+	Config Config
 }
 
 var registry = struct {
@@ -156,7 +179,47 @@ func known[T any](m map[string]T, name string) error {
 }
 
 func knownStrategy(name string) error { return known(registry.strategies, name) }
-func knownDriver(name string) error   { return known(registry.drivers, name) }
+
+func knownDriver(name string) error {
+	err := known(registry.drivers, name)
+	if pkg, ok := linkable[name]; ok && err != nil {
+		return fmt.Errorf("%w; %s is not linked into this program: import _ %q", err, name, pkg)
+	}
+	return err
+}
+
+// linkable are the drivers of this module that a program links in by
+// importing their package for its side effect, as database/sql's are.
+var linkable = map[string]string{"redigo": "github.com/locksmith-go/lock/config/redigoconfig"}
+
+// The instrumentation that the otel setting turns on, which package
+// config/otelconfig registers.
+var otelWrap struct {
+	sync.RWMutex
+	wrap func(l lock.Locker, keys string) lock.Locker
+}
+
+// RegisterOTel makes [Open] honour the otel and otel_keys settings with
+// wrap, which returns l instrumented with keys recorded as otel_keys says
+// (omitted, hashed or raw; "" is the default). Package
+// github.com/locksmith-go/lock/config/otelconfig calls it: import it for
+// its side effect, so that a program that does not only compiles none of
+// OpenTelemetry. It panics if called twice.
+func RegisterOTel(wrap func(l lock.Locker, keys string) lock.Locker) {
+	otelWrap.Lock()
+	defer otelWrap.Unlock()
+	if otelWrap.wrap != nil || wrap == nil {
+		panic("config: RegisterOTel called twice, or with nil")
+	}
+	otelWrap.wrap = wrap
+}
+
+// otelOf returns the registered instrumentation, or nil.
+func otelOf() func(lock.Locker, string) lock.Locker {
+	otelWrap.RLock()
+	defer otelWrap.RUnlock()
+	return otelWrap.wrap
+}
 
 // strategyOf and driverOf return the registered strategy and driver of a
 // valid Config.

@@ -23,9 +23,9 @@ import (
 // value of the field and stands for the default.
 type setting struct {
 	name   string
-	kind   kind    // how JSON writes the value
-	part   urlPart // where the URL carries it
-	secret bool    // never printed: String, errors, logs, JSON all redact it
+	kind   kind                // how JSON writes the value
+	part   urlPart             // where the URL carries it
+	redact func(string) string // a secret's printed form (String, logs, JSON); nil for a setting that is no secret
 	get    func(c *Config) string
 	set    func(c *Config, text string) error // parses and checks text
 	check  func(c *Config) error              // checks a set field of a Config built in Go
@@ -57,11 +57,18 @@ const redacted = "xxxxx"
 // them.
 var settings = []setting{
 	field("strategy", inScheme, func(c *Config) *string { return &c.Strategy }, parseText, formatText, knownStrategy),
+	{name: "topology", part: inScheme,
+		get: func(c *Config) string { return c.Topology },
+		set: func(c *Config, s string) error {
+			c.Topology = s
+			if s == standalone {
+				c.Topology = "" // the default, written out
+			}
+			return checkTopology(s)
+		},
+		check: func(c *Config) error { return checkTopology(c.Topology) }},
 	field("username", inUserinfo, func(c *Config) *string { return &c.Username }, parseText, formatText, validText),
-	{name: "password", part: inUserinfo, secret: true,
-		get:   func(c *Config) string { return c.Password },
-		set:   func(c *Config, s string) error { c.Password = s; return checkPassword(s) },
-		check: func(c *Config) error { return checkPassword(c.Password) }},
+	secret("password", inUserinfo, func(c *Config) *string { return &c.Password }),
 	{name: "addrs", kind: kindList, part: inHost,
 		get: func(c *Config) string { return strings.Join(c.Addrs, ",") },
 		set: func(c *Config, s string) (err error) {
@@ -70,6 +77,17 @@ var settings = []setting{
 		},
 		check: func(c *Config) error { _, err := parseAddrs(c.Addrs); return err }},
 	field("db", inPath, func(c *Config) *int { return &c.DB }, parseInt, strconv.Itoa, atLeast(0, "")),
+	field("master_name", inQuery, func(c *Config) *string { return &c.MasterName }, parseText, formatText, validText),
+	field("sentinel_username", inQuery, func(c *Config) *string { return &c.SentinelUsername }, parseText, formatText, validText),
+	secret("sentinel_password", inQuery, func(c *Config) *string { return &c.SentinelPassword }),
+	{name: "nodes", kind: kindList, part: inQuery, redact: redactNodes,
+		get: func(c *Config) string { return strings.Join(c.Nodes, ",") },
+		set: func(c *Config, s string) error {
+			c.Nodes = strings.Split(s, ",")
+			_, err := parseNodes(c.Nodes)
+			return err
+		},
+		check: func(c *Config) error { _, err := parseNodes(c.Nodes); return err }},
 	field("driver", inQuery, func(c *Config) *string { return &c.Driver }, parseText, formatText, knownDriver),
 
 	field("tls", inQuery, func(c *Config) *bool { return &c.TLS.Enabled }, parseBool, strconv.FormatBool, anyValue[bool]),
@@ -111,6 +129,15 @@ var settings = []setting{
 	duration("node_timeout", func(c *Config) *time.Duration { return &c.NodeTimeout }, 0),
 	field("max_extensions", inQuery, func(c *Config) *int { return &c.MaxExtensions }, parseInt, strconv.Itoa, atLeast(1, "unset: no limit")),
 	duration("restart_guard", func(c *Config) *time.Duration { return &c.RestartGuard }, 0),
+}
+
+// secret is a text setting that is never printed: String, logs and JSON
+// show it as xxxxx, and errors never quote it.
+func secret(name string, part urlPart, p func(*Config) *string) setting {
+	return setting{name: name, part: part, redact: func(string) string { return redacted },
+		get:   func(c *Config) string { return *p(c) },
+		set:   func(c *Config, s string) error { *p(c) = s; return checkPassword(s) },
+		check: func(c *Config) error { return checkPassword(*p(c)) }}
 }
 
 // lookup returns the setting called name.
@@ -256,7 +283,8 @@ func validText(s string) error {
 }
 
 // parseAddrs checks each address and returns them as host:port, with the
-// default port where one names none. Errors never quote an address: a
+// default port where one names none, or as the absolute path of a Unix
+// socket. Errors never quote an address: a
 // mistyped one may carry credentials.
 func parseAddrs(addrs []string) ([]string, error) {
 	out := make([]string, len(addrs))
@@ -274,6 +302,12 @@ func parseAddrs(addrs []string) ([]string, error) {
 }
 
 func parseAddr(a string) (string, error) {
+	if isSocket(a) {
+		if err := validText(a); err != nil || strings.ContainsAny(a, ",\x00") {
+			return "", errors.New("want the absolute path of a Unix socket, without commas")
+		}
+		return a, nil
+	}
 	host, port := a, ""
 	if rest, ok := strings.CutPrefix(a, "["); ok { // [IPv6]:port
 		var after string
@@ -300,6 +334,9 @@ func parseAddr(a string) (string, error) {
 	}
 	return net.JoinHostPort(host, port), nil
 }
+
+// isSocket reports whether an address is the path of a Unix socket.
+func isSocket(addr string) bool { return strings.HasPrefix(addr, "/") }
 
 func validHost(h string) bool {
 	if h == "" || len(h) > 253 {

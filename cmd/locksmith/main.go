@@ -24,6 +24,10 @@ import (
 	"os"
 
 	goredis "github.com/redis/go-redis/v9"
+
+	// Every driver and the instrumentation, for any configuration.
+	_ "github.com/locksmith-go/lock/config/otelconfig"
+	_ "github.com/locksmith-go/lock/config/redigoconfig"
 )
 
 func main() {

@@ -1,6 +1,9 @@
 package readme
 
-import "github.com/locksmith-go/lock/config"
+import (
+	"github.com/locksmith-go/lock/config"
+	_ "github.com/locksmith-go/lock/config/redigoconfig" // driver=redigo
+)
 
 import "context"
 

@@ -1,0 +1,50 @@
+package config_test
+
+import (
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// TestConfigAloneLinksNeitherRedigoNorOTel: a program that imports config
+// and uses go-redis and the built-in strategies compiles neither redigo nor
+// the OpenTelemetry API, as go list -deps tells; importing
+// config/redigoconfig and config/otelconfig links them in.
+func TestConfigAloneLinksNeitherRedigoNorOTel(t *testing.T) {
+	const (
+		redigo = "github.com/gomodule/redigo/redis"
+		otel   = "go.opentelemetry.io/otel"
+	)
+	for _, c := range []struct {
+		imports   []string
+		want, not []string
+	}{
+		{[]string{"github.com/locksmith-go/lock/config"},
+			[]string{"github.com/redis/go-redis/v9", "github.com/locksmith-go/lock/strategy/redlock"}, []string{redigo, otel}},
+		{[]string{"github.com/locksmith-go/lock/config", "github.com/locksmith-go/lock/config/redigoconfig"},
+			[]string{redigo}, []string{otel}},
+		{[]string{"github.com/locksmith-go/lock/config", "github.com/locksmith-go/lock/config/otelconfig"},
+			[]string{otel}, []string{redigo}},
+	} {
+		t.Run(strings.Join(c.imports, "+"), func(t *testing.T) {
+			out, err := exec.Command("go", append([]string{"list", "-deps"}, c.imports...)...).CombinedOutput()
+			if err != nil {
+				t.Fatalf("go list -deps: %v\n%s", err, out)
+			}
+			deps := strings.Fields(string(out))
+			for _, p := range c.want {
+				if !slices.Contains(deps, p) {
+					t.Errorf("go list -deps: got no %s, want it", p)
+				}
+			}
+			for _, p := range c.not {
+				for _, d := range deps {
+					if d == p || strings.HasPrefix(d, p+"/") {
+						t.Errorf("go list -deps: got %s, want none of %s", d, p)
+					}
+				}
+			}
+		})
+	}
+}
