@@ -63,7 +63,7 @@ func parseNodes(nodes []string) ([]Endpoint, error) {
 
 func parseNode(raw string) (Endpoint, error) {
 	u, err := url.Parse(raw)
-	if err != nil || raw == "" {
+	if err != nil || raw == "" || u.Opaque != "" || validText(raw) != nil {
 		return Endpoint{}, errors.New("is not a URL: " + nodeForms)
 	}
 	for name := range u.Query() {
@@ -77,6 +77,10 @@ func parseNode(raw string) (Endpoint, error) {
 		return Endpoint{}, errors.New("has an unknown scheme: " + nodeForms)
 	case u.Fragment != "":
 		return Endpoint{}, errors.New("must not have a fragment (#...)")
+	case scheme == "unix" && u.Host != "":
+		return Endpoint{}, errors.New("names a host: want unix:///path/of/redis.sock")
+	case scheme != "unix" && u.Host == "":
+		return Endpoint{}, errors.New("names no host: want redis://host:port")
 	}
 	goURL := *u
 	goURL.Scheme = scheme

@@ -8,10 +8,25 @@ import (
 )
 
 // TestConfigAloneLinksNeitherRedigoNorOTel: a program that imports config
-// and uses go-redis and the built-in strategies compiles neither redigo nor
-// the OpenTelemetry API, as go list -deps tells; importing
-// config/redigoconfig and config/otelconfig links them in.
+// alone (testdata/configonly) compiles neither redigo nor the OpenTelemetry
+// API, as go list -deps tells, and refuses driver=redigo and otel=true with
+// errors that name the import they need; importing config/redigoconfig and
+// config/otelconfig links them in.
 func TestConfigAloneLinksNeitherRedigoNorOTel(t *testing.T) {
+	t.Run("the errors name the imports", func(t *testing.T) {
+		out, err := exec.Command("go", "run", "./testdata/configonly", "single://h?driver=redigo", "single://h?otel=true", "single://h").CombinedOutput()
+		if err != nil {
+			t.Fatalf("go run: %v\n%s", err, out)
+		}
+		want := []string{
+			`lock: invalid driver: unknown "redigo"; known: goredis; redigo is not linked into this program: import _ "github.com/locksmith-go/lock/config/redigoconfig"`,
+			`lock: invalid otel: needs the OpenTelemetry instrumentation linked into this program: import _ "github.com/locksmith-go/lock/config/otelconfig"`,
+			"<nil>",
+		}
+		if got := strings.Split(strings.TrimSpace(string(out)), "\n"); !slices.Equal(got, want) {
+			t.Errorf("got\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+		}
+	})
 	const (
 		redigo = "github.com/gomodule/redigo/redis"
 		otel   = "go.opentelemetry.io/otel"
@@ -20,7 +35,7 @@ func TestConfigAloneLinksNeitherRedigoNorOTel(t *testing.T) {
 		imports   []string
 		want, not []string
 	}{
-		{[]string{"github.com/locksmith-go/lock/config"},
+		{[]string{"./testdata/configonly"},
 			[]string{"github.com/redis/go-redis/v9", "github.com/locksmith-go/lock/strategy/redlock"}, []string{redigo, otel}},
 		{[]string{"github.com/locksmith-go/lock/config", "github.com/locksmith-go/lock/config/redigoconfig"},
 			[]string{redigo}, []string{otel}},

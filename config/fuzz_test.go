@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"reflect"
 	"strings"
 	"testing"
@@ -46,37 +47,49 @@ func FuzzParseURL(f *testing.F) {
 // secretPassword is a password that no message would contain by chance.
 const secretPassword = "s3ntinel-Pw-9f2cQ"
 
-// passwordStaysSecret puts secretPassword in raw's user information,
-// when raw has none, and checks that nothing printed shows it.
+// passwordStaysSecret puts secretPassword in raw's user information, when
+// raw has none, and in its query as the Sentinels' password and in nodes'
+// URLs, and checks that nothing printed shows it: an error, String, any
+// fmt verb, log/slog, JSON.
 func passwordStaysSecret(t *testing.T, raw string) {
 	scheme, rest, ok := strings.Cut(raw, "://")
+	if !ok || strings.Contains(raw, secretPassword) {
+		return
+	}
 	end := strings.IndexAny(rest, "/?#")
 	if end < 0 {
 		end = len(rest)
 	}
-	if !ok || strings.Contains(rest[:end], "@") || strings.Contains(raw, secretPassword) {
-		return
+	var secrets []string // raw, with the secret put in
+	if !strings.Contains(rest[:end], "@") {
+		secrets = append(secrets, scheme+"://user:"+secretPassword+"@"+rest)
 	}
-	withPassword := scheme + "://user:" + secretPassword + "@" + rest
-	c, err := ParseURL(withPassword)
-	var printed []string
-	if err != nil {
-		printed = append(printed, err.Error())
-	} else {
-		if c.Password != secretPassword {
-			t.Fatalf("ParseURL(%q).Password = %q, want %q", withPassword, c.Password, secretPassword)
+	sep := "?"
+	if strings.Contains(raw, "?") {
+		sep = "&"
+	}
+	if !strings.Contains(raw, "#") {
+		secrets = append(secrets, raw+sep+"sentinel_password="+secretPassword,
+			raw+sep+"nodes="+url.QueryEscape("redis://u:"+secretPassword+"@h1,redis+sentinel://s1?master_name=m&password="+secretPassword))
+	}
+	for _, withSecret := range secrets {
+		c, err := ParseURL(withSecret)
+		var printed []string
+		if err != nil {
+			printed = append(printed, err.Error())
+		} else {
+			var logs bytes.Buffer
+			slog.New(slog.NewTextHandler(&logs, nil)).Info("text", "config", c, "nested", struct{ C Config }{c})
+			slog.New(slog.NewJSONHandler(&logs, nil)).Info("json", "config", c, "nested", struct{ C Config }{c})
+			b, _ := json.Marshal(struct{ C Config }{c})
+			printed = append(printed, c.String(), logs.String(), string(b),
+				fmt.Sprintf("%v %+v %#v %s %q %x", c, c, c, c, c, c),
+				fmt.Sprintf("%v %+v %#v", &c, struct{ C Config }{c}, struct{ C *Config }{&c}))
 		}
-		var logs bytes.Buffer
-		slog.New(slog.NewTextHandler(&logs, nil)).Info("text", "config", c, "nested", struct{ C Config }{c})
-		slog.New(slog.NewJSONHandler(&logs, nil)).Info("json", "config", c, "nested", struct{ C Config }{c})
-		b, _ := json.Marshal(struct{ C Config }{c})
-		printed = append(printed, c.String(), logs.String(), string(b),
-			fmt.Sprintf("%v %+v %#v %s %q %x", c, c, c, c, c, c),
-			fmt.Sprintf("%v %+v %#v", &c, struct{ C Config }{c}, struct{ C *Config }{&c}))
-	}
-	for _, p := range printed {
-		if strings.Contains(p, secretPassword) {
-			t.Fatalf("ParseURL(%q): the password shows in %q", withPassword, p)
+		for _, p := range printed {
+			if strings.Contains(p, secretPassword) {
+				t.Fatalf("ParseURL(%q): the password shows in %q", withSecret, p)
+			}
 		}
 	}
 }

@@ -303,7 +303,7 @@ func parseAddrs(addrs []string) ([]string, error) {
 
 func parseAddr(a string) (string, error) {
 	if isSocket(a) {
-		if err := validText(a); err != nil || strings.ContainsAny(a, ",\x00") {
+		if err := validText(a); err != nil || strings.ContainsAny(a, ",\x00") || strings.HasSuffix(a, "/") {
 			return "", errors.New("want the absolute path of a Unix socket, without commas")
 		}
 		return a, nil

@@ -1,0 +1,166 @@
+package config_test
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/locksmith-go/lock"
+	"github.com/locksmith-go/lock/config"
+	"github.com/locksmith-go/lock/conformance"
+	"github.com/locksmith-go/lock/driver"
+	"github.com/locksmith-go/lock/driver/goredis"
+	"github.com/locksmith-go/lock/internal/testing/matrix"
+	"github.com/locksmith-go/lock/internal/testing/redistest"
+)
+
+// TestDeployments: a Locker that config builds for each deployment passes
+// the conformance suite on real servers that the test starts: a 3-master
+// Redis Cluster (single and setnx-getset: redlock's nodes must be
+// independent masters), a Unix socket (both drivers), a master that 3
+// Sentinels monitor, and redlock over nodes that are each another kind of
+// deployment, given as go-redis URLs.
+func TestDeployments(t *testing.T) {
+	redistest.RequireBinary(t)
+	cluster := redistest.StartCluster(t, 3)
+	unix := redistest.StartUnix(t)
+	master := redistest.Start(t, 1)[0]
+	redistest.StartReplica(t, master.Addr)
+	sentinels := redistest.StartSentinels(t, master, 3)
+	acl := redistest.Start(t, 1)[0]
+	if _, err := acl.Command(context.Background(), "ACL", "SETUSER", "alice", "on", ">s3cret", "~*", "&*", "+@all"); err != nil {
+		t.Fatal(err)
+	}
+	nodeSocket := redistest.StartUnix(t)
+	tcp := testDriver(t, "goredis-resp3")
+	clusterConn := func(t *testing.T) driver.Conn { return goredis.New(redistest.GoRedisCluster(t, cluster.Addrs())) }
+	on := func(s *redistest.Server) func(t *testing.T) driver.Conn {
+		return func(t *testing.T) driver.Conn { return tcp.Conn(t, s.Addr) }
+	}
+	closedSocket := func(t *testing.T) string { return filepath.Join(t.TempDir(), "closed.sock") }
+
+	sentinelURL := "redis+sentinel://" + sentinels[0].Addr + "?master_name=" + redistest.MasterName + "&addr=" + sentinels[1].Addr + "&addr=" + sentinels[2].Addr
+	clusterURL := "redis+cluster://" + cluster.Addrs()[0] + "?addr=" + strings.Join(cluster.Addrs()[1:], "&addr=")
+	combos := []matrix.Combo{
+		deployment("single+cluster", config.Config{Strategy: "single", Topology: "cluster", Addrs: cluster.Addrs()},
+			func(t *testing.T, c *config.Config) { c.Addrs = redistest.ClosedAddrs(t, 3) }, clusterConn),
+		deployment("setnx-getset+cluster", config.Config{Strategy: "setnx-getset", Topology: "cluster", Addrs: cluster.Addrs(), TimestampFormat: "ms", SafetyTTL: time.Second},
+			func(t *testing.T, c *config.Config) { c.Addrs = redistest.ClosedAddrs(t, 3) }, clusterConn),
+		deployment("single+sentinel", config.Config{Strategy: "single", Topology: "sentinel", Addrs: addrsOf(sentinels), MasterName: redistest.MasterName},
+			func(t *testing.T, c *config.Config) { c.Addrs = redistest.ClosedAddrs(t, 3) }, on(master)),
+		deployment("redlock+nodes", config.Config{Strategy: "redlock", NodeTimeout: 500 * time.Millisecond, Nodes: []string{
+			"redis://alice:s3cret@" + acl.Addr + "/0", "unix://" + nodeSocket.Socket, sentinelURL, clusterURL}},
+			func(t *testing.T, c *config.Config) {
+				closed := redistest.ClosedAddrs(t, 3)
+				c.Nodes = []string{"redis://" + closed[0], "unix://" + closedSocket(t), "redis+sentinel://" + closed[1] + "?master_name=m", "redis+cluster://" + closed[2]}
+			},
+			on(acl), on(nodeSocket), on(master), clusterConn),
+	}
+	for _, d := range drivers {
+		combos = append(combos, deployment("single+unix/"+d.name, config.Config{Strategy: "single", Driver: d.name, Addrs: []string{unix.Socket}},
+			func(t *testing.T, c *config.Config) { c.Addrs = []string{closedSocket(t)} }, on(unix)))
+	}
+	for i := range combos {
+		h := &combos[i].Harness
+		h.Acquisitions = 500 // a quarter: the strategies' own packages run the full size
+		switch {
+		case strings.HasPrefix(combos[i].Name, "setnx-getset"):
+			h.ExtraTTL, h.Skip = 2*time.Millisecond, matrix.SetnxGetsetSkips
+		case strings.HasPrefix(combos[i].Name, "redlock"):
+			h.ShortTTL, h.Skip = time.Second, matrix.RedlockSkips
+		}
+	}
+	matrix.Run(t, combos)
+}
+
+// deployment is the conformance harness of the Lockers that c builds;
+// unreachable turns c into a Config of the same deployment whose servers
+// are all down, and conns are the test's own connections to each server,
+// for planting and reading keys.
+func deployment(name string, c config.Config, unreachable func(*testing.T, *config.Config), conns ...func(*testing.T) driver.Conn) matrix.Combo {
+	return matrix.Combo{Name: name, Harness: conformance.Harness{
+		NewLocker: func(t *testing.T) lock.Locker { return open(t, c) },
+		Conns: func(t *testing.T) []driver.Conn {
+			cs := make([]driver.Conn, len(conns))
+			for i, conn := range conns {
+				cs[i] = conn(t)
+			}
+			return cs
+		},
+		NewUnreachable: func(t *testing.T) lock.Locker {
+			c := c
+			unreachable(t, &c)
+			return open(t, c)
+		},
+		NewWithNilConn: func() (lock.Locker, error) {
+			c := c
+			c.Driver = nilDriver
+			l, err := config.Open(c)
+			if err != nil {
+				return nil, err // not a nil *Locker in a non-nil Locker
+			}
+			return l, nil
+		},
+	}}
+}
+
+func addrsOf(servers []*redistest.Server) []string {
+	addrs := make([]string, len(servers))
+	for i, s := range servers {
+		addrs[i] = s.Addr
+	}
+	return addrs
+}
+
+// TestSentinelFailover: a single Locker configured with a Sentinel URL
+// follows a failover. With replicas=1 its lock survives the failover: the
+// holder's next refresh on the promoted replica succeeds, and another
+// client is refused. The failover is real: the master is killed, and the
+// Sentinels promote its replica.
+func TestSentinelFailover(t *testing.T) {
+	master := redistest.Start(t, 1)[0]
+	redistest.StartReplica(t, master.Addr)
+	sentinels := redistest.StartSentinels(t, master, 3)
+	url := "single+sentinel://" + strings.Join(addrsOf(sentinels), ",") + "?master_name=" + redistest.MasterName + "&replicas=1&replica_timeout=1s&ttl=1m"
+	t.Logf("URL: %s", url)
+	c, err := config.ParseURL(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := open(t, c)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	lk, err := l.Obtain(ctx, "failover", l.TTL())
+	if err != nil {
+		t.Fatalf("Obtain: got %v, want nil", err)
+	}
+	master.Kill()
+	newMaster := redistest.WaitFailover(t, sentinels[0], master.Addr)
+	t.Logf("failover: %s -> %s", master.Addr, newMaster)
+	redistest.StartReplica(t, newMaster) // to acknowledge the refresh
+	// Until the client learns of the new master, a call may still go to
+	// the old one, and fail to connect: an error that is neither success
+	// nor loss (a lock.Do or Watch refresh tries again).
+	var attempts int
+	for {
+		attempts++
+		err = lk.Refresh(ctx, l.TTL())
+		var ae *lock.ArgumentError
+		if err == nil || errors.Is(err, lock.ErrNotHeld) || errors.Is(err, lock.ErrExpired) || errors.As(err, &ae) || ctx.Err() != nil {
+			break
+		}
+		t.Logf("Refresh %d: %v", attempts, err)
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Logf("Refresh after the failover, attempt %d: %v", attempts, err)
+	if err != nil {
+		t.Fatalf("Refresh after the failover: got %v, want nil: the promoted replica had the lock", err)
+	}
+	other := open(t, c)
+	if lk2, err := other.Obtain(ctx, "failover", time.Minute); !errors.Is(err, lock.ErrNotObtained) {
+		t.Errorf("another client's Obtain = %v, %v; want ErrNotObtained: the lock is still held", lk2, err)
+	}
+}
