@@ -164,3 +164,18 @@ func TestSentinelFailover(t *testing.T) {
 		t.Errorf("another client's Obtain = %v, %v; want ErrNotObtained: the lock is still held", lk2, err)
 	}
 }
+
+// TestReplicasNeedOneConnection: replicas is refused on a Cluster, whose
+// client cannot pin the connection that WAIT counts the writes of, with an
+// *lock.ArgumentError named replicas, from Open (no server is contacted).
+func TestReplicasNeedOneConnection(t *testing.T) {
+	c, err := config.ParseURL("single+cluster://h1:7000,h2:7000?replicas=1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := config.Open(c)
+	var ae *lock.ArgumentError
+	if !errors.As(err, &ae) || ae.Name != "replicas" {
+		t.Fatalf("Open = %v, %v; want an *lock.ArgumentError named replicas", l, err)
+	}
+}
