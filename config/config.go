@@ -318,7 +318,7 @@ var rules = []func(c Config) (string, error){
 		}
 		for i, a := range c.Addrs {
 			switch {
-			case isSocket(a) && c.Topology != "":
+			case isSocket(a) && c.deployment() != standalone:
 				return "addrs", fmt.Errorf("address %d of %d: a %s deployment is reached over TCP: want host:port", i+1, len(c.Addrs), c.Topology)
 			case isSocket(a) && c.TLS.Enabled:
 				return "tls", fmt.Errorf("is for TCP: address %d of %d is a Unix socket", i+1, len(c.Addrs))
@@ -395,9 +395,9 @@ func (c Config) Format(f fmt.State, _ rune) { _, _ = io.WriteString(f, c.String(
 func (c Config) url(reveal bool) string {
 	var b strings.Builder
 	b.WriteString(c.Strategy)
-	socket := c.Topology == "" && len(c.Addrs) == 1 && isSocket(c.Addrs[0])
+	socket := c.deployment() == standalone && len(c.Addrs) == 1 && isSocket(c.Addrs[0])
 	switch {
-	case c.Topology != "":
+	case c.deployment() != standalone:
 		b.WriteString("+" + c.Topology)
 	case socket:
 		b.WriteString("+unix")

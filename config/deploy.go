@@ -23,6 +23,15 @@ const (
 
 var topologies = []string{standalone, sentinel, cluster}
 
+// deployment returns the topology of the Config's addresses: standalone
+// when it names none.
+func (c Config) deployment() string {
+	if c.Topology == "" {
+		return standalone
+	}
+	return c.Topology
+}
+
 func checkTopology(s string) error {
 	if s != "" && !slices.Contains(topologies, s) {
 		return fmt.Errorf("want one of %s, got %q", strings.Join(topologies, ", "), s)
@@ -128,11 +137,14 @@ func parseNode(raw string) (Endpoint, error) {
 			}
 		}
 	}
-	for _, s := range []struct{ name, value string }{
-		{"the password", e.Password}, {"the sentinel password", e.SentinelPassword},
-		{"the user", e.Username}, {"the sentinel user", e.SentinelUsername}, {"master_name", e.MasterName},
+	for _, s := range []struct {
+		name, value string
+		check       func(string) error
+	}{
+		{"the password", e.Password, checkPassword}, {"the sentinel password", e.SentinelPassword, checkPassword},
+		{"the user", e.Username, validText}, {"the sentinel user", e.SentinelUsername, validText}, {"master_name", e.MasterName, validText},
 	} {
-		if err := checkPassword(s.value); err != nil {
+		if err := s.check(s.value); err != nil {
 			return Endpoint{}, fmt.Errorf("%s %w", s.name, err)
 		}
 	}
@@ -182,7 +194,7 @@ func (c Config) endpoints() []Endpoint {
 	if c.TLS.Enabled {
 		e.TLS = &tls.Config{}
 	}
-	if c.Topology != "" && c.Topology != standalone {
+	if c.deployment() != standalone {
 		e.Topology, e.Addrs, e.MasterName = c.Topology, c.Addrs, c.MasterName
 		e.SentinelUsername, e.SentinelPassword = c.SentinelUsername, c.SentinelPassword
 		return []Endpoint{e}

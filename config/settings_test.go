@@ -179,3 +179,20 @@ func TestREADMEDocumentsEverySetting(t *testing.T) {
 		}
 	}
 }
+
+// TestExplicitStandalone: topology standalone written out is the default:
+// it validates with a Unix socket, prints as the default does, and reads
+// back as unset.
+func TestExplicitStandalone(t *testing.T) {
+	c := Config{Strategy: "single", Topology: "standalone", Addrs: []string{"/run/redis.sock"}}
+	if err := c.Validate(); err != nil {
+		t.Fatalf("Validate = %v, want nil", err)
+	}
+	if got, want := c.String(), "single+unix:///run/redis.sock"; got != want {
+		t.Fatalf("String() = %q, want %q", got, want)
+	}
+	c.Topology = ""
+	if got, err := ParseURL(c.String()); err != nil || !reflect.DeepEqual(got, c) {
+		t.Fatalf("ParseURL(%q) = %q, %v; want %q", c.String(), got, err, c)
+	}
+}
