@@ -1,8 +1,9 @@
 // Package redistest starts real redis-server processes for tests, on free
 // loopback ports, with no persistence, and stops them when the test ends.
 // It can kill, pause (SIGSTOP), resume and restart a server, and start a
-// Redis Cluster, and a TLS-only server with a PKI made for the test. It
-// never touches port 6379 or a server it did not start.
+// Redis Cluster, a TLS-only server with a PKI made for the test, and a
+// server that also listens on a Unix socket. It never touches port 6379 or
+// a server it did not start.
 //
 // The binary is $LOCKSMITH_REDIS_SERVER, or redis-server on PATH. Without
 // it, tests that need real servers skip, and [Addr] falls back to an
@@ -81,6 +82,9 @@ func Addr(t testing.TB) (addr string, real bool) {
 type Server struct {
 	Addr string // 127.0.0.1:port
 	Port int
+	// Socket is the path of the server's Unix socket, for a server from
+	// [StartUnix]; empty otherwise.
+	Socket string
 
 	bin  string
 	dir  string
@@ -112,6 +116,32 @@ func start(t testing.TB, bin string, extra []string) (*Server, error) {
 	return startWith(t, bin, func(s *Server) []string {
 		return append(s.baseArgs("--port"), expand(extra, s)...)
 	})
+}
+
+// maxSocketPath is the longest Unix socket path every system takes: sun_path
+// holds 108 bytes on Linux and 104 on macOS, with the terminating NUL.
+const maxSocketPath = 103
+
+// StartUnix starts a server that also listens on a Unix socket, in its own
+// temporary directory, that only its owner may connect to (unixsocketperm
+// 700), and stops it when t ends. It keeps its loopback port, over which
+// the harness's own commands go, so that Command, Kill and Restart work as
+// on any server.
+func StartUnix(t testing.TB) *Server {
+	t.Helper()
+	bin := RequireBinary(t)
+	s, err := startWith(t, bin, func(s *Server) []string {
+		s.Socket = filepath.Join(s.dir, "redis.sock")
+		if len(s.Socket) > maxSocketPath {
+			t.Fatalf("Unix socket path %s is %d bytes, more than the %d a socket address holds: set GOTMPDIR to a shorter directory",
+				s.Socket, len(s.Socket), maxSocketPath)
+		}
+		return append(s.baseArgs("--port"), "--unixsocket", s.Socket, "--unixsocketperm", "700")
+	})
+	if err != nil {
+		t.Fatalf("start redis-server on a Unix socket: %v", err)
+	}
+	return s
 }
 
 // baseArgs are the arguments of every server: listening on its port (as

@@ -1,7 +1,11 @@
 package redistest
 
 import (
+	"bufio"
 	"context"
+	"io"
+	"net"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -72,6 +76,42 @@ func TestStartTLS(t *testing.T) {
 		defer cancel()
 		if got, err := plain.Command(short, "PING"); err == nil {
 			t.Fatalf("PING over plain TCP = %q, want an error", got)
+		}
+	})
+}
+
+func TestStartUnix(t *testing.T) {
+	s := StartUnix(t)
+
+	t.Run("the socket answers PING", func(t *testing.T) {
+		var d net.Dialer
+		c, err := d.DialContext(context.Background(), "unix", s.Socket)
+		if err != nil {
+			t.Fatalf("dial %s: %v", s.Socket, err)
+		}
+		defer c.Close()
+		_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+		if _, err := io.WriteString(c, "*1\r\n$4\r\nPING\r\n"); err != nil {
+			t.Fatalf("send PING: %v", err)
+		}
+		if got, err := readReply(bufio.NewReader(c)); err != nil || got != "PONG" {
+			t.Fatalf("PING over %s = %q, %v; want \"PONG\", nil", s.Socket, got, err)
+		}
+	})
+
+	t.Run("only the owner may connect", func(t *testing.T) {
+		fi, err := os.Stat(s.Socket)
+		if err != nil {
+			t.Fatalf("stat %s: %v", s.Socket, err)
+		}
+		if got := fi.Mode(); got&os.ModeSocket == 0 || got.Perm() != 0o700 {
+			t.Fatalf("mode of %s = %v, want a socket with permissions 0700", s.Socket, got)
+		}
+	})
+
+	t.Run("the loopback port still answers", func(t *testing.T) {
+		if got, err := s.Command(context.Background(), "PING"); err != nil || got != "PONG" {
+			t.Fatalf("PING on %s = %q, %v; want \"PONG\", nil", s.Addr, got, err)
 		}
 	})
 }
