@@ -91,11 +91,21 @@ func fixed(addr string) func(testing.TB) string { return func(testing.TB) string
 func closed(t testing.TB) string { return redistest.ClosedAddr(t) }
 
 // Single returns single × every driver, on the server at addr.
-func Single(addr string) []Combo {
+func Single(addr string) []Combo { return singleOver(redistest.Drivers(), addr, closed) }
+
+// SingleUnix returns single × go-redis and × redigo, on the server that
+// listens on the Unix socket at path.
+func SingleUnix(path string) []Combo {
+	return singleOver(redistest.UnixDrivers(), path, redistest.ClosedSocket)
+}
+
+// singleOver returns single × drivers, on the server at addr; unreachable
+// ones get an address from closedAddr.
+func singleOver(drivers []redistest.Driver, addr string, closedAddr func(testing.TB) string) []Combo {
 	build := func(c []driver.Conn) (lock.Locker, error) { return single.New(c[0]) }
 	var combos []Combo
-	for _, d := range redistest.Drivers() {
-		combos = append(combos, Combo{d.Name, harness(one(d, fixed(addr)), one(d, closed), build)})
+	for _, d := range drivers {
+		combos = append(combos, Combo{d.Name, harness(one(d, fixed(addr)), one(d, closedAddr), build)})
 	}
 	return combos
 }
