@@ -25,11 +25,11 @@ import (
 // else obtain, inspect, refresh, read the TTL of and release a lock on a
 // real server, with every option that sends more commands.
 func TestREADMEACLRules(t *testing.T) {
-	readme, err := os.ReadFile("README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
+	section := readmeSection(t, "### The commands each strategy sends")
 	srv := redistest.Start(t, 1)[0]
+	// A replica, so that WithReplicas' WAIT is answered: Obtain and Refresh
+	// succeed only once it acknowledges their writes.
+	redistest.StartReplica(t, srv.Addr)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	// A brand-new node, seeded as the README says, so the guard grants.
@@ -45,6 +45,9 @@ func TestREADMEACLRules(t *testing.T) {
 	}{
 		{"single", []string{base}, nil, newSingle},
 		{"single WithFencing", []string{base, "+exists +time +incr"}, []lock.Option{lock.WithFencing()}, newSingle},
+		{"single WithReplicas", []string{base, "+wait"}, nil, func(c driver.Conn) (lock.Locker, error) {
+			return single.New(c, single.WithReplicas(1, 10*time.Second))
+		}},
 		{"setnx-getset", []string{"+set +get +getset +evalsha +eval +pexpire +pttl +del"}, nil, func(c driver.Conn) (lock.Locker, error) {
 			return setnxgetset.New(c, setnxgetset.WithSafetyTTL(time.Minute))
 		}},
@@ -55,8 +58,8 @@ func TestREADMEACLRules(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			for _, r := range c.rules {
-				if !strings.Contains(string(readme), "`"+r+"`") {
-					t.Fatalf("README.md does not give the rule `%s`, want it in the table of the commands each strategy sends", r)
+				if !strings.Contains(section, "`"+r+"`") {
+					t.Fatalf("README.md does not give the rule `%s` in \"The commands each strategy sends\", want it there", r)
 				}
 			}
 			user := strings.ReplaceAll(c.name, " ", "-")
@@ -257,6 +260,27 @@ func TestREADMEACLWaiting(t *testing.T) {
 			t.Errorf("Release = %v, want nil: it falls back to a plain delete", err)
 		}
 	})
+}
+
+// readmeSection returns the section of README.md under heading: from it to
+// the next heading of its level or above.
+func readmeSection(t *testing.T, heading string) string {
+	t.Helper()
+	readme, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, text, ok := strings.Cut(string(readme), "\n"+heading+"\n")
+	if !ok {
+		t.Fatalf("README.md has no section %q", heading)
+	}
+	level, _, _ := strings.Cut(heading, " ")
+	for _, l := range []string{"#", "##", "###", "####"}[:len(level)] {
+		if i := strings.Index(text, "\n"+l+" "); i >= 0 {
+			text = text[:i]
+		}
+	}
+	return text
 }
 
 // newSingle is single.New with no options.
