@@ -25,11 +25,11 @@ import (
 // else obtain, inspect, refresh, read the TTL of and release a lock on a
 // real server, with every option that sends more commands.
 func TestREADMEACLRules(t *testing.T) {
-	readme, err := os.ReadFile("README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
+	section := readmeSection(t, "### The commands each strategy sends")
 	srv := redistest.Start(t, 1)[0]
+	// A replica, so that WithReplicas' WAIT is answered: Obtain and Refresh
+	// succeed only once it acknowledges their writes.
+	redistest.StartReplica(t, srv.Addr)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	// A brand-new node, seeded as the README says, so the guard grants.
@@ -45,6 +45,9 @@ func TestREADMEACLRules(t *testing.T) {
 	}{
 		{"single", []string{base}, nil, newSingle},
 		{"single WithFencing", []string{base, "+exists +time +incr"}, []lock.Option{lock.WithFencing()}, newSingle},
+		{"single WithReplicas", []string{base, "+wait"}, nil, func(c driver.Conn) (lock.Locker, error) {
+			return single.New(c, single.WithReplicas(1, 10*time.Second))
+		}},
 		{"setnx-getset", []string{"+set +get +getset +evalsha +eval +pexpire +pttl +del"}, nil, func(c driver.Conn) (lock.Locker, error) {
 			return setnxgetset.New(c, setnxgetset.WithSafetyTTL(time.Minute))
 		}},
@@ -55,19 +58,12 @@ func TestREADMEACLRules(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			for _, r := range c.rules {
-				if !strings.Contains(string(readme), "`"+r+"`") {
-					t.Fatalf("README.md does not give the rule `%s`, want it in the table of the commands each strategy sends", r)
+				if !strings.Contains(section, "`"+r+"`") {
+					t.Fatalf("README.md does not give the rule `%s` in \"The commands each strategy sends\", want it there", r)
 				}
 			}
 			user := strings.ReplaceAll(c.name, " ", "-")
-			setuser := append([]string{"ACL", "SETUSER", user, "on", ">secret", "resetkeys", "~lock:*", "~{lock:*", "~" + redlock.GuardKey, "-@all"},
-				strings.Fields(strings.Join(c.rules, " "))...)
-			if _, err := srv.Command(ctx, setuser...); err != nil {
-				t.Fatal(err)
-			}
-			client := redis.NewClient(&redis.Options{Addr: srv.Addr, Username: user, Password: "secret", ContextTimeoutEnabled: true, MaxRetries: -1, DialerRetries: 1})
-			defer client.Close()
-			locker, err := c.newL(goredis.New(client))
+			locker, err := c.newL(aclConn(t, ctx, srv, user, append([]string{"~lock:*", "~{lock:*", "~" + redlock.GuardKey}, c.rules...)...))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -118,18 +114,12 @@ func TestREADMEACLInspect(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			user := "inspect-" + strings.NewReplacer(" ", "-", "'", "").Replace(c.name)
-			setuser := append(append([]string{"ACL", "SETUSER", user, "on", ">secret", "resetkeys", "-@all"}, c.keys...),
-				"+evalsha", "+eval", "+get", "+set", "+pexpire", "+pttl", "+del")
-			if _, err := srv.Command(ctx, setuser...); err != nil {
-				t.Fatal(err)
-			}
+			conn := aclConn(t, ctx, srv, user, slices.Concat(c.keys, []string{"+evalsha +eval +get +set +pexpire +pttl +del"})...)
 			key := "lock:" + user
 			if _, err := srv.Command(ctx, "SET", "{"+key+"}:fence", "7"); err != nil {
 				t.Fatal(err)
 			}
-			client := redis.NewClient(&redis.Options{Addr: srv.Addr, Username: user, Password: "secret", ContextTimeoutEnabled: true, MaxRetries: -1, DialerRetries: 1})
-			defer client.Close()
-			locker, err := single.New(goredis.New(client))
+			locker, err := single.New(conn)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -176,13 +166,7 @@ func TestREADMEACLWaiting(t *testing.T) {
 	defer cancel()
 	newLocker := func(t *testing.T, user string, rules ...string) lock.Locker {
 		t.Helper()
-		setuser := append([]string{"ACL", "SETUSER", user, "on", ">secret", "resetkeys", "resetchannels", "~lock:*", "~{lock:*", "&{lock:*", "-@all"}, strings.Fields(strings.Join(rules, " "))...)
-		if _, err := srv.Command(ctx, setuser...); err != nil {
-			t.Fatal(err)
-		}
-		client := redis.NewClient(&redis.Options{Addr: srv.Addr, Username: user, Password: "secret", ContextTimeoutEnabled: true, MaxRetries: -1, DialerRetries: 1})
-		t.Cleanup(func() { _ = client.Close() })
-		l, err := single.New(goredis.New(client))
+		l, err := single.New(aclConn(t, ctx, srv, user, append([]string{"~lock:*", "~{lock:*", "&{lock:*"}, rules...)...))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -191,50 +175,8 @@ func TestREADMEACLWaiting(t *testing.T) {
 
 	t.Run("the waiting rule: woken by the release's message", func(t *testing.T) {
 		holder, waiter := newLocker(t, "holder", base, wait), newLocker(t, "waiter", base, wait)
-		lk, err := holder.Obtain(ctx, "lock:wait", time.Minute)
-		if err != nil {
-			t.Fatalf("Obtain = %v, want nil", err)
-		}
-		// Released once the waiter has been woken (by its subscription's
-		// confirmation) and has found the lock held again: it is queued,
-		// subscribed, and asleep for a minute unless a message comes.
-		var reasons []string
-		ready := make(chan struct{})
-		probe := lock.WithHooks(&lock.Hooks{
-			Wait: func(_ context.Context, e lock.Event) {
-				if e.Op == "woken" {
-					reasons = append(reasons, e.Reason)
-				}
-			},
-			Attempt: func(ctx context.Context, _ lock.Event, next func(context.Context) error) error {
-				err := next(ctx)
-				if len(reasons) == 1 && errors.Is(err, lock.ErrNotObtained) {
-					close(ready)
-				}
-				return err
-			},
-		})
-		done := make(chan error, 1)
-		go func() {
-			lk, err := waiter.Obtain(ctx, "lock:wait", time.Minute, lock.WithRetry(lock.Linear(time.Minute)), probe)
-			if err == nil {
-				err = lk.Release(ctx)
-			}
-			done <- err
-		}()
-		select {
-		case <-ready:
-		case err := <-done:
-			t.Fatalf("waiter's Obtain = %v before it was woken and queued, want it to wait", err)
-		}
-		if err := lk.Release(ctx); err != nil {
-			t.Fatalf("Release = %v, want nil", err)
-		}
-		if err := <-done; err != nil {
-			t.Fatalf("waiter's Obtain = %v, want a lock", err)
-		}
-		if want := []string{"subscribed", "message"}; !slices.Equal(reasons, want) {
-			t.Errorf("wake reasons = %q, want %q", reasons, want)
+		if got, want := wakeReasons(t, ctx, holder, waiter, "lock:wait"), []string{"subscribed", "message"}; !slices.Equal(got, want) {
+			t.Errorf("wake reasons = %q, want %q", got, want)
 		}
 	})
 
@@ -257,6 +199,133 @@ func TestREADMEACLWaiting(t *testing.T) {
 			t.Errorf("Release = %v, want nil: it falls back to a plain delete", err)
 		}
 	})
+}
+
+// TestREADMEACLHints: the rule that README.md gives for the wake-up hints
+// of setnx-getset and Redlock ("The commands each strategy sends") lets
+// their waiters be woken by a release's message on a real server, with the
+// lock keys and the channels alone: a waiter whose timer is a minute gets
+// the lock once the holder releases it.
+func TestREADMEACLHints(t *testing.T) {
+	section := readmeSection(t, "### The commands each strategy sends")
+	const hints = "+publish +subscribe +unsubscribe +ping"
+	for _, r := range []string{hints, "&{lock:*"} {
+		if !strings.Contains(section, "`"+r+"`") {
+			t.Fatalf("README.md does not give the rule `%s` in \"The commands each strategy sends\", want it there", r)
+		}
+	}
+	srv := redistest.Start(t, 1)[0]
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, c := range []struct {
+		name string
+		rule string // the strategy's, as README.md gives it
+		newL func(driver.Conn) (lock.Locker, error)
+	}{
+		{"setnx-getset", "+set +get +getset +evalsha +eval +pexpire +pttl +del", func(c driver.Conn) (lock.Locker, error) {
+			return setnxgetset.New(c, setnxgetset.WithSafetyTTL(time.Minute))
+		}},
+		{"redlock", "+evalsha +eval +get +set +pexpire +pttl +del", func(c driver.Conn) (lock.Locker, error) { return redlock.New([]driver.Conn{c}) }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			newLocker := func(user string) lock.Locker {
+				l, err := c.newL(aclConn(t, ctx, srv, user, "~lock:*", "&{lock:*", c.rule, hints))
+				if err != nil {
+					t.Fatal(err)
+				}
+				return l
+			}
+			holder, waiter := newLocker(c.name+"-holder"), newLocker(c.name+"-waiter")
+			if got, want := wakeReasons(t, ctx, holder, waiter, "lock:hints-"+c.name), []string{"subscribed", "message"}; !slices.Equal(got, want) {
+				t.Errorf("wake reasons = %q, want %q", got, want)
+			}
+		})
+	}
+}
+
+// aclConn creates (or resets) the ACL user user on srv, allowed acl (key
+// patterns, channel patterns and commands, as README.md gives them) and
+// nothing else, and returns a go-redis connection as that user, closed
+// when t ends.
+func aclConn(t *testing.T, ctx context.Context, srv *redistest.Server, user string, acl ...string) driver.Conn {
+	t.Helper()
+	setuser := append([]string{"ACL", "SETUSER", user, "reset", "on", ">secret"}, strings.Fields(strings.Join(acl, " "))...)
+	if _, err := srv.Command(ctx, setuser...); err != nil {
+		t.Fatal(err)
+	}
+	client := redis.NewClient(&redis.Options{Addr: srv.Addr, Username: user, Password: "secret", ContextTimeoutEnabled: true, MaxRetries: -1, DialerRetries: 1})
+	t.Cleanup(func() { _ = client.Close() })
+	return goredis.New(client)
+}
+
+// wakeReasons has holder take key, and waiter wait for it with a retry
+// delay of a minute; holder releases it once the waiter has been woken (by
+// its subscription's confirmation) and has found the lock held again: it
+// is subscribed, and asleep for a minute unless a message comes. It returns
+// why the waiter woke, each time, once it got the lock.
+func wakeReasons(t *testing.T, ctx context.Context, holder, waiter lock.Locker, key string) []string {
+	t.Helper()
+	lk, err := holder.Obtain(ctx, key, time.Minute)
+	if err != nil {
+		t.Fatalf("Obtain = %v, want nil", err)
+	}
+	var reasons []string
+	ready := make(chan struct{})
+	probe := lock.WithHooks(&lock.Hooks{
+		Wait: func(_ context.Context, e lock.Event) {
+			if e.Op == "woken" {
+				reasons = append(reasons, e.Reason)
+			}
+		},
+		Attempt: func(ctx context.Context, _ lock.Event, next func(context.Context) error) error {
+			err := next(ctx)
+			if len(reasons) == 1 && errors.Is(err, lock.ErrNotObtained) {
+				close(ready)
+			}
+			return err
+		},
+	})
+	done := make(chan error, 1)
+	go func() {
+		lk, err := waiter.Obtain(ctx, key, time.Minute, lock.WithRetry(lock.Linear(time.Minute)), probe)
+		if err == nil {
+			err = lk.Release(ctx)
+		}
+		done <- err
+	}()
+	select {
+	case <-ready:
+	case err := <-done:
+		t.Fatalf("waiter's Obtain = %v before it was woken and found the lock held, want it to wait", err)
+	}
+	if err := lk.Release(ctx); err != nil {
+		t.Fatalf("Release = %v, want nil", err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("waiter's Obtain = %v, want a lock", err)
+	}
+	return reasons
+}
+
+// readmeSection returns the section of README.md under heading: from it to
+// the next heading of its level or above.
+func readmeSection(t *testing.T, heading string) string {
+	t.Helper()
+	readme, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, text, ok := strings.Cut(string(readme), "\n"+heading+"\n")
+	if !ok {
+		t.Fatalf("README.md has no section %q", heading)
+	}
+	level, _, _ := strings.Cut(heading, " ")
+	for _, l := range []string{"#", "##", "###", "####"}[:len(level)] {
+		if i := strings.Index(text, "\n"+l+" "); i >= 0 {
+			text = text[:i]
+		}
+	}
+	return text
 }
 
 // newSingle is single.New with no options.

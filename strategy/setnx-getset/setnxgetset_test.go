@@ -34,6 +34,9 @@ func newLocker(t testing.TB, c driver.Conn, opts ...setnxgetset.Option) lock.Loc
 func TestConformance(t *testing.T) {
 	addr, _ := redistest.Addr(t)
 	matrix.Run(t, matrix.SetnxGetset(addr))
+	t.Run("goredis-cluster", func(t *testing.T) {
+		conformance.Run(t, matrix.SetnxGetsetCluster(redistest.StartCluster(t, 3).Addrs()).Harness)
+	})
 }
 
 func TestOptions(t *testing.T) {

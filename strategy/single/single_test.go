@@ -17,6 +17,9 @@ import (
 func TestConformance(t *testing.T) {
 	addr, _ := redistest.Addr(t)
 	matrix.Run(t, matrix.Single(addr))
+	t.Run("unix", func(t *testing.T) {
+		matrix.Run(t, matrix.SingleUnix(redistest.StartUnix(t).Socket))
+	})
 	t.Run("goredis-cluster", func(t *testing.T) {
 		conformance.Run(t, matrix.SingleCluster(redistest.StartCluster(t, 3).Addrs()).Harness)
 	})

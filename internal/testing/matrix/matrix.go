@@ -91,18 +91,44 @@ func fixed(addr string) func(testing.TB) string { return func(testing.TB) string
 func closed(t testing.TB) string { return redistest.ClosedAddr(t) }
 
 // Single returns single × every driver, on the server at addr.
-func Single(addr string) []Combo {
+func Single(addr string) []Combo { return singleOver(redistest.Drivers(), addr, closed) }
+
+// SingleUnix returns single × go-redis and × redigo, on the server that
+// listens on the Unix socket at path.
+func SingleUnix(path string) []Combo {
+	return singleOver(redistest.UnixDrivers(), path, redistest.ClosedSocket)
+}
+
+// singleOver returns single × drivers, on the server at addr; unreachable
+// ones get an address from closedAddr.
+func singleOver(drivers []redistest.Driver, addr string, closedAddr func(testing.TB) string) []Combo {
 	build := func(c []driver.Conn) (lock.Locker, error) { return single.New(c[0]) }
 	var combos []Combo
-	for _, d := range redistest.Drivers() {
-		combos = append(combos, Combo{d.Name, harness(one(d, fixed(addr)), one(d, closed), build)})
+	for _, d := range drivers {
+		combos = append(combos, Combo{d.Name, harness(one(d, fixed(addr)), one(d, closedAddr), build)})
 	}
 	return combos
 }
 
 // SingleCluster returns single × go-redis on the cluster of addrs.
 func SingleCluster(addrs []string) Combo {
-	build := func(c []driver.Conn) (lock.Locker, error) { return single.New(c[0]) }
+	return onCluster(addrs, func(c []driver.Conn) (lock.Locker, error) { return single.New(c[0]) })
+}
+
+// SetnxGetsetCluster returns setnx-getset in the milliseconds format with a
+// safety TTL × go-redis on the cluster of addrs, with the skips and extra
+// TTL of that format on one server.
+func SetnxGetsetCluster(addrs []string) Combo {
+	c := onCluster(addrs, func(c []driver.Conn) (lock.Locker, error) { return setnxgetset.New(c[0], setnxgetsetMs...) })
+	c.Harness.ExtraTTL, c.Harness.Skip = setnxgetsetMsExtra, SetnxGetsetSkips
+	return c
+}
+
+// onCluster returns the combination whose lockers build makes from one
+// go-redis cluster client of addrs. (Redlock has none: its nodes must be
+// independent masters, and a Cluster's masters each own a share of the
+// slots instead.)
+func onCluster(addrs []string, build func([]driver.Conn) (lock.Locker, error)) Combo {
 	cluster := func(addrs func(t testing.TB) []string) func(t testing.TB) []driver.Conn {
 		return func(t testing.TB) []driver.Conn {
 			return []driver.Conn{goredis.New(redistest.GoRedisCluster(t, addrs(t)))}
@@ -121,6 +147,13 @@ var SetnxGetsetSkips = map[string]string{
 	"CallerChosenToken":  "the value is the expiry timestamp; a chosen token is refused with an ArgumentError",
 }
 
+// setnxgetsetMs are the options of setnx-getset in the milliseconds format
+// with a safety TTL, and setnxgetsetMsExtra its ExtraTTL.
+var (
+	setnxgetsetMs      = []setnxgetset.Option{setnxgetset.WithFormat(setnxgetset.Milliseconds), setnxgetset.WithSafetyTTL(time.Second)}
+	setnxgetsetMsExtra = 2 * time.Millisecond
+)
+
 // SetnxGetset returns setnx-getset in the milliseconds format with a safety
 // TTL × every driver, and in the seconds and float-seconds formats over
 // go-redis, on the server at addr.
@@ -131,7 +164,7 @@ func SetnxGetset(addr string) []Combo {
 		opts  []setnxgetset.Option
 		extra time.Duration
 	}{
-		{"ms+safety-ttl", []setnxgetset.Option{setnxgetset.WithFormat(setnxgetset.Milliseconds), setnxgetset.WithSafetyTTL(time.Second)}, 2 * time.Millisecond},
+		{"ms+safety-ttl", setnxgetsetMs, setnxgetsetMsExtra},
 		{"seconds", nil, 2 * time.Second},
 		{"float-seconds+safety-ttl", []setnxgetset.Option{setnxgetset.WithFormat(setnxgetset.FloatSeconds), setnxgetset.WithSafetyTTL(time.Second)}, time.Millisecond},
 	} {

@@ -3,6 +3,7 @@ package redistest
 import (
 	"context"
 	"net"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"testing"
@@ -29,9 +30,28 @@ type Driver struct {
 // and redigo.
 func Drivers() []Driver {
 	return []Driver{
-		{"goredis-resp2", func(t testing.TB, addr string) driver.Conn { return goredis.New(GoRedis(t, addr, 2)) }},
-		{"goredis-resp3", func(t testing.TB, addr string) driver.Conn { return goredis.New(GoRedis(t, addr, 3)) }},
-		{"redigo", func(t testing.TB, addr string) driver.Conn { return redigo.New(Redigo(t, addr), redigo.WithAddr(addr)) }},
+		{"goredis-resp2", goRedisDriver("tcp", 2)},
+		{"goredis-resp3", goRedisDriver("tcp", 3)},
+		{"redigo", redigoDriver("tcp")},
+	}
+}
+
+// UnixDrivers returns go-redis (RESP3) and redigo over a Unix socket: their
+// Conn takes the socket's path, such as a [Server]'s Socket, for addr.
+func UnixDrivers() []Driver {
+	return []Driver{
+		{"goredis-resp3", goRedisDriver("unix", 3)},
+		{"redigo", redigoDriver("unix")},
+	}
+}
+
+func goRedisDriver(network string, protocol int) func(testing.TB, string) driver.Conn {
+	return func(t testing.TB, addr string) driver.Conn { return goredis.New(goRedis(t, network, addr, protocol)) }
+}
+
+func redigoDriver(network string) func(testing.TB, string) driver.Conn {
+	return func(t testing.TB, addr string) driver.Conn {
+		return redigo.New(redigoPool(t, network, addr), redigo.WithAddr(addr))
 	}
 }
 
@@ -39,7 +59,12 @@ func Drivers() []Driver {
 // when t ends. It neither retries commands nor dials, so a dead server is
 // refused at once.
 func GoRedis(t testing.TB, addr string, protocol int) *redis.Client {
-	c := redis.NewClient(&redis.Options{Addr: addr, Protocol: protocol, DialTimeout: time.Second, MaxRetries: -1, DialerRetries: 1, ContextTimeoutEnabled: true})
+	return goRedis(t, "tcp", addr, protocol)
+}
+
+// goRedis is GoRedis over network: "tcp", or "unix" with addr a path.
+func goRedis(t testing.TB, network, addr string, protocol int) *redis.Client {
+	c := redis.NewClient(&redis.Options{Network: network, Addr: addr, Protocol: protocol, DialTimeout: time.Second, MaxRetries: -1, DialerRetries: 1, ContextTimeoutEnabled: true})
 	t.Cleanup(func() { _ = c.Close() })
 	return c
 }
@@ -53,11 +78,14 @@ func GoRedisCluster(t testing.TB, addrs []string) *redis.ClusterClient {
 }
 
 // Redigo returns a redigo pool of addr, closed when t ends.
-func Redigo(t testing.TB, addr string) *redigoredis.Pool {
+func Redigo(t testing.TB, addr string) *redigoredis.Pool { return redigoPool(t, "tcp", addr) }
+
+// redigoPool is Redigo over network: "tcp", or "unix" with addr a path.
+func redigoPool(t testing.TB, network, addr string) *redigoredis.Pool {
 	p := &redigoredis.Pool{
 		MaxIdle: 16,
 		DialContext: func(ctx context.Context) (redigoredis.Conn, error) {
-			return redigoredis.DialContext(ctx, "tcp", addr, redigoredis.DialConnectTimeout(time.Second))
+			return redigoredis.DialContext(ctx, network, addr, redigoredis.DialConnectTimeout(time.Second))
 		},
 	}
 	t.Cleanup(func() { _ = p.Close() })
@@ -85,6 +113,9 @@ func ClosedAddrs(t testing.TB, n int) []string {
 	}
 	return addrs
 }
+
+// ClosedSocket returns the path of a Unix socket where no server listens.
+func ClosedSocket(t testing.TB) string { return filepath.Join(t.TempDir(), "closed.sock") }
 
 type quiet struct{}
 
