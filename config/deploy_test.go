@@ -3,7 +3,6 @@ package config_test
 import (
 	"context"
 	"errors"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -40,7 +39,6 @@ func TestDeployments(t *testing.T) {
 	on := func(s *redistest.Server) func(t *testing.T) driver.Conn {
 		return func(t *testing.T) driver.Conn { return tcp.Conn(t, s.Addr) }
 	}
-	closedSocket := func(t *testing.T) string { return filepath.Join(t.TempDir(), "closed.sock") }
 
 	sentinelURL := "redis+sentinel://" + sentinels[0].Addr + "?master_name=" + redistest.MasterName + "&addr=" + sentinels[1].Addr + "&addr=" + sentinels[2].Addr
 	clusterURL := "redis+cluster://" + cluster.Addrs()[0] + "?addr=" + strings.Join(cluster.Addrs()[1:], "&addr=")
@@ -55,13 +53,13 @@ func TestDeployments(t *testing.T) {
 			"redis://alice:s3cret@" + acl.Addr + "/0", "unix://" + nodeSocket.Socket, sentinelURL, clusterURL}},
 			func(t *testing.T, c *config.Config) {
 				closed := redistest.ClosedAddrs(t, 3)
-				c.Nodes = []string{"redis://" + closed[0], "unix://" + closedSocket(t), "redis+sentinel://" + closed[1] + "?master_name=m", "redis+cluster://" + closed[2]}
+				c.Nodes = []string{"redis://" + closed[0], "unix://" + redistest.ClosedSocket(t), "redis+sentinel://" + closed[1] + "?master_name=m", "redis+cluster://" + closed[2]}
 			},
 			on(acl), on(nodeSocket), on(master), clusterConn),
 	}
 	for _, d := range drivers {
 		combos = append(combos, deployment("single+unix/"+d.name, config.Config{Strategy: "single", Driver: d.name, Addrs: []string{unix.Socket}},
-			func(t *testing.T, c *config.Config) { c.Addrs = []string{closedSocket(t)} }, on(unix)))
+			func(t *testing.T, c *config.Config) { c.Addrs = []string{redistest.ClosedSocket(t)} }, on(unix)))
 	}
 	for i := range combos {
 		h := &combos[i].Harness
