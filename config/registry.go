@@ -67,8 +67,9 @@ type Endpoint struct {
 	// DB is the database number (always 0 on a Cluster).
 	DB int
 	// Username and Password authenticate to the servers that hold the
-	// data; SentinelUsername and SentinelPassword to the Sentinels.
-	Username, Password                 string
+	// data.
+	Username, Password string
+	// SentinelUsername and SentinelPassword authenticate to the Sentinels.
 	SentinelUsername, SentinelPassword string
 	// TLS is the client's TLS configuration, with ServerName set, or nil
 	// for plain TCP.
