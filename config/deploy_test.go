@@ -62,6 +62,7 @@ func TestDeployments(t *testing.T) {
 			func(t *testing.T, c *config.Config) { c.Addrs = []string{redistest.ClosedSocket(t)} }, on(unix)))
 	}
 	for i := range combos {
+		t.Logf("%s: %v", combos[i].Name, combos[i].Harness.NewLocker(t))
 		h := &combos[i].Harness
 		h.Acquisitions = 500 // a quarter: the strategies' own packages run the full size
 		switch {
