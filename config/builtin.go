@@ -81,6 +81,11 @@ func checkRedlock(c Config) error {
 	case c.RestartGuard != 0 && c.RestartGuard < ttl:
 		return invalid("restart_guard", fmt.Errorf("must be at least ttl, the largest TTL in use: %v is less than %v", c.RestartGuard, ttl))
 	}
+	for i, e := range c.endpoints() {
+		if c.RestartGuard != 0 && e.Topology == cluster {
+			return invalid("restart_guard", fmt.Errorf("needs nodes that are servers or Sentinel deployments: node %d is a Redis Cluster, where its script's two keys lie in different slots", i+1))
+		}
+	}
 	return nil
 }
 

@@ -176,6 +176,7 @@ func TestBadConfigurations(t *testing.T) {
 		{"a node's password placeholder", fromJSON(`{"strategy": "redlock", "nodes": ["redis://u:xxxxx@h1"]}`), "nodes", "the password is the placeholder xxxxx"},
 		{"a node listed twice", fromJSON(`{"strategy": "redlock", "nodes": ["redis://h1:6379", "redis://u:pw@h1/2"]}`), "nodes", "node 2 of 2: names the server of node 1 again"},
 		{"a node's port out of range", fromJSON(`{"strategy": "redlock", "nodes": ["redis://h1:70000"]}`), "nodes", "the port must be a number from 1 to 65535"},
+		{"a restart guard over a Cluster node", fromJSON(`{"strategy": "redlock", "restart_guard": "1m", "nodes": ["redis://h1", "redis+cluster://h2"]}`), "restart_guard", "node 2 is a Redis Cluster"},
 		{"nodes as a JSON string", fromJSON(`{"strategy": "redlock", "nodes": "redis://h1"}`), "nodes", "want an array of URL strings"},
 
 		{"a replica timeout not under the TTL", fromURL("single://h?replicas=1&ttl=1s&replica_timeout=1s"), "replica_timeout", "must be less than ttl: 1s is not less than 1s"},
