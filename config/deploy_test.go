@@ -49,7 +49,11 @@ func TestDeployments(t *testing.T) {
 			func(t *testing.T, c *config.Config) { c.Addrs = redistest.ClosedAddrs(t, 3) }, clusterConn),
 		deployment("single+sentinel", config.Config{Strategy: "single", Topology: "sentinel", Addrs: addrsOf(sentinels), MasterName: redistest.MasterName},
 			func(t *testing.T, c *config.Config) { c.Addrs = redistest.ClosedAddrs(t, 3) }, on(master)),
-		deployment("redlock+nodes", config.Config{Strategy: "redlock", NodeTimeout: 500 * time.Millisecond, Nodes: []string{
+		// The node timeout is redlock's default, derived from each call's
+		// TTL (1s for the suite's long TTL): a first contact here dials four
+		// kinds of client (an ACL login, a socket, a Sentinel's lookup, a
+		// Cluster's slots), which a loaded machine takes more than 500ms for.
+		deployment("redlock+nodes", config.Config{Strategy: "redlock", Nodes: []string{
 			"redis://alice:s3cret@" + acl.Addr + "/0", "unix://" + nodeSocket.Socket, sentinelURL, clusterURL}},
 			func(t *testing.T, c *config.Config) {
 				closed := redistest.ClosedAddrs(t, 3)
