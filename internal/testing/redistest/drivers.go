@@ -11,6 +11,7 @@ import (
 
 	redigoredis "github.com/gomodule/redigo/redis"
 	"github.com/redis/go-redis/v9"
+	"github.com/redis/rueidis"
 
 	"github.com/locksmith-go/lock/driver"
 	"github.com/locksmith-go/lock/driver/goredis"
@@ -90,6 +91,38 @@ func redigoPool(t testing.TB, network, addr string) *redigoredis.Pool {
 	}
 	t.Cleanup(func() { _ = p.Close() })
 	return p
+}
+
+// Rueidis returns a rueidis client of the standalone server at addr,
+// closed when t ends. It neither retries commands nor refuses a server
+// that is down (it dials again on each command).
+func Rueidis(t testing.TB, addr string) rueidis.Client {
+	return RueidisClient(t, rueidis.ClientOption{InitAddress: []string{addr}, ForceSingleClient: true})
+}
+
+// RueidisCluster returns a rueidis client of the Cluster of addrs, closed
+// when t ends.
+func RueidisCluster(t testing.TB, addrs []string) rueidis.Client {
+	return RueidisClient(t, rueidis.ClientOption{InitAddress: addrs})
+}
+
+// RueidisClient returns a rueidis client with o, and the settings of the
+// tests (no retries, no client-side cache, one pipeline per server, a
+// short dial), closed when t ends. A standalone client (ForceSingleClient)
+// whose server is down is returned all the same. With one pipeline, a
+// server's restart fails one command, which the strategies send again
+// (see internal/cas), rather than one per pipeline.
+func RueidisClient(t testing.TB, o rueidis.ClientOption) rueidis.Client {
+	o.DisableRetry, o.DisableCache, o.PipelineMultiplex = true, true, -1
+	if o.Dialer.Timeout == 0 {
+		o.Dialer.Timeout = time.Second
+	}
+	c, err := rueidis.NewClient(o)
+	if c == nil {
+		t.Fatalf("rueidis.NewClient: %v", err)
+	}
+	t.Cleanup(c.Close)
+	return c
 }
 
 // ClosedAddr returns a loopback address where nothing listens.
