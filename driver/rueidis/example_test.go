@@ -22,9 +22,11 @@ func ExampleNew() {
 
 	// Any rueidis.Client works: standalone, Sentinel or Cluster.
 	// DisableRetry leaves a failed command to the lock call, which bounds
-	// it by its context; the in-process server has no client-side caching.
+	// it by its context; AlwaysPipelining keeps a context that ends from
+	// closing a connection that other callers share (see the package
+	// doc); the in-process server has no client-side caching.
 	client, err := rueidis.NewClient(rueidis.ClientOption{
-		InitAddress: []string{srv.Addr()}, ForceSingleClient: true, DisableRetry: true, DisableCache: true,
+		InitAddress: []string{srv.Addr()}, ForceSingleClient: true, DisableRetry: true, AlwaysPipelining: true, DisableCache: true,
 	})
 	if err != nil {
 		log.Fatal(err)

@@ -6,11 +6,17 @@
 //
 // rueidis honours the context's deadline and cancellation on every
 // command, so no option of the client's can let a lock call outlive its
-// deadline. Three options are still worth setting:
+// deadline. Four options are still worth setting:
 //
 //   - DisableRetry: without it rueidis resends a read-only command (GET,
 //     PTTL) after a network error, within the context's deadline; a lock
 //     call already bounds and reports that error itself.
+//   - AlwaysPipelining: without it rueidis sends the command of a lone
+//     caller with a socket deadline from its context, and when that
+//     deadline passes it closes the connection, failing the commands that
+//     other callers had sent on it meanwhile (a release that would have
+//     landed once a stalled server resumed). With it, a context that ends
+//     only abandons its own reply.
 //   - PipelineMultiplex -1: one pipeline per server. With more (two on
 //     two cores, by default), a server's restart fails the next command of
 //     each pipeline with EOF, and the strategies send a call whose

@@ -16,6 +16,7 @@ import (
 	"github.com/locksmith-go/lock/driver"
 	"github.com/locksmith-go/lock/driver/goredis"
 	"github.com/locksmith-go/lock/driver/redigo"
+	rueidisdriver "github.com/locksmith-go/lock/driver/rueidis"
 )
 
 // Driver is one way of talking to a server: a client library, and for
@@ -28,12 +29,13 @@ type Driver struct {
 
 // Drivers returns every driver the strategies must run over: go-redis with
 // RESP2 and with RESP3 (its default, where Lua's false comes back as nil),
-// and redigo.
+// redigo, and rueidis (RESP3, one pipeline).
 func Drivers() []Driver {
 	return []Driver{
 		{"goredis-resp2", goRedisDriver("tcp", 2)},
 		{"goredis-resp3", goRedisDriver("tcp", 3)},
 		{"redigo", redigoDriver("tcp")},
+		{"rueidis", func(t testing.TB, addr string) driver.Conn { return rueidisdriver.New(Rueidis(t, addr)) }},
 	}
 }
 
@@ -107,13 +109,13 @@ func RueidisCluster(t testing.TB, addrs []string) rueidis.Client {
 }
 
 // RueidisClient returns a rueidis client with o, and the settings of the
-// tests (no retries, no client-side cache, one pipeline per server, a
-// short dial), closed when t ends. A standalone client (ForceSingleClient)
+// tests (no retries, no client-side cache, always pipelining, one pipeline
+// per server, a short dial), closed when t ends. A standalone client (ForceSingleClient)
 // whose server is down is returned all the same. With one pipeline, a
 // server's restart fails one command, which the strategies send again
 // (see internal/cas), rather than one per pipeline.
 func RueidisClient(t testing.TB, o rueidis.ClientOption) rueidis.Client {
-	o.DisableRetry, o.DisableCache, o.PipelineMultiplex = true, true, -1
+	o.DisableRetry, o.DisableCache, o.AlwaysPipelining, o.PipelineMultiplex = true, true, true, -1
 	if o.Dialer.Timeout == 0 {
 		o.Dialer.Timeout = time.Second
 	}
