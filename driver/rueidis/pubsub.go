@@ -48,6 +48,7 @@ func (c *Conn) Listen(ctx context.Context, on func(driver.Event)) (driver.Sessio
 	defer s.mu.Unlock()
 	d := s.open()
 	if err := d.c.Do(ctx, d.c.B().Ping().Build()).Error(); err != nil { // dial now, within ctx
+		d.retired = true // no session to end: Listen fails
 		d.c.Close()
 		return nil, err
 	}
@@ -60,7 +61,7 @@ func (c *Conn) Listen(ctx context.Context, on func(driver.Event)) (driver.Sessio
 type dedicated struct {
 	c        rueidis.DedicatedClient
 	channels int  // subscribed or asked for, not yet unsubscribed
-	retired  bool // closed because the server dropped its channels: its end ends no session
+	retired  bool // closed because the server dropped its channels, or Listen failed: its end ends no session
 }
 
 // session is a driver.Session over one dedicated rueidis connection per

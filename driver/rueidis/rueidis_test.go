@@ -95,3 +95,16 @@ func TestSubscriberLiveness(t *testing.T) {
 		})
 	}
 }
+
+// TestListenOnADownServer: Listen dials within its context, and fails when
+// no server listens.
+func TestListenOnADownServer(t *testing.T) {
+	conn := rueidisdriver.New(redistest.Rueidis(t, redistest.ClosedAddr(t)))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	s, err := conn.Listen(ctx, func(driver.Event) {})
+	if err == nil {
+		_ = s.Close()
+		t.Fatalf("Listen with no server = a session, want an error")
+	}
+}
