@@ -1,12 +1,13 @@
 module github.com/locksmith-go/lock
 
-go 1.24.0
+go 1.24.9
 
 require (
 	github.com/alicebob/miniredis/v2 v2.40.0
 	github.com/bsm/redislock v0.9.4
 	github.com/gomodule/redigo v1.9.3
 	github.com/redis/go-redis/v9 v9.22.0
+	github.com/redis/rueidis v1.0.71
 	github.com/spf13/cobra v1.10.2
 	go.opentelemetry.io/contrib/exporters/autoexport v0.66.0
 	go.opentelemetry.io/otel v1.41.0

@@ -107,7 +107,7 @@ func BenchmarkLock(b *testing.B) {
 //	go test -run '^$' -bench Interleaved -benchtime 300ms
 func BenchmarkInterleaved(b *testing.B) {
 	addrs := servers(b)
-	for _, d := range []string{goredisDriver, redigoDriver} {
+	for _, d := range drivers {
 		for _, g := range groups {
 			var names []string
 			var ms []mutex

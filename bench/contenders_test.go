@@ -19,6 +19,7 @@ import (
 	redsyncredigo "github.com/go-redsync/redsync/v4/redis/redigo"
 	redigoredis "github.com/gomodule/redigo/redis"
 	"github.com/redis/go-redis/v9"
+	"github.com/redis/rueidis"
 	metricnoop "go.opentelemetry.io/otel/metric/noop"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -28,6 +29,7 @@ import (
 	"github.com/locksmith-go/lock/driver"
 	"github.com/locksmith-go/lock/driver/goredis"
 	"github.com/locksmith-go/lock/driver/redigo"
+	rueidisdriver "github.com/locksmith-go/lock/driver/rueidis"
 	"github.com/locksmith-go/lock/internal/testing/redistest"
 	lockotel "github.com/locksmith-go/lock/otel"
 	"github.com/locksmith-go/lock/strategy/redlock"
@@ -80,11 +82,15 @@ type held interface {
 const (
 	goredisDriver = "goredis"
 	redigoDriver  = "redigo"
+	rueidisDriver = "rueidis"
 )
+
+// drivers are the drivers, in the order of the benchmarks.
+var drivers = []string{goredisDriver, redigoDriver, rueidisDriver}
 
 // A contender is a named way to build a mutex.
 type contender struct {
-	driver string // goredis or redigo; the raw baseline of the same driver is its reference
+	driver string // goredis, redigo or rueidis; the raw baseline of the same driver is its reference
 	name   string // raw, single, redlock-5, bsm-redislock, ...
 	nodes  int    // how many servers it locks on
 	// new builds the mutex over the servers at addrs, counting the
@@ -99,21 +105,26 @@ type contender struct {
 	notifies bool
 }
 
-// contenders returns every contender, the raw baselines first.
+// contenders returns every contender, the raw baselines first. Those over
+// rueidis run uncontended only: the contention benchmark counts the
+// commands that clients send, and rueidis has no hooks to count them.
 func contenders() []contender {
 	var cs []contender
-	for _, d := range []string{goredisDriver, redigoDriver} {
+	for _, d := range drivers {
+		counted := d != rueidisDriver
 		cs = append(cs,
-			contender{driver: d, name: "raw", nodes: 1, new: newRaw(d)},
-			contender{driver: d, name: "single", nodes: 1, notifies: true, new: func(tb testing.TB, addrs []string, cs *counters) mutex {
+			contender{driver: d, name: "raw", nodes: 1, uncontendedOnly: !counted, new: newRaw(d)},
+			contender{driver: d, name: "single", nodes: 1, notifies: true, uncontendedOnly: !counted, new: func(tb testing.TB, addrs []string, cs *counters) mutex {
 				l, err := single.New(conn(tb, d, addrs[0], cs))
 				return locksmith(tb, l, err, cs, lock.WithRetry(lock.Linear(notifyTimer)))
 			}},
-			contender{driver: d, name: "single-poll", nodes: 1, contendedOnly: true, new: func(tb testing.TB, addrs []string, cs *counters) mutex {
+		)
+		if counted {
+			cs = append(cs, contender{driver: d, name: "single-poll", nodes: 1, contendedOnly: true, new: func(tb testing.TB, addrs []string, cs *counters) mutex {
 				l, err := single.New(conn(tb, d, addrs[0], cs))
 				return locksmith(tb, l, err, cs, lock.WithPolling(), lock.WithRetry(lock.Linear(retryEvery)))
-			}},
-		)
+			}})
+		}
 		if d == goredisDriver {
 			cs = append(cs,
 				contender{driver: d, name: "setnx-getset", nodes: 1, new: func(tb testing.TB, addrs []string, cs *counters) mutex {
@@ -129,7 +140,7 @@ func contenders() []contender {
 		}
 		for _, n := range []int{3, 5} {
 			cs = append(cs,
-				contender{driver: d, name: "redlock-" + strconv.Itoa(n), nodes: n, new: func(tb testing.TB, addrs []string, cs *counters) mutex {
+				contender{driver: d, name: "redlock-" + strconv.Itoa(n), nodes: n, uncontendedOnly: !counted, new: func(tb testing.TB, addrs []string, cs *counters) mutex {
 					conns := make([]driver.Conn, len(addrs))
 					for i, a := range addrs {
 						conns[i] = conn(tb, d, a, cs)
@@ -137,8 +148,10 @@ func contenders() []contender {
 					l, err := redlock.New(conns, redlock.WithNodeTimeout(nodeTimeout))
 					return locksmith(tb, l, err, cs, lock.WithPolling(), lock.WithRetry(lock.Linear(retryEvery)))
 				}},
-				contender{driver: d, name: "redsync-" + strconv.Itoa(n), nodes: n, new: newRedsync(d, true)},
 			)
+			if counted { // redsync's rueidis pool is a module of its own, not benchmarked
+				cs = append(cs, contender{driver: d, name: "redsync-" + strconv.Itoa(n), nodes: n, new: newRedsync(d, true)})
+			}
 		}
 	}
 	return cs
@@ -172,12 +185,15 @@ func redigoPool(tb testing.TB, addr string, cs *counters) *redigoredis.Pool {
 
 // conn returns a locksmith driver of addr.
 func conn(tb testing.TB, d, addr string, cs *counters) driver.Conn {
-	if d == goredisDriver {
+	switch d {
+	case goredisDriver:
 		c := goredis.New(goRedis(tb, addr, cs))
 		if cs == nil {
 			return c
 		}
 		return countSubscriptions(c, &cs.sent)
+	case rueidisDriver:
+		return rueidisdriver.New(redistest.Rueidis(tb, addr))
 	}
 	return redigo.New(redigoPool(tb, addr, cs), redigo.WithAddr(addr))
 }
@@ -345,12 +361,19 @@ var releaseSHA = func() string {
 func newRaw(d string) func(tb testing.TB, addrs []string, cs *counters) mutex {
 	return func(tb testing.TB, addrs []string, cs *counters) mutex {
 		ctx := context.Background()
-		if d == goredisDriver {
+		switch d {
+		case goredisDriver:
 			c := goRedis(tb, addrs[0], cs)
 			if err := c.ScriptLoad(ctx, releaseSrc).Err(); err != nil {
 				tb.Fatal(err)
 			}
 			return rawGoRedis{c}
+		case rueidisDriver:
+			c := redistest.Rueidis(tb, addrs[0])
+			if err := c.Do(ctx, c.B().ScriptLoad().Script(releaseSrc).Build()).Error(); err != nil {
+				tb.Fatal(err)
+			}
+			return rawRueidis{c}
 		}
 		m := rawRedigo{redigoPool(tb, addrs[0], cs)}
 		if _, err := m.do("SCRIPT", "LOAD", releaseSrc); err != nil {
@@ -444,4 +467,31 @@ type rawRedigoLock struct {
 
 func (l *rawRedigoLock) Release(context.Context) error {
 	return released(redigoredis.Int64(l.m.do("EVALSHA", releaseSHA, 1, l.key, l.token)))
+}
+
+type rawRueidis struct{ c rueidis.Client }
+
+func (m rawRueidis) obtain(ctx context.Context, key string, wait bool) (held, error) {
+	token := newToken()
+	for {
+		err := m.c.Do(ctx, m.c.B().Set().Key(key).Value(token).Nx().PxMilliseconds(ttl.Milliseconds()).Build()).Error()
+		switch {
+		case err == nil:
+			return &rawRueidisLock{m.c, key, token}, nil
+		case !rueidis.IsRedisNil(err):
+			return nil, err
+		}
+		if err := retry(ctx, wait); err != nil {
+			return nil, err
+		}
+	}
+}
+
+type rawRueidisLock struct {
+	c          rueidis.Client
+	key, token string
+}
+
+func (l *rawRueidisLock) Release(ctx context.Context) error {
+	return released(l.c.Do(ctx, l.c.B().Evalsha().Sha1(releaseSHA).Numkeys(1).Key(l.key).Arg(l.token).Build()).AsInt64())
 }

@@ -1,6 +1,6 @@
 module github.com/locksmith-go/lock/bench
 
-go 1.24.0
+go 1.24.9
 
 replace github.com/locksmith-go/lock => ../
 
@@ -10,6 +10,7 @@ require (
 	github.com/gomodule/redigo v1.9.3
 	github.com/locksmith-go/lock v0.0.0-00010101000000-000000000000
 	github.com/redis/go-redis/v9 v9.22.0
+	github.com/redis/rueidis v1.0.71
 	go.opentelemetry.io/otel/metric v1.41.0
 	go.opentelemetry.io/otel/sdk v1.41.0
 	go.opentelemetry.io/otel/sdk/metric v1.41.0

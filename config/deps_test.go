@@ -8,18 +8,20 @@ import (
 )
 
 // TestConfigAloneLinksNeitherRedigoNorOTel: a program that imports config
-// alone (testdata/configonly) compiles neither redigo nor the OpenTelemetry
-// API, as go list -deps tells, and refuses driver=redigo and otel=true with
-// errors that name the import they need; importing config/redigoconfig and
-// config/otelconfig links them in.
+// alone (testdata/configonly) compiles neither redigo, nor rueidis, nor the
+// OpenTelemetry API, as go list -deps tells, and refuses driver=redigo,
+// driver=rueidis and otel=true with errors that name the import they need;
+// importing config/redigoconfig, config/rueidisconfig and config/otelconfig
+// links them in.
 func TestConfigAloneLinksNeitherRedigoNorOTel(t *testing.T) {
 	t.Run("the errors name the imports", func(t *testing.T) {
-		out, err := exec.Command("go", "run", "./testdata/configonly", "single://h?driver=redigo", "single://h?otel=true", "single://h").CombinedOutput()
+		out, err := exec.Command("go", "run", "./testdata/configonly", "single://h?driver=redigo", "single://h?driver=rueidis", "single://h?otel=true", "single://h").CombinedOutput()
 		if err != nil {
 			t.Fatalf("go run: %v\n%s", err, out)
 		}
 		want := []string{
 			`lock: invalid driver: unknown "redigo"; known: goredis; redigo is not linked into this program: import _ "github.com/locksmith-go/lock/config/redigoconfig"`,
+			`lock: invalid driver: unknown "rueidis"; known: goredis; rueidis is not linked into this program: import _ "github.com/locksmith-go/lock/config/rueidisconfig"`,
 			`lock: invalid otel: needs the OpenTelemetry instrumentation linked into this program: import _ "github.com/locksmith-go/lock/config/otelconfig"`,
 			"<nil>",
 		}
@@ -28,19 +30,22 @@ func TestConfigAloneLinksNeitherRedigoNorOTel(t *testing.T) {
 		}
 	})
 	const (
-		redigo = "github.com/gomodule/redigo/redis"
-		otel   = "go.opentelemetry.io/otel"
+		redigo  = "github.com/gomodule/redigo/redis"
+		rueidis = "github.com/redis/rueidis"
+		otel    = "go.opentelemetry.io/otel"
 	)
 	for _, c := range []struct {
 		imports   []string
 		want, not []string
 	}{
 		{[]string{"./testdata/configonly"},
-			[]string{"github.com/redis/go-redis/v9", "github.com/locksmith-go/lock/strategy/redlock"}, []string{redigo, otel}},
+			[]string{"github.com/redis/go-redis/v9", "github.com/locksmith-go/lock/strategy/redlock"}, []string{redigo, rueidis, otel}},
 		{[]string{"github.com/locksmith-go/lock/config", "github.com/locksmith-go/lock/config/redigoconfig"},
-			[]string{redigo}, []string{otel}},
+			[]string{redigo}, []string{rueidis, otel}},
+		{[]string{"github.com/locksmith-go/lock/config", "github.com/locksmith-go/lock/config/rueidisconfig"},
+			[]string{rueidis}, []string{redigo, otel}},
 		{[]string{"github.com/locksmith-go/lock/config", "github.com/locksmith-go/lock/config/otelconfig"},
-			[]string{otel}, []string{redigo}},
+			[]string{otel}, []string{redigo, rueidis}},
 	} {
 		t.Run(strings.Join(c.imports, "+"), func(t *testing.T) {
 			out, err := exec.Command("go", append([]string{"list", "-deps"}, c.imports...)...).CombinedOutput()

@@ -18,6 +18,7 @@ import (
 	"github.com/locksmith-go/lock/config"
 	_ "github.com/locksmith-go/lock/config/otelconfig"
 	_ "github.com/locksmith-go/lock/config/redigoconfig"
+	_ "github.com/locksmith-go/lock/config/rueidisconfig"
 	"github.com/locksmith-go/lock/driver"
 	"github.com/locksmith-go/lock/internal/testing/matrix"
 	"github.com/locksmith-go/lock/internal/testing/redistest"
@@ -56,7 +57,7 @@ func testDriver(t testing.TB, name string) redistest.Driver {
 
 // drivers are the built-in drivers, with the test driver of the same
 // client library.
-var drivers = []struct{ name, test string }{{"goredis", "goredis-resp3"}, {"redigo", "redigo"}}
+var drivers = []struct{ name, test string }{{"goredis", "goredis-resp3"}, {"redigo", "redigo"}, {"rueidis", "rueidis"}}
 
 // TestConformance: each built-in strategy × driver built from a Config
 // passes the conformance suite, on real servers (Redlock on 5).

@@ -191,7 +191,7 @@ func knownDriver(name string) error {
 
 // linkable are the drivers of this module that a program links in by
 // importing their package for its side effect, as database/sql's are.
-var linkable = map[string]string{"redigo": "github.com/locksmith-go/lock/config/redigoconfig"}
+var linkable = map[string]string{"redigo": "github.com/locksmith-go/lock/config/redigoconfig", "rueidis": "github.com/locksmith-go/lock/config/rueidisconfig"}
 
 // The instrumentation that the otel setting turns on, which package
 // config/otelconfig registers.

@@ -11,10 +11,12 @@ import (
 
 	redigoredis "github.com/gomodule/redigo/redis"
 	"github.com/redis/go-redis/v9"
+	"github.com/redis/rueidis"
 
 	"github.com/locksmith-go/lock/driver"
 	"github.com/locksmith-go/lock/driver/goredis"
 	"github.com/locksmith-go/lock/driver/redigo"
+	rueidisdriver "github.com/locksmith-go/lock/driver/rueidis"
 	"github.com/locksmith-go/lock/internal/testing/redistest"
 )
 
@@ -93,6 +95,18 @@ func TestDeadlineOnAPausedServer(t *testing.T) {
 		{"redigo/no read timeout", pool(nil), nil},
 		{"redigo/SELECT and CLIENT SETNAME on dial", pool(nil, redigoredis.DialDatabase(1), redigoredis.DialClientName("locksmith")), nil},
 		{"redigo/TestOnBorrowContext", pool(ping), nil},
+		{"rueidis/standalone", func(t *testing.T) driver.Conn { return rueidisdriver.New(redistest.Rueidis(t, addr)) }, nil},
+		{"rueidis/standalone with retries", func(t *testing.T) driver.Conn {
+			c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{addr}, ForceSingleClient: true, DisableCache: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(c.Close)
+			return rueidisdriver.New(c)
+		}, nil},
+		{"rueidis/Cluster", func(t *testing.T) driver.Conn {
+			return rueidisdriver.New(redistest.RueidisCluster(t, cluster.Addrs()))
+		}, cluster.Servers},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			servers := tc.servers
@@ -149,5 +163,6 @@ func TestDeadlineOnAPausedServer(t *testing.T) {
 func isServerError(err error) bool {
 	var goredisErr redis.Error
 	var redigoErr redigoredis.Error
-	return errors.As(err, &goredisErr) || errors.As(err, &redigoErr)
+	_, rueidisErr := rueidis.IsRedisErr(err)
+	return errors.As(err, &goredisErr) || errors.As(err, &redigoErr) || rueidisErr
 }

@@ -28,6 +28,7 @@ import (
 	// Every driver and the instrumentation, for any configuration.
 	_ "github.com/locksmith-go/lock/config/otelconfig"
 	_ "github.com/locksmith-go/lock/config/redigoconfig"
+	_ "github.com/locksmith-go/lock/config/rueidisconfig"
 )
 
 func main() {

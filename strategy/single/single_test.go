@@ -20,8 +20,8 @@ func TestConformance(t *testing.T) {
 	t.Run("unix", func(t *testing.T) {
 		matrix.Run(t, matrix.SingleUnix(redistest.StartUnix(t).Socket))
 	})
-	t.Run("goredis-cluster", func(t *testing.T) {
-		conformance.Run(t, matrix.SingleCluster(redistest.StartCluster(t, 3).Addrs()).Harness)
+	t.Run("cluster", func(t *testing.T) {
+		matrix.Run(t, matrix.SingleCluster(redistest.StartCluster(t, 3).Addrs()))
 	})
 }
 

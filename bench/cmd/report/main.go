@@ -200,9 +200,7 @@ func order(c string) int {
 	driver, name, _ := strings.Cut(c, "/")
 	rank := slices.Index([]string{"raw", "single", "single-poll", "setnx-getset", "otel-noop", "otel-sdk", "bsm-redislock",
 		"bsm-redislock-10ms", "redsync-default", "redlock-3", "redsync-3", "redlock-5", "redsync-5"}, name)
-	if driver == "redigo" {
-		rank += 100
-	}
+	rank += 100 * slices.Index([]string{"goredis", "redigo", "rueidis"}, driver)
 	return rank
 }
 
@@ -219,7 +217,7 @@ func machine(b *strings.Builder, cmd string, rounds int, benchtime, loadBefore, 
 	fmt.Fprintf(b, "| Go | %s, %s/%s |\n", output("go", "env", "GOVERSION"), runtime.GOOS, runtime.GOARCH)
 	fmt.Fprintf(b, "| Redis | %s |\n", redisVersion())
 	mods := output("go", "list", "-m", "-f", "{{.Path}} {{.Version}}",
-		"github.com/redis/go-redis/v9", "github.com/gomodule/redigo", "github.com/bsm/redislock",
+		"github.com/redis/go-redis/v9", "github.com/gomodule/redigo", "github.com/redis/rueidis", "github.com/bsm/redislock",
 		"github.com/go-redsync/redsync/v4", "go.opentelemetry.io/otel/sdk")
 	fmt.Fprintf(b, "| Modules | %s |\n", strings.ReplaceAll(mods, "\n", ", "))
 	fmt.Fprintf(b, "| Load average (1, 5, 15 min) | %s before the run, %s after: other processes shared the machine |\n", loadBefore, loadAfter)

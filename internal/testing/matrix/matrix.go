@@ -11,6 +11,7 @@ import (
 	"github.com/locksmith-go/lock/conformance"
 	"github.com/locksmith-go/lock/driver"
 	"github.com/locksmith-go/lock/driver/goredis"
+	rueidisdriver "github.com/locksmith-go/lock/driver/rueidis"
 	"github.com/locksmith-go/lock/internal/testing/redistest"
 	"github.com/locksmith-go/lock/strategy/redlock"
 	setnxgetset "github.com/locksmith-go/lock/strategy/setnx-getset"
@@ -110,33 +111,49 @@ func singleOver(drivers []redistest.Driver, addr string, closedAddr func(testing
 	return combos
 }
 
-// SingleCluster returns single × go-redis on the cluster of addrs.
-func SingleCluster(addrs []string) Combo {
-	return onCluster(addrs, func(c []driver.Conn) (lock.Locker, error) { return single.New(c[0]) })
+// SingleCluster returns single × go-redis and × rueidis on the cluster of
+// addrs.
+func SingleCluster(addrs []string) []Combo {
+	build := func(c []driver.Conn) (lock.Locker, error) { return single.New(c[0]) }
+	return []Combo{
+		onCluster("goredis-cluster", goRedisCluster, goRedisCluster, addrs, build),
+		onCluster("rueidis-cluster", rueidisCluster, rueidisClosed, addrs, build),
+	}
+}
+
+func goRedisCluster(t testing.TB, addrs []string) driver.Conn {
+	return goredis.New(redistest.GoRedisCluster(t, addrs))
+}
+
+func rueidisCluster(t testing.TB, addrs []string) driver.Conn {
+	return rueidisdriver.New(redistest.RueidisCluster(t, addrs))
+}
+
+// rueidisClosed stands for a rueidis client of an unreachable cluster,
+// which rueidis.NewClient refuses to open: a standalone client of the
+// closed address.
+func rueidisClosed(t testing.TB, addrs []string) driver.Conn {
+	return rueidisdriver.New(redistest.Rueidis(t, addrs[0]))
 }
 
 // SetnxGetsetCluster returns setnx-getset in the milliseconds format with a
 // safety TTL × go-redis on the cluster of addrs, with the skips and extra
 // TTL of that format on one server.
 func SetnxGetsetCluster(addrs []string) Combo {
-	c := onCluster(addrs, func(c []driver.Conn) (lock.Locker, error) { return setnxgetset.New(c[0], setnxgetsetMs...) })
+	c := onCluster("goredis-cluster", goRedisCluster, goRedisCluster, addrs, func(c []driver.Conn) (lock.Locker, error) { return setnxgetset.New(c[0], setnxgetsetMs...) })
 	c.Harness.ExtraTTL, c.Harness.Skip = setnxgetsetMsExtra, SetnxGetsetSkips
 	return c
 }
 
-// onCluster returns the combination whose lockers build makes from one
-// go-redis cluster client of addrs. (Redlock has none: its nodes must be
-// independent masters, and a Cluster's masters each own a share of the
-// slots instead.)
-func onCluster(addrs []string, build func([]driver.Conn) (lock.Locker, error)) Combo {
-	cluster := func(addrs func(t testing.TB) []string) func(t testing.TB) []driver.Conn {
-		return func(t testing.TB) []driver.Conn {
-			return []driver.Conn{goredis.New(redistest.GoRedisCluster(t, addrs(t)))}
-		}
-	}
-	return Combo{"goredis-cluster", harness(
-		cluster(func(testing.TB) []string { return addrs }),
-		cluster(func(t testing.TB) []string { return []string{closed(t)} }),
+// onCluster returns the combination, named name, whose lockers build
+// makes from one cluster client of addrs that open opens, and whose
+// unreachable ones from what unreachable opens of a closed address.
+// (Redlock has none: its nodes must be independent masters, and a
+// Cluster's masters each own a share of the slots instead.)
+func onCluster(name string, open, unreachable func(testing.TB, []string) driver.Conn, addrs []string, build func([]driver.Conn) (lock.Locker, error)) Combo {
+	return Combo{name, harness(
+		func(t testing.TB) []driver.Conn { return []driver.Conn{open(t, addrs)} },
+		func(t testing.TB) []driver.Conn { return []driver.Conn{unreachable(t, []string{closed(t)})} },
 		build)}
 }
 
@@ -194,7 +211,8 @@ const redlockWakes = "a waiter listens on every node, and each node confirms its
 	"cannot be told from the Locker; the strategy's own tests check its release's hints"
 
 // Redlock returns redlock over the servers of addrs × go-redis, × redigo,
-// and × a mix of both.
+// × rueidis, and × a mix of the three (go-redis RESP2, redigo, rueidis,
+// go-redis RESP3, in turn).
 func Redlock(addrs []string) []Combo {
 	named := map[string]redistest.Driver{}
 	for _, d := range redistest.Drivers() {
@@ -218,7 +236,8 @@ func Redlock(addrs []string) []Combo {
 	}{
 		{"goredis", []redistest.Driver{named["goredis-resp3"]}},
 		{"redigo", []redistest.Driver{named["redigo"]}},
-		{"mixed", []redistest.Driver{named["goredis-resp2"], named["redigo"], named["goredis-resp3"]}},
+		{"rueidis", []redistest.Driver{named["rueidis"]}},
+		{"mixed", []redistest.Driver{named["goredis-resp2"], named["redigo"], named["rueidis"], named["goredis-resp3"]}},
 	} {
 		h := harness(
 			connect(c.drivers, func(testing.TB) []string { return addrs }),

@@ -11,10 +11,12 @@ import (
 
 	redigoredis "github.com/gomodule/redigo/redis"
 	"github.com/redis/go-redis/v9"
+	"github.com/redis/rueidis"
 
 	"github.com/locksmith-go/lock/driver"
 	"github.com/locksmith-go/lock/driver/goredis"
 	"github.com/locksmith-go/lock/driver/redigo"
+	rueidisdriver "github.com/locksmith-go/lock/driver/rueidis"
 )
 
 // Driver is one way of talking to a server: a client library, and for
@@ -27,12 +29,13 @@ type Driver struct {
 
 // Drivers returns every driver the strategies must run over: go-redis with
 // RESP2 and with RESP3 (its default, where Lua's false comes back as nil),
-// and redigo.
+// redigo, and rueidis (RESP3, one pipeline).
 func Drivers() []Driver {
 	return []Driver{
 		{"goredis-resp2", goRedisDriver("tcp", 2)},
 		{"goredis-resp3", goRedisDriver("tcp", 3)},
 		{"redigo", redigoDriver("tcp")},
+		{"rueidis", func(t testing.TB, addr string) driver.Conn { return rueidisdriver.New(Rueidis(t, addr)) }},
 	}
 }
 
@@ -90,6 +93,38 @@ func redigoPool(t testing.TB, network, addr string) *redigoredis.Pool {
 	}
 	t.Cleanup(func() { _ = p.Close() })
 	return p
+}
+
+// Rueidis returns a rueidis client of the standalone server at addr,
+// closed when t ends. It neither retries commands nor refuses a server
+// that is down (it dials again on each command).
+func Rueidis(t testing.TB, addr string) rueidis.Client {
+	return RueidisClient(t, rueidis.ClientOption{InitAddress: []string{addr}, ForceSingleClient: true})
+}
+
+// RueidisCluster returns a rueidis client of the Cluster of addrs, closed
+// when t ends.
+func RueidisCluster(t testing.TB, addrs []string) rueidis.Client {
+	return RueidisClient(t, rueidis.ClientOption{InitAddress: addrs})
+}
+
+// RueidisClient returns a rueidis client with o, and the settings of the
+// tests (no retries, no client-side cache, always pipelining, one pipeline
+// per server, a short dial), closed when t ends. A standalone client (ForceSingleClient)
+// whose server is down is returned all the same. With one pipeline, a
+// server's restart fails one command, which the strategies send again
+// (see internal/cas), rather than one per pipeline.
+func RueidisClient(t testing.TB, o rueidis.ClientOption) rueidis.Client {
+	o.DisableRetry, o.DisableCache, o.AlwaysPipelining, o.PipelineMultiplex = true, true, true, -1
+	if o.Dialer.Timeout == 0 {
+		o.Dialer.Timeout = time.Second
+	}
+	c, err := rueidis.NewClient(o)
+	if c == nil {
+		t.Fatalf("rueidis.NewClient: %v", err)
+	}
+	t.Cleanup(c.Close)
+	return c
 }
 
 // ClosedAddr returns a loopback address where nothing listens.

@@ -1,0 +1,85 @@
+// Package rueidisconfig registers the rueidis driver with package config,
+// so that a configuration may say driver=rueidis. Import it for its side
+// effect, as database/sql's drivers are:
+//
+//	import _ "github.com/locksmith-go/lock/config/rueidisconfig"
+//
+// A program that does not compiles none of rueidis. The driver opens
+// standalone servers (over TCP, TLS or a Unix socket), Sentinel-managed
+// masters and Clusters.
+//
+// The client it opens retries no command (DisableRetry), so that the
+// lock's own retry policy owns every retry, keeps no client-side cache,
+// and always pipelines each server's commands over one connection
+// (AlwaysPipelining, PipelineMultiplex -1; see package driver/rueidis). Every command
+// is bounded by its context's deadline, as rueidis does by itself;
+// read_timeout bounds how long a connection waits for the server's answer
+// (rueidis's ConnWriteTimeout, which also bounds each write and its
+// keep-alive PING), dial_timeout each dial, and pool_size the connections
+// of Pin and of subscriber sessions (rueidis's BlockingPoolSize).
+// write_timeout is not used. rueidis connects when the client
+// is opened: a Sentinel or Cluster deployment that cannot be reached
+// fails Open, while a standalone server that is down fails the first
+// lock call, as with the other drivers.
+package rueidisconfig
+
+import (
+	"context"
+	"crypto/tls"
+	"io"
+	"net"
+
+	"github.com/redis/rueidis"
+
+	"github.com/locksmith-go/lock/config"
+	"github.com/locksmith-go/lock/driver"
+	rueidisdriver "github.com/locksmith-go/lock/driver/rueidis"
+)
+
+func init() {
+	config.RegisterDriver("rueidis", config.Driver{Open: open, Topologies: []string{"sentinel", "cluster"}})
+}
+
+// open opens a rueidis client of e.
+func open(e config.Endpoint) (driver.Conn, io.Closer, error) {
+	c := e.Config
+	o := rueidis.ClientOption{
+		InitAddress: e.Addrs, SelectDB: e.DB, Username: e.Username, Password: e.Password, TLSConfig: e.TLS,
+		ConnWriteTimeout: c.ReadTimeout, BlockingPoolSize: c.PoolSize,
+		DisableRetry: true, DisableCache: true, AlwaysPipelining: true, PipelineMultiplex: -1,
+	}
+	o.Dialer.Timeout = c.DialTimeout
+	var opts []rueidisdriver.Option
+	switch e.Topology {
+	case "sentinel":
+		o.Sentinel = rueidis.SentinelOption{
+			MasterSet: e.MasterName, Username: e.SentinelUsername, Password: e.SentinelPassword, TLSConfig: e.TLS, Dialer: o.Dialer,
+		}
+	case "cluster":
+	default:
+		o.ForceSingleClient = true
+		opts = append(opts, rueidisdriver.WithAddr(e.Addrs[0]))
+		if e.Network == "unix" {
+			path := e.Addrs[0]
+			o.DialCtxFn = func(ctx context.Context, _ string, d *net.Dialer, _ *tls.Config) (net.Conn, error) {
+				return d.DialContext(ctx, "unix", path)
+			}
+		}
+	}
+	client, err := rueidis.NewClient(o)
+	if client == nil {
+		return nil, nil, err
+	}
+	// A standalone client is returned with the error of its first dial,
+	// and dials again on the next command.
+	return rueidisdriver.New(client, opts...), closer{client}, nil
+}
+
+// closer closes a rueidis client, whose Close returns nothing.
+type closer struct{ c rueidis.Client }
+
+// Close implements io.Closer.
+func (c closer) Close() error {
+	c.c.Close()
+	return nil
+}

@@ -1,0 +1,280 @@
+// Package rueidis adapts a rueidis client to [driver.Conn].
+//
+// It accepts any [rueidis.Client]: standalone, Sentinel (ClientOption's
+// Sentinel) or Cluster, with RESP3 or RESP2. rueidis pipelines the
+// commands of concurrent callers over shared connections by itself.
+//
+// rueidis honours the context's deadline and cancellation on every
+// command, so no option of the client's can let a lock call outlive its
+// deadline. Four options are still worth setting:
+//
+//   - DisableRetry: without it rueidis resends a read-only command (GET,
+//     PTTL) after a network error, within the context's deadline; a lock
+//     call already bounds and reports that error itself.
+//   - AlwaysPipelining: without it rueidis sends the command of a lone
+//     caller with a socket deadline from its context, and when that
+//     deadline passes it closes the connection, failing the commands that
+//     other callers had sent on it meanwhile (a release that would have
+//     landed once a stalled server resumed). With it, a context that ends
+//     only abandons its own reply.
+//   - PipelineMultiplex -1: one pipeline per server. With more (two on
+//     two cores, by default), a server's restart fails the next command of
+//     each pipeline with EOF, and the strategies send a call whose
+//     connection died only once more (internal/cas).
+//   - ForceSingleClient, for a standalone server: rueidis then neither
+//     asks the server whether it is a Cluster, nor refuses to start when
+//     the server is down (it dials again on the first command).
+//
+// The client's first dial (in rueidis.NewClient) is bounded by
+// ClientOption.Dialer.Timeout, not by a lock call's context; later dials
+// are bounded by the context.
+//
+// A Conn is a [driver.Pinner] on a standalone or Sentinel client, with
+// rueidis's Dedicate, and a [driver.Subscriber], so waiters are woken by
+// the release rather than poll (see [Conn.Listen]).
+package rueidis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"github.com/locksmith-go/lock/driver"
+	"github.com/locksmith-go/lock/strategy"
+)
+
+// Conn is a [driver.Conn] over a rueidis client.
+type Conn struct {
+	c    rueidis.Client
+	cmd  rueidis.CoreClient // sends the commands: c, or one of its connections (see Pin)
+	addr string
+	err  error // from New: the client cannot be used
+}
+
+var (
+	_ driver.Conn      = (*Conn)(nil)
+	_ driver.Addresser = (*Conn)(nil)
+	_ driver.Commander = (*Conn)(nil)
+	_ driver.Validator = (*Conn)(nil)
+	_ driver.Pinner    = (*Conn)(nil)
+)
+
+// Option configures a Conn.
+type Option func(*Conn)
+
+// WithAddr tells the Conn the address to report for its server, in place
+// of the one it finds (see [Conn.Addr]). Redlock uses it to reject a node
+// listed twice, and telemetry reports it.
+func WithAddr(addr string) Option { return func(c *Conn) { c.addr = addr } }
+
+// New returns a Conn that sends commands through c. If c is nil, the Conn
+// reports it from Validate and from every command, and strategy
+// constructors refuse it.
+func New(c rueidis.Client, opts ...Option) *Conn {
+	conn := &Conn{c: c, cmd: c}
+	if err := driver.NotNil(c); err != nil {
+		conn.err = &strategy.ArgumentError{Name: "rueidis client", Reason: err.Error()}
+		return conn
+	}
+	if c.Mode() == rueidis.ClientModeStandalone {
+		for addr := range c.Nodes() { // a standalone client has one node
+			conn.addr = addr
+		}
+	}
+	for _, opt := range opts {
+		opt(conn)
+	}
+	return conn
+}
+
+// Validate implements [driver.Validator]: it returns the
+// [*strategy.ArgumentError] of a nil client, or nil.
+func (c *Conn) Validate() error { return c.err }
+
+// Addr implements [driver.Addresser]: the address given with WithAddr, or
+// that of a standalone client's server; "" for a Sentinel or Cluster
+// client, whose servers move.
+func (c *Conn) Addr() string {
+	if c.err != nil {
+		return ""
+	}
+	return c.addr
+}
+
+// do sends cmd, built by build from c's command builder.
+func (c *Conn) do(ctx context.Context, build func(rueidis.Builder) rueidis.Completed) rueidis.RedisResult {
+	return c.cmd.Do(ctx, build(c.cmd.B()))
+}
+
+// SetNX implements [driver.Conn].
+func (c *Conn) SetNX(ctx context.Context, key, value string, ttl time.Duration) (bool, error) {
+	if c.err != nil {
+		return false, c.err
+	}
+	err := c.do(ctx, func(b rueidis.Builder) rueidis.Completed {
+		nx := b.Set().Key(key).Value(value).Nx()
+		if ttl > 0 {
+			return nx.PxMilliseconds(ttl.Milliseconds()).Build()
+		}
+		return nx.Build()
+	}).Error()
+	if rueidis.IsRedisNil(err) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+// Get implements [driver.Conn].
+func (c *Conn) Get(ctx context.Context, key string) (string, bool, error) {
+	if c.err != nil {
+		return "", false, c.err
+	}
+	return stringOK(c.do(ctx, func(b rueidis.Builder) rueidis.Completed { return b.Get().Key(key).Build() }).ToString())
+}
+
+// GetSet implements [driver.Conn].
+func (c *Conn) GetSet(ctx context.Context, key, value string) (string, bool, error) {
+	if c.err != nil {
+		return "", false, c.err
+	}
+	return stringOK(c.do(ctx, func(b rueidis.Builder) rueidis.Completed { return b.Getset().Key(key).Value(value).Build() }).ToString())
+}
+
+// Del implements [driver.Conn].
+func (c *Conn) Del(ctx context.Context, key string) (bool, error) {
+	if c.err != nil {
+		return false, c.err
+	}
+	n, err := c.do(ctx, func(b rueidis.Builder) rueidis.Completed { return b.Del().Key(key).Build() }).AsInt64()
+	return n > 0, err
+}
+
+// PTTL implements [driver.Conn].
+func (c *Conn) PTTL(ctx context.Context, key string) (time.Duration, bool, error) {
+	if c.err != nil {
+		return 0, false, c.err
+	}
+	ms, err := c.do(ctx, func(b rueidis.Builder) rueidis.Completed { return b.Pttl().Key(key).Build() }).AsInt64()
+	if err != nil {
+		return 0, false, err
+	}
+	ttl, ok := driver.FromPTTL(ms)
+	return ttl, ok, nil
+}
+
+// EvalSha implements [driver.Conn].
+func (c *Conn) EvalSha(ctx context.Context, sha1 string, keys []string, args ...any) (any, error) {
+	if c.err != nil {
+		return nil, c.err
+	}
+	return reply(c.do(ctx, func(b rueidis.Builder) rueidis.Completed {
+		return b.Evalsha().Sha1(sha1).Numkeys(int64(len(keys))).Key(keys...).Arg(strs(args)...).Build()
+	}))
+}
+
+// Eval implements [driver.Conn].
+func (c *Conn) Eval(ctx context.Context, src string, keys []string, args ...any) (any, error) {
+	if c.err != nil {
+		return nil, c.err
+	}
+	return reply(c.do(ctx, func(b rueidis.Builder) rueidis.Completed {
+		return b.Eval().Script(src).Numkeys(int64(len(keys))).Key(keys...).Arg(strs(args)...).Build()
+	}))
+}
+
+// Do implements [driver.Commander]. args[0] is the command's name; the
+// arguments are formatted as [Conn.EvalSha]'s are. On a Cluster client the
+// command goes to any node: it names no key.
+func (c *Conn) Do(ctx context.Context, args ...any) (any, error) {
+	if c.err != nil {
+		return nil, c.err
+	}
+	if len(args) == 0 {
+		return nil, errors.New("rueidis: Do: no command")
+	}
+	a := strs(args)
+	return reply(c.do(ctx, func(b rueidis.Builder) rueidis.Completed { return b.Arbitrary(a[0]).Args(a[1:]...).Build() }))
+}
+
+// Pinnable implements [driver.Pinner]: a standalone or Sentinel client has
+// one connection to pin; a Cluster client sends commands to several
+// servers.
+func (c *Conn) Pinnable() error {
+	if c.err != nil {
+		return c.err
+	}
+	if c.c.Mode() == rueidis.ClientModeCluster {
+		return errors.New("rueidis: a Cluster client sends commands to several servers, so it cannot send a command over the connection of an earlier one: " +
+			"only a standalone or Sentinel client can")
+	}
+	return nil
+}
+
+// Pin implements [driver.Pinner] with rueidis's Dedicate: f's Conn sends
+// its commands over one connection of the client's pool, which goes back
+// to the pool when f returns. rueidis takes the connection without a
+// context; ctx is checked first.
+func (c *Conn) Pin(ctx context.Context, f func(driver.Conn) error) error {
+	if err := c.Pinnable(); err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	one, release := c.c.Dedicate()
+	defer release()
+	return f(&Conn{c: c.c, cmd: one, addr: c.addr})
+}
+
+// strs formats the arguments of a command as strings, as go-redis and
+// redigo write them: integers and floats in decimal, a bool as 1 or 0.
+func strs(args []any) []string {
+	s := make([]string, len(args))
+	for i, a := range args {
+		switch a := a.(type) {
+		case string:
+			s[i] = a
+		case []byte:
+			s[i] = string(a)
+		case int:
+			s[i] = strconv.Itoa(a)
+		case int64:
+			s[i] = strconv.FormatInt(a, 10)
+		case float64:
+			s[i] = strconv.FormatFloat(a, 'f', -1, 64)
+		case bool:
+			if a {
+				s[i] = "1"
+			} else {
+				s[i] = "0"
+			}
+		default:
+			s[i] = fmt.Sprint(a)
+		}
+	}
+	return s
+}
+
+// stringOK returns a string reply as Conn returns it: rueidis's nil reply
+// is a missing key, ok false, and no error.
+func stringOK(s string, err error) (string, bool, error) {
+	if rueidis.IsRedisNil(err) {
+		return "", false, nil
+	}
+	return s, err == nil, err
+}
+
+// reply returns a script's or a command's reply as Conn returns it: nil,
+// int64, string, or []any of those (with RESP3, also bool, float64 and
+// map[string]any), and rueidis's nil reply as (nil, nil).
+func reply(r rueidis.RedisResult) (any, error) {
+	v, err := r.ToAny()
+	if rueidis.IsRedisNil(err) {
+		return nil, nil
+	}
+	return v, err
+}
