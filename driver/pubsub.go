@@ -1,6 +1,9 @@
 package driver
 
-import "context"
+import (
+	"context"
+	"sync"
+)
 
 // Subscriber is an optional interface of a [Conn] that can subscribe to
 // channels: the transport by which a release wakes the waiters of a lock.
@@ -76,4 +79,29 @@ type Event struct {
 	Channel string    // the channel (Message, Subscribed, Unsubscribed)
 	Payload string    // the message (Message)
 	Err     error     // why the session ended (Closed)
+}
+
+// Relay hands a session's events to the on function that Listen got, as
+// [Subscriber.Listen] promises: one call at a time, in the order of the
+// calls of Emit, and none after the first event of kind [Closed]. A driver's
+// session reports every event through one Relay.
+type Relay struct {
+	mu    sync.Mutex
+	on    func(Event)
+	ended bool // Closed was reported: on is called no more
+}
+
+// NewRelay returns a Relay that calls on.
+func NewRelay(on func(Event)) *Relay { return &Relay{on: on} }
+
+// Emit reports e unless the session has ended; an event of kind Closed
+// ends it.
+func (r *Relay) Emit(e Event) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.ended {
+		return
+	}
+	r.ended = e.Kind == Closed
+	r.on(e)
 }

@@ -51,7 +51,7 @@ func (c *Conn) Listen(ctx context.Context, on func(driver.Event)) (driver.Sessio
 	if c.err != nil {
 		return nil, c.err
 	}
-	s := &session{client: c.c, sharded: c.Sharded(), on: on, every: time.Duration(pingEvery.Load()), shards: map[*redis.Client]*redis.PubSub{}, where: map[string]*redis.PubSub{}, leaving: map[string]bool{}}
+	s := &session{client: c.c, sharded: c.Sharded(), events: driver.NewRelay(on), every: time.Duration(pingEvery.Load()), shards: map[*redis.Client]*redis.PubSub{}, where: map[string]*redis.PubSub{}, leaving: map[string]bool{}}
 	switch c.c.(type) {
 	case *redis.ClusterClient, *redis.Ring:
 		return s, nil
@@ -81,20 +81,7 @@ type session struct {
 	stale   bool                            // a slot moved: reload the slots before routing a channel
 	closed  bool                            // Close was called, or the session ended
 
-	onMu  sync.Mutex // serialises the calls of on
-	on    func(driver.Event)
-	ended bool // Closed was reported: on is called no more
-}
-
-// emit reports e unless the session has ended; Closed ends it.
-func (s *session) emit(e driver.Event) {
-	s.onMu.Lock()
-	defer s.onMu.Unlock()
-	if s.ended {
-		return
-	}
-	s.ended = e.Kind == driver.Closed
-	s.on(e)
+	events *driver.Relay // what Listen's on gets
 }
 
 // end closes every PubSub of the session and reports Closed with err (nil
@@ -116,7 +103,7 @@ func (s *session) end(err error) {
 	for _, sh := range shards {
 		_ = sh.Close()
 	}
-	s.emit(driver.Event{Kind: driver.Closed, Err: err})
+	s.events.Emit(driver.Event{Kind: driver.Closed, Err: err})
 }
 
 // read relays what sh reads, pinging a silent connection, until it fails;
@@ -149,11 +136,11 @@ func (s *session) read(sh *redis.PubSub) {
 		}
 		switch m := msg.(type) {
 		case *redis.Message:
-			s.emit(driver.Event{Kind: driver.Message, Channel: m.Channel, Payload: m.Payload})
+			s.events.Emit(driver.Event{Kind: driver.Message, Channel: m.Channel, Payload: m.Payload})
 		case *redis.Subscription:
 			switch m.Kind {
 			case "subscribe", "ssubscribe":
-				s.emit(driver.Event{Kind: driver.Subscribed, Channel: m.Channel})
+				s.events.Emit(driver.Event{Kind: driver.Subscribed, Channel: m.Channel})
 			case "unsubscribe", "sunsubscribe":
 				s.unsubscribed(sh, m.Channel)
 			}
@@ -202,7 +189,7 @@ func (s *session) unsubscribed(sh *redis.PubSub, channel string) {
 		delete(s.where, channel)
 	}
 	s.mu.Unlock()
-	s.emit(driver.Event{Kind: driver.Unsubscribed, Channel: channel})
+	s.events.Emit(driver.Event{Kind: driver.Unsubscribed, Channel: channel})
 }
 
 // Subscribe implements [driver.Session].

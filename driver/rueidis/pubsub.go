@@ -40,7 +40,7 @@ func (c *Conn) Listen(ctx context.Context, on func(driver.Event)) (driver.Sessio
 	if c.err != nil {
 		return nil, c.err
 	}
-	s := &session{client: c.c, sharded: c.Sharded(), on: on, conns: map[uint16]*dedicated{}, where: map[string]*dedicated{}, leaving: map[string]bool{}}
+	s := &session{client: c.c, sharded: c.Sharded(), events: driver.NewRelay(on), conns: map[uint16]*dedicated{}, where: map[string]*dedicated{}, leaving: map[string]bool{}}
 	if s.sharded {
 		return s, nil
 	}
@@ -76,9 +76,7 @@ type session struct {
 	leaving map[string]bool       // channels asked to unsubscribe, not yet confirmed
 	closed  bool                  // Close was called, or the session ended
 
-	onMu  sync.Mutex // serialises the calls of on
-	on    func(driver.Event)
-	ended bool // Closed was reported: on is called no more
+	events *driver.Relay // what Listen's on gets
 }
 
 // open takes a dedicated connection whose hooks relay its events, and
@@ -88,12 +86,12 @@ func (s *session) open() *dedicated {
 	d := &dedicated{c: c}
 	ended := c.SetPubSubHooks(rueidis.PubSubHooks{
 		OnMessage: func(m rueidis.PubSubMessage) {
-			s.emit(driver.Event{Kind: driver.Message, Channel: m.Channel, Payload: m.Message})
+			s.events.Emit(driver.Event{Kind: driver.Message, Channel: m.Channel, Payload: m.Message})
 		},
 		OnSubscription: func(m rueidis.PubSubSubscription) {
 			switch m.Kind {
 			case "subscribe", "ssubscribe":
-				s.emit(driver.Event{Kind: driver.Subscribed, Channel: m.Channel})
+				s.events.Emit(driver.Event{Kind: driver.Subscribed, Channel: m.Channel})
 			case "unsubscribe", "sunsubscribe":
 				s.unsubscribed(d, m.Channel)
 			}
@@ -116,17 +114,6 @@ func (s *session) open() *dedicated {
 	return d
 }
 
-// emit reports e unless the session has ended; Closed ends it.
-func (s *session) emit(e driver.Event) {
-	s.onMu.Lock()
-	defer s.onMu.Unlock()
-	if s.ended {
-		return
-	}
-	s.ended = e.Kind == driver.Closed
-	s.on(e)
-}
-
 // end closes every connection of the session and reports Closed with err
 // (nil for Close, and once Close was called).
 func (s *session) end(err error) {
@@ -143,7 +130,7 @@ func (s *session) end(err error) {
 	for _, d := range conns {
 		d.c.Close()
 	}
-	s.emit(driver.Event{Kind: driver.Closed, Err: err})
+	s.events.Emit(driver.Event{Kind: driver.Closed, Err: err})
 }
 
 // unsubscribed reports the end of a subscription. One that was not asked
@@ -169,7 +156,7 @@ func (s *session) unsubscribed(d *dedicated, channel string) {
 		go d.c.Close() // not from rueidis's goroutine that runs the hooks
 	}
 	s.mu.Unlock()
-	s.emit(driver.Event{Kind: driver.Unsubscribed, Channel: channel})
+	s.events.Emit(driver.Event{Kind: driver.Unsubscribed, Channel: channel})
 }
 
 // Subscribe implements [driver.Session].
