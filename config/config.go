@@ -441,11 +441,14 @@ func (c Config) url(reveal bool) string {
 		}
 	}
 	for _, s := range settings {
-		if v := s.get(&c); s.part == inQuery && s.redact != nil && v != "" && !reveal {
-			param(s.name, s.redact(v))
-		} else if s.part == inQuery {
-			param(s.name, v)
+		if s.part != inQuery {
+			continue
 		}
+		v := s.get(&c)
+		if s.redact != nil && v != "" && !reveal {
+			v = s.redact(v)
+		}
+		param(s.name, v)
 	}
 	for _, name := range slices.Sorted(maps.Keys(c.Params)) {
 		param(name, c.Params[name])
