@@ -78,6 +78,12 @@ type Request struct {
 	// Fencing asks for a fencing token (lock.WithFencing), in Grant.Fence.
 	Fencing bool
 
+	// Retry reports that an earlier attempt of the same Obtain found the
+	// lock held. A first attempt may start with the cheapest command for a
+	// free key (single and Redlock send a bare SET NX PX); a retry, which
+	// likely finds the key held again, skips it.
+	Retry bool
+
 	// Waiter, when not empty, names the caller as a waiter that will try
 	// again after this attempt, woken through [Notifier]: a strategy with a
 	// queue enqueues it when the lock is not free, and grants the lock to

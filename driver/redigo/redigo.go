@@ -151,11 +151,13 @@ func doContext(conn redis.Conn, ctx context.Context, cmd string, args ...any) (a
 
 // SetNX implements [driver.Conn].
 func (c *Conn) SetNX(ctx context.Context, key, value string, ttl time.Duration) (bool, error) {
-	args := []any{key, value, "NX"}
+	var reply any
+	var err error
 	if ttl > 0 {
-		args = append(args, "PX", ttl.Milliseconds())
+		reply, err = c.do(ctx, "SET", key, value, "NX", "PX", ttl.Milliseconds())
+	} else {
+		reply, err = c.do(ctx, "SET", key, value, "NX")
 	}
-	reply, err := c.do(ctx, "SET", args...)
 	return reply != nil && err == nil, err
 }
 

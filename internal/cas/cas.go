@@ -138,6 +138,64 @@ func (c call) run(ctx context.Context, conn driver.Conn) (int64, error) {
 	return resend(ctx, func() (int64, error) { return c.script.Int(ctx, conn, c.keys, c.args...) })
 }
 
+// Call is a call built once, with its keys and arguments, for a strategy
+// that sends it to several connections (Redlock sends one to each node;
+// drivers must not modify keys and arguments, see driver.Conn.EvalSha).
+// Its Run returns what the function that built it documents.
+type Call struct {
+	call
+	reply func(int64, error) error // acquired or owned
+	// An acquisition that starts with a SET builds its script's call only
+	// when the SET is refused: on a free key, the SET's arguments are all
+	// it allocates.
+	start      Start
+	key, value string
+	ttl        time.Duration
+}
+
+// Start says how an acquisition starts.
+type Start int
+
+// The ways an acquisition starts.
+const (
+	// ByScript runs the acquire script alone: a retry, which likely finds
+	// the key held.
+	ByScript Start = iota
+	// BySet sends a bare SET key value NX PX ttl, the cheapest command for a
+	// free key, and the script only when the SET is refused (the key
+	// exists: held by another value, by ours, handed over or set by an
+	// attempt whose reply was lost, or of another type), which tells those
+	// cases apart as it does alone, so the answers, the errors (WRONGTYPE)
+	// and the idempotence of a retry stay the script's.
+	BySet
+)
+
+// StartOf returns how the attempt r starts: ByScript for a retry, BySet
+// for a first attempt.
+func StartOf(r strategy.Request) Start {
+	if r.Retry {
+		return ByScript
+	}
+	return BySet
+}
+
+// Run sends the call on conn. An acquisition starts as its Start says. A
+// SET whose connection was dead (it may have been applied) is followed by
+// the script, which finds our value if it was.
+func (c Call) Run(ctx context.Context, conn driver.Conn) error {
+	if c.start != ByScript {
+		ok, err := conn.SetNX(ctx, c.key, c.value, c.ttl)
+		switch {
+		case err == nil && ok:
+			return nil
+		case err != nil && !(neterr.Dead(err) && ctx.Err() == nil):
+			return err
+		}
+		c.call = acquireScriptCall(c.key, c.value, c.ttl)
+	}
+	return c.reply(c.run(ctx, conn))
+}
+
 // resend returns send's result, sending once more when its connection was
 // dead, while ctx lasts (see call.run).
 func resend[T any](ctx context.Context, send func() (T, error)) (T, error) {
@@ -148,17 +206,37 @@ func resend[T any](ctx context.Context, send func() (T, error)) (T, error) {
 	return r, err
 }
 
-// Acquire sets key to value for ttl if it is free (or already holds value).
-// It returns strategy.ErrNotObtained when another value holds it.
-func Acquire(ctx context.Context, c driver.Conn, key, value string, ttl time.Duration) error {
-	return acquired(call{acquireScript, []string{key}, []any{value, ttl.Milliseconds()}}.run(ctx, c))
+// Acquire sets key to value for ttl if it is free (or already holds value),
+// starting as start says. It returns strategy.ErrNotObtained when another
+// value holds it.
+func Acquire(ctx context.Context, c driver.Conn, key, value string, ttl time.Duration, start Start) error {
+	return AcquireCall(key, value, ttl, start).Run(ctx, c)
+}
+
+// AcquireCall is [Acquire], built once.
+func AcquireCall(key, value string, ttl time.Duration, start Start) Call {
+	c := Call{reply: acquired, start: start, key: key, value: value, ttl: ttl}
+	if start == ByScript {
+		c.call = acquireScriptCall(key, value, ttl)
+	}
+	return c
+}
+
+// acquireScriptCall is the acquire script's call.
+func acquireScriptCall(key, value string, ttl time.Duration) call {
+	return call{acquireScript, []string{key}, []any{value, ttl.Milliseconds()}}
 }
 
 // AcquireGuarded is Acquire on a node that has been up, by guardKey's
 // record, for at least quarantine; on a younger node it returns
 // ErrRestarting.
 func AcquireGuarded(ctx context.Context, c driver.Conn, key, guardKey, value string, ttl, quarantine time.Duration) error {
-	return acquired(call{guardedScript, []string{key, guardKey}, []any{value, ttl.Milliseconds(), quarantine.Milliseconds()}}.run(ctx, c))
+	return AcquireGuardedCall(key, guardKey, value, ttl, quarantine).Run(ctx, c)
+}
+
+// AcquireGuardedCall is [AcquireGuarded], built once.
+func AcquireGuardedCall(key, guardKey, value string, ttl, quarantine time.Duration) Call {
+	return Call{call: call{guardedScript, []string{key, guardKey}, []any{value, ttl.Milliseconds(), quarantine.Milliseconds()}}, reply: acquired}
 }
 
 // AcquireFenced is Acquire that also increments the counter at fenceKey, in
@@ -188,12 +266,22 @@ func acquired(n int64, err error) error {
 
 // Delete deletes key if it holds value.
 func Delete(ctx context.Context, c driver.Conn, key, value string) error {
-	return owned(call{delScript, []string{key}, []any{value}}.run(ctx, c))
+	return DeleteCall(key, value).Run(ctx, c)
+}
+
+// DeleteCall is [Delete], built once.
+func DeleteCall(key, value string) Call {
+	return Call{call: call{delScript, []string{key}, []any{value}}, reply: owned}
 }
 
 // PExpire sets key's TTL if it holds value.
 func PExpire(ctx context.Context, c driver.Conn, key, value string, ttl time.Duration) error {
-	return owned(call{pexpireScript, []string{key}, []any{value, ttl.Milliseconds()}}.run(ctx, c))
+	return PExpireCall(key, value, ttl).Run(ctx, c)
+}
+
+// PExpireCall is [PExpire], built once.
+func PExpireCall(key, value string, ttl time.Duration) Call {
+	return Call{call: call{pexpireScript, []string{key}, []any{value, ttl.Milliseconds()}}, reply: owned}
 }
 
 // PTTL returns key's TTL if it holds value; it is negative when the key has

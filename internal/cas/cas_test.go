@@ -17,7 +17,7 @@ import (
 // replies is a driver.Conn whose scripts fail with its errors, one per
 // call, and then reply 1.
 type replies struct {
-	driver.Conn // nil: only the script methods are called
+	driver.Conn // nil: only SetNX and the script methods are called
 	errs        []error
 	calls       int
 }
@@ -30,6 +30,13 @@ func (r *replies) EvalSha(ctx context.Context, sha1 string, keys []string, args 
 	err := r.errs[0]
 	r.errs = r.errs[1:]
 	return nil, err
+}
+
+// SetNX fails like the scripts, and then is refused, as on a key that
+// exists, so that the acquire script runs.
+func (r *replies) SetNX(ctx context.Context, key, value string, ttl time.Duration) (bool, error) {
+	_, err := r.EvalSha(ctx, "", nil)
+	return false, err
 }
 
 func (r *replies) Eval(ctx context.Context, src string, keys []string, args ...any) (any, error) {
@@ -50,7 +57,10 @@ func opErr(err error) error {
 // its connection was dead is sent once more; other failures are not.
 func TestDeadConnectionRetried(t *testing.T) {
 	calls := map[string]func(context.Context, driver.Conn) error{
-		"Acquire": func(ctx context.Context, c driver.Conn) error { return Acquire(ctx, c, "k", "v", time.Second) },
+		"Acquire": func(ctx context.Context, c driver.Conn) error {
+			return Acquire(ctx, c, "k", "v", time.Second, ByScript)
+		},
+		"Acquire, SET first": func(ctx context.Context, c driver.Conn) error { return Acquire(ctx, c, "k", "v", time.Second, BySet) },
 		"AcquireFenced": func(ctx context.Context, c driver.Conn) error {
 			_, err := AcquireFenced(ctx, c, "k", "f", "v", time.Second)
 			return err

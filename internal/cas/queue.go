@@ -290,7 +290,7 @@ func AcquireQueued(ctx context.Context, c driver.Conn, q Queue, fenceKey, value,
 			fence, err = AcquireFenced(ctx, c, q.Key, fenceKey, value, ttl)
 			return fence, e, err
 		}
-		return 0, e, Acquire(ctx, c, q.Key, value, ttl)
+		return 0, e, Acquire(ctx, c, q.Key, value, ttl, ByScript)
 	}
 	if err != nil {
 		return 0, e, err
@@ -331,7 +331,12 @@ func Leave(ctx context.Context, c driver.Conn, q Queue, id string) error {
 // without a queue. The publish is best effort: it fails silently where the
 // server refuses it.
 func DeleteHinting(ctx context.Context, c driver.Conn, key, value, channel, all string, sharded bool) error {
-	return owned(call{hintScript, []string{key}, []any{value, all, channel, shard(sharded)}}.run(ctx, c))
+	return DeleteHintingCall(key, value, channel, all, sharded).Run(ctx, c)
+}
+
+// DeleteHintingCall is [DeleteHinting], built once.
+func DeleteHintingCall(key, value, channel, all string, sharded bool) Call {
+	return Call{call: call{hintScript, []string{key}, []any{value, all, channel, shard(sharded)}}, reply: owned}
 }
 
 // denied reports whether err is the server's refusal of a script's command

@@ -48,7 +48,7 @@ func newQueueTest(t *testing.T, srv *redistest.Server, d redistest.Driver) queue
 // hold takes the lock for id, with value "v-"+id, outside the queue.
 func (qt queueTest) hold(id string) {
 	qt.t.Helper()
-	if err := cas.Acquire(qt.ctx, qt.c, qt.q.Key, "v-"+id, patience); err != nil {
+	if err := cas.Acquire(qt.ctx, qt.c, qt.q.Key, "v-"+id, patience, cas.ByScript); err != nil {
 		qt.t.Fatalf("Acquire(%q) = %v, want nil", "v-"+id, err)
 	}
 }
@@ -362,7 +362,7 @@ func TestDeleteQueuedDenied(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			key := "plain:" + name
 			q, _ := cas.NewQueue(key, false)
-			if err := cas.Acquire(ctx, c, key, "v", patience); err != nil {
+			if err := cas.Acquire(ctx, c, key, "v", patience, cas.ByScript); err != nil {
 				t.Fatalf("Acquire = %v, want nil", err)
 			}
 			if err := cas.DeleteQueued(ctx, c, q, "v"); err != nil {

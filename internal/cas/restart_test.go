@@ -23,7 +23,12 @@ func TestAfterARestart(t *testing.T) {
 		call func(context.Context, driver.Conn) error
 		want error
 	}{
-		{"Acquire", func(ctx context.Context, c driver.Conn) error { return cas.Acquire(ctx, c, "k", "v", time.Minute) }, nil},
+		{"Acquire", func(ctx context.Context, c driver.Conn) error {
+			return cas.Acquire(ctx, c, "k", "v", time.Minute, cas.ByScript)
+		}, nil},
+		{"Acquire, SET first", func(ctx context.Context, c driver.Conn) error {
+			return cas.Acquire(ctx, c, "k", "v", time.Minute, cas.BySet)
+		}, nil},
 		{"AcquireFenced", func(ctx context.Context, c driver.Conn) error {
 			_, err := cas.AcquireFenced(ctx, c, "{k}", "{k}:fence", "v", time.Minute)
 			return err
@@ -40,7 +45,7 @@ func TestAfterARestart(t *testing.T) {
 					ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 					defer cancel()
 					c := d.Conn(t, srv.Addr)
-					if err := cas.Acquire(ctx, c, "k", "v", time.Minute); err != nil {
+					if err := cas.Acquire(ctx, c, "k", "v", time.Minute, cas.ByScript); err != nil {
 						t.Fatalf("Acquire before the restart = %v, want nil", err)
 					}
 					if err := srv.Restart(); err != nil {

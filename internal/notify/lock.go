@@ -28,10 +28,36 @@ func ListenLock(conns []driver.Conn, key, id string) strategy.Listener {
 // can subscribe and key has a channel, the same script publishes
 // [Everyone] on it (cas.DeleteHinting), best effort.
 func DeleteWaking(ctx context.Context, c, raw driver.Conn, key, value string) error {
-	sub, ok := raw.(driver.Subscriber)
-	channel, named := cas.WakeChannel(key)
-	if !ok || !named {
-		return cas.Delete(ctx, c, key, value)
+	return DeleteWakingCall(Waking(raw), key, value).Run(ctx, c)
+}
+
+// Wake says how a release over a connection wakes the lock's waiters.
+type Wake int
+
+// The ways a release wakes waiters.
+const (
+	NoWake   Wake = iota // the connection cannot subscribe: waiters poll
+	Publish              // PUBLISH on the lock's channel
+	SPublish             // SPUBLISH: the connection's channels are shard channels
+)
+
+// Waking returns how a release over raw wakes waiters.
+func Waking(raw driver.Conn) Wake {
+	switch sub, ok := raw.(driver.Subscriber); {
+	case !ok:
+		return NoWake
+	case sub.Sharded():
+		return SPublish
 	}
-	return cas.DeleteHinting(ctx, c, key, value, channel, Everyone, sub.Sharded())
+	return Publish
+}
+
+// DeleteWakingCall is [DeleteWaking], built once, for connections that
+// wake waiters by w.
+func DeleteWakingCall(w Wake, key, value string) cas.Call {
+	channel, named := cas.WakeChannel(key)
+	if w == NoWake || !named {
+		return cas.DeleteCall(key, value)
+	}
+	return cas.DeleteHintingCall(key, value, channel, Everyone, w == SPublish)
 }

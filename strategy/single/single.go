@@ -187,7 +187,7 @@ func (s *Strategy) acquire(ctx context.Context, c driver.Conn, r strategy.Reques
 		}
 	}
 	if !r.Fencing {
-		return strategy.Grant{Drift: d}, cas.Acquire(ctx, c, r.Key, r.Value(), r.TTL)
+		return strategy.Grant{Drift: d}, cas.Acquire(ctx, c, r.Key, r.Value(), r.TTL, cas.StartOf(r))
 	}
 	n, err := cas.AcquireFenced(ctx, c, r.Key, fenceKey, r.Value(), r.TTL)
 	return strategy.Grant{Fence: n, Drift: d}, err
