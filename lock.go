@@ -142,7 +142,7 @@ func (l *Lock) TTL(ctx context.Context) (time.Duration, error) {
 	l.ops.Lock()
 	defer l.ops.Unlock()
 	var ttl time.Duration
-	err := l.call(ctx, "ttl", 0, func(ctx context.Context, value string) (err error) {
+	err := l.call(ctx, "ttl", 0, func(ctx context.Context, l *Lock, value string) (err error) {
 		ttl, err = l.s.TTL(ctx, l.key, value)
 		return err
 	})
@@ -178,7 +178,7 @@ func (l *Lock) Refresh(ctx context.Context, ttl time.Duration) error {
 	}
 	sent := time.Now()
 	var g strategy.Grant
-	err = l.call(ctx, "refresh", lease, func(ctx context.Context, value string) (err error) {
+	err = l.call(ctx, "refresh", lease, func(ctx context.Context, l *Lock, value string) (err error) {
 		g, err = l.s.Refresh(ctx, l.key, value, lease)
 		return err
 	})
@@ -212,7 +212,7 @@ func (l *Lock) Release(ctx context.Context) error {
 	l.StopRefresh() // first: a refresh on its way can replace the value
 	l.ops.Lock()
 	defer l.ops.Unlock()
-	err := l.call(ctx, "release", 0, func(ctx context.Context, value string) error { return l.s.Release(ctx, l.key, value) })
+	err := l.call(ctx, "release", 0, releaseOp)
 	if err != nil {
 		return l.fail("release", err)
 	}
@@ -222,13 +222,19 @@ func (l *Lock) Release(ctx context.Context) error {
 	return nil
 }
 
+// releaseOp is Release's operation: a function that captures nothing, so that
+// an unhooked Release allocates no closure.
+func releaseOp(ctx context.Context, l *Lock, value string) error {
+	return l.s.Release(ctx, l.key, value)
+}
+
 // call runs fn, through the Op hooks, with the value the lock is held under.
 // l.ops must be held. An answer with that value settles any value a refresh
 // whose reply was lost may have written (l.unsure). When the answer is
 // ErrTaken and there is such a value, the held value is gone for good and
 // the unsure one is the lock's only chance: call adopts it and runs fn once
 // more with it.
-func (l *Lock) call(ctx context.Context, op string, ttl time.Duration, fn func(ctx context.Context, value string) error) error {
+func (l *Lock) call(ctx context.Context, op string, ttl time.Duration, fn func(ctx context.Context, l *Lock, value string) error) error {
 	value, err := l.current()
 	if err != nil {
 		return err
@@ -252,13 +258,13 @@ func (l *Lock) call(ctx context.Context, op string, ttl time.Duration, fn func(c
 }
 
 // op runs fn with value through the Op hooks.
-func (l *Lock) op(ctx context.Context, op string, ttl time.Duration, value string, fn func(ctx context.Context, value string) error) error {
+func (l *Lock) op(ctx context.Context, op string, ttl time.Duration, value string, fn func(ctx context.Context, l *Lock, value string) error) error {
 	if len(l.hooks) == 0 {
-		return fn(ctx, value) // no closure: an unhooked call allocates nothing here
+		return fn(ctx, l, value) // no closure: an unhooked call allocates nothing here
 	}
 	e := l.hooks.event(l.s, op, l.key)
 	e.TTL, e.Lock = ttl, l
-	return l.hooks.wrap(ctx, l.s, e, opHook, func(ctx context.Context) error { return fn(ctx, value) })
+	return l.hooks.wrap(ctx, l.s, e, opHook, func(ctx context.Context) error { return fn(ctx, l, value) })
 }
 
 // endLocked ends the lock: released (errReleased), or lost (an error
