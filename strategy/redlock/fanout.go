@@ -173,14 +173,17 @@ type fan struct {
 	cancel   context.CancelFunc
 	running  atomic.Int32 // nodes whose op has not returned; the last cancels ctx
 	answers  chan answer
-	returned []chan struct{} // returned[i] is closed once node i's op has returned
-	idle     chan struct{}   // closed once every op has returned
+	returned []atomic.Bool // returned[i] is set once node i's op has returned
+	idle     chan struct{} // closed once every op has returned
 	// With an after: decided is closed once the outcome is known, failed
 	// is set before that, and each node sends its index on undone once
 	// after has run for it.
 	decided chan struct{}
 	failed  bool
 	undone  chan int
+	// forget, once set, is called after every op returned: it removes the
+	// fan from Strategy.inflight (see Strategy.track).
+	forget atomic.Pointer[func()]
 }
 
 // after runs on node i right after its op returned with err, once the
@@ -190,16 +193,30 @@ type after func(ctx context.Context, i int, n node, err error, failed bool)
 
 func (f *fan) run(ctx context.Context, i int, n node, op func(ctx context.Context, i int, n node) error, then after) {
 	err := op(f.ctx, i, n)
-	close(f.returned[i])
+	f.returned[i].Store(true)
 	if f.running.Add(-1) == 0 {
 		f.cancel()
 		close(f.idle)
+		if forget := f.forget.Load(); forget != nil {
+			(*forget)()
+		}
 	}
 	f.answers <- answer{i, err}
 	if then != nil {
 		<-f.decided
 		then(ctx, i, n, err, f.failed)
 		f.undone <- i
+	}
+}
+
+// whenIdle calls forget once every op of f has returned: at once if they
+// have, and otherwise from the last op's goroutine.
+func (f *fan) whenIdle(forget func()) {
+	f.forget.Store(&forget)
+	select {
+	case <-f.idle: // the last op returned, and may have seen no forget
+		forget()
+	default:
 	}
 }
 
@@ -216,15 +233,12 @@ func (f *fan) run(ctx context.Context, i int, n node, op func(ctx context.Contex
 func (s *Strategy) fanOut(ctx context.Context, timeout time.Duration,
 	op func(ctx context.Context, i int, n node) error, then after, decide func(tally) decision,
 ) (res []*NodeError, failed bool, f *fan) {
-	f = &fan{answers: make(chan answer, len(s.nodes)), returned: make([]chan struct{}, len(s.nodes)), idle: make(chan struct{})}
+	f = &fan{answers: make(chan answer, len(s.nodes)), returned: make([]atomic.Bool, len(s.nodes)), idle: make(chan struct{})}
 	f.ctx, f.cancel = context.WithTimeout(ctx, timeout)
 	f.running.Store(int32(len(s.nodes)))
 	if then != nil {
 		f.decided = make(chan struct{})
 		f.undone = make(chan int, len(s.nodes))
-	}
-	for i := range s.nodes {
-		f.returned[i] = make(chan struct{})
 	}
 	for i, n := range s.nodes {
 		go f.run(ctx, i, n, op, then)

@@ -117,6 +117,33 @@
 // the only failures were timeouts cannot reuse its token, whose clean-up may
 // still be on its way to a slow node, and a timeout on an open connection
 // is what a paused node looks like.
+//
+// # Cost
+//
+// An uncontended acquire and release send one command to each node per
+// phase, ten for five nodes, and this package adds as little as it can to
+// what the client libraries spend on them. Each saving keeps the proof of
+// exclusion, which rests on one fact: a lock counts only while a quorum of
+// the nodes holds its token, and two quorums share a node.
+//
+//   - A first attempt sends a bare SET key token NX PX ttl, the command of
+//     the specification; a SET that set the key is a grant, as the script's
+//     would be. On a node that refused it, or whose connection died (the
+//     SET may have landed), the acquire script follows, which tells our
+//     token (a lock handed over with lock.WithToken, or that SET) from
+//     another owner's, and reports a key of another type, as it does alone.
+//     A retry, which likely finds the key held, sends the script alone, as
+//     before.
+//   - Each command and its arguments are built once per call and shared by
+//     the nodes (the drivers never modify them).
+//   - Acquire returns as soon as the outcome is known (see above); Release
+//     returns once a quorum confirmed the release, and the other nodes'
+//     deletes go on in the background, bounded by the node timeout and
+//     retried by [strategy.CleanUp] when they get no answer. A key left on
+//     a minority of the nodes for that long counts against a contender's
+//     quorum exactly as a node that missed our release does: its token is
+//     ours, it expires with its TTL, and no quorum can include it for
+//     anyone else before then.
 package redlock
 
 import (
@@ -159,6 +186,10 @@ type Strategy struct {
 	// some of its nodes' acquires were still on their way, until they
 	// returned: Release deletes on such a node only after its acquire.
 	inflight sync.Map
+	// releasing holds, by key, the fan-out of each Release that returned
+	// at a quorum while some nodes' deletes were still on their way, until
+	// they returned: an Acquire of that key waits for them (see Release).
+	releasing sync.Map
 
 	// The first contact with each node (contact.go).
 	peers   []peer
@@ -176,6 +207,7 @@ type node struct {
 	name string
 	raw  driver.Conn // the connection given to New
 	conn driver.Conn // raw, gated by the first contact
+	wake notify.Wake // how a release on the node wakes waiters there
 }
 
 var (
@@ -260,7 +292,7 @@ func NewStrategy(nodes []driver.Conn, opts ...Option) (*Strategy, error) {
 		if errors.As(cas.CheckConn("conn", c), &ae) {
 			return nil, &strategy.ArgumentError{Name: fmt.Sprintf("nodes[%d]", i), Reason: ae.Reason}
 		}
-		n := node{name: nodeName(i, c), raw: c, conn: gated{c, s, i}}
+		n := node{name: nodeName(i, c), raw: c, conn: gated{c, s, i}, wake: notify.Waking(c)}
 		for _, m := range s.nodes {
 			if m.raw == c || (m.name == n.name && isAddr(c)) {
 				return nil, &strategy.ArgumentError{Name: fmt.Sprintf("nodes[%d]", i), Reason: fmt.Sprintf("lists %s again: each node must be an independent master, listed once", n.name)}
@@ -352,14 +384,23 @@ func (s *Strategy) Acquire(ctx context.Context, r strategy.Request) (strategy.Gr
 	if err := s.contact(ctx, timeout); err != nil {
 		return strategy.Grant{Undone: true}, err
 	}
+	if f, ok := s.releasing.Load(r.Key); ok {
+		select { // our own release's stragglers would answer "taken"
+		case <-f.(*fan).idle:
+		case <-ctx.Done():
+			return strategy.Grant{Undone: true}, ctx.Err()
+		}
+	}
 	start := s.now()
 	value := r.Value()
-	acquire := func(ctx context.Context, _ int, n node) error {
-		if s.guard > 0 {
-			return cas.AcquireGuarded(ctx, n.conn, r.Key, GuardKey, value, r.TTL, s.guard)
-		}
-		return cas.Acquire(ctx, n.conn, r.Key, value, r.TTL)
+	// One call for every node (the drivers do not modify its arguments).
+	// A first attempt starts with a bare SET NX PX (see Cost in the package
+	// doc, and cas.StartOf); the guarded acquire is a script of its own.
+	call := cas.AcquireCall(r.Key, value, r.TTL, cas.StartOf(r))
+	if s.guard > 0 {
+		call = cas.AcquireGuardedCall(r.Key, GuardKey, value, r.TTL, s.guard)
 	}
+	acquire := func(ctx context.Context, _ int, n node) error { return call.Run(ctx, n.conn) }
 	// Each node whose attempt is part of a failure is released right after
 	// that attempt returns, so a late SET cannot outlive its release; a node
 	// still on its way when the caller's context ends is released in the
@@ -398,10 +439,7 @@ func (s *Strategy) Acquire(ctx context.Context, r strategy.Request) (strategy.Gr
 	if !failed && slices.ContainsFunc(res, func(n *NodeError) bool { return n.Outcome == Pending }) {
 		id := lockID(r.Key, value)
 		s.inflight.Store(id, f)
-		go func() {
-			<-f.idle
-			s.inflight.CompareAndDelete(id, f)
-		}()
+		f.whenIdle(func() { s.inflight.CompareAndDelete(id, f) })
 	}
 	// On failure every node has been, or is being, released by fanOut.
 	cleaned := strategy.Grant{Undone: true}
@@ -439,30 +477,66 @@ func (s *Strategy) Refresh(ctx context.Context, key, value string, ttl time.Dura
 // Release implements [strategy.Strategy]: it releases on all nodes, and
 // each node's release wakes the lock's waiters there (see Waiting in the
 // package doc). On a node whose acquire was still on its way when the
-// quorum was reached, it releases once that acquire returned. A node that
-// gives no answer in time is released in the background (see
-// [strategy.CleanUp]), so that no key outlives a Release that returned nil
-// longer than that clean-up takes.
+// quorum was reached, it releases once that acquire returned.
+//
+// It returns once a quorum of nodes confirmed the release, or every node
+// answered or timed out: the other nodes' releases go on in the
+// background, bounded by the node timeout, and one that gives no answer in
+// time is retried in the background (see [strategy.CleanUp]), so that no
+// key outlives a Release that returned nil longer than that clean-up
+// takes. Returning at the quorum is safe for exclusion: once a quorum no
+// longer holds our token, the lock is free, which any contender must learn
+// from a quorum of its own; until the remaining nodes' deletes land, each
+// of them holds our token only until its TTL ends, and counts against a
+// contender's quorum exactly as a node that missed our release would.
+//
+// Those stragglers would answer "taken" to an Obtain of the same key right
+// after, which, with a node down besides, would find no quorum: an Acquire
+// of a key that this Strategy is still releasing waits for the release's
+// deletes to return first, within the node timeout. A contender in another
+// process may find them, for about a round trip, as it finds any holder:
+// its retry policy applies. A process that exits right after Release
+// leaves them until their TTL ends, on a minority of the nodes.
 func (s *Strategy) Release(ctx context.Context, key, value string) error {
 	var acq *fan
 	if f, ok := s.inflight.Load(lockID(key, value)); ok {
 		acq = f.(*fan)
 	}
+	// One call for each way the nodes wake waiters, built once.
+	var calls [3]*cas.Call
+	for _, n := range s.nodes {
+		if calls[n.wake] == nil {
+			c := notify.DeleteWakingCall(n.wake, key, value)
+			calls[n.wake] = &c
+		}
+	}
 	del := func(ctx context.Context, i int, n node) error {
-		if acq != nil {
+		if acq != nil && !acq.returned[i].Load() {
+			// The nodes whose acquires returned, a quorum, release at
+			// once; this one once every acquire returned, within the
+			// node timeout.
 			select {
-			case <-acq.returned[i]:
+			case <-acq.idle:
 			case <-ctx.Done():
 				return ctx.Err()
 			}
 		}
-		return notify.DeleteWaking(ctx, n.conn, n.raw, key, value)
+		return calls[n.wake].Run(ctx, n.conn)
 	}
-	res, _, _ := s.fanOut(ctx, s.opTimeout(), del, func(ctx context.Context, i int, n node, err error, _ bool) {
+	res, _, f := s.fanOut(ctx, s.opTimeout(), del, func(ctx context.Context, i int, n node, err error, _ bool) {
 		if !answered(outcome(err)) {
 			_ = strategy.CleanUp(ctx, key, func(ctx context.Context) error { return del(ctx, i, n) })
 		}
-	}, nil)
+	}, func(t tally) decision {
+		if t.ok >= s.quorum {
+			return success
+		}
+		return undecided
+	})
+	if slices.ContainsFunc(res, func(n *NodeError) bool { return n.Outcome == Pending }) {
+		s.releasing.Store(key, f)
+		f.whenIdle(func() { s.releasing.CompareAndDelete(key, f) })
+	}
 	return s.checkHeld("release", res)
 }
 

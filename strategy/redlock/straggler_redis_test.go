@@ -4,9 +4,11 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/locksmith-go/lock"
 	"github.com/locksmith-go/lock/conformance"
 	"github.com/locksmith-go/lock/driver"
 	"github.com/locksmith-go/lock/internal/testing/redistest"
@@ -104,4 +106,111 @@ func TestReleaseAfterStragglers(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestReleaseReturnsAtQuorum: Release returns once a quorum confirmed it,
+// without waiting for a paused node, which its node report gives as
+// pending; the delete on that node lands once it resumes, so no key is
+// left behind.
+func TestReleaseReturnsAtQuorum(t *testing.T) {
+	servers := redistest.Start(t, 3)
+	for _, d := range redistest.Drivers() {
+		t.Run(d.Name, func(t *testing.T) {
+			l := lockerOver(t, d, servers)
+			key := conformance.Key(t)
+			var mu sync.Mutex
+			released := map[string]string{} // node: outcome, in the release
+			hooks := &lock.Hooks{Node: func(ctx context.Context, e lock.Event) {
+				if op, _ := ctx.Value(opKey{}).(string); op == "release" {
+					mu.Lock()
+					released[e.Node] = e.Outcome
+					mu.Unlock()
+				}
+			}, Op: func(ctx context.Context, e lock.Event, next func(context.Context) error) error {
+				return next(context.WithValue(ctx, opKey{}, e.Op))
+			}}
+			lk, err := l.Obtain(context.Background(), key, 30*time.Second, lock.WithHooks(hooks))
+			if err != nil {
+				t.Fatalf("Obtain = %v, want a lock", err)
+			}
+			// Obtain returned at quorum: the last grant may still be on its way.
+			if held := heldOn(servers, key); held != len(servers) {
+				t.Fatalf("10s after Obtain, the key is on %d nodes, want %d", held, len(servers))
+			}
+			paused := servers[2]
+			paused.Pause()
+			if err := lk.Release(context.Background()); err != nil {
+				t.Fatalf("Release with 2 of 3 nodes up = %v, want nil (a quorum released)", err)
+			}
+			mu.Lock()
+			got := released[paused.Addr]
+			mu.Unlock()
+			paused.Resume()
+			if got != "pending" {
+				t.Errorf("the paused node's outcome in Release = %q, want pending (not waited for)", got)
+			}
+			if left := leftOn(servers, key); len(left) > 0 {
+				t.Errorf("10s after the node resumed, the released key is still on %s; want it on none", strings.Join(left, ", "))
+			}
+		})
+	}
+}
+
+// opKey carries the operation that a Node hook reports within.
+type opKey struct{}
+
+// heldOn polls, up to 10s, until every server holds key, and returns how
+// many do.
+func heldOn(servers []*redistest.Server, key string) int {
+	for end := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		n := 0
+		for _, s := range servers {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			if v, err := s.Command(ctx, "EXISTS", key); err == nil && v == "1" {
+				n++
+			}
+			cancel()
+		}
+		if n == len(servers) || time.Now().After(end) {
+			return n
+		}
+	}
+}
+
+// TestObtainAfterRelease: an Obtain of a key right after its Release, in a
+// loop, never finds the release's own stragglers, even with a node down, where
+// they would leave no quorum: it waits for them.
+func TestObtainAfterRelease(t *testing.T) {
+	servers := redistest.Start(t, 5)
+	servers[4].Kill()
+	for _, d := range redistest.Drivers() {
+		t.Run(d.Name, func(t *testing.T) {
+			l := lockerOver(t, d, servers)
+			key := conformance.Key(t)
+			ctx := context.Background()
+			for i := range 200 {
+				lk, err := l.Obtain(ctx, key, 30*time.Second)
+				if err != nil {
+					t.Fatalf("Obtain %d with 4 of 5 nodes up = %v, want a lock", i, err)
+				}
+				if err := lk.Release(ctx); err != nil {
+					t.Fatalf("Release %d = %v, want nil", i, err)
+				}
+			}
+		})
+	}
+}
+
+// lockerOver returns a Redlock Locker over servers, through d's clients.
+func lockerOver(t *testing.T, d redistest.Driver, servers []*redistest.Server) lock.Locker {
+	t.Helper()
+	conns := make([]driver.Conn, len(servers))
+	for i, s := range servers {
+		conns[i] = d.Conn(t, s.Addr)
+	}
+	l, err := redlock.New(conns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
 }
