@@ -87,7 +87,9 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/metric"
+	metricnoop "go.opentelemetry.io/otel/metric/noop"
 	"go.opentelemetry.io/otel/trace"
+	tracenoop "go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/locksmith-go/lock"
 	"github.com/locksmith-go/lock/internal/wait"
@@ -181,10 +183,20 @@ var (
 // return, produce the spans and metrics of the package doc. It works on
 // every Locker built by lock.New, and on wrappers that pass Obtain's
 // options on.
+//
+// Given the no-op providers of the OpenTelemetry API (trace/noop and
+// metric/noop), which record nothing, it returns l itself, which then
+// costs nothing more. The global providers are always instrumented, since
+// an SDK can be installed in them later.
 func NewLocker(l lock.Locker, opts ...Option) lock.Locker {
 	c := config{tp: otel.GetTracerProvider(), mp: otel.GetMeterProvider()}
 	for _, o := range opts {
 		o.apply(&c)
+	}
+	_, noTraces := c.tp.(tracenoop.TracerProvider)
+	_, noMetrics := c.mp.(metricnoop.MeterProvider)
+	if noTraces && noMetrics {
+		return l
 	}
 	t := newTelemetry(c)
 	return &locker{inner: l, hooks: []lock.Option{lock.WithHooks(&lock.Hooks{

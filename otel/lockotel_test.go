@@ -355,10 +355,10 @@ func TestRedlockNodeEvents(t *testing.T) {
 			t.Errorf("obtain: node %d event outcome = %q, want %q or pending", i, got, want)
 		}
 	}
-	// Release waits for every node: the dead one's refusal is always seen.
+	// Release returns at quorum too: the dead node is refused or pending.
 	rel := only(t, rec.ended("lock.release"), "lock.release")
-	if got := nodeOutcomes(rel)[servers[2].Addr]; got != "refused" {
-		t.Errorf("release: dead node's event outcome = %q, want refused", got)
+	if got := nodeOutcomes(rel)[servers[2].Addr]; got != "refused" && got != "pending" {
+		t.Errorf("release: dead node's event outcome = %q, want refused or pending", got)
 	}
 	if got := attrs(s)["locksmith.lock.strategy"].AsString(); got != "redlock" {
 		t.Errorf("strategy = %q, want redlock", got)
