@@ -35,7 +35,7 @@ func main() {
 	benchtime := flag.String("benchtime", "150ms", "the -benchtime of each uncontended case")
 	contention := flag.Bool("contention", true, "run the contention benchmark")
 	readme := flag.String("readme", "README.md", "the file whose report section to rewrite; empty for none")
-	short := flag.Bool("short", false, "a quick check that every benchmark runs (with -rounds 1 -benchtime 1x): 100 locks in the contention benchmark")
+	short := flag.Bool("short", false, "a quick check that every benchmark runs (with -rounds 1 -benchtime 1x): 100 locks in the contention benchmark, no profile")
 	flag.Parse()
 	if err := run(*rounds, *benchtime, *contention, *short, *readme); err != nil {
 		fmt.Fprintln(os.Stderr, "report:", err)
@@ -76,7 +76,13 @@ func run(rounds int, benchtime string, contention, short bool, readme string) er
 	var b strings.Builder
 	machine(&b, strings.Join(args, " "), rounds, benchtime, loadBefore, loadAverage())
 	uncontended(&b, res)
-	targets(&b, res, "Targets", "", targetList)
+	targets(&b, res, "Targets", targetNote, targetList)
+	if !short {
+		fmt.Fprintln(os.Stderr, "--- profile of redlock-5")
+		if err := profile(&b, bin, dir); err != nil {
+			return err
+		}
+	}
 	if contention {
 		contended(&b, res)
 		targets(&b, res, "Targets of issue 14: waiting", waitNote, waitTargets)
@@ -163,16 +169,22 @@ func median(v []float64) float64 {
 // turns with it in the same round: the pairing is what the interleaving is
 // for. The raw baseline itself is read from the first group.
 func (r results) interleaved(c, mode string) (ns, ratio float64, ok bool) {
+	return r.versus(c, "raw", mode)
+}
+
+// versus is interleaved against another contender of c's group, other,
+// rather than the raw baseline.
+func (r results) versus(c, other, mode string) (ns, ratio float64, ok bool) {
 	driver, name, _ := strings.Cut(c, "/")
 	for _, group := range []string{"one-node", "quorum"} {
 		bench := "BenchmarkInterleaved/" + driver + "/" + group + "/" + mode
-		v, raw := r[bench][name+"-ns/op"], r[bench]["raw-ns/op"]
-		if len(v) == 0 || len(v) != len(raw) {
+		v, o := r[bench][name+"-ns/op"], r[bench][other+"-ns/op"]
+		if len(v) == 0 || len(v) != len(o) {
 			continue
 		}
 		ratios := make([]float64, len(v))
 		for i := range v {
-			ratios[i] = v[i] / raw[i]
+			ratios[i] = v[i] / o[i]
 		}
 		ns, _ = r.median(bench, name+"-ns/op")
 		return ns, median(ratios), true
@@ -332,18 +344,17 @@ type target struct {
 	unit  string
 }
 
-// timeRatio compares the interleaved times of two contenders in mode, each
-// as a ratio to the raw baseline it took turns with: num's time over den's,
-// or with inverse den's over num's (a throughput ratio).
+// timeRatio compares the interleaved times of two contenders of a group in
+// mode: the median over the rounds of num's time over den's, which took
+// turns in each round, or with inverse of den's over num's (a throughput
+// ratio).
 func timeRatio(num, den, mode string, inverse bool) func(r results, driver string) (float64, bool) {
 	return func(r results, driver string) (float64, bool) {
-		_, n, ok1 := r.interleaved(driver+"/"+num, mode)
-		_, d, ok2 := r.interleaved(driver+"/"+den, mode)
-		x := n / d
+		_, x, ok := r.versus(driver+"/"+num, den, mode)
 		if inverse {
 			x = 1 / x
 		}
-		return x, ok1 && ok2
+		return x, ok
 	}
 }
 
@@ -364,14 +375,84 @@ func difference(a, b, unit string) func(r results, driver string) (float64, bool
 	}
 }
 
+// targetList are issue 17's targets.
 var targetList = []target{
-	{"single time ÷ raw time", timeRatio("single", "raw", "serial", false), 1.10, true, "×"},
-	{"single time ÷ bsm/redislock time", timeRatio("single", "bsm-redislock", "serial", false), 1, true, "×"},
-	{"single allocs − raw allocs", difference("single/serial", "raw/serial", "allocs/op"), 10, true, ""},
-	{"redlock-5 time ÷ raw time", timeRatio("redlock-5", "raw", "serial", false), 1.4, true, "×"},
+	{"single time ÷ raw time", timeRatio("single", "raw", "serial", false), 1, true, "×"},
+	{"single parallel throughput ÷ raw's", timeRatio("single", "raw", "parallel", true), 1, false, "×"},
+	{"single allocs − raw allocs", difference("single/serial", "raw/serial", "allocs/op"), 5, true, ""},
+	{"single parallel throughput ÷ raw go-redis's (BenchmarkLock)", onRueidis(throughputVs("single", "goredis", "raw")), 1.5, false, "×"},
 	{"redlock-5 time ÷ redsync-5 time", timeRatio("redlock-5", "redsync-5", "serial", false), 0.6, true, "×"},
 	{"redlock-5 allocs ÷ redsync-5 allocs", allocRatio("redlock-5", "redsync-5"), 0.5, true, "×"},
-	{"single parallel throughput ÷ raw's", timeRatio("single", "raw", "parallel", true), 0.9, false, "×"},
+	{"redlock-5 parallel throughput ÷ redsync-5's", timeRatio("redlock-5", "redsync-5", "parallel", true), 1.5, false, "×"},
+	{"otel-noop time ÷ single time", timeRatio("otel-noop", "single", "serial", false), 1.02, true, "×"},
+	{"otel-sdk time ÷ single time", timeRatio("otel-sdk", "single", "serial", false), 1.10, true, "×"},
+}
+
+// throughputVs compares the parallel throughput of contender name over the
+// driver of the column with that of contender other over driver, in
+// BenchmarkLock: the interleaved runs pair contenders of one driver only.
+func throughputVs(name, driver, other string) func(r results, column string) (float64, bool) {
+	return func(r results, column string) (float64, bool) {
+		n, ok1 := r.median("BenchmarkLock/"+column+"/"+name+"/parallel", "ns/op")
+		d, ok2 := r.median("BenchmarkLock/"+driver+"/"+other+"/parallel", "ns/op")
+		return d / n, ok1 && ok2 && n != 0
+	}
+}
+
+// onRueidis restricts a target to the rueidis column.
+func onRueidis(f func(r results, driver string) (float64, bool)) func(r results, driver string) (float64, bool) {
+	return func(r results, driver string) (float64, bool) {
+		if driver != "rueidis" {
+			return 0, false
+		}
+		return f(r, driver)
+	}
+}
+
+const targetNote = "Issue 17's targets, from the interleaved run (times and parallel throughputs: the median over the rounds of the ratio between two contenders that took turns in the same round) and from BenchmarkLock (allocations; and single over rueidis against raw go-redis, which the interleaved runs, one driver each, do not pair). A – is a target that does not apply to the driver: redsync has no rueidis adapter, and the OpenTelemetry contenders run over go-redis only."
+
+// profiled is the case whose profile the report summarises.
+const profiled = "BenchmarkLock/goredis/redlock-5/serial"
+
+// profile runs the profiled case once more, with CPU and memory profiles,
+// and writes the top 5 functions by CPU time and by allocated objects.
+func profile(b *strings.Builder, bin, dir string) error {
+	cpu, mem := filepath.Join(dir, "cpu.out"), filepath.Join(dir, "mem.out")
+	if err := command(io.Discard, bin, "-test.run=^$", "-test.bench=^"+strings.ReplaceAll(profiled, "/", "$/^")+"$",
+		"-test.benchtime=3s", "-test.cpuprofile="+cpu, "-test.memprofile="+mem); err != nil {
+		return fmt.Errorf("profile %s: %w", profiled, err)
+	}
+	fmt.Fprintf(b, "### Profile: %s\n\n", strings.TrimPrefix(profiled, "BenchmarkLock/"))
+	fmt.Fprintf(b, "`%s`, 3 s, with `-cpuprofile` and `-memprofile`; the top 5 functions of `go tool pprof -top`, by CPU time (flat: in the function itself) and by allocated objects.\n\n", profiled)
+	for _, p := range []struct{ title, file, index string }{{"CPU", cpu, "cpu"}, {"Allocated objects", mem, "alloc_objects"}} {
+		out, err := exec.Command("go", "tool", "pprof", "-top", "-nodecount=5", "-sample_index="+p.index, bin, p.file).Output()
+		if err != nil {
+			return fmt.Errorf("go tool pprof %s: %w", p.file, err)
+		}
+		fmt.Fprintf(b, "| %s: flat | flat %% | cum | cum %% | Function |\n|--:|--:|--:|--:|---|\n", p.title)
+		for _, row := range topRows(string(out)) {
+			fmt.Fprintf(b, "| %s | %s | %s | %s | `%s` |\n", row[0], row[1], row[3], row[4], row[5])
+		}
+		b.WriteString("\n")
+	}
+	return nil
+}
+
+// topRows returns the rows of go tool pprof -top's table: flat, flat%,
+// sum%, cum, cum% and the function's name.
+func topRows(out string) [][]string {
+	var rows [][]string
+	table := false
+	for line := range strings.Lines(out) {
+		f := strings.Fields(line)
+		switch {
+		case len(f) == 5 && f[0] == "flat" && f[1] == "flat%":
+			table = true
+		case table && len(f) >= 6:
+			rows = append(rows, append(f[:5:5], strings.Join(f[5:], " ")))
+		}
+	}
+	return rows
 }
 
 // contendedFig reads a figure of the contention benchmark: unit, of
@@ -407,14 +488,14 @@ func targets(b *strings.Builder, r results, title, note string, list []target) {
 	if note != "" {
 		fmt.Fprintf(b, "%s\n\n", note)
 	}
-	b.WriteString("| Target | Bound | goredis | redigo |\n|---|--:|--:|--:|\n")
+	b.WriteString("| Target | Bound | goredis | redigo | rueidis |\n|---|--:|--:|--:|--:|\n")
 	for _, t := range list {
 		bound := "≤"
 		if !t.below {
 			bound = "≥"
 		}
 		fmt.Fprintf(b, "| %s | %s %g%s |", t.what, bound, t.limit, t.unit)
-		for _, driver := range []string{"goredis", "redigo"} {
+		for _, driver := range []string{"goredis", "redigo", "rueidis"} {
 			v, ok := t.value(r, driver)
 			met := v <= t.limit
 			if !t.below {
