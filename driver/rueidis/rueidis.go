@@ -5,8 +5,14 @@
 // commands of concurrent callers over shared connections by itself.
 //
 // rueidis honours the context's deadline and cancellation on every
-// command, so no option of the client's can let a lock call outlive its
-// deadline. Four options are still worth setting:
+// command, with one exception: a command waits, regardless of its
+// context, for a free slot in its connection's ring of commands in flight
+// (2^RingScaleEachConn, 1024 by default). A command whose context ended
+// keeps its slot until its reply comes, so a server that stops answering
+// fills the ring after that many commands; rueidis frees it when its
+// keep-alive PING finds the server silent and closes the connection, about
+// Dialer.KeepAlive + ConnWriteTimeout later. Four options are worth
+// setting:
 //
 //   - DisableRetry: without it rueidis resends a read-only command (GET,
 //     PTTL) after a network error, within the context's deadline; a lock
