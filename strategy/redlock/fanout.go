@@ -241,7 +241,7 @@ func (s *Strategy) fanOut(ctx context.Context, timeout time.Duration,
 		f.undone = make(chan int, len(s.nodes))
 	}
 	for i, n := range s.nodes {
-		go f.run(ctx, i, n, op, then)
+		n.work.do(job{f, ctx, i, n, op, then})
 	}
 
 	res = make([]*NodeError, len(s.nodes))
@@ -327,3 +327,48 @@ func (s *Strategy) fanOut(ctx context.Context, timeout time.Duration,
 
 // answered reports whether a node gave an answer about the key.
 func answered(o Outcome) bool { return o == OK || o == Taken || o == Expired }
+
+// job is one node's part of a fan-out: fan.run's arguments.
+type job struct {
+	f    *fan
+	ctx  context.Context
+	i    int
+	n    node
+	op   func(ctx context.Context, i int, n node) error
+	then after
+}
+
+// workerIdle is how long a worker waits for another job before it ends.
+const workerIdle = 100 * time.Millisecond
+
+// workers run one node's jobs on goroutines that outlive a fan-out, so that
+// a Strategy in steady use starts none per node per call, and a worker's
+// stack, grown by the client library's call path, serves the next call.
+type workers struct{ jobs chan job } // unbuffered: a send finds an idle worker
+
+// do runs j on an idle worker, or on a new one when none is idle: a job
+// never waits for another.
+func (w *workers) do(j job) {
+	select {
+	case w.jobs <- j:
+	default:
+		go w.work(j)
+	}
+}
+
+// work runs j, then the jobs it is handed, until workerIdle passes without
+// one.
+func (w *workers) work(j job) {
+	idle := time.NewTimer(workerIdle)
+	defer idle.Stop()
+	for {
+		j.f.run(j.ctx, j.i, j.n, j.op, j.then)
+		j = job{} // drop the fan-out's references while idle
+		idle.Reset(workerIdle)
+		select {
+		case j = <-w.jobs:
+		case <-idle.C:
+			return
+		}
+	}
+}
