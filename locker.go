@@ -132,7 +132,7 @@ func (l *locker) obtain(ctx context.Context, key string, ttl time.Duration, o op
 			w.close(ctx, true)
 			return nil, err
 		}
-		r.Retry = attempt > 1
+		r.Retry, r.Again = attempt > 1, again
 		sent := time.Now()
 		g, err := l.attempt(ctx, r, attempt, o.hooks)
 		if err == nil && r.Fencing && g.Fence <= 0 {

@@ -84,6 +84,13 @@ type Request struct {
 	// likely finds the key held again, skips it.
 	Retry bool
 
+	// Again reports that the retry policy allows another attempt after
+	// this one, should it find the lock held. A first attempt with a fresh
+	// token (not CallerToken) that another attempt follows may then take a
+	// refused SET NX PX for "held": its token cannot be on the server, and
+	// the last attempt's script still reports a key of another type.
+	Again bool
+
 	// Waiter, when not empty, names the caller as a waiter that will try
 	// again after this attempt, woken through [Notifier]: a strategy with a
 	// queue enqueues it when the lock is not free, and grants the lock to

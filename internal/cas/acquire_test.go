@@ -35,7 +35,8 @@ func (c *counting) EvalSha(ctx context.Context, sha1 string, keys []string, args
 
 // TestAcquireStarts: an acquisition answers as the script alone does, in
 // every state of the key, however it starts (cas.Start), and sends what
-// its start says.
+// its start says; but a SET alone, which takes a refusal for "held" (for a
+// fresh token, on an attempt that another follows).
 func TestAcquireStarts(t *testing.T) {
 	addr, _ := redistest.Addr(t)
 	rdb := redistest.GoRedis(t, addr, 3)
@@ -55,23 +56,30 @@ func TestAcquireStarts(t *testing.T) {
 		by    map[cas.Start]want
 	}{
 		{"the key is free", func() error { return nil }, map[cas.Start]want{
-			cas.ByScript: {nil, "", "v", 0, 1},
-			cas.BySet:    {nil, "", "v", 1, 0},
+			cas.ByScript:  {nil, "", "v", 0, 1},
+			cas.BySet:     {nil, "", "v", 1, 0},
+			cas.BySetOnly: {nil, "", "v", 1, 0},
 		}},
 		{"another value holds the key", func() error { return rdb.Set(ctx, key, "x", time.Minute).Err() }, map[cas.Start]want{
-			cas.ByScript: {notObtained, "", "x", 0, 1},
-			cas.BySet:    {notObtained, "", "x", 1, 1},
+			cas.ByScript:  {notObtained, "", "x", 0, 1},
+			cas.BySet:     {notObtained, "", "x", 1, 1},
+			cas.BySetOnly: {notObtained, "", "x", 1, 0},
 		}},
 		{"the key holds our value", func() error { return rdb.Set(ctx, key, "v", time.Second).Err() }, map[cas.Start]want{
 			cas.ByScript: {nil, "", "v", 0, 1},
 			cas.BySet:    {nil, "", "v", 1, 1},
+			// Not for a fresh token: StartOf never chooses it for one
+			// handed over (lock.WithToken).
+			cas.BySetOnly: {notObtained, "", "v", 1, 0},
 		}},
 		{"the key is of another type", func() error { return rdb.HSet(ctx, key, "f", "v").Err() }, map[cas.Start]want{
 			cas.ByScript: {nil, "WRONGTYPE", "", 0, 1},
 			cas.BySet:    {nil, "WRONGTYPE", "", 1, 1},
+			// The next attempt's script reports it.
+			cas.BySetOnly: {notObtained, "", "", 1, 0},
 		}},
 	} {
-		for _, start := range []cas.Start{cas.ByScript, cas.BySet} {
+		for _, start := range []cas.Start{cas.ByScript, cas.BySet, cas.BySetOnly} {
 			w := tc.by[start]
 			t.Run(fmt.Sprintf("%s/start %d", tc.name, start), func(t *testing.T) {
 				rdb.Del(ctx, key)
@@ -104,18 +112,21 @@ func TestAcquireStarts(t *testing.T) {
 }
 
 // TestStartOf: a retry runs the script alone; a first attempt starts with
-// a bare SET.
+// a bare SET, alone when its token is fresh and another attempt follows.
 func TestStartOf(t *testing.T) {
 	for _, tc := range []struct {
 		r    strategy.Request
 		want cas.Start
 	}{
 		{strategy.Request{Retry: true}, cas.ByScript},
+		{strategy.Request{Retry: true, Again: true}, cas.ByScript},
 		{strategy.Request{CallerToken: true}, cas.BySet},
+		{strategy.Request{CallerToken: true, Again: true}, cas.BySet},
 		{strategy.Request{}, cas.BySet},
+		{strategy.Request{Again: true}, cas.BySetOnly},
 	} {
 		if got := cas.StartOf(tc.r); got != tc.want {
-			t.Errorf("StartOf(Retry %v, CallerToken %v) = %d, want %d", tc.r.Retry, tc.r.CallerToken, got, tc.want)
+			t.Errorf("StartOf(Retry %v, Again %v, CallerToken %v) = %d, want %d", tc.r.Retry, tc.r.Again, tc.r.CallerToken, got, tc.want)
 		}
 	}
 }

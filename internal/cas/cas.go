@@ -168,13 +168,24 @@ const (
 	// cases apart as it does alone, so the answers, the errors (WRONGTYPE)
 	// and the idempotence of a retry stay the script's.
 	BySet
+	// BySetOnly sends the bare SET alone, and takes a refusal for
+	// ErrNotObtained: only for a value that cannot be on the server yet (a
+	// fresh token) and an attempt that another follows, whose script
+	// reports a key of another type. A SET whose connection was dead is
+	// still followed by the script, which finds our value if it landed.
+	BySetOnly
 )
 
-// StartOf returns how the attempt r starts: ByScript for a retry, BySet
-// for a first attempt.
+// StartOf returns how the attempt r starts: ByScript for a retry;
+// BySetOnly for a first attempt with a fresh token that another attempt
+// follows (a contended one then costs one command, not two); BySet for
+// any other first attempt.
 func StartOf(r strategy.Request) Start {
-	if r.Retry {
+	switch {
+	case r.Retry:
 		return ByScript
+	case r.Again && !r.CallerToken:
+		return BySetOnly
 	}
 	return BySet
 }
@@ -190,6 +201,8 @@ func (c Call) Run(ctx context.Context, conn driver.Conn) error {
 			return nil
 		case err != nil && !(neterr.Dead(err) && ctx.Err() == nil):
 			return err
+		case err == nil && c.start == BySetOnly:
+			return strategy.ErrNotObtained
 		}
 		c.call = acquireScriptCall(c.key, c.value, c.ttl)
 	}

@@ -61,6 +61,9 @@ func TestDeadConnectionRetried(t *testing.T) {
 			return Acquire(ctx, c, "k", "v", time.Second, ByScript)
 		},
 		"Acquire, SET first": func(ctx context.Context, c driver.Conn) error { return Acquire(ctx, c, "k", "v", time.Second, BySet) },
+		"Acquire, SET alone": func(ctx context.Context, c driver.Conn) error {
+			return Acquire(ctx, c, "k", "v", time.Second, BySetOnly)
+		},
 		"AcquireFenced": func(ctx context.Context, c driver.Conn) error {
 			_, err := AcquireFenced(ctx, c, "k", "f", "v", time.Second)
 			return err

@@ -29,6 +29,9 @@ func TestAfterARestart(t *testing.T) {
 		{"Acquire, SET first", func(ctx context.Context, c driver.Conn) error {
 			return cas.Acquire(ctx, c, "k", "v", time.Minute, cas.BySet)
 		}, nil},
+		{"Acquire, SET alone", func(ctx context.Context, c driver.Conn) error {
+			return cas.Acquire(ctx, c, "k", "v", time.Minute, cas.BySetOnly)
+		}, nil},
 		{"AcquireFenced", func(ctx context.Context, c driver.Conn) error {
 			_, err := cas.AcquireFenced(ctx, c, "{k}", "{k}:fence", "v", time.Minute)
 			return err

@@ -132,8 +132,12 @@
 //     SET may have landed), the acquire script follows, which tells our
 //     token (a lock handed over with lock.WithToken, or that SET) from
 //     another owner's, and reports a key of another type, as it does alone.
-//     A retry, which likely finds the key held, sends the script alone, as
-//     before.
+//     When the retry policy allows another attempt and the token is fresh,
+//     a refusal is "taken" without the script: a token drawn for this
+//     attempt cannot be on the node (but through that SET, which a dead
+//     connection still has the script check), and the next attempt's
+//     script reports a key of another type. A retry, which likely finds
+//     the key held, sends the script alone, as before.
 //   - Each command and its arguments are built once per call and shared by
 //     the nodes (the drivers never modify them).
 //   - Each node's commands run on worker goroutines that outlive a call: a
