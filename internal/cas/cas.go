@@ -240,14 +240,9 @@ func acquireScriptCall(key, value string, ttl time.Duration) call {
 	return call{acquireScript, []string{key}, []any{value, ttl.Milliseconds()}}
 }
 
-// AcquireGuarded is Acquire on a node that has been up, by guardKey's
-// record, for at least quarantine; on a younger node it returns
+// AcquireGuardedCall is an Acquire call for a node that has been up, by
+// guardKey's record, for at least quarantine; on a younger node it returns
 // ErrRestarting.
-func AcquireGuarded(ctx context.Context, c driver.Conn, key, guardKey, value string, ttl, quarantine time.Duration) error {
-	return AcquireGuardedCall(key, guardKey, value, ttl, quarantine).Run(ctx, c)
-}
-
-// AcquireGuardedCall is [AcquireGuarded], built once.
 func AcquireGuardedCall(key, guardKey, value string, ttl, quarantine time.Duration) Call {
 	return Call{call: call{guardedScript, []string{key, guardKey}, []any{value, ttl.Milliseconds(), quarantine.Milliseconds()}}, reply: acquired}
 }

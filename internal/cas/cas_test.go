@@ -69,7 +69,7 @@ func TestDeadConnectionRetried(t *testing.T) {
 			return err
 		},
 		"AcquireGuarded": func(ctx context.Context, c driver.Conn) error {
-			return AcquireGuarded(ctx, c, "k", "g", "v", time.Second, time.Second)
+			return AcquireGuardedCall("k", "g", "v", time.Second, time.Second).Run(ctx, c)
 		},
 		"Delete":  func(ctx context.Context, c driver.Conn) error { return Delete(ctx, c, "k", "v") },
 		"PExpire": func(ctx context.Context, c driver.Conn) error { return PExpire(ctx, c, "k", "v", time.Second) },

@@ -326,15 +326,10 @@ func Leave(ctx context.Context, c driver.Conn, q Queue, id string) error {
 	return err
 }
 
-// DeleteHinting is Delete that also publishes a message that wakes every
-// waiter of the lock (payload all) on channel: the release of a strategy
-// without a queue. The publish is best effort: it fails silently where the
-// server refuses it.
-func DeleteHinting(ctx context.Context, c driver.Conn, key, value, channel, all string, sharded bool) error {
-	return DeleteHintingCall(key, value, channel, all, sharded).Run(ctx, c)
-}
-
-// DeleteHintingCall is [DeleteHinting], built once.
+// DeleteHintingCall is a Delete call that also publishes a message that
+// wakes every waiter of the lock (payload all) on channel: the release of a
+// strategy without a queue. The publish is best effort: it fails silently
+// where the server refuses it.
 func DeleteHintingCall(key, value, channel, all string, sharded bool) Call {
 	return Call{call: call{hintScript, []string{key}, []any{value, all, channel, shard(sharded)}}, reply: owned}
 }

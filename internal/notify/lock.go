@@ -26,7 +26,7 @@ func ListenLock(conns []driver.Conn, key, id string) strategy.Listener {
 // DeleteWaking is cas.Delete, over c, for a strategy without a queue, whose
 // release wakes every waiter of the lock: when raw, the connection under c,
 // can subscribe and key has a channel, the same script publishes
-// [Everyone] on it (cas.DeleteHinting), best effort.
+// [Everyone] on it (cas.DeleteHintingCall), best effort.
 func DeleteWaking(ctx context.Context, c, raw driver.Conn, key, value string) error {
 	return DeleteWakingCall(Waking(raw), key, value).Run(ctx, c)
 }
@@ -39,6 +39,8 @@ const (
 	NoWake   Wake = iota // the connection cannot subscribe: waiters poll
 	Publish              // PUBLISH on the lock's channel
 	SPublish             // SPUBLISH: the connection's channels are shard channels
+
+	Wakes = iota // how many ways there are
 )
 
 // Waking returns how a release over raw wakes waiters.

@@ -515,7 +515,7 @@ func (s *Strategy) Release(ctx context.Context, key, value string) error {
 		acq = f.(*fan)
 	}
 	// One call for each way the nodes wake waiters, built once.
-	var calls [3]*cas.Call
+	var calls [notify.Wakes]*cas.Call
 	for _, n := range s.nodes {
 		if calls[n.wake] == nil {
 			c := notify.DeleteWakingCall(n.wake, key, value)
