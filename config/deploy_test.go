@@ -16,16 +16,40 @@ import (
 	"github.com/locksmith-go/lock/internal/testing/redistest"
 )
 
-// TestDeployments: a Locker that config builds for each deployment passes
-// the conformance suite on real servers that the test starts: a 3-master
-// Redis Cluster (single and setnx-getset: redlock's nodes must be
-// independent masters), a Unix socket (both drivers), a master that 3
-// Sentinels monitor, and redlock over nodes that are each another kind of
-// deployment, given as go-redis URLs.
+// TestDeployments: a Locker that config builds for each deployment works
+// on real servers that the test starts: a Unix socket (every driver), a
+// 3-master Redis Cluster (single and setnx-getset: redlock's nodes must be
+// independent masters), a master that 3 Sentinels monitor, and redlock over
+// nodes that are each another kind of deployment, given as go-redis URLs.
+// With LOCKSMITH_FULL=1 each passes the whole conformance suite; otherwise
+// the Unix sockets get a smoke check (see [smoke]), and the topologies that
+// take long to start are left to the full run.
 func TestDeployments(t *testing.T) {
 	redistest.RequireBinary(t)
-	cluster := redistest.StartCluster(t, 3)
 	unix := redistest.StartUnix(t)
+	tcp := testDriver(t, "goredis-resp3")
+	on := func(s *redistest.Server) func(t *testing.T) driver.Conn {
+		return func(t *testing.T) driver.Conn { return tcp.Conn(t, s.Addr) }
+	}
+	var combos []matrix.Combo
+	for _, d := range drivers {
+		combos = append(combos, deployment("single+unix/"+d.name, config.Config{Strategy: "single", Driver: d.name, Addrs: []string{unix.Socket}},
+			func(t *testing.T, c *config.Config) { c.Addrs = []string{redistest.ClosedSocket(t)} }, on(unix)))
+	}
+	if !redistest.Full() {
+		for _, c := range combos {
+			t.Run(c.Name, func(t *testing.T) {
+				t.Parallel()
+				smoke(t, c.Harness)
+			})
+		}
+		t.Run("cluster, sentinel and redlock over mixed nodes", func(t *testing.T) {
+			redistest.RequireFull(t, "config's Cluster and Sentinel deployments")
+		})
+		return
+	}
+
+	cluster := redistest.StartCluster(t, 3)
 	master := redistest.Start(t, 1)[0]
 	redistest.StartReplica(t, master.Addr)
 	sentinels := redistest.StartSentinels(t, master, 3)
@@ -34,15 +58,11 @@ func TestDeployments(t *testing.T) {
 		t.Fatal(err)
 	}
 	nodeSocket := redistest.StartUnix(t)
-	tcp := testDriver(t, "goredis-resp3")
 	clusterConn := func(t *testing.T) driver.Conn { return goredis.New(redistest.GoRedisCluster(t, cluster.Addrs())) }
-	on := func(s *redistest.Server) func(t *testing.T) driver.Conn {
-		return func(t *testing.T) driver.Conn { return tcp.Conn(t, s.Addr) }
-	}
 
 	sentinelURL := "redis+sentinel://" + sentinels[0].Addr + "?master_name=" + redistest.MasterName + "&addr=" + sentinels[1].Addr + "&addr=" + sentinels[2].Addr
 	clusterURL := "redis+cluster://" + cluster.Addrs()[0] + "?addr=" + strings.Join(cluster.Addrs()[1:], "&addr=")
-	combos := []matrix.Combo{
+	combos = append(combos,
 		deployment("single+cluster", config.Config{Strategy: "single", Topology: "cluster", Addrs: cluster.Addrs()},
 			func(t *testing.T, c *config.Config) { c.Addrs = redistest.ClosedAddrs(t, 3) }, clusterConn),
 		deployment("setnx-getset+cluster", config.Config{Strategy: "setnx-getset", Topology: "cluster", Addrs: cluster.Addrs(), TimestampFormat: "ms", SafetyTTL: time.Second},
@@ -60,11 +80,7 @@ func TestDeployments(t *testing.T) {
 				c.Nodes = []string{"redis://" + closed[0], "unix://" + redistest.ClosedSocket(t), "redis+sentinel://" + closed[1] + "?master_name=m", "redis+cluster://" + closed[2]}
 			},
 			on(acl), on(nodeSocket), on(master), clusterConn),
-	}
-	for _, d := range drivers {
-		combos = append(combos, deployment("single+unix/"+d.name, config.Config{Strategy: "single", Driver: d.name, Addrs: []string{unix.Socket}},
-			func(t *testing.T, c *config.Config) { c.Addrs = []string{redistest.ClosedSocket(t)} }, on(unix)))
-	}
+	)
 	for i := range combos {
 		t.Logf("%s: %v", combos[i].Name, combos[i].Harness.NewLocker(t))
 		h := &combos[i].Harness
@@ -77,6 +93,41 @@ func TestDeployments(t *testing.T) {
 		}
 	}
 	matrix.Run(t, combos)
+}
+
+// smoke checks that the Lockers that h builds lock on the deployment's
+// servers: one obtains a lock, which lands on them; another is refused it
+// until the first releases it; and a Locker of the same deployment whose
+// servers are down reports an error, not "not obtained".
+func smoke(t *testing.T, h conformance.Harness) {
+	ctx := context.Background()
+	key := conformance.Key(t)
+	a, b := h.NewLocker(t), h.NewLocker(t)
+	lk, err := a.Obtain(ctx, key, time.Minute)
+	if err != nil {
+		t.Fatalf("Obtain = %v, want a lock", err)
+	}
+	for i, c := range h.Conns(t) {
+		if _, ok, err := c.Get(ctx, key); !ok || err != nil {
+			t.Errorf("the key on server %d: got ok %v, %v; want it there", i, ok, err)
+		}
+	}
+	if _, err := b.Obtain(ctx, key, time.Minute); !errors.Is(err, lock.ErrNotObtained) {
+		t.Errorf("another Locker's Obtain: got %v, want ErrNotObtained", err)
+	}
+	if err := lk.Release(ctx); err != nil {
+		t.Fatalf("Release = %v, want nil", err)
+	}
+	other, err := b.Obtain(ctx, key, time.Minute)
+	if err != nil {
+		t.Fatalf("another Locker's Obtain after the release: got %v, want a lock", err)
+	}
+	if err := other.Release(ctx); err != nil {
+		t.Errorf("Release = %v, want nil", err)
+	}
+	if _, err := h.NewUnreachable(t).Obtain(ctx, key, time.Minute); err == nil || errors.Is(err, lock.ErrNotObtained) {
+		t.Errorf("Obtain with the servers down: got %v, want an error other than ErrNotObtained", err)
+	}
 }
 
 // deployment is the conformance harness of the Lockers that c builds;
@@ -124,7 +175,9 @@ func addrsOf(servers []*redistest.Server) []string {
 // Without replica acknowledgement, a lock the replica never received is
 // lost: the refresh reports ErrExpired. With replicas=1 it survives: the
 // refresh succeeds on the promoted replica, and another client is refused.
+// It runs with LOCKSMITH_FULL=1.
 func TestSentinelFailover(t *testing.T) {
+	redistest.RequireFull(t, "a Sentinel failover")
 	for _, c := range []struct {
 		name     string
 		settings string

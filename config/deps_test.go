@@ -2,6 +2,7 @@ package config_test
 
 import (
 	"os/exec"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"testing"
@@ -15,7 +16,13 @@ import (
 // links them in.
 func TestConfigAloneLinksNeitherRedigoNorOTel(t *testing.T) {
 	t.Run("the errors name the imports", func(t *testing.T) {
-		out, err := exec.Command("go", "run", "./testdata/configonly", "single://h?driver=redigo", "single://h?driver=rueidis", "single://h?otel=true", "single://h").CombinedOutput()
+		args := []string{"run", "./testdata/configonly", "single://h?driver=redigo", "single://h?driver=rueidis", "single://h?otel=true", "single://h"}
+		if raceEnabled() {
+			// Built as this test was, the program's packages come from the
+			// build cache, instead of being compiled once more.
+			args = slices.Insert(args, 1, "-race")
+		}
+		out, err := exec.Command("go", args...).CombinedOutput()
 		if err != nil {
 			t.Fatalf("go run: %v\n%s", err, out)
 		}
@@ -67,4 +74,10 @@ func TestConfigAloneLinksNeitherRedigoNorOTel(t *testing.T) {
 			}
 		})
 	}
+}
+
+// raceEnabled reports whether this test binary was built with -race.
+func raceEnabled() bool {
+	info, ok := debug.ReadBuildInfo()
+	return ok && slices.Contains(info.Settings, debug.BuildSetting{Key: "-race", Value: "true"})
 }

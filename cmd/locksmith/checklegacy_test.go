@@ -112,6 +112,7 @@ func TestCheckLegacy(t *testing.T) {
 	redistest.RequireBinary(t)
 
 	t.Run("an active legacy client is found, with its connection and key", func(t *testing.T) {
+		t.Parallel()
 		srv := redistest.Start(t, 1)[0]
 		legacyHolder(t, srv.Addr, "report", "billing-cron")
 		legacyTraffic(t, srv.Addr, "invoices")
@@ -142,6 +143,7 @@ func TestCheckLegacy(t *testing.T) {
 	})
 
 	t.Run("the library's single strategy is not flagged", func(t *testing.T) {
+		t.Parallel()
 		srv := redistest.Start(t, 1)[0]
 		url := "single://" + srv.Addr
 		l := openLocker(t, url)
@@ -177,6 +179,7 @@ func TestCheckLegacy(t *testing.T) {
 	})
 
 	t.Run("the library's setnx-getset with a safety TTL, holding a lock, is not flagged", func(t *testing.T) {
+		t.Parallel()
 		srv := redistest.Start(t, 1)[0]
 		url := "setnx-getset://" + srv.Addr + "?format=ms&safety_ttl=1m"
 		lk, err := openLocker(t, url).Obtain(ctx(t), "lock.report", time.Hour)
@@ -194,6 +197,7 @@ func TestCheckLegacy(t *testing.T) {
 	})
 
 	t.Run("a leaked legacy key is found with no traffic", func(t *testing.T) {
+		t.Parallel()
 		srv := redistest.Start(t, 1)[0]
 		expired := strconv.FormatInt(time.Now().Add(-time.Hour).Unix(), 10)
 		if _, err := srv.Command(ctx(t), "SET", "lock:nightly", expired); err != nil {
@@ -211,6 +215,7 @@ func TestCheckLegacy(t *testing.T) {
 	})
 
 	t.Run("values that are no timestamps around now are not flagged", func(t *testing.T) {
+		t.Parallel()
 		srv := redistest.Start(t, 1)[0]
 		for _, kv := range [][]string{
 			{"counter", "42"},                  // 1970 in seconds
@@ -234,6 +239,7 @@ func TestCheckLegacy(t *testing.T) {
 	})
 
 	t.Run("--prefix narrows the scan", func(t *testing.T) {
+		t.Parallel()
 		srv := redistest.Start(t, 1)[0]
 		now := strconv.FormatInt(time.Now().Unix(), 10)
 		for _, key := range []string{"lock.a", "lock*b", "other"} {
@@ -248,6 +254,7 @@ func TestCheckLegacy(t *testing.T) {
 	})
 
 	t.Run("a user denied INFO gets inconclusive", func(t *testing.T) {
+		t.Parallel()
 		srv := redistest.Start(t, 1)[0]
 		if _, err := srv.Command(ctx(t), "ACL", "SETUSER", "checker", "on", ">secret", "~*", "-@all", "+client|list", "+scan", "+getrange", "+pttl"); err != nil {
 			t.Fatal(err)
@@ -259,6 +266,7 @@ func TestCheckLegacy(t *testing.T) {
 	})
 
 	t.Run("a user with the ACL of the help gets a verdict", func(t *testing.T) {
+		t.Parallel()
 		srv := redistest.Start(t, 1)[0]
 		rule := strings.Fields("ACL SETUSER checker on >secret ~* -@all +info +client|list +scan +getrange +pttl")
 		if _, err := srv.Command(ctx(t), rule...); err != nil {
@@ -274,6 +282,7 @@ func TestCheckLegacy(t *testing.T) {
 	})
 
 	t.Run("redlock: legacy traffic on one server of three names that server", func(t *testing.T) {
+		t.Parallel()
 		srvs := redistest.Start(t, 3)
 		legacyTraffic(t, srvs[1].Addr, "invoices")
 		url := "LOCKSMITH_URL=redlock://" + srvs[0].Addr + "," + srvs[1].Addr + "," + srvs[2].Addr
@@ -294,6 +303,7 @@ func TestCheckLegacy(t *testing.T) {
 	})
 
 	t.Run("an unreachable server gets unavailable at once", func(t *testing.T) {
+		t.Parallel()
 		srv := redistest.Start(t, 1)[0]
 		closed := redistest.ClosedAddrs(t, 2)
 		url := "LOCKSMITH_URL=redlock://" + srv.Addr + "," + closed[0] + "," + closed[1]
@@ -306,6 +316,7 @@ func TestCheckLegacy(t *testing.T) {
 	})
 
 	t.Run("a paused server gets unavailable, once a command timed out", func(t *testing.T) {
+		t.Parallel()
 		srv := redistest.Start(t, 1)[0]
 		srv.Pause()
 		// A window longer than the hang detector: the check must not wait for it.
@@ -317,6 +328,7 @@ func TestCheckLegacy(t *testing.T) {
 	})
 
 	t.Run("the scan limit stops the scan, and says so", func(t *testing.T) {
+		t.Parallel()
 		srv := redistest.Start(t, 1)[0]
 		for i := range 5 {
 			if _, err := srv.Command(ctx(t), "SET", "k"+strconv.Itoa(i), "v"); err != nil {
@@ -331,6 +343,7 @@ func TestCheckLegacy(t *testing.T) {
 	})
 
 	t.Run("Ctrl-C ends the window", func(t *testing.T) {
+		t.Parallel()
 		srv := redistest.Start(t, 1)[0]
 		cmd, stdout, stderr := command(t, []string{"LOCKSMITH_URL=single://" + srv.Addr}, "-v", "check-legacy", "--window", "1h")
 		pr, pw := io.Pipe()
@@ -366,6 +379,7 @@ func TestCheckLegacy(t *testing.T) {
 	})
 
 	t.Run("usage errors", func(t *testing.T) {
+		t.Parallel()
 		for _, args := range [][]string{
 			{"--window", "0s"},
 			{"--window", "soon"},
@@ -380,6 +394,7 @@ func TestCheckLegacy(t *testing.T) {
 	})
 
 	t.Run("the help says what it reads, never does, needs, and exits with", func(t *testing.T) {
+		t.Parallel()
 		r := locksmith(t, nil, "check-legacy", "--help")
 		for _, want := range []string{"INFO commandstats", "CLIENT LIST", "SCAN MATCH", "never writes", "CONFIG RESETSTAT",
 			"+info +client|list +scan +getrange +pttl", "0   clean", "1   legacy activity found", "3   inconclusive", "69  unavailable", "130 interrupted", "server-wide"} {

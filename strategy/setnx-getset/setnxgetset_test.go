@@ -35,6 +35,7 @@ func TestConformance(t *testing.T) {
 	addr, _ := redistest.Addr(t)
 	matrix.Run(t, matrix.SetnxGetset(addr))
 	t.Run("goredis-cluster", func(t *testing.T) {
+		t.Parallel()
 		conformance.Run(t, matrix.SetnxGetsetCluster(redistest.StartCluster(t, 3).Addrs()).Harness)
 	})
 }

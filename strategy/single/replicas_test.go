@@ -139,8 +139,9 @@ type plainConn struct{ driver.Conn }
 // TestFailover runs a lock across a Sentinel failover (1 master, 1 replica,
 // 3 Sentinels), through a go-redis failover client that follows the new
 // master. Without replica acknowledgement the lock is lost with the master;
-// with WithReplicas(1, ...) it survives.
+// with WithReplicas(1, ...) it survives. It runs with LOCKSMITH_FULL=1.
 func TestFailover(t *testing.T) {
+	redistest.RequireFull(t, "a Sentinel failover")
 	const key, ttl = "failover", time.Minute
 	t.Run("without replica acknowledgement: the next Refresh reports ErrExpired", func(t *testing.T) {
 		master, replica, sentinels := startSentinel(t)

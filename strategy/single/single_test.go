@@ -18,9 +18,11 @@ func TestConformance(t *testing.T) {
 	addr, _ := redistest.Addr(t)
 	matrix.Run(t, matrix.Single(addr))
 	t.Run("unix", func(t *testing.T) {
+		t.Parallel()
 		matrix.Run(t, matrix.SingleUnix(redistest.StartUnix(t).Socket))
 	})
 	t.Run("cluster", func(t *testing.T) {
+		t.Parallel()
 		matrix.Run(t, matrix.SingleCluster(redistest.StartCluster(t, 3).Addrs()))
 	})
 }

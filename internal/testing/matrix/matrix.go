@@ -35,10 +35,16 @@ func (c Combo) Wrap(wrap func(t *testing.T, l lock.Locker) lock.Locker) Combo {
 	return c
 }
 
-// Run runs the suite on each combination, as a subtest named after it.
+// Run runs the suite on each combination, as a parallel subtest named
+// after it. The suite spends most of its time waiting on timers and on
+// Redis, so combinations run side by side (up to go test's -parallel, the
+// number of CPUs by default); their keys never meet.
 func Run(t *testing.T, combos []Combo) {
 	for _, c := range combos {
-		t.Run(c.Name, func(t *testing.T) { conformance.Run(t, c.Harness) })
+		t.Run(c.Name, func(t *testing.T) {
+			t.Parallel()
+			conformance.Run(t, c.Harness)
+		})
 	}
 }
 

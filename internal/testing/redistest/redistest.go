@@ -8,7 +8,9 @@
 // The binary is $LOCKSMITH_REDIS_SERVER, or redis-server on PATH. Without
 // it, tests that need real servers skip, and [Addr] falls back to an
 // embedded in-process server; with LOCKSMITH_REQUIRE_REDIS=1 (as CI sets),
-// a missing binary fails the test instead.
+// a missing binary fails the test instead. Topologies that take long to
+// start or to fail over, and long runs, run only with LOCKSMITH_FULL=1, as
+// CI sets (see [RequireFull]).
 package redistest
 
 import (
@@ -34,6 +36,7 @@ import (
 const (
 	EnvBinary  = "LOCKSMITH_REDIS_SERVER"  // path to redis-server
 	EnvRequire = "LOCKSMITH_REQUIRE_REDIS" // "1": a missing redis-server fails the test
+	EnvFull    = "LOCKSMITH_FULL"          // "1": run the long tests too
 )
 
 // Binary returns the path of redis-server.
@@ -49,6 +52,17 @@ func Binary() (string, error) {
 
 // Required reports whether real servers are mandatory.
 func Required() bool { return os.Getenv(EnvRequire) == "1" }
+
+// Full reports whether the long tests run: LOCKSMITH_FULL=1.
+func Full() bool { return os.Getenv(EnvFull) == "1" }
+
+// RequireFull skips t, saying what it is, unless LOCKSMITH_FULL=1.
+func RequireFull(t testing.TB, what string) {
+	t.Helper()
+	if !Full() {
+		t.Skipf("%s runs only with %s=1, as CI sets", what, EnvFull)
+	}
+}
 
 // RequireBinary returns the redis-server path, or skips the test (fails it
 // when real servers are required).
