@@ -119,6 +119,7 @@ func TestRedisURLString(t *testing.T) {
 		{"redis://alice:s3cret-Pw@h:6380/2?dial_timeout=3", "single://alice:xxxxx@h:6380/2?dial_timeout=3s"},
 		{"rediss://h?skip_verify=1", "single://h:6379?tls=true&tls_insecure_skip_verify=true"},
 		{"unix://:s3cret-Pw@/run/redis.sock?db=1", "single+unix://:xxxxx@/run/redis.sock?db=1"},
+		{"unix:///run/a%40b.sock", "single+unix:///run/a%40b.sock"},
 	} {
 		t.Run(tc.url, func(t *testing.T) {
 			c, err := config.ParseURL(tc.url)
