@@ -422,7 +422,7 @@ func (c Config) url(reveal bool) string {
 	}
 	switch {
 	case socket:
-		b.WriteString((&url.URL{Path: c.Addrs[0]}).EscapedPath())
+		b.WriteString(escapeAt((&url.URL{Path: c.Addrs[0]}).EscapedPath()))
 		if c.DB != 0 {
 			param("db", strconv.Itoa(c.DB))
 		}
@@ -432,7 +432,7 @@ func (c Config) url(reveal bool) string {
 				b.WriteByte(',')
 			}
 			if isSocket(a) {
-				a = url.PathEscape(a)
+				a = escapeAt(url.PathEscape(a))
 			}
 			b.WriteString(a)
 		}
@@ -455,6 +455,10 @@ func (c Config) url(reveal bool) string {
 	}
 	return b.String()
 }
+
+// escapeAt percent-encodes the '@' of an escaped socket path, which
+// ParseURL would read as the end of user information.
+func escapeAt(path string) string { return strings.ReplaceAll(path, "@", "%40") }
 
 // clone returns a copy of c that shares no slice or map with it.
 func (c Config) clone() Config {

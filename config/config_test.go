@@ -80,7 +80,7 @@ func TestBadConfigurations(t *testing.T) {
 		{"a URL without a scheme", fromURL("h1:6379"), "url", "want strategy://host:port"},
 		{"a URL with a fragment", fromURL("single://h#x"), "url", "must not have a fragment"},
 		{"a URL with an empty scheme", fromURL("://h"), "strategy", "is required; known: redlock, setnx-getset, "},
-		{"an unknown strategy", fromURL("redis://h"), "strategy", `unknown "redis"; known: redlock, setnx-getset, `},
+		{"an unknown strategy", fromURL("memcached://h"), "strategy", `unknown "memcached"; known: redlock, setnx-getset, `},
 		{"an unknown driver", fromURL("single://h?driver=jedis"), "driver", `unknown "jedis"; known: goredis, redigo`},
 		{"an unknown setting", fromURL("single://h?tll=3s"), `setting "tll"`, "unknown; known: addrs, clock_skew, db,"},
 		{"a URL without a server", fromURL("single:///0"), "addrs", "must list at least one server"},

@@ -24,9 +24,25 @@ import (
 // scheme is the strategy; the user information, percent-encoded, holds the
 // credentials; the hosts are the servers (the port defaults to 6379; an
 // IPv6 host goes in brackets); the path is the database; the query holds
-// the other settings, percent-encoded, each once. It returns an
-// *lock.ArgumentError naming the first invalid setting; its errors never
-// quote the user information.
+// the other settings, percent-encoded, each once.
+//
+// It reads go-redis's URLs of one server too, which redis-cli, redis-py
+// and managed Redis consoles hand out, as the single strategy over it:
+//
+//	redis://[username[:password]@]host[:port][/db][?option=value[&...]]
+//	rediss://... (the same, with TLS)
+//	unix://[username[:password]@]/path/of/redis.sock[?db=N&...]
+//
+// Their query takes the settings, and go-redis's options that name one:
+// db, dial_timeout, read_timeout and write_timeout (a plain number is
+// seconds, as go-redis reads it; zero or less, which go-redis reads as no
+// timeout, is refused), pool_size, and skip_verify
+// (tls_insecure_skip_verify). It refuses go-redis's other options, such as
+// max_retries, and a setting given twice under its two names. String
+// writes such a Config as a single:// URL.
+//
+// It returns an *lock.ArgumentError naming the first invalid setting; its
+// errors never quote the user information.
 func ParseURL(rawURL string) (Config, error) {
 	c, err := parseURL(rawURL)
 	if err == nil {
@@ -48,6 +64,9 @@ func parseURL(raw string) (Config, error) {
 		return c, invalid("strategy", knownStrategy(""))
 	}
 	strategy, form := strings.ToLower(scheme), ""
+	if _, ok := redisSchemes[strategy]; ok {
+		return parseRedisURL(strategy, rest)
+	}
 	if i := strings.LastIndexByte(strategy, '+'); i >= 0 && slices.Contains([]string{sentinel, cluster, "unix"}, strategy[i+1:]) {
 		strategy, form = strategy[:i], strategy[i+1:]
 	}
@@ -57,18 +76,9 @@ func parseURL(raw string) (Config, error) {
 	if form == sentinel || form == cluster {
 		c.Topology = form
 	}
-	if strings.Contains(rest, "#") {
-		return c, invalid("url", errors.New("must not have a fragment (#...)"))
-	}
-	rest, query, _ := strings.Cut(rest, "?")
-	authority, path := rest, ""
-	if i := strings.IndexByte(rest, '/'); i >= 0 {
-		authority, path = rest[:i], rest[i+1:]
-	}
-	if name, _, _ := strings.Cut(query, "="); !strings.Contains(authority, "@") && strings.Contains(path+name, "@") {
-		// Likely user information with an unescaped '/' or '?': say so
-		// without quoting any of it, since it may hold the password.
-		return c, invalid("url", errors.New("has '@' after the host: percent-encode '/', '?' and '#' in the user information, and '@' in values"))
+	authority, path, query, err := splitURL(rest)
+	if err != nil {
+		return c, err
 	}
 	if i := strings.LastIndexByte(authority, '@'); i >= 0 {
 		user, pass, _ := strings.Cut(authority[:i], ":")
@@ -141,7 +151,7 @@ func parseURL(raw string) (Config, error) {
 		seen[name] = true
 		value, err := url.QueryUnescape(v)
 		if err != nil {
-			return c, invalid(name, errors.New("has an invalid %-escape: percent-encode the value"))
+			return c, invalid(name, errValueEscape)
 		}
 		if err := setText(&c, name, value); err != nil {
 			return c, err
@@ -150,7 +160,26 @@ func parseURL(raw string) (Config, error) {
 	return c, nil
 }
 
-var errEmpty = errors.New("is empty: give a value, or leave the setting out")
+// splitURL splits what follows a URL's "://" into its authority, path (without
+// its leading '/') and query. It refuses a fragment, and an '@' after the
+// host, which is likely user information with an unescaped '/' or '?'.
+func splitURL(rest string) (authority, path, query string, err error) {
+	if strings.Contains(rest, "#") {
+		return "", "", "", invalid("url", errors.New("must not have a fragment (#...)"))
+	}
+	rest, query, _ = strings.Cut(rest, "?")
+	authority, path, _ = strings.Cut(rest, "/")
+	if name, _, _ := strings.Cut(query, "="); !strings.Contains(authority, "@") && strings.Contains(path+name, "@") {
+		// Say so without quoting any of it, since it may hold the password.
+		return "", "", "", invalid("url", errors.New("has '@' after the host: percent-encode '/', '?' and '#' in the user information, and '@' in values"))
+	}
+	return authority, path, query, nil
+}
+
+var (
+	errEmpty       = errors.New("is empty: give a value, or leave the setting out")
+	errValueEscape = errors.New("has an invalid %-escape: percent-encode the value")
+)
 
 // setText sets the setting or registered parameter called name from its
 // text form, which must not be empty.

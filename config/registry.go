@@ -95,7 +95,8 @@ var (
 // RegisterStrategy makes a strategy known to Open by name, as the scheme of
 // URLs and the value of the strategy setting. Call it from an init
 // function, as database/sql's drivers do. It panics if name is not a valid
-// URL scheme in lower case, if it is registered already, if s.New is nil,
+// URL scheme in lower case, or is redis, rediss or unix (go-redis's URLs,
+// which ParseURL reads), if it is registered already, if s.New is nil,
 // or if a parameter name is invalid or taken.
 func RegisterStrategy(name string, s Strategy) {
 	register("strategy", name, s.New != nil, s.Params, func() bool { return addNew(registry.strategies, name, s) })
@@ -125,6 +126,8 @@ func register(what, name string, hasFunc bool, params []string, add func() (dup 
 		panic(fmt.Sprintf("config: Register%s: invalid name %q: want lower-case letters, digits, +, - and . after a letter", title(what), name))
 	case !hasFunc:
 		panic(fmt.Sprintf("config: Register%s %q: nil function", title(what), name))
+	case what == "strategy" && redisSchemes[name] != "":
+		panic(fmt.Sprintf("config: RegisterStrategy: invalid name %q: ParseURL reads it as go-redis's URL of the single strategy", name))
 	}
 	for _, p := range params {
 		_, builtin := lookup(p)
