@@ -35,16 +35,16 @@
 //		})
 //	}
 //
-// Conns, NewUnreachable and NewWithNilConn are optional, but a property
-// that needs one that is not set fails, naming the field, unless
-// Harness.Skip names the property with the reason: no property drops out of
-// a run unnoticed, even in a go test ./... that hides skips. The properties
-// of notification waiting skip on their own, saying why, for a Locker that
-// does not wake its waiters.
+// A property whose optional [Harness] field is not set fails, naming the
+// field, unless Harness.Skip names it with the reason: no property drops
+// out of a run unnoticed, even in a go test ./... that hides skips. The
+// properties of notification waiting skip on their own, saying why, for a
+// Locker that does not wake its waiters. The repository's docs/extending.md
+// guide walks through a run.
 //
-// The package imports only the standard library and this module's lock,
-// strategy and driver packages, so it brings no test dependencies to its
-// users.
+// The package imports only the standard library and this module's
+// packages (lock, strategy, driver and internal/glob), so it brings no test
+// dependencies to its users.
 package conformance
 
 import (

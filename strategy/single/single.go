@@ -72,8 +72,9 @@ type Option func(*Strategy)
 // received that connection's writes. WAIT's timeout is cut to what is left
 // of the call's context, never past it. 0 replicas (the default) sends no
 // WAIT; n > 0 needs a positive timeout, and a driver that can pin a
-// connection ([driver.Pinner]: redigo, and go-redis's *redis.Client,
-// standalone or failover, but not a Cluster or Ring client), or
+// connection ([driver.Pinner]: redigo; go-redis's *redis.Client,
+// standalone or failover, but not a Cluster or Ring client; rueidis's
+// standalone or Sentinel client), or
 // NewStrategy refuses with an *strategy.ArgumentError.
 //
 // An acquisition that fewer replicas acknowledge is undone (the key it
@@ -89,8 +90,8 @@ type Option func(*Strategy)
 // it replied: a failover can still promote a replica that does not (one
 // that did not acknowledge, with n smaller than the number of replicas),
 // a partition can leave an old master taking writes, and a replica can
-// lose what it acknowledged in a restart. See the README's "Replica
-// acknowledgement". It costs one more round trip per acquisition and
+// lose what it acknowledged in a restart. See the repository's
+// docs/safety.md guide. It costs one more round trip per acquisition and
 // refresh, and up to timeout when replicas lag.
 func WithReplicas(n int, timeout time.Duration) Option {
 	return func(s *Strategy) { s.ack = cas.Ack{Replicas: n, Timeout: timeout} }
