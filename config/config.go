@@ -123,7 +123,8 @@ type Config struct {
 	TLS TLS
 	// DialTimeout, ReadTimeout and WriteTimeout bound connecting, reading
 	// a reply and writing a command. A context's deadline bounds each call
-	// too. The defaults are 5s, 3s and 3s.
+	// too. The defaults are 5s, 3s and 3s. (The rueidis driver maps them,
+	// and PoolSize, onto its own options: see config/rueidisconfig.)
 	DialTimeout, ReadTimeout, WriteTimeout time.Duration
 	// PoolSize is the most connections a client keeps to each server. The
 	// default is 10 per CPU (GOMAXPROCS), go-redis's default.
