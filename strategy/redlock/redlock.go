@@ -58,7 +58,8 @@ import (
 	"github.com/locksmith-go/lock/strategy"
 )
 
-// noFencing is why WithFencing is refused; the package doc says more.
+// noFencing is why WithFencing is refused; docs/design/redlock.md says
+// more.
 const noFencing = "not supported by redlock: no counter spans independent nodes without consensus; " +
 	"use the single strategy for fencing tokens, or have the resource compare-and-set on the lock's unique token"
 
@@ -286,8 +287,9 @@ func (s *Strategy) Acquire(ctx context.Context, r strategy.Request) (strategy.Gr
 	start := s.now()
 	value := r.Value()
 	// One call for every node (the drivers do not modify its arguments).
-	// A first attempt starts with a bare SET NX PX (see Cost in the package
-	// doc, and cas.StartOf); the guarded acquire is a script of its own.
+	// A first attempt starts with a bare SET NX PX (see Cost in
+	// docs/design/redlock.md, and cas.StartOf); the guarded acquire is a
+	// script of its own.
 	call := cas.AcquireCall(r.Key, value, r.TTL, cas.StartOf(r))
 	if s.guard > 0 {
 		call = cas.AcquireGuardedCall(r.Key, GuardKey, value, r.TTL, s.guard)
@@ -367,8 +369,8 @@ func (s *Strategy) Refresh(ctx context.Context, key, value string, ttl time.Dura
 }
 
 // Release implements [strategy.Strategy]: it releases on all nodes, and
-// each node's release wakes the lock's waiters there (see Waiting in the
-// package doc). On a node whose acquire was still on its way when the
+// each node's release wakes the lock's waiters there (see Waiting in
+// docs/design/redlock.md). On a node whose acquire was still on its way when the
 // quorum was reached, it releases once that acquire returned.
 //
 // It returns once a quorum of nodes confirmed the release, or every node
@@ -444,8 +446,8 @@ func (s *Strategy) Listen(key, id string) strategy.Listener {
 	return notify.ListenLock(conns, key, id)
 }
 
-// Leave implements [strategy.Notifier]: Redlock keeps no queue (see the
-// package doc), so there is nothing to leave.
+// Leave implements [strategy.Notifier]: Redlock keeps no queue (see
+// docs/design/redlock.md), so there is nothing to leave.
 func (s *Strategy) Leave(context.Context, string, string) error { return nil }
 
 // TTL implements [strategy.Strategy]: the time until fewer than a quorum of

@@ -319,7 +319,8 @@ func (s *Strategy) Refresh(ctx context.Context, key, value string, ttl time.Dura
 
 // Release implements [strategy.Strategy]. A key that still holds our value is
 // deleted even if its timestamp has passed, and then Release reports
-// ErrExpired. The deletion wakes the lock's waiters (see the package doc).
+// ErrExpired. The deletion wakes the lock's waiters (see Waiting in
+// docs/design/setnx-getset.md).
 func (s *Strategy) Release(ctx context.Context, key, value string) error {
 	expired := s.expired(value)
 	if err := notify.DeleteWaking(ctx, s.conn, s.conn, key, value); err != nil {
@@ -332,9 +333,9 @@ func (s *Strategy) Release(ctx context.Context, key, value string) error {
 }
 
 // Listen implements [strategy.Notifier]: the waiter id hears the releases
-// of key that publish (see the package doc). It returns nil when the driver
-// cannot subscribe, or key has no channel (a key with '}' but no hash tag),
-// and the waiter polls.
+// of key that publish (see Waiting in docs/design/setnx-getset.md). It
+// returns nil when the driver cannot subscribe, or key has no channel (a
+// key with '}' but no hash tag), and the waiter polls.
 func (s *Strategy) Listen(key, id string) strategy.Listener {
 	return notify.ListenLock([]driver.Conn{s.conn}, key, id)
 }
