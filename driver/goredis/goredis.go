@@ -253,7 +253,8 @@ func (c *Conn) Pin(ctx context.Context, f func(driver.Conn) error) error {
 }
 
 // Addr implements [driver.Addresser]. It is empty for a failover client,
-// whose master moves, and for a client New refused.
+// whose master moves, for another implementation of UniversalClient, and
+// for a client New refused.
 func (c *Conn) Addr() string {
 	if c.err != nil {
 		return ""
