@@ -370,8 +370,8 @@ func (s *Strategy) Refresh(ctx context.Context, key, value string, ttl time.Dura
 
 // Release implements [strategy.Strategy]: it releases on all nodes, and
 // each node's release wakes the lock's waiters there (see Waiting in
-// docs/design/redlock.md). On a node whose acquire was still on its way when the
-// quorum was reached, it releases once that acquire returned.
+// docs/design/redlock.md). On a node whose acquire was still on its way
+// when the quorum was reached, it releases once that acquire returned.
 //
 // It returns once a quorum of nodes confirmed the release, or every node
 // answered or timed out: the other nodes' releases go on in the
@@ -470,10 +470,12 @@ func (s *Strategy) TTL(ctx context.Context, key, value string) (time.Duration, e
 	return s.quorumTTL(held), nil
 }
 
-// opTimeout bounds one node's answer to Release and TTL, which carry no
-// TTL: the configured node timeout, or 500ms. They wait for every node (a
-// refused connection answers at once; a paused node costs the whole bound),
-// and a loaded machine must not turn a slow answer into a failed release.
+// opTimeout bounds one node's answer to Release, TTL, Inspect and Break,
+// which carry no TTL: the configured node timeout, or 500ms. TTL, Inspect
+// and Break wait for every node, and Release for a quorum, its other
+// deletes going on in the background (a refused connection answers at
+// once; a paused node costs the whole bound), and a loaded machine must
+// not turn a slow answer into a failed release.
 func (s *Strategy) opTimeout() time.Duration {
 	return cmp.Or(s.nodeTimeout, 500*time.Millisecond)
 }
