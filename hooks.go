@@ -56,7 +56,7 @@ type Hooks struct {
 type Event struct {
 	Strategy string        // the strategy's name, such as "single"
 	Server   string        // the server address(es), where the strategy knows them
-	Op       string        // obtain, attempt, refresh, release, ttl, cleanup, inspect, node, enqueued, woken, missed or ended
+	Op       string        // obtain, attempt, refresh, release, ttl, cleanup, inspect, break, node, enqueued, woken, missed or ended
 	Key      string        // the lock's key
 	TTL      time.Duration // the TTL asked for (obtain, attempt, refresh)
 	Attempt  int           // the attempt's number, from 1

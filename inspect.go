@@ -28,7 +28,7 @@ func (l *locker) Break(ctx context.Context, key, fingerprint string, opts ...Opt
 	})
 }
 
-// read runs op, an inspection, within the Op hooks.
+// read runs do, the inspection or break named op, within the Op hooks.
 func (l *locker) read(ctx context.Context, op, key string, opts []Option, do func(ctx context.Context, key string) (State, error)) (State, error) {
 	if err := checkKey(key); err != nil {
 		return State{}, err

@@ -2,9 +2,17 @@
 //
 // A [Locker] obtains locks. Each strategy package (strategy/single,
 // strategy/setnx-getset, strategy/redlock) returns one, built over a driver
-// (driver/goredis or driver/redigo), and so does the config package.
-// Application code depends on [Locker] and [Lock] only, so the strategy can
-// change without touching it.
+// (driver/goredis, driver/redigo or driver/rueidis), and so does the config
+// package. Application code depends on [Locker] and [Lock] only, so the
+// strategy can change without touching it:
+//
+//	locker, err := single.New(goredis.New(client)) // client: a *redis.Client
+//	...
+//	lk, err := locker.Obtain(ctx, "report:daily", 30*time.Second)
+//	if err != nil {
+//		return err // errors.Is(err, lock.ErrNotObtained): held by another owner
+//	}
+//	defer lk.Release(ctx)
 //
 // [Locker.Obtain] waits for a lock as its [RetryPolicy] says, and returns a
 // [*Lock] to refresh and release. [Do] runs a function under a lock that it
@@ -13,6 +21,8 @@
 // it. The errors tell the cases apart: [ErrNotObtained], [ErrNotHeld] and
 // its kinds, [ErrLost], and [*ArgumentError] for an invalid argument.
 // [Hooks] let instrumentation, such as the otel package, see every step.
+// The repository's docs/locking.md guide covers the handle, the options
+// and the errors, and docs/safety.md holding a lock safely.
 //
 // All strategies share this package's wait loop, tokens, argument checks
 // and local validity deadline. A new strategy implements the interface of

@@ -7,7 +7,9 @@ import (
 	"github.com/locksmith-go/lock/strategy"
 )
 
-// Option configures one call of [Locker.Obtain].
+// Option configures a call of [Locker.Obtain] (and, of the options, only
+// [WithHooks] a call of [Locker.Inspect] or [Locker.Break]); given to [New],
+// it is a default of every call of that Locker.
 type Option func(*options)
 
 type options struct {
@@ -38,7 +40,7 @@ func WithRetry(p RetryPolicy) Option {
 // release. By default, a waiter of a strategy that notifies (single, and
 // over a driver that can subscribe, also redlock and setnx-getset as
 // hints) is woken by the release, and takes its turn in a FIFO queue (see
-// the README's "Waiting" section). Polling suits a deployment whose ACL or
+// the repository's docs/waiting.md guide). Polling suits a deployment whose ACL or
 // proxy allows no pub/sub. Config's wait=poll sets it.
 func WithPolling() Option {
 	return func(o *options) { o.poll = true }

@@ -2,43 +2,41 @@
 // strategy, the driver and the servers change by editing configuration, not
 // code. A fleet migrating off legacy locks flips one setting: the strategy.
 //
-// A [Config] comes from any of three forms, which carry the same settings
-// under the same names:
+//	cfg, err := config.ParseURL("redlock://h1:6379,h2:6379,h3:6379/0?ttl=30s")
+//	...
+//	locker, err := config.Open(cfg) // locker.Close closes the clients it opened
+//	...
+//	lk, err := locker.Obtain(ctx, "report:daily", locker.TTL())
 //
-//   - a URL, with [ParseURL]:
-//     redlock://h1:6379,h2:6379,h3:6379/0?driver=redigo&ttl=30s,
-//     setnx-getset://user:pass@10.0.0.1:6379?format=ms&safety_ttl=1m.
-//     The scheme is the strategy, the user information the credentials,
-//     the host list the servers, the path the database, and the query the
-//     other settings;
+// A [Config] comes from any of three forms, which carry the same settings
+// under the same names, or from Go code:
+//
+//   - a URL, with [ParseURL]: the scheme is the strategy, the user
+//     information the credentials, the host list the servers, the path the
+//     database, and the query the other settings, as in
+//     setnx-getset://user:pass@10.0.0.1:6379?format=ms&safety_ttl=1m;
 //   - JSON (Config implements json.Marshaler and json.Unmarshaler), with the
 //     setting names as keys: {"strategy": "single", "addrs": ["h1:6379"],
 //     "ttl": "30s"};
 //   - environment variables, with [FromEnv]: the names upper-cased after a
 //     prefix, such as LOCKSMITH_STRATEGY, LOCKSMITH_ADDRS=h1:6379,h2:6379,
-//     and LOCKSMITH_URL for a whole URL that the other variables override;
+//     and LOCKSMITH_URL for a whole URL that the other variables override.
 //
-// or from Go code. [Open] is the one entry point that builds it: it checks
-// the Config, opens the clients it names, and returns a [*Locker], which
-// closes them on Close.
+// [Open] is the one entry point that builds it: it checks the Config, opens
+// the clients it names, and returns a [*Locker], which closes them on Close.
+// The package links go-redis only: the redigo and rueidis drivers and the
+// otel setting need a blank import of config/redigoconfig,
+// config/rueidisconfig or config/otelconfig.
 //
-// # Rules that hold in every form
-//
-//   - An absent setting and the zero value of its field mean the default.
-//     Where zero written out would mean something else than the default
-//     (drift_factor, max_extensions), writing it is an error.
-//   - Each invalid setting gets an [*lock.ArgumentError] that names it and
-//     says what is allowed; errors.As(err, new(*lock.ArgumentError)) matches
-//     it. An unknown setting, strategy or driver gets one that lists the
-//     known names.
-//   - The parameters of a strategy other than the chosen one are checked
-//     but not used, so a configuration can keep them for a rollback: the
-//     strategy is then the one setting to flip.
-//   - Secrets never appear in errors, logs, String, fmt's verbs, log/slog or
-//     JSON output: the password prints as xxxxx.
-//
-// Strategies and drivers are known by name: the built-in ones, and any that
-// a program registers with [RegisterStrategy] and [RegisterDriver].
+// In every form, an absent setting means its default; an invalid one gets
+// an [*lock.ArgumentError] that names it, and an unknown strategy, driver
+// or setting one that lists the known names; the settings of a strategy
+// other than the chosen one are checked but not used, so that a rollback
+// flips one setting; and the password never appears in errors or output
+// (it prints as xxxxx). Strategies and drivers are known by name: the
+// built-in ones, and any that a program registers with [RegisterStrategy]
+// and [RegisterDriver]. The repository's docs/config.md guide lists every
+// setting and deployment.
 package config
 
 import (
@@ -71,9 +69,8 @@ const (
 // Config describes a Locker: the strategy, the driver and servers it runs
 // over, and the defaults of its locks. The zero value of a field means its
 // default. Each field is a setting named in snake case (tls_ca_file for
-// TLS.CAFile; format for TimestampFormat); README.md's "Choosing the
-// strategy by config" lists every setting with its names in the three
-// forms.
+// TLS.CAFile; format for TimestampFormat); the repository's docs/config.md
+// guide lists every setting with its names in the three forms.
 //
 // Print a Config freely: String, every fmt verb, log/slog and MarshalJSON
 // show the password as xxxxx.
@@ -81,8 +78,9 @@ type Config struct {
 	// Strategy is the lock algorithm: single, setnx-getset, redlock, or a
 	// registered name. Required.
 	Strategy string
-	// Driver is the client library: goredis (the default) or redigo, or a
-	// registered name.
+	// Driver is the client library: goredis (the default); redigo or
+	// rueidis, which a program enables with a blank import of
+	// config/redigoconfig or config/rueidisconfig; or a registered name.
 	Driver string
 	// Topology is how the servers of Addrs are deployed: standalone (the
 	// default: each is a server), sentinel (they are Redis Sentinels,
@@ -125,7 +123,8 @@ type Config struct {
 	TLS TLS
 	// DialTimeout, ReadTimeout and WriteTimeout bound connecting, reading
 	// a reply and writing a command. A context's deadline bounds each call
-	// too. The defaults are 5s, 3s and 3s.
+	// too. The defaults are 5s, 3s and 3s. (The rueidis driver maps them,
+	// and PoolSize, onto its own options: see config/rueidisconfig.)
 	DialTimeout, ReadTimeout, WriteTimeout time.Duration
 	// PoolSize is the most connections a client keeps to each server. The
 	// default is 10 per CPU (GOMAXPROCS), go-redis's default.
@@ -149,7 +148,8 @@ type Config struct {
 	// lock.WithRetry.
 	Wait string
 	// OTel wraps the Locker with OpenTelemetry instrumentation (package
-	// lockotel), with the global providers.
+	// lockotel), with the global providers. A program enables it with a
+	// blank import of config/otelconfig.
 	OTel bool
 	// OTelKeys is how spans record keys: omitted (the default), hashed or
 	// raw, as lockotel.WithKeys.

@@ -246,7 +246,8 @@ func rename(err error, source func(setting string) string) error {
 }
 
 // MarshalJSON writes the settings that are set, by name, in the order of
-// README's table, then the registered parameters; the password as xxxxx.
+// the package's settings table, then the registered parameters; the
+// password as xxxxx.
 // Durations are strings such as "30s", numbers and booleans are JSON's,
 // addrs is an array.
 func (c Config) MarshalJSON() ([]byte, error) {

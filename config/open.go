@@ -46,9 +46,11 @@ var _ lock.Locker = (*Locker)(nil)
 
 // Open builds the Locker that c describes: it checks c (see
 // [Config.Validate]), reads the TLS files, and opens a client of each server
-// with the configured driver. Clients connect lazily, on the first lock
-// operation, as database/sql's Open does: Open does not talk to Redis.
-// Close the Locker to close them.
+// with the configured driver. The goredis and redigo clients connect
+// lazily, on the first lock operation, as database/sql's Open does: Open
+// does not talk to Redis. A rueidis client connects when it is opened, so
+// a Sentinel or Cluster deployment that cannot be reached fails Open (see
+// config/rueidisconfig). Close the Locker to close them.
 func Open(c Config) (*Locker, error) {
 	if err := c.Validate(); err != nil {
 		return nil, err

@@ -9,42 +9,35 @@
 // can have false negatives, so run it under the race detector, and more
 // than once.
 //
-// A third party plugs in with a few lines (myredis, mystrategy, newClient,
-// startRedis and closedAddr are its own):
+// A third party plugs in with a few lines (myredis, mystrategy, newClient
+// and startRedis are its own):
 //
 //	func TestConformance(t *testing.T) {
 //		addr := startRedis(t) // your own server, started for the test
-//		newLocker := func(t *testing.T, addr string) lock.Locker {
-//			l, err := mystrategy.New(myredis.New(newClient(t, addr)))
-//			if err != nil {
-//				t.Fatal(err)
-//			}
-//			return l
-//		}
-//		conformance.RunDriver(t, func(t *testing.T) driver.Conn { return myredis.New(newClient(t, addr)) })
+//		conn := func(t *testing.T) driver.Conn { return myredis.New(newClient(t, addr)) }
+//		conformance.RunDriver(t, conn)
 //		conformance.Run(t, conformance.Harness{
-//			NewLocker: func(t *testing.T) lock.Locker { return newLocker(t, addr) },
-//			// Every server behind the Locker, to plant and inspect keys.
-//			Conns: func(t *testing.T) []driver.Conn {
-//				return []driver.Conn{myredis.New(newClient(t, addr))}
+//			NewLocker: func(t *testing.T) lock.Locker {
+//				l, err := mystrategy.New(conn(t))
+//				if err != nil {
+//					t.Fatal(err)
+//				}
+//				return l
 //			},
-//			// A Locker whose Redis is down: here, a client of a closed port.
-//			NewUnreachable: func(t *testing.T) lock.Locker { return newLocker(t, closedAddr(t)) },
-//			// What your constructor returns for a nil driver.
-//			NewWithNilConn: func() (lock.Locker, error) { return mystrategy.New(nil) },
+//			Conns: func(t *testing.T) []driver.Conn { return []driver.Conn{conn(t)} },
 //		})
 //	}
 //
-// Conns, NewUnreachable and NewWithNilConn are optional, but a property
-// that needs one that is not set fails, naming the field, unless
-// Harness.Skip names the property with the reason: no property drops out of
-// a run unnoticed, even in a go test ./... that hides skips. The properties
-// of notification waiting skip on their own, saying why, for a Locker that
-// does not wake its waiters.
+// A property whose optional [Harness] field (Conns, NewUnreachable,
+// NewWithNilConn) is not set fails, naming the field, unless Harness.Skip
+// names it with the reason: no property drops out of a run unnoticed, even
+// in a go test ./... that hides skips. The properties of notification
+// waiting skip on their own, saying why, for a Locker that does not wake
+// its waiters. The repository's docs/extending.md guide has a complete run.
 //
-// The package imports only the standard library and this module's lock,
-// strategy and driver packages, so it brings no test dependencies to its
-// users.
+// The package imports only the standard library and this module's
+// packages (lock, strategy, driver and internal/glob), so it brings no test
+// dependencies to its users.
 package conformance
 
 import (

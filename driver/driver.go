@@ -1,13 +1,14 @@
 // Package driver defines the interface that Redis client adapters implement.
 //
 // Application code should use a strategy package and the lock package; it
-// only passes a driver (driver/goredis or driver/redigo) to a strategy's
-// constructor. Driver authors implement [Conn] and check it with
-// conformance.RunDriver.
+// only passes a driver (driver/goredis, driver/redigo or driver/rueidis) to
+// a strategy's constructor. Driver authors implement [Conn] and check it
+// with conformance.RunDriver; the repository's docs/extending.md guide
+// shows how.
 //
 // Conn is a small command surface: SET NX, GET and GETSET, which the
 // strategies send; EVALSHA and EVAL, which run their scripts; and DEL and
-// PTTL, with which tests and tools plant and inspect keys. Everything the
+// PTTL, with which the conformance suite plants and inspects keys. Everything the
 // adapters would otherwise repeat lives here, once: script hashing and
 // the EVALSHA-then-EVAL fallback ([Script]), reply normalisation, the
 // translation of a PTTL reply ([FromPTTL]), the refusal of a nil client

@@ -83,8 +83,10 @@ type Event struct {
 
 // Relay hands a session's events to the on function that Listen got, as
 // [Subscriber.Listen] promises: one call at a time, in the order of the
-// calls of Emit, and none after the first event of kind [Closed]. A driver's
-// session reports every event through one Relay.
+// calls of Emit, and none after the first event of kind [Closed]. A session
+// whose events come from several goroutines (goredis's and rueidis's, one
+// per connection) reports every event through one Relay; one that reads
+// from a single goroutine (redigo's) may call on directly.
 type Relay struct {
 	mu    sync.Mutex
 	on    func(Event)

@@ -19,7 +19,8 @@
 //
 // miniredis implements the commands and Lua scripts the strategies send,
 // but not persistence, replication, Cluster or faults such as a paused
-// server. Test those against real redis-server processes.
+// server. Test those against real redis-server processes. The repository's
+// docs/testing.md guide has more.
 package locktest
 
 import (

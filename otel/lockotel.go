@@ -12,64 +12,15 @@
 // with the module's version as the build records it ("devel" when the
 // module is the main one).
 //
-// # Spans
-//
-// One span of kind client for each Obtain (covering the whole wait, retries
-// included), Refresh (auto-refresh's too, as children of the context given
-// to lock.Do or Lock.StartRefresh), Release, TTL, Inspect and Break:
-// lock.obtain, lock.refresh, lock.release, lock.ttl, lock.inspect and
-// lock.break; and lock.cleanup
-// for each clean-up of what an attempt without an answer may have written,
-// which can end after its Obtain returned. Their attributes:
-// db.system.name=redis, server.address (where the driver knows it),
-// locksmith.lock.strategy, the key under the [KeyPolicy] (omitted by
-// default), and for obtain locksmith.lock.attempts, locksmith.lock.wait
-// (seconds), locksmith.lock.outcome and locksmith.lock.validity (seconds). Each
-// contended attempt is a span event (lock.contended), and so is each
-// Redlock node's answer (lock.node). An Obtain that waits by notification
-// (see lock.WithPolling) adds lock.wait.enqueued when it joins the lock's
-// queue (locksmith.lock.queue.rank: its place, 1 for the head),
-// lock.wait.woken each time it wakes to try again (locksmith.lock.wake.reason:
-// message, subscribed, resubscribed or timer), and lock.wait.missed when
-// it obtained the lock after a timer woke it though a release's message
-// was due: a lost notification. No span, event or metric ever carries a
-// token, or a waiter's id. The lock.inspect and lock.break spans record the read, not what it found: no
-// holder's fingerprint or metadata, which identify holders that no other
-// span names, and which the caller has in the lock.State.
-//
-// Outcomes and errors: acquired and contended (the lock is held by another
-// owner and the retry policy gave up: an answer, not a failure) leave the
-// status unset; timed_out (the context ended the wait) and error set it to
-// Error, with error.type. Refresh, Release and TTL that find the lock gone
-// are errors too (error.type expired, taken or not_held). error.type is one
-// of: timeout, canceled, not_obtained, expired, taken, lapsed, not_held,
-// refresh_limit, invalid_argument, no_quorum (Redlock), the Redis error
-// prefix (such as WRONGTYPE), or the Go type of the error.
-//
-// # Metrics
-//
-//   - locksmith.lock.acquire.duration (histogram, s): the time Obtain took,
-//     waiting included; attributes strategy, outcome, error.type.
-//   - locksmith.lock.hold.duration (histogram, s): from Obtain to Release
-//     or to the loss; attributes strategy, locksmith.lock.end (released,
-//     lost).
-//   - locksmith.lock.attempts (counter, {attempt}): attempts by
-//     locksmith.lock.outcome (acquired, contended, error).
-//   - locksmith.lock.active (up-down counter, {lock}): locks held by this
-//     process.
-//   - locksmith.lock.lost (counter, {lock}): locks that Refresh (by hand or
-//     auto-refresh), Release or TTL found gone (error.type expired, taken,
-//     not_held), or that lapsed while watched: their validity deadline
-//     passed before a refresh confirmed them (lapsed).
-//   - locksmith.lock.wait.wakeups (counter, {wakeup}): the times waiters
-//     woke to try again, by locksmith.lock.wake.reason (message,
-//     subscribed, resubscribed, timer).
-//   - locksmith.lock.wait.missed (counter, {notification}): the wake-ups
-//     by timer after which the lock was obtained though its release's
-//     message was due: lost notifications. Their rate is missed over
-//     wakeups with reason timer; each costs at most one retry delay.
-//
-// Metric attributes are bounded: never a key.
+// [NewLocker] records a span of kind client for each Obtain (the whole
+// wait), Refresh, Release, TTL, Inspect and Break, and for each clean-up
+// after an attempt without an answer; span events for contended attempts,
+// Redlock nodes' answers and the steps of waiting; and metrics of the time
+// to acquire and to hold, attempts, locks held and lost, wake-ups and lost
+// notifications. Keys are omitted by default ([WithKeys]). No span, event
+// or metric ever carries a token or a waiter's id, and metric attributes
+// are bounded: never a key. The repository's docs/observability.md guide
+// lists every span, attribute, outcome, error.type and metric.
 package lockotel
 
 import (
@@ -179,10 +130,13 @@ var (
 	spanNames  = map[string]string{"refresh": "lock.refresh", "release": "lock.release", "ttl": "lock.ttl"}
 )
 
-// NewLocker returns l instrumented: its Obtain calls, and the locks they
-// return, produce the spans and metrics of the package doc. It works on
-// every Locker built by lock.New, and on wrappers that pass Obtain's
-// options on.
+// NewLocker returns l instrumented: its Obtain, Inspect and Break calls,
+// and the locks Obtain returns, produce the spans and metrics of the
+// package doc. A span is a child of the span in its call's context;
+// auto-refresh's lock.refresh spans are children of the context given to
+// lock.Do or Lock.StartRefresh. It works on every Locker built by
+// lock.New, and on wrappers that pass the options of Obtain, Inspect and
+// Break on.
 //
 // Given the no-op providers of the OpenTelemetry API (trace/noop and
 // metric/noop), which record nothing, it returns l itself, which then
@@ -509,7 +463,13 @@ func (t *telemetry) ended(e lock.Event) {
 	}
 }
 
-// errorType is the error.type of err; see the package doc.
+// errorType is the error.type of err, a low-cardinality identifier, as
+// OpenTelemetry's semantic conventions ask: the ErrorType method's result
+// for an error that has one (no_quorum for a Redlock *QuorumError); else
+// timeout, canceled, expired, taken, lapsed, not_held, not_obtained,
+// refresh_limit or invalid_argument for the errors of the context and of
+// package lock; else the prefix of a Redis error (such as ERR, WRONGTYPE
+// or NOSCRIPT); else _OTHER, the conventions' fallback.
 func errorType(err error) string {
 	var typed interface{ ErrorType() string }
 	switch {

@@ -3,12 +3,14 @@
 // gives it. Application code uses the lock package and a strategy package
 // (strategy/single, strategy/setnx-getset, strategy/redlock), and needs
 // this one only for [Fingerprint], to tell whether a State that
-// lock.Locker.Inspect read names the holder of a lock it has.
+// lock.Locker.Inspect read names the holder of a lock it has, and to name
+// the type of State's Nodes, [NodeState].
 //
 // A strategy implements [Strategy]: one attempt to acquire, and the
 // operations on a held lock. lock.New turns it into a lock.Locker, which
 // supplies validation, tokens, the wait loop, the lock handle and the hooks.
-// Check a Strategy with the conformance package.
+// Check a Strategy with the conformance package, and see the repository's
+// docs/extending.md guide.
 //
 // The errors are defined here, and the lock package re-exports them (as
 // os.ErrNotExist is fs.ErrNotExist), so errors.Is and errors.As match across

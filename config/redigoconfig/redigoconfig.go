@@ -6,7 +6,7 @@
 //
 // A program that does not compiles none of redigo. The driver opens
 // standalone servers, over TCP, TLS or a Unix socket; a Sentinel or Cluster
-// deployment needs the goredis driver, and config says so.
+// deployment needs the goredis (or the rueidis) driver, and config says so.
 package redigoconfig
 
 import (

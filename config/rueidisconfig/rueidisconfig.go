@@ -6,32 +6,16 @@
 //
 // A program that does not compiles none of rueidis. The driver opens
 // standalone servers (over TCP, TLS or a Unix socket), Sentinel-managed
-// masters and Clusters.
+// masters and Clusters. The client it opens retries no command, so that
+// the lock's retry policy owns every retry, keeps no client-side cache, and
+// always pipelines each server's commands over one connection (see package
+// driver/rueidis). Its connections are sized for lock commands: 32 KiB
+// buffers and 256 commands in flight per server. read_timeout is rueidis's
+// ConnWriteTimeout and pool_size its BlockingPoolSize.
 //
-// The client it opens retries no command (DisableRetry), so that the
-// lock's own retry policy owns every retry, keeps no client-side cache,
-// and always pipelines each server's commands over one connection
-// (AlwaysPipelining, PipelineMultiplex -1; see package driver/rueidis).
-//
-// Its connections are sized for lock commands, which are a few hundred
-// bytes: 32 KiB read and write buffers (rueidis's default is 512 KiB each)
-// and a ring of 256 commands in flight per server (RingScaleEachConn 8;
-// the default is 1024). A Redlock Locker opens a client per node, and
-// rueidis allocates both at once, for every connection: with the defaults,
-// a test of 32 Redlock Lockers over 5 nodes held about 200 MiB for them,
-// and under the race detector on two busy cores the process stalled for
-// up to 640ms at a time, past the lock calls' node timeouts. A command
-// past the 256th in flight to one server waits for a free slot (see
-// package driver/rueidis for how long). Every command
-// is bounded by its context's deadline, as rueidis does by itself;
-// read_timeout bounds how long a connection waits for the server's answer
-// (rueidis's ConnWriteTimeout, which also bounds each write and its
-// keep-alive PING), dial_timeout each dial, and pool_size the connections
-// of Pin and of subscriber sessions (rueidis's BlockingPoolSize).
-// write_timeout is not used. rueidis connects when the client
-// is opened: a Sentinel or Cluster deployment that cannot be reached
-// fails Open, while a standalone server that is down fails the first
-// lock call, as with the other drivers.
+// rueidis connects when the client is opened: a Sentinel or Cluster
+// deployment that cannot be reached fails Open, while a standalone server
+// that is down fails the first lock call, as with the other drivers.
 package rueidisconfig
 
 import (
@@ -52,6 +36,29 @@ func init() {
 }
 
 // open opens a rueidis client of e.
+//
+// The client retries no command (DisableRetry), so that the lock's own
+// retry policy owns every retry, keeps no client-side cache, and always
+// pipelines each server's commands over one connection (AlwaysPipelining,
+// PipelineMultiplex -1; see package driver/rueidis).
+//
+// Its connections are sized for lock commands, which are a few hundred
+// bytes: 32 KiB read and write buffers (rueidis's default is 512 KiB each)
+// and a ring of 256 commands in flight per server (RingScaleEachConn 8;
+// the default is 1024). A Redlock Locker opens a client per node, and
+// rueidis allocates both at once, for every connection: with the defaults,
+// a test of 32 Redlock Lockers over 5 nodes held about 200 MiB for them,
+// and under the race detector on two busy cores the process stalled for
+// up to 640ms at a time, past the lock calls' node timeouts. A command
+// past the 256th in flight to one server waits for a free slot (see
+// driver/rueidis's New for how long).
+//
+// Every command is bounded by its context's deadline, as rueidis does by
+// itself; read_timeout bounds how long a connection waits for the server's
+// answer (rueidis's ConnWriteTimeout, which also bounds each write and its
+// keep-alive PING), dial_timeout each dial, and pool_size the connections
+// of Pin and of subscriber sessions (rueidis's BlockingPoolSize).
+// write_timeout is not used.
 func open(e config.Endpoint) (driver.Conn, io.Closer, error) {
 	c := e.Config
 	o := rueidis.ClientOption{

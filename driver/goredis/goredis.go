@@ -1,37 +1,22 @@
-// Package goredis adapts a go-redis v9 client to [driver.Conn].
+// Package goredis adapts a go-redis v9 client to [driver.Conn]:
 //
-// It accepts any [redis.UniversalClient]: *redis.Client, *redis.ClusterClient,
-// a failover (Sentinel) client and *redis.Ring, with RESP2 or RESP3.
+//	client := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
+//	locker, err := single.New(goredis.New(client))
+//
+// [New] accepts any [redis.UniversalClient]: *redis.Client,
+// *redis.ClusterClient, a failover (Sentinel) client and *redis.Ring, with
+// RESP2 or RESP3.
 //
 // Every lock call must end by its context's deadline, whatever the server
 // does, so the client's options must let the context bound each command:
-//
-//   - ContextTimeoutEnabled must be true. Without it go-redis bounds a
-//     command by its ReadTimeout (5s by default, or never) rather than by
-//     the context's deadline, so a stalled server would hold a lock call
-//     that long.
-//   - ReadTimeout and WriteTimeout must not be -2, which turns off socket
-//     deadlines altogether, the context's too. -1 (no timeout of the
-//     client's own) is fine: the context bounds each command.
-//
-// [New] checks these in the options of the four client types above, and a
-// Conn over a client that fails them refuses to work: the strategy
-// constructors report its [*strategy.ArgumentError], which names the option
-// (see [Conn.Validate]). Another implementation of UniversalClient, such as
-// a wrapper, cannot be checked; it must honour the context itself.
-//
-// go-redis dials a TLS connection with tls.DialWithDialer, which its
-// DialTimeout bounds but the context does not; keep DialTimeout short.
+// ContextTimeoutEnabled must be true, and ReadTimeout and WriteTimeout must
+// not be -2. [New] says why, and a Conn over a client that fails them
+// refuses to work.
 //
 // A Conn is a [driver.Subscriber], so waiters are woken by the release
-// rather than poll (see [Conn.Listen]). A subscriber session holds one
-// go-redis PubSub connection per server it listens to, outside the
-// client's pool: for a *redis.Client (or a failover client) one, with
-// SUBSCRIBE; for a *redis.Ring one per shard that owns a subscribed
-// channel, with SUBSCRIBE; for a *redis.ClusterClient one per master that
-// owns a subscribed channel's slot, with SSUBSCRIBE (Redis 7 or later),
-// following a slot that moves. A process has one session per Conn, for
-// every lock it waits for.
+// rather than poll (see [Conn.Listen]). A process has one subscriber
+// session per Conn, for every lock it waits for, on go-redis PubSub
+// connections outside the client's pool.
 package goredis
 
 import (
@@ -71,9 +56,28 @@ var (
 )
 
 // New returns a Conn that sends commands through c. If c is nil, or its
-// options would let a command outlive its context (see the package doc),
-// the Conn reports it from Validate and from every command, and strategy
-// constructors refuse it.
+// options would let a command outlive its context, the Conn reports it
+// from Validate and from every command, and strategy constructors refuse
+// it with its [*strategy.ArgumentError], which names the option.
+//
+// Every lock call must end by its context's deadline, whatever the server
+// does, so the client's options must let the context bound each command:
+//
+//   - ContextTimeoutEnabled must be true. Without it go-redis bounds a
+//     command by its ReadTimeout (5s by default, or never) rather than by
+//     the context's deadline, so a stalled server would hold a lock call
+//     that long.
+//   - ReadTimeout and WriteTimeout must not be -2, which turns off socket
+//     deadlines altogether, the context's too. -1 (no timeout of the
+//     client's own) is fine: the context bounds each command.
+//
+// New checks these in the options of *redis.Client, *redis.ClusterClient,
+// a failover client and *redis.Ring. Another implementation of
+// UniversalClient, such as a wrapper, cannot be checked; it must honour
+// the context itself.
+//
+// go-redis dials a TLS connection with tls.DialWithDialer, which its
+// DialTimeout bounds but the context does not; keep DialTimeout short.
 func New(c redis.UniversalClient) *Conn {
 	return &Conn{c: c, cmd: c, err: check(c)}
 }
@@ -249,7 +253,8 @@ func (c *Conn) Pin(ctx context.Context, f func(driver.Conn) error) error {
 }
 
 // Addr implements [driver.Addresser]. It is empty for a failover client,
-// whose master moves, and for a client New refused.
+// whose master moves, for another implementation of UniversalClient, and
+// for a client New refused.
 func (c *Conn) Addr() string {
 	if c.err != nil {
 		return ""

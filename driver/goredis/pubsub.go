@@ -35,10 +35,12 @@ func (c *Conn) Sharded() bool {
 	return ok
 }
 
-// Listen implements [driver.Subscriber] with go-redis PubSubs: one per
-// server that owns a subscribed channel (one for a *redis.Client, the
-// master of each channel's slot for a *redis.ClusterClient, the shard of
-// each channel for a *redis.Ring). go-redis would reconnect a failed PubSub
+// Listen implements [driver.Subscriber] with go-redis PubSubs, outside the
+// client's pool: one per server that owns a subscribed channel (one for a
+// *redis.Client or a failover client, with SUBSCRIBE; the shard of each
+// channel for a *redis.Ring, with SUBSCRIBE; the master of each channel's
+// slot for a *redis.ClusterClient, with SSUBSCRIBE, Redis 7 or later,
+// following a slot that moves). go-redis would reconnect a failed PubSub
 // by itself; a session ends instead, whole, with an event of kind Closed,
 // and the caller opens another, so that it knows messages may have been
 // lost. A session pings a connection that stayed silent for a few seconds,

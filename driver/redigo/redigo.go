@@ -1,31 +1,22 @@
-// Package redigo adapts a redigo connection pool to [driver.Conn].
+// Package redigo adapts a redigo connection pool to [driver.Conn]:
 //
-// It accepts a *redis.Pool, or anything else that hands out connections with
-// GetContext. Every command runs with redis.DoContext, so it honours the
-// context's deadline and cancellation, whatever the connection's read
-// timeout.
+//	pool := &redis.Pool{MaxIdle: 10, DialContext: func(ctx context.Context) (redis.Conn, error) {
+//		return redis.DialContext(ctx, "tcp", addr)
+//	}}
+//	locker, err := single.New(redigo.New(pool, redigo.WithAddr(addr)))
 //
-// Every lock call must end by its context's deadline, whatever the server
-// does, so a *redis.Pool must not run anything that takes no context:
-//
-//   - DialContext must be set, and Dial is not used. Pool.Dial takes no
-//     context: a dial to an unreachable server, or the AUTH or SELECT that
-//     redis.Dial sends to a stalled one, would outlast the deadline (for
-//     ever, with no read timeout).
-//   - TestOnBorrow must be nil, for the same reason. TestOnBorrowContext is
-//     fine; send its PING with redis.DoContext.
-//
-// [New] checks these, and a Conn over a pool that fails them refuses to
-// work: the strategy constructors report its [*strategy.ArgumentError], which
-// names the field (see [Conn.Validate]). Another Pool implementation cannot
-// be checked; its GetContext must honour the context itself.
+// [New] accepts a *redis.Pool, or anything else that hands out connections
+// with GetContext ([Pool]). Every command runs with redis.DoContext, so it
+// honours the context's deadline and cancellation, whatever the
+// connection's read timeout. A *redis.Pool must not run anything that
+// takes no context: DialContext must be set, and TestOnBorrow must be nil.
+// [New] says why, and a Conn over a pool that fails them refuses to work.
 //
 // A Conn is a [driver.Subscriber], so waiters are woken by the release
 // rather than poll (see [Conn.Listen]). A process has one subscriber
-// session per Conn, for every lock it waits for: one connection taken from
-// the pool, which SUBSCRIBEs to the locks' channels and stays out of the
-// pool while the process waits for locks, and 30 s after. redigo has no
-// Cluster client: channels are classic channels.
+// session per Conn, for every lock it waits for, on one connection taken
+// from the pool. redigo has no Cluster client: channels are classic
+// channels.
 package redigo
 
 import (
@@ -71,8 +62,22 @@ func WithAddr(addr string) Option { return func(c *Conn) { c.addr = addr } }
 
 // New returns a Conn that takes a connection from p for every command. If
 // p is nil, or is a *redis.Pool that would run something the context does
-// not bound (see the package doc), the Conn reports it from Validate and
-// from every command, and strategy constructors refuse it.
+// not bound, the Conn reports it from Validate and from every command, and
+// strategy constructors refuse it with its [*strategy.ArgumentError], which
+// names the field.
+//
+// Every lock call must end by its context's deadline, whatever the server
+// does, so a *redis.Pool must not run anything that takes no context:
+//
+//   - DialContext must be set, and Dial is not used. Pool.Dial takes no
+//     context: a dial to an unreachable server, or the AUTH or SELECT that
+//     redis.Dial sends to a stalled one, would outlast the deadline (for
+//     ever, with no read timeout).
+//   - TestOnBorrow must be nil, for the same reason. TestOnBorrowContext is
+//     fine; send its PING with redis.DoContext.
+//
+// Another Pool implementation cannot be checked; its GetContext must
+// honour the context itself.
 func New(p Pool, opts ...Option) *Conn {
 	c := &Conn{p: p, err: check(p)}
 	for _, opt := range opts {

@@ -1,35 +1,17 @@
-// Package rueidis adapts a rueidis client to [driver.Conn].
+// Package rueidis adapts a rueidis client to [driver.Conn]. Its name is
+// that of github.com/redis/rueidis, so import it under another, such as
+// rueidisdriver:
 //
-// It accepts any [rueidis.Client]: standalone, Sentinel (ClientOption's
+//	client, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{addr},
+//		DisableRetry: true, AlwaysPipelining: true, PipelineMultiplex: -1, ForceSingleClient: true})
+//	...
+//	locker, err := single.New(rueidisdriver.New(client))
+//
+// [New] accepts any [rueidis.Client]: standalone, Sentinel (ClientOption's
 // Sentinel) or Cluster, with RESP3 or RESP2. rueidis pipelines the
-// commands of concurrent callers over shared connections by itself.
-//
-// rueidis honours the context's deadline and cancellation on every
-// command, with one exception: a command waits, regardless of its
-// context, for a free slot in its connection's ring of commands in flight
-// (2^RingScaleEachConn, 1024 by default). A command whose context ended
-// keeps its slot until its reply comes, so a server that stops answering
-// fills the ring after that many commands; rueidis frees it when its
-// keep-alive PING finds the server silent and closes the connection, about
-// Dialer.KeepAlive + ConnWriteTimeout later. Four options are worth
-// setting:
-//
-//   - DisableRetry: without it rueidis resends a read-only command (GET,
-//     PTTL) after a network error, within the context's deadline; a lock
-//     call already bounds and reports that error itself.
-//   - AlwaysPipelining: without it rueidis sends the command of a lone
-//     caller with a socket deadline from its context, and when that
-//     deadline passes it closes the connection, failing the commands that
-//     other callers had sent on it meanwhile (a release that would have
-//     landed once a stalled server resumed). With it, a context that ends
-//     only abandons its own reply.
-//   - PipelineMultiplex -1: one pipeline per server. With more (two on
-//     two cores, by default), a server's restart fails the next command of
-//     each pipeline with EOF, and the strategies send a call whose
-//     connection died only once more (internal/cas).
-//   - ForceSingleClient, for a standalone server: rueidis then neither
-//     asks the server whether it is a Cluster, nor refuses to start when
-//     the server is down (it dials again on the first command).
+// commands of concurrent callers over shared connections by itself, and
+// honours the context's deadline and cancellation on every command, with
+// one exception, which [New] explains along with the four options above.
 //
 // The client's first dial (in rueidis.NewClient) is bounded by
 // ClientOption.Dialer.Timeout, not by a lock call's context; later dials
@@ -80,6 +62,33 @@ func WithAddr(addr string) Option { return func(c *Conn) { c.addr = addr } }
 // New returns a Conn that sends commands through c. If c is nil, the Conn
 // reports it from Validate and from every command, and strategy
 // constructors refuse it.
+//
+// rueidis honours the context's deadline and cancellation on every
+// command, with one exception: a command waits, regardless of its
+// context, for a free slot in its connection's ring of commands in flight
+// (2^RingScaleEachConn, 1024 by default). A command whose context ended
+// keeps its slot until its reply comes, so a server that stops answering
+// fills the ring after that many commands; rueidis frees it when its
+// keep-alive PING finds the server silent and closes the connection, about
+// Dialer.KeepAlive + ConnWriteTimeout later. Four options of c are worth
+// setting:
+//
+//   - DisableRetry: without it rueidis resends a read-only command (GET,
+//     PTTL) after a network error, within the context's deadline; a lock
+//     call already bounds and reports that error itself.
+//   - AlwaysPipelining: without it rueidis sends the command of a lone
+//     caller with a socket deadline from its context, and when that
+//     deadline passes it closes the connection, failing the commands that
+//     other callers had sent on it meanwhile (a release that would have
+//     landed once a stalled server resumed). With it, a context that ends
+//     only abandons its own reply.
+//   - PipelineMultiplex -1: one pipeline per server. With more (two on
+//     two cores, by default), a server's restart fails the next command of
+//     each pipeline with EOF, and the strategies send a call whose
+//     connection died only once more (internal/cas).
+//   - ForceSingleClient, for a standalone server: rueidis then neither
+//     asks the server whether it is a Cluster, nor refuses to start when
+//     the server is down (it dials again on the first command).
 func New(c rueidis.Client, opts ...Option) *Conn {
 	conn := &Conn{c: c, cmd: c}
 	if err := driver.NotNil(c); err != nil {

@@ -101,8 +101,8 @@ return redis.call('INCR', KEYS[2])`)
 	// the expiry again. Had another client written that very value, it took
 	// over our lock, expired, with the very timestamp we were writing, in
 	// the same second or millisecond: the ambiguity of legacy locks whose
-	// values are timestamps, which Acquire already has (see the setnx-getset
-	// package doc).
+	// values are timestamps, which Acquire already has (see
+	// docs/design/setnx-getset.md).
 	setScript = scriptIf(`v == ARGV[1] or v == ARGV[2]`, `if tonumber(ARGV[3]) > 0 then
 		redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
 	else

@@ -185,7 +185,7 @@ func TestDuplicateNodes(t *testing.T) {
 		start := time.Now()
 		lk, err := l.Obtain(ctx, conformance.Key(t), ttl)
 		elapsed := time.Since(start)
-		const contactTimeout = 5 * time.Second // the bound of a first contact, by the package doc
+		const contactTimeout = 5 * time.Second // the bound of a first contact, by docs/design/redlock.md
 		t.Logf("Obtain with node 2 paused at first contact: %v (grace 500ms, contact timeout %v)", elapsed, contactTimeout)
 		if err != nil {
 			t.Fatalf("Obtain with node 2 paused at first contact = %v, want a lock", err)

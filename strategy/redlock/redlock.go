@@ -3,158 +3,38 @@
 // quorum of the nodes granted it within its validity, so it survives the
 // loss of a minority of the nodes.
 //
-// Every step of the specification, on each attempt:
+//	locker, err := redlock.New([]driver.Conn{goredis.New(c1), goredis.New(c2), goredis.New(c3)})
+//	...
+//	lk, err := locker.Obtain(ctx, "payments:settle", 10*time.Second,
+//		lock.WithRetry(lock.Exponential(10*time.Millisecond, 200*time.Millisecond)))
 //
-//  1. Note the start time, on the monotonic clock.
-//  2. Try all N nodes concurrently, with the same key and token (SET NX PX,
-//     in the Lua script that the single strategy runs too), each bounded by
-//     a per-node timeout that is small next to the TTL, so that a dead or
-//     paused node costs that timeout, not the TTL: by default the TTL ×
-//     0.05, as in redsync, from 500ms to 1s, and at most half the TTL. The
-//     ceiling keeps a long TTL (a 100-year TTL would give 5 years) from
-//     making a paused node hang the call.
-//  3. The lock counts only with a quorum (N/2+1 by default) and a positive
-//     validity: TTL − elapsed − drift, where drift = TTL × factor + 2ms.
-//  4. On failure, release on all nodes at once, including those that said no
-//     or did not answer in time.
-//  5. Retry after a random delay: use lock.WithRetry(lock.Exponential(...)),
-//     whose delays are drawn at random.
+// Each attempt tries all N nodes at once, with the same key and token, each
+// bounded by a node timeout that is small next to the TTL
+// ([WithNodeTimeout]). The lock counts only with a quorum (N/2+1 by
+// default, [WithQuorum]) and a positive validity: TTL − elapsed − drift,
+// where drift = TTL × factor + 2ms ([WithDriftFactor]). A failed attempt
+// releases on all nodes, and the next comes after a random delay, which
+// lock.Exponential draws. Refresh extends on all nodes and succeeds only
+// with a quorum and within the new validity; [WithMaxExtensions] caps how
+// often. Release releases on all nodes. A TTL that the drift would use up
+// (2.02ms or less at the default factor) is refused with an
+// *strategy.ArgumentError named "ttl", before anything is written.
 //
-// Refresh extends on all nodes and succeeds only with a quorum and within
-// the new validity; [WithMaxExtensions] caps how often. Release releases on
-// all nodes. A TTL that the drift would use up, TTL ≤ TTL × factor + 2ms
-// (2.02ms at the default factor), is refused with an *strategy.ArgumentError
-// named "ttl", before anything is written.
-//
-// Waiting stops as soon as the outcome is known: once a quorum granted the
-// lock, or once so many nodes refused or failed that no quorum is possible.
-// When no quorum is reached, the error is a [*QuorumError] that gives each
-// node's outcome.
-//
-// The quorum of N nodes is N/2+1 with integer division: 1 of 1, 2 of 2,
-// 2 of 3, 3 of 4, 3 of 5. An even N tolerates no more failed nodes than
-// N−1 does (4 nodes, like 3, survive one failure), so prefer an odd N.
+// An attempt stops waiting as soon as its outcome is known. When no quorum
+// is reached, the error is a [*QuorumError] that gives each node's outcome.
+// Prefer an odd N: 4 nodes, like 3, survive one failure.
 //
 // Redlock's safety rests on assumptions that a single Redis does not need:
-// clocks that do not jump (Redis expires keys by wall clock), bounded
-// process pauses after the lock is granted (use fencing where that matters),
-// and the delayed-restart rule: a node that crashed must stay unavailable
-// for longer than the largest TTL in use, or it comes back empty and lets a
-// second client gather a quorum. See [WithRestartGuard].
-//
-// It issues no fencing tokens: lock.WithFencing is refused with an
-// *strategy.ArgumentError named "fencing", before anything is written. A
-// fencing token must grow with every new holder, and Redlock has nothing
-// that can issue one: each node could count its own grants, but two
-// successive quorums share only some nodes, a node that restarts empty
-// forgets its count, and agreeing on one number across the nodes needs
-// consensus, which Redlock does not have (Kleppmann, "How to do distributed
-// locking"). A token made of per-node counts would look safe and not be.
-// What can be had instead: the lock's token is unique to each holder, so a
-// resource that can compare-and-set can store it with its data and accept
-// writes only under the current one (antirez, "Is Redlock safe?"); or use
-// the single strategy with lock.WithFencing where the resource can check an
-// increasing number.
-//
-// # Waiting
-//
-// A release wakes the waiters: on each node, the compare-and-delete
-// publishes, in the same script, a message on the lock's channel ({key}:wake,
-// or key:wake for a key with a hash tag) that wakes every waiter, and a
-// waiter subscribes to that channel on every node whose driver can
-// subscribe ([driver.Subscriber]). A waiter tries the quorum again on any
-// message, or on its timer, the delay of its retry policy, as one that
-// polls does: a lost message costs at most that delay. An attempt that
-// failed without a quorum (a split vote) undoes its partial grants without
-// a message, so contenders that split a vote try again on their timers,
-// and the random delays of lock.Exponential still break the tie.
-//
-// Fairness is not promised: Acquire ignores the waiter's place
-// (strategy.Request.Waiter), and every waiter races for the next quorum.
-// A fair queue would have to be one queue, agreed by the nodes, and
-// independent masters cannot keep one consistent without consensus: each
-// node would hold its own, each missing what it did not see (a node that
-// was down, that restarted empty, whose queue's entries expired at other
-// times), and a waiter at the head of some queues but not of the others
-// would block the quorum that the others could form. So the wake-ups only
-// shorten waits; the lock key on a quorum of nodes stays the only
-// authority.
-//
-// # First contact
-//
-// The node timeout is for a command on an open connection. Opening one (a
-// TCP dial, TLS, go-redis's HELLO) takes longer, and many lockers created at
-// once all dial together: charged to the node timeout, those dials would
-// turn a lock simply held by another owner into a [*QuorumError] of
-// timeouts. So each node is first contacted on its own, once per Strategy:
-// the first Obtain reads the server's run id (INFO server, through a Lua
-// script, so through any driver), which opens the connection. A contact is
-// bounded by 5s, or by the node timeout if that is longer,
-// and one that timed out is tried again within that bound; it is not
-// charged to the node timeout. Obtain waits for the contacts until they
-// ended, or its context is done, or a quorum of nodes was reached and the
-// others had the node timeout more: so a node paused at first contact costs
-// an Obtain about the node timeout, as it would later. A contact that
-// outlives the call goes on in the background, so the next Obtain finds the
-// node reached. A node votes only once its first contact succeeded; until
-// then it answers timeout (contact under way) or the contact's error, and
-// each Obtain starts a new contact with it. The result of a successful
-// contact is kept: a node is not contacted again, so a restart, which
-// changes the run id, is never taken for a duplicate.
-//
-// Two nodes that report the same run id are one server, named twice (for
-// example 127.0.0.1:6379 and localhost:6379, or two redigo pools of one
-// address): they would count twice towards the quorum. Obtain refuses them
-// with an *strategy.ArgumentError that names
-// the later node, "nodes[i]", and both nodes' names, then and ever after. A
-// server that reports no run id (the embedded miniredis) is checked by the
-// address only, as New does for every node ([driver.Addresser]). Nor is a
-// duplicate seen whose server restarted between the two nodes' first
-// contacts.
-//
-// The alternatives were weaker. A node timeout long enough for a cold dial
-// would make every paused node cost that long. A retry of the attempt when
-// the only failures were timeouts cannot reuse its token, whose clean-up may
-// still be on its way to a slow node, and a timeout on an open connection
-// is what a paused node looks like.
-//
-// # Cost
-//
-// An uncontended acquire and release send one command to each node per
-// phase, ten for five nodes, and this package adds as little as it can to
-// what the client libraries spend on them. Each saving keeps the proof of
-// exclusion, which rests on one fact: a lock counts only while a quorum of
-// the nodes holds its token, and two quorums share a node.
-//
-//   - A first attempt sends a bare SET key token NX PX ttl, the command of
-//     the specification; a SET that set the key is a grant, as the script's
-//     would be. On a node that refused it, or whose connection died (the
-//     SET may have landed), the acquire script follows, which tells our
-//     token (a lock handed over with lock.WithToken, or that SET) from
-//     another owner's, and reports a key of another type, as it does alone.
-//     When the retry policy allows another attempt and the token is fresh,
-//     a refusal is "taken" without the script: a token drawn for this
-//     attempt cannot be on the node (but through that SET, which a dead
-//     connection still has the script check), and the next attempt's
-//     script reports a key of another type. A retry, which likely finds
-//     the key held, sends the script alone, as before.
-//   - Each command and its arguments are built once per call and shared by
-//     the nodes (the drivers never modify them).
-//   - Each node's commands run on worker goroutines that outlive a call: a
-//     call hands its command to an idle worker of the node, and starts one
-//     only when none is idle; a worker ends after 100ms without work. A
-//     busy Locker thus starts no goroutine per node per call, and reuses
-//     the stacks that the client libraries' call paths grew. A worker runs
-//     exactly what a goroutine of the call would, in the same order, so
-//     nothing the proof rests on changes.
-//   - Acquire returns as soon as the outcome is known (see above); Release
-//     returns once a quorum confirmed the release, and the other nodes'
-//     deletes go on in the background, bounded by the node timeout and
-//     retried by [strategy.CleanUp] when they get no answer. A key left on
-//     a minority of the nodes for that long counts against a contender's
-//     quorum exactly as a node that missed our release does: its token is
-//     ours, it expires with its TTL, and no quorum can include it for
-//     anyone else before then.
+// clocks that do not jump, bounded process pauses after the lock is
+// granted, and the delayed-restart rule: a node that crashed must stay
+// unavailable for longer than the largest TTL in use ([WithRestartGuard]).
+// It issues no fencing tokens (lock.WithFencing is refused with an
+// *strategy.ArgumentError named "fencing"), and its waiters, woken by a
+// release's message, race for the next quorum, with no queue. The
+// repository's docs/strategies.md guide says when to choose it, and
+// docs/design/redlock.md why it works as it does: each step of the
+// specification, the first contact with a node, the cost of a call, and
+// why it can neither fence nor queue.
 package redlock
 
 import (
@@ -178,7 +58,8 @@ import (
 	"github.com/locksmith-go/lock/strategy"
 )
 
-// noFencing is why WithFencing is refused; the package doc says more.
+// noFencing is why WithFencing is refused; docs/design/redlock.md says
+// more.
 const noFencing = "not supported by redlock: no counter spans independent nodes without consensus; " +
 	"use the single strategy for fencing tokens, or have the resource compare-and-set on the lock's unique token"
 
@@ -406,8 +287,9 @@ func (s *Strategy) Acquire(ctx context.Context, r strategy.Request) (strategy.Gr
 	start := s.now()
 	value := r.Value()
 	// One call for every node (the drivers do not modify its arguments).
-	// A first attempt starts with a bare SET NX PX (see Cost in the package
-	// doc, and cas.StartOf); the guarded acquire is a script of its own.
+	// A first attempt starts with a bare SET NX PX (see Cost in
+	// docs/design/redlock.md, and cas.StartOf); the guarded acquire is a
+	// script of its own.
 	call := cas.AcquireCall(r.Key, value, r.TTL, cas.StartOf(r))
 	if s.guard > 0 {
 		call = cas.AcquireGuardedCall(r.Key, GuardKey, value, r.TTL, s.guard)
@@ -487,9 +369,9 @@ func (s *Strategy) Refresh(ctx context.Context, key, value string, ttl time.Dura
 }
 
 // Release implements [strategy.Strategy]: it releases on all nodes, and
-// each node's release wakes the lock's waiters there (see Waiting in the
-// package doc). On a node whose acquire was still on its way when the
-// quorum was reached, it releases once that acquire returned.
+// each node's release wakes the lock's waiters there (see Waiting in
+// docs/design/redlock.md). On a node whose acquire was still on its way
+// when the quorum was reached, it releases once that acquire returned.
 //
 // It returns once a quorum of nodes confirmed the release, or every node
 // answered or timed out: the other nodes' releases go on in the
@@ -564,8 +446,8 @@ func (s *Strategy) Listen(key, id string) strategy.Listener {
 	return notify.ListenLock(conns, key, id)
 }
 
-// Leave implements [strategy.Notifier]: Redlock keeps no queue (see the
-// package doc), so there is nothing to leave.
+// Leave implements [strategy.Notifier]: Redlock keeps no queue (see
+// docs/design/redlock.md), so there is nothing to leave.
 func (s *Strategy) Leave(context.Context, string, string) error { return nil }
 
 // TTL implements [strategy.Strategy]: the time until fewer than a quorum of
@@ -588,10 +470,12 @@ func (s *Strategy) TTL(ctx context.Context, key, value string) (time.Duration, e
 	return s.quorumTTL(held), nil
 }
 
-// opTimeout bounds one node's answer to Release and TTL, which carry no
-// TTL: the configured node timeout, or 500ms. They wait for every node (a
-// refused connection answers at once; a paused node costs the whole bound),
-// and a loaded machine must not turn a slow answer into a failed release.
+// opTimeout bounds one node's answer to Release, TTL, Inspect and Break,
+// which carry no TTL: the configured node timeout, or 500ms. TTL, Inspect
+// and Break wait for every node, and Release for a quorum, its other
+// deletes going on in the background (a refused connection answers at
+// once; a paused node costs the whole bound), and a loaded machine must
+// not turn a slow answer into a failed release.
 func (s *Strategy) opTimeout() time.Duration {
 	return cmp.Or(s.nodeTimeout, 500*time.Millisecond)
 }

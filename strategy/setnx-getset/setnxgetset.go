@@ -5,6 +5,8 @@
 //
 //	import setnxgetset "github.com/locksmith-go/lock/strategy/setnx-getset"
 //
+//	locker, err := setnxgetset.New(goredis.New(client), setnxgetset.WithSafetyTTL(time.Minute))
+//
 // The lock's value is its expiry timestamp, in the fleet's [Format]:
 //
 //   - SETNX key <expiry>. If it was set, the lock is ours.
@@ -18,59 +20,21 @@
 // Legacy clients judge expiry by their own wall clocks, so the algorithm
 // assumes the fleet's clocks agree to within [WithClockSkew]; GETSET is
 // deprecated since Redis 6.2 but still served. New code that needs no legacy
-// peer should use the single or redlock strategy.
+// peer should use the single or redlock strategy; the repository's
+// docs/migration.md guide shows how a fleet moves.
 //
-// Beyond the legacy algorithm, staying wire-compatible:
+// Beyond the legacy algorithm, and staying wire-compatible, Release and
+// Refresh are compare-and-sets (legacy clients DEL blindly), [WithSafetyTTL]
+// gives every key we write an expiry, a value that is not a timestamp of
+// the format is never stolen ([ErrNotTimestamp]), and a losing GETSET puts
+// the winner's value back. A TTL that the clock skew uses up, or too long
+// for the format, is refused with an *strategy.ArgumentError. The
+// repository's docs/design/setnx-getset.md gives each rule and its reason.
 //
-//   - Release deletes the key only while it still holds our value, atomically
-//     (legacy clients DEL blindly). Refresh is a compare-and-set of a new
-//     timestamp; the handle's token follows it, even to a timestamp that
-//     a refresh whose reply was lost may have written.
-//   - [WithSafetyTTL] gives every key we write a PX expiry some time after its
-//     timestamp, so that a crashed fleet never leaves an immortal key. Legacy
-//     clients ignore it, and a legacy GETSET strips it; keys with no TTL at
-//     all, as legacy clients write them, are judged by their timestamp alone.
-//   - A value that does not parse as a timestamp of the format (a random
-//     token of the single strategy, an empty or negative value, garbage) is
-//     held by a non-legacy owner: it is never stolen, and it expires only by
-//     its own PTTL, if it has one. Obtain reports [ErrNotTimestamp].
-//   - A losing GETSET overwrites the winner's value (the documentation calls
-//     that harmless). When we lose, we put the winner's value back, with a
-//     compare-and-set. Legacy losers do not; after one overwrote our value
-//     our Refresh and Release report ErrTaken and leave the key to expire.
-//   - An attempt whose reply was lost (a timeout, a cancelled context) is
-//     not cleaned up by value: another holder may have written the same
-//     timestamp in the same second. What it may have written expires as a
-//     crashed holder's lock does.
-//   - A timestamp far in the future, written by a client whose clock runs
-//     ahead, holds the lock until it passes, as it would for legacy
-//     clients: delete the key to free it.
-//   - A TTL that is not more than the clock skew (the lock would come back
-//     with its ValidUntil passed), or too long for the format, is refused
-//     with an *strategy.ArgumentError before anything is written. Too long means
-//     that the timestamp the format writes does not read back as the
-//     lock's expiry or later: past 2116 for the built-in formats; a custom
-//     Format is checked the same way.
-//
-// A release wakes the waiters of the lock, best effort: when the driver can
-// subscribe ([driver.Subscriber]), the compare-and-delete also publishes,
-// in the same script, a message that wakes every waiter on the lock's
-// channel ({key}:wake, or key:wake for a key with a hash tag), and waiters
-// listen there. Legacy clients publish nothing when they DEL, and no
-// message tells of a timestamp that passed: waiters find those by their
-// timer, the delay of their retry policy, as they would by polling. There
-// is no queue, so no fairness: every waiter races for the freed lock.
-//
-// The value is a timestamp, not a secret token: two locks taken in the same
-// second (or millisecond) store the same value, so metadata and
-// caller-chosen tokens are refused.
-//
-// It issues no fencing tokens: lock.WithFencing is refused with an
-// *strategy.ArgumentError. Legacy clients take the lock without touching any
-// counter, so no number could order their holders and ours; and the
-// timestamp is no such number (clocks differ, TTLs differ, two holders can
-// write the same one). Once the fleet has moved to the single strategy, it
-// can fence.
+// A release wakes the waiters of the lock, best effort, over a driver that
+// can subscribe; there is no queue, so no fairness. The value is a
+// timestamp, not a secret token, so metadata, caller-chosen tokens and
+// lock.WithFencing are refused.
 package setnxgetset
 
 import (
@@ -355,7 +319,8 @@ func (s *Strategy) Refresh(ctx context.Context, key, value string, ttl time.Dura
 
 // Release implements [strategy.Strategy]. A key that still holds our value is
 // deleted even if its timestamp has passed, and then Release reports
-// ErrExpired. The deletion wakes the lock's waiters (see the package doc).
+// ErrExpired. The deletion wakes the lock's waiters (see Waiting in
+// docs/design/setnx-getset.md).
 func (s *Strategy) Release(ctx context.Context, key, value string) error {
 	expired := s.expired(value)
 	if err := notify.DeleteWaking(ctx, s.conn, s.conn, key, value); err != nil {
@@ -368,9 +333,9 @@ func (s *Strategy) Release(ctx context.Context, key, value string) error {
 }
 
 // Listen implements [strategy.Notifier]: the waiter id hears the releases
-// of key that publish (see the package doc). It returns nil when the driver
-// cannot subscribe, or key has no channel (a key with '}' but no hash tag),
-// and the waiter polls.
+// of key that publish (see Waiting in docs/design/setnx-getset.md). It
+// returns nil when the driver cannot subscribe, or key has no channel (a
+// key with '}' but no hash tag), and the waiter polls.
 func (s *Strategy) Listen(key, id string) strategy.Listener {
 	return notify.ListenLock([]driver.Conn{s.conn}, key, id)
 }

@@ -1,8 +1,15 @@
-// Package single implements the single-instance lock. It runs Lua scripts
-// (EVALSHA, falling back to EVAL): SET key token NX PX ttl to acquire (or,
-// when the key already holds our token, PEXPIRE), and compare-and-delete,
-// compare-and-pexpire and compare-and-pttl to release, refresh and read the
-// TTL, so that no client ever deletes or extends a lock it does not own.
+// Package single implements the single-instance lock: one key on one Redis
+// deployment, a server or a Cluster.
+//
+//	locker, err := single.New(goredis.New(client))
+//	...
+//	lk, err := locker.Obtain(ctx, "report:daily", 30*time.Second, lock.WithFencing())
+//
+// It runs Lua scripts (EVALSHA, falling back to EVAL): SET key token NX PX
+// ttl to acquire (or, when the key already holds our token, PEXPIRE), and
+// compare-and-delete, compare-and-pexpire and compare-and-pttl to release,
+// refresh and read the TTL, so that no client ever deletes or extends a
+// lock it does not own.
 //
 // The lock's local validity (Lock.ValidUntil) allows for clock drift
 // between the client and the server, as the Redis documentation asks: it
@@ -17,21 +24,18 @@
 // crashed holders. The counter never expires.
 //
 // Over a driver that can subscribe (driver.Subscriber), an Obtain that
-// waits joins a FIFO queue of the lock's waiters, kept in two companion
-// keys in the key's Cluster slot ({key}:q and {key}:w), and a release wakes
-// the head of the queue by a message on the channel of the head's Strategy
-// ({key}:wake:<random>): waiters are woken in turn, not by polling. The
-// queue is advisory: the lock is granted by the same SET NX as ever, only
-// withheld from a queued waiter that is not the head, so a lost message
-// costs time, never exclusion. See the README's "Waiting" section, and
-// lock.WithPolling to turn it off.
+// waits joins an advisory FIFO queue of the lock's waiters ({key}:q and
+// {key}:w, in the key's Cluster slot), and a release wakes the head of the
+// queue by a message on the channel of the head's Strategy
+// ({key}:wake:<random>). The lock is granted by the same SET NX as ever, so
+// a lost message costs time, never exclusion. See the repository's
+// docs/waiting.md guide, and lock.WithPolling to turn it off.
 //
 // It is safe as long as the Redis deployment it talks to does not lose
 // writes: one server, or a Cluster (each key lives on one master). A failover
 // to a replica that had not received the key can let a second client in.
-// [WithReplicas] narrows that window: an acquisition or refresh counts only
-// once WAIT confirms that enough replicas have it (see its doc for what that
-// does not guarantee); use the redlock strategy when it is not enough.
+// [WithReplicas] narrows that window; use the redlock strategy when it is
+// not enough.
 package single
 
 import (
@@ -72,8 +76,9 @@ type Option func(*Strategy)
 // received that connection's writes. WAIT's timeout is cut to what is left
 // of the call's context, never past it. 0 replicas (the default) sends no
 // WAIT; n > 0 needs a positive timeout, and a driver that can pin a
-// connection ([driver.Pinner]: redigo, and go-redis's *redis.Client,
-// standalone or failover, but not a Cluster or Ring client), or
+// connection ([driver.Pinner]: redigo; go-redis's *redis.Client,
+// standalone or failover, but not a Cluster or Ring client; rueidis's
+// standalone or Sentinel client), or
 // NewStrategy refuses with an *strategy.ArgumentError.
 //
 // An acquisition that fewer replicas acknowledge is undone (the key it
@@ -89,8 +94,8 @@ type Option func(*Strategy)
 // it replied: a failover can still promote a replica that does not (one
 // that did not acknowledge, with n smaller than the number of replicas),
 // a partition can leave an old master taking writes, and a replica can
-// lose what it acknowledged in a restart. See the README's "Replica
-// acknowledgement". It costs one more round trip per acquisition and
+// lose what it acknowledged in a restart. See the repository's
+// docs/safety.md guide. It costs one more round trip per acquisition and
 // refresh, and up to timeout when replicas lag.
 func WithReplicas(n int, timeout time.Duration) Option {
 	return func(s *Strategy) { s.ack = cas.Ack{Replicas: n, Timeout: timeout} }
