@@ -497,8 +497,8 @@ func TestRefresh(t *testing.T) {
 	}
 }
 
-// TestNoLegacyClientLeft checks the operator's recipe of README's migration
-// guide: this strategy (over either driver) never sends the SETNX command,
+// TestNoLegacyClientLeft checks the operator's recipe of the migration
+// guide, docs/migration.md: this strategy (over either driver) never sends the SETNX command,
 // so cmdstat_setnx in INFO commandstats counts legacy clients only.
 func TestNoLegacyClientLeft(t *testing.T) {
 	srv := redistest.Start(t, 1)[0]
