@@ -40,7 +40,7 @@ func WithRetry(p RetryPolicy) Option {
 // release. By default, a waiter of a strategy that notifies (single, and
 // over a driver that can subscribe, also redlock and setnx-getset as
 // hints) is woken by the release, and takes its turn in a FIFO queue (see
-// the repository's docs/waiting.md guide). Polling suits a deployment whose ACL or
+// docs/waiting.md). Polling suits a deployment whose ACL or
 // proxy allows no pub/sub. Config's wait=poll sets it.
 func WithPolling() Option {
 	return func(o *options) { o.poll = true }

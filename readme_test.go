@@ -9,11 +9,12 @@ import (
 	"strings"
 	"testing"
 
-	_ "github.com/locksmith-go/lock/internal/testing/readme" // the README's fragments, compiled with the tests
+	_ "github.com/locksmith-go/lock/internal/testing/readme" // the docs' fragments, compiled with the tests
 )
 
-// TestREADMESnippets: every ```go block of README.md is code that compiles,
-// so README and code cannot drift apart. A block's lines, each with its
+// TestREADMESnippets: every ```go block of README.md and of the guides
+// under docs/ is code that compiles, so the docs and the code cannot drift
+// apart. A block's lines, each with its
 // white space normalised and blank lines left out, must appear as a
 // contiguous run in a Go file of the module: an Example, a test, or
 // internal/testing/readme, which holds the fragments that need a function around
@@ -21,15 +22,33 @@ import (
 // must appear, as a run of their own, in the same file.
 func TestREADMESnippets(t *testing.T) {
 	files := goFiles(t)
-	blocks := goBlocks(t, "README.md")
-	if len(blocks) == 0 {
-		t.Fatal("README.md has no ```go block, want some")
-	}
-	for _, b := range blocks {
-		if !b.foundIn(files) {
-			t.Errorf("%s", b.explain(files))
+	for _, doc := range docFiles(t) {
+		blocks := goBlocks(t, doc)
+		if doc == "README.md" && len(blocks) == 0 {
+			t.Error("README.md has no ```go block, want some")
+		}
+		for _, b := range blocks {
+			if !b.foundIn(files) {
+				t.Errorf("%s", b.explain(files))
+			}
 		}
 	}
+}
+
+// docFiles returns README.md and every .md file under docs/.
+func docFiles(t *testing.T) []string {
+	t.Helper()
+	docs := []string{"README.md"}
+	err := filepath.WalkDir("docs", func(path string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() && strings.HasSuffix(path, ".md") {
+			docs = append(docs, path)
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return docs
 }
 
 // A line is a line of text, normalised, with where it came from.
@@ -49,10 +68,11 @@ func normalise(text []string, first int) []line {
 	return lines
 }
 
-// A block is a ```go block of README.md, split into its leading import
-// declarations and the rest.
+// A block is a ```go block of a Markdown file, split into its leading
+// import declarations and the rest.
 type block struct {
-	start         int // the line of its ```go fence
+	doc           string // the Markdown file
+	start         int    // the line of its ```go fence
 	imports, body []line
 }
 
@@ -74,7 +94,7 @@ func goBlocks(t *testing.T, path string) []block {
 		case start == 0 && strings.TrimSpace(s) == "```go":
 			start, text = n, nil
 		case start != 0 && strings.TrimSpace(s) == "```":
-			blocks = append(blocks, splitImports(start, normalise(text, start+1)))
+			blocks = append(blocks, splitImports(path, start, normalise(text, start+1)))
 			start = 0
 		case start != 0:
 			text = append(text, s)
@@ -87,7 +107,7 @@ func goBlocks(t *testing.T, path string) []block {
 }
 
 // splitImports splits off the block's leading import declarations.
-func splitImports(start int, lines []line) block {
+func splitImports(doc string, start int, lines []line) block {
 	n, inGroup := 0, false
 	for ; n < len(lines); n++ {
 		s := lines[n].text
@@ -98,10 +118,10 @@ func splitImports(start int, lines []line) block {
 			inGroup = true
 		case strings.HasPrefix(s, "import "):
 		default:
-			return block{start, lines[:n], lines[n:]}
+			return block{doc, start, lines[:n], lines[n:]}
 		}
 	}
-	return block{start, lines, nil}
+	return block{doc, start, lines, nil}
 }
 
 // goFiles returns the normalised lines of every Go file of the module, by
@@ -161,7 +181,7 @@ func matched(f, run []line) int {
 }
 
 // explain says where b drifted: the file that holds the longest start of
-// its body, and the README line where they part.
+// its body, and the line of the Markdown file where they part.
 func (b block) explain(files map[string][]line) string {
 	part := b.body
 	if len(part) == 0 || bodyFound(files, part) {
@@ -175,17 +195,17 @@ func (b block) explain(files map[string][]line) string {
 			}
 		}
 	}
-	msg := fmt.Sprintf("README.md:%d: the ```go block is in no Go file of the module, so nothing compiles it", b.start)
+	msg := fmt.Sprintf("%s:%d: the ```go block is in no Go file of the module, so nothing compiles it", b.doc, b.start)
 	if best == 0 {
-		return msg + fmt.Sprintf("; no file has its line README.md:%d %q. Make it an Example, or a function in internal/testing/readme", part[0].num, part[0].text)
+		return msg + fmt.Sprintf("; no file has its line %s:%d %q. Make it an Example, or a function in internal/testing/readme", b.doc, part[0].num, part[0].text)
 	}
-	msg += fmt.Sprintf("; %s:%d holds README.md:%d-%d", bestFile, at, part[0].num, part[best-1].num)
+	msg += fmt.Sprintf("; %s:%d holds %s:%d-%d", bestFile, at, b.doc, part[0].num, part[best-1].num)
 	if best < len(part) {
-		msg += fmt.Sprintf(", then README.md:%d %q differs", part[best].num, part[best].text)
+		msg += fmt.Sprintf(", then %s:%d %q differs", b.doc, part[best].num, part[best].text)
 	} else {
 		msg += ", but not its imports, or its imports but not its body"
 	}
-	return msg + ". Change the README or the Go file until they agree"
+	return msg + fmt.Sprintf(". Change %s or the Go file until they agree", b.doc)
 }
 
 func bodyFound(files map[string][]line, body []line) bool {

@@ -69,8 +69,8 @@ const (
 // Config describes a Locker: the strategy, the driver and servers it runs
 // over, and the defaults of its locks. The zero value of a field means its
 // default. Each field is a setting named in snake case (tls_ca_file for
-// TLS.CAFile; format for TimestampFormat); the repository's docs/config.md
-// guide lists every setting with its names in the three forms.
+// TLS.CAFile; format for TimestampFormat); docs/config.md's "Every
+// setting" lists every setting with its names in the three forms.
 //
 // Print a Config freely: String, every fmt verb, log/slog and MarshalJSON
 // show the password as xxxxx.

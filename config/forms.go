@@ -246,10 +246,9 @@ func rename(err error, source func(setting string) string) error {
 }
 
 // MarshalJSON writes the settings that are set, by name, in the order of
-// the package's settings table, then the registered parameters; the
-// password as xxxxx.
-// Durations are strings such as "30s", numbers and booleans are JSON's,
-// addrs is an array.
+// docs/config.md's settings table, then the registered parameters; the
+// password as xxxxx. Durations are strings such as "30s", numbers and
+// booleans are JSON's, addrs is an array.
 func (c Config) MarshalJSON() ([]byte, error) {
 	var b bytes.Buffer
 	write := func(name string, v any) error {

@@ -149,16 +149,17 @@ func roundTrips(t *testing.T, c Config) {
 	})
 }
 
-// TestREADMEDocumentsEverySetting: README's table has a row for each
-// setting, with its environment variable.
-func TestREADMEDocumentsEverySetting(t *testing.T) {
-	b, err := os.ReadFile("../README.md")
+// TestDocsListEverySetting: the settings table of docs/config.md has a
+// row for each setting, with its environment variable, so that no setting
+// goes undocumented.
+func TestDocsListEverySetting(t *testing.T) {
+	b, err := os.ReadFile("../docs/config.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, section, ok := strings.Cut(string(b), "\n## Choosing the strategy by config\n")
+	_, section, ok := strings.Cut(string(b), "\n## Every setting\n")
 	if !ok {
-		t.Fatal(`README.md has no section "## Choosing the strategy by config"`)
+		t.Fatal(`docs/config.md has no section "## Every setting"`)
 	}
 	section, _, _ = strings.Cut(section, "\n## ")
 	rows := map[string]string{}
@@ -171,11 +172,11 @@ func TestREADMEDocumentsEverySetting(t *testing.T) {
 	for _, s := range settings {
 		row, ok := rows[s.name]
 		if !ok {
-			t.Errorf("README: no row for setting %s", s.name)
+			t.Errorf("docs/config.md: no row for setting %s", s.name)
 			continue
 		}
 		if env := "`LOCKSMITH_" + strings.ToUpper(s.name) + "`"; !strings.Contains(row, env) {
-			t.Errorf("README: the row of %s does not name %s", s.name, env)
+			t.Errorf("docs/config.md: the row of %s does not name %s", s.name, env)
 		}
 	}
 }

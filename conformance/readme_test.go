@@ -11,10 +11,11 @@ import (
 	"github.com/locksmith-go/lock/strategy/single"
 )
 
-// This file compiles and runs the README's snippet for third parties
-// ("Testing your own strategy or driver"), as it is, over stand-ins for the
-// names it leaves to the reader: single and go-redis play the third party's
-// strategy and driver. Keep the function below identical to the README's.
+// This file compiles and runs the snippet for third parties of
+// docs/extending.md ("Testing it with conformance"), as it is, over
+// stand-ins for the names it leaves to the reader: single and go-redis play
+// the third party's strategy and driver. Keep the function below identical
+// to the guide's.
 
 // myredis stands in for a third party's driver package.
 var myredis = struct{ New func(driver.Conn) driver.Conn }{

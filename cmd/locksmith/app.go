@@ -78,7 +78,7 @@ scheme is the strategy:
   single://user@host:6379/0?driver=redigo&wait=poll
 
 Keep the password out of the URL and in LOCKSMITH_PASSWORD. Every setting of
-the URL is listed in the library's README ("Choosing the strategy by config").
+the URL is listed in the library's docs/config.md ("Every setting").
 
 OTEL_* variables turn on OpenTelemetry spans and metrics for every lock
 operation, with the SDK's own conventions: OTEL_TRACES_EXPORTER and

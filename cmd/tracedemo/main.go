@@ -3,7 +3,7 @@
 // your own), records every span and metric with the OpenTelemetry SDK, and
 // prints a waterfall of the trace, the lock.obtain spans, the hottest locks
 // and the metrics. With -svg it also draws the waterfall as an SVG image
-// (README's picture is drawn by it).
+// (docs/observability.md's picture is drawn by it).
 //
 //	go run ./cmd/tracedemo
 //	go run ./cmd/tracedemo -svg otel/contention.svg

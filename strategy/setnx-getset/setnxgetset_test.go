@@ -499,7 +499,7 @@ func TestRefresh(t *testing.T) {
 }
 
 // TestNoLegacyClientLeft checks the operator's recipe of the migration
-// guide: this strategy (over every driver) never sends the SETNX command,
+// guide, docs/migration.md: this strategy (over every driver) never sends the SETNX command,
 // so cmdstat_setnx in INFO commandstats counts legacy clients only.
 func TestNoLegacyClientLeft(t *testing.T) {
 	srv := redistest.Start(t, 1)[0]

@@ -94,8 +94,8 @@ type Option func(*Strategy)
 // it replied: a failover can still promote a replica that does not (one
 // that did not acknowledge, with n smaller than the number of replicas),
 // a partition can leave an old master taking writes, and a replica can
-// lose what it acknowledged in a restart. See the repository's
-// docs/safety.md guide. It costs one more round trip per acquisition and
+// lose what it acknowledged in a restart. See docs/safety.md's "Replica
+// acknowledgement". It costs one more round trip per acquisition and
 // refresh, and up to timeout when replicas lag.
 func WithReplicas(n int, timeout time.Duration) Option {
 	return func(s *Strategy) { s.ack = cas.Ack{Replicas: n, Timeout: timeout} }

@@ -7,7 +7,7 @@ import (
 
 import "context"
 
-// Config is "Choosing the strategy by config".
+// Config is docs/config.md's first fragment.
 func Config(ctx context.Context) error {
 	cfg, err := config.ParseURL("redlock://h1:6379,h2:6379,h3:6379/0?driver=redigo&ttl=30s")
 	// or: cfg, err := config.FromEnv("LOCKSMITH_")

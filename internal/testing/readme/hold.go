@@ -8,7 +8,7 @@ import (
 	"github.com/locksmith-go/lock"
 )
 
-// Do is "Run work under a lock: lock.Do".
+// Do is docs/safety.md's "Run work under a lock: lock.Do".
 func Do(ctx context.Context, locker lock.Locker) {
 	err := lock.Do(ctx, locker, "report:daily", 30*time.Second, func(ctx context.Context) error {
 		return writeReport(ctx) // stop when ctx is done: the lock was lost
@@ -25,7 +25,7 @@ func Do(ctx context.Context, locker lock.Locker) {
 
 func writeReport(ctx context.Context) error { return ctx.Err() }
 
-// Fencing is "Fencing tokens".
+// Fencing is docs/safety.md's "Fencing tokens".
 func Fencing(ctx context.Context, locker lock.Locker, invoices Store, invoice string) error {
 	lk, err := locker.Obtain(ctx, "invoice:42", 30*time.Second, lock.WithFencing())
 	if err != nil {

@@ -8,7 +8,7 @@ import (
 	"github.com/locksmith-go/lock/strategy"
 )
 
-// Inspect is "Inspecting a lock".
+// Inspect is docs/locking.md's "Inspecting a lock".
 func Inspect(ctx context.Context, locker lock.Locker, lk *lock.Lock) error {
 	st, err := locker.Inspect(ctx, "invoice:42")
 	if err != nil {

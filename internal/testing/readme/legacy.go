@@ -11,7 +11,7 @@ import (
 	"github.com/locksmith-go/lock/driver/goredis"
 )
 
-// Legacy is "Quick start: the legacy strategy".
+// Legacy is docs/strategies.md's "setnx-getset: the legacy lock".
 func Legacy(ctx context.Context, client *redis.Client) error {
 	locker, err := setnxgetset.New(goredis.New(client),
 		setnxgetset.WithFormat(setnxgetset.Milliseconds), // what your legacy clients write

@@ -9,7 +9,7 @@ import (
 	"github.com/locksmith-go/lock"
 )
 
-// OTel is "Tracing lock contention".
+// OTel is docs/observability.md's first fragment.
 func OTel(locker lock.Locker, tp trace.TracerProvider, mp metric.MeterProvider) lock.Locker {
 	locker = lockotel.NewLocker(locker) // the global TracerProvider and MeterProvider
 

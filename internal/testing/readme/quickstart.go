@@ -14,7 +14,7 @@ import (
 	"time"
 )
 
-// QuickStart is "Quick start: the single strategy".
+// QuickStart is README.md's "Quick start".
 func QuickStart(ctx context.Context) error {
 	client := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379", ContextTimeoutEnabled: true})
 	locker, err := single.New(goredis.New(client)) // a lock.Locker

@@ -1,8 +1,9 @@
-// Package readme holds the Go fragments of README.md that need a function
-// around them to compile: the things a user supplies (a context, a client,
-// their own code) come as parameters or stubs. TestREADMESnippets checks
-// that each fragment here says what the README says. Nothing calls them.
+// Package readme holds the Go fragments of README.md and of the guides
+// under docs/ that need a function around them to compile: the things a
+// user supplies (a context, a client, their own code) come as parameters
+// or stubs. TestREADMESnippets checks that each fragment here says what
+// its Markdown file says. Nothing calls them.
 //
-// To change a README fragment, change it here too, in the function named
-// after its section.
+// To change a fragment of the docs, change it here too, in the function
+// named after its section.
 package readme

@@ -14,7 +14,7 @@ import (
 	"github.com/locksmith-go/lock/strategy/redlock"
 )
 
-// Redlock is "Redlock: surviving the loss of nodes".
+// Redlock is docs/strategies.md's "Redlock: surviving the loss of nodes".
 func Redlock(ctx context.Context, pool3 *redigoredis.Pool) error {
 	locker, err := redlock.New([]driver.Conn{
 		goredis.New(redis.NewClient(&redis.Options{Addr: "10.0.0.1:6379", ContextTimeoutEnabled: true, MaxRetries: -1, DialerRetries: 1})),

@@ -14,7 +14,7 @@ import (
 	"github.com/locksmith-go/lock/strategy/single"
 )
 
-// TestInvoices is "Testing code that takes locks".
+// TestInvoices is docs/testing.md's "Testing code that takes locks".
 func TestInvoices(t *testing.T) {
 	locker, err := single.New(locktest.GoRedis(t)) // or locktest.Redigo(t)
 	if err != nil {
@@ -37,7 +37,7 @@ type Service interface {
 	Settle(ctx context.Context, invoice int) error
 }
 
-// TestConformance is "Testing your own strategy or driver".
+// TestConformance is docs/extending.md's "Testing it with conformance".
 func TestConformance(t *testing.T) {
 	addr := startRedis(t) // your own server, started for the test
 	conformance.RunDriver(t, func(t *testing.T) driver.Conn { return myredis.New(newClient(t, addr)) })

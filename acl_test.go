@@ -20,26 +20,26 @@ import (
 	"github.com/locksmith-go/lock/strategy/single"
 )
 
-// TestREADMEACLRules: the ACL rules that README.md gives for each strategy
-// ("The commands each strategy sends") let a user that may run nothing
+// TestACLRules: the ACL rules that docs/acl.md gives for each strategy
+// ("The rule of each strategy") let a user that may run nothing
 // else obtain, inspect, refresh, read the TTL of and release a lock on a
 // real server, with every option that sends more commands.
-func TestREADMEACLRules(t *testing.T) {
-	section := readmeSection(t, "### The commands each strategy sends")
+func TestACLRules(t *testing.T) {
+	section := aclSection(t, "## The rule of each strategy")
 	srv := redistest.Start(t, 1)[0]
 	// A replica, so that WithReplicas' WAIT is answered: Obtain and Refresh
 	// succeed only once it acknowledges their writes.
 	redistest.StartReplica(t, srv.Addr)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	// A brand-new node, seeded as the README says, so the guard grants.
+	// A brand-new node, seeded as docs/strategies.md says, so the guard grants.
 	if _, err := srv.Command(ctx, "SET", redlock.GuardKey, "0"); err != nil {
 		t.Fatal(err)
 	}
 	const base = "+evalsha +eval +get +set +pexpire +pttl +del"
 	for _, c := range []struct {
 		name  string
-		rules []string // each as README.md gives it
+		rules []string // each as docs/acl.md gives it
 		opts  []lock.Option
 		newL  func(driver.Conn) (lock.Locker, error)
 	}{
@@ -59,7 +59,7 @@ func TestREADMEACLRules(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			for _, r := range c.rules {
 				if !strings.Contains(section, "`"+r+"`") {
-					t.Fatalf("README.md does not give the rule `%s` in \"The commands each strategy sends\", want it there", r)
+					t.Fatalf("docs/acl.md does not give the rule `%s` in \"The rule of each strategy\", want it there", r)
 				}
 			}
 			user := strings.ReplaceAll(c.name, " ", "-")
@@ -87,18 +87,14 @@ func TestREADMEACLRules(t *testing.T) {
 	}
 }
 
-// TestREADMEACLInspect: single's Inspect reads the fencing counter in the
+// TestACLInspect: single's Inspect reads the fencing counter in the
 // same script as the lock where the user's ACL allows the counters' keys,
 // and the lock alone, with Fence 0, where it does not: a user that never
-// fences needs no more than the base rule, as README.md says.
-func TestREADMEACLInspect(t *testing.T) {
-	readme, err := os.ReadFile("README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
+// fences needs no more than the base rule, as docs/acl.md says.
+func TestACLInspect(t *testing.T) {
 	const rule = "~{lock:*"
-	if !strings.Contains(string(readme), "`"+rule+"`") {
-		t.Fatalf("README.md does not give the rule `%s`, want it with the commands each strategy sends", rule)
+	if !strings.Contains(aclSection(t, "## The rule of each strategy"), "`"+rule+"`") {
+		t.Fatalf("docs/acl.md does not give the rule `%s` in \"The rule of each strategy\", want it there", rule)
 	}
 	srv := redistest.Start(t, 1)[0]
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -143,22 +139,19 @@ func TestREADMEACLInspect(t *testing.T) {
 	}
 }
 
-// TestREADMEACLWaiting: the ACL rule that README.md's "Waiting" section
-// gives lets a user wait by notification on a real server: a waiter whose
+// TestACLWaiting: the ACL rule that docs/acl.md's "Waiting by
+// notification" gives lets a user wait by notification on a real server: a waiter whose
 // timer is a minute is woken by the release's message. A user with the
 // base rule alone is refused the queue, and waits as a poller.
-func TestREADMEACLWaiting(t *testing.T) {
-	readme, err := os.ReadFile("README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
+func TestACLWaiting(t *testing.T) {
+	section := aclSection(t, "## Waiting by notification")
 	const (
 		base = "+evalsha +eval +get +set +pexpire +pttl +del"
 		wait = "+time +zadd +zrange +zrank +zrem +hset +hget +hdel +zscore +hincrby +exists +publish +subscribe +unsubscribe +ping"
 	)
 	for _, r := range []string{wait, "~{lock:*", "&{lock:*"} {
-		if !strings.Contains(string(readme), "`"+r+"`") {
-			t.Fatalf("README.md does not give the rule `%s`, want it in the Waiting section", r)
+		if !strings.Contains(section, "`"+r+"`") {
+			t.Fatalf("docs/acl.md does not give the rule `%s` in \"Waiting by notification\", want it there", r)
 		}
 	}
 	srv := redistest.Start(t, 1)[0]
@@ -201,17 +194,17 @@ func TestREADMEACLWaiting(t *testing.T) {
 	})
 }
 
-// TestREADMEACLHints: the rule that README.md gives for the wake-up hints
-// of setnx-getset and Redlock ("The commands each strategy sends") lets
+// TestACLHints: the rule that docs/acl.md gives for the wake-up hints of
+// setnx-getset and Redlock ("The rule of each strategy") lets
 // their waiters be woken by a release's message on a real server, with the
 // lock keys and the channels alone: a waiter whose timer is a minute gets
 // the lock once the holder releases it.
-func TestREADMEACLHints(t *testing.T) {
-	section := readmeSection(t, "### The commands each strategy sends")
+func TestACLHints(t *testing.T) {
+	section := aclSection(t, "## The rule of each strategy")
 	const hints = "+publish +subscribe +unsubscribe +ping"
 	for _, r := range []string{hints, "&{lock:*"} {
 		if !strings.Contains(section, "`"+r+"`") {
-			t.Fatalf("README.md does not give the rule `%s` in \"The commands each strategy sends\", want it there", r)
+			t.Fatalf("docs/acl.md does not give the rule `%s` in \"The rule of each strategy\", want it there", r)
 		}
 	}
 	srv := redistest.Start(t, 1)[0]
@@ -219,7 +212,7 @@ func TestREADMEACLHints(t *testing.T) {
 	defer cancel()
 	for _, c := range []struct {
 		name string
-		rule string // the strategy's, as README.md gives it
+		rule string // the strategy's, as docs/acl.md gives it
 		newL func(driver.Conn) (lock.Locker, error)
 	}{
 		{"setnx-getset", "+set +get +getset +evalsha +eval +pexpire +pttl +del", func(c driver.Conn) (lock.Locker, error) {
@@ -244,7 +237,7 @@ func TestREADMEACLHints(t *testing.T) {
 }
 
 // aclConn creates (or resets) the ACL user user on srv, allowed acl (key
-// patterns, channel patterns and commands, as README.md gives them) and
+// patterns, channel patterns and commands, as docs/acl.md gives them) and
 // nothing else, and returns a go-redis connection as that user, closed
 // when t ends.
 func aclConn(t *testing.T, ctx context.Context, srv *redistest.Server, user string, acl ...string) driver.Conn {
@@ -307,17 +300,17 @@ func wakeReasons(t *testing.T, ctx context.Context, holder, waiter lock.Locker, 
 	return reasons
 }
 
-// readmeSection returns the section of README.md under heading: from it to
+// aclSection returns the section of docs/acl.md under heading: from it to
 // the next heading of its level or above.
-func readmeSection(t *testing.T, heading string) string {
+func aclSection(t *testing.T, heading string) string {
 	t.Helper()
-	readme, err := os.ReadFile("README.md")
+	doc, err := os.ReadFile("docs/acl.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, text, ok := strings.Cut(string(readme), "\n"+heading+"\n")
+	_, text, ok := strings.Cut(string(doc), "\n"+heading+"\n")
 	if !ok {
-		t.Fatalf("README.md has no section %q", heading)
+		t.Fatalf("docs/acl.md has no section %q", heading)
 	}
 	level, _, _ := strings.Cut(heading, " ")
 	for _, l := range []string{"#", "##", "###", "####"}[:len(level)] {
