@@ -7,7 +7,9 @@
 // previous command, exactly, and the keys whose TTL has run out are
 // removed. So a key set with a TTL of d is there to every command that
 // arrives less than d after the one that set it, and gone to every command
-// after that, as on a real server; no timer runs in the background.
+// after that, as on a real server; no timer runs in the background. As on
+// Redis, time stands still while a script runs: no key expires half-way
+// through one.
 //
 // In a test, one line gives a driver connection to a fresh server, stopped
 // when the test ends:
@@ -25,11 +27,13 @@ package locktest
 
 import (
 	"context"
+	"reflect"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
+	"github.com/alicebob/miniredis/v2/server"
 	redigoredis "github.com/gomodule/redigo/redis"
 	"github.com/redis/go-redis/v9"
 
@@ -56,9 +60,49 @@ func StartServer() (*Server, error) {
 		return nil, err
 	}
 	// TTLs decrease by the exact wall-clock time elapsed since the previous
-	// command, on every command, before it runs; no timer is involved.
+	// command, on every command, before it runs; no timer is involved. The
+	// clock is set before each command that a client sends, and never by
+	// the commands that a script calls, so that it stands still while a
+	// script runs, as on Redis. Without that, a key could expire between two
+	// of a script's commands, which Redis never lets happen.
 	m.ClockTTL(true)
+	c := &clock{m: m}
+	m.Server().SetPreHook(c.tick)
 	return &Server{m: m, addr: m.Addr()}, nil
+}
+
+// clock sets the embedded server's time to the wall clock's, never
+// backwards.
+type clock struct {
+	m    *miniredis.Miniredis
+	mu   sync.Mutex
+	last time.Time
+}
+
+// tick is the server's hook before every command: it sets the time, unless
+// a script sends the command.
+func (c *clock) tick(p *server.Peer, _ string, _ ...string) bool {
+	if fromScript(p) {
+		return false // the script holds the server's lock: its time stands
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if now := time.Now(); now.After(c.last) {
+		c.last = now
+	}
+	c.m.SetTime(c.last)
+	return false
+}
+
+// fromScript reports whether p is the peer of a command that a Lua script
+// calls, which miniredis marks as nested in its connection context.
+func fromScript(p *server.Peer) bool {
+	v := reflect.ValueOf(p.Ctx)
+	if v.Kind() != reflect.Pointer || v.IsNil() || v.Elem().Kind() != reflect.Struct {
+		return false
+	}
+	nested := v.Elem().FieldByName("nested")
+	return nested.IsValid() && nested.Kind() == reflect.Bool && nested.Bool()
 }
 
 // NewServer starts an embedded server for t, and closes it when t ends. It

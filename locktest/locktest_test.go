@@ -51,6 +51,24 @@ func TestTTLNeverRunsShort(t *testing.T) {
 	}
 }
 
+// TestTimeStandsStillInAScript: as on Redis, no key expires while a script
+// runs, however long the script takes: a key that a script sets with a 1ms
+// TTL is still there after thousands of the script's own commands.
+func TestTimeStandsStillInAScript(t *testing.T) {
+	c := locktest.NewServer(t).GoRedisClient()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	const script = `redis.call('SET', KEYS[1], 'v', 'PX', 1)
+for _ = 1, 20000 do
+	redis.call('EXISTS', KEYS[1])
+end
+return redis.call('GET', KEYS[1])`
+	got, err := c.Eval(ctx, script, []string{"k"}).Result()
+	if err != nil || got != "v" {
+		t.Fatalf("GET at the end of the script = %v, %v; want v, nil: the key expired while the script ran", got, err)
+	}
+}
+
 // TestExpiresInRealTime: a key expires once its TTL has passed, with no
 // call to make time pass.
 func TestExpiresInRealTime(t *testing.T) {
