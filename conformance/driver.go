@@ -254,9 +254,14 @@ func driverCheck(t *testing.T, _ context.Context, c driver.Conn) {
 // driverPinner: the commands of a pinned Conn, a script and commands
 // alike, go over one connection (CLIENT ID does not change), even while
 // other calls use the Conn; WAIT there answers with a number of replicas.
+// It skips, saying so, on a server that does not know CLIENT ID, such as
+// the embedded server of locktest.
 func driverPinner(t *testing.T, ctx context.Context, c driver.Conn) {
 	if err := driver.Pinnable(c); err != nil {
 		t.Skipf("the driver cannot pin a connection (optional: single.WithReplicas needs it): %v", err)
+	}
+	if _, err := driver.Do(ctx, c, "CLIENT", "ID"); err != nil && strings.Contains(strings.ToLower(err.Error()), "unknown") {
+		t.Skipf("the server does not know CLIENT ID, with which this property tells connections apart (%v): run it on a real Redis", err)
 	}
 	key := cleanKey(t, c)
 	err := driver.Pin(ctx, c, func(one driver.Conn) error {
