@@ -146,7 +146,10 @@ func TestDoLostLock(t *testing.T) {
 		f := newFake()
 		f.failRefreshes(errBoom)
 		var validUntil time.Time
-		err := lock.Do(ctx, lock.New(f), "k", shortTTL, func(ctx context.Context) error {
+		// A refresh every 100ms, retried every 25ms for the second that the
+		// lock is valid: many retries, even on a machine that stalls the
+		// refresher for most of that second.
+		err := lock.Do(ctx, lock.New(f), "k", time.Second, func(ctx context.Context) error {
 			lk, _ := lock.FromContext(ctx)
 			validUntil = lk.ValidUntil()
 			<-ctx.Done()
@@ -154,7 +157,7 @@ func TestDoLostLock(t *testing.T) {
 				t.Errorf("fn's context cancelled %v before ValidUntil, want at or after it", validUntil.Sub(now))
 			}
 			return nil
-		})
+		}, lock.WithRefreshFraction(0.1))
 		if !errors.Is(err, lock.ErrLost) || !errors.Is(err, lock.ErrLapsed) || errors.Is(err, lock.ErrRefreshLimit) {
 			t.Errorf("Do = %v, want ErrLost and ErrLapsed (not ErrRefreshLimit)", err)
 		}
