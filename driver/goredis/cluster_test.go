@@ -133,6 +133,7 @@ func clusterEveryMaster(t *testing.T, c *redistest.Cluster, conn driver.Conn, ch
 }
 
 func clusterSlotMoved(t *testing.T, c *redistest.Cluster, conn driver.Conn, channels []string) {
+	redistest.RequireFull(t, "a Cluster slot move")
 	waiters := listen(t, conn, channels)
 	moved, to := channels[0], c.Servers[1]
 	c.MoveSlot(t, c.KeySlot(t, moved), to)
