@@ -13,7 +13,12 @@
 // LOCKSMITH_* variables override (LOCKSMITH_PASSWORD, LOCKSMITH_TTL, …).
 // OTEL_* variables turn on OpenTelemetry spans and metrics.
 //
-// Install it with
+// It is a module of its own. Install it from a clone, at the repository
+// root, with
+//
+//	go install ./cmd/locksmith
+//
+// and, once a release of it is tagged, with
 //
 //	go install github.com/locksmith-go/lock/cmd/locksmith@latest
 package main
