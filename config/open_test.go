@@ -267,9 +267,10 @@ func TestPoolSize(t *testing.T) {
 // TestReadTimeout: a call without a deadline on a server that stopped
 // answering ends with the read timeout's error.
 func TestReadTimeout(t *testing.T) {
-	s := redistest.Start(t, 1)[0]
 	for _, d := range drivers {
 		t.Run(d.name, func(t *testing.T) {
+			t.Parallel()
+			s := redistest.Start(t, 1)[0]
 			l := open(t, config.Config{Strategy: "single", Driver: d.name, Addrs: []string{s.Addr}, ReadTimeout: 100 * time.Millisecond})
 			lk, err := l.Obtain(context.Background(), "warm-up", time.Second) // connect first
 			if err != nil {
@@ -363,11 +364,13 @@ func TestTLS(t *testing.T) {
 			return err
 		}
 		t.Run(d.name+"/the CA and a client certificate lock", func(t *testing.T) {
+			t.Parallel()
 			if err := obtain(t, trusted); err != nil {
 				t.Fatalf("Obtain and Release over TLS: %v", err)
 			}
 		})
 		t.Run(d.name+"/the server's name is checked", func(t *testing.T) {
+			t.Parallel()
 			tls := trusted
 			tls.ServerName = "not-the-server.example"
 			if err := obtain(t, tls); err == nil || !strings.Contains(err.Error(), "certificate") {
@@ -375,6 +378,7 @@ func TestTLS(t *testing.T) {
 			}
 		})
 		t.Run(d.name+"/without the CA, the certificate is not trusted", func(t *testing.T) {
+			t.Parallel()
 			tls := trusted
 			tls.CAFile = ""
 			if err := obtain(t, tls); err == nil || !strings.Contains(err.Error(), "certificate") {
@@ -382,6 +386,7 @@ func TestTLS(t *testing.T) {
 			}
 		})
 		t.Run(d.name+"/without a client certificate, the server refuses", func(t *testing.T) {
+			t.Parallel()
 			tls := trusted
 			tls.CertFile, tls.KeyFile = "", ""
 			if err := obtain(t, tls); err == nil || errors.Is(err, lock.ErrNotObtained) {
@@ -389,6 +394,7 @@ func TestTLS(t *testing.T) {
 			}
 		})
 		t.Run(d.name+"/skip-verify accepts any certificate (unsafe)", func(t *testing.T) {
+			t.Parallel()
 			tls := trusted
 			tls.CAFile, tls.InsecureSkipVerify = "", true
 			if err := obtain(t, tls); err != nil {
@@ -396,6 +402,7 @@ func TestTLS(t *testing.T) {
 			}
 		})
 		t.Run(d.name+"/plain TCP fails", func(t *testing.T) {
+			t.Parallel()
 			if err := obtain(t, config.TLS{}); err == nil || errors.Is(err, lock.ErrNotObtained) {
 				t.Fatalf("Obtain over plain TCP = %v, want an error", err)
 			}
@@ -465,12 +472,11 @@ func TestCloseWaitsForCallsInFlight(t *testing.T) {
 // it, and says why; a Redlock Obtain whose clean-ups still run in the
 // background when Close comes leaves no call on a closed client.
 func TestCallsAfterClose(t *testing.T) {
-	servers := redistest.Start(t, 3)
-	addrs := []string{servers[0].Addr, servers[1].Addr, servers[2].Addr}
 	ctx := context.Background()
 	for _, d := range drivers {
 		t.Run(d.name+"/Release after Close is ErrClosed", func(t *testing.T) {
-			l := open(t, config.Config{Strategy: "single", Driver: d.name, Addrs: addrs[:1]})
+			t.Parallel()
+			l := open(t, config.Config{Strategy: "single", Driver: d.name, Addrs: []string{redistest.Start(t, 1)[0].Addr}})
 			lk, err := l.Obtain(ctx, "after-close:"+d.name, time.Second)
 			if err != nil {
 				t.Fatalf("Obtain: %v", err)
@@ -483,7 +489,9 @@ func TestCallsAfterClose(t *testing.T) {
 			}
 		})
 		t.Run(d.name+"/Close right after a Redlock Obtain failed fast", func(t *testing.T) {
-			c := config.Config{Strategy: "redlock", Driver: d.name, Addrs: addrs, NodeTimeout: 200 * time.Millisecond}
+			t.Parallel()
+			servers := redistest.Start(t, 3)
+			c := config.Config{Strategy: "redlock", Driver: d.name, Addrs: addrsOf(servers), NodeTimeout: 200 * time.Millisecond}
 			held, err := open(t, c).Obtain(ctx, "failed-fast:"+d.name, time.Minute)
 			if err != nil {
 				t.Fatalf("Obtain: %v", err)

@@ -119,6 +119,7 @@ func noSecret(t *testing.T, token string, rs ...result) {
 
 func TestInspect(t *testing.T) {
 	t.Run("free", func(t *testing.T) {
+		t.Parallel()
 		env := url(t, "single")
 		got, r := inspectJSON(t, env, "job")
 		if r.code != exitNotHeld || got.Held || got.Verdict != "free" || got.TTL != 0 || got.Fingerprint != "" {
@@ -130,6 +131,7 @@ func TestInspect(t *testing.T) {
 	})
 
 	t.Run("held by locksmith acquire: the holder's metadata", func(t *testing.T) {
+		t.Parallel()
 		env := url(t, "single")
 		_, token := acquire(t, env, "job", "--ttl", "1m")
 		got, r := inspectJSON(t, env, "job")
@@ -159,6 +161,7 @@ func TestInspect(t *testing.T) {
 	})
 
 	t.Run("held by a library client: its metadata raw", func(t *testing.T) {
+		t.Parallel()
 		env := url(t, "single")
 		lk, err := locker(t, env).Obtain(ctx(t), "job", time.Minute, lock.WithMetadata("worker-7\x1b[2J"))
 		if err != nil {
@@ -174,6 +177,7 @@ func TestInspect(t *testing.T) {
 	})
 
 	t.Run("a queue with waiters", func(t *testing.T) {
+		t.Parallel()
 		env := url(t, "single")
 		l := locker(t, env)
 		held, err := l.Obtain(ctx(t), "job", time.Minute)
@@ -206,6 +210,7 @@ func TestInspect(t *testing.T) {
 	})
 
 	t.Run("redlock with a node paused: its row has the error, and the verdict", func(t *testing.T) {
+		t.Parallel()
 		env, srvs := servers(t, "redlock", 3)
 		token := everyNode(t, env, "job")
 		srvs[1].Pause()
@@ -233,6 +238,7 @@ func TestInspect(t *testing.T) {
 	})
 
 	t.Run("legacy: the decoded timestamp, and whether a takeover is possible", func(t *testing.T) {
+		t.Parallel()
 		env, srvs := servers(t, "setnx-getset", 1)
 		for _, tc := range []struct {
 			name     string
@@ -258,6 +264,7 @@ func TestInspect(t *testing.T) {
 	})
 
 	t.Run("a paused server: unavailable", func(t *testing.T) {
+		t.Parallel()
 		env, srvs := servers(t, "single", 1)
 		srvs[0].Pause()
 		t.Cleanup(srvs[0].Resume)
@@ -267,6 +274,7 @@ func TestInspect(t *testing.T) {
 	})
 
 	t.Run("no output holds the token", func(t *testing.T) {
+		t.Parallel()
 		env, srvs := servers(t, "single", 1)
 		_, token := acquire(t, env, "job")
 		if v := get(t, srvs[0], "job"); !strings.HasPrefix(v, token) {

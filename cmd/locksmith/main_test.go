@@ -34,6 +34,7 @@ func TestMain(m *testing.M) {
 		fmt.Fprintf(os.Stderr, "building locksmith: %v\n%s", err, out)
 		os.Exit(2)
 	}
+	redistest.Parallel(8) // most tests wait on the binary, servers and timers
 	code := m.Run()
 	_ = os.RemoveAll(dir)
 	os.Exit(code)

@@ -17,6 +17,7 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"flag"
 	"fmt"
 	"net"
 	"os"
@@ -61,6 +62,19 @@ func RequireFull(t testing.TB, what string) {
 	t.Helper()
 	if !Full() {
 		t.Skipf("%s runs only with %s=1, as CI sets", what, EnvFull)
+	}
+}
+
+// Parallel sets go test's -parallel to n, unless the command line sets it:
+// for the TestMain of a package whose parallel tests wait on servers and
+// timers rather than on the CPU, which the default (the number of CPUs)
+// would run two at a time on two cores. Call it before m.Run.
+func Parallel(n int) {
+	flag.Parse()
+	given := false
+	flag.Visit(func(f *flag.Flag) { given = given || f.Name == "test.parallel" })
+	if !given {
+		_ = flag.Set("test.parallel", strconv.Itoa(n))
 	}
 }
 
