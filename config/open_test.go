@@ -357,7 +357,7 @@ func TestTLS(t *testing.T) {
 		obtain := func(t *testing.T, tls config.TLS) error {
 			t.Helper()
 			l := open(t, config.Config{Strategy: "single", Driver: d.name, Addrs: []string{s.Addr}, TLS: tls, DialTimeout: 5 * time.Second})
-			lk, err := l.Obtain(ctx, "tls", time.Second)
+			lk, err := l.Obtain(ctx, "tls:"+t.Name(), time.Second) // a key of its own: the cases run in parallel
 			if err == nil {
 				err = lk.Release(ctx)
 			}

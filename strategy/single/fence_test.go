@@ -46,6 +46,7 @@ func TestFenceKey(t *testing.T) {
 // TestFenceKeyOnCluster: on a real cluster, each key and its counter share a
 // hash slot, so the fenced acquisition works through a Cluster client.
 func TestFenceKeyOnCluster(t *testing.T) {
+	t.Parallel()
 	cluster := redistest.StartCluster(t, 3)
 	ctx := context.Background()
 	l, err := single.New(goredis.New(redistest.GoRedisCluster(t, cluster.Addrs())))

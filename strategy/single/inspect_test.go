@@ -150,6 +150,7 @@ func TestInspect(t *testing.T) {
 // TestInspectCluster: on a Cluster, the counter is read in the key's hash
 // slot, in the same script.
 func TestInspectCluster(t *testing.T) {
+	t.Parallel()
 	cluster := redistest.StartCluster(t, 3)
 	l, err := single.New(goredis.New(redistest.GoRedisCluster(t, cluster.Addrs())))
 	if err != nil {

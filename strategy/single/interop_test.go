@@ -174,6 +174,7 @@ func waitBsmExpired(t *testing.T, ctx context.Context, raw *redis.Client, bl *re
 // on the same keys and checks that no two holders, of either library, are
 // ever inside the critical section of a key at once.
 func TestInteropMixedContention(t *testing.T) {
+	t.Parallel()
 	addr := redistest.Start(t, 1)[0].Addr
 	for _, d := range interopDrivers() {
 		t.Run(d.name, func(t *testing.T) {
@@ -305,6 +306,7 @@ func interopContend(t *testing.T, p interopPeers, nkeys int) {
 // TestInteropOwnership checks that neither library can take, release or
 // refresh a lock the other holds.
 func TestInteropOwnership(t *testing.T) {
+	t.Parallel()
 	addr := redistest.Start(t, 1)[0].Addr
 	for _, d := range interopDrivers() {
 		t.Run(d.name, func(t *testing.T) {

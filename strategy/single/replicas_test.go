@@ -24,8 +24,10 @@ const replicaWait = 10 * time.Second
 // TestWithReplicas: with WithReplicas(1, ...), an acquisition and a refresh
 // count only once a replica acknowledges them (WAIT), over every driver.
 func TestWithReplicas(t *testing.T) {
+	t.Parallel()
 	for _, d := range redistest.Drivers() {
 		t.Run(d.Name, func(t *testing.T) {
+			t.Parallel()
 			t.Run("a replica acknowledges: obtained and refreshed", func(t *testing.T) {
 				master := redistest.Start(t, 1)[0]
 				redistest.StartReplica(t, master.Addr)

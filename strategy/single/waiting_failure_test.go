@@ -358,6 +358,7 @@ func TestDeadWaiter(t *testing.T) {
 // entry leaves the queue: at once when cancelled, and none of it outlives
 // its deadline.
 func TestCancelledWaiter(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t, 1)[0]
 
 	t.Run("cancelled: it returns, and leaves the queue", func(t *testing.T) {
