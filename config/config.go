@@ -14,7 +14,9 @@
 //   - a URL, with [ParseURL]: the scheme is the strategy, the user
 //     information the credentials, the host list the servers, the path the
 //     database, and the query the other settings, as in
-//     setnx-getset://user:pass@10.0.0.1:6379?format=ms&safety_ttl=1m;
+//     setnx-getset://user:pass@10.0.0.1:6379?format=ms&safety_ttl=1m; a
+//     standard Redis URL (redis://, rediss://, unix://) is the single
+//     strategy over that server;
 //   - JSON (Config implements json.Marshaler and json.Unmarshaler), with the
 //     setting names as keys: {"strategy": "single", "addrs": ["h1:6379"],
 //     "ttl": "30s"};
