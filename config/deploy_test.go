@@ -92,7 +92,7 @@ func TestDeployments(t *testing.T) {
 			h.ShortTTL, h.Skip = time.Second, matrix.RedlockSkips
 		}
 	}
-	matrix.Run(t, combos)
+	matrix.Run(t, combos, 2) // Redlock over four kinds of node among them
 }
 
 // smoke checks that the Lockers that h builds lock on the deployment's

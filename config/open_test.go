@@ -108,7 +108,7 @@ func TestConformance(t *testing.T) {
 		redlock := add(config.Config{Strategy: "redlock", Driver: drivers[2].name}, nodes, testDriver(t, drivers[2].test))
 		redlock.Harness.ShortTTL, redlock.Harness.Skip = time.Second, matrix.RedlockSkips
 	}
-	matrix.Run(t, combos)
+	matrix.Run(t, combos, 0)
 }
 
 // nilDriver is a registered driver whose connections are nil, as a broken

@@ -487,7 +487,7 @@ func TestConformance(t *testing.T) {
 		// the instrumentation keeps them exclusive.
 		combos[i].Harness.Acquisitions = 500
 	}
-	matrix.Run(t, combos)
+	matrix.Run(t, combos, 0)
 }
 
 // redlockOneNodeDown returns a Redlock Locker over 3 nodes, and the nodes'

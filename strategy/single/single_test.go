@@ -16,14 +16,14 @@ import (
 
 func TestConformance(t *testing.T) {
 	addr, _ := redistest.Addr(t)
-	matrix.Run(t, matrix.Single(addr))
+	matrix.Run(t, matrix.Single(addr), 0)
 	t.Run("unix", func(t *testing.T) {
 		t.Parallel()
-		matrix.Run(t, matrix.SingleUnix(redistest.StartUnix(t).Socket))
+		matrix.Run(t, matrix.SingleUnix(redistest.StartUnix(t).Socket), 0)
 	})
 	t.Run("cluster", func(t *testing.T) {
 		t.Parallel()
-		matrix.Run(t, matrix.SingleCluster(redistest.StartCluster(t, 3).Addrs()))
+		matrix.Run(t, matrix.SingleCluster(redistest.StartCluster(t, 3).Addrs()), 0)
 	})
 }
 

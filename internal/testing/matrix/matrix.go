@@ -36,16 +36,24 @@ func (c Combo) Wrap(wrap func(t *testing.T, l lock.Locker) lock.Locker) Combo {
 	return c
 }
 
-// Run runs the suite on each combination, as a subtest named after it, all
-// at once. The suite spends most of its time waiting on timers and on
-// Redis, so the combinations run side by side, whatever go test's
-// -parallel; their keys never meet.
-func Run(t *testing.T, combos []Combo) {
+// Run runs the suite on each combination, as a subtest named after it, n
+// at a time (all at once when n is 0). The suite spends most of its time
+// waiting on timers and on Redis, so combinations run side by side,
+// whatever go test's -parallel; their keys never meet. Those whose
+// MutualExclusion keeps the CPU busy (Redlock's: five servers, and every
+// waiter woken by a release) run fewer at a time, or one by one.
+func Run(t *testing.T, combos []Combo, n int) {
+	if n <= 0 {
+		n = len(combos)
+	}
 	var wg sync.WaitGroup
+	turns := make(chan struct{}, n)
 	for _, c := range combos {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			turns <- struct{}{}
+			defer func() { <-turns }()
 			t.Run(c.Name, func(t *testing.T) { conformance.Run(t, c.Harness) })
 		}()
 	}
