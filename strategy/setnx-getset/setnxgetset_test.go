@@ -32,8 +32,8 @@ func newLocker(t testing.TB, c driver.Conn, opts ...setnxgetset.Option) lock.Loc
 }
 
 func TestConformance(t *testing.T) {
-	addr, _ := redistest.Addr(t)
-	matrix.Run(t, matrix.SetnxGetset(addr), 0)
+	addr, real := redistest.Addr(t)
+	matrix.Run(t, matrix.SetnxGetset(addr), matrix.AtOnce(real))
 	t.Run("goredis-cluster", func(t *testing.T) {
 		t.Parallel()
 		conformance.Run(t, matrix.SetnxGetsetCluster(redistest.StartCluster(t, 3).Addrs()).Harness)

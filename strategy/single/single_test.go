@@ -15,8 +15,8 @@ import (
 )
 
 func TestConformance(t *testing.T) {
-	addr, _ := redistest.Addr(t)
-	matrix.Run(t, matrix.Single(addr), 0)
+	addr, real := redistest.Addr(t)
+	matrix.Run(t, matrix.Single(addr), matrix.AtOnce(real))
 	t.Run("unix", func(t *testing.T) {
 		t.Parallel()
 		matrix.Run(t, matrix.SingleUnix(redistest.StartUnix(t).Socket), 0)

@@ -60,6 +60,18 @@ func Run(t *testing.T, combos []Combo, n int) {
 	wg.Wait()
 }
 
+// AtOnce is Run's n for the combinations over the server that
+// [redistest.Addr] returned: all at once on a real server; one by one on the
+// embedded server, which runs every command in the test's own process,
+// under the race detector, so that side by side their MutualExclusions
+// took past the suite's 2-minute bound.
+func AtOnce(real bool) int {
+	if real {
+		return 0
+	}
+	return 1
+}
+
 func must(t testing.TB, l lock.Locker, err error) lock.Locker {
 	t.Helper()
 	if err != nil {
