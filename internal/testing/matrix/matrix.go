@@ -274,11 +274,10 @@ func Redlock(addrs []string) []Combo {
 			connect(c.drivers, func(t testing.TB) []string { return redistest.ClosedAddrs(t, len(addrs)) }),
 			build)
 		h.Skip = RedlockSkips
-		if len(c.drivers) == 1 && !redistest.Full() {
+		if !redistest.Full() {
 			// Redlock's MutualExclusion costs the most CPU of the suite (five
-			// servers, and every waiter woken by a release): each driver
-			// alone runs it at half its size, the mix of every driver at its
-			// full size, and LOCKSMITH_FULL=1 runs each at its full size.
+			// servers, and every waiter woken by a release): it runs at half
+			// its size, and LOCKSMITH_FULL=1 runs it at its full size.
 			h.Acquisitions = 1000
 		}
 		combos = append(combos, Combo{c.name, h})
