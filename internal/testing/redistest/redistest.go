@@ -16,7 +16,6 @@ package redistest
 import (
 	"context"
 	"crypto/tls"
-	"errors"
 	"flag"
 	"fmt"
 	"net"
@@ -228,7 +227,7 @@ func freePort() (int, error) {
 	}
 }
 
-// launch starts the process and waits until it answers PING.
+// launch starts the process and waits until it answers, as itself.
 func (s *Server) launch() error {
 	cmd := exec.Command(s.bin, s.args...)
 	cmd.SysProcAttr = sysProcAttr()
@@ -248,13 +247,13 @@ func (s *Server) launch() error {
 			return fmt.Errorf("redis-server on %s exited: %s", s.Addr, s.logTail())
 		default:
 		}
-		if s.ping() == nil {
+		if s.answers(cmd.Process.Pid) == nil {
 			return nil
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
 	s.Kill()
-	return fmt.Errorf("redis-server on %s did not answer PING within 10s: %s", s.Addr, s.logTail())
+	return fmt.Errorf("redis-server on %s did not answer as itself within 10s: %s", s.Addr, s.logTail())
 }
 
 func (s *Server) logTail() string {
@@ -266,15 +265,20 @@ func (s *Server) logTail() string {
 	return strings.Join(lines, " | ")
 }
 
-// ping sends PING and expects PONG.
-func (s *Server) ping() error {
+// answers reports whether the server on s.Addr is the process pid: a port
+// that freePort found free can be taken by another test's server before
+// ours binds it, and ours then exits while the other answers PING.
+func (s *Server) answers(pid int) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
 	defer cancel()
-	reply, err := s.Command(ctx, "PING")
-	if err == nil && reply != "PONG" {
-		err = errors.New("unexpected PING reply " + strconv.Quote(reply))
+	info, err := s.Command(ctx, "INFO", "server")
+	if err != nil {
+		return err
 	}
-	return err
+	if want := "process_id:" + strconv.Itoa(pid) + "\r\n"; !strings.Contains(info, want) {
+		return fmt.Errorf("%s is answered by another process than %d", s.Addr, pid)
+	}
+	return nil
 }
 
 func (s *Server) signal(sig syscall.Signal) {
