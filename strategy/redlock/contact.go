@@ -122,28 +122,15 @@ func (s *Strategy) contact(ctx context.Context, grace time.Duration) error {
 	if int(s.known.Load()) == len(s.nodes) {
 		return nil
 	}
-	s.mu.Lock()
-	if s.dup != nil {
-		s.mu.Unlock()
-		return s.dup
+	// Derived before s.mu is taken: WithoutCancel panics on a nil ctx, and
+	// a panic must never leave s.mu held, nor a contact marked pending
+	// that no goroutine makes.
+	if err := s.startContacts(context.WithoutCancel(ctx)); err != nil {
+		return err
 	}
-	for i := range s.peers {
-		if p := &s.peers[i]; !p.known.Load() && !p.pending {
-			p.pending, p.err = true, nil
-			go s.reach(context.WithoutCancel(ctx), i)
-		}
-	}
-	s.mu.Unlock()
 	var graceC <-chan time.Time
 	for {
-		s.mu.Lock()
-		dup, changed, pending := s.dup, s.changed, 0
-		for i := range s.peers {
-			if s.peers[i].pending {
-				pending++
-			}
-		}
-		s.mu.Unlock()
+		changed, pending, dup := s.progress()
 		switch {
 		case dup != nil:
 			return dup
@@ -160,6 +147,38 @@ func (s *Strategy) contact(ctx context.Context, grace time.Duration) error {
 			return ctx.Err()
 		}
 	}
+}
+
+// startContacts starts, on ctx, the first contact with every node that is
+// neither reached nor being contacted. It returns the error of two nodes
+// found to be one server, if any.
+func (s *Strategy) startContacts(ctx context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.dup != nil {
+		return s.dup
+	}
+	for i := range s.peers {
+		if p := &s.peers[i]; !p.known.Load() && !p.pending {
+			p.pending, p.err = true, nil
+			go s.reach(ctx, i)
+		}
+	}
+	return nil
+}
+
+// progress returns the state of the first contacts: the channel closed
+// when a contact next ends, how many are under way, and the error of two
+// nodes found to be one server, if any.
+func (s *Strategy) progress() (changed <-chan struct{}, pending int, dup error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i := range s.peers {
+		if s.peers[i].pending {
+			pending++
+		}
+	}
+	return s.changed, pending, s.dup
 }
 
 // reach makes first contact with node i: it reads the server's run id and,

@@ -351,3 +351,53 @@ func TestEmbeddedNodes(t *testing.T) {
 		t.Errorf("Release = %v, want nil", err)
 	}
 }
+
+// TestPanicInFirstContact: a nil ctx handed to the Strategy itself (a
+// Locker refuses one first) panics in the first contact with the nodes.
+// Recovered, the panic leaves the Strategy working: a Locker over it
+// obtains within its deadline. The panic used to leave the Strategy's
+// mutex held, and every later call blocked for ever, past its deadline.
+func TestPanicInFirstContact(t *testing.T) {
+	servers := redistest.Start(t, 3)
+	var none context.Context // nil
+	for _, c := range []struct {
+		name string
+		call func(s *redlock.Strategy)
+	}{
+		{"Inspect", func(s *redlock.Strategy) { _, _ = s.Inspect(none, "k") }},
+		{"Break", func(s *redlock.Strategy) { _, _ = s.Break(none, "k", "") }},
+		{"Acquire", func(s *redlock.Strategy) {
+			_, _ = s.Acquire(none, strategy.Request{Key: "k", TTL: time.Minute, Token: "t"})
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s, err := redlock.NewStrategy(connect(t, servers, redistest.Drivers()...)) // no node contacted yet
+			if err != nil {
+				t.Fatalf("redlock.NewStrategy: %v", err)
+			}
+			func() {
+				defer func() { _ = recover() }()
+				c.call(s)
+			}()
+			const deadline, margin = 10 * time.Second, 5 * time.Second
+			ctx, cancel := context.WithTimeout(context.Background(), deadline)
+			defer cancel()
+			done := make(chan error, 1) // a wedged Strategy never sends
+			go func() {
+				lk, err := lock.New(s).Obtain(ctx, conformance.Key(t), time.Minute)
+				if err == nil {
+					err = lk.Release(ctx)
+				}
+				done <- err
+			}()
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Fatalf("Obtain and Release after a recovered panic in %s = %v, want nil", c.name, err)
+				}
+			case <-time.After(deadline + margin):
+				t.Fatalf("Obtain after a recovered panic in %s: no return %v past its deadline, want a lock: the Strategy is wedged", c.name, margin)
+			}
+		})
+	}
+}
