@@ -162,18 +162,10 @@ func (s *session) unsubscribed(d *dedicated, channel string) {
 // Subscribe implements [driver.Session].
 func (s *session) Subscribe(ctx context.Context, channels ...string) error {
 	for _, ch := range channels {
-		s.mu.Lock()
-		if s.closed {
-			s.mu.Unlock()
-			return errSessionClosed
+		d, err := s.claim(ch)
+		if err != nil {
+			return err
 		}
-		d := s.route(ch)
-		delete(s.leaving, ch)
-		if s.where[ch] != d {
-			s.where[ch] = d
-			d.channels++
-		}
-		s.mu.Unlock()
 		var cmd rueidis.Completed
 		if s.sharded {
 			cmd = d.c.B().Ssubscribe().Channel(ch).Build()
@@ -185,6 +177,23 @@ func (s *session) Subscribe(ctx context.Context, channels ...string) error {
 		}
 	}
 	return nil
+}
+
+// claim returns the connection to subscribe to channel on, and records
+// the subscription, unless the session is closed.
+func (s *session) claim(channel string) (*dedicated, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock() // route calls rueidis
+	if s.closed {
+		return nil, errSessionClosed
+	}
+	d := s.route(channel)
+	delete(s.leaving, channel)
+	if s.where[channel] != d {
+		s.where[channel] = d
+		d.channels++
+	}
+	return d, nil
 }
 
 // route returns the connection for channel, taking one for its slot if
