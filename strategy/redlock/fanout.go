@@ -229,7 +229,8 @@ func (f *fan) whenIdle(forget func()) {
 // waits for it on the nodes that answered OK, Taken or Expired, while ctx
 // allows; the others go on in the background, which is safe because every
 // attempt has its own token. The fan it returns tells when each op
-// returned.
+// returned. It does not report the nodes' answers: its caller defers
+// [report].
 func (s *Strategy) fanOut(ctx context.Context, timeout time.Duration,
 	op func(ctx context.Context, i int, n node) error, then after, decide func(tally) decision,
 ) (res []*NodeError, failed bool, f *fan) {
@@ -301,9 +302,6 @@ func (s *Strategy) fanOut(ctx context.Context, timeout time.Duration,
 		f.failed = failed
 		close(f.decided)
 	}
-	for _, r := range res {
-		strategy.ReportNode(ctx, r.Node, r.Outcome.String(), r.Err)
-	}
 	if then != nil {
 		wait := 0
 		for _, r := range res {
@@ -323,6 +321,17 @@ func (s *Strategy) fanOut(ctx context.Context, timeout time.Duration,
 		}
 	}
 	return res, failed, f
+}
+
+// report reports each node's answer to the Node hooks (see
+// strategy.ReportNode). Every caller of fanOut defers it, so that the hooks
+// run once the call has recorded its state (the fan-outs still on their
+// way, in inflight and releasing): a hook that panics leaves the Strategy
+// consistent.
+func report(ctx context.Context, res []*NodeError) {
+	for _, r := range res {
+		strategy.ReportNode(ctx, r.Node, r.Outcome.String(), r.Err)
+	}
 }
 
 // answered reports whether a node gave an answer about the key.

@@ -57,6 +57,7 @@ func (s *Strategy) Break(ctx context.Context, key, fingerprint string) (strategy
 		return notify.DeleteWaking(ctx, n.conn, n.raw, key, readings[i].Value)
 	}
 	res, _, _ := s.fanOut(ctx, s.opTimeout(), del, nil, nil)
+	defer report(ctx, res)
 	var t tally
 	for _, r := range res {
 		t.add(r.Outcome)
@@ -84,6 +85,7 @@ func (s *Strategy) inspect(ctx context.Context, key string) (strategy.State, []c
 		readings[i], err = cas.Inspect(ctx, n.conn, key, "", "")
 		return err
 	}, nil, nil)
+	defer report(ctx, res)
 
 	st := strategy.State{Nodes: make([]strategy.NodeState, len(res))}
 	holders := map[string][]int{} // the nodes holding each fingerprint

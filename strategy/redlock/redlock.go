@@ -330,6 +330,7 @@ func (s *Strategy) Acquire(ctx context.Context, r strategy.Request) (strategy.Gr
 		}
 		return undecided
 	})
+	defer report(ctx, res)
 	if !failed && slices.ContainsFunc(res, func(n *NodeError) bool { return n.Outcome == Pending }) {
 		id := lockID(r.Key, value)
 		s.inflight.Store(id, f)
@@ -359,6 +360,7 @@ func (s *Strategy) Refresh(ctx context.Context, key, value string, ttl time.Dura
 	res, _, _ := s.fanOut(ctx, timeout, func(ctx context.Context, _ int, n node) error {
 		return cas.PExpire(ctx, n.conn, key, value, ttl)
 	}, nil, nil)
+	defer report(ctx, res)
 	if err := s.checkHeld("refresh", res); err != nil {
 		return strategy.Grant{}, err
 	}
@@ -427,6 +429,7 @@ func (s *Strategy) Release(ctx context.Context, key, value string) error {
 		}
 		return undecided
 	})
+	defer report(ctx, res)
 	if slices.ContainsFunc(res, func(n *NodeError) bool { return n.Outcome == Pending }) {
 		s.releasing.Store(key, f)
 		f.whenIdle(func() { s.releasing.CompareAndDelete(key, f) })
@@ -458,6 +461,7 @@ func (s *Strategy) TTL(ctx context.Context, key, value string) (time.Duration, e
 		ttls[i], err = cas.PTTL(ctx, n.conn, key, value)
 		return err
 	}, nil, nil)
+	defer report(ctx, res)
 	if err := s.checkHeld("ttl", res); err != nil {
 		return 0, err
 	}
