@@ -38,6 +38,9 @@ import (
 //   - otherwise fn's error as it is, joined with the release's error if
 //     that failed too, or the release's error alone.
 func Do(ctx context.Context, l Locker, key string, ttl time.Duration, fn func(ctx context.Context) error, opts ...Option) error {
+	if err := checkContext(ctx); err != nil {
+		return err
+	}
 	switch {
 	case l == nil:
 		return &ArgumentError{Name: "locker", Reason: "must not be nil"}

@@ -17,7 +17,7 @@ func (l *locker) Inspect(ctx context.Context, key string, opts ...Option) (State
 func (l *locker) Break(ctx context.Context, key, fingerprint string, opts ...Option) (State, error) {
 	b, ok := l.s.(strategy.Breaker)
 	if !ok {
-		if err := checkKey(key); err != nil {
+		if err := checkCall(ctx, key); err != nil {
 			return State{}, err
 		}
 		name, _ := describe(l.s)
@@ -28,9 +28,17 @@ func (l *locker) Break(ctx context.Context, key, fingerprint string, opts ...Opt
 	})
 }
 
+// checkCall checks the ctx and key of Inspect or Break.
+func checkCall(ctx context.Context, key string) error {
+	if err := checkContext(ctx); err != nil {
+		return err
+	}
+	return checkKey(key)
+}
+
 // read runs do, the inspection or break named op, within the Op hooks.
 func (l *locker) read(ctx context.Context, op, key string, opts []Option, do func(ctx context.Context, key string) (State, error)) (State, error) {
-	if err := checkKey(key); err != nil {
+	if err := checkCall(ctx, key); err != nil {
 		return State{}, err
 	}
 	o, err := l.options(opts)

@@ -43,7 +43,8 @@ import (
 
 // Lock is a held lock, returned by [Locker.Obtain]. Its methods are safe for
 // concurrent use; Refresh, Release and TTL run one at a time. A nil *Lock is
-// never held: its methods return ErrNotHeld.
+// never held: its methods return ErrNotHeld. Those that take a ctx refuse
+// a nil one with an [*ArgumentError] named "ctx".
 //
 // Besides refreshing and releasing it by hand, a holder can have it
 // refreshed in the background ([Lock.StartRefresh]) and learn that it is
@@ -146,6 +147,9 @@ func (l *Lock) ValidUntil() time.Time {
 // TTL returns the remaining time to live of the lock as Redis sees it.
 // It returns an error matching ErrNotHeld when the lock is no longer ours.
 func (l *Lock) TTL(ctx context.Context) (time.Duration, error) {
+	if err := checkContext(ctx); err != nil {
+		return 0, err
+	}
 	if l == nil {
 		return 0, ErrNotHeld
 	}
@@ -171,6 +175,9 @@ func (l *Lock) TTL(ctx context.Context) (time.Duration, error) {
 // (ErrLapsed) is never refreshed, since the refresh could revive a lock its
 // holder was told it lost: Refresh returns [Lock.Err].
 func (l *Lock) Refresh(ctx context.Context, ttl time.Duration) error {
+	if err := checkContext(ctx); err != nil {
+		return err
+	}
 	if err := checkTTL(ttl); err != nil {
 		return err
 	}
@@ -216,6 +223,9 @@ func (l *Lock) Refresh(ctx context.Context, ttl time.Duration) error {
 // auto-refresh and waits for the refresher to exit, so no refresh follows
 // it, and it closes Done.
 func (l *Lock) Release(ctx context.Context) error {
+	if err := checkContext(ctx); err != nil {
+		return err
+	}
 	if l == nil {
 		return ErrNotHeld
 	}

@@ -15,7 +15,8 @@ import (
 	"github.com/locksmith-go/lock/strategy"
 )
 
-// Locker obtains distributed locks.
+// Locker obtains distributed locks. Its methods, like those of [Lock] and
+// like [Do], refuse a nil ctx with an [*ArgumentError] named "ctx".
 type Locker interface {
 	// Obtain locks key for ttl. It makes one attempt, then waits and tries
 	// again as the retry policy says (see [WithRetry]; the default is
@@ -82,6 +83,9 @@ type locker struct {
 }
 
 func (l *locker) Obtain(ctx context.Context, key string, ttl time.Duration, opts ...Option) (*Lock, error) {
+	if err := checkContext(ctx); err != nil {
+		return nil, err
+	}
 	o, err := l.options(opts)
 	if err != nil {
 		return nil, err
@@ -185,6 +189,15 @@ func checkKeyTTL(key string, ttl time.Duration) error {
 		return err
 	}
 	return checkTTL(ttl)
+}
+
+// checkContext checks the ctx of every call that takes one: a nil ctx
+// would panic deep in a strategy or a hook.
+func checkContext(ctx context.Context) error {
+	if ctx == nil {
+		return &ArgumentError{Name: "ctx", Reason: "must not be nil"}
+	}
+	return nil
 }
 
 // checkKey checks the key of Obtain or Inspect.

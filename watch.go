@@ -13,6 +13,9 @@ type lockKey struct{}
 // FromContext returns the lock of a context made by [Lock.Context], such as
 // the one [Do] passes to fn.
 func FromContext(ctx context.Context) (*Lock, bool) {
+	if ctx == nil {
+		return nil, false
+	}
 	l, ok := ctx.Value(lockKey{}).(*Lock)
 	return l, ok && l != nil
 }
@@ -54,7 +57,8 @@ func (l *Lock) Err() error {
 // Context returns a copy of parent that is also cancelled when the lock is
 // no longer held (see Done), with Err as its cause (context.Cause). The
 // lock can be had back from it with [FromContext]. Call cancel as soon as
-// the work it governs is done, as with context.WithCancel.
+// the work it governs is done, as with context.WithCancel. Like
+// context.WithCancel, it panics when parent is nil.
 func (l *Lock) Context(parent context.Context) (ctx context.Context, cancel context.CancelFunc) {
 	ctx, cancelCause := context.WithCancelCause(context.WithValue(parent, lockKey{}, l))
 	if l == nil {
@@ -125,8 +129,12 @@ type refresher struct {
 // (such as a trace) reach the refreshes.
 //
 // It returns nil when the refreshes run, started by this call or an
-// earlier one, and Err if the lock is no longer held.
+// earlier one, Err if the lock is no longer held, and an [*ArgumentError]
+// for a nil ctx.
 func (l *Lock) StartRefresh(ctx context.Context) error {
+	if err := checkContext(ctx); err != nil {
+		return err
+	}
 	if l == nil {
 		return ErrNotHeld
 	}

@@ -123,7 +123,7 @@ func (c Config) withDefaults() Config {
 
 // Inspect implements [lock.Locker]. It returns ErrClosed after Close.
 func (l *Locker) Inspect(ctx context.Context, key string, opts ...lock.Option) (lock.State, error) {
-	if l.isClosed() {
+	if l.refuses(ctx) {
 		return lock.State{}, ErrClosed
 	}
 	return l.inner.Inspect(ctx, key, opts...)
@@ -131,7 +131,7 @@ func (l *Locker) Inspect(ctx context.Context, key string, opts ...lock.Option) (
 
 // Break implements [lock.Locker]. It returns ErrClosed after Close.
 func (l *Locker) Break(ctx context.Context, key, fingerprint string, opts ...lock.Option) (lock.State, error) {
-	if l.isClosed() {
+	if l.refuses(ctx) {
 		return lock.State{}, ErrClosed
 	}
 	return l.inner.Break(ctx, key, fingerprint, opts...)
@@ -141,7 +141,7 @@ func (l *Locker) Break(ctx context.Context, key, fingerprint string, opts ...loc
 // opts choose one, and with lock.WithPolling when the Config's Wait is
 // poll. It returns ErrClosed after Close.
 func (l *Locker) Obtain(ctx context.Context, key string, ttl time.Duration, opts ...lock.Option) (*lock.Lock, error) {
-	if l.isClosed() {
+	if l.refuses(ctx) {
 		return nil, ErrClosed
 	}
 	if len(l.defaults) > 0 {
@@ -191,7 +191,13 @@ func (l *Locker) Close() error {
 	return errors.Join(errs...)
 }
 
-func (l *Locker) isClosed() bool {
+// refuses reports whether a call on ctx gets ErrClosed: the Locker is
+// closed. A nil ctx goes on to the inner Locker, which refuses it first,
+// as every Locker does, with an *lock.ArgumentError.
+func (l *Locker) refuses(ctx context.Context) bool {
+	if ctx == nil {
+		return false
+	}
 	l.inFlight.RLock()
 	defer l.inFlight.RUnlock()
 	return l.closed

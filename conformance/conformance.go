@@ -138,6 +138,7 @@ var properties = []property{
 	{"CallerChosenToken", "", suite.callerChosenToken},
 	{"TokenStaysSecret", "", suite.tokenStaysSecret},
 	{"InvalidArguments", "", suite.invalidArguments},
+	{"NilContext", "", suite.nilContext},
 	{"NilDriver", "NewWithNilConn", suite.nilDriver},
 	{"KeyOfAnotherType", "Conns", suite.keyOfAnotherType},
 	{"UnreachableRedisIsError", "NewUnreachable", suite.unreachable},
@@ -199,6 +200,10 @@ func (h Harness) has(field string) bool {
 //   - TokenStaysSecret: formatting a lock or an error never shows a token.
 //   - InvalidArguments: each bad argument to Obtain is an *ArgumentError
 //     that names it.
+//   - NilContext: Obtain, Inspect, Break, Do and the lock's TTL, Refresh,
+//     StartRefresh and Release refuse a nil ctx with an *ArgumentError
+//     named "ctx", from the first call on a fresh Locker on, and leave it
+//     working.
 //   - NilDriver (NewWithNilConn): the constructor refuses a nil driver with
 //     an *ArgumentError.
 //   - KeyOfAnotherType (Conns): a key that holds a hash gives a WRONGTYPE

@@ -117,6 +117,8 @@ var mutants = []mutant{
 		locker: func(l lock.Locker) lock.Locker { return tryOnce{l} }},
 	{name: "token-not-random", kills: []string{"TokensAreUnique"},
 		locker: func(l lock.Locker) lock.Locker { return fixedToken{l} }},
+	{name: "nil-context-panics", kills: []string{"NilContext"},
+		locker: func(l lock.Locker) lock.Locker { return ctxFirst{l} }},
 
 	// Constructors.
 	{name: "constructor-accepts-nil", kills: []string{"NilDriver"},

@@ -28,9 +28,9 @@ import (
 // Strategy is a lock algorithm: the part of a lock.Locker that talks to
 // Redis. lock.New turns it into a Locker.
 //
-// The lock package guarantees that keys are non-empty, TTLs are at least
-// one millisecond and values are non-empty. Implementations must be safe for
-// concurrent use.
+// The lock package guarantees that contexts are not nil, keys are
+// non-empty, TTLs are at least one millisecond and values are non-empty.
+// Implementations must be safe for concurrent use.
 //
 // Refresh, Release and TTL return [ErrExpired] when the key is gone, and
 // [ErrTaken] when another value holds it (both match [ErrNotHeld]); a
