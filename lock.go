@@ -248,6 +248,18 @@ func releaseOp(ctx context.Context, l *Lock, value string) error {
 	return l.s.Release(ctx, l.key, value)
 }
 
+// abandon releases a lock that Obtain obtained but that a panicking Obtain
+// hook kept from its caller: it deletes the lock's value in the
+// background, without the hooks, and ends the lock as released, which the
+// Ended hooks report.
+func (l *Lock) abandon(ctx context.Context) {
+	l.mu.Lock()
+	value := l.value
+	l.released = true
+	discard(ctx, l.key, true, func(ctx context.Context) error { return releaseOp(ctx, l, value) })
+	l.endLocked(errReleased)
+}
+
 // call runs fn, through the Op hooks, with the value the lock is held under.
 // l.ops must be held. An answer with that value settles any value a refresh
 // whose reply was lost may have written (l.unsure). When the answer is
@@ -260,12 +272,14 @@ func (l *Lock) call(ctx context.Context, op string, ttl time.Duration, fn func(c
 		return err
 	}
 	err = l.op(ctx, op, ttl, value, fn)
+	// An error's Is method is a strategy's code: call it before taking l.mu.
+	taken, answered := errors.Is(err, ErrTaken), err == nil || errors.Is(err, ErrNotHeld)
 	l.mu.Lock()
 	unsure := l.unsure
 	switch {
-	case unsure != "" && errors.Is(err, ErrTaken):
+	case unsure != "" && taken:
 		l.value, l.token, l.unsure = unsure, unsure, ""
-	case err == nil || errors.Is(err, ErrNotHeld):
+	case answered:
 		l.unsure, unsure = "", ""
 	default:
 		unsure = "" // no answer: nothing settled
@@ -292,7 +306,8 @@ func (l *Lock) op(ctx context.Context, op string, ttl time.Duration, value strin
 // why the lock ended. It zeroes ValidUntil, stops the deadline timer, tells
 // the refresher to stop (without waiting for it: it may be the caller),
 // unlocks l.mu, which must be held, runs the Ended hooks, and then closes
-// Done, so that whoever waits on it finds the hooks' work done.
+// Done, so that whoever waits on it finds the hooks' work done: even when
+// an Ended hook panics.
 func (l *Lock) endLocked(cause error) {
 	first := l.cause == nil
 	if first {
@@ -308,6 +323,7 @@ func (l *Lock) endLocked(cause error) {
 	if !first {
 		return
 	}
+	defer l.closeDoneWith(cause)
 	if len(l.hooks) > 0 {
 		e := l.hooks.event(l.s, "ended", l.key)
 		e.Lock, e.Held = l, time.Since(l.obtained)
@@ -316,6 +332,10 @@ func (l *Lock) endLocked(cause error) {
 		}
 		l.hooks.runEnded(e)
 	}
+}
+
+// closeDoneWith closes Done, if it was made, with cause.
+func (l *Lock) closeDoneWith(cause error) {
 	l.mu.Lock()
 	closeDone := l.closeDone
 	l.mu.Unlock()

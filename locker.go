@@ -95,7 +95,19 @@ func (l *locker) Obtain(ctx context.Context, key string, ttl time.Duration, opts
 	}
 	e := o.hooks.event(l.s, "obtain", key)
 	e.TTL = ttl
-	return o.hooks.obtain(ctx, e, func(ctx context.Context) (*Lock, error) { return l.obtain(ctx, key, ttl, o) })
+	var got *Lock // obtained, and not yet back through every Obtain hook
+	defer func() {
+		if got != nil { // an Obtain hook panicked with it: its caller never gets it
+			got.abandon(ctx)
+		}
+	}()
+	lk, err := o.hooks.obtain(ctx, e, func(ctx context.Context) (lk *Lock, err error) {
+		lk, err = l.obtain(ctx, key, ttl, o)
+		got = lk
+		return lk, err
+	})
+	got = nil
+	return lk, err
 }
 
 // options returns the options of a call: the Locker's defaults, then the
@@ -107,7 +119,7 @@ func (l *locker) options(opts []Option) (options, error) {
 	return newOptions(opts)
 }
 
-func (l *locker) obtain(ctx context.Context, key string, ttl time.Duration, o options) (*Lock, error) {
+func (l *locker) obtain(ctx context.Context, key string, ttl time.Duration, o options) (lk *Lock, err error) {
 	if err := checkKeyTTL(key, ttl); err != nil {
 		return nil, err
 	}
@@ -116,6 +128,15 @@ func (l *locker) obtain(ctx context.Context, key string, ttl time.Duration, o op
 	}
 	w := l.newWaiter(key, o)
 	r := strategy.Request{Key: key, TTL: ttl, Token: o.token, Metadata: o.metadata, CallerToken: o.token != "", Fencing: o.fencing}
+	a := &acquisition{s: l.s}
+	defer func() {
+		if lk == nil && err == nil { // a hook panicked, or called runtime.Goexit
+			w.abandon(ctx)
+			if v, held := a.written(); v != "" {
+				discard(ctx, key, held, l.release(key, v))
+			}
+		}
+	}()
 	for attempt := 1; ; attempt++ {
 		if ctx.Err() != nil {
 			w.close(ctx, true)
@@ -138,7 +159,7 @@ func (l *locker) obtain(ctx context.Context, key string, ttl time.Duration, o op
 		}
 		r.Retry, r.Again = attempt > 1, again
 		sent := time.Now()
-		g, err := l.attempt(ctx, r, attempt, o.hooks)
+		g, err := l.attempt(ctx, a, r, attempt, o.hooks)
 		if err == nil && r.Fencing && g.Fence <= 0 {
 			w.close(ctx, true)
 			l.cleanUp(ctx, o.hooks, key, l.release(key, cmp.Or(g.Value, r.Value())))
@@ -228,28 +249,46 @@ func NewToken() (string, error) {
 	return base64.RawURLEncoding.EncodeToString(b[:]), nil
 }
 
-// attempt runs one Acquire, through the Attempt hooks.
-func (l *locker) attempt(ctx context.Context, r strategy.Request, n int, hs hookList) (strategy.Grant, error) {
+// attempt runs one Acquire of r, the n-th, through the Attempt hooks, and
+// records it in a.
+func (l *locker) attempt(ctx context.Context, a *acquisition, r strategy.Request, n int, hs hookList) (strategy.Grant, error) {
+	*a = acquisition{s: a.s, r: r}
 	if len(hs) == 0 {
-		return l.s.Acquire(ctx, r)
+		err := a.run(ctx)
+		return a.g, err
 	}
 	e := hs.event(l.s, "attempt", r.Key)
 	e.TTL, e.Attempt = r.TTL, n
-	a := &acquisition{s: l.s, r: r}
 	err := hs.wrap(ctx, l.s, e, attemptHook, a.run)
 	return a.g, err
 }
 
-// acquisition is one Acquire whose Grant outlives the hooks around it.
+// acquisition is the last Acquire of an Obtain, whose request and result
+// outlive the hooks around it: should a hook panic, they tell what the
+// attempt may have left on the server.
 type acquisition struct {
-	s strategy.Strategy
-	r strategy.Request
-	g strategy.Grant
+	s              strategy.Strategy
+	r              strategy.Request
+	sent, returned bool // Acquire was called; it returned
+	g              strategy.Grant
+	err            error
 }
 
-func (a *acquisition) run(ctx context.Context) (err error) {
-	a.g, err = a.s.Acquire(ctx, a.r)
-	return err
+func (a *acquisition) run(ctx context.Context) error {
+	a.sent = true
+	a.g, a.err = a.s.Acquire(ctx, a.r)
+	a.returned = true
+	return a.err
+}
+
+// written returns the value that the attempt may have written, and whether
+// it holds the lock with it; "" when it wrote nothing: it was not sent,
+// found the lock held, or undid itself.
+func (a *acquisition) written() (value string, held bool) {
+	if !a.sent || a.returned && (a.g.Undone || errors.Is(a.err, ErrNotObtained)) {
+		return "", false
+	}
+	return cmp.Or(a.g.Value, a.r.Value()), a.returned && a.err == nil
 }
 
 // release returns the clean-up that deletes value, which an attempt may
@@ -273,6 +312,25 @@ func (l *locker) cleanUp(ctx context.Context, hs hookList, key string, del func(
 	case <-done:
 	case <-ctx.Done():
 	}
+}
+
+// discard runs del, which undoes what an Obtain that a panic interrupted
+// left on key, in the background and without the hooks: one of them may be
+// what panicked. del runs once, bounded by strategy.CleanupTimeout, when
+// what it deletes is held (there, and ours: a second delete could hit a
+// later holder whose value is the same, as setnx-getset's timestamps can
+// be), and otherwise with strategy.CleanUp, until the server has answered
+// twice.
+func discard(ctx context.Context, key string, held bool, del func(context.Context) error) {
+	go func() {
+		if !held {
+			_ = strategy.CleanUp(ctx, key, del)
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), strategy.CleanupTimeout)
+		defer cancel()
+		_ = del(ctx)
+	}()
 }
 
 // notObtained is the error of an Obtain whose ctx ended the wait.

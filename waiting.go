@@ -152,6 +152,19 @@ func (w *waiter) close(ctx context.Context, givingUp bool) {
 	}
 }
 
+// abandon ends the wait of an Obtain that a panic interrupted, without
+// waiting and without the hooks: it closes the listener, and, if an
+// attempt may have queued the waiter, leaves the queue in the background.
+func (w *waiter) abandon(ctx context.Context) {
+	if w.listener != nil {
+		w.listener.Close()
+	}
+	if w.id != "" {
+		n, key, id := w.n, w.key, w.id
+		discard(ctx, key, false, func(ctx context.Context) error { return n.Leave(ctx, key, id) })
+	}
+}
+
 // event runs the Wait hooks.
 func (w *waiter) event(ctx context.Context, e Event) {
 	if len(w.hs) == 0 {

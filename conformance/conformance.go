@@ -142,6 +142,7 @@ var properties = []property{
 	{"NilDriver", "NewWithNilConn", suite.nilDriver},
 	{"KeyOfAnotherType", "Conns", suite.keyOfAnotherType},
 	{"UnreachableRedisIsError", "NewUnreachable", suite.unreachable},
+	{"SurvivesHookPanics", "", suite.survivesHookPanics},
 	{"AutoRefresh", "", suite.autoRefresh},
 	{"LossCancelsTheHolder", "Conns", suite.lossCancelsTheHolder},
 	{"DoHoldsAndReleases", "Conns", suite.doHoldsAndReleases},
@@ -210,6 +211,13 @@ func (h Harness) has(field string) bool {
 //     error, and is left alone.
 //   - UnreachableRedisIsError (NewUnreachable): a Locker whose Redis is down
 //     returns an error, not a hang.
+//   - SurvivesHookPanics: after a hook's panic, recovered by the caller
+//     (within Obtain: its Obtain, Attempt, Node or Wait hook; Inspect's Op
+//     hook; Release's Op or Ended hook), the Locker obtains the key again
+//     within a deadline: the panic left no mutex held, no place in a
+//     queue, and nothing it wrote. Done is closed after an Ended hook's
+//     panic. A hook that never runs (the Node hooks of a single-node
+//     strategy, the Wait hooks of a Locker that polls) skips its case.
 //   - AutoRefresh: a lock refreshed in the background outlives its TTL, and
 //     StopRefresh stops the refreshes.
 //   - LossCancelsTheHolder (Conns): deleting or overwriting the key behind

@@ -109,6 +109,8 @@ var mutants = []mutant{
 		strategy: func(b base) strategy.Strategy { return patient{b} }},
 	{name: "leave-does-nothing", kills: []string{"CancelledWaiterLeavesNothing"},
 		strategy: func(b base) strategy.Strategy { return stays{b} }},
+	{name: "mutex-held-across-a-hook", kills: []string{"SurvivesHookPanics"},
+		strategy: func(b base) strategy.Strategy { return reportsUnderLock{b, new(sync.Mutex)} }},
 
 	// Lockers.
 	{name: "errors-flattened", kills: []string{"ContextEndsTheWait", "InvalidArguments"},

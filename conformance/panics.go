@@ -25,6 +25,9 @@ const (
 	hangMargin      = 5 * time.Second
 )
 
+// errBoom is what the suite's hooks panic with.
+var errBoom = errors.New("conformance: a hook panicked")
+
 // panicked returns what f panicked with, or nil.
 func panicked(f func()) (v any) {
 	defer func() { v = recover() }()
@@ -75,6 +78,133 @@ func (s suite) nilContext(t *testing.T, ctx context.Context) {
 	if err := lk.Release(ctx); err != nil {
 		t.Errorf("Release after the calls with a nil ctx = %v, want nil: they must leave the lock held", err)
 	}
+}
+
+// survivesHookPanics: a hook that panics within Obtain (its Obtain,
+// Attempt, Node or Wait hook), Inspect or a lock's Release (its Op or Ended
+// hook), its panic recovered by the caller, leaves the Locker working: it
+// obtains the same key again within a deadline, so the panic left no mutex
+// held and no queue entry, and what the call wrote is deleted. A lock whose
+// Ended hook panicked has its Done closed. The cases share one Locker, as
+// a server's handlers do, and stop at the first that leaves it wedged.
+func (s suite) survivesHookPanics(t *testing.T, ctx context.Context) {
+	l := s.h.NewLocker(t)
+	after := func(ctx context.Context, next func(context.Context) error) error {
+		if err := next(ctx); err != nil {
+			return err
+		}
+		panic(errBoom)
+	}
+	for _, c := range []struct {
+		name string
+		// call makes the call whose hook panics, on key, and returns what it
+		// panicked with: nil when its hook did not run.
+		call func(t *testing.T, key string) any
+	}{
+		{"Obtain hook", func(t *testing.T, key string) any {
+			return s.obtainPanics(t, ctx, l, key, &lock.Hooks{
+				Obtain: func(ctx context.Context, _ lock.Event, next func(context.Context) (*lock.Lock, error)) (*lock.Lock, error) {
+					lk, err := next(ctx)
+					if err == nil {
+						panic(errBoom)
+					}
+					return lk, err
+				}})
+		}},
+		{"Attempt hook", func(t *testing.T, key string) any {
+			return s.obtainPanics(t, ctx, l, key, &lock.Hooks{
+				Attempt: func(ctx context.Context, _ lock.Event, next func(context.Context) error) error {
+					return after(ctx, next)
+				}})
+		}},
+		{"Node hook", func(t *testing.T, key string) any {
+			return s.obtainPanics(t, ctx, l, key, &lock.Hooks{Node: func(context.Context, lock.Event) { panic(errBoom) }})
+		}},
+		{"Wait hook", func(t *testing.T, key string) any {
+			if !s.probeWaiting(t, ctx).notifies {
+				return nil // no Wait event comes, but for a timer's
+			}
+			holder := s.obtain(t, ctx, s.h.NewLocker(t), key, heldTTL)
+			// A waiter whose timer never fires within the property, so that
+			// a place it kept in a queue would hold the next one back.
+			v := s.obtainPanics(t, ctx, l, key, &lock.Hooks{Wait: func(context.Context, lock.Event) { panic(errBoom) }},
+				lock.WithRetry(lock.Linear(noTimer)))
+			if err := holder.Release(ctx); err != nil {
+				t.Fatalf("the holder's Release = %v, want nil", err)
+			}
+			return v
+		}},
+		{"Op hook of Inspect", func(t *testing.T, key string) any {
+			return panicked(func() {
+				_, _ = l.Inspect(ctx, key, lock.WithHooks(&lock.Hooks{
+					Op: func(ctx context.Context, _ lock.Event, next func(context.Context) error) error {
+						return after(ctx, next)
+					}}))
+			})
+		}},
+		{"Op hook of Release", func(t *testing.T, key string) any {
+			lk := s.obtain(t, ctx, l, key, heldTTL, lock.WithHooks(&lock.Hooks{
+				Op: func(ctx context.Context, e lock.Event, next func(context.Context) error) error {
+					if e.Op != "release" {
+						return next(ctx)
+					}
+					return after(ctx, next)
+				}}))
+			return panicked(func() { _ = lk.Release(ctx) })
+		}},
+		{"Ended hook", func(t *testing.T, key string) any {
+			lk := s.obtain(t, ctx, l, key, heldTTL, lock.WithHooks(&lock.Hooks{Ended: func(lock.Event) { panic(errBoom) }}))
+			done := lk.Done()
+			v := panicked(func() { _ = lk.Release(ctx) })
+			select {
+			case <-done:
+			default:
+				t.Errorf("Done of a lock released, whose Ended hook panicked: open, want it closed")
+			}
+			return v
+		}},
+	} {
+		wedged := false
+		t.Run(c.name, func(t *testing.T) {
+			key := Key(t)
+			v := c.call(t, key)
+			switch {
+			case v == nil:
+				t.Skipf("the %s never ran: the Locker does not report such events", c.name)
+			case v != errBoom:
+				t.Fatalf("the call panicked with %v, want the hook's own panic, %v", v, errBoom)
+			}
+			lk, ok := s.stillObtainsOrHangs(t, ctx, l, key, "a panic of the "+c.name)
+			wedged = !ok
+			if lk != nil {
+				if err := lk.Release(ctx); err != nil {
+					t.Errorf("Release = %v, want nil", err)
+				}
+			}
+		})
+		if wedged {
+			t.Fatalf("the %s's panic left the Locker wedged: the cases that follow need it working", c.name)
+		}
+	}
+}
+
+// obtainPanics runs an Obtain of key on l, with hooks h and opts, whose
+// hook panics, and returns what it panicked with: nil, after releasing the
+// lock, when it returned.
+func (s suite) obtainPanics(t *testing.T, ctx context.Context, l lock.Locker, key string, h *lock.Hooks, opts ...lock.Option) any {
+	t.Helper()
+	var lk *lock.Lock
+	var err error
+	v := panicked(func() { lk, err = l.Obtain(ctx, key, heldTTL, append(opts, lock.WithHooks(h))...) })
+	if lk != nil {
+		if err := lk.Release(ctx); err != nil {
+			t.Fatalf("Release = %v, want nil", err)
+		}
+	}
+	if v == nil && err != nil && !errors.Is(err, lock.ErrNotObtained) {
+		t.Fatalf("Obtain = %v, want a lock or a panic", err)
+	}
+	return v
 }
 
 // stillObtains obtains key on l, after what, within afterPanicBound,

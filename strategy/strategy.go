@@ -30,7 +30,9 @@ import (
 //
 // The lock package guarantees that contexts are not nil, keys are
 // non-empty, TTLs are at least one millisecond and values are non-empty.
-// Implementations must be safe for concurrent use.
+// Implementations must be safe for concurrent use, and must hold no mutex
+// across code that can panic (a call into a driver, ReportNode, whose Node
+// hooks are the user's), so that a recovered panic leaves them working.
 //
 // Refresh, Release and TTL return [ErrExpired] when the key is gone, and
 // [ErrTaken] when another value holds it (both match [ErrNotHeld]); a
