@@ -24,7 +24,9 @@ import (
 var ErrClosed = errors.New("config: locker closed")
 
 // Locker is the [lock.Locker] that [Open] builds from a Config. It owns the
-// clients it opened: Close closes them. It is safe for concurrent use.
+// clients it opened: Close closes them. It is safe for concurrent use. Like
+// every lock.Locker, it refuses a nil ctx with an *lock.ArgumentError, even
+// after Close.
 type Locker struct {
 	inner    lock.Locker
 	cfg      Config

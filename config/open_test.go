@@ -491,6 +491,22 @@ func TestCallsAfterClose(t *testing.T) {
 				t.Fatalf("Release after Close = %v, want ErrClosed", err)
 			}
 		})
+		t.Run(d.name+"/a nil ctx after Close is an ArgumentError", func(t *testing.T) {
+			t.Parallel()
+			l := open(t, config.Config{Strategy: "single", Driver: d.name, Addrs: []string{redistest.Start(t, 1)[0].Addr}})
+			if err := l.Close(); err != nil {
+				t.Fatalf("Close: %v", err)
+			}
+			var none context.Context
+			_, obtainErr := l.Obtain(none, "k", time.Second)
+			_, inspectErr := l.Inspect(none, "k")
+			_, breakErr := l.Break(none, "k", "")
+			for call, err := range map[string]error{"Obtain": obtainErr, "Inspect": inspectErr, "Break": breakErr} {
+				if ae := (*lock.ArgumentError)(nil); !errors.As(err, &ae) || ae.Name != "ctx" {
+					t.Errorf("%s with a nil ctx after Close = %v, want an *ArgumentError named ctx", call, err)
+				}
+			}
+		})
 		t.Run(d.name+"/Close right after a Redlock Obtain failed fast", func(t *testing.T) {
 			t.Parallel()
 			servers := redistest.Start(t, 3)
