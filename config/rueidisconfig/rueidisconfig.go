@@ -6,12 +6,13 @@
 //
 // A program that does not compiles none of rueidis. The driver opens
 // standalone servers (over TCP, TLS or a Unix socket), Sentinel-managed
-// masters and Clusters. The client it opens retries no command, so that
-// the lock's retry policy owns every retry, keeps no client-side cache, and
-// always pipelines each server's commands over one connection (see package
-// driver/rueidis). Its connections are sized for lock commands: 32 KiB
-// buffers and 256 commands in flight per server. read_timeout is rueidis's
-// ConnWriteTimeout and pool_size its BlockingPoolSize.
+// masters and Clusters, with driver/rueidis's NewClient and
+// NewClusterClient: the client retries no command, so that the lock's
+// retry policy owns every retry, and always pipelines each server's
+// commands over one connection. It keeps no client-side cache, and its
+// connections are sized for lock commands: 32 KiB buffers and 256 commands
+// in flight per server. read_timeout is rueidis's ConnWriteTimeout and
+// pool_size its BlockingPoolSize.
 //
 // rueidis connects when the client is opened: a Sentinel or Cluster
 // deployment that cannot be reached fails Open, while a standalone server
@@ -35,12 +36,9 @@ func init() {
 	config.RegisterDriver("rueidis", config.Driver{Open: open, Topologies: []string{"sentinel", "cluster"}})
 }
 
-// open opens a rueidis client of e.
-//
-// The client retries no command (DisableRetry), so that the lock's own
-// retry policy owns every retry, keeps no client-side cache, and always
-// pipelines each server's commands over one connection (AlwaysPipelining,
-// PipelineMultiplex -1; see package driver/rueidis).
+// open opens a rueidis client of e, with driver/rueidis's NewClient, or
+// NewClusterClient for a Cluster: they set the options a lock call depends
+// on. The client keeps no client-side cache.
 //
 // Its connections are sized for lock commands, which are a few hundred
 // bytes: 32 KiB read and write buffers (rueidis's default is 512 KiB each)
@@ -63,11 +61,11 @@ func open(e config.Endpoint) (driver.Conn, io.Closer, error) {
 	c := e.Config
 	o := rueidis.ClientOption{
 		InitAddress: e.Addrs, SelectDB: e.DB, Username: e.Username, Password: e.Password, TLSConfig: e.TLS,
-		ConnWriteTimeout: c.ReadTimeout, BlockingPoolSize: c.PoolSize,
-		DisableRetry: true, DisableCache: true, AlwaysPipelining: true, PipelineMultiplex: -1,
+		ConnWriteTimeout: c.ReadTimeout, BlockingPoolSize: c.PoolSize, DisableCache: true,
 		ReadBufferEachConn: 32 << 10, WriteBufferEachConn: 32 << 10, RingScaleEachConn: 8,
 	}
 	o.Dialer.Timeout = c.DialTimeout
+	newClient := rueidisdriver.NewClient
 	var opts []rueidisdriver.Option
 	switch e.Topology {
 	case "sentinel":
@@ -75,8 +73,8 @@ func open(e config.Endpoint) (driver.Conn, io.Closer, error) {
 			MasterSet: e.MasterName, Username: e.SentinelUsername, Password: e.SentinelPassword, TLSConfig: e.TLS, Dialer: o.Dialer,
 		}
 	case "cluster":
+		newClient = rueidisdriver.NewClusterClient
 	default:
-		o.ForceSingleClient = true
 		opts = append(opts, rueidisdriver.WithAddr(e.Addrs[0]))
 		if e.Network == "unix" {
 			path := e.Addrs[0]
@@ -85,12 +83,10 @@ func open(e config.Endpoint) (driver.Conn, io.Closer, error) {
 			}
 		}
 	}
-	client, err := rueidis.NewClient(o)
-	if client == nil {
+	client, err := newClient(o)
+	if err != nil {
 		return nil, nil, err
 	}
-	// A standalone client is returned with the error of its first dial,
-	// and dials again on the next command.
 	return rueidisdriver.New(client, opts...), closer{client}, nil
 }
 

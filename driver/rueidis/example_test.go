@@ -20,14 +20,9 @@ func ExampleNew() {
 	}
 	defer srv.Close()
 
-	// Any rueidis.Client works: standalone, Sentinel or Cluster.
-	// DisableRetry leaves a failed command to the lock call, which bounds
-	// it by its context; AlwaysPipelining keeps a context that ends from
-	// closing a connection that other callers share (see the package
-	// doc); the in-process server has no client-side caching.
-	client, err := rueidis.NewClient(rueidis.ClientOption{
-		InitAddress: []string{srv.Addr()}, ForceSingleClient: true, DisableRetry: true, AlwaysPipelining: true, DisableCache: true,
-	})
+	// NewClient sets the options a lock call depends on (NewClusterClient
+	// for a Cluster); the in-process server has no client-side caching.
+	client, err := rueidisdriver.NewClient(rueidis.ClientOption{InitAddress: []string{srv.Addr()}, DisableCache: true})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -1,19 +1,22 @@
 // Package rueidis adapts a rueidis client to [driver.Conn]. Its name is
 // that of github.com/redis/rueidis, so import it under another, such as
-// rueidisdriver:
+// rueidisdriver. Open the client with [NewClient] (a standalone server, or
+// the master that Sentinels name) or [NewClusterClient], which set the
+// options a lock call depends on, and pass it to [New]:
 //
-//	client, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{addr},
-//		DisableRetry: true, AlwaysPipelining: true, PipelineMultiplex: -1, ForceSingleClient: true})
+//	client, err := rueidisdriver.NewClient(rueidis.ClientOption{InitAddress: []string{addr}})
 //	...
+//	defer client.Close()
 //	locker, err := single.New(rueidisdriver.New(client))
 //
-// [New] accepts any [rueidis.Client]: standalone, Sentinel (ClientOption's
-// Sentinel) or Cluster, with RESP3 or RESP2. rueidis pipelines the
+// [New] accepts any [rueidis.Client], with RESP3 or RESP2, but rueidis
+// exposes none of those options on a Client, so it cannot check them on a
+// client opened otherwise: [NewClient] lists them. rueidis pipelines the
 // commands of concurrent callers over shared connections by itself, and
 // honours the context's deadline and cancellation on every command, with
-// one exception, which [New] explains along with the four options above.
+// one exception, which [New] explains.
 //
-// The client's first dial (in rueidis.NewClient) is bounded by
+// The client's first dial (in NewClient) is bounded by
 // ClientOption.Dialer.Timeout, not by a lock call's context; later dials
 // are bounded by the context.
 //
@@ -59,9 +62,10 @@ type Option func(*Conn)
 // listed twice, and telemetry reports it.
 func WithAddr(addr string) Option { return func(c *Conn) { c.addr = addr } }
 
-// New returns a Conn that sends commands through c. If c is nil, the Conn
-// reports it from Validate and from every command, and strategy
-// constructors refuse it.
+// New returns a Conn that sends commands through c, which [NewClient] or
+// [NewClusterClient] opened, or which sets the options they set. If c is
+// nil, the Conn reports it from Validate and from every command, and
+// strategy constructors refuse it.
 //
 // rueidis honours the context's deadline and cancellation on every
 // command, with one exception: a command waits, regardless of its
@@ -70,25 +74,7 @@ func WithAddr(addr string) Option { return func(c *Conn) { c.addr = addr } }
 // keeps its slot until its reply comes, so a server that stops answering
 // fills the ring after that many commands; rueidis frees it when its
 // keep-alive PING finds the server silent and closes the connection, about
-// Dialer.KeepAlive + ConnWriteTimeout later. Four options of c are worth
-// setting:
-//
-//   - DisableRetry: without it rueidis resends a read-only command (GET,
-//     PTTL) after a network error, within the context's deadline; a lock
-//     call already bounds and reports that error itself.
-//   - AlwaysPipelining: without it rueidis sends the command of a lone
-//     caller with a socket deadline from its context, and when that
-//     deadline passes it closes the connection, failing the commands that
-//     other callers had sent on it meanwhile (a release that would have
-//     landed once a stalled server resumed). With it, a context that ends
-//     only abandons its own reply.
-//   - PipelineMultiplex -1: one pipeline per server. With more (two on
-//     two cores, by default), a server's restart fails the next command of
-//     each pipeline with EOF, and the strategies send a call whose
-//     connection died only once more (internal/cas).
-//   - ForceSingleClient, for a standalone server: rueidis then neither
-//     asks the server whether it is a Cluster, nor refuses to start when
-//     the server is down (it dials again on the first command).
+// Dialer.KeepAlive + ConnWriteTimeout later.
 func New(c rueidis.Client, opts ...Option) *Conn {
 	conn := &Conn{c: c, cmd: c}
 	if err := driver.NotNil(c); err != nil {
@@ -104,6 +90,65 @@ func New(c rueidis.Client, opts ...Option) *Conn {
 		opt(conn)
 	}
 	return conn
+}
+
+// NewClient opens a rueidis client of the standalone server at
+// o.InitAddress[0], or of the master that o.Sentinel names, for [New]:
+// rueidis.NewClient(o) with the four options below set in o, without which
+// a lock call can lose its deadline or a release. A standalone server that
+// is down does not fail NewClient: the client dials again on each command,
+// as go-redis's and redigo's do, and the lock calls report the error. The
+// caller closes the client.
+//
+//   - DisableRetry: without it rueidis resends a read-only command (GET,
+//     PTTL) after a network error, within the context's deadline; a lock
+//     call already bounds and reports that error itself.
+//   - AlwaysPipelining (and DisableAutoPipelining off): without it rueidis
+//     sends the command of a lone caller with a socket deadline from its
+//     context, and when that deadline passes it closes the connection,
+//     failing the commands that other callers had sent on it meanwhile (a
+//     release that would have landed once a stalled server resumed). With
+//     it, a context that ends only abandons its own reply.
+//   - PipelineMultiplex -1: one pipeline per server. With more (two on
+//     two cores, by default), a server's restart fails the next command of
+//     each pipeline with EOF, and the strategies send a call whose
+//     connection died only once more (internal/cas).
+//   - ForceSingleClient: rueidis then neither asks the server whether it
+//     is a Cluster, nor refuses to start when the server is down. (rueidis
+//     ignores it for a Sentinel client.)
+//
+// The rest of o is the caller's: the address, credentials, TLS, timeouts,
+// and the client-side cache, which a Conn does not use (set DisableCache
+// for a server without CLIENT TRACKING, such as the in-process one of
+// locktest).
+func NewClient(o rueidis.ClientOption) (rueidis.Client, error) {
+	return open(clientOption(o, true))
+}
+
+// NewClusterClient opens a rueidis client of the Cluster that
+// o.InitAddress seeds, for [New]: rueidis.NewClient(o) with the options
+// that [NewClient] sets in o, but ForceSingleClient, which it clears.
+func NewClusterClient(o rueidis.ClientOption) (rueidis.Client, error) {
+	return open(clientOption(o, false))
+}
+
+// clientOption returns o with the options of [NewClient] set, and
+// ForceSingleClient set to single.
+func clientOption(o rueidis.ClientOption, single bool) rueidis.ClientOption {
+	o.DisableRetry, o.AlwaysPipelining, o.DisableAutoPipelining, o.PipelineMultiplex = true, true, false, -1
+	o.ForceSingleClient = single
+	return o
+}
+
+// open opens a client with o. A standalone client whose first dial failed
+// comes back from rueidis with that error; it dials again on the next
+// command, so open returns it without the error.
+func open(o rueidis.ClientOption) (rueidis.Client, error) {
+	c, err := rueidis.NewClient(o)
+	if driver.NotNil(c) != nil { // rueidis can return a typed nil
+		return nil, err
+	}
+	return c, nil
 }
 
 // Validate implements [driver.Validator]: it returns the

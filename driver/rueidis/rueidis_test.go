@@ -27,7 +27,7 @@ func TestRunDriver(t *testing.T) {
 	}{
 		{"Standalone-RESP3", func(t *testing.T) rueidis.Client { return redistest.Rueidis(t, srv.Addr) }},
 		{"Standalone-RESP2", func(t *testing.T) rueidis.Client {
-			return redistest.RueidisClient(t, rueidis.ClientOption{InitAddress: []string{srv.Addr}, ForceSingleClient: true, AlwaysRESP2: true})
+			return redistest.RueidisClient(t, rueidis.ClientOption{InitAddress: []string{srv.Addr}, AlwaysRESP2: true})
 		}},
 		{"Cluster", func(t *testing.T) rueidis.Client {
 			return redistest.RueidisCluster(t, redistest.StartCluster(t, 3).Addrs())
@@ -89,7 +89,7 @@ func TestSubscriberLiveness(t *testing.T) {
 			name = "RESP2"
 		}
 		t.Run(name, func(t *testing.T) {
-			o := rueidis.ClientOption{InitAddress: []string{srv.Addr}, ForceSingleClient: true, AlwaysRESP2: resp2, ConnWriteTimeout: 2 * ping}
+			o := rueidis.ClientOption{InitAddress: []string{srv.Addr}, AlwaysRESP2: resp2, ConnWriteTimeout: 2 * ping}
 			o.Dialer.KeepAlive = ping
 			redistest.RunSubscriberLiveness(t, srv, rueidisdriver.New(redistest.RueidisClient(t, o)), ping)
 		})
@@ -106,5 +106,58 @@ func TestListenOnADownServer(t *testing.T) {
 	if err == nil {
 		_ = s.Close()
 		t.Fatalf("Listen with no server = a session, want an error")
+	}
+}
+
+// TestNewClient: a client of NewClient on a standalone server that is
+// down opens all the same, and the lock calls report the error; once the
+// server answers, so does the client.
+func TestNewClient(t *testing.T) {
+	client, err := rueidisdriver.NewClient(rueidis.ClientOption{InitAddress: []string{redistest.ClosedAddr(t)}})
+	if err != nil {
+		t.Fatalf("NewClient of a server that is down = %v, want a client (it dials again on each command)", err)
+	}
+	defer client.Close()
+	if got := client.Mode(); got != rueidis.ClientModeStandalone {
+		t.Errorf("Mode() = %q, want %q", got, rueidis.ClientModeStandalone)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, _, err := rueidisdriver.New(client).Get(ctx, "k"); err == nil {
+		t.Errorf("Get with no server = nil error, want the dial's")
+	}
+}
+
+// TestAbandonedReplyFailsNoOtherCommand: on a client of NewClient
+// (AlwaysPipelining), a command whose context ends while the server is
+// stalled abandons its own reply only: a release sent meanwhile by another
+// caller is answered once the server resumes. Without AlwaysPipelining,
+// rueidis sends a lone caller's command with a socket deadline, and closes
+// the connection when it passes, failing the release.
+func TestAbandonedReplyFailsNoOtherCommand(t *testing.T) {
+	srv := redistest.Start(t, 1)[0]
+	conn := rueidisdriver.New(redistest.Rueidis(t, srv.Addr))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := conn.SetNX(ctx, "k", "v", time.Minute); err != nil {
+		t.Fatalf("SetNX: %v", err)
+	}
+	srv.Pause()
+	short, cancelShort := context.WithTimeout(ctx, 200*time.Millisecond)
+	defer cancelShort()
+	abandoned := make(chan error, 1)
+	go func() { _, _, err := conn.Get(short, "k"); abandoned <- err }()
+	time.Sleep(50 * time.Millisecond) // the lone caller's GET goes first: the other's DEL is sent while it waits
+	released := make(chan error, 1)
+	go func() { _, err := conn.Del(ctx, "k"); released <- err }()
+	if err := <-abandoned; !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("GET past its deadline = %v, want context.DeadlineExceeded", err)
+	}
+	srv.Resume()
+	if err := <-released; err != nil {
+		t.Fatalf("DEL sent while the server was stalled = %v, want its answer once it resumed", err)
+	}
+	if _, ok, err := conn.Get(ctx, "k"); ok || err != nil {
+		t.Errorf("GET after the DEL = found %v, %v; want the key gone", ok, err)
 	}
 }

@@ -99,29 +99,34 @@ func redigoPool(t testing.TB, network, addr string) *redigoredis.Pool {
 // closed when t ends. It neither retries commands nor refuses a server
 // that is down (it dials again on each command).
 func Rueidis(t testing.TB, addr string) rueidis.Client {
-	return RueidisClient(t, rueidis.ClientOption{InitAddress: []string{addr}, ForceSingleClient: true})
+	return RueidisClient(t, rueidis.ClientOption{InitAddress: []string{addr}})
 }
 
 // RueidisCluster returns a rueidis client of the Cluster of addrs, closed
-// when t ends.
+// when t ends, opened as RueidisClient's are, with
+// driver/rueidis.NewClusterClient.
 func RueidisCluster(t testing.TB, addrs []string) rueidis.Client {
-	return RueidisClient(t, rueidis.ClientOption{InitAddress: addrs})
+	return rueidisClient(t, rueidisdriver.NewClusterClient, rueidis.ClientOption{InitAddress: addrs})
 }
 
-// RueidisClient returns a rueidis client with o, and the settings of the
-// tests (no retries, no client-side cache, always pipelining, one pipeline
-// per server, a short dial), closed when t ends. A standalone client (ForceSingleClient)
-// whose server is down is returned all the same. With one pipeline, a
-// server's restart fails one command, which the strategies send again
-// (see internal/cas), rather than one per pipeline.
+// RueidisClient returns a rueidis client with o, of a standalone server or
+// of the master that o.Sentinel names, opened with driver/rueidis.NewClient
+// (no retries, always pipelining, one pipeline per server), with no
+// client-side cache and, unless o sets one, a short dial; closed when t
+// ends. A standalone client whose server is down is returned all the same.
 func RueidisClient(t testing.TB, o rueidis.ClientOption) rueidis.Client {
-	o.DisableRetry, o.DisableCache, o.AlwaysPipelining, o.PipelineMultiplex = true, true, true, -1
+	return rueidisClient(t, rueidisdriver.NewClient, o)
+}
+
+// rueidisClient opens a client with o and the tests' settings with open.
+func rueidisClient(t testing.TB, open func(rueidis.ClientOption) (rueidis.Client, error), o rueidis.ClientOption) rueidis.Client {
+	o.DisableCache = true
 	if o.Dialer.Timeout == 0 {
 		o.Dialer.Timeout = time.Second
 	}
-	c, err := rueidis.NewClient(o)
-	if c == nil {
-		t.Fatalf("rueidis.NewClient: %v", err)
+	c, err := open(o)
+	if err != nil {
+		t.Fatalf("opening a rueidis client: %v", err)
 	}
 	t.Cleanup(c.Close)
 	return c
