@@ -22,18 +22,18 @@ import (
 // call the lock's Refresh, Release, TTL or StopRefresh, which wait for
 // those.
 //
-// A hook that panics on the caller's goroutine (within Obtain, Inspect,
-// Break, Refresh, Release or TTL) panics that call, with its own value, as
-// a panicking handler panics net/http's ServeHTTP, and leaves the Locker
-// and the lock consistent, so that a recover around the call (a server's
-// recovery middleware) keeps them working: no mutex stays held; an Obtain
-// gives up its place in the lock's queue and its subscription, and deletes
-// what its attempt may have written, or the lock that an Obtain hook
-// panicked with (ending it as released), in the background and without
-// the hooks; a lock whose Ended hook panicked still closes Done. Hooks on
-// goroutines of the package's own (auto-refresh, the validity timer, the
-// clean-ups in the background, [Do]'s release) have no caller to panic
-// to: there, as in any goroutine, a panic ends the program.
+// The panic of a hook that runs on the caller's goroutine (within Obtain,
+// Inspect, Break, Refresh, Release or TTL) goes on to the caller, with the
+// hook's own value, and leaves the Locker and the lock consistent, so that
+// a recover around the call (a server's recovery middleware) keeps them
+// working: no mutex stays held; an Obtain gives up its place in the lock's
+// queue and its subscription, and deletes what its attempt may have
+// written, or the lock that an Obtain hook panicked with (ending it as
+// released), in the background and without the hooks; a lock whose Ended
+// hook panicked still closes Done. Hooks on goroutines of the package's
+// own (auto-refresh, the validity timer, the clean-ups in the background,
+// [Do]'s release) have no caller to panic to: there, as in any goroutine,
+// a panic ends the program.
 type Hooks struct {
 	// Obtain wraps a whole Obtain call, waiting included.
 	Obtain func(ctx context.Context, e Event, next func(context.Context) (*Lock, error)) (*Lock, error)
@@ -84,7 +84,8 @@ type Event struct {
 
 // WithHooks installs hooks for one Obtain and the lock it returns; several
 // are applied outermost first. Wrappers such as the otel package add theirs
-// this way, so they work on any Locker built by New.
+// this way, so they work on any Locker built by New. [Hooks] says what a
+// hook's panic does.
 func WithHooks(h *Hooks) Option {
 	return func(o *options) {
 		if h == nil {
