@@ -254,9 +254,9 @@ func TestRunKillsTheGroup(t *testing.T) {
 			if r := wait(); r.code != tc.want {
 				t.Errorf("got %s\nwant exit %d", r, tc.want)
 			}
-			if !gone(pid) {
-				t.Errorf("the grandchild (pid %d) runs on after locksmith exited, want it killed with its group", pid)
-			}
+			// SIGKILL ends the grandchild when the kernel next runs it, which
+			// on a loaded machine can be after locksmith exited.
+			waitGone(t, pid, "the grandchild, killed with its group")
 		})
 	}
 }

@@ -12,11 +12,12 @@ import (
 // inspectScript reads, in one step, the value of KEYS[1] (empty when it is
 // missing), its PTTL, the counter KEYS[2] when ARGV[1] is "1" (0 when it is
 // missing), and the length of the wait queue KEYS[#KEYS] when ARGV[2] is
-// "1" (counted with ZRANGE, which the waiters' ACL already allows). The PTTL
+// "1" (counted with ZRANGE, which the waiters' ACL already allows, called
+// through aclLib's call so that its denial is told apart). The PTTL
 // tells whether the key exists (-2 when it does not), so an empty value is
 // told apart from a missing key. GET fails with WRONGTYPE on a key of
 // another type, and so does the read of a counter that is not a number.
-var inspectScript = driver.NewScript(`local v = redis.call('GET', KEYS[1])
+var inspectScript = driver.NewScript(aclLib + `local v = redis.call('GET', KEYS[1])
 local fence, waiters = 0, 0
 if ARGV[1] == '1' then
 	local f = redis.call('GET', KEYS[2])
@@ -28,7 +29,7 @@ if ARGV[1] == '1' then
 	end
 end
 if ARGV[2] == '1' then
-	waiters = #redis.call('ZRANGE', KEYS[#KEYS], 0, -1)
+	waiters = #call('ZRANGE', KEYS[#KEYS], 0, -1)
 end
 return {v or '', redis.call('PTTL', KEYS[1]), fence, waiters}`)
 

@@ -93,23 +93,25 @@ func hasHashTag(key string) bool {
 // message for the waiter "to.id" goes to the channel of its listener, to
 // (see WakeChannelOf), and one for a waiter with no "." in its id to the
 // lock's channel (WakeChannel): Q's name with "wake" for its final "q".
+// The queue's commands go through call, so a script that uses it must
+// start with aclLib.
 const queueLib = `local function clock()
-	local t = redis.call('TIME')
+	local t = call('TIME')
 	return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000), t
 end
 local function entry(id)
-	local e = redis.call('HGET', KEYS[3], id)
+	local e = call('HGET', KEYS[3], id)
 	if e then
 		return tonumber(string.match(e, '^%d+')), tonumber(string.match(e, ':(%d+)$'))
 	end
 end
 local function drop(id)
-	redis.call('ZREM', KEYS[2], id)
-	redis.call('HDEL', KEYS[3], id)
+	call('ZREM', KEYS[2], id)
+	call('HDEL', KEYS[3], id)
 end
 local function prune(now)
 	for _ = 1, 16 do
-		local head = redis.call('ZRANGE', KEYS[2], 0, 0)[1]
+		local head = call('ZRANGE', KEYS[2], 0, 0)[1]
 		if not head then
 			return nil
 		end
@@ -119,11 +121,11 @@ local function prune(now)
 		end
 		drop(head)
 	end
-	return redis.call('ZRANGE', KEYS[2], 0, 0)[1]
+	return call('ZRANGE', KEYS[2], 0, 0)[1]
 end
 local function tidy()
-	if redis.call('EXISTS', KEYS[2]) == 0 then
-		redis.call('DEL', KEYS[3])
+	if call('EXISTS', KEYS[2]) == 0 then
+		call('DEL', KEYS[3])
 	end
 end
 local function publish(member, msg)
@@ -141,7 +143,7 @@ end
 local function wake(head, now)
 	local due, poll = entry(head)
 	if due and poll and now + poll + 50 < due then
-		redis.call('HSET', KEYS[3], head, (now + poll + 50) .. ':' .. poll)
+		call('HSET', KEYS[3], head, (now + poll + 50) .. ':' .. poll)
 	end
 	publish(head, head)
 end
@@ -155,11 +157,11 @@ var (
 	// with a fourth key, the fencing counter, it also increments it. It
 	// replies {1, fence} when the lock is ours, and {0, rank, holder's
 	// PTTL} when the waiter is queued.
-	queuedScript = driver.NewScript(queueLib + `local now, t = clock()
+	queuedScript = driver.NewScript(aclLib + queueLib + `local now, t = clock()
 local id, poll, cap = ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[5])
-local queued = redis.call('ZSCORE', KEYS[2], id)
+local queued = call('ZSCORE', KEYS[2], id)
 if queued then
-	redis.call('HSET', KEYS[3], id, (now + 1) .. ':' .. poll) -- here now: not to be pruned
+	call('HSET', KEYS[3], id, (now + 1) .. ':' .. poll) -- here now: not to be pruned
 end
 local head = prune(now)
 local v = redis.call('GET', KEYS[1])
@@ -172,11 +174,11 @@ elseif not v and (not head or head == id) then
 end
 if ours then
 	drop(id)
-	local nxt = redis.call('ZRANGE', KEYS[2], 0, 0)[1]
+	local nxt = call('ZRANGE', KEYS[2], 0, 0)[1]
 	if nxt then
 		publish(nxt, nxt .. '+')
 	else
-		redis.call('DEL', KEYS[3])
+		call('DEL', KEYS[3])
 	end
 	local fence = 0
 	if #KEYS > 3 then
@@ -188,17 +190,17 @@ if ours then
 	return {1, fence}
 end
 if not queued then
-	redis.call('ZADD', KEYS[2], redis.call('HINCRBY', KEYS[3], '#', 1), id)
+	call('ZADD', KEYS[2], call('HINCRBY', KEYS[3], '#', 1), id)
 end
-local rank = redis.call('ZRANK', KEYS[2], id) + 1
+local rank = call('ZRANK', KEYS[2], id) + 1
 local keep = 3 * rank * poll + 50
 if cap > 0 and cap < keep then
 	keep = cap
 end
-redis.call('HSET', KEYS[3], id, (now + keep) .. ':' .. poll)
+call('HSET', KEYS[3], id, (now + keep) .. ':' .. poll)
 for i = 2, 3 do
-	if redis.call('PTTL', KEYS[i]) < keep then
-		redis.call('PEXPIRE', KEYS[i], keep)
+	if call('PTTL', KEYS[i]) < keep then
+		call('PEXPIRE', KEYS[i], keep)
 	end
 end
 local pttl = 0
@@ -215,7 +217,7 @@ return {0, rank, pttl}`)
 	// anything is written, and DeleteQueued can fall back to Delete. With no
 	// queue, it is a compare-and-delete and one EXISTS: the queue's Lua is
 	// not even run.
-	releaseScript = ownerScript(`if redis.call('EXISTS', KEYS[2]) == 0 then
+	releaseScript = ownerScript(aclLib + `if call('EXISTS', KEYS[2]) == 0 then
 		return redis.call('DEL', KEYS[1])
 	end
 	` + queueLib + `local now = clock()
@@ -228,9 +230,9 @@ return {0, rank, pttl}`)
 
 	// leaveScript takes the waiter ARGV[1] out of the queue, and wakes the
 	// next head when it was the head and the key is free.
-	leaveScript = driver.NewScript(queueLib + `local head = redis.call('ZRANGE', KEYS[2], 0, 0)[1]
+	leaveScript = driver.NewScript(aclLib + queueLib + `local head = call('ZRANGE', KEYS[2], 0, 0)[1]
 drop(ARGV[1])
-if head == ARGV[1] and redis.call('EXISTS', KEYS[1]) == 0 then
+if head == ARGV[1] and call('EXISTS', KEYS[1]) == 0 then
 	local now = clock()
 	head = prune(now)
 	if head then
@@ -332,11 +334,4 @@ func Leave(ctx context.Context, c driver.Conn, q Queue, id string) error {
 // where the server refuses it.
 func DeleteHintingCall(key, value, channel, all string, sharded bool) Call {
 	return Call{call: call{hintScript, []string{key}, []any{value, all, channel, shard(sharded)}}, reply: owned}
-}
-
-// denied reports whether err is the server's refusal of a script's command
-// or key by ACL: "NOPERM ..." from Redis 7.2, "ERR The user executing the
-// script can't ..." before.
-func denied(err error) bool {
-	return err != nil && (strings.HasPrefix(err.Error(), "NOPERM") || strings.Contains(err.Error(), "The user executing the script can't"))
 }

@@ -11,10 +11,12 @@ import (
 
 	redigoredis "github.com/gomodule/redigo/redis"
 	"github.com/redis/go-redis/v9"
+	"github.com/redis/rueidis"
 
 	"github.com/locksmith-go/lock/driver"
 	"github.com/locksmith-go/lock/driver/goredis"
 	"github.com/locksmith-go/lock/driver/redigo"
+	rueidisdriver "github.com/locksmith-go/lock/driver/rueidis"
 	"github.com/locksmith-go/lock/internal/cas"
 	"github.com/locksmith-go/lock/internal/testing/redistest"
 	"github.com/locksmith-go/lock/strategy"
@@ -348,17 +350,7 @@ func TestDeleteQueuedDenied(t *testing.T) {
 	srv := redistest.Start(t, 1)[0]
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if _, err := srv.Command(ctx, "ACL", "SETUSER", "narrow", "on", ">secret", "~plain:*", "&*", "+@all"); err != nil {
-		t.Fatalf("ACL SETUSER: %v", err)
-	}
-	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr, Username: "narrow", Password: "secret", ContextTimeoutEnabled: true})
-	t.Cleanup(func() { _ = rdb.Close() })
-	pool := &redigoredis.Pool{DialContext: func(ctx context.Context) (redigoredis.Conn, error) {
-		return redigoredis.DialContext(ctx, "tcp", srv.Addr, redigoredis.DialUsername("narrow"), redigoredis.DialPassword("secret"))
-	}}
-	t.Cleanup(func() { _ = pool.Close() })
-	conns := map[string]driver.Conn{"goredis": goredis.New(rdb), "redigo": redigo.New(pool)}
-	for name, c := range conns {
+	for name, c := range aclConns(t, ctx, srv, "narrow", "~plain:*", "&*", "+@all") {
 		t.Run(name, func(t *testing.T) {
 			key := "plain:" + name
 			q, _ := cas.NewQueue(key, false)
@@ -373,6 +365,65 @@ func TestDeleteQueuedDenied(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestQueueCommandsDenied: a user whose ACL allows the queue's keys but
+// not its commands (docs/acl.md's base rule) is refused the queue by the
+// scripts themselves, whatever the server's wording of a command denied
+// inside a script (Redis 7.0's differs from Redis 7.2's and Valkey's): a
+// waiting attempt falls back to a plain one, Inspect counts no waiters,
+// and a release falls back to a plain compare-and-delete.
+func TestQueueCommandsDenied(t *testing.T) {
+	srv := redistest.Start(t, 1)[0]
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	conns := aclConns(t, ctx, srv, "base", "~plain:*", "~{plain:*", "+evalsha", "+eval", "+get", "+set", "+pexpire", "+pttl", "+del")
+	for name, c := range conns {
+		t.Run(name, func(t *testing.T) {
+			key := "plain:" + name
+			q, _ := cas.NewQueue(key, false)
+			t.Run("a waiting attempt falls back to a plain one", func(t *testing.T) {
+				if _, _, err := cas.AcquireQueued(ctx, c, q, "", "v", "w", patience, patience, patience); err != nil {
+					t.Fatalf("AcquireQueued = %v, want nil (a plain acquire)", err)
+				}
+				if got, _ := srv.Command(ctx, "GET", key); got != "v" {
+					t.Errorf("GET %s = %q, want \"v\"", key, got)
+				}
+			})
+			t.Run("Inspect counts no waiters", func(t *testing.T) {
+				r, err := cas.Inspect(ctx, c, key, "", q.Q)
+				if err != nil || !r.Exists || r.Value != "v" || r.Queued != 0 {
+					t.Errorf("Inspect = %+v, %v; want the lock's value, no waiters, nil", r, err)
+				}
+			})
+			t.Run("a release falls back to a plain delete", func(t *testing.T) {
+				if err := cas.DeleteQueued(ctx, c, q, "v"); err != nil {
+					t.Fatalf("DeleteQueued = %v, want nil (a plain delete)", err)
+				}
+				if got, _ := srv.Command(ctx, "EXISTS", key); got != "0" {
+					t.Errorf("EXISTS %s after DeleteQueued = %s, want 0", key, got)
+				}
+			})
+		})
+	}
+}
+
+// aclConns creates the ACL user user on srv, allowed rules and nothing
+// else, and returns a connection as that user over each driver, closed
+// when t ends.
+func aclConns(t *testing.T, ctx context.Context, srv *redistest.Server, user string, rules ...string) map[string]driver.Conn {
+	t.Helper()
+	if _, err := srv.Command(ctx, append([]string{"ACL", "SETUSER", user, "reset", "on", ">secret"}, rules...)...); err != nil {
+		t.Fatalf("ACL SETUSER: %v", err)
+	}
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr, Username: user, Password: "secret", ContextTimeoutEnabled: true})
+	t.Cleanup(func() { _ = rdb.Close() })
+	pool := &redigoredis.Pool{DialContext: func(ctx context.Context) (redigoredis.Conn, error) {
+		return redigoredis.DialContext(ctx, "tcp", srv.Addr, redigoredis.DialUsername(user), redigoredis.DialPassword("secret"))
+	}}
+	t.Cleanup(func() { _ = pool.Close() })
+	rc := redistest.RueidisClient(t, rueidis.ClientOption{InitAddress: []string{srv.Addr}, ForceSingleClient: true, Username: user, Password: "secret"})
+	return map[string]driver.Conn{"goredis": goredis.New(rdb), "redigo": redigo.New(pool), "rueidis": rueidisdriver.New(rc)}
 }
 
 // channelOf returns the lock's own wake-up channel, where messages for

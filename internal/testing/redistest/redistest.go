@@ -5,7 +5,8 @@
 // server that also listens on a Unix socket. It never touches port 6379 or
 // a server it did not start.
 //
-// The binary is $LOCKSMITH_REDIS_SERVER, or redis-server on PATH. Without
+// The binary is $LOCKSMITH_REDIS_SERVER, or redis-server on PATH; a
+// valkey-server serves too (.ci/servers fetches Valkey 8.0 and 8.1). Without
 // it, tests that need real servers skip, and [Addr] falls back to an
 // embedded in-process server; with LOCKSMITH_REQUIRE_REDIS=1 (as CI sets),
 // a missing binary fails the test instead. Topologies that take long to
