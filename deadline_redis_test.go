@@ -2,6 +2,7 @@ package lock_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -12,6 +13,7 @@ import (
 	"github.com/locksmith-go/lock/conformance"
 	"github.com/locksmith-go/lock/internal/testing/matrix"
 	"github.com/locksmith-go/lock/internal/testing/redistest"
+	"github.com/locksmith-go/lock/strategy"
 )
 
 // deadline is the context deadline of the calls against paused servers, and
@@ -88,11 +90,34 @@ func keysGone(t *testing.T, servers []*redistest.Server, keys ...string) {
 	}
 }
 
+// ends are the two ways in which the context of a call against paused
+// servers ends: its deadline passes, or it is cancelled as late. The
+// cancelled one has a deadline too, later: go-redis ends a command waiting
+// for its reply at the context's deadline, not at its cancellation (it
+// then waits for its ReadTimeout).
+var ends = []struct {
+	name string
+	want error // what the call's error must match
+	ctx  func() (context.Context, context.CancelFunc)
+}{
+	{"deadline", context.DeadlineExceeded, func() (context.Context, context.CancelFunc) {
+		return context.WithTimeout(context.Background(), deadline)
+	}},
+	{"cancel", context.Canceled, func() (context.Context, context.CancelFunc) {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*deadline)
+		t := time.AfterFunc(deadline, cancel)
+		return ctx, func() { t.Stop(); cancel() }
+	}},
+}
+
 // TestPausedServerDeadlines: against paused servers (SIGSTOP), with a
-// context of 200ms, Obtain (waiting or not), Refresh, Release, TTL, Inspect
-// and Do return soon after the deadline, for every strategy and driver; and
-// once the servers resume, neither the failed Obtains nor Do leave their
-// key, or a wait queue's keys, behind.
+// context that ends after 200ms (its deadline, or a cancellation), Obtain
+// (waiting or not), Refresh, Release, TTL, Inspect and Do return soon after
+// it ends, for every strategy and driver, with an error that matches the
+// context's error and ErrNoAnswer; an Obtain matches ErrNotObtained only
+// when an attempt found the lock held before the pause. Once the servers
+// resume, neither the failed Obtains nor Do leave their key, or a wait
+// queue's keys, behind.
 func TestPausedServerDeadlines(t *testing.T) {
 	const ttl = 30 * time.Second // longer than goneBound: a key left behind is seen
 	for _, c := range pausedCases(t) {
@@ -100,44 +125,75 @@ func TestPausedServerDeadlines(t *testing.T) {
 			bg := context.Background()
 			l := c.h.NewLocker(t)
 			key := conformance.Key(t)
-			// Warm the pools up, and hold the locks for Refresh, Release and TTL.
+			// Warm the pools up, and hold the locks for Refresh, Release and
+			// TTL, and the one that a waiter finds held before the pause.
 			held := map[string]*lock.Lock{}
-			for _, op := range []string{"refresh", "release", "ttl"} {
-				lk, err := l.Obtain(bg, key+":"+op, ttl)
-				if err != nil {
-					t.Fatalf("Obtain before the pause = %v, want a lock", err)
+			for _, e := range ends {
+				for _, op := range []string{"refresh", "release", "ttl"} {
+					lk, err := l.Obtain(bg, key+":"+e.name+":"+op, ttl)
+					if err != nil {
+						t.Fatalf("Obtain before the pause = %v, want a lock", err)
+					}
+					held[e.name+":"+op] = lk
 				}
-				held[op] = lk
+			}
+			holder, err := l.Obtain(bg, key+":held", ttl)
+			if err != nil {
+				t.Fatalf("Obtain before the pause = %v, want a lock", err)
 			}
 			paused := make(chan struct{})
-			calls := map[string]func(ctx context.Context) error{
-				"Obtain": func(ctx context.Context) error {
-					_, err := l.Obtain(ctx, key+":obtain", ttl)
-					return err
-				},
-				// A waiting Obtain sends the queue's script (single), and
-				// listens for wake-ups.
-				"Obtain waiting": func(ctx context.Context) error {
-					_, err := l.Obtain(ctx, key+":wait", ttl, lock.WithRetry(lock.Linear(50*time.Millisecond)))
-					return err
-				},
-				"Refresh": func(ctx context.Context) error { return held["refresh"].Refresh(ctx, ttl) },
-				"Release": func(ctx context.Context) error { return held["release"].Release(ctx) },
-				"TTL": func(ctx context.Context) error {
-					_, err := held["ttl"].TTL(ctx)
-					return err
-				},
-				"Inspect": func(ctx context.Context) error {
-					_, err := l.Inspect(ctx, key+":ttl")
-					return err
-				},
+			calls := func(end string) map[string]func(ctx context.Context) error {
+				k := key + ":" + end
+				return map[string]func(ctx context.Context) error{
+					"Obtain": func(ctx context.Context) error {
+						_, err := l.Obtain(ctx, k+":obtain", ttl)
+						return err
+					},
+					// A waiting Obtain sends the queue's script (single), and
+					// listens for wake-ups.
+					"Obtain waiting": func(ctx context.Context) error {
+						_, err := l.Obtain(ctx, k+":wait", ttl, lock.WithRetry(lock.Linear(50*time.Millisecond)))
+						return err
+					},
+					"Refresh": func(ctx context.Context) error { return held[end+":refresh"].Refresh(ctx, ttl) },
+					"Release": func(ctx context.Context) error { return held[end+":release"].Release(ctx) },
+					"TTL": func(ctx context.Context) error {
+						_, err := held[end+":ttl"].TTL(ctx)
+						return err
+					},
+					"Inspect": func(ctx context.Context) error {
+						_, err := l.Inspect(ctx, k+":ttl")
+						return err
+					},
+					"Break": func(ctx context.Context) error {
+						_, err := l.Break(ctx, k+":ttl", strategy.Fingerprint("not the holder"))
+						return err
+					},
+				}
 			}
+			var wg sync.WaitGroup
+			// A waiter whose first attempt finds the lock held, before the
+			// pause; its next attempt gets no answer.
+			attempted := make(chan struct{})
+			var once sync.Once
+			first := &lock.Hooks{Attempt: func(ctx context.Context, _ lock.Event, next func(context.Context) error) error {
+				err := next(ctx)
+				once.Do(func() { close(attempted) })
+				return err
+			}}
+			var heldErr error
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				ctx, cancel := context.WithTimeout(bg, 5*deadline)
+				defer cancel()
+				_, heldErr = l.Obtain(ctx, key+":held", ttl, lock.WithRetry(lock.Linear(10*time.Millisecond)), lock.WithHooks(first))
+			}()
 			// Do obtains before the pause, and its fn returns once the servers
 			// are paused: its release meets them.
 			doStarted := make(chan struct{})
 			var doErr error
 			var doTook time.Duration
-			var wg sync.WaitGroup
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
@@ -159,6 +215,7 @@ func TestPausedServerDeadlines(t *testing.T) {
 			if doErr != nil {
 				t.Fatalf("Do before the pause = %v, want fn to run", doErr)
 			}
+			<-attempted
 			for _, s := range c.pause {
 				s.Pause()
 			}
@@ -176,43 +233,79 @@ func TestPausedServerDeadlines(t *testing.T) {
 			took := map[string]time.Duration{}
 			errs := map[string]error{}
 			var mu sync.Mutex
-			for name, call := range calls {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					ctx, cancel := context.WithTimeout(bg, deadline)
-					defer cancel()
-					start := time.Now()
-					err := call(ctx)
-					mu.Lock()
-					took[name], errs[name] = time.Since(start), err
-					mu.Unlock()
-				}()
-			}
-			wg.Wait()
-			took["Do"], errs["Do"] = doTook, doErr
-			time.Sleep(300 * time.Millisecond) // the servers stay paused past the calls
-			resume()
-			for _, name := range []string{"Obtain", "Obtain waiting", "Refresh", "Release", "TTL", "Inspect", "Do"} {
-				t.Logf("%s with a %v context against paused servers returned after %v (err: %v)", name, deadline, took[name].Round(time.Millisecond), errs[name])
-				if took[name] > returnBound {
-					t.Errorf("%s returned after %v, want well before %v", name, took[name], returnBound)
+			for _, e := range ends {
+				for name, call := range calls(e.name) {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						ctx, cancel := e.ctx()
+						defer cancel()
+						start := time.Now()
+						err := call(ctx)
+						mu.Lock()
+						took[e.name+" "+name], errs[e.name+" "+name] = time.Since(start), err
+						mu.Unlock()
+					}()
 				}
 			}
-			for _, name := range []string{"Obtain", "Obtain waiting", "Inspect"} {
-				if errs[name] == nil {
-					t.Errorf("%s = nil, want an error", name)
+			wg.Wait()
+			time.Sleep(300 * time.Millisecond) // the servers stay paused past the calls
+			resume()
+			t.Logf("Do with a %v context against paused servers returned after %v (err: %v)", deadline, doTook.Round(time.Millisecond), doErr)
+			if doTook > returnBound {
+				t.Errorf("Do returned after %v, want well before %v", doTook, returnBound)
+			}
+			if !errors.Is(doErr, context.DeadlineExceeded) {
+				t.Errorf("Do: got %v, want an error matching context.DeadlineExceeded", doErr)
+			}
+			for _, e := range ends {
+				for _, name := range []string{"Obtain", "Obtain waiting", "Refresh", "Release", "TTL", "Inspect", "Break"} {
+					name := e.name + " " + name
+					err := errs[name]
+					t.Logf("%s: a %v context against paused servers; returned after %v (err: %v)", name, deadline, took[name].Round(time.Millisecond), err)
+					if took[name] > returnBound {
+						t.Errorf("%s returned after %v, want well before %v", name, took[name], returnBound)
+					}
+					for _, want := range []error{e.want, lock.ErrNoAnswer} {
+						if !errors.Is(err, want) {
+							t.Errorf("%s: got %v, want an error matching %v", name, err, want)
+						}
+					}
+					if errors.Is(err, lock.ErrNotObtained) {
+						t.Errorf("%s: got %v, want an error not matching ErrNotObtained: nothing was found held", name, err)
+					}
+					if err != nil && !strings.Contains(err.Error(), "Redis did not answer") {
+						t.Errorf("%s: got %q, want it to say that Redis did not answer", name, err)
+					}
+				}
+			}
+			// Redlock's last attempt may have had an answer, "taken", from
+			// the node that was not paused.
+			wantHeld := []error{lock.ErrNotObtained, context.DeadlineExceeded}
+			if len(c.servers) == 1 {
+				wantHeld = append(wantHeld, lock.ErrNoAnswer)
+			}
+			t.Logf("Obtain of a lock found held before the pause: %v", heldErr)
+			for _, want := range wantHeld {
+				if !errors.Is(heldErr, want) {
+					t.Errorf("Obtain of a lock found held before the pause: got %v, want an error matching %v", heldErr, want)
 				}
 			}
 			if c.strays != "" {
 				t.Logf("not checked: the key of the failed Obtain; %s", c.strays)
 				keysGone(t, c.servers, key+":do")
 			} else {
-				keysGone(t, c.servers, key+":obtain", key+":wait", "{"+key+":wait}:q", "{"+key+":wait}:w", key+":do")
+				var keys []string
+				for _, e := range ends {
+					k := key + ":" + e.name
+					keys = append(keys, k+":obtain", k+":wait", "{"+k+":wait}:q", "{"+k+":wait}:w")
+				}
+				keysGone(t, c.servers, append(keys, key+":do")...)
 			}
 			for _, lk := range held {
 				_ = lk.Release(bg)
 			}
+			_ = holder.Release(bg)
 		})
 	}
 }

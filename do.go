@@ -109,7 +109,7 @@ func release(ctx context.Context, lk *Lock) error {
 	case err := <-done:
 		return err
 	case <-t.C:
-		return opError("release", lk.key, errReleasePending)
+		return opError(ctx, "release", lk.key, errReleasePending)
 	}
 }
 

@@ -1,17 +1,36 @@
 package lock
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 
+	"github.com/locksmith-go/lock/internal/neterr"
+	"github.com/locksmith-go/lock/internal/wait"
 	"github.com/locksmith-go/lock/strategy"
 )
 
 var (
 	// ErrNotObtained means the lock is still held by another owner after
-	// the attempts the retry policy allowed. When the context ended the
-	// wait, the error also matches the context's cause.
+	// the attempts the retry policy allowed: an attempt of the Obtain found
+	// it held. When the context ended the wait, the error also matches the
+	// context's error and cause; when the last attempt got no answer, it
+	// also matches ErrNoAnswer. An Obtain none of whose attempts found the
+	// lock held never returns it.
 	ErrNotObtained = strategy.ErrNotObtained
+
+	// ErrNoAnswer means that Redis did not answer: a command was sent, or
+	// on its way, and no reply came before the driver's timeout or the end
+	// of the context, or its connection died (over TLS, also a handshake
+	// that never finished). The command may have been applied. The error
+	// of any call (Obtain, Inspect, Break, and the lock's Refresh, Release
+	// and TTL) matches it then, and also the driver's error and, when the
+	// context ended, the context's error and cause. An error reply, a
+	// refused connection or a closed client are answers, and do not match
+	// it.
+	ErrNoAnswer = errors.New("lock: Redis did not answer")
 
 	// ErrNotHeld means a Refresh, Release or TTL found that the lock is no
 	// longer ours. ErrExpired and ErrTaken match it and say why, where the
@@ -59,7 +78,77 @@ var (
 // "lock: invalid <Name>: <Reason>".
 type ArgumentError = strategy.ArgumentError
 
-// opError wraps a Redis or transport error with the operation and key.
-func opError(op, key string, err error) error {
-	return fmt.Errorf("lock: %s %q: %w", op, key, err)
+// opError wraps err, the Redis or transport error of op on key, with the
+// operation and key. When op got no answer (see unanswered), the error
+// says so, and matches ErrNoAnswer and ctx's errors too.
+func opError(ctx context.Context, op, key string, err error) error {
+	if errors.As(err, new(*callError)) {
+		return err // ours already: see notSent
+	}
+	if !unanswered(ctx, err) {
+		return fmt.Errorf("lock: %s %q: %w", op, key, err)
+	}
+	return noAnswer(ctx, fmt.Sprintf("lock: %s %q: ", op, key), err)
 }
+
+// unanswered reports whether a call that failed with err got no answer:
+// err is a timeout or a dead connection (neterr.Unanswered), or the
+// context ended first. A call whose context was done before it began is
+// not sent (see notSent).
+func unanswered(ctx context.Context, err error) bool {
+	return wait.Over(ctx) || neterr.Unanswered(err) || errors.Is(err, context.Canceled)
+}
+
+// noAnswer returns the error of a call that got no answer, err: its
+// message is prefix ("lock: obtain \"k\": ", for example), "Redis did not
+// answer: ", err's, and ctx's errors once ctx ended. It matches others
+// (ErrNotObtained, when an attempt found the lock held), ErrNoAnswer, err,
+// and ctx's errors.
+func noAnswer(ctx context.Context, prefix string, err error, others ...error) error {
+	ends := ended(ctx, err)
+	msg := prefix + "Redis did not answer: " + err.Error()
+	if len(ends) > 0 {
+		texts := make([]string, len(ends))
+		for i, e := range ends {
+			texts[i] = e.Error()
+		}
+		msg += " (" + strings.Join(texts, ": ") + ")"
+	}
+	return &callError{msg: msg, errs: slices.Concat(others, []error{ErrNoAnswer, err}, ends)}
+}
+
+// ended returns what says that ctx ended, if it did (wait.Over): its error
+// (context.DeadlineExceeded when its deadline passed and its timer has not
+// fired yet), and its cause when that differs; err's own are left out.
+func ended(ctx context.Context, err error) []error {
+	if !wait.Over(ctx) {
+		return nil
+	}
+	var ends []error
+	cerr := ctx.Err()
+	if cerr == nil {
+		cerr = context.DeadlineExceeded
+	}
+	for _, e := range []error{cerr, context.Cause(ctx)} {
+		if e != nil && (err == nil || !errors.Is(err, e)) && (len(ends) == 0 || ends[0] != e) {
+			ends = append(ends, e)
+		}
+	}
+	return ends
+}
+
+// notSent is the error of op on key, whose ctx was done before it began:
+// nothing was sent. It matches ctx's errors.
+func notSent(ctx context.Context, op, key string) error {
+	return &callError{msg: fmt.Sprintf("lock: %s %q: %v", op, key, context.Cause(ctx)), errs: ended(ctx, nil)}
+}
+
+// callError is an error that matches several (errs), with a message of
+// its own.
+type callError struct {
+	msg  string
+	errs []error
+}
+
+func (e *callError) Error() string   { return e.msg }
+func (e *callError) Unwrap() []error { return e.errs }

@@ -21,7 +21,7 @@ func (l *locker) Break(ctx context.Context, key, fingerprint string, opts ...Opt
 			return State{}, err
 		}
 		name, _ := describe(l.s)
-		return State{}, opError("break", key, fmt.Errorf("the %s strategy cannot break locks: %w", name, errors.ErrUnsupported))
+		return State{}, fmt.Errorf("lock: break %q: the %s strategy cannot break locks: %w", key, name, errors.ErrUnsupported)
 	}
 	return l.read(ctx, "break", key, opts, func(ctx context.Context, key string) (State, error) {
 		return b.Break(ctx, key, fingerprint)
@@ -45,6 +45,9 @@ func (l *locker) read(ctx context.Context, op, key string, opts []Option, do fun
 	if err != nil {
 		return State{}, err
 	}
+	if ctx.Err() != nil {
+		return State{}, notSent(ctx, op, key)
+	}
 	var st State
 	read := func(ctx context.Context) (err error) {
 		st, err = do(ctx, key)
@@ -56,7 +59,7 @@ func (l *locker) read(ctx context.Context, op, key string, opts []Option, do fun
 		err = o.hooks.wrap(ctx, l.s, o.hooks.event(l.s, op, key), opHook, read)
 	}
 	if err != nil {
-		return st, opError(op, key, err)
+		return st, opError(ctx, op, key, err)
 	}
 	return st, nil
 }

@@ -19,7 +19,8 @@
 // refreshes in the background, and cancels the function's context when the
 // lock is lost. [Locker.Inspect] reads the state of a lock without holding
 // it. The errors tell the cases apart: [ErrNotObtained], [ErrNotHeld] and
-// its kinds, [ErrLost], and [*ArgumentError] for an invalid argument.
+// its kinds, [ErrLost], [ErrNoAnswer] when Redis did not answer, and
+// [*ArgumentError] for an invalid argument.
 // [Hooks] let instrumentation, such as the otel package, see every step.
 // The repository's docs/locking.md guide covers the handle, the options
 // and the errors, and docs/safety.md holding a lock safely.
@@ -44,7 +45,10 @@ import (
 // Lock is a held lock, returned by [Locker.Obtain]. Its methods are safe for
 // concurrent use; Refresh, Release and TTL run one at a time. A nil *Lock is
 // never held: its methods return ErrNotHeld. Those that take a ctx refuse
-// a nil one with an [*ArgumentError] named "ctx".
+// a nil one with an [*ArgumentError] named "ctx". The Redis and transport
+// errors of Refresh, Release and TTL are wrapped with the operation's name;
+// when Redis did not answer, they match [ErrNoAnswer], and when the
+// context ended, its error.
 //
 // Besides refreshing and releasing it by hand, a holder can have it
 // refreshed in the background ([Lock.StartRefresh]) and learn that it is
@@ -161,7 +165,7 @@ func (l *Lock) TTL(ctx context.Context) (time.Duration, error) {
 		return err
 	})
 	if err != nil {
-		return 0, l.fail("ttl", err)
+		return 0, l.fail(ctx, "ttl", err)
 	}
 	return ttl, nil
 }
@@ -205,7 +209,7 @@ func (l *Lock) Refresh(ctx context.Context, ttl time.Duration) error {
 		l.mu.Unlock()
 	}
 	if err != nil {
-		return l.fail("refresh", err)
+		return l.fail(ctx, "refresh", err)
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -234,7 +238,7 @@ func (l *Lock) Release(ctx context.Context) error {
 	defer l.ops.Unlock()
 	err := l.call(ctx, "release", 0, releaseOp)
 	if err != nil {
-		return l.fail("release", err)
+		return l.fail(ctx, "release", err)
 	}
 	l.mu.Lock()
 	l.released = true
@@ -270,6 +274,9 @@ func (l *Lock) call(ctx context.Context, op string, ttl time.Duration, fn func(c
 	value, err := l.current()
 	if err != nil {
 		return err
+	}
+	if ctx.Err() != nil {
+		return notSent(ctx, op, l.key)
 	}
 	err = l.op(ctx, op, ttl, value, fn)
 	// An error's Is method is a strategy's code: call it before taking l.mu.
@@ -417,13 +424,13 @@ func (l *Lock) grant(g strategy.Grant, sent time.Time, ttl time.Duration) {
 	}
 }
 
-// fail turns a strategy error into the error of op, and ends the lock when
-// it is gone.
-func (l *Lock) fail(op string, err error) error {
+// fail turns a strategy error into the error of op on ctx, and ends the
+// lock when it is gone.
+func (l *Lock) fail(ctx context.Context, op string, err error) error {
 	if errors.Is(err, ErrNotHeld) {
 		l.mu.Lock()
 		l.endLocked(err)
 		return err
 	}
-	return opError(op, l.key, err)
+	return opError(ctx, op, l.key, err)
 }

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/locksmith-go/lock/internal/scope"
-	"github.com/locksmith-go/lock/internal/wait"
 	"github.com/locksmith-go/lock/strategy"
 )
 
@@ -23,11 +22,19 @@ type Locker interface {
 	// [NoRetry]) until the lock is obtained, the policy gives up, or ctx is
 	// done.
 	//
-	// When another owner still holds the key, the error satisfies
-	// errors.Is(err, ErrNotObtained); when ctx ended the wait it also
-	// matches the context's cause (for example context.DeadlineExceeded).
-	// Invalid arguments give an [*ArgumentError]. Redis and transport errors
-	// are wrapped with the operation's name.
+	// When an attempt found the key held by another owner, the error
+	// satisfies errors.Is(err, ErrNotObtained); when ctx ended the wait it
+	// also matches the context's error and cause (for example
+	// context.DeadlineExceeded). When the last attempt got no answer (a
+	// timeout, a dead connection, or ctx ending while it was on its way),
+	// the error matches [ErrNoAnswer] and the driver's error, and says
+	// that Redis did not answer; it matches ErrNotObtained only if an
+	// earlier attempt found the key held. So an Obtain against a server
+	// that never answers does not report the lock held. A ctx done before
+	// the first attempt gives its error alone: nothing is sent. Invalid
+	// arguments give an [*ArgumentError]. Other Redis and transport errors
+	// (an error reply, a refused connection) are wrapped with the
+	// operation's name.
 	Obtain(ctx context.Context, key string, ttl time.Duration, opts ...Option) (*Lock, error)
 
 	// Inspect reads the state of the lock on key without holding it or
@@ -35,7 +42,8 @@ type Locker interface {
 	// fingerprint of the holder's token, never the token, and its
 	// metadata), and what else the strategy can tell (see [State]). Invalid
 	// arguments give an [*ArgumentError]; Redis and transport errors are
-	// wrapped with the operation's name, "inspect". A multi-node strategy
+	// wrapped with the operation's name, "inspect" (matching [ErrNoAnswer]
+	// when Redis did not answer, as Obtain's do). A multi-node strategy
 	// that could not tell returns what it read, with its error.
 	//
 	// Of the options, only [WithHooks] applies: the Op hooks wrap the read
@@ -140,6 +148,9 @@ func (l *locker) obtain(ctx context.Context, key string, ttl time.Duration, o op
 	for attempt := 1; ; attempt++ {
 		if ctx.Err() != nil {
 			w.close(ctx, true)
+			if attempt == 1 { // nothing was sent
+				return nil, notSent(ctx, "obtain", key)
+			}
 			return nil, notObtained(ctx)
 		}
 		// A fresh token for every attempt: a clean-up of an earlier attempt
@@ -188,10 +199,12 @@ func (l *locker) obtain(ctx context.Context, key string, ttl time.Duration, o op
 			if !g.Undone {
 				l.cleanUp(ctx, o.hooks, key, l.release(key, cmp.Or(g.Value, r.Value())))
 			}
-			if wait.Over(ctx) {
-				return nil, notObtained(ctx)
+			if attempt > 1 && unanswered(ctx, err) {
+				// The earlier attempts found the lock held; this one got
+				// no answer.
+				return nil, noAnswer(ctx, "lock: not obtained: held by another owner, then ", err, ErrNotObtained)
 			}
-			return nil, opError("obtain", key, err)
+			return nil, opError(ctx, "obtain", key, err)
 		}
 		if !again {
 			w.close(ctx, true)
@@ -333,7 +346,9 @@ func discard(ctx context.Context, key string, held bool, del func(context.Contex
 	}()
 }
 
-// notObtained is the error of an Obtain whose ctx ended the wait.
+// notObtained is the error of an Obtain whose ctx ended the wait, after an
+// attempt found the lock held.
 func notObtained(ctx context.Context) error {
-	return fmt.Errorf("%w: %w", ErrNotObtained, cmp.Or(context.Cause(ctx), context.DeadlineExceeded))
+	ends := ended(ctx, nil)
+	return &callError{msg: fmt.Sprintf("%v: %v", ErrNotObtained, ends[len(ends)-1]), errs: append(ends, ErrNotObtained)}
 }

@@ -206,13 +206,21 @@ func TestObtainContext(t *testing.T) {
 		}
 	})
 
-	t.Run("a context already done gives ErrNotObtained and the context's error", func(t *testing.T) {
+	t.Run("a context already done gives the context's error, and sends nothing", func(t *testing.T) {
 		f := newFake()
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel()
 		lk, err := lock.New(f).Obtain(ctx, "k", time.Minute)
-		if lk != nil || !errors.Is(err, lock.ErrNotObtained) || !errors.Is(err, context.Canceled) {
-			t.Errorf("Obtain on a cancelled context = %v, %v, want nil and an error matching ErrNotObtained and context.Canceled", lk, err)
+		if lk != nil || !errors.Is(err, context.Canceled) {
+			t.Errorf("Obtain on a cancelled context = %v, %v, want nil and an error matching context.Canceled", lk, err)
+		}
+		for _, target := range []error{lock.ErrNotObtained, lock.ErrNoAnswer} {
+			if errors.Is(err, target) {
+				t.Errorf("errors.Is(%v, %v) = true, want false: no attempt was made", err, target)
+			}
+		}
+		if got := len(f.callsTo("acquire")); got != 0 {
+			t.Errorf("Obtain on a cancelled context made %d attempts, want 0", got)
 		}
 	})
 }
@@ -231,8 +239,11 @@ func TestDeadlineReportedByTheDriver(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 	defer cancel()
 	_, err := lock.New(&deadlineStrategy{}).Obtain(ctx, "k", time.Minute)
-	if !errors.Is(err, lock.ErrNotObtained) || !errors.Is(err, context.DeadlineExceeded) {
-		t.Errorf("Obtain whose attempt hit the deadline = %v, want ErrNotObtained and context.DeadlineExceeded", err)
+	if !errors.Is(err, lock.ErrNoAnswer) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Obtain whose attempt hit the deadline = %v, want ErrNoAnswer and context.DeadlineExceeded", err)
+	}
+	if errors.Is(err, lock.ErrNotObtained) {
+		t.Errorf("errors.Is(%v, ErrNotObtained) = true, want false: no attempt found the lock held", err)
 	}
 }
 
@@ -313,8 +324,8 @@ func TestObtainCleanup(t *testing.T) {
 		defer cancel()
 		f.onAcquire = func(context.Context) { cancel() } // the reply is lost as the caller gives up
 		_, err := lock.New(f).Obtain(ctx, "k", time.Minute)
-		if !errors.Is(err, lock.ErrNotObtained) || !errors.Is(err, context.Canceled) {
-			t.Errorf("Obtain = %v, want an error matching ErrNotObtained and context.Canceled", err)
+		if !errors.Is(err, lock.ErrNoAnswer) || !errors.Is(err, context.Canceled) || errors.Is(err, lock.ErrNotObtained) {
+			t.Errorf("Obtain = %v, want an error matching ErrNoAnswer and context.Canceled, not ErrNotObtained", err)
 		}
 		released := f.callsTo("release")
 		for end := time.Now().Add(timeout); len(released) < 2 && time.Now().Before(end); released = f.callsTo("release") {

@@ -466,9 +466,9 @@ func (t *telemetry) ended(e lock.Event) {
 // errorType is the error.type of err, a low-cardinality identifier, as
 // OpenTelemetry's semantic conventions ask: the ErrorType method's result
 // for an error that has one (no_quorum for a Redlock *QuorumError); else
-// timeout, canceled, expired, taken, lapsed, not_held, not_obtained,
-// refresh_limit or invalid_argument for the errors of the context and of
-// package lock; else the prefix of a Redis error (such as ERR, WRONGTYPE
+// timeout, canceled, no_answer, expired, taken, lapsed, not_held,
+// not_obtained, refresh_limit or invalid_argument for the errors of the
+// context and of package lock; else the prefix of a Redis error (such as ERR, WRONGTYPE
 // or NOSCRIPT); else _OTHER, the conventions' fallback.
 func errorType(err error) string {
 	var typed interface{ ErrorType() string }
@@ -479,6 +479,8 @@ func errorType(err error) string {
 		return "timeout"
 	case errors.Is(err, context.Canceled):
 		return "canceled"
+	case errors.Is(err, lock.ErrNoAnswer):
+		return "no_answer"
 	case errors.Is(err, lock.ErrExpired):
 		return "expired"
 	case errors.Is(err, lock.ErrTaken):
