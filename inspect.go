@@ -2,8 +2,10 @@ package lock
 
 import (
 	"context"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/locksmith-go/lock/strategy"
 )
@@ -15,13 +17,17 @@ func (l *locker) Inspect(ctx context.Context, key string, opts ...Option) (State
 
 // Break breaks the lock through the strategy, within the Op hooks.
 func (l *locker) Break(ctx context.Context, key, fingerprint string, opts ...Option) (State, error) {
+	if err := checkCall(ctx, key); err != nil {
+		return State{}, err
+	}
 	b, ok := l.s.(strategy.Breaker)
 	if !ok {
-		if err := checkCall(ctx, key); err != nil {
-			return State{}, err
-		}
 		name, _ := describe(l.s)
 		return State{}, fmt.Errorf("lock: break %q: the %s strategy cannot break locks: %w", key, name, errors.ErrUnsupported)
+	}
+	fingerprint, err := checkFingerprint(fingerprint)
+	if err != nil {
+		return State{}, err
 	}
 	return l.read(ctx, "break", key, opts, func(ctx context.Context, key string) (State, error) {
 		return b.Break(ctx, key, fingerprint)
@@ -34,6 +40,28 @@ func checkCall(ctx context.Context, key string) error {
 		return err
 	}
 	return checkKey(key)
+}
+
+// checkFingerprint checks Break's fingerprint: "" (whoever holds the lock),
+// or the 16 hexadecimal digits of a fingerprint (strategy.Fingerprint),
+// which it returns in lower case, as Inspect shows them. Anything else,
+// such as a token passed by mistake, could never match a holder.
+func checkFingerprint(fingerprint string) (string, error) {
+	if fingerprint == "" {
+		return "", nil
+	}
+	_, err := hex.DecodeString(fingerprint)
+	if err == nil && len(fingerprint) == strategy.FingerprintLen {
+		return strings.ToLower(fingerprint), nil
+	}
+	got := fmt.Sprintf("got %d characters", len(fingerprint))
+	switch {
+	case strategy.IsToken(fingerprint):
+		got = "got a token: pass its fingerprint (strategy.Fingerprint), never the token"
+	case len(fingerprint) == strategy.FingerprintLen:
+		got += ", not all of them hexadecimal digits"
+	}
+	return "", &ArgumentError{Name: "fingerprint", Reason: fmt.Sprintf("must be the %d hexadecimal digits that Inspect shows (State.Fingerprint), or empty to break whoever holds the lock; %s", strategy.FingerprintLen, got)}
 }
 
 // read runs do, the inspection or break named op, within the Op hooks.

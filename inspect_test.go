@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/locksmith-go/lock"
+	"github.com/locksmith-go/lock/conformance"
+	"github.com/locksmith-go/lock/internal/testing/matrix"
 	"github.com/locksmith-go/lock/strategy"
 )
 
@@ -132,4 +134,69 @@ func TestBreakArguments(t *testing.T) {
 			t.Errorf("Break: got %v, want errors.ErrUnsupported, naming break and the key", err)
 		}
 	})
+}
+
+// TestBreakFingerprint: against a real server, on every strategy, Break
+// refuses a fingerprint that is not 16 hexadecimal digits with an
+// *ArgumentError named fingerprint, before anything is sent (the Op hooks
+// never run) and without quoting it (it may be a token); the lock stays
+// held. A fingerprint in upper case is the same fingerprint.
+func TestBreakFingerprint(t *testing.T) {
+	ctx := context.Background()
+	for _, c := range matrix.EachStrategy(t) {
+		t.Run(c.Name, func(t *testing.T) {
+			l := c.Harness.NewLocker(t)
+			for _, bad := range []struct {
+				name        string
+				fingerprint func(lk *lock.Lock) string
+			}{
+				{"too short", func(*lock.Lock) string { return "xyz" }},
+				{"16 characters, not all hexadecimal", func(*lock.Lock) string { return "0123456789abcdeg" }},
+				{"the holder's token", (*lock.Lock).Token},
+				{"17 hexadecimal digits", func(lk *lock.Lock) string { return strategy.Fingerprint(lk.Token()) + "0" }},
+			} {
+				t.Run(bad.name, func(t *testing.T) {
+					key := conformance.Key(t)
+					lk, err := l.Obtain(ctx, key, time.Minute)
+					if err != nil {
+						t.Fatalf("Obtain: got %v, want a lock", err)
+					}
+					defer lk.Release(ctx)
+					ops := 0
+					count := &lock.Hooks{Op: func(ctx context.Context, _ lock.Event, next func(context.Context) error) error {
+						ops++
+						return next(ctx)
+					}}
+					fingerprint := bad.fingerprint(lk)
+					_, err = l.Break(ctx, key, fingerprint, lock.WithHooks(count))
+					var ae *lock.ArgumentError
+					if !errors.As(err, &ae) || ae.Name != "fingerprint" {
+						t.Fatalf("Break: got %v, want an *ArgumentError named fingerprint", err)
+					}
+					if strings.Contains(err.Error(), fingerprint) {
+						t.Errorf("Break: got %q, want an error that does not quote the fingerprint", err)
+					}
+					if ops != 0 {
+						t.Errorf("Op hooks run: got %d, want 0: nothing is sent", ops)
+					}
+					if st, err := l.Inspect(ctx, key); err != nil || !st.Held || st.Fingerprint != strategy.Fingerprint(lk.Token()) {
+						t.Errorf("Inspect after Break: got %+v, %v; want the lock still held by its holder", st, err)
+					}
+				})
+			}
+			t.Run("upper case", func(t *testing.T) {
+				key := conformance.Key(t)
+				lk, err := l.Obtain(ctx, key, time.Minute)
+				if err != nil {
+					t.Fatalf("Obtain: got %v, want a lock", err)
+				}
+				if _, err := l.Break(ctx, key, strings.ToUpper(strategy.Fingerprint(lk.Token()))); err != nil {
+					t.Fatalf("Break by the fingerprint in upper case: got %v, want nil", err)
+				}
+				if err := lk.Refresh(ctx, time.Minute); !errors.Is(err, lock.ErrExpired) {
+					t.Errorf("Refresh after Break: got %v, want ErrExpired", err)
+				}
+			})
+		})
+	}
 }

@@ -60,11 +60,13 @@ type Locker interface {
 	// so it never deletes a holder that came after that reading. It
 	// returns the State it read before. When the lock is free, the error
 	// matches [ErrExpired]; when another holder holds it, [ErrTaken], and
-	// nothing is deleted; both match [ErrNotHeld]. A strategy that cannot
-	// break locks gives an error matching errors.ErrUnsupported. A live
-	// holder finds its lock gone at its next Refresh ([ErrExpired]); only
-	// fencing ([WithFencing]) protects the resource from what it does
-	// until then.
+	// nothing is deleted; both match [ErrNotHeld]. A fingerprint that is
+	// neither "" nor 16 hexadecimal digits (a token passed by mistake, say)
+	// gives an [*ArgumentError] named "fingerprint", and nothing is sent. A
+	// strategy that cannot break locks gives an error matching
+	// errors.ErrUnsupported. A live holder finds its lock gone at its next
+	// Refresh ([ErrExpired]); only fencing ([WithFencing]) protects the
+	// resource from what it does until then.
 	//
 	// Of the options, only [WithHooks] applies: the Op hooks wrap it (e.Op
 	// "break"), and the Node hooks see each node's answer.

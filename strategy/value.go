@@ -38,11 +38,15 @@ func isBase64URL(c byte) bool {
 	return 'A' <= c && c <= 'Z' || 'a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '-' || c == '_'
 }
 
+// FingerprintLen is the length of a fingerprint ([Fingerprint]): 16
+// hexadecimal digits.
+const FingerprintLen = 16
+
 // Fingerprint returns a fingerprint of a token that can be shown where the
-// token must not be: the first 8 bytes of its SHA-256, in hex (16
-// characters). It tells holders apart, and cannot be turned back into the
-// token.
+// token must not be: the first 8 bytes of its SHA-256, in lower-case hex
+// ([FingerprintLen] characters). It tells holders apart, and cannot be
+// turned back into the token.
 func Fingerprint(token string) string {
 	sum := sha256.Sum256([]byte(token))
-	return hex.EncodeToString(sum[:8])
+	return hex.EncodeToString(sum[:FingerprintLen/2])
 }
