@@ -2,8 +2,10 @@ package config
 
 import (
 	"cmp"
+	"context"
 	"fmt"
 	"io"
+	"net"
 
 	"github.com/redis/go-redis/v9"
 
@@ -116,28 +118,35 @@ type unopened struct {
 // openGoRedis opens a go-redis client that neither retries commands nor
 // re-dials, so that the lock's own retry policy and clean-up own every
 // retry, and that honours each context's deadline: a Client, a failover
-// Client that asks the Sentinels for the master, or a ClusterClient.
+// Client that asks the Sentinels for the master, or a ClusterClient. Over
+// TLS it dials with Endpoint.Dial.
 func openGoRedis(e Endpoint) (driver.Conn, io.Closer, error) {
 	c := e.Config
+	var dial func(ctx context.Context, network, addr string) (net.Conn, error) // go-redis's own without TLS
+	if e.TLS != nil {
+		dial = func(ctx context.Context, network, addr string) (net.Conn, error) {
+			return e.Dial(ctx, &net.Dialer{Timeout: c.DialTimeout}, network, addr)
+		}
+	}
 	switch e.Topology {
 	case sentinel:
 		client := redis.NewFailoverClient(&redis.FailoverOptions{
 			MasterName: e.MasterName, SentinelAddrs: e.Addrs, SentinelUsername: e.SentinelUsername, SentinelPassword: e.SentinelPassword,
-			DB: e.DB, Username: e.Username, Password: e.Password, TLSConfig: e.TLS,
+			DB: e.DB, Username: e.Username, Password: e.Password, TLSConfig: e.TLS, Dialer: dial,
 			DialTimeout: c.DialTimeout, ReadTimeout: c.ReadTimeout, WriteTimeout: c.WriteTimeout,
 			PoolSize: c.PoolSize, ContextTimeoutEnabled: true, MaxRetries: -1, DialerRetries: 1,
 		})
 		return goredis.New(client), client, nil
 	case cluster:
 		client := redis.NewClusterClient(&redis.ClusterOptions{
-			Addrs: e.Addrs, Username: e.Username, Password: e.Password, TLSConfig: e.TLS,
+			Addrs: e.Addrs, Username: e.Username, Password: e.Password, TLSConfig: e.TLS, Dialer: dial,
 			DialTimeout: c.DialTimeout, ReadTimeout: c.ReadTimeout, WriteTimeout: c.WriteTimeout,
 			PoolSize: c.PoolSize, ContextTimeoutEnabled: true, MaxRetries: -1, DialerRetries: 1,
 		})
 		return goredis.New(client), client, nil
 	}
 	client := redis.NewClient(&redis.Options{
-		Network: e.Network, Addr: e.Addrs[0], DB: e.DB, Username: e.Username, Password: e.Password, TLSConfig: e.TLS,
+		Network: e.Network, Addr: e.Addrs[0], DB: e.DB, Username: e.Username, Password: e.Password, TLSConfig: e.TLS, Dialer: dial,
 		DialTimeout: c.DialTimeout, ReadTimeout: c.ReadTimeout, WriteTimeout: c.WriteTimeout,
 		PoolSize: c.PoolSize, ContextTimeoutEnabled: true, MaxRetries: -1, DialerRetries: 1,
 	})

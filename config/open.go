@@ -66,6 +66,9 @@ func Open(c Config) (*Locker, error) {
 			return nil, err
 		}
 		eps[i].Config = c.withDefaults()
+		if eps[i].TLS != nil {
+			eps[i].handshakes = &handshakes{addr: eps[i].name()}
+		}
 	}
 	l := &Locker{cfg: c, ttl: c.ttl()}
 	if p, _ := parseRetry(c.Retry); p != nil {
@@ -89,9 +92,9 @@ func Open(c Config) (*Locker, error) {
 		if driver.Check(conn) != nil {
 			continue // for the strategy to refuse
 		}
-		conns[i] = guarded{conn, l}
+		conns[i] = guarded{conn, l, e.handshakes}
 		if sub, ok := conn.(driver.Subscriber); ok {
-			conns[i] = guardedSubscriber{guarded{conn, l}, sub}
+			conns[i] = guardedSubscriber{guarded{conn, l, e.handshakes}, sub}
 		}
 	}
 	l.conns = conns
@@ -218,11 +221,17 @@ func (l *Locker) during(call func() error) error {
 
 // guarded is a client's connection whose calls hold off Close, and fail
 // with ErrClosed after it, so that no call ever reaches a closed client
-// (a redigo pool panics when one does).
+// (a redigo pool panics when one does). Over TLS, an error without an
+// answer says when no handshake ever finished (see handshakes).
 type guarded struct {
-	c driver.Conn
-	l *Locker
+	c  driver.Conn
+	l  *Locker
+	hs *handshakes
 }
+
+// during runs call as the Locker's during does, and explains its error
+// with the handshakes.
+func (g guarded) during(call func() error) error { return g.hs.explain(g.l.during(call)) }
 
 var (
 	_ driver.Conn      = guarded{}
@@ -232,43 +241,43 @@ var (
 )
 
 func (g guarded) SetNX(ctx context.Context, key, value string, ttl time.Duration) (ok bool, err error) {
-	err = g.l.during(func() error { ok, err = g.c.SetNX(ctx, key, value, ttl); return err })
+	err = g.during(func() error { ok, err = g.c.SetNX(ctx, key, value, ttl); return err })
 	return ok, err
 }
 
 func (g guarded) Get(ctx context.Context, key string) (value string, ok bool, err error) {
-	err = g.l.during(func() error { value, ok, err = g.c.Get(ctx, key); return err })
+	err = g.during(func() error { value, ok, err = g.c.Get(ctx, key); return err })
 	return value, ok, err
 }
 
 func (g guarded) GetSet(ctx context.Context, key, value string) (old string, ok bool, err error) {
-	err = g.l.during(func() error { old, ok, err = g.c.GetSet(ctx, key, value); return err })
+	err = g.during(func() error { old, ok, err = g.c.GetSet(ctx, key, value); return err })
 	return old, ok, err
 }
 
 func (g guarded) Del(ctx context.Context, key string) (ok bool, err error) {
-	err = g.l.during(func() error { ok, err = g.c.Del(ctx, key); return err })
+	err = g.during(func() error { ok, err = g.c.Del(ctx, key); return err })
 	return ok, err
 }
 
 func (g guarded) PTTL(ctx context.Context, key string) (ttl time.Duration, ok bool, err error) {
-	err = g.l.during(func() error { ttl, ok, err = g.c.PTTL(ctx, key); return err })
+	err = g.during(func() error { ttl, ok, err = g.c.PTTL(ctx, key); return err })
 	return ttl, ok, err
 }
 
 func (g guarded) EvalSha(ctx context.Context, sha1 string, keys []string, args ...any) (reply any, err error) {
-	err = g.l.during(func() error { reply, err = g.c.EvalSha(ctx, sha1, keys, args...); return err })
+	err = g.during(func() error { reply, err = g.c.EvalSha(ctx, sha1, keys, args...); return err })
 	return reply, err
 }
 
 func (g guarded) Eval(ctx context.Context, src string, keys []string, args ...any) (reply any, err error) {
-	err = g.l.during(func() error { reply, err = g.c.Eval(ctx, src, keys, args...); return err })
+	err = g.during(func() error { reply, err = g.c.Eval(ctx, src, keys, args...); return err })
 	return reply, err
 }
 
 // Do implements [driver.Commander] if the client does: driver.Do says.
 func (g guarded) Do(ctx context.Context, args ...any) (reply any, err error) {
-	err = g.l.during(func() error { reply, err = driver.Do(ctx, g.c, args...); return err })
+	err = g.during(func() error { reply, err = driver.Do(ctx, g.c, args...); return err })
 	return reply, err
 }
 
@@ -283,7 +292,7 @@ func (g guarded) Pinnable() error { return driver.Pinnable(g.c) }
 // the client's pinned Conn itself (guarding each of its calls too would
 // take the read lock twice, which a waiting Close turns into a deadlock).
 func (g guarded) Pin(ctx context.Context, f func(driver.Conn) error) error {
-	return g.l.during(func() error { return driver.Pin(ctx, g.c, f) })
+	return g.during(func() error { return driver.Pin(ctx, g.c, f) })
 }
 
 // guardedSubscriber is a guarded connection whose client can subscribe, so
@@ -302,7 +311,7 @@ var _ driver.Subscriber = guardedSubscriber{}
 // ends.
 func (g guardedSubscriber) Listen(ctx context.Context, on func(driver.Event)) (driver.Session, error) {
 	var s driver.Session
-	err := g.l.during(func() (err error) {
+	err := g.during(func() (err error) {
 		if s, err = g.sub.Listen(ctx, on); err != nil {
 			return err
 		}

@@ -413,6 +413,30 @@ func TestTLS(t *testing.T) {
 	}
 }
 
+// TestTLSToAServerWithoutTLS: with tls=true against a server that speaks
+// plain TCP, where the TLS handshake never finishes, Obtain says that Redis
+// did not answer because the handshake never finished; its error matches
+// ErrNoAnswer, never ErrNotObtained, on every driver.
+func TestTLSToAServerWithoutTLS(t *testing.T) {
+	s := redistest.Start(t, 1)[0]
+	for _, d := range drivers {
+		t.Run(d.name, func(t *testing.T) {
+			t.Parallel()
+			l := open(t, config.Config{Strategy: "single", Driver: d.name, Addrs: []string{s.Addr},
+				TLS: config.TLS{Enabled: true, InsecureSkipVerify: true}, DialTimeout: 500 * time.Millisecond})
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			defer cancel()
+			_, err := l.Obtain(ctx, "tls:"+t.Name(), time.Minute)
+			if !errors.Is(err, lock.ErrNoAnswer) || errors.Is(err, lock.ErrNotObtained) {
+				t.Errorf("Obtain: got %v, want an error matching lock.ErrNoAnswer, not lock.ErrNotObtained", err)
+			}
+			if want := "TLS handshake with " + s.Addr + " never finished"; err == nil || !strings.Contains(err.Error(), want) {
+				t.Errorf("Obtain: got %v, want it to say %q", err, want)
+			}
+		})
+	}
+}
+
 // blockingDriver is a registered driver whose EvalSha waits for blocked to
 // close, and which records when calls end and clients close.
 const blockingDriver = "test-blocking"

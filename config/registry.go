@@ -78,6 +78,8 @@ type Endpoint struct {
 	// DialTimeout, ReadTimeout, WriteTimeout and PoolSize are set. A
 	// driver reads its own settings from Config.Params.
 	Config Config
+
+	handshakes *handshakes // over TLS: see Dial
 }
 
 var registry = struct {

@@ -12,6 +12,7 @@ package redigoconfig
 import (
 	"context"
 	"io"
+	"net"
 	"time"
 
 	"github.com/gomodule/redigo/redis"
@@ -32,8 +33,10 @@ func open(e config.Endpoint) (driver.Conn, io.Closer, error) {
 		redis.DialWriteTimeout(c.WriteTimeout), redis.DialDatabase(e.DB),
 		redis.DialUsername(e.Username), redis.DialPassword(e.Password),
 	}
-	if e.TLS != nil {
-		opts = append(opts, redis.DialUseTLS(true), redis.DialTLSConfig(e.TLS))
+	if e.TLS != nil { // the handshake within ctx, where redigo's own ignores it
+		opts = append(opts, redis.DialContextFunc(func(ctx context.Context, network, addr string) (net.Conn, error) {
+			return e.Dial(ctx, &net.Dialer{Timeout: c.DialTimeout}, network, addr)
+		}))
 	}
 	addr := e.Addrs[0]
 	pool := &redis.Pool{

@@ -83,6 +83,11 @@ func open(e config.Endpoint) (driver.Conn, io.Closer, error) {
 			}
 		}
 	}
+	if e.TLS != nil {
+		o.DialCtxFn = func(ctx context.Context, addr string, d *net.Dialer, _ *tls.Config) (net.Conn, error) {
+			return e.Dial(ctx, d, "tcp", addr)
+		}
+	}
 	client, err := newClient(o)
 	if err != nil {
 		return nil, nil, err
