@@ -161,6 +161,13 @@ func (l *Locker) Obtain(ctx context.Context, key string, ttl time.Duration, opts
 //	lk, err := locker.Obtain(ctx, key, locker.TTL())
 func (l *Locker) TTL() time.Duration { return l.ttl }
 
+// ReadTimeout returns how long one command waits for its reply: the
+// Config's ReadTimeout, or its default (3s) when it sets none. A caller that
+// must not wait for a lock bounds its call with it, as the locksmith CLI
+// does: a server that stopped answering fails the call then, and no
+// clean-up holds it longer.
+func (l *Locker) ReadTimeout() time.Duration { return l.cfg.withDefaults().ReadTimeout }
+
 // Config returns the Config the Locker was built from, with each address's
 // port: what a program reports it runs.
 func (l *Locker) Config() Config { return l.cfg.clone() }

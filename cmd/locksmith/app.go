@@ -7,7 +7,9 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -34,6 +36,7 @@ type app struct {
 
 	started bool                      // a subcommand began: later errors are not usage errors
 	signal  atomic.Pointer[os.Signal] // the signal that interrupted a subcommand other than run
+	notes   []string                  // warnings for the end of the output, after the error
 }
 
 func newApp(stdin io.Reader, stdout, stderr io.Writer) *app {
@@ -131,10 +134,14 @@ func args(min, max int) cobra.PositionalArgs {
 	}
 }
 
-// callTimeout bounds one call of inspect, break, refresh or release (and
-// acquire -n), even against a server that stopped answering: the driver's
-// own timeouts bound each command too, this bounds them all.
-const callTimeout = 10 * time.Second
+// closeGrace is how long locksmith waits, as it exits, for the clean-ups
+// still on their way (config.Locker.Close waits for them): past it, what
+// they were to delete expires with its TTL, and locksmith says which lock's.
+// A call that does not wait for a lock (-n, inspect, break, refresh,
+// release) is bounded by the configured read timeout (see
+// config.Locker.ReadTimeout): so it returns within that timeout, its --wait
+// and this grace, whether or not Redis answers.
+const closeGrace = 250 * time.Millisecond
 
 // interrupts are the signals that end a subcommand, with exit code 128+N.
 var interrupts = []os.Signal{os.Interrupt, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT}
@@ -203,44 +210,173 @@ func configured() bool {
 	return false
 }
 
+// opened is the Locker that a subcommand opened: the configuration's,
+// whose Obtain calls record what they may leave behind.
+type opened struct {
+	*config.Locker
+	cleanups *cleanups
+}
+
+// Obtain implements lock.Locker: config.Locker's, with the hooks of
+// cleanups.
+func (l opened) Obtain(ctx context.Context, key string, ttl time.Duration, opts ...lock.Option) (*lock.Lock, error) {
+	return l.Locker.Obtain(ctx, key, ttl, append(slices.Clip(opts), lock.WithHooks(l.cleanups.hooks))...)
+}
+
+// cleanups records, by key, what the Obtain calls of a subcommand, and
+// their locks, may leave behind: an attempt that got no answer may have
+// written its key, which stays until its TTL ends unless a clean-up
+// deletes it (see strategy.CleanUp); so may a clean-up that gave up, or
+// that is still on its way when locksmith exits.
+type cleanups struct {
+	hooks *lock.Hooks
+
+	mu   sync.Mutex
+	keys map[string]*cleanup
+}
+
+// cleanup is what cleanups knows of one key.
+type cleanup struct {
+	ttl     time.Duration // what it was obtained for
+	unsure  bool          // an Obtain got no answer: it may have written the key
+	running int           // clean-ups on their way
+	failed  bool          // a clean-up gave up
+	done    bool          // a clean-up finished
+}
+
+func newCleanups() *cleanups {
+	c := &cleanups{keys: map[string]*cleanup{}}
+	c.hooks = &lock.Hooks{Obtain: c.obtain, Op: c.op}
+	return c
+}
+
+// key returns the record of key; c.mu must be held.
+func (c *cleanups) key(key string) *cleanup {
+	k := c.keys[key]
+	if k == nil {
+		k = &cleanup{}
+		c.keys[key] = k
+	}
+	return k
+}
+
+// obtain is the Obtain hook: it records an Obtain that got no answer.
+func (c *cleanups) obtain(ctx context.Context, e lock.Event, next func(context.Context) (*lock.Lock, error)) (*lock.Lock, error) {
+	lk, err := next(ctx)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	k := c.key(e.Key)
+	k.ttl = e.TTL
+	k.unsure = k.unsure || errors.Is(err, lock.ErrNoAnswer)
+	return lk, err
+}
+
+// op is the Op hook: it follows the clean-ups (e.Op "cleanup").
+func (c *cleanups) op(ctx context.Context, e lock.Event, next func(context.Context) error) error {
+	if e.Op != "cleanup" {
+		return next(ctx)
+	}
+	c.mu.Lock()
+	c.key(e.Key).running++
+	c.mu.Unlock()
+	err := next(ctx)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	k := c.key(e.Key)
+	k.running--
+	k.failed = k.failed || err != nil
+	k.done = k.done || err == nil
+	return err
+}
+
+// unfinished returns, sorted, the keys that may stay until their TTL ends,
+// with the TTL of each (0 when unknown).
+func (c *cleanups) unfinished() (keys []string, ttls map[string]time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ttls = map[string]time.Duration{}
+	for key, k := range c.keys {
+		if k.running > 0 || k.failed || k.unsure && !k.done {
+			keys = append(keys, key)
+			ttls[key] = k.ttl
+		}
+	}
+	slices.Sort(keys)
+	return keys, ttls
+}
+
 // open opens the Locker of the configuration, with OpenTelemetry when the
-// OTEL_* variables ask for it. close closes it and flushes the telemetry.
-func (a *app) open(ctx context.Context) (l *config.Locker, close func(), err error) {
+// OTEL_* variables ask for it. done closes it, waiting closeGrace at most
+// for the clean-ups on their way, warns of the keys whose clean-ups did not
+// finish, and flushes the telemetry.
+func (a *app) open(ctx context.Context) (l opened, done func(), err error) {
 	c, err := a.config()
 	if err != nil {
-		return nil, nil, err
+		return opened{}, nil, err
 	}
 	shutdown, err := startOTel(ctx)
 	if err != nil {
-		return nil, nil, exit(exitConfig, fmt.Errorf("OpenTelemetry: %w", err))
+		return opened{}, nil, exit(exitConfig, fmt.Errorf("OpenTelemetry: %w", err))
 	}
 	if shutdown != nil {
 		c.OTel = true
 	}
-	l, err = config.Open(c)
+	cl, err := config.Open(c)
 	if err != nil {
 		if shutdown != nil {
 			shutdown()
 		}
-		return nil, nil, exit(exitConfig, err)
+		return opened{}, nil, exit(exitConfig, err)
 	}
+	l = opened{cl, newCleanups()}
 	return l, func() {
-		_ = l.Close()
+		closed := make(chan struct{})
+		go func() {
+			defer close(closed)
+			_ = l.Close()
+		}()
+		t := time.NewTimer(closeGrace)
+		select {
+		case <-closed:
+		case <-t.C:
+		}
+		t.Stop()
+		keys, ttls := l.cleanups.unfinished()
+		for _, key := range keys {
+			a.notes = append(a.notes, fmt.Sprintf("lock %q: Redis did not answer, and its key may stay until its TTL%s ends", key, ttlOf(ttls[key])))
+		}
 		if shutdown != nil {
 			shutdown()
 		}
 	}, nil
 }
 
+// ttlOf returns " (d)" for a known TTL d, and "" for 0.
+func ttlOf(d time.Duration) string {
+	if d == 0 {
+		return ""
+	}
+	return " (" + d.String() + ")"
+}
+
 // openCall opens the Locker for one call of inspect, break, refresh or
-// release, with a context bounded by callTimeout; done closes both.
-func (a *app) openCall(ctx context.Context) (l *config.Locker, call context.Context, done func(), err error) {
+// release, with a context bounded by the configured read timeout (see
+// closeGrace); done closes both.
+func (a *app) openCall(ctx context.Context) (l opened, call context.Context, done func(), err error) {
 	l, closeLocker, err := a.open(ctx)
 	if err != nil {
-		return nil, ctx, nil, err
+		return opened{}, ctx, nil, err
 	}
-	call, cancel := context.WithTimeout(ctx, callTimeout)
+	call, cancel := context.WithTimeout(ctx, l.ReadTimeout())
 	return l, call, func() { cancel(); closeLocker() }, nil
+}
+
+// flushNotes writes the notes on stderr, unless -q.
+func (a *app) flushNotes() {
+	for _, n := range a.notes {
+		a.warnf("%s", n)
+	}
+	a.notes = nil
 }
 
 // logf reports a step on stderr with -v.
@@ -267,5 +403,3 @@ func unavailable(err error) error {
 		return err
 	}
 }
-
-var _ = lock.ErrNotHeld

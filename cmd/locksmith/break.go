@@ -58,8 +58,9 @@ deleted the lock) and note (what a live holder does next).
 
 Exit codes: 0 broken; 1 not broken: the lock was free, or the guard did not
 match; 69 Redis unavailable (under redlock, when a node did not answer: the
-nodes are shown); 64 usage (no guard, or more than one; a strategy that
-cannot break locks); 78 configuration.`,
+nodes are shown); 64 usage (no guard, or more than one; a --fingerprint
+that is not 16 hexadecimal digits; a strategy that cannot break locks); 78
+configuration.`,
 		Args: args(1, 1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := f.guard(func(name string) bool { return cmd.Flags().Changed(name) }); err != nil {

@@ -47,6 +47,31 @@ func TestBreak(t *testing.T) {
 		}
 	})
 
+	t.Run("a --fingerprint that is no fingerprint is a usage error", func(t *testing.T) {
+		env, srvs := servers(t, "single", 1)
+		acquire(t, env, "job")
+		r := locksmith(t, []string{env}, "break", "job", "--fingerprint", "xyz")
+		if r.code != exitUsage || !strings.Contains(r.stderr, "invalid fingerprint") {
+			t.Errorf("got %s\nwant exit %d, naming the fingerprint", r, exitUsage)
+		}
+		if get(t, srvs[0], "job") == "" {
+			t.Errorf("got the lock deleted, want it intact")
+		}
+	})
+
+	t.Run("a token passed as --fingerprint is a usage error, and not shown", func(t *testing.T) {
+		env, srvs := servers(t, "single", 1)
+		_, token := acquire(t, env, "job")
+		r := locksmith(t, []string{env}, "break", "job", "--fingerprint", token)
+		if r.code != exitUsage || !strings.Contains(r.stderr, "invalid fingerprint") {
+			t.Errorf("got %s\nwant exit %d, naming the fingerprint", r, exitUsage)
+		}
+		noSecret(t, token, r)
+		if get(t, srvs[0], "job") == "" {
+			t.Errorf("got the lock deleted, want it intact")
+		}
+	})
+
 	t.Run("--fingerprint of the holder breaks it, and says what it broke", func(t *testing.T) {
 		env, srvs := servers(t, "single", 1)
 		_, token := acquire(t, env, "job", "--ttl", "1m")

@@ -15,9 +15,9 @@ const (
 	exitLegacyFound  = 1   // check-legacy: legacy activity found
 	exitInconclusive = 3   // check-legacy: a server denied a command the check needs
 	exitUsage        = 64  // EX_USAGE: a bad flag, argument or command line
-	exitUnavailable  = 69  // EX_UNAVAILABLE: Redis unreachable, or auth failed
+	exitUnavailable  = 69  // EX_UNAVAILABLE: Redis unreachable, did not answer, or auth failed
 	exitInternal     = 70  // EX_SOFTWARE: a bug of locksmith's
-	exitNotObtained  = 75  // EX_TEMPFAIL: the lock is busy (-n), or --wait ran out
+	exitNotObtained  = 75  // EX_TEMPFAIL: another owner holds the lock (-n), or held it until --wait ran out
 	exitConfig       = 78  // EX_CONFIG: a bad URL or setting
 	exitLost         = 79  // the lock was lost: run stopped its command; refresh and release found it gone
 	exitMaxRuntime   = 124 // --max-runtime ran out, as timeout(1)
@@ -45,9 +45,11 @@ func (e *exitError) Unwrap() error { return e.err }
 func exit(code int, err error) error { return &exitError{code, err} }
 
 // codeOf returns the exit code for err: an exitError's own code, 75 for a
-// lock that was not obtained, 64 for an invalid argument, and 69 for any
-// other error of a lock operation, which the library wraps from Redis or the
-// network.
+// lock that was not obtained because another owner held it (an error
+// matching lock.ErrNotObtained, even when Redis then did not answer), 64 for
+// an invalid argument, and 69 for any other error of a lock operation,
+// which the library wraps from Redis or the network (lock.ErrNoAnswer among
+// them: Redis did not answer).
 func codeOf(err error) int {
 	var e *exitError
 	switch {

@@ -52,6 +52,7 @@ func (quiet) Printf(context.Context, string, ...any) {}
 func run(ctx context.Context, args []string) int {
 	a := newApp(os.Stdin, os.Stdout, os.Stderr)
 	err := a.execute(ctx, args)
+	defer a.flushNotes()
 	if err == nil {
 		return 0
 	}

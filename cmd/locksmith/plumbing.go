@@ -81,9 +81,10 @@ when --handle-file has it).
 The setnx-getset strategy cannot hand a lock from one process to the next
 (its value is a timestamp, not a token): acquire refuses it.
 ` + plumbingHelp + `
-Exit codes: 0 obtained; 75 not obtained (busy with -n, or -w ran out); 69
-Redis unavailable; 64 usage (also: a strategy that cannot hand a lock
-over); 78 configuration; 128+N interrupted by signal N while waiting.`,
+Exit codes: 0 obtained; 75 not obtained: another owner held it (busy with
+-n, or -w ran out); 69 Redis unavailable, or it did not answer (within -w,
+or read_timeout with -n); 64 usage (also: a strategy that cannot hand a
+lock over); 78 configuration; 128+N interrupted by signal N while waiting.`,
 		Args: args(1, 1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := positive(cmd, "ttl", ttl); err != nil {
@@ -129,7 +130,7 @@ func (a *app) acquire(ctx context.Context, name string, ttl time.Duration, noWai
 	switch {
 	case noWait:
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, callTimeout)
+		ctx, cancel = context.WithTimeout(ctx, l.ReadTimeout())
 		defer cancel()
 	case wait > 0:
 		var cancel context.CancelFunc
@@ -172,7 +173,7 @@ func (a *app) acquire(ctx context.Context, name string, ttl time.Duration, noWai
 	if err != nil {
 		// Nobody can refresh or release a lock whose handle was not handed
 		// out, or whose caller takes it for not obtained: give it back.
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), callTimeout)
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.ReadTimeout())
 		defer cancel()
 		_ = lk.Release(rctx)
 		return exit(exitInternal, fmt.Errorf("acquire %s: handing out the handle: %w (the lock was released)", name, err))

@@ -27,9 +27,12 @@ $SHELL is unset).
 Waiting: by default run waits for the lock as long as it takes, woken by the
 holder's release (a timer tries again every 200ms as a safety net, or as the
 configuration's retry setting says). -w DUR gives up after DUR, -n at once;
-either way, a lock not obtained exits with 75, or the -E code. SIGINT,
-SIGTERM, SIGHUP or SIGQUIT while waiting gives up (leaving the lock's queue)
-and exits with 128+N.
+either way, a lock that another owner held exits with 75, or the -E code.
+When Redis does not answer, run exits with 69 instead, within --wait plus
+read_timeout (3s by default) plus 1s, and names the lock whose key an
+unanswered attempt may leave until its TTL ends. SIGINT, SIGTERM, SIGHUP
+or SIGQUIT while waiting gives up (leaving the lock's queue) and exits with
+128+N.
 
 The command runs in a process group of its own, with stdin, stdout and
 stderr passed through. On Linux it is killed if locksmith dies (SIGKILL as
@@ -69,14 +72,15 @@ Exit codes:
   the command's own status     it ran to the end with the lock held
   128+N                        it was killed by signal N, or run was
                                interrupted by signal N while waiting
-  75 (or -E)                   the lock was not obtained (-n, -w)
+  75 (or -E)                   the lock was held by another owner (-n, -w)
   79                           the lock was lost; the command was stopped
   124                          --max-runtime ran out; the command was stopped
   126, 127                     the command is not executable, not found
                                (the lock is released first)
   64                           usage error, such as a --ttl too short
   78                           bad configuration
-  69                           Redis unreachable, or it refused us
+  69                           Redis unreachable, did not answer, or it
+                               refused us
   70                           internal error
 A command can exit with one of these codes itself: scripts that must know
 read --result-file, a JSON object with the outcome (completed, not_obtained,
@@ -177,7 +181,11 @@ func (a *app) runUnderLock(cmd *cobra.Command, f *runFlags, args []string) (err 
 	if err := r.setTTL(l.TTL()); err != nil {
 		return exit(exitUsage, err)
 	}
-	lk, err := r.obtain(cmd.Context(), l, sigs, waitRetry(l.Config(), f.noWait))
+	limit := f.wait // -w; -n waits for one attempt's answer at most
+	if f.noWait {
+		limit = l.ReadTimeout()
+	}
+	lk, err := r.obtain(cmd.Context(), l, sigs, waitRetry(l.Config(), f.noWait), limit)
 	if err != nil {
 		return err
 	}
@@ -269,14 +277,14 @@ func (e *signalError) Error() string { return "interrupted by " + signalName(e.s
 // code is the exit code for a signal: 128+N.
 func (e *signalError) code() int { return exitSignal + signum(e.sig) }
 
-// obtain obtains the lock, waiting as the flags say; a terminating signal
-// gives up the wait.
-func (r *runner) obtain(ctx context.Context, l lock.Locker, sigs <-chan os.Signal, retry lock.Option) (*lock.Lock, error) {
+// obtain obtains the lock, waiting as the flags say, for limit at most
+// (0: no limit); a terminating signal gives up the wait.
+func (r *runner) obtain(ctx context.Context, l lock.Locker, sigs <-chan os.Signal, retry lock.Option, limit time.Duration) (*lock.Lock, error) {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	if r.f.wait > 0 {
+	if limit > 0 {
 		var stop context.CancelFunc
-		ctx, stop = context.WithTimeout(ctx, r.f.wait)
+		ctx, stop = context.WithTimeout(ctx, limit)
 		defer stop()
 	}
 	opts := []lock.Option{lock.WithHooks(r.events.hooks()), lock.WithRefreshFraction(float64(r.refresh) / float64(r.ttl))}
@@ -327,9 +335,12 @@ func (r *runner) obtain(ctx context.Context, l lock.Locker, sigs <-chan os.Signa
 	}
 }
 
-// notObtained says why the lock was not obtained.
+// notObtained says why the lock was not obtained: another owner held it,
+// and then, maybe, Redis did not answer.
 func (r *runner) notObtained(err error) error {
 	switch {
+	case errors.Is(err, lock.ErrNoAnswer):
+		return fmt.Errorf("lock %q was held by another owner, then Redis did not answer: %w", r.name, err)
 	case r.f.noWait:
 		return fmt.Errorf("lock %q is held by another owner (-n: not waiting)", r.name)
 	case r.f.wait > 0 && errors.Is(err, context.DeadlineExceeded):
