@@ -190,9 +190,10 @@ func (h Harness) has(field string) bool {
 //   - TTLReportsRemaining: TTL is positive and at most the TTL obtained
 //     (plus Harness.ExtraTTL).
 //   - ContextEndsTheWait: a deadline or a cancellation ends the wait with
-//     ErrNotObtained (an attempt found the lock held) and the context's
-//     cause; a context already cancelled gives its error, not
-//     ErrNotObtained; no key is left behind.
+//     the context's error and cause, with ErrNotObtained exactly when an
+//     attempt found the lock held (ErrNoAnswer otherwise); a context
+//     already cancelled gives its error, not ErrNotObtained; no key is left
+//     behind.
 //   - RetryPolicies: NoRetry and LimitAttempts give up after their count;
 //     Linear and Exponential wait until the holder releases.
 //   - TokensAreUnique: every Obtain gets a fresh token of at least 128 bits.

@@ -271,32 +271,44 @@ func (s suite) ttlReportsRemaining(t *testing.T, ctx context.Context) {
 	}
 }
 
-// contextEndsTheWait: a deadline or a cancellation ends the wait with
-// ErrNotObtained (an attempt found the lock held) and the context's cause;
-// a context already cancelled gives its error, not ErrNotObtained; no key
-// is left behind.
+// contextEndsTheWait: a deadline or a cancellation ends the wait with the
+// context's error and cause, and with ErrNotObtained when an attempt found
+// the lock held (on a loaded machine, the first attempt may not have
+// answered yet: then the error matches ErrNoAnswer instead); a context
+// already cancelled gives its error, not ErrNotObtained; no key is left
+// behind.
 func (s suite) contextEndsTheWait(t *testing.T, ctx context.Context) {
 	key := Key(t)
 	l := s.h.NewLocker(t)
 	holder := s.obtain(t, ctx, l, key, longTTL)
 	retry := lock.WithRetry(lock.Linear(5 * time.Millisecond))
+	// check checks err, the error of an Obtain whose wait its context's end
+	// (want) ended: found says whether an attempt found the lock held.
+	check := func(t *testing.T, err, want error, found bool) {
+		t.Helper()
+		if !errors.Is(err, want) {
+			t.Errorf("Obtain = %v, want an error matching %v", err, want)
+		}
+		notObtained, noAnswer := errors.Is(err, lock.ErrNotObtained), errors.Is(err, lock.ErrNoAnswer)
+		if notObtained != found || !found && !noAnswer {
+			t.Errorf("Obtain = %v (an attempt found the lock held: %v), want ErrNotObtained exactly when one did, and ErrNoAnswer when none did", err, found)
+		}
+	}
 
 	t.Run("deadline", func(t *testing.T) {
 		dctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
 		defer cancel()
-		_, err := l.Obtain(dctx, key, longTTL, retry)
-		if !errors.Is(err, lock.ErrNotObtained) || !errors.Is(err, context.DeadlineExceeded) {
-			t.Errorf("Obtain past the deadline = %v, want ErrNotObtained and context.DeadlineExceeded", err)
-		}
+		found, seen := heldSeen()
+		_, err := l.Obtain(dctx, key, longTTL, retry, seen)
+		check(t, err, context.DeadlineExceeded, found.Load())
 	})
 	t.Run("cancel with cause", func(t *testing.T) {
 		cause := errors.New("shutting down")
 		cctx, cancel := context.WithCancelCause(ctx)
 		time.AfterFunc(50*time.Millisecond, func() { cancel(cause) })
-		_, err := l.Obtain(cctx, key, longTTL, retry)
-		if !errors.Is(err, lock.ErrNotObtained) || !errors.Is(err, cause) {
-			t.Errorf("Obtain cancelled with a cause = %v, want ErrNotObtained and the cause", err)
-		}
+		found, seen := heldSeen()
+		_, err := l.Obtain(cctx, key, longTTL, retry, seen)
+		check(t, err, cause, found.Load())
 	})
 	t.Run("already cancelled", func(t *testing.T) {
 		free := Key(t)
@@ -317,6 +329,19 @@ func (s suite) contextEndsTheWait(t *testing.T, ctx context.Context) {
 		t.Fatalf("Obtain after the holder released = %v, want a lock (a waiter left its key behind)", err)
 	}
 	release(t, lk)
+}
+
+// heldSeen returns the hooks that set found once an attempt finds the lock
+// held.
+func heldSeen() (found *atomic.Bool, seen lock.Option) {
+	found = new(atomic.Bool)
+	return found, lock.WithHooks(&lock.Hooks{Attempt: func(ctx context.Context, _ lock.Event, next func(context.Context) error) error {
+		err := next(ctx)
+		if errors.Is(err, lock.ErrNotObtained) {
+			found.Store(true)
+		}
+		return err
+	}})
 }
 
 // counting counts the attempts a policy is asked about.
