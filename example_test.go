@@ -90,7 +90,7 @@ func ExampleWithRetry() {
 
 	// A second obtainer waits with exponential backoff while the first
 	// holds the lock, but no longer than its context allows.
-	waitCtx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	waitCtx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
 	defer cancel()
 	_, err = locker.Obtain(waitCtx, "invoice:42", time.Minute,
 		lock.WithRetry(lock.Exponential(5*time.Millisecond, 50*time.Millisecond)))

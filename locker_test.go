@@ -198,7 +198,7 @@ func TestObtainContext(t *testing.T) {
 	t.Run("a context deadline during the wait gives ErrNotObtained and context.DeadlineExceeded", func(t *testing.T) {
 		f := newFake()
 		f.hold("k", "another owner")
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
+		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond) // long enough for the first attempt, on a loaded machine
 		defer cancel()
 		_, err := lock.New(f).Obtain(ctx, "k", time.Minute, lock.WithRetry(lock.Linear(time.Hour)))
 		if !errors.Is(err, lock.ErrNotObtained) || !errors.Is(err, context.DeadlineExceeded) {
@@ -236,7 +236,7 @@ func (d *deadlineStrategy) Acquire(ctx context.Context, r strategy.Request) (str
 }
 
 func TestDeadlineReportedByTheDriver(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond) // long enough to begin the attempt, on a loaded machine
 	defer cancel()
 	_, err := lock.New(&deadlineStrategy{}).Obtain(ctx, "k", time.Minute)
 	if !errors.Is(err, lock.ErrNoAnswer) || !errors.Is(err, context.DeadlineExceeded) {

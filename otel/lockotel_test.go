@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"maps"
 	"strings"
@@ -194,7 +195,7 @@ func TestObtainSpans(t *testing.T) {
 		rec := newRecording(t)
 		l := rec.wrap(singleLocker(t, addr))
 		key := heldKey(t, l)
-		dctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+		dctx, cancel := context.WithTimeout(ctx, 250*time.Millisecond) // after the first attempt found it held, on a loaded machine
 		defer cancel()
 		if _, err := l.Obtain(dctx, key, time.Minute, lock.WithRetry(lock.Linear(5*time.Millisecond))); err == nil {
 			t.Fatal("Obtain succeeded")
@@ -211,8 +212,14 @@ func TestObtainSpans(t *testing.T) {
 		l := rec.wrap(singleLocker(t, addr))
 		key := heldKey(t, l)
 		cctx, cancel := context.WithCancel(ctx)
-		time.AfterFunc(20*time.Millisecond, cancel)
-		if _, err := l.Obtain(cctx, key, time.Minute, lock.WithRetry(lock.Linear(5*time.Millisecond))); err == nil {
+		held := &lock.Hooks{Attempt: func(ctx context.Context, _ lock.Event, next func(context.Context) error) error {
+			err := next(ctx)
+			if errors.Is(err, lock.ErrNotObtained) {
+				cancel() // while it waits, once an attempt found the lock held
+			}
+			return err
+		}}
+		if _, err := l.Obtain(cctx, key, time.Minute, lock.WithRetry(lock.Linear(5*time.Millisecond)), lock.WithHooks(held)); err == nil {
 			t.Fatal("Obtain succeeded")
 		}
 		s := rec.ended("lock.obtain")[1]
