@@ -12,6 +12,9 @@ import (
 
 // Inspect reads the lock through the strategy, within the Op hooks.
 func (l *locker) Inspect(ctx context.Context, key string, opts ...Option) (State, error) {
+	if err := checkCall(ctx, key); err != nil {
+		return State{}, err
+	}
 	return l.read(ctx, "inspect", key, opts, l.s.Inspect)
 }
 
@@ -64,11 +67,9 @@ func checkFingerprint(fingerprint string) (string, error) {
 	return "", &ArgumentError{Name: "fingerprint", Reason: fmt.Sprintf("must be the %d hexadecimal digits that Inspect shows (State.Fingerprint), or empty to break whoever holds the lock; %s", strategy.FingerprintLen, got)}
 }
 
-// read runs do, the inspection or break named op, within the Op hooks.
+// read runs do, the inspection or break named op, within the Op hooks,
+// once its caller has checked ctx and key (checkCall).
 func (l *locker) read(ctx context.Context, op, key string, opts []Option, do func(ctx context.Context, key string) (State, error)) (State, error) {
-	if err := checkCall(ctx, key); err != nil {
-		return State{}, err
-	}
 	o, err := l.options(opts)
 	if err != nil {
 		return State{}, err
