@@ -14,24 +14,39 @@ const readTimeout = 2 * time.Second
 // holds the lock; one that may leave a key behind says which, and until
 // when. Each returns within its --wait plus the read timeout plus 1s: the
 // check allows a second more, for a loaded machine (before, a clean-up
-// added up to 5s).
+// added up to 5s, and rueidis's client waited for its first dial as it
+// opened). The subcommands run over go-redis, and those that do not wait
+// over each driver.
 func TestNoAnswer(t *testing.T) {
-	for _, tc := range []struct {
+	type call struct {
 		name string
 		args []string
 		wait time.Duration // --wait
 		left bool          // it says that the key may stay until its TTL
-	}{
+	}
+	calls := []call{
 		{"run -w", []string{"run", "-w", "1s", "job", "--", "true"}, time.Second, true},
 		{"run -n", []string{"run", "-n", "job", "--", "true"}, 0, true},
 		{"acquire -w", []string{"acquire", "-w", "1s", "job"}, time.Second, true},
 		{"acquire -n", []string{"acquire", "-n", "job"}, 0, true},
 		{"inspect", []string{"inspect", "job"}, 0, false},
 		{"break", []string{"break", "job", "--force"}, 0, false},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
+	}
+	type driverCall struct {
+		call
+		driver string
+	}
+	var tcs []driverCall
+	for _, c := range calls {
+		tcs = append(tcs, driverCall{c, "goredis"})
+	}
+	for _, driver := range []string{"redigo", "rueidis"} {
+		tcs = append(tcs, driverCall{calls[1], driver}, driverCall{calls[4], driver})
+	}
+	for _, tc := range tcs {
+		t.Run(tc.driver+"/"+tc.name, func(t *testing.T) {
 			srv, env := runServer(t)
-			env += "?read_timeout=" + readTimeout.String()
+			env += "?driver=" + tc.driver + "&read_timeout=" + readTimeout.String()
 			srv.Pause()
 			defer srv.Resume()
 			start := time.Now()

@@ -16,9 +16,10 @@
 // honours the context's deadline and cancellation on every command, with
 // one exception, which [New] explains.
 //
-// The client's first dial (in NewClient) is bounded by
-// ClientOption.Dialer.Timeout, not by a lock call's context; later dials
-// are bounded by the context.
+// A client of [NewClient] dials a standalone server on its first command,
+// within that command's context, as go-redis's and redigo's clients do.
+// rueidis dials a Sentinel or a Cluster as the client opens, bounded by
+// ClientOption.Dialer.Timeout rather than by a lock call's context.
 //
 // A Conn is a [driver.Pinner] on a standalone or Sentinel client, with
 // rueidis's Dedicate, and a [driver.Subscriber], so waiters are woken by
@@ -27,9 +28,12 @@ package rueidis
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
+	"net"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/rueidis"
@@ -95,10 +99,12 @@ func New(c rueidis.Client, opts ...Option) *Conn {
 // NewClient opens a rueidis client of the standalone server at
 // o.InitAddress[0], or of the master that o.Sentinel names, for [New]:
 // rueidis.NewClient(o) with the four options below set in o, without which
-// a lock call can lose its deadline or a release. A standalone server that
-// is down does not fail NewClient: the client dials again on each command,
-// as go-redis's and redigo's do, and the lock calls report the error. The
-// caller closes the client.
+// a lock call can lose its deadline or a release. A client of a standalone
+// server dials it on its first command, not in NewClient, so NewClient
+// neither waits for a server that does not answer nor fails when it is
+// down: the client dials on each command until one connects, as go-redis's
+// and redigo's do, and the lock calls report the error. The caller closes
+// the client.
 //
 //   - DisableRetry: without it rueidis resends a read-only command (GET,
 //     PTTL) after a network error, within the context's deadline; a lock
@@ -140,15 +146,45 @@ func clientOption(o rueidis.ClientOption, single bool) rueidis.ClientOption {
 	return o
 }
 
-// open opens a client with o. A standalone client whose first dial failed
-// comes back from rueidis with that error; it dials again on the next
-// command, so open returns it without the error.
+// open opens a client with o. rueidis dials a standalone server, and
+// waits for its handshake, before NewClient returns, bounded by
+// o.Dialer.Timeout and o.ConnWriteTimeout but by no caller's context: a
+// paused server would hold a program that much longer than the lock call
+// it opened the client for. So open fails that first dial at once; a
+// standalone client whose first dial failed comes back from rueidis with
+// the error, and dials again on its first command, within that command's
+// context, as go-redis's and redigo's clients do.
 func open(o rueidis.ClientOption) (rueidis.Client, error) {
+	if o.ForceSingleClient && o.Sentinel.MasterSet == "" {
+		o.DialCtxFn = dialLater(o)
+	}
 	c, err := rueidis.NewClient(o)
 	if driver.NotNil(c) != nil { // rueidis can return a typed nil
 		return nil, err
 	}
 	return c, nil
+}
+
+// errDialLater fails the first dial of a standalone client (see open).
+var errDialLater = errors.New("rueidis: the first dial waits for the first command")
+
+// dialLater returns a DialCtxFn for o that fails its first call with
+// errDialLater, and dials as o says after that.
+func dialLater(o rueidis.ClientOption) func(context.Context, string, *net.Dialer, *tls.Config) (net.Conn, error) {
+	var dialed atomic.Bool
+	return func(ctx context.Context, addr string, d *net.Dialer, t *tls.Config) (net.Conn, error) {
+		switch {
+		case !dialed.Swap(true):
+			return nil, errDialLater
+		case o.DialCtxFn != nil:
+			return o.DialCtxFn(ctx, addr, d, t)
+		case o.DialFn != nil: //lint:ignore SA1019 honour the deprecated option, as rueidis does
+			return o.DialFn(addr, d, t)
+		case t != nil:
+			return (&tls.Dialer{NetDialer: d, Config: t}).DialContext(ctx, "tcp", addr)
+		}
+		return d.DialContext(ctx, "tcp", addr)
+	}
 }
 
 // Validate implements [driver.Validator]: it returns the

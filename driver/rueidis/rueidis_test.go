@@ -3,6 +3,7 @@ package rueidis_test
 import (
 	"context"
 	"errors"
+	"net"
 	"strings"
 	"testing"
 	"time"
@@ -159,5 +160,57 @@ func TestAbandonedReplyFailsNoOtherCommand(t *testing.T) {
 	}
 	if _, ok, err := conn.Get(ctx, "k"); ok || err != nil {
 		t.Errorf("GET after the DEL = found %v, %v; want the key gone", ok, err)
+	}
+}
+
+// TestNewClientDialsOnFirstCommand: NewClient does not dial a standalone
+// server, so that a server that accepts connections but never answers (a
+// paused one) cannot hold it; the client dials on its first command,
+// within that command's context.
+func TestNewClientDialsOnFirstCommand(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	accepted := make(chan net.Conn, 4)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			accepted <- c // never answered, and closed at the end
+		}
+	}()
+	defer func() {
+		for len(accepted) > 0 {
+			(<-accepted).Close()
+		}
+	}()
+
+	client, err := rueidisdriver.NewClient(rueidis.ClientOption{InitAddress: []string{ln.Addr().String()}, DisableCache: true})
+	if err != nil {
+		t.Fatalf("NewClient: %v", err)
+	}
+	defer client.Close()
+	select {
+	case c := <-accepted:
+		accepted <- c
+		t.Fatal("NewClient dialled the server, want no dial before the first command")
+	case <-time.After(100 * time.Millisecond):
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	_, _, err = rueidisdriver.New(client).Get(ctx, "k")
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Get from a server that never answers = %v, want an error matching %v", err, context.DeadlineExceeded)
+	}
+	select {
+	case c := <-accepted:
+		accepted <- c
+	case <-time.After(time.Minute): // a hang detector
+		t.Error("Get did not dial the server within a minute")
 	}
 }
