@@ -43,10 +43,17 @@ func calls(c driver.Conn) map[string]func(context.Context) error {
 }
 
 // TestDeadlineOnAPausedServer: with every client configuration that New
-// accepts, every command to a paused (SIGSTOPped) server fails by its
-// context's deadline, on a connection opened before the pause (warm) and on
-// one dialled during it (cold: the dial, and the handshake or SELECT it
-// sends, are bounded too).
+// accepts, every command to a paused (SIGSTOPped) server fails when its
+// context ends, by its deadline or by its cancellation, on a connection
+// opened before the pause (warm) and on one dialled during it (cold: the
+// dial, and the handshake or SELECT it sends, are bounded too). A
+// cancelled command's error matches context.Canceled. (go-redis bounds a
+// command by its context's deadline alone: before goredis.Conn watched the
+// cancellation, a cancelled command returned by the client's ReadTimeout,
+// or never. rueidis bounds a connection's handshake by the deadline alone:
+// before driver/rueidis's NewClient watched the cancellation, a cancelled
+// command that dialled returned by Dialer.Timeout. A rueidis client opened
+// otherwise still does, and retries without it.)
 func TestDeadlineOnAPausedServer(t *testing.T) {
 	srv := redistest.Start(t, 1)[0]
 	cluster := redistest.StartCluster(t, 3)
@@ -75,27 +82,28 @@ func TestDeadlineOnAPausedServer(t *testing.T) {
 		return err
 	}
 	for _, tc := range []struct {
-		name    string
-		conn    func(t *testing.T) driver.Conn
-		servers []*redistest.Server // paused; srv when nil
+		name     string
+		conn     func(t *testing.T) driver.Conn
+		servers  []*redistest.Server // paused; srv when nil
+		nocancel bool                // only the deadline counts: a client opened without the driver's constructor
 	}{
-		{"goredis/defaults", goRedis(redis.Options{}), nil},
-		{"goredis/no timeouts of its own", goRedis(redis.Options{ReadTimeout: -1, WriteTimeout: -1}), nil},
-		{"goredis/RESP2 with retries", goRedis(redis.Options{Protocol: 2, MaxRetries: 5}), nil},
+		{"goredis/defaults", goRedis(redis.Options{}), nil, false},
+		{"goredis/no timeouts of its own", goRedis(redis.Options{ReadTimeout: -1, WriteTimeout: -1}), nil, false},
+		{"goredis/RESP2 with retries", goRedis(redis.Options{Protocol: 2, MaxRetries: 5}), nil, false},
 		{"goredis/Ring", func(t *testing.T) driver.Conn {
 			c := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": addr}, ContextTimeoutEnabled: true, ReadTimeout: -1})
 			t.Cleanup(func() { _ = c.Close() })
 			return goredis.New(c)
-		}, nil},
+		}, nil, false},
 		{"goredis/ClusterClient", func(t *testing.T) driver.Conn {
 			c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cluster.Addrs(), ContextTimeoutEnabled: true, ReadTimeout: -1})
 			t.Cleanup(func() { _ = c.Close() })
 			return goredis.New(c)
-		}, cluster.Servers},
-		{"redigo/no read timeout", pool(nil), nil},
-		{"redigo/SELECT and CLIENT SETNAME on dial", pool(nil, redigoredis.DialDatabase(1), redigoredis.DialClientName("locksmith")), nil},
-		{"redigo/TestOnBorrowContext", pool(ping), nil},
-		{"rueidis/standalone", func(t *testing.T) driver.Conn { return rueidisdriver.New(redistest.Rueidis(t, addr)) }, nil},
+		}, cluster.Servers, false},
+		{"redigo/no read timeout", pool(nil), nil, false},
+		{"redigo/SELECT and CLIENT SETNAME on dial", pool(nil, redigoredis.DialDatabase(1), redigoredis.DialClientName("locksmith")), nil, false},
+		{"redigo/TestOnBorrowContext", pool(ping), nil, false},
+		{"rueidis/standalone", func(t *testing.T) driver.Conn { return rueidisdriver.New(redistest.Rueidis(t, addr)) }, nil, false},
 		{"rueidis/standalone with retries", func(t *testing.T) driver.Conn {
 			c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{addr}, ForceSingleClient: true, DisableCache: true})
 			if err != nil {
@@ -103,17 +111,24 @@ func TestDeadlineOnAPausedServer(t *testing.T) {
 			}
 			t.Cleanup(c.Close)
 			return rueidisdriver.New(c)
-		}, nil},
+		}, nil, true},
 		{"rueidis/Cluster", func(t *testing.T) driver.Conn {
 			return rueidisdriver.New(redistest.RueidisCluster(t, cluster.Addrs()))
-		}, cluster.Servers},
+		}, cluster.Servers, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			servers := tc.servers
 			if servers == nil {
 				servers = []*redistest.Server{srv}
 			}
-			for _, warm := range []bool{true, false} {
+			for _, c := range []struct {
+				warm   bool
+				cancel bool // the context is cancelled after deadline, rather than timed out
+			}{{true, false}, {false, false}, {true, true}, {false, true}} {
+				if c.cancel && tc.nocancel {
+					continue
+				}
+				warm := c.warm
 				// Each method on a client of its own, all at once.
 				names := slices.Sorted(maps.Keys(calls(nil)))
 				todo := make([]func(context.Context) error, len(names))
@@ -126,9 +141,15 @@ func TestDeadlineOnAPausedServer(t *testing.T) {
 						t.Fatalf("%s before the pause = %v, want a reply", name, err)
 					}
 				}
+				resume := func() {
+					for _, s := range servers {
+						s.Resume()
+					}
+				}
 				for _, s := range servers {
 					s.Pause()
 				}
+				hung := time.AfterFunc(time.Minute, resume) // a call that ignores its context ends, and fails the test
 				errs, took := make([]error, len(todo)), make([]time.Duration, len(todo))
 				var wg sync.WaitGroup
 				for i, call := range todo {
@@ -136,6 +157,10 @@ func TestDeadlineOnAPausedServer(t *testing.T) {
 					go func() {
 						defer wg.Done()
 						ctx, cancel := context.WithTimeout(context.Background(), deadline)
+						if c.cancel {
+							ctx, cancel = context.WithCancel(context.Background())
+							time.AfterFunc(deadline, cancel)
+						}
 						defer cancel()
 						start := time.Now()
 						errs[i] = call(ctx)
@@ -143,14 +168,20 @@ func TestDeadlineOnAPausedServer(t *testing.T) {
 					}()
 				}
 				wg.Wait()
-				for _, s := range servers {
-					s.Resume()
+				hung.Stop()
+				resume()
+				end := "deadline"
+				if c.cancel {
+					end = "cancellation"
 				}
 				for i, name := range names {
-					t.Logf("warm=%v %s: %v after %v", warm, name, errs[i], took[i].Round(time.Millisecond))
+					t.Logf("warm=%v %s by %s: %v after %v", warm, name, end, errs[i], took[i].Round(time.Millisecond))
 					if errs[i] == nil || took[i] > bound {
-						t.Errorf("warm=%v: %s with a %v deadline on a paused server = %v after %v, want an error well before %v",
-							warm, name, deadline, errs[i], took[i], bound)
+						t.Errorf("warm=%v: %s with a %v %s on a paused server = %v after %v, want an error well before %v",
+							warm, name, deadline, end, errs[i], took[i], bound)
+					}
+					if c.cancel && !errors.Is(errs[i], context.Canceled) {
+						t.Errorf("warm=%v: %s cancelled = %v, want an error matching %v", warm, name, errs[i], context.Canceled)
 					}
 				}
 			}

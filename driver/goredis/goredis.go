@@ -11,7 +11,11 @@
 // does, so the client's options must let the context bound each command:
 // ContextTimeoutEnabled must be true, and ReadTimeout and WriteTimeout must
 // not be -2. [New] says why, and a Conn over a client that fails them
-// refuses to work.
+// refuses to work. go-redis does not watch a context's cancellation, only
+// its deadline: a Conn watches the cancellation of a context that has no
+// deadline, so that such a command returns at once with the context's
+// error, at the cost of a goroutine per command; a command whose context
+// has a deadline returns by it.
 //
 // A Conn is a [driver.Subscriber], so waiters are woken by the release
 // rather than poll (see [Conn.Listen]). A process has one subscriber
@@ -158,7 +162,7 @@ func (c *Conn) SetNX(ctx context.Context, key, value string, ttl time.Duration) 
 	if c.err != nil {
 		return false, c.err
 	}
-	return c.cmd.SetNX(ctx, key, value, ttl).Result()
+	return await(ctx, func() (bool, error) { return c.cmd.SetNX(ctx, key, value, ttl).Result() })
 }
 
 // Get implements [driver.Conn].
@@ -166,7 +170,7 @@ func (c *Conn) Get(ctx context.Context, key string) (string, bool, error) {
 	if c.err != nil {
 		return "", false, c.err
 	}
-	return stringOK(c.cmd.Get(ctx, key).Result())
+	return stringOK(await(ctx, func() (string, error) { return c.cmd.Get(ctx, key).Result() }))
 }
 
 // GetSet implements [driver.Conn].
@@ -174,7 +178,7 @@ func (c *Conn) GetSet(ctx context.Context, key, value string) (string, bool, err
 	if c.err != nil {
 		return "", false, c.err
 	}
-	return stringOK(c.cmd.GetSet(ctx, key, value).Result())
+	return stringOK(await(ctx, func() (string, error) { return c.cmd.GetSet(ctx, key, value).Result() }))
 }
 
 // Del implements [driver.Conn].
@@ -182,7 +186,7 @@ func (c *Conn) Del(ctx context.Context, key string) (bool, error) {
 	if c.err != nil {
 		return false, c.err
 	}
-	n, err := c.cmd.Del(ctx, key).Result()
+	n, err := await(ctx, func() (int64, error) { return c.cmd.Del(ctx, key).Result() })
 	return n > 0, err
 }
 
@@ -191,7 +195,7 @@ func (c *Conn) PTTL(ctx context.Context, key string) (time.Duration, bool, error
 	if c.err != nil {
 		return 0, false, c.err
 	}
-	d, err := c.cmd.PTTL(ctx, key).Result()
+	d, err := await(ctx, func() (time.Duration, error) { return c.cmd.PTTL(ctx, key).Result() })
 	if err != nil {
 		return 0, false, err
 	}
@@ -207,7 +211,7 @@ func (c *Conn) EvalSha(ctx context.Context, sha1 string, keys []string, args ...
 	if c.err != nil {
 		return nil, c.err
 	}
-	return nilReply(c.cmd.EvalSha(ctx, sha1, keys, args...).Result())
+	return nilReply(await(ctx, func() (any, error) { return c.cmd.EvalSha(ctx, sha1, keys, args...).Result() }))
 }
 
 // Eval implements [driver.Conn].
@@ -215,7 +219,7 @@ func (c *Conn) Eval(ctx context.Context, src string, keys []string, args ...any)
 	if c.err != nil {
 		return nil, c.err
 	}
-	return nilReply(c.cmd.Eval(ctx, src, keys, args...).Result())
+	return nilReply(await(ctx, func() (any, error) { return c.cmd.Eval(ctx, src, keys, args...).Result() }))
 }
 
 // Do implements [driver.Commander].
@@ -223,7 +227,7 @@ func (c *Conn) Do(ctx context.Context, args ...any) (any, error) {
 	if c.err != nil {
 		return nil, c.err
 	}
-	return nilReply(c.cmd.Do(ctx, args...).Result())
+	return nilReply(await(ctx, func() (any, error) { return c.cmd.Do(ctx, args...).Result() }))
 }
 
 // Pinnable implements [driver.Pinner]: only a *redis.Client, standalone or
@@ -271,6 +275,52 @@ func (c *Conn) Addr() string {
 		return strings.Join(addrs, ",")
 	}
 	return ""
+}
+
+// await returns send's reply, or ctx's error if ctx is cancelled first; it
+// sends nothing if ctx has ended already.
+//
+// go-redis ends a command by its context's deadline, which it turns into
+// the socket's, but not by the context's cancellation: without a deadline,
+// a cancelled command would wait for the server's reply, up to the
+// client's ReadTimeout, or for ever with -1. So a command whose context
+// can be cancelled but has no deadline is sent from a goroutine of its
+// own, which goes on, bounded as go-redis bounds it, after await returned;
+// its reply is dropped, and its connection goes back to the pool only once
+// go-redis has read the reply (or closed it), so no later command reads
+// that reply. A command that landed then is the caller's to clean up, as
+// after a deadline. A command with a deadline is sent from the caller's
+// goroutine: if its context is cancelled, it returns by the deadline. So
+// the strategies, whose calls to each node have deadlines, start no
+// goroutine per command (BenchmarkAwait measures the cost of one).
+func await[T any](ctx context.Context, send func() (T, error)) (T, error) {
+	if _, ok := ctx.Deadline(); ok || ctx.Done() == nil {
+		return send()
+	}
+	var zero T
+	if err := ctx.Err(); err != nil {
+		return zero, err
+	}
+	type reply struct {
+		v   T
+		err error
+	}
+	replies := make(chan reply, 1)
+	go func() {
+		v, err := send()
+		replies <- reply{v, err}
+	}()
+	select {
+	case r := <-replies:
+		return r.v, r.err
+	case <-ctx.Done():
+		select {
+		case r := <-replies: // both at once: the reply is the truth
+			return r.v, r.err
+		default:
+			return zero, ctx.Err()
+		}
+	}
 }
 
 // stringOK returns a string reply as Conn returns it: go-redis's nil reply

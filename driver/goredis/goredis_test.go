@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -125,6 +126,48 @@ func TestAcceptedClients(t *testing.T) {
 			if err := driver.Check(goredis.New(tc.client)); err != nil {
 				t.Errorf("driver.Check = %v, want nil", err)
 			}
+		})
+	}
+}
+
+// BenchmarkAwait measures what watching a command's cancellation costs (a
+// goroutine per command whose context can be cancelled and has no
+// deadline): a GET with a context that cannot end, with one that has a
+// deadline, and with one that can only be cancelled, from one goroutine and
+// from several.
+func BenchmarkAwait(b *testing.B) {
+	srv := redistest.Start(b, 1)[0]
+	conn := goredis.New(redistest.GoRedis(b, srv.Addr, 3))
+	for _, c := range []struct {
+		name string
+		ctx  func() (context.Context, context.CancelFunc)
+	}{
+		{"Background", func() (context.Context, context.CancelFunc) { return context.Background(), func() {} }},
+		{"WithTimeout", func() (context.Context, context.CancelFunc) {
+			return context.WithTimeout(context.Background(), time.Minute)
+		}},
+		{"WithCancel", func() (context.Context, context.CancelFunc) { return context.WithCancel(context.Background()) }},
+	} {
+		ctx, cancel := c.ctx()
+		defer cancel()
+		get := func(b *testing.B) {
+			if _, _, err := conn.Get(ctx, "k"); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.Run(c.name+"/serial", func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				get(b)
+			}
+		})
+		b.Run(c.name+"/parallel", func(b *testing.B) {
+			b.ReportAllocs()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					get(b)
+				}
+			})
 		})
 	}
 }

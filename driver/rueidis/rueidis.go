@@ -14,7 +14,9 @@
 // client opened otherwise: [NewClient] lists them. rueidis pipelines the
 // commands of concurrent callers over shared connections by itself, and
 // honours the context's deadline and cancellation on every command, with
-// one exception, which [New] explains.
+// one exception, which [New] explains. (It bounds a new connection's
+// handshake by the context's deadline alone; a client of NewClient ends
+// the handshake when the context is cancelled too.)
 //
 // A client of [NewClient] dials a standalone server on its first command,
 // within that command's context, as go-redis's and redigo's clients do.
@@ -33,6 +35,7 @@ import (
 	"fmt"
 	"net"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -146,18 +149,17 @@ func clientOption(o rueidis.ClientOption, single bool) rueidis.ClientOption {
 	return o
 }
 
-// open opens a client with o. rueidis dials a standalone server, and
-// waits for its handshake, before NewClient returns, bounded by
-// o.Dialer.Timeout and o.ConnWriteTimeout but by no caller's context: a
-// paused server would hold a program that much longer than the lock call
-// it opened the client for. So open fails that first dial at once; a
-// standalone client whose first dial failed comes back from rueidis with
-// the error, and dials again on its first command, within that command's
-// context, as go-redis's and redigo's clients do.
+// open opens a client with o, whose connections are dialled by [dialer].
+//
+// rueidis dials a standalone server, and waits for its handshake, before
+// NewClient returns, bounded by o.Dialer.Timeout and o.ConnWriteTimeout
+// but by no caller's context: a paused server would hold a program that
+// much longer than the lock call it opened the client for. So the first
+// dial of a standalone client fails at once. rueidis returns such a client
+// with the error, and it dials again on its first command, within that
+// command's context, as go-redis's and redigo's clients do.
 func open(o rueidis.ClientOption) (rueidis.Client, error) {
-	if o.ForceSingleClient && o.Sentinel.MasterSet == "" {
-		o.DialCtxFn = dialLater(o)
-	}
+	o.DialCtxFn = dialer(o, o.ForceSingleClient && o.Sentinel.MasterSet == "")
 	c, err := rueidis.NewClient(o)
 	if driver.NotNil(c) != nil { // rueidis can return a typed nil
 		return nil, err
@@ -168,23 +170,71 @@ func open(o rueidis.ClientOption) (rueidis.Client, error) {
 // errDialLater fails the first dial of a standalone client (see open).
 var errDialLater = errors.New("rueidis: the first dial waits for the first command")
 
-// dialLater returns a DialCtxFn for o that fails its first call with
-// errDialLater, and dials as o says after that.
-func dialLater(o rueidis.ClientOption) func(context.Context, string, *net.Dialer, *tls.Config) (net.Conn, error) {
+// dialer returns a DialCtxFn that dials as o says, and whose connections
+// end their handshake when its context is cancelled (see handshake). If
+// later, its first call fails with errDialLater instead.
+func dialer(o rueidis.ClientOption, later bool) func(context.Context, string, *net.Dialer, *tls.Config) (net.Conn, error) {
 	var dialed atomic.Bool
-	return func(ctx context.Context, addr string, d *net.Dialer, t *tls.Config) (net.Conn, error) {
+	dialed.Store(!later)
+	return func(ctx context.Context, addr string, d *net.Dialer, t *tls.Config) (conn net.Conn, err error) {
 		switch {
 		case !dialed.Swap(true):
 			return nil, errDialLater
 		case o.DialCtxFn != nil:
-			return o.DialCtxFn(ctx, addr, d, t)
+			conn, err = o.DialCtxFn(ctx, addr, d, t)
 		case o.DialFn != nil: //lint:ignore SA1019 honour the deprecated option, as rueidis does
-			return o.DialFn(addr, d, t)
+			conn, err = o.DialFn(addr, d, t)
 		case t != nil:
-			return (&tls.Dialer{NetDialer: d, Config: t}).DialContext(ctx, "tcp", addr)
+			conn, err = (&tls.Dialer{NetDialer: d, Config: t}).DialContext(ctx, "tcp", addr)
+		default:
+			conn, err = d.DialContext(ctx, "tcp", addr)
 		}
-		return d.DialContext(ctx, "tcp", addr)
+		if err != nil || ctx.Done() == nil {
+			return conn, err
+		}
+		return handshake(ctx, conn), nil
 	}
+}
+
+// handshake returns c, whose reads and writes fail once ctx is cancelled,
+// until rueidis clears its deadline.
+//
+// rueidis sends a new connection's handshake (HELLO, or AUTH and SELECT)
+// under a deadline from the dialling command's context, but does not watch
+// the context's cancellation, as it does for the commands that follow: a
+// cancelled command waiting for a server that does not answer would wait
+// out Dialer.Timeout. When the handshake is over, rueidis clears the
+// connection's deadline (SetDeadline of the zero time), and the
+// connection then serves every caller, whatever becomes of that context.
+func handshake(ctx context.Context, c net.Conn) net.Conn {
+	h := &shaking{Conn: c, ctx: ctx}
+	h.stop = context.AfterFunc(ctx, func() { _ = h.SetDeadline(time.Time{}.Add(1)) })
+	return h
+}
+
+// shaking is a connection in its handshake (see handshake).
+type shaking struct {
+	net.Conn
+	ctx  context.Context
+	stop func() bool
+
+	mu   sync.Mutex
+	over bool // the handshake is over: ctx no longer counts
+}
+
+// SetDeadline sets c's deadline to t, or to a time past if ctx is cancelled
+// and the handshake is not over. The zero time ends the handshake.
+func (h *shaking) SetDeadline(t time.Time) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	switch {
+	case t.IsZero() && !h.over:
+		h.over = true
+		h.stop()
+	case !h.over && h.ctx.Err() != nil:
+		t = time.Time{}.Add(1)
+	}
+	return h.Conn.SetDeadline(t)
 }
 
 // Validate implements [driver.Validator]: it returns the
