@@ -182,7 +182,7 @@ func dialer(o rueidis.ClientOption, later bool) func(context.Context, string, *n
 			return nil, errDialLater
 		case o.DialCtxFn != nil:
 			conn, err = o.DialCtxFn(ctx, addr, d, t)
-		case o.DialFn != nil: //lint:ignore SA1019 honour the deprecated option, as rueidis does
+		case o.DialFn != nil: // deprecated, but rueidis still honours it
 			conn, err = o.DialFn(addr, d, t)
 		case t != nil:
 			conn, err = (&tls.Dialer{NetDialer: d, Config: t}).DialContext(ctx, "tcp", addr)
