@@ -298,8 +298,8 @@ func (g guarded) Pinnable() error { return driver.Pinnable(g.c) }
 // Pin implements [driver.Pinner]: the whole of f holds off Close, so f gets
 // the client's pinned Conn itself (guarding each of its calls too would
 // take the read lock twice, which a waiting Close turns into a deadlock).
-func (g guarded) Pin(ctx context.Context, f func(driver.Conn) error) error {
-	return g.during(func() error { return driver.Pin(ctx, g.c, f) })
+func (g guarded) Pin(ctx context.Context, key string, f func(driver.Conn) error) error {
+	return g.during(func() error { return driver.Pin(ctx, g.c, key, f) })
 }
 
 // guardedSubscriber is a guarded connection whose client can subscribe, so

@@ -264,7 +264,7 @@ func driverPinner(t *testing.T, ctx context.Context, c driver.Conn) {
 		t.Skipf("the server does not know CLIENT ID, with which this property tells connections apart (%v): run it on a real Redis", err)
 	}
 	key := cleanKey(t, c)
-	err := driver.Pin(ctx, c, func(one driver.Conn) error {
+	err := driver.Pin(ctx, c, key, func(one driver.Conn) error {
 		first, err := driver.Do(ctx, one, "CLIENT", "ID")
 		if err != nil {
 			return err

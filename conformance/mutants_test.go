@@ -787,9 +787,9 @@ func (c switching) Do(ctx context.Context, args ...any) (any, error) {
 
 func (c switching) Pinnable() error { return driver.Pinnable(c.Conn) }
 
-func (c switching) Pin(ctx context.Context, f func(driver.Conn) error) error {
-	return driver.Pin(ctx, c.Conn, func(a driver.Conn) error {
-		return driver.Pin(ctx, c.Conn, func(b driver.Conn) error {
+func (c switching) Pin(ctx context.Context, key string, f func(driver.Conn) error) error {
+	return driver.Pin(ctx, c.Conn, key, func(a driver.Conn) error {
+		return driver.Pin(ctx, c.Conn, key, func(b driver.Conn) error {
 			return f(&alternating{a: a, b: b})
 		})
 	})

@@ -230,28 +230,47 @@ func (c *Conn) Do(ctx context.Context, args ...any) (any, error) {
 	return nilReply(await(ctx, func() (any, error) { return c.cmd.Do(ctx, args...).Result() }))
 }
 
-// Pinnable implements [driver.Pinner]: only a *redis.Client, standalone or
-// failover (Sentinel), has one connection to pin; a Cluster or a Ring
-// sends commands to several servers.
+// Pinnable implements [driver.Pinner]: a *redis.Client (standalone or
+// failover), a *redis.ClusterClient and a *redis.Ring can pin; another
+// implementation of UniversalClient cannot, since a Conn cannot tell which
+// of its servers holds a key.
 func (c *Conn) Pinnable() error {
 	if c.err != nil {
 		return c.err
 	}
-	if _, ok := c.c.(*redis.Client); !ok {
-		return fmt.Errorf("goredis: a %T sends commands to several servers, so it cannot send a command over the connection of an earlier one: "+
-			"only a *redis.Client (standalone or failover) can", c.c)
+	switch c.c.(type) {
+	case *redis.Client, *redis.ClusterClient, *redis.Ring:
+		return nil
 	}
-	return nil
+	return fmt.Errorf("goredis: a %T does not say which of its servers holds a key, so it cannot send commands over one connection to that server: "+
+		"only a *redis.Client (standalone or failover), a *redis.ClusterClient or a *redis.Ring can", c.c)
 }
 
 // Pin implements [driver.Pinner] with go-redis's Client.Conn: f's Conn
-// sends its commands over one connection of the client's pool, which goes
-// back to the pool when f returns.
-func (c *Conn) Pin(ctx context.Context, f func(driver.Conn) error) error {
+// sends its commands over one connection of the pool of the client that
+// serves key: a *redis.Client's own, the master of key's slot on a Cluster
+// (ClusterClient.MasterForKey, which loads the Cluster's slots within ctx
+// when it has not yet), or key's shard on a Ring
+// (Ring.GetShardClientForKey). The connection is taken from the pool, within
+// the ctx of f's first command, and goes back to the pool when f returns.
+func (c *Conn) Pin(ctx context.Context, key string, f func(driver.Conn) error) error {
 	if err := c.Pinnable(); err != nil {
 		return err
 	}
-	one := c.c.(*redis.Client).Conn()
+	var node *redis.Client
+	var err error
+	switch cl := c.c.(type) {
+	case *redis.Client:
+		node = cl
+	case *redis.ClusterClient:
+		node, err = await(ctx, func() (*redis.Client, error) { return cl.MasterForKey(ctx, key) })
+	case *redis.Ring:
+		node, err = cl.GetShardClientForKey(key)
+	}
+	if err != nil {
+		return err
+	}
+	one := node.Conn()
 	defer one.Close()
 	return f(&Conn{c: c.c, cmd: one})
 }

@@ -216,8 +216,9 @@ func (c *Conn) Do(ctx context.Context, args ...any) (any, error) {
 func (c *Conn) Pinnable() error { return c.err }
 
 // Pin implements [driver.Pinner]: f's Conn sends its commands over one
-// connection taken from the pool, which goes back to it when f returns.
-func (c *Conn) Pin(ctx context.Context, f func(driver.Conn) error) error {
+// connection taken from the pool, within ctx, which goes back to it when f
+// returns. A pool serves one server, which holds every key.
+func (c *Conn) Pin(ctx context.Context, _ string, f func(driver.Conn) error) error {
 	if c.err != nil {
 		return c.err
 	}

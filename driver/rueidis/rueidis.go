@@ -23,8 +23,8 @@
 // rueidis dials a Sentinel or a Cluster as the client opens, bounded by
 // ClientOption.Dialer.Timeout rather than by a lock call's context.
 //
-// A Conn is a [driver.Pinner] on a standalone or Sentinel client, with
-// rueidis's Dedicate, and a [driver.Subscriber], so waiters are woken by
+// A Conn is a [driver.Pinner], with rueidis's Dedicate, and a
+// [driver.Subscriber], so waiters are woken by
 // the release rather than poll (see [Conn.Listen]).
 package rueidis
 
@@ -49,6 +49,7 @@ import (
 type Conn struct {
 	c    rueidis.Client
 	cmd  rueidis.CoreClient // sends the commands: c, or one of its connections (see Pin)
+	slot *string            // the key whose slot every command carries: a Cluster client's pinned Conn (see Pin)
 	addr string
 	err  error // from New: the client cannot be used
 }
@@ -251,9 +252,14 @@ func (c *Conn) Addr() string {
 	return c.addr
 }
 
-// do sends cmd, built by build from c's command builder.
+// do sends cmd, built by build from c's command builder, in the slot of
+// c.slot's key if it is set.
 func (c *Conn) do(ctx context.Context, build func(rueidis.Builder) rueidis.Completed) rueidis.RedisResult {
-	return c.cmd.Do(ctx, build(c.cmd.B()))
+	cmd := build(c.cmd.B())
+	if c.slot != nil {
+		cmd = cmd.SetSlot(*c.slot)
+	}
+	return c.cmd.Do(ctx, cmd)
 }
 
 // SetNX implements [driver.Conn].
@@ -346,34 +352,67 @@ func (c *Conn) Do(ctx context.Context, args ...any) (any, error) {
 	return reply(c.do(ctx, func(b rueidis.Builder) rueidis.Completed { return b.Arbitrary(a[0]).Args(a[1:]...).Build() }))
 }
 
-// Pinnable implements [driver.Pinner]: a standalone or Sentinel client has
-// one connection to pin; a Cluster client sends commands to several
-// servers.
-func (c *Conn) Pinnable() error {
-	if c.err != nil {
-		return c.err
-	}
-	if c.c.Mode() == rueidis.ClientModeCluster {
-		return errors.New("rueidis: a Cluster client sends commands to several servers, so it cannot send a command over the connection of an earlier one: " +
-			"only a standalone or Sentinel client can")
-	}
-	return nil
-}
+// Pinnable implements [driver.Pinner]: every client can pin, unless New
+// refused it.
+func (c *Conn) Pinnable() error { return c.err }
 
 // Pin implements [driver.Pinner] with rueidis's Dedicate: f's Conn sends
-// its commands over one connection of the client's pool, which goes back
-// to the pool when f returns. rueidis takes the connection without a
-// context; ctx is checked first.
-func (c *Conn) Pin(ctx context.Context, f func(driver.Conn) error) error {
+// its commands over one connection of the client's pool of dedicated
+// connections (ClientOption.BlockingPoolSize), which goes back to the pool
+// when f returns.
+//
+// A standalone or Sentinel client takes that connection, and dials it if
+// it must, as Dedicate is called, without a context: Pin waits for it
+// within ctx, and when ctx ends first, a goroutine of its own gives the
+// connection back when it comes.
+//
+// A Cluster client's dedicated client takes its connection on its first
+// command, within that command's context, to the master of the slot of
+// that command, and from then on refuses, with a panic, a command of
+// another slot. So every command of f's Conn carries key's slot
+// (rueidis.Completed.SetSlot), those that name no key (MULTI, EXEC, WAIT)
+// and those that name a key of another slot (which key's master refuses
+// with MOVED, unless it serves that slot too) alike: the first command,
+// whichever it is, reaches key's master.
+func (c *Conn) Pin(ctx context.Context, key string, f func(driver.Conn) error) error {
 	if err := c.Pinnable(); err != nil {
 		return err
 	}
-	if err := ctx.Err(); err != nil {
+	if c.c.Mode() == rueidis.ClientModeCluster {
+		one, release := c.c.Dedicate()
+		defer release()
+		return f(&Conn{c: c.c, cmd: one, addr: c.addr, slot: &key})
+	}
+	one, release, err := dedicate(ctx, c.c)
+	if err != nil {
 		return err
 	}
-	one, release := c.c.Dedicate()
 	defer release()
 	return f(&Conn{c: c.c, cmd: one, addr: c.addr})
+}
+
+// dedicate returns c.Dedicate's connection, or ctx's error if ctx ends
+// first (see Conn.Pin).
+func dedicate(ctx context.Context, c rueidis.Client) (rueidis.DedicatedClient, func(), error) {
+	if err := ctx.Err(); err != nil {
+		return nil, nil, err
+	}
+	type dedicated struct {
+		one     rueidis.DedicatedClient
+		release func()
+	}
+	got := make(chan dedicated, 1)
+	go func() {
+		one, release := c.Dedicate()
+		got <- dedicated{one, release}
+	}()
+	select {
+	case d := <-got:
+		return d.one, d.release, nil
+	case <-ctx.Done():
+		go func() { (<-got).release() }()
+		return nil, nil, ctx.Err()
+	}
 }
 
 // strs formats the arguments of a command as strings, as go-redis and

@@ -15,15 +15,15 @@ type Ack struct {
 	Timeout  time.Duration
 }
 
-// Acked runs write with c pinned to one connection (driver.Pin), then, if
-// write succeeded, WAIT ack.Replicas on that connection, which counts the
+// Acked runs write with c pinned to one connection to the server that holds
+// key (driver.Pin), then, if write succeeded, WAIT ack.Replicas on that connection, which counts the
 // replicas that acknowledged its writes. It returns write's error, WAIT's,
 // or an *strategy.ReplicaError when fewer than ack.Replicas acknowledged.
 // Like a call, the whole is sent once more, on another connection, when its
 // connection was dead (see call.run); write must be safe to send twice.
-func Acked(ctx context.Context, c driver.Conn, ack Ack, write func(driver.Conn) error) error {
+func Acked(ctx context.Context, c driver.Conn, key string, ack Ack, write func(driver.Conn) error) error {
 	_, err := resend(ctx, func() (struct{}, error) {
-		return struct{}{}, driver.Pin(ctx, c, func(one driver.Conn) error {
+		return struct{}{}, driver.Pin(ctx, c, key, func(one driver.Conn) error {
 			if err := write(one); err != nil {
 				return err
 			}

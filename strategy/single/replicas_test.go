@@ -105,7 +105,8 @@ func TestWithReplicas(t *testing.T) {
 
 // TestWithReplicasRefused: NewStrategy refuses a bad WithReplicas, and a
 // driver that cannot send WAIT over the connection of the write, with an
-// *ArgumentError that names the setting (and the driver).
+// *ArgumentError that names the setting (and the driver); it accepts a
+// Cluster client, which pins the connection to the key's master.
 func TestWithReplicasRefused(t *testing.T) {
 	conn := goredis.New(redistest.GoRedis(t, redistest.ClosedAddr(t), 3))
 	cluster := goredis.New(redistest.GoRedisCluster(t, redistest.ClosedAddrs(t, 3)))
@@ -116,7 +117,6 @@ func TestWithReplicasRefused(t *testing.T) {
 	}{
 		{"negative replicas", "replicas", "must not be negative", conn, single.WithReplicas(-1, time.Second)},
 		{"no timeout", "replica timeout", "must be positive", conn, single.WithReplicas(1, 0)},
-		{"a Cluster client", "replicas", "*goredis.Conn", cluster, single.WithReplicas(1, time.Second)},
 		{"a driver without Pinner", "replicas", "single_test.plainConn", plainConn{conn}, single.WithReplicas(1, time.Second)},
 		{"a nil option", "option", "must not be nil", conn, nil},
 	} {
@@ -128,8 +128,13 @@ func TestWithReplicasRefused(t *testing.T) {
 			}
 		})
 	}
-	t.Run("0 replicas over a Cluster client: no WAIT, accepted", func(t *testing.T) {
-		if _, err := single.NewStrategy(cluster, single.WithReplicas(0, 0)); err != nil {
+	t.Run("0 replicas over a driver without Pinner: no WAIT, accepted", func(t *testing.T) {
+		if _, err := single.NewStrategy(plainConn{conn}, single.WithReplicas(0, 0)); err != nil {
+			t.Errorf("NewStrategy: got %v, want nil", err)
+		}
+	})
+	t.Run("a Cluster client: accepted", func(t *testing.T) {
+		if _, err := single.NewStrategy(cluster, single.WithReplicas(1, time.Second)); err != nil {
 			t.Errorf("NewStrategy: got %v, want nil", err)
 		}
 	})

@@ -77,9 +77,10 @@ type Option func(*Strategy)
 // of the call's context, never past it. 0 replicas (the default) sends no
 // WAIT; n > 0 needs a positive timeout, and a driver that can pin a
 // connection ([driver.Pinner]: redigo; go-redis's *redis.Client,
-// standalone or failover, but not a Cluster or Ring client; rueidis's
-// standalone or Sentinel client), or
-// NewStrategy refuses with an *strategy.ArgumentError.
+// standalone or failover, *redis.ClusterClient and *redis.Ring; every
+// rueidis client), or NewStrategy refuses with an *strategy.ArgumentError.
+// On a Cluster, the write and WAIT go to the master of the key's slot, and
+// WAIT counts that master's replicas.
 //
 // An acquisition that fewer replicas acknowledge is undone (the key it
 // wrote is deleted, as a release does) and fails with a [*ReplicaError],
@@ -170,7 +171,7 @@ func (s *Strategy) Acquire(ctx context.Context, r strategy.Request) (strategy.Gr
 		return s.acquire(ctx, s.conn, r, d, fenceKey)
 	}
 	var g strategy.Grant
-	err = cas.Acked(ctx, s.conn, s.ack, func(c driver.Conn) (err error) {
+	err = cas.Acked(ctx, s.conn, r.Key, s.ack, func(c driver.Conn) (err error) {
 		g, err = s.acquire(ctx, c, r, d, fenceKey)
 		return err
 	})
@@ -265,7 +266,7 @@ func (s *Strategy) Refresh(ctx context.Context, key, value string, ttl time.Dura
 	if s.ack.Replicas == 0 {
 		return strategy.Grant{Drift: d}, cas.PExpire(ctx, s.conn, key, value, ttl)
 	}
-	return strategy.Grant{Drift: d}, cas.Acked(ctx, s.conn, s.ack, func(c driver.Conn) error {
+	return strategy.Grant{Drift: d}, cas.Acked(ctx, s.conn, key, s.ack, func(c driver.Conn) error {
 		return cas.PExpire(ctx, c, key, value, ttl)
 	})
 }
