@@ -29,7 +29,9 @@ const (
 	bound    = time.Second
 )
 
-// calls returns every method of c, each with arguments that need no state.
+// calls returns every method of c, each with arguments that need no state,
+// and a Get over a pinned Conn (driver.Pin), which every client of the
+// test can pin: taking the connection is bounded too.
 func calls(c driver.Conn) map[string]func(context.Context) error {
 	return map[string]func(context.Context) error{
 		"SetNX":   func(ctx context.Context) error { _, err := c.SetNX(ctx, "k", "v", time.Minute); return err },
@@ -39,6 +41,9 @@ func calls(c driver.Conn) map[string]func(context.Context) error {
 		"PTTL":    func(ctx context.Context) error { _, _, err := c.PTTL(ctx, "k"); return err },
 		"EvalSha": func(ctx context.Context) error { _, err := c.EvalSha(ctx, "0000", nil); return err },
 		"Eval":    func(ctx context.Context) error { _, err := c.Eval(ctx, "return 1", nil); return err },
+		"Pin": func(ctx context.Context) error {
+			return driver.Pin(ctx, c, "k", func(one driver.Conn) error { _, _, err := one.Get(ctx, "k"); return err })
+		},
 	}
 }
 

@@ -30,6 +30,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -50,6 +51,11 @@ type Conn struct {
 	c   redis.UniversalClient
 	cmd commands // sends the commands: c, or one connection of c's pool (see Pin)
 	err error    // from New: the client cannot be used
+
+	// sending counts the commands that await stopped waiting for and that
+	// are still under way: a pinned Conn's connection goes back to its
+	// pool only once they end (see Pin).
+	sending sync.WaitGroup
 }
 
 var (
@@ -162,7 +168,7 @@ func (c *Conn) SetNX(ctx context.Context, key, value string, ttl time.Duration) 
 	if c.err != nil {
 		return false, c.err
 	}
-	return await(ctx, func() (bool, error) { return c.cmd.SetNX(ctx, key, value, ttl).Result() })
+	return await(ctx, &c.sending, func() (bool, error) { return c.cmd.SetNX(ctx, key, value, ttl).Result() })
 }
 
 // Get implements [driver.Conn].
@@ -170,7 +176,7 @@ func (c *Conn) Get(ctx context.Context, key string) (string, bool, error) {
 	if c.err != nil {
 		return "", false, c.err
 	}
-	return stringOK(await(ctx, func() (string, error) { return c.cmd.Get(ctx, key).Result() }))
+	return stringOK(await(ctx, &c.sending, func() (string, error) { return c.cmd.Get(ctx, key).Result() }))
 }
 
 // GetSet implements [driver.Conn].
@@ -178,7 +184,7 @@ func (c *Conn) GetSet(ctx context.Context, key, value string) (string, bool, err
 	if c.err != nil {
 		return "", false, c.err
 	}
-	return stringOK(await(ctx, func() (string, error) { return c.cmd.GetSet(ctx, key, value).Result() }))
+	return stringOK(await(ctx, &c.sending, func() (string, error) { return c.cmd.GetSet(ctx, key, value).Result() }))
 }
 
 // Del implements [driver.Conn].
@@ -186,7 +192,7 @@ func (c *Conn) Del(ctx context.Context, key string) (bool, error) {
 	if c.err != nil {
 		return false, c.err
 	}
-	n, err := await(ctx, func() (int64, error) { return c.cmd.Del(ctx, key).Result() })
+	n, err := await(ctx, &c.sending, func() (int64, error) { return c.cmd.Del(ctx, key).Result() })
 	return n > 0, err
 }
 
@@ -195,7 +201,7 @@ func (c *Conn) PTTL(ctx context.Context, key string) (time.Duration, bool, error
 	if c.err != nil {
 		return 0, false, c.err
 	}
-	d, err := await(ctx, func() (time.Duration, error) { return c.cmd.PTTL(ctx, key).Result() })
+	d, err := await(ctx, &c.sending, func() (time.Duration, error) { return c.cmd.PTTL(ctx, key).Result() })
 	if err != nil {
 		return 0, false, err
 	}
@@ -211,7 +217,7 @@ func (c *Conn) EvalSha(ctx context.Context, sha1 string, keys []string, args ...
 	if c.err != nil {
 		return nil, c.err
 	}
-	return nilReply(await(ctx, func() (any, error) { return c.cmd.EvalSha(ctx, sha1, keys, args...).Result() }))
+	return nilReply(await(ctx, &c.sending, func() (any, error) { return c.cmd.EvalSha(ctx, sha1, keys, args...).Result() }))
 }
 
 // Eval implements [driver.Conn].
@@ -219,7 +225,7 @@ func (c *Conn) Eval(ctx context.Context, src string, keys []string, args ...any)
 	if c.err != nil {
 		return nil, c.err
 	}
-	return nilReply(await(ctx, func() (any, error) { return c.cmd.Eval(ctx, src, keys, args...).Result() }))
+	return nilReply(await(ctx, &c.sending, func() (any, error) { return c.cmd.Eval(ctx, src, keys, args...).Result() }))
 }
 
 // Do implements [driver.Commander].
@@ -227,7 +233,7 @@ func (c *Conn) Do(ctx context.Context, args ...any) (any, error) {
 	if c.err != nil {
 		return nil, c.err
 	}
-	return nilReply(await(ctx, func() (any, error) { return c.cmd.Do(ctx, args...).Result() }))
+	return nilReply(await(ctx, &c.sending, func() (any, error) { return c.cmd.Do(ctx, args...).Result() }))
 }
 
 // Pinnable implements [driver.Pinner]: a *redis.Client (standalone or
@@ -252,7 +258,10 @@ func (c *Conn) Pinnable() error {
 // (ClusterClient.MasterForKey, which loads the Cluster's slots within ctx
 // when it has not yet), or key's shard on a Ring
 // (Ring.GetShardClientForKey). The connection is taken from the pool, within
-// the ctx of f's first command, and goes back to the pool when f returns.
+// the ctx of f's first command. When f returns, a goroutine gives it back
+// to the pool once the commands that f's Conn stopped waiting for (see
+// await) have ended: go-redis must not close a connection that a command
+// is still using.
 func (c *Conn) Pin(ctx context.Context, key string, f func(driver.Conn) error) error {
 	if err := c.Pinnable(); err != nil {
 		return err
@@ -263,7 +272,7 @@ func (c *Conn) Pin(ctx context.Context, key string, f func(driver.Conn) error) e
 	case *redis.Client:
 		node = cl
 	case *redis.ClusterClient:
-		node, err = await(ctx, func() (*redis.Client, error) { return cl.MasterForKey(ctx, key) })
+		node, err = await(ctx, &c.sending, func() (*redis.Client, error) { return cl.MasterForKey(ctx, key) })
 	case *redis.Ring:
 		node, err = cl.GetShardClientForKey(key)
 	}
@@ -271,8 +280,14 @@ func (c *Conn) Pin(ctx context.Context, key string, f func(driver.Conn) error) e
 		return err
 	}
 	one := node.Conn()
-	defer one.Close()
-	return f(&Conn{c: c.c, cmd: one})
+	pinned := &Conn{c: c.c, cmd: one}
+	defer func() {
+		go func() {
+			pinned.sending.Wait()
+			_ = one.Close()
+		}()
+	}()
+	return f(pinned)
 }
 
 // Addr implements [driver.Addresser]. It is empty for a failover client,
@@ -304,15 +319,15 @@ func (c *Conn) Addr() string {
 // a cancelled command would wait for the server's reply, up to the
 // client's ReadTimeout, or for ever with -1. So a command whose context
 // can be cancelled but has no deadline is sent from a goroutine of its
-// own, which goes on, bounded as go-redis bounds it, after await returned;
-// its reply is dropped, and its connection goes back to the pool only once
-// go-redis has read the reply (or closed it), so no later command reads
-// that reply. A command that landed then is the caller's to clean up, as
+// own, counted in sending while it runs, which goes on, bounded as
+// go-redis bounds it, after await returned; its reply is dropped, and its
+// connection goes back to the pool only once go-redis has read the reply
+// (or closed it), so no later command reads that reply. A command that landed then is the caller's to clean up, as
 // after a deadline. A command with a deadline is sent from the caller's
 // goroutine: if its context is cancelled, it returns by the deadline. So
 // the strategies, whose calls to each node have deadlines, start no
 // goroutine per command (BenchmarkAwait measures the cost of one).
-func await[T any](ctx context.Context, send func() (T, error)) (T, error) {
+func await[T any](ctx context.Context, sending *sync.WaitGroup, send func() (T, error)) (T, error) {
 	if _, ok := ctx.Deadline(); ok || ctx.Done() == nil {
 		return send()
 	}
@@ -325,7 +340,9 @@ func await[T any](ctx context.Context, send func() (T, error)) (T, error) {
 		err error
 	}
 	replies := make(chan reply, 1)
+	sending.Add(1)
 	go func() {
+		defer sending.Done()
 		v, err := send()
 		replies <- reply{v, err}
 	}()

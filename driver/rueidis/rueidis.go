@@ -358,8 +358,11 @@ func (c *Conn) Pinnable() error { return c.err }
 
 // Pin implements [driver.Pinner] with rueidis's Dedicate: f's Conn sends
 // its commands over one connection of the client's pool of dedicated
-// connections (ClientOption.BlockingPoolSize), which goes back to the pool
-// when f returns.
+// connections (ClientOption.BlockingPoolSize). When f returns, the
+// connection goes back to the pool from a goroutine of its own: rueidis
+// first sends it UNSUBSCRIBE and DISCARD without a context, which a server
+// that stopped answering would make Pin wait for until rueidis's keep-alive
+// closes the connection.
 //
 // A standalone or Sentinel client takes that connection, and dials it if
 // it must, as Dedicate is called, without a context: Pin waits for it
@@ -378,17 +381,19 @@ func (c *Conn) Pin(ctx context.Context, key string, f func(driver.Conn) error) e
 	if err := c.Pinnable(); err != nil {
 		return err
 	}
+	pinned := &Conn{c: c.c, addr: c.addr}
+	var release func()
 	if c.c.Mode() == rueidis.ClientModeCluster {
-		one, release := c.c.Dedicate()
-		defer release()
-		return f(&Conn{c: c.c, cmd: one, addr: c.addr, slot: &key})
+		pinned.cmd, release = c.c.Dedicate()
+		pinned.slot = &key
+	} else {
+		var err error
+		if pinned.cmd, release, err = dedicate(ctx, c.c); err != nil {
+			return err
+		}
 	}
-	one, release, err := dedicate(ctx, c.c)
-	if err != nil {
-		return err
-	}
-	defer release()
-	return f(&Conn{c: c.c, cmd: one, addr: c.addr})
+	defer func() { go release() }()
+	return f(pinned)
 }
 
 // dedicate returns c.Dedicate's connection, or ctx's error if ctx ends
