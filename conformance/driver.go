@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"reflect"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -24,7 +25,10 @@ import (
 // delivers a published message, confirms an unsubscription and ends with
 // Closed after Close. For a Conn that can pin a connection
 // ([driver.Pinnable]), it checks that every command of a pinned Conn goes
-// over one connection, and that WAIT answers there.
+// over one connection, that WAIT answers there, and that a WATCH
+// transaction there runs, or is aborted by another client's change, for
+// keys in several hash slots (on a Cluster, a Pin reaches the master of
+// each key's slot).
 // newConn returns a connection to a server the test may write to.
 func RunDriver(t *testing.T, newConn func(t *testing.T) driver.Conn) {
 	for _, p := range driverProperties {
@@ -54,6 +58,7 @@ var driverProperties = []struct {
 	{"Check", driverCheck},
 	{"Subscriber", driverSubscriber},
 	{"Pinner", driverPinner},
+	{"WatchAbortsExec", driverWatch},
 }
 
 // cleanKey returns a fresh key that is deleted when t ends.
@@ -288,6 +293,81 @@ func driverPinner(t *testing.T, ctx context.Context, c driver.Conn) {
 	if err != nil {
 		t.Fatalf("Pin: got %v, want nil", err)
 	}
+}
+
+// driverWatch: a WATCH transaction of a pinned Conn (WATCH key, MULTI, SET
+// key, EXEC) runs when key did not change, and is aborted, EXEC replying
+// nil, when another client changed key after WATCH, which keeps that
+// client's value. It checks keys in four hash slots, which a Cluster of
+// three masters with even shares spreads over all three: a Pin must reach
+// the master of each key's slot, where WATCH and SET would be refused
+// (MOVED), even when the pinned Conn's first command names no key.
+// (Some Redis-compatible servers have ignored WATCH at EXEC; this property
+// finds them.)
+func driverWatch(t *testing.T, ctx context.Context, c driver.Conn) {
+	if err := driver.Pinnable(c); err != nil {
+		t.Skipf("the driver cannot pin a connection (optional: transactions need it): %v", err)
+	}
+	base, keys := Key(t), make([]string, 4)
+	for i := range keys {
+		keys[i] = base + ":{" + strconv.Itoa(i) + "}"
+		t.Cleanup(func() { _, _ = c.Del(context.Background(), keys[i]) })
+	}
+	t.Run("EXEC runs when the key did not change", func(t *testing.T) {
+		for _, key := range keys {
+			exec, err := transaction(ctx, c, key, func() error { return nil })
+			if want := []any{"OK"}; err != nil || !reflect.DeepEqual(exec, want) {
+				t.Errorf("WATCH %s, MULTI, SET, EXEC = %#v, %v; want %#v, nil", key, exec, err, want)
+			}
+			if v, _, err := c.Get(ctx, key); v != "x" || err != nil {
+				t.Errorf("%s after the transaction = %q, %v; want \"x\", nil", key, v, err)
+			}
+		}
+	})
+	t.Run("another client's change aborts EXEC", func(t *testing.T) {
+		for _, key := range keys {
+			exec, err := transaction(ctx, c, key, func() error {
+				_, _, err := c.GetSet(ctx, key, "other")
+				return err
+			})
+			if err != nil || exec != nil {
+				t.Errorf("EXEC after another client changed %s = %#v, %v; want nil (aborted), nil", key, exec, err)
+			}
+			if v, _, err := c.Get(ctx, key); v != "other" || err != nil {
+				t.Errorf("%s after the aborted transaction = %q, %v; want the other client's \"other\", nil", key, v, err)
+			}
+		}
+	})
+}
+
+// transaction sends, within Pin(key), PING (a first command that names no
+// key), WATCH key, then runs meanwhile, then sends MULTI, SET key x and
+// EXEC, and returns EXEC's reply. If a command fails, it sends DISCARD and
+// UNWATCH, so that the connection goes back to its pool with no
+// transaction open.
+func transaction(ctx context.Context, c driver.Conn, key string, meanwhile func() error) (exec any, err error) {
+	err = driver.Pin(ctx, c, key, func(one driver.Conn) (err error) {
+		defer func() {
+			if err != nil {
+				_, _ = driver.Do(ctx, one, "DISCARD")
+				_, _ = driver.Do(ctx, one, "UNWATCH")
+			}
+		}()
+		for _, step := range []func() error{
+			func() error { _, err := driver.Do(ctx, one, "PING"); return err },
+			func() error { _, err := driver.Do(ctx, one, "WATCH", key); return err },
+			meanwhile,
+			func() error { _, err := driver.Do(ctx, one, "MULTI"); return err },
+			func() error { _, err := driver.Do(ctx, one, "SET", key, "x"); return err },
+			func() (err error) { exec, err = driver.Do(ctx, one, "EXEC"); return err },
+		} {
+			if err := step(); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	return exec, err
 }
 
 // driverSubscriber checks the optional driver.Subscriber, one behaviour per

@@ -57,6 +57,10 @@ type mutant struct {
 	nilConn  func() (lock.Locker, error)
 	conn     func(driver.Conn) driver.Conn
 
+	// cluster runs the driver mutant over a go-redis ClusterClient, on a
+	// Cluster of three masters, for a fault only a Cluster shows.
+	cluster bool
+
 	// For the harnesses of TestMissingCapability: bare leaves Conns,
 	// NewUnreachable and NewWithNilConn unset, and skip is Harness.Skip.
 	bare bool
@@ -150,6 +154,10 @@ var mutants = []mutant{
 		conn: func(c driver.Conn) driver.Conn { return payloadLost{c} }},
 	{name: "pin-switches-connections", kills: []string{"Pinner"},
 		conn: func(c driver.Conn) driver.Conn { return switching{c} }},
+	{name: "watch-dropped", kills: []string{"WatchAbortsExec"},
+		conn: func(c driver.Conn) driver.Conn { return unwatched{c} }},
+	{name: "pin-ignores-the-key", kills: []string{"WatchAbortsExec"}, cluster: true,
+		conn: func(c driver.Conn) driver.Conn { return keyless{c} }},
 }
 
 // controls are the harnesses of the mutants, unbroken: they pass every
@@ -191,6 +199,10 @@ func TestMutants(t *testing.T) {
 	})
 
 	addr, real := redistest.Addr(t)
+	var cluster string // the masters' addresses, comma-separated
+	if real {
+		cluster = strings.Join(redistest.StartCluster(t, 3).Addrs(), ",")
+	}
 	children := slices.Concat(mutants, controls)
 	outputs := make([]string, len(children))
 	errs := make([]error, len(children))
@@ -205,6 +217,13 @@ func TestMutants(t *testing.T) {
 			defer wg.Done()
 			sem <- struct{}{}
 			defer func() { <-sem }()
+			if m.cluster {
+				if !real {
+					return
+				}
+				outputs[i], errs[i] = runChild(m, cluster)
+				return
+			}
 			outputs[i], errs[i] = runChild(m, addr)
 		}()
 	}
@@ -222,6 +241,9 @@ func TestMutants(t *testing.T) {
 
 	for i, m := range mutants {
 		t.Run(m.name, func(t *testing.T) {
+			if m.cluster && !real {
+				t.Skip("the mutant needs a Redis Cluster, which the embedded server cannot be")
+			}
 			failed, skipped := failedProperties(m.name, outputs[i]), propertiesThat("SKIP", m.name, outputs[i])
 			for _, p := range m.kills {
 				if skipped[p] && !real {
@@ -286,7 +308,11 @@ func TestMutantRun(t *testing.T) {
 	m := all[i]
 	t.Run(m.name, func(t *testing.T) {
 		if m.conn != nil {
-			RunDriver(t, func(t *testing.T) driver.Conn { return m.conn(newConn(t, addr)) })
+			open := newConn
+			if m.cluster {
+				open = newClusterConn
+			}
+			RunDriver(t, func(t *testing.T) driver.Conn { return m.conn(open(t, addr)) })
 			return
 		}
 		Run(t, m.harness(addr))
@@ -296,6 +322,12 @@ func TestMutantRun(t *testing.T) {
 // newConn opens a go-redis connection to addr, closed when t ends.
 func newConn(t testing.TB, addr string) driver.Conn {
 	return goredis.New(redistest.GoRedis(t, addr, 3))
+}
+
+// newClusterConn opens a go-redis connection to the Cluster whose masters
+// addrs lists, comma-separated, closed when t ends.
+func newClusterConn(t testing.TB, addrs string) driver.Conn {
+	return goredis.New(redistest.GoRedisCluster(t, strings.Split(addrs, ",")))
 }
 
 // harness is single over go-redis on addr, broken as m says, with short
@@ -830,4 +862,43 @@ func (c *alternating) Eval(ctx context.Context, src string, keys []string, args 
 }
 func (c *alternating) Do(ctx context.Context, args ...any) (any, error) {
 	return driver.Do(ctx, c.next(), args...)
+}
+
+// unwatched pins Conns that never send WATCH, and reply OK to it, as a
+// server that ignores WATCH at EXEC behaves.
+type unwatched struct{ driver.Conn }
+
+func (c unwatched) Do(ctx context.Context, args ...any) (any, error) {
+	return driver.Do(ctx, c.Conn, args...)
+}
+
+func (c unwatched) Pinnable() error { return driver.Pinnable(c.Conn) }
+
+func (c unwatched) Pin(ctx context.Context, key string, f func(driver.Conn) error) error {
+	return driver.Pin(ctx, c.Conn, key, func(one driver.Conn) error { return f(watchless{one}) })
+}
+
+// watchless is a pinned Conn that drops WATCH.
+type watchless struct{ driver.Conn }
+
+func (c watchless) Do(ctx context.Context, args ...any) (any, error) {
+	if name, _ := args[0].(string); strings.EqualFold(name, "WATCH") {
+		return "OK", nil
+	}
+	return driver.Do(ctx, c.Conn, args...)
+}
+
+// keyless pins the connection of the server that holds another key (the
+// empty one) than the key asked for, as a driver that pins any connection
+// of a Cluster's does.
+type keyless struct{ driver.Conn }
+
+func (c keyless) Do(ctx context.Context, args ...any) (any, error) {
+	return driver.Do(ctx, c.Conn, args...)
+}
+
+func (c keyless) Pinnable() error { return driver.Pinnable(c.Conn) }
+
+func (c keyless) Pin(ctx context.Context, _ string, f func(driver.Conn) error) error {
+	return driver.Pin(ctx, c.Conn, "", f)
 }
