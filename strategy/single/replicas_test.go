@@ -12,6 +12,7 @@ import (
 	"github.com/locksmith-go/lock"
 	"github.com/locksmith-go/lock/driver"
 	"github.com/locksmith-go/lock/driver/goredis"
+	rueidisdriver "github.com/locksmith-go/lock/driver/rueidis"
 	"github.com/locksmith-go/lock/internal/testing/redistest"
 	"github.com/locksmith-go/lock/strategy/single"
 )
@@ -98,6 +99,62 @@ func TestWithReplicas(t *testing.T) {
 					n, err := master.Command(ctx, "EXISTS", "replicas:deadline")
 					return err == nil && n == "0"
 				})
+			})
+		})
+	}
+}
+
+// TestWithReplicasOnACluster: on a Cluster, the write and WAIT go to the
+// master of the key's slot, and WAIT counts that master's replicas: a key
+// of the master that has a replica is obtained and refreshed, and a key of
+// another master, which has none, fails with a *ReplicaError and is left
+// nowhere, over each Cluster client.
+func TestWithReplicasOnACluster(t *testing.T) {
+	t.Parallel()
+	cluster := redistest.StartCluster(t, 3)
+	const replicated, alone = "replicas:{0}", "replicas:{3}" // slots 13907 and 1584: two masters of three
+	master := cluster.Owner(t, cluster.KeySlot(t, replicated))
+	if other := cluster.Owner(t, cluster.KeySlot(t, alone)); other == master {
+		t.Fatalf("%s and %s are both on %s, want two masters", replicated, alone, master.Addr)
+	}
+	cluster.StartReplica(t, master)
+	for _, c := range []struct {
+		name string
+		conn func(t *testing.T) driver.Conn
+	}{
+		{"goredis", func(t *testing.T) driver.Conn { return goredis.New(redistest.GoRedisCluster(t, cluster.Addrs())) }},
+		{"rueidis", func(t *testing.T) driver.Conn {
+			return rueidisdriver.New(redistest.RueidisCluster(t, cluster.Addrs()))
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Run("a key of the master with a replica: obtained and refreshed", func(t *testing.T) {
+				l := newReplicated(t, c.conn(t), 1, replicaWait)
+				ctx := testContext(t)
+				lk, err := l.Obtain(ctx, replicated+c.name, time.Minute)
+				if err != nil {
+					t.Fatalf("Obtain: got %v, want nil", err)
+				}
+				if err := lk.Refresh(ctx, time.Minute); err != nil {
+					t.Errorf("Refresh: got %v, want nil", err)
+				}
+				if err := lk.Release(ctx); err != nil {
+					t.Errorf("Release: got %v, want nil", err)
+				}
+			})
+			t.Run("a key of a master without one: a *ReplicaError, and nothing left behind", func(t *testing.T) {
+				l := newReplicated(t, c.conn(t), 1, 50*time.Millisecond)
+				ctx := testContext(t)
+				key := alone + c.name
+				lk, err := l.Obtain(ctx, key, time.Minute)
+				var re *single.ReplicaError
+				if !errors.As(err, &re) || re.Want != 1 || re.Got != 0 {
+					t.Fatalf("Obtain = %v, %v; want a *ReplicaError{Want: 1, Got: 0}", lk, err)
+				}
+				owner := cluster.Owner(t, cluster.KeySlot(t, key))
+				if n, err := owner.Command(ctx, "EXISTS", key); n != "0" || err != nil {
+					t.Errorf("EXISTS %s on its master = %q, %v; want 0: the unconfirmed lock deleted", key, n, err)
+				}
 			})
 		})
 	}

@@ -341,13 +341,16 @@ func (c *Cluster) Addrs() []string {
 	return addrs
 }
 
+// clusterArgs are the arguments of a Cluster node.
+var clusterArgs = []string{"--cluster-enabled", "yes",
+	"--cluster-config-file", "{dir}/nodes.conf", "--cluster-port", "{busport}",
+	"--cluster-node-timeout", "5000"}
+
 // StartCluster starts a cluster of n masters (no replicas), with the 16384
 // slots split evenly, and waits until every node reports cluster_state:ok.
 func StartCluster(t testing.TB, n int) *Cluster {
 	t.Helper()
-	servers := Start(t, n, "--cluster-enabled", "yes",
-		"--cluster-config-file", "{dir}/nodes.conf", "--cluster-port", "{busport}",
-		"--cluster-node-timeout", "5000")
+	servers := Start(t, n, clusterArgs...)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	const slots = 16384
@@ -357,13 +360,7 @@ func StartCluster(t testing.TB, n int) *Cluster {
 			t.Fatalf("cluster addslots on %s: %v", s.Addr, err)
 		}
 		if i > 0 {
-			bus, err := servers[0].Command(ctx, "CONFIG", "GET", "cluster-port")
-			if err != nil {
-				t.Fatalf("cluster port of %s: %v", servers[0].Addr, err)
-			}
-			if _, err := s.Command(ctx, "CLUSTER", "MEET", "127.0.0.1", strconv.Itoa(servers[0].Port), lastField(bus)); err != nil {
-				t.Fatalf("cluster meet %s: %v", s.Addr, err)
-			}
+			meet(t, ctx, s, servers[0])
 		}
 	}
 	for _, s := range servers {
@@ -380,6 +377,45 @@ func StartCluster(t testing.TB, n int) *Cluster {
 		}
 	}
 	return &Cluster{Servers: servers}
+}
+
+// meet introduces the Cluster node s to the node to.
+func meet(t testing.TB, ctx context.Context, s, to *Server) {
+	t.Helper()
+	bus, err := to.Command(ctx, "CONFIG", "GET", "cluster-port")
+	if err != nil {
+		t.Fatalf("cluster port of %s: %v", to.Addr, err)
+	}
+	if _, err := s.Command(ctx, "CLUSTER", "MEET", "127.0.0.1", strconv.Itoa(to.Port), lastField(bus)); err != nil {
+		t.Fatalf("cluster meet %s: %v", s.Addr, err)
+	}
+}
+
+// StartReplica starts a Cluster node that replicates master, one of c's
+// masters, and stops it when t ends. It returns once master counts it as
+// an online replica. c.Servers still lists the masters only.
+func (c *Cluster) StartReplica(t testing.TB, master *Server) *Server {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	// A master waits 5s (repl-diskless-sync-delay) for more replicas before
+	// it starts a full sync.
+	if _, err := master.Command(ctx, "CONFIG", "SET", "repl-diskless-sync-delay", "0"); err != nil {
+		t.Fatalf("CONFIG SET repl-diskless-sync-delay on %s: %v", master.Addr, err)
+	}
+	id, err := master.Command(ctx, "CLUSTER", "MYID")
+	if err != nil {
+		t.Fatalf("CLUSTER MYID on %s: %v", master.Addr, err)
+	}
+	r := Start(t, 1, clusterArgs...)[0]
+	meet(t, ctx, r, master)
+	// CLUSTER REPLICATE fails until the new node has learnt of master.
+	Eventually(t, r.Addr+" replicates "+master.Addr, func(ctx context.Context) bool {
+		_, err := r.Command(ctx, "CLUSTER", "REPLICATE", id)
+		return err == nil
+	})
+	WaitReplicas(t, master.Addr, 1)
+	return r
 }
 
 func lastField(s string) string {

@@ -57,6 +57,13 @@ func TestCluster(t *testing.T) {
 	if err != nil || !strings.Contains(info, "cluster_slots_assigned:16384") {
 		t.Fatalf("CLUSTER INFO = %q, %v; want all 16384 slots assigned", info, err)
 	}
+	t.Run("StartReplica", func(t *testing.T) {
+		r := c.StartReplica(t, c.Servers[1])
+		role, err := r.Command(context.Background(), "ROLE")
+		if err != nil || !strings.HasPrefix(role, "slave") {
+			t.Errorf("ROLE of the replica = %q, %v; want a replica's", role, err)
+		}
+	})
 }
 
 func TestStartTLS(t *testing.T) {
