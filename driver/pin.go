@@ -23,9 +23,10 @@ type Pinner interface {
 	// on a Cluster. The commands of f's Conn go there whatever keys they
 	// name, or none (MULTI, EXEC, WAIT); a server that does not serve a
 	// key they name refuses it (MOVED, on a Cluster). That Conn must not
-	// be used after f returns. Pin honours ctx while it takes the
-	// connection, and the Conn honours the ctx of each call, as every Conn
-	// does.
+	// be used after f returns, and f must end what it starts there (EXEC,
+	// DISCARD or UNWATCH): the connection then serves other callers. Pin
+	// honours ctx while it takes the connection, and the Conn honours the
+	// ctx of each call, as every Conn does.
 	Pin(ctx context.Context, key string, f func(Conn) error) error
 }
 
