@@ -44,6 +44,11 @@ func TestRunDriver(t *testing.T) {
 			t.Cleanup(func() { _ = c.Close() })
 			return c
 		}},
+		{"Ring-two-shards", func(t *testing.T) redis.UniversalClient {
+			c := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": srv.Addr, "b": redistest.Start(t, 1)[0].Addr}, ContextTimeoutEnabled: true})
+			t.Cleanup(func() { _ = c.Close() })
+			return c
+		}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			client := c.client(t)
