@@ -322,11 +322,12 @@ func (c *Conn) Addr() string {
 // own, counted in sending while it runs, which goes on, bounded as
 // go-redis bounds it, after await returned; its reply is dropped, and its
 // connection goes back to the pool only once go-redis has read the reply
-// (or closed it), so no later command reads that reply. A command that landed then is the caller's to clean up, as
-// after a deadline. A command with a deadline is sent from the caller's
-// goroutine: if its context is cancelled, it returns by the deadline. So
-// the strategies, whose calls to each node have deadlines, start no
-// goroutine per command (BenchmarkAwait measures the cost of one).
+// (or closed it), so no later command reads that reply. A command that
+// landed then is the caller's to clean up, as after a deadline. A command
+// with a deadline is sent from the caller's goroutine: if its context is
+// cancelled, it returns by the deadline. So the strategies, whose calls to
+// each node have deadlines, start no goroutine per command (BenchmarkAwait
+// measures the cost of one).
 func await[T any](ctx context.Context, sending *sync.WaitGroup, send func() (T, error)) (T, error) {
 	if _, ok := ctx.Deadline(); ok || ctx.Done() == nil {
 		return send()

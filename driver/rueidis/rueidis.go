@@ -24,8 +24,8 @@
 // ClientOption.Dialer.Timeout rather than by a lock call's context.
 //
 // A Conn is a [driver.Pinner], with rueidis's Dedicate, and a
-// [driver.Subscriber], so waiters are woken by
-// the release rather than poll (see [Conn.Listen]).
+// [driver.Subscriber], so waiters are woken by the release rather than
+// poll (see [Conn.Listen]).
 package rueidis
 
 import (
@@ -340,7 +340,8 @@ func (c *Conn) Eval(ctx context.Context, src string, keys []string, args ...any)
 
 // Do implements [driver.Commander]. args[0] is the command's name; the
 // arguments are formatted as [Conn.EvalSha]'s are. On a Cluster client the
-// command goes to any node: it names no key.
+// command goes to any node, since it names no key, and a pinned Conn's to
+// the master of its key's slot (see [Conn.Pin]).
 func (c *Conn) Do(ctx context.Context, args ...any) (any, error) {
 	if c.err != nil {
 		return nil, c.err
