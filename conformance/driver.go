@@ -211,6 +211,9 @@ func driverErrors(t *testing.T, ctx context.Context, c driver.Conn) {
 	}
 }
 
+// driverCancelled: every call with a cancelled context fails with an error
+// matching context.Canceled and writes nothing; so does a Pin, whose
+// pinned Conn writes, for a Conn that can pin.
 func driverCancelled(t *testing.T, ctx context.Context, c driver.Conn) {
 	key := cleanKey(t, c)
 	cctx, cancel := context.WithCancel(ctx)
@@ -223,6 +226,11 @@ func driverCancelled(t *testing.T, ctx context.Context, c driver.Conn) {
 		"PTTL":    func() error { _, _, err := c.PTTL(cctx, key); return err },
 		"EvalSha": func() error { _, err := c.EvalSha(cctx, freshScript("return 1").SHA1(), nil); return err },
 		"Eval":    func() error { _, err := c.Eval(cctx, "return 1", nil); return err },
+	}
+	if driver.Pinnable(c) == nil {
+		calls["Pin"] = func() error {
+			return driver.Pin(cctx, c, key, func(one driver.Conn) error { _, err := one.SetNX(cctx, key, "v", time.Minute); return err })
+		}
 	}
 	for name, call := range calls {
 		if err := call(); !errors.Is(err, context.Canceled) {
