@@ -35,7 +35,13 @@ func (s *Strategy) inspect(ctx context.Context, key string) (strategy.State, cas
 	if q, ok := s.queue(key); ok {
 		queueKey = q.Q
 	}
-	r, err := cas.Inspect(ctx, s.conn, key, fenceKey, queueKey)
+	var r cas.Reading
+	var err error
+	if s.plain != nil {
+		r, err = s.plain.Inspect(ctx, key, fenceKey)
+	} else {
+		r, err = cas.Inspect(ctx, s.conn, key, fenceKey, queueKey)
+	}
 	if err != nil {
 		return strategy.State{}, r, err
 	}

@@ -60,6 +60,9 @@ type Strategy struct {
 	sharded bool    // conn's channels are shard channels
 	wakeTo  string  // random: names this Strategy's wake-up channel, and prefixes its waiters' ids
 	ack     cas.Ack // WithReplicas; Replicas == 0: no WAIT
+
+	noScripts bool       // WithoutScripts
+	plain     *cas.Plain // its operations; nil: scripts
 }
 
 // ReplicaError is the error of an acquisition or refresh that fewer
@@ -102,6 +105,39 @@ func WithReplicas(n int, timeout time.Duration) Option {
 	return func(s *Strategy) { s.ack = cas.Ack{Replicas: n, Timeout: timeout} }
 }
 
+// WithoutScripts makes the Strategy send no script (EVAL, EVALSHA, FCALL,
+// SCRIPT), for a server that forbids them: an ACL without @scripting, a
+// proxy, a managed service. Each operation sends the best that the server
+// offers, compares the whole stored value, and answers as the scripts do:
+//
+//   - Obtain: SET key value NX PX ttl; when the key exists, a transaction
+//     (WATCH key, GET key, MULTI, SET key value PX ttl, EXEC) that takes it
+//     only if it already holds the value (a retry, or lock.WithToken).
+//     With lock.WithFencing, one transaction WATCHes the key and the
+//     counter, then sets the key and INCRs the counter.
+//   - Release: DELEX key IFEQ value, or DELIFEQ key value, or else WATCH
+//     key, GET key, MULTI, DEL key, EXEC.
+//   - Refresh: SET key value IFEQ value PX ttl, or else WATCH key, GET key,
+//     MULTI, PEXPIRE key ttl, EXEC.
+//   - TTL, Inspect: MULTI, GET key, PTTL key (GET of the fencing counter),
+//     EXEC; Break reads so, then deletes as Release does.
+//
+// The first call of each kind tries the server's conditional command; a
+// server that lacks it refuses it without effect, and the Strategy takes
+// the transaction, trying the command again a minute later. See the
+// repository's docs/strategies.md.
+//
+// It gives up the FIFO queue of waiters, which lives in scripts: an Obtain
+// that waits polls at its retry policy's delay, as with lock.WithPolling,
+// and the waiters take the lock in no particular order. Transactions need
+// one connection for their length: the driver must pin one
+// ([driver.Pinner]), which a Cluster client cannot today, and NewStrategy
+// refuses such a driver, and [WithReplicas], with an
+// *strategy.ArgumentError.
+func WithoutScripts() Option {
+	return func(s *Strategy) { s.noScripts = true }
+}
+
 var (
 	_ strategy.Strategy = (*Strategy)(nil)
 	_ strategy.Notifier = (*Strategy)(nil)
@@ -133,10 +169,27 @@ func NewStrategy(conn driver.Conn, opts ...Option) (*Strategy, error) {
 				"WithReplicas sends WAIT over the connection of each write, which %T cannot: %v", conn, err)}
 		}
 	}
+	if s.noScripts {
+		return s, s.withoutScripts()
+	}
 	if sub, ok := conn.(driver.Subscriber); ok {
 		s.notify, s.sharded, s.wakeTo = true, sub.Sharded(), rand.Text()
 	}
 	return s, nil
+}
+
+// withoutScripts sets up [WithoutScripts], or says why it cannot.
+func (s *Strategy) withoutScripts() error {
+	if s.ack.Replicas > 0 {
+		return &strategy.ArgumentError{Name: "replicas", Reason: "WithReplicas cannot be used with WithoutScripts yet"}
+	}
+	p, err := cas.NewPlain(s.conn)
+	if err != nil {
+		return &strategy.ArgumentError{Name: "conn", Reason: fmt.Sprintf(
+			"WithoutScripts runs transactions over one connection, which %T cannot: %v", s.conn, err)}
+	}
+	s.plain = p
+	return nil
 }
 
 // New returns a [lock.Locker] that locks keys on conn.
@@ -184,18 +237,26 @@ func (s *Strategy) Acquire(ctx context.Context, r strategy.Request) (strategy.Gr
 }
 
 // acquire makes one attempt on c, with the drift allowance d and, for a
-// fenced request, the counter fenceKey.
-func (s *Strategy) acquire(ctx context.Context, c driver.Conn, r strategy.Request, d time.Duration, fenceKey string) (strategy.Grant, error) {
+// fenced request, the counter fenceKey. Without scripts, c is s.conn
+// (WithReplicas is refused).
+func (s *Strategy) acquire(ctx context.Context, c driver.Conn, r strategy.Request, d time.Duration, fenceKey string) (_ strategy.Grant, err error) {
 	if r.Waiter != "" {
 		if q, ok := s.queue(r.Key); ok {
 			n, e, err := cas.AcquireQueued(ctx, c, q, fenceKey, r.Value(), s.member(r.Waiter), r.TTL, r.Poll, r.Patience)
 			return strategy.Grant{Fence: n, Drift: d, Position: e.Position, HolderTTL: e.HolderTTL}, err
 		}
 	}
-	if !r.Fencing {
-		return strategy.Grant{Drift: d}, cas.Acquire(ctx, c, r.Key, r.Value(), r.TTL, cas.StartOf(r))
+	var n int64
+	switch {
+	case !r.Fencing && s.plain != nil:
+		err = s.plain.Acquire(ctx, r.Key, r.Value(), r.TTL, cas.StartOf(r))
+	case !r.Fencing:
+		err = cas.Acquire(ctx, c, r.Key, r.Value(), r.TTL, cas.StartOf(r))
+	case s.plain != nil:
+		n, err = s.plain.AcquireFenced(ctx, r.Key, fenceKey, r.Value(), r.TTL)
+	default:
+		n, err = cas.AcquireFenced(ctx, c, r.Key, fenceKey, r.Value(), r.TTL)
 	}
-	n, err := cas.AcquireFenced(ctx, c, r.Key, fenceKey, r.Value(), r.TTL)
 	return strategy.Grant{Fence: n, Drift: d}, err
 }
 
@@ -263,7 +324,10 @@ func (s *Strategy) Refresh(ctx context.Context, key, value string, ttl time.Dura
 	if err != nil {
 		return strategy.Grant{}, err
 	}
-	if s.ack.Replicas == 0 {
+	switch {
+	case s.plain != nil:
+		return strategy.Grant{Drift: d}, s.plain.PExpire(ctx, key, value, ttl)
+	case s.ack.Replicas == 0:
 		return strategy.Grant{Drift: d}, cas.PExpire(ctx, s.conn, key, value, ttl)
 	}
 	return strategy.Grant{Drift: d}, cas.Acked(ctx, s.conn, key, s.ack, func(c driver.Conn) error {
@@ -276,10 +340,16 @@ func (s *Strategy) Release(ctx context.Context, key, value string) error {
 	if q, ok := s.queue(key); ok {
 		return cas.DeleteQueued(ctx, s.conn, q, value)
 	}
+	if s.plain != nil {
+		return s.plain.Delete(ctx, key, value)
+	}
 	return cas.Delete(ctx, s.conn, key, value)
 }
 
 // TTL implements [strategy.Strategy].
 func (s *Strategy) TTL(ctx context.Context, key, value string) (time.Duration, error) {
+	if s.plain != nil {
+		return s.plain.PTTL(ctx, key, value)
+	}
 	return cas.PTTL(ctx, s.conn, key, value)
 }

@@ -132,16 +132,22 @@ func closed(t testing.TB) string { return redistest.ClosedAddr(t) }
 // Single returns single × every driver, on the server at addr.
 func Single(addr string) []Combo { return singleOver(redistest.Drivers(), addr, closed) }
 
+// SingleWithoutScripts returns single with [single.WithoutScripts] ×
+// every driver, on the server at addr.
+func SingleWithoutScripts(addr string) []Combo {
+	return singleOver(redistest.Drivers(), addr, closed, single.WithoutScripts())
+}
+
 // SingleUnix returns single × go-redis and × redigo, on the server that
 // listens on the Unix socket at path.
 func SingleUnix(path string) []Combo {
 	return singleOver(redistest.UnixDrivers(), path, redistest.ClosedSocket)
 }
 
-// singleOver returns single × drivers, on the server at addr; unreachable
-// ones get an address from closedAddr.
-func singleOver(drivers []redistest.Driver, addr string, closedAddr func(testing.TB) string) []Combo {
-	build := func(c []driver.Conn) (lock.Locker, error) { return single.New(c[0]) }
+// singleOver returns single with opts × drivers, on the server at addr;
+// unreachable ones get an address from closedAddr.
+func singleOver(drivers []redistest.Driver, addr string, closedAddr func(testing.TB) string, opts ...single.Option) []Combo {
+	build := func(c []driver.Conn) (lock.Locker, error) { return single.New(c[0], opts...) }
 	var combos []Combo
 	for _, d := range drivers {
 		combos = append(combos, Combo{d.Name, harness(one(d, fixed(addr)), one(d, closedAddr), build)})

@@ -1,0 +1,486 @@
+package cas
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/locksmith-go/lock/driver"
+	"github.com/locksmith-go/lock/internal/neterr"
+	"github.com/locksmith-go/lock/strategy"
+)
+
+// Plain runs the package's operations without scripts, for servers that
+// forbid them (an ACL without @scripting, a proxy, a managed service):
+// nothing it sends is EVAL, EVALSHA, FCALL or SCRIPT. Each operation uses
+// the best that the server offers, and answers as its script does, with the
+// whole stored value compared:
+//
+//   - Acquire: SET key value NX PX ttl; when the key exists, a transaction
+//     that sets it again if it holds value (a retry, or a lock handed over).
+//   - Delete: DELEX key IFEQ value, or DELIFEQ key value, or else a
+//     transaction: WATCH key, GET key, compared here, then MULTI, DEL, EXEC.
+//   - PExpire: SET key value IFEQ value PX ttl, or else a transaction with
+//     PEXPIRE.
+//   - AcquireFenced: a transaction that WATCHes the key and the counter,
+//     then sets the key and increments the counter.
+//   - PTTL and Inspect: a MULTI, GET, PTTL, EXEC snapshot, compared here.
+//
+// A conditional command that fails (DELEX IFEQ, say) is followed by a GET,
+// which tells ErrExpired from ErrTaken: the lock was lost either way, and
+// which one is what the key held an instant later.
+//
+// Detection: Plain tries a conditional command on first use. A server that
+// lacks it refuses it without effect, as an unknown command (DELEX,
+// DELIFEQ) or as a syntax error (SET … IFEQ), and so does an ACL that
+// denies it (NOPERM); Plain then takes the transaction, and tries the
+// command again only after [Reprobe], so that a rolling upgrade is found.
+// A server that stops having it (a failover to an older replica) refuses
+// it again, and the call takes the transaction. Such a refusal never
+// becomes ErrNotHeld; a transaction's own command refused so is an error
+// that matches errors.ErrUnsupported and names what the server lacks. The
+// trial costs no command of its own, needs no permission for COMMAND or for
+// a key of its own, and tells what the server does for the user, not only
+// what it knows.
+//
+// Transactions run over one connection, pinned (driver.Pinner) for their
+// length. A transaction that a change of a watched key aborts (a nil EXEC;
+// since Redis 6.0.9 an expiry counts) is never success: it is run once
+// more, and reads what changed (the key gone, or another value: the lock
+// lost; the same value: only the TTL changed) and decides again.
+type Plain struct {
+	conn                    driver.Conn
+	setIfEq, delex, delifeq support
+}
+
+// Reprobe is how long Plain takes a conditional command that the server
+// refused for missing, before it tries it again.
+const Reprobe = time.Minute
+
+// NewPlain returns the script-free operations over c. c must send commands
+// of its choice (driver.Commander) over one connection ([driver.Pinnable]):
+// a transaction needs one connection for its length. It returns Pinnable's
+// error otherwise, such as for a Cluster client today.
+func NewPlain(c driver.Conn) (*Plain, error) {
+	if err := driver.Pinnable(c); err != nil {
+		return nil, err
+	}
+	return &Plain{conn: c}, nil
+}
+
+// Support is what Plain found a server to have, per conditional command:
+// true when the server ran it, false when it refused it as missing (within
+// Reprobe), absent when it was never tried. For tests and diagnostics.
+func (p *Plain) Support() map[string]bool {
+	m := map[string]bool{}
+	for name, s := range map[string]*support{"SET IFEQ": &p.setIfEq, "DELEX": &p.delex, "DELIFEQ": &p.delifeq} {
+		if ok, known := s.known(); known {
+			m[name] = ok
+		}
+	}
+	return m
+}
+
+// support is what a server was found to do with a conditional command.
+type support struct {
+	state atomic.Int64 // 0: never tried; 1: ran it; otherwise the UnixNano until which it is taken as missing
+}
+
+func (s *support) known() (ok, known bool) {
+	switch v := s.state.Load(); v {
+	case 0:
+		return false, false
+	case 1:
+		return true, true
+	default:
+		return false, time.Now().UnixNano() < v
+	}
+}
+
+// missing reports whether the command was refused as missing less than
+// Reprobe ago.
+func (s *support) missing() bool {
+	ok, known := s.known()
+	return known && !ok
+}
+
+// try sends the conditional command args, unless the server was found to
+// lack it less than Reprobe ago. It reports done false, and the caller
+// takes the transaction, when the server lacks it, now or then.
+func (p *Plain) try(ctx context.Context, s *support, args ...any) (reply any, done bool, err error) {
+	if s.missing() {
+		return nil, false, nil
+	}
+	reply, err = resend(ctx, func() (any, error) { return driver.Do(ctx, p.conn, args...) })
+	switch {
+	case lacks(err) || denied(err):
+		s.state.Store(time.Now().Add(Reprobe).UnixNano())
+		return nil, false, nil
+	case err == nil:
+		s.state.Store(1)
+	}
+	return reply, true, err
+}
+
+// lacks reports whether err is a server's refusal of a command it does not
+// have: an unknown command, or an unknown option (a syntax error). rueidis
+// drops the error's ERR prefix.
+func lacks(err error) bool {
+	if err == nil {
+		return false
+	}
+	msg := strings.TrimPrefix(err.Error(), "ERR ")
+	return strings.HasPrefix(msg, "unknown command") || strings.HasPrefix(msg, "syntax error")
+}
+
+// Acquire is the package's [Acquire] without scripts: SET NX PX, and when
+// the key exists, unless start is BySetOnly, a transaction that sets it
+// again if it holds value. A retry (ByScript) starts with the SET too.
+func (p *Plain) Acquire(ctx context.Context, key, value string, ttl time.Duration, start Start) error {
+	ok, err := p.conn.SetNX(ctx, key, value, ttl)
+	switch {
+	case err == nil && ok:
+		return nil
+	case err != nil && !(neterr.Dead(err) && ctx.Err() == nil):
+		return err
+	case err == nil && start == BySetOnly:
+		return strategy.ErrNotObtained
+	}
+	_, err = p.take(ctx, key, "", value, ttl)
+	return err
+}
+
+// AcquireFenced is the package's [AcquireFenced] without scripts, in one
+// transaction that WATCHes key and fenceKey. A counter that does not exist
+// starts, as the script's does, from the server's clock in microseconds,
+// read (TIME) after the WATCH and before the MULTI, a round trip before the
+// transaction runs rather than within it: a counter that another client
+// creates meanwhile aborts the transaction, which reads it again.
+func (p *Plain) AcquireFenced(ctx context.Context, key, fenceKey, value string, ttl time.Duration) (int64, error) {
+	return p.take(ctx, key, fenceKey, value, ttl)
+}
+
+// take sets key to value for ttl, in a transaction, if key is free or
+// holds value; with a fenceKey, it also increments that counter and returns
+// its new value. It returns ErrNotObtained when another value holds key,
+// or when other clients wrote key or the counter during each of the
+// transaction's two runs: they were taking the lock.
+func (p *Plain) take(ctx context.Context, key, fenceKey, value string, ttl time.Duration) (int64, error) {
+	keys := []string{key}
+	if fenceKey != "" {
+		keys = append(keys, fenceKey)
+	}
+	replies, err := p.transact(ctx, key, keys, func(s *session) ([][]any, error) {
+		v, ok, err := s.c.Get(ctx, key)
+		switch {
+		case err != nil:
+			return nil, err
+		case ok && v != value:
+			return nil, strategy.ErrNotObtained
+		}
+		cmds := [][]any{{"SET", key, value, "PX", ttl.Milliseconds()}}
+		if fenceKey == "" {
+			return cmds, nil
+		}
+		n, err := s.do(ctx, "EXISTS", fenceKey)
+		if err != nil {
+			return nil, err
+		}
+		if n == int64(0) {
+			now, err := s.time(ctx)
+			if err != nil {
+				return nil, err
+			}
+			cmds = append(cmds, []any{"SET", fenceKey, now})
+		}
+		return append(cmds, []any{"INCR", fenceKey}), nil
+	})
+	if errors.Is(err, errChanged) {
+		// Other clients wrote the key or the counter during both
+		// transactions: they were taking the lock.
+		err = strategy.ErrNotObtained
+	}
+	if err != nil || fenceKey == "" {
+		return 0, err
+	}
+	n, ok := replies[len(replies)-1].(int64)
+	if !ok {
+		return 0, fmt.Errorf("INCR: got reply %T, want an integer", replies[len(replies)-1])
+	}
+	return n, nil
+}
+
+// Delete is the package's [Delete] without scripts.
+func (p *Plain) Delete(ctx context.Context, key, value string) error {
+	for _, d := range []struct {
+		s    *support
+		args []any
+	}{{&p.delex, []any{"DELEX", key, "IFEQ", value}}, {&p.delifeq, []any{"DELIFEQ", key, value}}} {
+		if reply, done, err := p.try(ctx, d.s, d.args...); done {
+			return p.answer(ctx, key, reply == int64(1), err)
+		}
+	}
+	_, err := p.transact(ctx, key, []string{key}, func(s *session) ([][]any, error) {
+		return [][]any{{"DEL", key}}, owner(ctx, s.c, key, value)
+	})
+	return err
+}
+
+// PExpire is the package's [PExpire] without scripts.
+func (p *Plain) PExpire(ctx context.Context, key, value string, ttl time.Duration) error {
+	ms := ttl.Milliseconds()
+	if reply, done, err := p.try(ctx, &p.setIfEq, "SET", key, value, "IFEQ", value, "PX", ms); done {
+		return p.answer(ctx, key, reply == "OK", err)
+	}
+	_, err := p.transact(ctx, key, []string{key}, func(s *session) ([][]any, error) {
+		return [][]any{{"PEXPIRE", key, ms}}, owner(ctx, s.c, key, value)
+	})
+	return err
+}
+
+// answer turns a conditional command's outcome into nil, err, or, when it
+// did not apply, ErrExpired or ErrTaken as a GET finds the key.
+func (p *Plain) answer(ctx context.Context, key string, applied bool, err error) error {
+	if err != nil || applied {
+		return err
+	}
+	_, ok, err := p.conn.Get(ctx, key)
+	switch {
+	case err != nil:
+		return err
+	case ok:
+		return strategy.ErrTaken
+	}
+	return strategy.ErrExpired
+}
+
+// owner returns nil if key holds value, and ErrExpired or ErrTaken
+// otherwise.
+func owner(ctx context.Context, c driver.Conn, key, value string) error {
+	v, ok, err := c.Get(ctx, key)
+	switch {
+	case err != nil:
+		return err
+	case !ok:
+		return strategy.ErrExpired
+	case v != value:
+		return strategy.ErrTaken
+	}
+	return nil
+}
+
+// PTTL is the package's [PTTL] without scripts.
+func (p *Plain) PTTL(ctx context.Context, key, value string) (time.Duration, error) {
+	r, err := p.Inspect(ctx, key, "")
+	switch {
+	case err != nil:
+		return 0, err
+	case !r.Exists:
+		return 0, strategy.ErrExpired
+	case r.Value != value:
+		return 0, strategy.ErrTaken
+	}
+	return r.TTL, nil
+}
+
+// Inspect is the package's [Inspect] without scripts and without a queue
+// (its waiters poll): MULTI, GET key, PTTL key, GET fenceKey when it is not
+// "", EXEC. A user whose ACL denies the counter gets the reading of key
+// alone, with Fence 0.
+func (p *Plain) Inspect(ctx context.Context, key, fenceKey string) (Reading, error) {
+	r, err := p.inspect(ctx, key, fenceKey)
+	if err != nil && fenceKey != "" && denied(err) {
+		r, err = p.inspect(ctx, key, "")
+	}
+	return r, err
+}
+
+func (p *Plain) inspect(ctx context.Context, key, fenceKey string) (Reading, error) {
+	cmds := [][]any{{"GET", key}, {"PTTL", key}}
+	if fenceKey != "" {
+		cmds = append(cmds, []any{"GET", fenceKey})
+	}
+	var replies []any
+	err := p.pinned(ctx, key, func(s *session) (err error) {
+		replies, err = s.exec(ctx, cmds)
+		return err
+	})
+	if err != nil {
+		return Reading{}, err
+	}
+	// The replies hold the value, and so a token: never show it in an error.
+	pttl, ok := replies[1].(int64)
+	if !ok {
+		return Reading{}, fmt.Errorf("PTTL: got reply %T, want an integer", replies[1])
+	}
+	var r Reading
+	if fenceKey != "" && replies[2] != nil {
+		f, _ := replies[2].(string)
+		if _, err := fmt.Sscan(f, &r.Fence); err != nil {
+			return Reading{}, fmt.Errorf("WRONGTYPE the fencing counter %s is not a number", fenceKey)
+		}
+	}
+	ttl, exists := driver.FromPTTL(pttl)
+	if !exists {
+		return r, nil
+	}
+	r.Exists, r.TTL = true, ttl
+	r.Value, _ = replies[0].(string)
+	return r, nil
+}
+
+// errChanged is the error of a transaction that changes of its keys aborted
+// twice in a row.
+var errChanged = errors.New("lock: the key changed while a transaction on it ran, twice in a row")
+
+// transact runs, over one pinned connection, WATCH keys, then read, which
+// reads what it needs with the session and returns the commands to run
+// between MULTI and EXEC, or an error (and the transaction is not run);
+// it returns EXEC's replies, one per command. A transaction aborted by a
+// change of a watched key (a nil EXEC) is run once more, read included;
+// a second abort is errChanged. A transaction whose connection was dead
+// is run once more too (see call.run).
+func (p *Plain) transact(ctx context.Context, key string, keys []string, read func(*session) ([][]any, error)) ([]any, error) {
+	for range 2 {
+		replies, err := resend(ctx, func() (replies []any, err error) {
+			err = p.pinned(ctx, key, func(s *session) error {
+				watch := []any{"WATCH"}
+				for _, k := range keys {
+					watch = append(watch, k)
+				}
+				if _, err := s.do(ctx, watch...); err != nil {
+					return err
+				}
+				cmds, err := read(s)
+				if err != nil {
+					return err
+				}
+				replies, err = s.exec(ctx, cmds)
+				return err
+			})
+			return replies, err
+		})
+		if !errors.Is(err, errChanged) {
+			return replies, err
+		}
+	}
+	return nil, errChanged
+}
+
+// pinned runs f with a session over one connection of p's, for key.
+func (p *Plain) pinned(ctx context.Context, key string, f func(*session) error) error {
+	return pin(ctx, p.conn, key, func(c driver.Conn) error {
+		s := &session{c: c}
+		defer s.close(ctx)
+		return f(s)
+	})
+}
+
+// pin runs f with c pinned to one connection (driver.Pin), the one that
+// serves key: the one place where the package's script-free operations
+// pin a connection.
+func pin(ctx context.Context, c driver.Conn, key string, f func(driver.Conn) error) error {
+	_ = key // the connection of key's Cluster slot, once driver.Pin can pin one
+	return driver.Pin(ctx, c, f)
+}
+
+// A session is a pinned connection during a transaction. It remembers
+// what would leave the connection in a transaction's state (a WATCH, or a
+// MULTI without its EXEC's answer), so that close undoes it before the
+// connection goes back to its pool, where the next caller would otherwise
+// find its commands queued or its transaction aborted.
+type session struct {
+	c    driver.Conn
+	undo string // "UNWATCH", "DISCARD", or "" when the connection is clean
+}
+
+// abortTimeout bounds the undoing of a transaction that failed half-way,
+// which close sends even after its context ended: the call returns that
+// much past its deadline at most, on a server that does not answer.
+const abortTimeout = 100 * time.Millisecond
+
+// do sends a command over the session's connection. A WATCH or a MULTI
+// sets what close undoes; an EXEC or UNWATCH that got an answer, an error
+// included, clears it.
+func (s *session) do(ctx context.Context, args ...any) (any, error) {
+	name := args[0].(string)
+	switch name {
+	case "WATCH":
+		s.undo = "UNWATCH"
+	case "MULTI":
+		s.undo = "DISCARD"
+	}
+	reply, err := driver.Do(ctx, s.c, args...)
+	if lacks(err) {
+		return nil, fmt.Errorf("lock: the server lacks %s, which locks without scripts need: %w", name, errors.ErrUnsupported)
+	}
+	if (name == "EXEC" || name == "UNWATCH") && !neterr.Unanswered(err) && !errors.Is(err, context.Canceled) {
+		s.undo = ""
+	}
+	return reply, err
+}
+
+// exec runs cmds between MULTI and EXEC and returns their replies. A
+// command that the server refuses as it queues it aborts the transaction,
+// with that command's error. A nil EXEC is errChanged; a command that
+// failed within EXEC gives its error.
+func (s *session) exec(ctx context.Context, cmds [][]any) ([]any, error) {
+	if _, err := s.do(ctx, "MULTI"); err != nil {
+		return nil, err
+	}
+	for _, cmd := range cmds {
+		if _, err := s.do(ctx, cmd...); err != nil {
+			return nil, err
+		}
+	}
+	reply, err := s.do(ctx, "EXEC")
+	if err != nil {
+		return nil, err
+	}
+	if reply == nil {
+		return nil, errChanged
+	}
+	replies, ok := reply.([]any)
+	if !ok || len(replies) != len(cmds) {
+		return nil, fmt.Errorf("EXEC: got reply %T, want %d replies", reply, len(cmds))
+	}
+	for _, r := range replies {
+		if err, ok := r.(error); ok {
+			return nil, err
+		}
+	}
+	return replies, nil
+}
+
+// time returns the server's clock in microseconds, as TIME gives it.
+func (s *session) time(ctx context.Context) (string, error) {
+	reply, err := s.do(ctx, "TIME")
+	if err != nil {
+		return "", err
+	}
+	t, _ := reply.([]any)
+	if len(t) != 2 {
+		return "", fmt.Errorf("TIME: got reply %T, want two numbers", reply)
+	}
+	sec, ok1 := t[0].(string)
+	usec, ok2 := t[1].(string)
+	if !ok1 || !ok2 || len(usec) > 6 {
+		return "", fmt.Errorf("TIME: got {%T, %T}, want two numbers", t[0], t[1])
+	}
+	return sec + strings.Repeat("0", 6-len(usec)) + usec, nil
+}
+
+// close undoes what the session left, within abortTimeout of ctx even if
+// ctx has ended: a connection whose command got no answer is one that its
+// driver closes, or that answers in order.
+func (s *session) close(ctx context.Context) {
+	if s.undo == "" {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), abortTimeout)
+	defer cancel()
+	_, _ = driver.Do(ctx, s.c, s.undo)
+}
