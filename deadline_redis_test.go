@@ -52,6 +52,7 @@ func pausedCases(t *testing.T) []pausedCase {
 		}
 	}
 	add("single", matrix.Single(one[0].Addr), one, 1, "")
+	add("single-without-scripts", matrix.SingleWithoutScripts(one[0].Addr), one, 1, "")
 	var legacy []matrix.Combo
 	for _, c := range matrix.SetnxGetset(one[0].Addr) {
 		if strings.HasPrefix(c.Name, "ms+safety-ttl/") { // every driver; the formats differ only in the strategy
