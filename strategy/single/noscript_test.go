@@ -1,10 +1,27 @@
 package single_test
 
 import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"strconv"
+	"strings"
+	"sync"
 	"testing"
+	"time"
 
+	"github.com/redis/go-redis/v9"
+
+	"github.com/locksmith-go/lock"
+	"github.com/locksmith-go/lock/conformance"
+	"github.com/locksmith-go/lock/driver"
+	"github.com/locksmith-go/lock/driver/goredis"
+	"github.com/locksmith-go/lock/driver/redigo"
 	"github.com/locksmith-go/lock/internal/testing/matrix"
 	"github.com/locksmith-go/lock/internal/testing/redistest"
+	"github.com/locksmith-go/lock/locktest"
+	"github.com/locksmith-go/lock/strategy/single"
 )
 
 // TestWithoutScriptsConformance: the whole suite passes over every driver
@@ -13,4 +30,226 @@ import (
 func TestWithoutScriptsConformance(t *testing.T) {
 	addr, real := redistest.Addr(t)
 	matrix.Run(t, matrix.SingleWithoutScripts(addr), matrix.AtOnce(real))
+}
+
+// noScriptLocker returns a Locker without scripts over conn, and its
+// Strategy.
+func noScriptLocker(t *testing.T, conn driver.Conn) (lock.Locker, *single.Strategy) {
+	t.Helper()
+	s, err := single.NewStrategy(conn, single.WithoutScripts())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return lock.New(s), s
+}
+
+// TestWithoutScriptsDetection: over every driver, a Refresh takes SET
+// IFEQ where the server has it (Valkey 8.1 and later, Redis 8.4 and later)
+// and a transaction where it does not (Redis 7.0); the real servers here
+// have neither DELEX nor DELIFEQ, so a Release takes a transaction; and no
+// call sends a script (INFO commandstats).
+func TestWithoutScriptsDetection(t *testing.T) {
+	srv := redistest.Start(t, 1)[0]
+	ctx := context.Background()
+	info, err := srv.Command(ctx, "INFO", "server")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]bool{"SET IFEQ": hasSetIfEq(info), "DELEX": false, "DELIFEQ": false}
+	t.Logf("server: %s; want %v", version(info), want)
+	for _, d := range redistest.Drivers() {
+		t.Run(d.Name, func(t *testing.T) {
+			l, s := noScriptLocker(t, d.Conn(t, srv.Addr))
+			lk, err := l.Obtain(ctx, conformance.Key(t), time.Minute)
+			if err != nil {
+				t.Fatalf("Obtain = %v, want a lock", err)
+			}
+			if err := lk.Refresh(ctx, time.Minute); err != nil {
+				t.Errorf("Refresh = %v, want nil", err)
+			}
+			if err := lk.Release(ctx); err != nil {
+				t.Errorf("Release = %v, want nil", err)
+			}
+			if got := single.Support(s); !maps.Equal(got, want) {
+				t.Errorf("Support = %v, want %v", got, want)
+			}
+		})
+	}
+	stats, err := srv.Command(ctx, "INFO", "commandstats")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []string{"eval", "evalsha", "eval_ro", "evalsha_ro", "fcall", "fcall_ro", "script"} {
+		if strings.Contains(stats, "cmdstat_"+c+":") {
+			t.Errorf("INFO commandstats counts %s, want no script sent", c)
+		}
+	}
+}
+
+// version returns the server's name and version, from INFO server.
+func version(info string) string {
+	if v := field(info, "valkey_version"); v != "" {
+		return "valkey " + v
+	}
+	return "redis " + field(info, "redis_version")
+}
+
+// hasSetIfEq reports whether the server of info has SET … IFEQ: Valkey
+// 8.1 and later, Redis 8.4 and later.
+func hasSetIfEq(info string) bool {
+	if v := field(info, "valkey_version"); v != "" {
+		return atLeast(v, 8, 1)
+	}
+	return atLeast(field(info, "redis_version"), 8, 4)
+}
+
+func field(info, name string) string {
+	for line := range strings.Lines(info) {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), name+":"); ok {
+			return v
+		}
+	}
+	return ""
+}
+
+func atLeast(version string, major, minor int) bool {
+	parts := strings.Split(version, ".")
+	if len(parts) < 2 {
+		return false
+	}
+	ma, _ := strconv.Atoi(parts[0])
+	mi, _ := strconv.Atoi(parts[1])
+	return ma > major || ma == major && mi >= minor
+}
+
+// TestWithoutScriptsDELEX: on the embedded server (miniredis, which has
+// DELEX … IFEQ and neither SET … IFEQ nor DELIFEQ), a Release sends DELEX,
+// and tells a lock that expired from one that another owner took.
+func TestWithoutScriptsDELEX(t *testing.T) {
+	srv := locktest.NewServer(t)
+	ctx := context.Background()
+	for _, d := range []struct {
+		name string
+		conn driver.Conn
+	}{{"goredis", goredis.New(srv.GoRedisClient())}, {"redigo", redigo.New(srv.RedigoPool())}} {
+		l, s := noScriptLocker(t, d.conn)
+		t.Run(d.name+"/release", func(t *testing.T) {
+			lk, err := l.Obtain(ctx, conformance.Key(t), time.Minute)
+			if err != nil {
+				t.Fatalf("Obtain = %v, want a lock", err)
+			}
+			if err := lk.Release(ctx); err != nil {
+				t.Errorf("Release = %v, want nil", err)
+			}
+			if got := single.Support(s); !got["DELEX"] {
+				t.Errorf("Support = %v, want DELEX true", got)
+			}
+			if _, ok, err := d.conn.Get(ctx, lk.Key()); ok || err != nil {
+				t.Errorf("after Release: the key exists = %v (%v), want false", ok, err)
+			}
+		})
+		for _, c := range []struct {
+			name  string
+			after func(key string) error
+			want  error
+		}{
+			{"expired", func(key string) error { _, err := d.conn.Del(ctx, key); return err }, lock.ErrExpired},
+			{"taken", func(key string) error { _, _, err := d.conn.GetSet(ctx, key, "another"); return err }, lock.ErrTaken},
+		} {
+			t.Run(d.name+"/release when "+c.name, func(t *testing.T) {
+				lk, err := l.Obtain(ctx, conformance.Key(t), time.Minute)
+				if err != nil {
+					t.Fatalf("Obtain = %v, want a lock", err)
+				}
+				if err := c.after(lk.Key()); err != nil {
+					t.Fatal(err)
+				}
+				if err := lk.Release(ctx); !errors.Is(err, c.want) {
+					t.Errorf("Release = %v, want %v", err, c.want)
+				}
+			})
+		}
+	}
+}
+
+// TestWithoutScriptsRefusals: NewStrategy refuses, with an *ArgumentError,
+// a driver that cannot pin a connection (a Cluster client), and
+// WithReplicas, which this mode does not support yet.
+func TestWithoutScriptsRefusals(t *testing.T) {
+	client := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{redistest.ClosedAddr(t)}, ContextTimeoutEnabled: true})
+	t.Cleanup(func() { client.Close() })
+	cluster := goredis.New(client)
+	for _, c := range []struct {
+		name string
+		conn driver.Conn
+		opts []single.Option
+		want string
+	}{
+		{"a Cluster client", cluster, nil, "conn"},
+		{"WithReplicas", redistest.Drivers()[0].Conn(t, redistest.ClosedAddr(t)), []single.Option{single.WithReplicas(1, time.Second)}, "replicas"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := single.New(c.conn, append(c.opts, single.WithoutScripts())...)
+			var ae *lock.ArgumentError
+			if !errors.As(err, &ae) || ae.Name != c.want {
+				t.Errorf("New = %v, want an ArgumentError named %s", err, c.want)
+			}
+		})
+	}
+}
+
+// TestWithoutScriptsContendsWithScripts: a Locker that runs scripts and
+// one that does not, over different drivers, take turns on the same keys:
+// no two holders are ever inside at once.
+func TestWithoutScriptsContendsWithScripts(t *testing.T) {
+	srv := redistest.Start(t, 1)[0]
+	drivers := redistest.Drivers()
+	scripted, err := single.New(drivers[1].Conn(t, srv.Addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain, _ := noScriptLocker(t, drivers[2].Conn(t, srv.Addr))
+	workers, each := 4, 25
+	if redistest.Full() {
+		each = 250
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	key := conformance.Key(t)
+	var d conformance.Detector
+	var wg sync.WaitGroup
+	for i := range workers {
+		l := []lock.Locker{scripted, plain}[i%2]
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range each {
+				if err := obtainAndHold(ctx, l, key, &d); err != nil {
+					t.Errorf("worker %d: %v", i, err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if got, want := d.Entries(), int64(workers*each); got != want {
+		t.Errorf("entries = %d, want %d", got, want)
+	}
+	if got := d.Overlaps(); got != 0 {
+		t.Errorf("overlaps = %d, want 0", got)
+	}
+}
+
+// obtainAndHold obtains key, waiting, holds it inside d briefly, and
+// releases it.
+func obtainAndHold(ctx context.Context, l lock.Locker, key string, d *conformance.Detector) error {
+	lk, err := l.Obtain(ctx, key, 10*time.Second, lock.WithRetry(lock.Linear(time.Millisecond)))
+	if err != nil {
+		return fmt.Errorf("Obtain = %w, want a lock", err)
+	}
+	d.Hold(100 * time.Microsecond)
+	if err := lk.Release(ctx); err != nil {
+		return fmt.Errorf("Release = %w, want nil", err)
+	}
+	return nil
 }
