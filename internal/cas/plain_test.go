@@ -1,0 +1,184 @@
+package cas_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/locksmith-go/lock"
+	"github.com/locksmith-go/lock/driver"
+	"github.com/locksmith-go/lock/driver/goredis"
+	"github.com/locksmith-go/lock/internal/cas"
+	"github.com/locksmith-go/lock/internal/testing/redistest"
+	"github.com/locksmith-go/lock/locktest"
+)
+
+// faulty is a driver.Conn over a real one, which it pins, whose Do can
+// refuse a command, run something before sending it, or lose its reply.
+type faulty struct {
+	driver.Conn
+	refuse func(args []any) error // an error to answer instead of sending, or nil
+	before func(args []any)       // run before sending, if not nil
+	lose   func(args []any) bool  // send, then answer io.EOF, as if the reply was lost
+}
+
+func (f *faulty) Do(ctx context.Context, args ...any) (any, error) {
+	if f.refuse != nil {
+		if err := f.refuse(args); err != nil {
+			return nil, err
+		}
+	}
+	if f.before != nil {
+		f.before(args)
+	}
+	reply, err := driver.Do(ctx, f.Conn, args...)
+	if f.lose != nil && f.lose(args) {
+		return nil, io.EOF
+	}
+	return reply, err
+}
+
+func (f *faulty) Pinnable() error { return driver.Pinnable(f.Conn) }
+
+func (f *faulty) Pin(ctx context.Context, fn func(driver.Conn) error) error {
+	return driver.Pin(ctx, f.Conn, func(one driver.Conn) error {
+		return fn(&faulty{Conn: one, refuse: f.refuse, before: f.before, lose: f.lose})
+	})
+}
+
+// once returns a hook that does f the first time a command named name
+// goes through it.
+func once(name string, f func()) func(args []any) bool {
+	done := false
+	return func(args []any) bool {
+		if done || args[0] != name {
+			return false
+		}
+		done = true
+		f()
+		return true
+	}
+}
+
+// unknown refuses the commands named as a server that lacks them does,
+// with the arguments in the error.
+func unknown(names ...string) func(args []any) error {
+	return func(args []any) error {
+		for _, n := range names {
+			if args[0] == n {
+				return errors.New("ERR unknown command '" + n + "', with args beginning with: 'secret-token'")
+			}
+		}
+		return nil
+	}
+}
+
+func plain(t *testing.T, c driver.Conn) *cas.Plain {
+	t.Helper()
+	p, err := cas.NewPlain(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// TestPlainDetection: on the embedded server, which has DELEX, a Delete
+// sends it; a server that refuses it as unknown, such as an older replica
+// after a failover, gets the transaction instead, and the refusal, which
+// quotes the arguments, never reaches the caller.
+func TestPlainDetection(t *testing.T) {
+	srv := locktest.NewServer(t)
+	ctx := context.Background()
+	conn := &faulty{Conn: goredis.New(srv.GoRedisClient())}
+	p := plain(t, conn)
+	del := func(t *testing.T) {
+		t.Helper()
+		if _, err := conn.SetNX(ctx, "k", "v", time.Minute); err != nil {
+			t.Fatal(err)
+		}
+		if err := p.Delete(ctx, "k", "v"); err != nil {
+			t.Fatalf("Delete = %v, want nil", err)
+		}
+		if _, ok, err := conn.Get(ctx, "k"); ok || err != nil {
+			t.Fatalf("after Delete: the key exists = %v (%v), want false", ok, err)
+		}
+	}
+	t.Run("DELEX where the server has it", func(t *testing.T) {
+		del(t)
+		if got := p.Support(); !got["DELEX"] {
+			t.Errorf("Support = %v, want DELEX true", got)
+		}
+	})
+	t.Run("the transaction once the server refuses it", func(t *testing.T) {
+		conn.refuse = unknown("DELEX", "DELIFEQ")
+		del(t)
+		if got := p.Support(); got["DELEX"] || got["DELIFEQ"] {
+			t.Errorf("Support = %v, want DELEX and DELIFEQ false", got)
+		}
+	})
+}
+
+// TestPlainLacksATransactionCommand: a server that refuses WATCH as unknown
+// (a proxy, say) gives an error that matches errors.ErrUnsupported, names
+// WATCH, and neither matches ErrNotHeld nor quotes the arguments.
+func TestPlainLacksATransactionCommand(t *testing.T) {
+	srv := locktest.NewServer(t)
+	ctx := context.Background()
+	conn := &faulty{Conn: goredis.New(srv.GoRedisClient()), refuse: unknown("DELEX", "DELIFEQ", "WATCH")}
+	if _, err := conn.SetNX(ctx, "k", "secret-token", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	err := plain(t, conn).Delete(ctx, "k", "secret-token")
+	if !errors.Is(err, errors.ErrUnsupported) || errors.Is(err, lock.ErrNotHeld) || !strings.Contains(err.Error(), "WATCH") || strings.Contains(err.Error(), "secret-token") {
+		t.Errorf("Delete = %v, want an error that matches ErrUnsupported, not ErrNotHeld, names WATCH and no token", err)
+	}
+}
+
+// TestPlainTransactions: on a real server, a transaction answers as the
+// script does when another client changes the key between its read and its
+// EXEC (a nil EXEC), and when its EXEC's reply is lost.
+func TestPlainTransactions(t *testing.T) {
+	srv := redistest.Start(t, 1)[0]
+	ctx := context.Background()
+	other := goredis.New(redistest.GoRedis(t, srv.Addr, 3))
+	for _, c := range []struct {
+		name   string
+		change func(key string) // before the first MULTI
+		want   error
+	}{
+		{"another client changed the TTL: tried once more", func(key string) { _, _ = driver.Do(ctx, other, "PEXPIRE", key, 90_000) }, nil},
+		{"another client deleted the key", func(key string) { _, _ = other.Del(ctx, key) }, lock.ErrExpired},
+		{"another client took the key", func(key string) { _, _, _ = other.GetSet(ctx, key, "another") }, lock.ErrTaken},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			key := "plain:" + t.Name()
+			conn := &faulty{Conn: goredis.New(redistest.GoRedis(t, srv.Addr, 3))}
+			change := once("MULTI", func() { c.change(key) })
+			conn.before = func(args []any) { change(args) }
+			if _, err := conn.SetNX(ctx, key, "v", time.Minute); err != nil {
+				t.Fatal(err)
+			}
+			if err := plain(t, conn).PExpire(ctx, key, "v", 2*time.Minute); !errors.Is(err, c.want) {
+				t.Errorf("PExpire = %v, want %v", err, c.want)
+			}
+		})
+	}
+	t.Run("a lost EXEC reply: run again, it finds the key as it left it", func(t *testing.T) {
+		key := "plain:lost-exec"
+		conn := &faulty{Conn: goredis.New(redistest.GoRedis(t, srv.Addr, 3))}
+		conn.lose = once("EXEC", func() {})
+		if _, err := conn.SetNX(ctx, key, "v", time.Minute); err != nil {
+			t.Fatal(err)
+		}
+		p := plain(t, conn)
+		if err := p.PExpire(ctx, key, "v", 2*time.Minute); err != nil {
+			t.Errorf("PExpire = %v, want nil", err)
+		}
+		if ttl, err := p.PTTL(ctx, key, "v"); err != nil || ttl <= time.Minute {
+			t.Errorf("PTTL = %v, %v; want more than a minute", ttl, err)
+		}
+	})
+}
