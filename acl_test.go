@@ -13,7 +13,9 @@ import (
 
 	"github.com/locksmith-go/lock"
 	"github.com/locksmith-go/lock/driver"
+	"github.com/locksmith-go/lock/conformance"
 	"github.com/locksmith-go/lock/driver/goredis"
+	"github.com/locksmith-go/lock/internal/testing/matrix"
 	"github.com/locksmith-go/lock/internal/testing/redistest"
 	"github.com/locksmith-go/lock/strategy/redlock"
 	setnxgetset "github.com/locksmith-go/lock/strategy/setnx-getset"
@@ -51,6 +53,8 @@ func TestACLRules(t *testing.T) {
 		{"setnx-getset", []string{"+set +get +getset +evalsha +eval +pexpire +pttl +del"}, nil, func(c driver.Conn) (lock.Locker, error) {
 			return setnxgetset.New(c, setnxgetset.WithSafetyTTL(time.Minute))
 		}},
+		{"single WithoutScripts", []string{noScripts}, nil, newSingleWithoutScripts},
+		{"single WithoutScripts WithFencing", []string{noScripts, "+exists +time +incr"}, []lock.Option{lock.WithFencing()}, newSingleWithoutScripts},
 		{"redlock", []string{base}, nil, func(c driver.Conn) (lock.Locker, error) { return redlock.New([]driver.Conn{c}) }},
 		{"redlock WithRestartGuard", []string{base, "+time"}, nil, func(c driver.Conn) (lock.Locker, error) {
 			return redlock.New([]driver.Conn{c}, redlock.WithRestartGuard(time.Minute))
@@ -323,3 +327,38 @@ func aclSection(t *testing.T, heading string) string {
 
 // newSingle is single.New with no options.
 func newSingle(c driver.Conn) (lock.Locker, error) { return single.New(c) }
+
+func newSingleWithoutScripts(c driver.Conn) (lock.Locker, error) {
+	return single.New(c, single.WithoutScripts())
+}
+
+// noScripts is the ACL rule of single.WithoutScripts, as docs/acl.md gives
+// it for a server without DELEX, DELIFEQ and SET … IFEQ's own commands.
+const noScripts = "+get +set +pexpire +pttl +del +watch +multi +exec +unwatch +discard"
+
+// TestACLWithoutScripts: the whole conformance suite passes for a
+// single.WithoutScripts Locker whose user is denied @scripting, and the
+// scripted Locker of the same user is refused, so that the suite shows
+// that nothing needs a script.
+func TestACLWithoutScripts(t *testing.T) {
+	srv := redistest.Start(t, 1)[0]
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	conn := aclConn(t, ctx, srv, "no-scripts", "~*", "&*", "+@all", "-@scripting")
+	scripted, err := single.New(conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := scripted.Inspect(ctx, conformance.Key(t)); err == nil || !strings.Contains(err.Error(), "NOPERM") {
+		t.Fatalf("the scripted Locker's Inspect = %v, want NOPERM: the user must be denied scripts", err)
+	}
+	combos := matrix.SingleWithoutScripts(srv.Addr)[:1]
+	combos[0].Harness.NewLocker = func(t *testing.T) lock.Locker {
+		l, err := newSingleWithoutScripts(aclConn(t, ctx, srv, conformance.Key(t), "~*", "&*", "+@all", "-@scripting"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l
+	}
+	matrix.Run(t, combos, 0)
+}
