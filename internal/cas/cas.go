@@ -3,6 +3,8 @@
 // tells "gone" from "held by another value". GET fails with WRONGTYPE on a
 // key of another type, so a misused key gives a clear error. A call whose
 // pooled connection turns out dead is sent once more (see call.run).
+// [Plain] runs the same operations without scripts, for servers that
+// forbid them.
 package cas
 
 import (

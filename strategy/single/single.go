@@ -9,7 +9,8 @@
 // ttl to acquire (or, when the key already holds our token, PEXPIRE), and
 // compare-and-delete, compare-and-pexpire and compare-and-pttl to release,
 // refresh and read the TTL, so that no client ever deletes or extends a
-// lock it does not own.
+// lock it does not own. [WithoutScripts] does the same with conditional
+// commands and transactions, for a server that forbids scripts.
 //
 // The lock's local validity (Lock.ValidUntil) allows for clock drift
 // between the client and the server, as the Redis documentation asks: it
