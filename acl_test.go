@@ -91,10 +91,11 @@ func TestACLRules(t *testing.T) {
 	}
 }
 
-// TestACLInspect: single's Inspect reads the fencing counter in the
-// same script as the lock where the user's ACL allows the counters' keys,
-// and the lock alone, with Fence 0, where it does not: a user that never
-// fences needs no more than the base rule, as docs/acl.md says.
+// TestACLInspect: single's Inspect, with scripts and without, reads the
+// fencing counter in the same script or transaction as the lock where the
+// user's ACL allows the counters' keys (without scripts, reading them is
+// enough), and the lock alone, with Fence 0, where it does not: a user
+// that never fences needs no more than the base rule, as docs/acl.md says.
 func TestACLInspect(t *testing.T) {
 	const rule = "~{lock:*"
 	if !strings.Contains(aclSection(t, "## The rule of each strategy"), "`"+rule+"`") {
@@ -106,38 +107,42 @@ func TestACLInspect(t *testing.T) {
 	for _, c := range []struct {
 		name  string
 		keys  []string
-		fence bool // Inspect reads the counter
+		fence map[string]bool // Inspect reads the counter, with scripts and without
 	}{
-		{"with the counters' keys", []string{"~lock:*", rule}, true},
-		{"with read access to them only", []string{"~lock:*", "%R~{lock:*"}, false},
-		{"without them", []string{"~lock:*"}, false},
+		{"with the counters' keys", []string{"~lock:*", rule}, map[string]bool{"scripts": true, "without scripts": true}},
+		{"with read access to them only", []string{"~lock:*", "%R~{lock:*"}, map[string]bool{"without scripts": true}},
+		{"without them", []string{"~lock:*"}, nil},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			user := "inspect-" + strings.NewReplacer(" ", "-", "'", "").Replace(c.name)
-			conn := aclConn(t, ctx, srv, user, slices.Concat(c.keys, []string{"+evalsha +eval +get +set +pexpire +pttl +del"})...)
+			conn := aclConn(t, ctx, srv, user, slices.Concat(c.keys, []string{"+evalsha +eval +get +set +pexpire +pttl +del", noScripts})...)
 			key := "lock:" + user
 			if _, err := srv.Command(ctx, "SET", "{"+key+"}:fence", "7"); err != nil {
 				t.Fatal(err)
 			}
-			locker, err := single.New(conn)
-			if err != nil {
-				t.Fatal(err)
-			}
-			lk, err := locker.Obtain(ctx, key, time.Minute, lock.WithMetadata("m"))
-			if err != nil {
-				t.Fatalf("Obtain = %v, want nil", err)
-			}
-			defer lk.Release(ctx)
-			st, err := locker.Inspect(ctx, key)
-			if err != nil || !st.Held || st.Metadata != "m" {
-				t.Fatalf("Inspect = held %v, metadata %q, %v; want held, \"m\", nil", st.Held, st.Metadata, err)
-			}
-			want := int64(0)
-			if c.fence {
-				want = 7
-			}
-			if st.Fence != want {
-				t.Errorf("Inspect's Fence: got %d, want %d", st.Fence, want)
+			for name, newL := range map[string]func(driver.Conn) (lock.Locker, error){"scripts": newSingle, "without scripts": newSingleWithoutScripts} {
+				locker, err := newL(conn)
+				if err != nil {
+					t.Fatal(err)
+				}
+				lk, err := locker.Obtain(ctx, key, time.Minute, lock.WithMetadata("m"))
+				if err != nil {
+					t.Fatalf("%s: Obtain = %v, want nil", name, err)
+				}
+				st, err := locker.Inspect(ctx, key)
+				if err != nil || !st.Held || st.Metadata != "m" {
+					t.Errorf("%s: Inspect = held %v, metadata %q, %v; want held, \"m\", nil", name, st.Held, st.Metadata, err)
+				}
+				want := int64(0)
+				if c.fence[name] {
+					want = 7
+				}
+				if st.Fence != want {
+					t.Errorf("%s: Inspect's Fence: got %d, want %d", name, st.Fence, want)
+				}
+				if err := lk.Release(ctx); err != nil {
+					t.Errorf("%s: Release = %v, want nil", name, err)
+				}
 			}
 		})
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -319,9 +320,11 @@ func (p *Plain) inspect(ctx context.Context, key, fenceKey string) (Reading, err
 	var r Reading
 	if fenceKey != "" && replies[2] != nil {
 		f, _ := replies[2].(string)
-		if _, err := fmt.Sscan(f, &r.Fence); err != nil {
+		n, err := strconv.ParseInt(f, 10, 64)
+		if err != nil {
 			return Reading{}, fmt.Errorf("WRONGTYPE the fencing counter %s is not a number", fenceKey)
 		}
+		r.Fence = n
 	}
 	ttl, exists := driver.FromPTTL(pttl)
 	if !exists {
@@ -379,11 +382,11 @@ func (p *Plain) pinned(ctx context.Context, key string, f func(*session) error) 
 	})
 }
 
-// pin runs f with c pinned to one connection (driver.Pin), the one that
-// serves key: the one place where the package's script-free operations
-// pin a connection.
+// pin runs f with c pinned to one connection (driver.Pin): the one place
+// where the package's script-free operations pin one. key is the key the
+// connection serves, for a Cluster client, which will pin the connection
+// of key's slot.
 func pin(ctx context.Context, c driver.Conn, key string, f func(driver.Conn) error) error {
-	_ = key // the connection of key's Cluster slot, once driver.Pin can pin one
 	return driver.Pin(ctx, c, f)
 }
 
