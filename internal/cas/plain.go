@@ -290,7 +290,8 @@ func (p *Plain) PTTL(ctx context.Context, key, value string) (time.Duration, err
 // Inspect is the package's [Inspect] without scripts and without a queue
 // (its waiters poll): MULTI, GET key, PTTL key, GET fenceKey when it is not
 // "", EXEC. A user whose ACL denies the counter gets the reading of key
-// alone, with Fence 0.
+// alone, with Fence 0. A read whose connection was dead is sent once
+// more, as every call of the package is (see call.run).
 func (p *Plain) Inspect(ctx context.Context, key, fenceKey string) (Reading, error) {
 	r, err := p.inspect(ctx, key, fenceKey)
 	if err != nil && fenceKey != "" && denied(err) {
@@ -304,10 +305,12 @@ func (p *Plain) inspect(ctx context.Context, key, fenceKey string) (Reading, err
 	if fenceKey != "" {
 		cmds = append(cmds, []any{"GET", fenceKey})
 	}
-	var replies []any
-	err := p.pinned(ctx, key, func(s *session) (err error) {
-		replies, err = s.exec(ctx, cmds)
-		return err
+	replies, err := resend(ctx, func() (replies []any, err error) {
+		err = p.pinned(ctx, key, func(s *session) (err error) {
+			replies, err = s.exec(ctx, cmds)
+			return err
+		})
+		return replies, err
 	})
 	if err != nil {
 		return Reading{}, err

@@ -9,6 +9,7 @@ import (
 
 	"github.com/locksmith-go/lock"
 	"github.com/locksmith-go/lock/conformance"
+	"github.com/locksmith-go/lock/driver"
 	"github.com/locksmith-go/lock/internal/testing/matrix"
 	"github.com/locksmith-go/lock/internal/testing/redistest"
 	"github.com/locksmith-go/lock/strategy/single"
@@ -81,36 +82,48 @@ func isShortTTL(err error) bool {
 }
 
 // TestAfterARestart: once the server restarted empty, the first Refresh,
-// TTL or Release of a lock reports ErrExpired over every driver, not the
-// EOF of the connection the old server closed.
+// TTL or Release of a lock reports ErrExpired over every driver, with
+// scripts and without, not the EOF of the connection the old server
+// closed.
 func TestAfterARestart(t *testing.T) {
 	srv := redistest.Start(t, 1)[0]
 	ctx := context.Background()
-	for _, d := range redistest.Drivers() {
-		l, err := single.New(d.Conn(t, srv.Addr))
-		if err != nil {
-			t.Fatal(err)
+	for _, mode := range []struct {
+		name string
+		opts []single.Option
+	}{{"", nil}, {"without-scripts/", []single.Option{single.WithoutScripts()}}} {
+		for _, d := range redistest.Drivers() {
+			afterARestart(t, ctx, srv, mode.name+d.Name, d.Conn(t, srv.Addr), mode.opts...)
 		}
-		for _, op := range []struct {
-			name string
-			call func(*lock.Lock) error
-		}{
-			{"Refresh", func(lk *lock.Lock) error { return lk.Refresh(ctx, time.Minute) }},
-			{"TTL", func(lk *lock.Lock) error { _, err := lk.TTL(ctx); return err }},
-			{"Release", func(lk *lock.Lock) error { return lk.Release(ctx) }},
-		} {
-			t.Run(d.Name+"/"+op.name, func(t *testing.T) {
-				lk, err := l.Obtain(ctx, conformance.Key(t), time.Minute)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if err := srv.Restart(); err != nil {
-					t.Fatalf("restart: %v", err)
-				}
-				if err := op.call(lk); !errors.Is(err, lock.ErrExpired) {
-					t.Errorf("%s after a restart = %v, want ErrExpired", op.name, err)
-				}
-			})
-		}
+	}
+}
+
+// afterARestart runs TestAfterARestart's operations over conn, as
+// subtests named after name.
+func afterARestart(t *testing.T, ctx context.Context, srv *redistest.Server, name string, conn driver.Conn, opts ...single.Option) {
+	l, err := single.New(conn, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, op := range []struct {
+		name string
+		call func(*lock.Lock) error
+	}{
+		{"Refresh", func(lk *lock.Lock) error { return lk.Refresh(ctx, time.Minute) }},
+		{"TTL", func(lk *lock.Lock) error { _, err := lk.TTL(ctx); return err }},
+		{"Release", func(lk *lock.Lock) error { return lk.Release(ctx) }},
+	} {
+		t.Run(name+"/"+op.name, func(t *testing.T) {
+			lk, err := l.Obtain(ctx, conformance.Key(t), time.Minute)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := srv.Restart(); err != nil {
+				t.Fatalf("restart: %v", err)
+			}
+			if err := op.call(lk); !errors.Is(err, lock.ErrExpired) {
+				t.Errorf("%s after a restart = %v, want ErrExpired", op.name, err)
+			}
+		})
 	}
 }
