@@ -76,6 +76,15 @@ func unknown(names ...string) func(args []any) error {
 	}
 }
 
+// noSetIfEq refuses SET … IFEQ as a server without it does, so that a
+// refresh takes the transaction on every server.
+func noSetIfEq(args []any) error {
+	if args[0] == "SET" {
+		return errors.New("ERR syntax error")
+	}
+	return nil
+}
+
 func plain(t *testing.T, c driver.Conn) *cas.Plain {
 	t.Helper()
 	p, err := cas.NewPlain(c)
@@ -137,9 +146,10 @@ func TestPlainLacksATransactionCommand(t *testing.T) {
 	}
 }
 
-// TestPlainTransactions: on a real server, a transaction answers as the
-// script does when another client changes the key between its read and its
-// EXEC (a nil EXEC), and when its EXEC's reply is lost.
+// TestPlainTransactions: on a real server, a refresh by transaction (SET …
+// IFEQ is refused) answers as the script does when another client changes
+// the key between its read and its EXEC (a nil EXEC), and when its EXEC's
+// reply is lost.
 func TestPlainTransactions(t *testing.T) {
 	srv := redistest.Start(t, 1)[0]
 	ctx := context.Background()
@@ -155,7 +165,7 @@ func TestPlainTransactions(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			key := "plain:" + t.Name()
-			conn := &faulty{Conn: goredis.New(redistest.GoRedis(t, srv.Addr, 3))}
+			conn := &faulty{Conn: goredis.New(redistest.GoRedis(t, srv.Addr, 3)), refuse: noSetIfEq}
 			change := once("MULTI", func() { c.change(key) })
 			conn.before = func(args []any) { change(args) }
 			if _, err := conn.SetNX(ctx, key, "v", time.Minute); err != nil {
@@ -168,7 +178,7 @@ func TestPlainTransactions(t *testing.T) {
 	}
 	t.Run("a lost EXEC reply: run again, it finds the key as it left it", func(t *testing.T) {
 		key := "plain:lost-exec"
-		conn := &faulty{Conn: goredis.New(redistest.GoRedis(t, srv.Addr, 3))}
+		conn := &faulty{Conn: goredis.New(redistest.GoRedis(t, srv.Addr, 3)), refuse: noSetIfEq}
 		conn.lose = once("EXEC", func() {})
 		if _, err := conn.SetNX(ctx, key, "v", time.Minute); err != nil {
 			t.Fatal(err)
