@@ -138,8 +138,10 @@ func lacks(err error) bool {
 }
 
 // Acquire is the package's [Acquire] without scripts: SET NX PX, and when
-// the key exists, unless start is BySetOnly, a transaction that sets it
-// again if it holds value. A retry (ByScript) starts with the SET too.
+// the key exists, unless start is BySetOnly, a GET, which finds it held by
+// another value (ErrNotObtained) or of another type (WRONGTYPE) in one
+// more round trip, and otherwise a transaction that sets it if it is free
+// or holds value. A retry (ByScript) starts with the SET too.
 func (p *Plain) Acquire(ctx context.Context, key, value string, ttl time.Duration, start Start) error {
 	ok, err := p.conn.SetNX(ctx, key, value, ttl)
 	switch {
@@ -149,6 +151,13 @@ func (p *Plain) Acquire(ctx context.Context, key, value string, ttl time.Duratio
 		return err
 	case err == nil && start == BySetOnly:
 		return strategy.ErrNotObtained
+	}
+	_, err = resend(ctx, func() (struct{}, error) { return struct{}{}, owner(ctx, p.conn, key, value) })
+	switch {
+	case errors.Is(err, strategy.ErrTaken):
+		return strategy.ErrNotObtained
+	case err != nil && !errors.Is(err, strategy.ErrExpired):
+		return err
 	}
 	_, err = p.take(ctx, key, "", value, ttl)
 	return err
