@@ -232,6 +232,7 @@ func TestWithoutScriptsContendsWithScripts(t *testing.T) {
 		}()
 	}
 	wg.Wait()
+	t.Logf("%d goroutines, %d acquisitions, %d overlaps", workers, d.Entries(), d.Overlaps())
 	if got, want := d.Entries(), int64(workers*each); got != want {
 		t.Errorf("entries = %d, want %d", got, want)
 	}
