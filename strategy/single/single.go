@@ -111,9 +111,9 @@ func WithReplicas(n int, timeout time.Duration) Option {
 // proxy, a managed service. Each operation sends the best that the server
 // offers, compares the whole stored value, and answers as the scripts do:
 //
-//   - Obtain: SET key value NX PX ttl; when the key exists, a transaction
-//     (WATCH key, GET key, MULTI, SET key value PX ttl, EXEC) that takes it
-//     only if it already holds the value (a retry, or lock.WithToken).
+//   - Obtain: SET key value NX PX ttl; when the key exists, GET key, and
+//     if it is gone or holds the value (a retry, or lock.WithToken), a
+//     transaction: WATCH key, GET key, MULTI, SET key value PX ttl, EXEC.
 //     With lock.WithFencing, one transaction WATCHes the key and the
 //     counter, then sets the key and INCRs the counter.
 //   - Release: DELEX key IFEQ value, or DELIFEQ key value, or else WATCH
