@@ -347,9 +347,10 @@ func (p *Plain) inspect(ctx context.Context, key, fenceKey string) (Reading, err
 	return r, nil
 }
 
-// errChanged is the error of a transaction that changes of its keys aborted
-// twice in a row.
-var errChanged = errors.New("lock: the key changed while a transaction on it ran, twice in a row")
+// errChanged is the error of a transaction that a change of a key it
+// watched aborted (a nil EXEC); transact returns it when that happened to
+// both of its runs.
+var errChanged = errors.New("lock: a transaction was aborted: a key it watched changed")
 
 // transact runs, over one pinned connection, WATCH keys, then read, which
 // reads what it needs with the session and returns the commands to run

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/locksmith-go/lock"
 	"github.com/locksmith-go/lock/driver"
 	"github.com/locksmith-go/lock/driver/goredis"
@@ -191,4 +193,48 @@ func TestPlainTransactions(t *testing.T) {
 			t.Errorf("PTTL = %v, %v; want more than a minute", ttl, err)
 		}
 	})
+}
+
+// TestPlainLeavesTheConnectionClean: a transaction that fails half-way,
+// after its WATCH or after its MULTI, leaves its connection as it found
+// it: over a go-redis pool of one connection, a later change of the key it
+// watched aborts nothing, and the next snapshot runs.
+func TestPlainLeavesTheConnectionClean(t *testing.T) {
+	srv := redistest.Start(t, 1)[0]
+	ctx := context.Background()
+	// redigo's pool undoes a connection's WATCH and MULTI itself; go-redis's
+	// does not.
+	client := redis.NewClient(&redis.Options{Addr: srv.Addr, PoolSize: 1, ContextTimeoutEnabled: true})
+	t.Cleanup(func() { _ = client.Close() })
+	conn := &faulty{Conn: goredis.New(client), refuse: func(args []any) error {
+		if args[0] == "PEXPIRE" {
+			return errors.New("NOPERM this user has no permissions to run the 'pexpire' command")
+		}
+		return noSetIfEq(args)
+	}}
+	p := plain(t, conn)
+	if _, err := conn.SetNX(ctx, "plain:lock", "v", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := driver.Do(ctx, conn, "RPUSH", "plain:list", "x"); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name, key string // key: the refresh's, which fails
+	}{
+		{"after its WATCH: GET fails with WRONGTYPE", "plain:list"},
+		{"after its MULTI: PEXPIRE is refused", "plain:lock"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if err := p.PExpire(ctx, c.key, "v", time.Minute); err == nil {
+				t.Fatal("PExpire = nil, want an error")
+			}
+			if _, err := driver.Do(ctx, conn, "RPUSH", "plain:list", "y"); err != nil { // the key the first case watched
+				t.Fatal(err)
+			}
+			if ttl, err := p.PTTL(ctx, "plain:lock", "v"); err != nil || ttl <= 0 {
+				t.Errorf("PTTL over the same connection = %v, %v; want a TTL", ttl, err)
+			}
+		})
+	}
 }
