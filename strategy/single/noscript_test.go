@@ -173,8 +173,9 @@ func TestWithoutScriptsDELEX(t *testing.T) {
 }
 
 // TestWithoutScriptsRefusals: NewStrategy refuses, with an *ArgumentError,
-// a driver that cannot pin a connection (a Cluster client), and
-// WithReplicas, which this mode does not support yet.
+// a driver that cannot pin a connection (a Cluster client) or send a
+// command of its choice (driver.Commander), and WithReplicas, which this
+// mode does not support yet.
 func TestWithoutScriptsRefusals(t *testing.T) {
 	client := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{redistest.ClosedAddr(t)}, ContextTimeoutEnabled: true})
 	t.Cleanup(func() { client.Close() })
@@ -186,6 +187,7 @@ func TestWithoutScriptsRefusals(t *testing.T) {
 		want string
 	}{
 		{"a Cluster client", cluster, nil, "conn"},
+		{"a driver that sends no command of its choice", struct{ driver.Conn }{redistest.Drivers()[0].Conn(t, redistest.ClosedAddr(t))}, nil, "conn"},
 		{"WithReplicas", redistest.Drivers()[0].Conn(t, redistest.ClosedAddr(t)), []single.Option{single.WithReplicas(1, time.Second)}, "replicas"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
