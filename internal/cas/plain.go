@@ -64,7 +64,8 @@ const Reprobe = time.Minute
 // NewPlain returns the script-free operations over c. c must send commands
 // of its choice (driver.Commander) over one connection ([driver.Pinnable]):
 // a transaction needs one connection for its length. It returns Pinnable's
-// error otherwise, such as for a Cluster client today.
+// error otherwise. On a Cluster, a transaction pins the connection of its
+// key's master, and keeps to that key's slot.
 func NewPlain(c driver.Conn) (*Plain, error) {
 	if err := driver.Pinnable(c); err != nil {
 		return nil, err
@@ -388,19 +389,11 @@ func (p *Plain) transact(ctx context.Context, key string, keys []string, read fu
 
 // pinned runs f with a session over one connection of p's, for key.
 func (p *Plain) pinned(ctx context.Context, key string, f func(*session) error) error {
-	return pin(ctx, p.conn, key, func(c driver.Conn) error {
+	return driver.Pin(ctx, p.conn, key, func(c driver.Conn) error {
 		s := &session{c: c}
 		defer s.close(ctx)
 		return f(s)
 	})
-}
-
-// pin runs f with c pinned to one connection (driver.Pin): the one place
-// where the package's script-free operations pin one. key is the key the
-// connection serves, for a Cluster client, which will pin the connection
-// of key's slot.
-func pin(ctx context.Context, c driver.Conn, key string, f func(driver.Conn) error) error {
-	return driver.Pin(ctx, c, f)
 }
 
 // A session is a pinned connection during a transaction. It remembers

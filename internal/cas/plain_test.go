@@ -45,8 +45,8 @@ func (f *faulty) Do(ctx context.Context, args ...any) (any, error) {
 
 func (f *faulty) Pinnable() error { return driver.Pinnable(f.Conn) }
 
-func (f *faulty) Pin(ctx context.Context, fn func(driver.Conn) error) error {
-	return driver.Pin(ctx, f.Conn, func(one driver.Conn) error {
+func (f *faulty) Pin(ctx context.Context, key string, fn func(driver.Conn) error) error {
+	return driver.Pin(ctx, f.Conn, key, func(one driver.Conn) error {
 		return fn(&faulty{Conn: one, refuse: f.refuse, before: f.before, lose: f.lose})
 	})
 }

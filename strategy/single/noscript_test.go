@@ -11,13 +11,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/locksmith-go/lock"
 	"github.com/locksmith-go/lock/conformance"
 	"github.com/locksmith-go/lock/driver"
 	"github.com/locksmith-go/lock/driver/goredis"
 	"github.com/locksmith-go/lock/driver/redigo"
+	rueidisdriver "github.com/locksmith-go/lock/driver/rueidis"
 	"github.com/locksmith-go/lock/internal/testing/matrix"
 	"github.com/locksmith-go/lock/internal/testing/redistest"
 	"github.com/locksmith-go/lock/locktest"
@@ -30,6 +29,11 @@ import (
 func TestWithoutScriptsConformance(t *testing.T) {
 	addr, real := redistest.Addr(t)
 	matrix.Run(t, matrix.SingleWithoutScripts(addr), matrix.AtOnce(real))
+	t.Run("cluster", func(t *testing.T) {
+		t.Parallel()
+		redistest.RequireBinary(t)
+		matrix.Run(t, matrix.SingleCluster(redistest.StartCluster(t, 3).Addrs(), single.WithoutScripts()), 0)
+	})
 }
 
 // noScriptLocker returns a Locker without scripts over conn, and its
@@ -57,9 +61,21 @@ func TestWithoutScriptsDetection(t *testing.T) {
 	}
 	want := map[string]bool{"SET IFEQ": hasSetIfEq(info), "DELEX": false, "DELIFEQ": false}
 	t.Logf("server: %s; want %v", version(info), want)
+	type conn struct {
+		name string
+		open func(t *testing.T) driver.Conn
+	}
+	var conns []conn
 	for _, d := range redistest.Drivers() {
-		t.Run(d.Name, func(t *testing.T) {
-			l, s := noScriptLocker(t, d.Conn(t, srv.Addr))
+		conns = append(conns, conn{d.Name, func(t *testing.T) driver.Conn { return d.Conn(t, srv.Addr) }})
+	}
+	cluster := redistest.StartCluster(t, 3).Addrs() // a Cluster client sends the conditional commands to the key's master
+	conns = append(conns,
+		conn{"goredis-cluster", func(t *testing.T) driver.Conn { return goredis.New(redistest.GoRedisCluster(t, cluster)) }},
+		conn{"rueidis-cluster", func(t *testing.T) driver.Conn { return rueidisdriver.New(redistest.RueidisCluster(t, cluster)) }})
+	for _, c := range conns {
+		t.Run(c.name, func(t *testing.T) {
+			l, s := noScriptLocker(t, c.open(t))
 			lk, err := l.Obtain(ctx, conformance.Key(t), time.Minute)
 			if err != nil {
 				t.Fatalf("Obtain = %v, want a lock", err)
@@ -173,20 +189,16 @@ func TestWithoutScriptsDELEX(t *testing.T) {
 }
 
 // TestWithoutScriptsRefusals: NewStrategy refuses, with an *ArgumentError,
-// a driver that cannot pin a connection (a Cluster client) or send a
-// command of its choice (driver.Commander), and WithReplicas, which this
-// mode does not support yet.
+// a driver that cannot send a command of its choice (driver.Commander) over
+// a pinned connection, and WithReplicas, which this mode does not support
+// yet.
 func TestWithoutScriptsRefusals(t *testing.T) {
-	client := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{redistest.ClosedAddr(t)}, ContextTimeoutEnabled: true})
-	t.Cleanup(func() { client.Close() })
-	cluster := goredis.New(client)
 	for _, c := range []struct {
 		name string
 		conn driver.Conn
 		opts []single.Option
 		want string
 	}{
-		{"a Cluster client", cluster, nil, "conn"},
 		{"a driver that sends no command of its choice", struct{ driver.Conn }{redistest.Drivers()[0].Conn(t, redistest.ClosedAddr(t))}, nil, "conn"},
 		{"WithReplicas", redistest.Drivers()[0].Conn(t, redistest.ClosedAddr(t)), []single.Option{single.WithReplicas(1, time.Second)}, "replicas"},
 	} {

@@ -131,10 +131,10 @@ func WithReplicas(n int, timeout time.Duration) Option {
 // It gives up the FIFO queue of waiters, which lives in scripts: an Obtain
 // that waits polls at its retry policy's delay, as with lock.WithPolling,
 // and the waiters take the lock in no particular order. Transactions need
-// one connection for their length: the driver must pin one
-// ([driver.Pinner]), which a Cluster client cannot today, and NewStrategy
-// refuses such a driver, and [WithReplicas], with an
-// *strategy.ArgumentError.
+// one connection for their length: the driver must pin one to the key's
+// server ([driver.Pinner]; on a Cluster, the master of the key's slot).
+// NewStrategy refuses a driver that cannot, and [WithReplicas], which this
+// mode does not support yet, with an *strategy.ArgumentError.
 func WithoutScripts() Option {
 	return func(s *Strategy) { s.noScripts = true }
 }

@@ -155,10 +155,10 @@ func singleOver(drivers []redistest.Driver, addr string, closedAddr func(testing
 	return combos
 }
 
-// SingleCluster returns single × go-redis and × rueidis on the cluster of
-// addrs.
-func SingleCluster(addrs []string) []Combo {
-	build := func(c []driver.Conn) (lock.Locker, error) { return single.New(c[0]) }
+// SingleCluster returns single with opts × go-redis and × rueidis on the
+// cluster of addrs.
+func SingleCluster(addrs []string, opts ...single.Option) []Combo {
+	build := func(c []driver.Conn) (lock.Locker, error) { return single.New(c[0], opts...) }
 	return []Combo{
 		onCluster("goredis-cluster", goRedisCluster, goRedisCluster, addrs, build),
 		onCluster("rueidis-cluster", rueidisCluster, rueidisClosed, addrs, build),
