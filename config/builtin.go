@@ -34,8 +34,13 @@ var otelKeys = map[string]bool{"omitted": true, "hashed": true, "raw": true}
 
 func init() {
 	RegisterStrategy("single", Strategy{
+		WithoutScripts: true,
 		New: func(c Config, conns []driver.Conn) (lock.Locker, error) {
-			return single.New(conns[0], single.WithReplicas(c.Replicas, cmp.Or(c.ReplicaTimeout, defaultReplicaTimeout)))
+			opts := []single.Option{single.WithReplicas(c.Replicas, cmp.Or(c.ReplicaTimeout, defaultReplicaTimeout))}
+			if c.WithoutScripts {
+				opts = append(opts, single.WithoutScripts())
+			}
+			return single.New(conns[0], opts...)
 		},
 	})
 	RegisterStrategy("setnx-getset", Strategy{

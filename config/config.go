@@ -149,6 +149,14 @@ type Config struct {
 	// every Obtain that waits: under Retry, or under the call's own
 	// lock.WithRetry.
 	Wait string
+	// WithoutScripts makes the strategy send no script (EVAL, EVALSHA,
+	// FCALL, SCRIPT), for servers that forbid them: an ACL without
+	// @scripting, a proxy, a managed service. Locks then use the servers'
+	// conditional commands where they have them, and transactions where
+	// not; waiters poll, in no particular order. single supports it, as
+	// single.WithoutScripts; a strategy that does not (Strategy's
+	// WithoutScripts) is refused. The default is off: scripts.
+	WithoutScripts bool
 	// OTel wraps the Locker with OpenTelemetry instrumentation (package
 	// lockotel), with the global providers. A program enables it with a
 	// blank import of config/otelconfig.
@@ -362,6 +370,12 @@ var rules = []func(c Config) (string, error){
 			return "replica_timeout", fmt.Errorf("is set but replicas is 0: set replicas too")
 		case c.ReplicaTimeout >= ttl:
 			return "replica_timeout", fmt.Errorf("must be less than ttl: %v is not less than %v", c.ReplicaTimeout, ttl)
+		}
+		return "", nil
+	},
+	func(c Config) (string, error) {
+		if c.WithoutScripts && !strategyOf(c).WithoutScripts {
+			return "without_scripts", fmt.Errorf("is not supported by %s yet: it runs scripts (single can run without)", c.Strategy)
 		}
 		return "", nil
 	},

@@ -109,6 +109,7 @@ var settings = []setting{
 	}),
 	field("max_attempts", inQuery, func(c *Config) *int { return &c.MaxAttempts }, parseInt, strconv.Itoa, atLeast(0, "")),
 	field("wait", inQuery, func(c *Config) *string { return &c.Wait }, parseText, formatText, oneOf(waits)),
+	field("without_scripts", inQuery, func(c *Config) *bool { return &c.WithoutScripts }, parseBool, strconv.FormatBool, anyValue[bool]),
 	field("otel", inQuery, func(c *Config) *bool { return &c.OTel }, parseBool, strconv.FormatBool, anyValue[bool]),
 	field("otel_keys", inQuery, func(c *Config) *string { return &c.OTelKeys }, parseText, formatText, oneOf(otelKeys)),
 

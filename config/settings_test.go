@@ -53,6 +53,7 @@ var examples = map[string][]struct{ url, want string }{
 	},
 	"max_attempts":    {{"single://h?retry=exponential:10ms,1s&max_attempts=5", "5"}},
 	"wait":            {{"single://h?wait=poll", "poll"}, {"single://h?wait=notify", "notify"}},
+	"without_scripts": {{"single://h?without_scripts=true", "true"}, {"single+cluster://h1:7000?without_scripts=1", "true"}},
 	"otel":            {{"single://h?otel=true", "true"}},
 	"otel_keys":       {{"single://h?otel=true&otel_keys=hashed", "hashed"}, {"single://h?otel=true&otel_keys=raw", "raw"}},
 	"format":          {{"setnx-getset://h?format=ms", "ms"}, {"setnx-getset://h?format=float-seconds", "float-seconds"}},
