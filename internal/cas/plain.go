@@ -53,9 +53,13 @@ import (
 // more, and reads what changed (the key gone, or another value: the lock
 // lost; the same value: only the TTL changed) and decides again.
 type Plain struct {
-	conn                    driver.Conn
-	setIfEq, delex, delifeq support
+	conn   driver.Conn
+	pinned bool // conn is one connection, pinned already (Over)
+	*found      // shared with the Plains of Over
 }
+
+// found is what a server was found to have, per conditional command.
+type found struct{ setIfEq, delex, delifeq support }
 
 // Reprobe is how long Plain takes a conditional command that the server
 // refused for missing, before it tries it again.
@@ -70,7 +74,16 @@ func NewPlain(c driver.Conn) (*Plain, error) {
 	if err := driver.Pinnable(c); err != nil {
 		return nil, err
 	}
-	return &Plain{conn: c}, nil
+	return &Plain{conn: c, found: new(found)}, nil
+}
+
+// Over returns p's operations over one, a connection that the caller has
+// pinned to the server of the key they are for, as [Acked] does: they send
+// every command there, their transactions included, so that a WAIT that
+// follows on one counts the replicas of their writes. What p found the
+// server to have is shared.
+func (p *Plain) Over(one driver.Conn) *Plain {
+	return &Plain{conn: one, pinned: true, found: p.found}
 }
 
 // Support is what Plain found a server to have, per conditional command:
@@ -316,7 +329,7 @@ func (p *Plain) inspect(ctx context.Context, key, fenceKey string) (Reading, err
 		cmds = append(cmds, []any{"GET", fenceKey})
 	}
 	replies, err := resend(ctx, func() (replies []any, err error) {
-		err = p.pinned(ctx, key, func(s *session) (err error) {
+		err = p.session(ctx, key, func(s *session) (err error) {
 			replies, err = s.exec(ctx, cmds)
 			return err
 		})
@@ -363,7 +376,7 @@ var errChanged = errors.New("lock: a transaction was aborted: a key it watched c
 func (p *Plain) transact(ctx context.Context, key string, keys []string, read func(*session) ([][]any, error)) ([]any, error) {
 	for range 2 {
 		replies, err := resend(ctx, func() (replies []any, err error) {
-			err = p.pinned(ctx, key, func(s *session) error {
+			err = p.session(ctx, key, func(s *session) error {
 				watch := []any{"WATCH"}
 				for _, k := range keys {
 					watch = append(watch, k)
@@ -387,13 +400,18 @@ func (p *Plain) transact(ctx context.Context, key string, keys []string, read fu
 	return nil, errChanged
 }
 
-// pinned runs f with a session over one connection of p's, for key.
-func (p *Plain) pinned(ctx context.Context, key string, f func(*session) error) error {
-	return driver.Pin(ctx, p.conn, key, func(c driver.Conn) error {
+// session runs f with a session over one connection of p's, for key:
+// p's own when it is pinned already, or one pinned for f.
+func (p *Plain) session(ctx context.Context, key string, f func(*session) error) error {
+	run := func(c driver.Conn) error {
 		s := &session{c: c}
 		defer s.close(ctx)
 		return f(s)
-	})
+	}
+	if p.pinned {
+		return run(p.conn)
+	}
+	return driver.Pin(ctx, p.conn, key, run)
 }
 
 // A session is a pinned connection during a transaction. It remembers

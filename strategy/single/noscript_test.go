@@ -91,7 +91,14 @@ func TestWithoutScriptsDetection(t *testing.T) {
 			}
 		})
 	}
-	stats, err := srv.Command(ctx, "INFO", "commandstats")
+	sentNoScript(t, srv)
+}
+
+// sentNoScript checks that srv's INFO commandstats counts no script
+// command.
+func sentNoScript(t *testing.T, srv *redistest.Server) {
+	t.Helper()
+	stats, err := srv.Command(context.Background(), "INFO", "commandstats")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -188,27 +195,15 @@ func TestWithoutScriptsDELEX(t *testing.T) {
 	}
 }
 
-// TestWithoutScriptsRefusals: NewStrategy refuses, with an *ArgumentError,
-// a driver that cannot send a command of its choice (driver.Commander) over
-// a pinned connection, and WithReplicas, which this mode does not support
-// yet.
+// TestWithoutScriptsRefusals: NewStrategy refuses, with an *ArgumentError
+// named conn, a driver that cannot send a command of its choice
+// (driver.Commander) over a pinned connection.
 func TestWithoutScriptsRefusals(t *testing.T) {
-	for _, c := range []struct {
-		name string
-		conn driver.Conn
-		opts []single.Option
-		want string
-	}{
-		{"a driver that sends no command of its choice", struct{ driver.Conn }{redistest.Drivers()[0].Conn(t, redistest.ClosedAddr(t))}, nil, "conn"},
-		{"WithReplicas", redistest.Drivers()[0].Conn(t, redistest.ClosedAddr(t)), []single.Option{single.WithReplicas(1, time.Second)}, "replicas"},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			_, err := single.New(c.conn, append(c.opts, single.WithoutScripts())...)
-			var ae *lock.ArgumentError
-			if !errors.As(err, &ae) || ae.Name != c.want {
-				t.Errorf("New = %v, want an ArgumentError named %s", err, c.want)
-			}
-		})
+	conn := struct{ driver.Conn }{redistest.Drivers()[0].Conn(t, redistest.ClosedAddr(t))}
+	_, err := single.New(conn, single.WithoutScripts())
+	var ae *lock.ArgumentError
+	if !errors.As(err, &ae) || ae.Name != "conn" {
+		t.Errorf("New = %v, want an ArgumentError named conn", err)
 	}
 }
 

@@ -22,93 +22,112 @@ import (
 // acknowledges; it only bounds the wait for one that cannot.
 const replicaWait = 10 * time.Second
 
+// modes are the ways the Strategy talks to the server: scripts, and
+// WithoutScripts.
+var modes = []struct {
+	name string
+	opts []single.Option
+}{{"scripts", nil}, {"without-scripts", []single.Option{single.WithoutScripts()}}}
+
 // TestWithReplicas: with WithReplicas(1, ...), an acquisition and a refresh
-// count only once a replica acknowledges them (WAIT), over every driver.
+// count only once a replica acknowledges them (WAIT), over every driver,
+// with scripts and without (where WAIT follows a transaction or a
+// conditional command on its connection).
 func TestWithReplicas(t *testing.T) {
 	t.Parallel()
-	for _, d := range redistest.Drivers() {
-		t.Run(d.Name, func(t *testing.T) {
-			t.Parallel()
-			t.Run("a replica acknowledges: obtained and refreshed", func(t *testing.T) {
-				master := redistest.Start(t, 1)[0]
-				redistest.StartReplica(t, master.Addr)
-				l := newReplicated(t, d.Conn(t, master.Addr), 1, replicaWait)
-				ctx := testContext(t)
-				lk, err := l.Obtain(ctx, "replicas:ok", time.Minute)
-				if err != nil {
-					t.Fatalf("Obtain: got %v, want nil", err)
-				}
-				if err := lk.Refresh(ctx, time.Minute); err != nil {
-					t.Errorf("Refresh: got %v, want nil", err)
-				}
-				if err := lk.Release(ctx); err != nil {
-					t.Errorf("Release: got %v, want nil", err)
-				}
+	for _, m := range modes {
+		for _, d := range redistest.Drivers() {
+			t.Run(m.name+"/"+d.Name, func(t *testing.T) {
+				t.Parallel()
+				testWithReplicas(t, d, m.opts)
 			})
-			t.Run("no replica: a *ReplicaError, and nothing left behind", func(t *testing.T) {
-				master := redistest.Start(t, 1)[0]
-				l := newReplicated(t, d.Conn(t, master.Addr), 1, 50*time.Millisecond)
-				ctx := testContext(t)
-				lk, err := l.Obtain(ctx, "replicas:none", time.Minute)
-				var re *single.ReplicaError
-				if !errors.As(err, &re) || re.Want != 1 || re.Got != 0 {
-					t.Fatalf("Obtain = %v, %v; want a *ReplicaError{Want: 1, Got: 0}", lk, err)
-				}
-				if errors.Is(err, lock.ErrNotObtained) {
-					t.Errorf("Obtain: got %v, which matches ErrNotObtained; want an error that tells it from a busy lock", err)
-				}
-				if n, err := master.Command(ctx, "EXISTS", "replicas:none"); n != "0" || err != nil {
-					t.Errorf("EXISTS replicas:none = %q, %v; want 0: the unconfirmed lock deleted", n, err)
-				}
-			})
-			t.Run("the replica stops answering: Refresh fails with a *ReplicaError, the lock still held", func(t *testing.T) {
-				master := redistest.Start(t, 1)[0]
-				replica := redistest.StartReplica(t, master.Addr)
-				l := newReplicated(t, d.Conn(t, master.Addr), 1, replicaWait)
-				ctx := testContext(t)
-				lk, err := l.Obtain(ctx, "replicas:refresh", time.Minute)
-				if err != nil {
-					t.Fatalf("Obtain: got %v, want nil", err)
-				}
-				replica.Pause()
-				defer replica.Resume()
-				// WAIT waits half of the 2s left, and answers before the
-				// deadline.
-				short, cancel := context.WithTimeout(ctx, 2*time.Second)
-				defer cancel()
-				err = lk.Refresh(short, time.Minute)
-				var re *single.ReplicaError
-				if !errors.As(err, &re) || re.Want != 1 || re.Got != 0 {
-					t.Errorf("Refresh: got %v, want a *ReplicaError{Want: 1, Got: 0}", err)
-				}
-				if err := lk.Err(); err != nil {
-					t.Errorf("Err after the unconfirmed refresh: got %v, want nil: the last confirmed TTL still runs", err)
-				}
-			})
-			t.Run("WAIT's timeout is cut to the caller's deadline", func(t *testing.T) {
-				master := redistest.Start(t, 1)[0]
-				l := newReplicated(t, d.Conn(t, master.Addr), 1, time.Hour)
-				ctx, cancel := context.WithTimeout(testContext(t), 100*time.Millisecond)
-				defer cancel()
-				// testContext's minute is the hang detector: WAIT 1 3600000
-				// would outlast it; WAIT waits half of the 100ms.
-				if lk, err := l.Obtain(ctx, "replicas:deadline", time.Minute); err == nil {
-					t.Fatalf("Obtain = %v, nil; want an error: no replica acknowledged", lk)
-				}
-				redistest.Eventually(t, "the unconfirmed lock deleted", func(ctx context.Context) bool {
-					n, err := master.Command(ctx, "EXISTS", "replicas:deadline")
-					return err == nil && n == "0"
-				})
-			})
-		})
+		}
 	}
+}
+
+// testWithReplicas is TestWithReplicas over d, with opts.
+func testWithReplicas(t *testing.T, d redistest.Driver, opts []single.Option) {
+	t.Run("a replica acknowledges: obtained and refreshed", func(t *testing.T) {
+		master := redistest.Start(t, 1)[0]
+		redistest.StartReplica(t, master.Addr)
+		l := newReplicated(t, d.Conn(t, master.Addr), 1, replicaWait, opts...)
+		ctx := testContext(t)
+		lk, err := l.Obtain(ctx, "replicas:ok", time.Minute)
+		if err != nil {
+			t.Fatalf("Obtain: got %v, want nil", err)
+		}
+		if err := lk.Refresh(ctx, time.Minute); err != nil {
+			t.Errorf("Refresh: got %v, want nil", err)
+		}
+		if err := lk.Release(ctx); err != nil {
+			t.Errorf("Release: got %v, want nil", err)
+		}
+		if len(opts) > 0 {
+			sentNoScript(t, master)
+		}
+	})
+	t.Run("no replica: a *ReplicaError, and nothing left behind", func(t *testing.T) {
+		master := redistest.Start(t, 1)[0]
+		l := newReplicated(t, d.Conn(t, master.Addr), 1, 50*time.Millisecond, opts...)
+		ctx := testContext(t)
+		lk, err := l.Obtain(ctx, "replicas:none", time.Minute)
+		var re *single.ReplicaError
+		if !errors.As(err, &re) || re.Want != 1 || re.Got != 0 {
+			t.Fatalf("Obtain = %v, %v; want a *ReplicaError{Want: 1, Got: 0}", lk, err)
+		}
+		if errors.Is(err, lock.ErrNotObtained) {
+			t.Errorf("Obtain: got %v, which matches ErrNotObtained; want an error that tells it from a busy lock", err)
+		}
+		if n, err := master.Command(ctx, "EXISTS", "replicas:none"); n != "0" || err != nil {
+			t.Errorf("EXISTS replicas:none = %q, %v; want 0: the unconfirmed lock deleted", n, err)
+		}
+	})
+	t.Run("the replica stops answering: Refresh fails with a *ReplicaError, the lock still held", func(t *testing.T) {
+		master := redistest.Start(t, 1)[0]
+		replica := redistest.StartReplica(t, master.Addr)
+		l := newReplicated(t, d.Conn(t, master.Addr), 1, replicaWait, opts...)
+		ctx := testContext(t)
+		lk, err := l.Obtain(ctx, "replicas:refresh", time.Minute)
+		if err != nil {
+			t.Fatalf("Obtain: got %v, want nil", err)
+		}
+		replica.Pause()
+		defer replica.Resume()
+		// WAIT waits half of the 2s left, and answers before the
+		// deadline.
+		short, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
+		err = lk.Refresh(short, time.Minute)
+		var re *single.ReplicaError
+		if !errors.As(err, &re) || re.Want != 1 || re.Got != 0 {
+			t.Errorf("Refresh: got %v, want a *ReplicaError{Want: 1, Got: 0}", err)
+		}
+		if err := lk.Err(); err != nil {
+			t.Errorf("Err after the unconfirmed refresh: got %v, want nil: the last confirmed TTL still runs", err)
+		}
+	})
+	t.Run("WAIT's timeout is cut to the caller's deadline", func(t *testing.T) {
+		master := redistest.Start(t, 1)[0]
+		l := newReplicated(t, d.Conn(t, master.Addr), 1, time.Hour, opts...)
+		ctx, cancel := context.WithTimeout(testContext(t), 100*time.Millisecond)
+		defer cancel()
+		// testContext's minute is the hang detector: WAIT 1 3600000
+		// would outlast it; WAIT waits half of the 100ms.
+		if lk, err := l.Obtain(ctx, "replicas:deadline", time.Minute); err == nil {
+			t.Fatalf("Obtain = %v, nil; want an error: no replica acknowledged", lk)
+		}
+		redistest.Eventually(t, "the unconfirmed lock deleted", func(ctx context.Context) bool {
+			n, err := master.Command(ctx, "EXISTS", "replicas:deadline")
+			return err == nil && n == "0"
+		})
+	})
 }
 
 // TestWithReplicasOnACluster: on a Cluster, the write and WAIT go to the
 // master of the key's slot, and WAIT counts that master's replicas: a key
 // of the master that has a replica is obtained and refreshed, and a key of
 // another master, which has none, fails with a *ReplicaError and is left
-// nowhere, over each Cluster client.
+// nowhere, over each Cluster client, with scripts and without.
 func TestWithReplicasOnACluster(t *testing.T) {
 	t.Parallel()
 	cluster := redistest.StartCluster(t, 3)
@@ -118,45 +137,47 @@ func TestWithReplicasOnACluster(t *testing.T) {
 		t.Fatalf("%s and %s are both on %s, want two masters", replicated, alone, master.Addr)
 	}
 	cluster.StartReplica(t, master)
-	for _, c := range []struct {
-		name string
-		conn func(t *testing.T) driver.Conn
-	}{
-		{"goredis", func(t *testing.T) driver.Conn { return goredis.New(redistest.GoRedisCluster(t, cluster.Addrs())) }},
-		{"rueidis", func(t *testing.T) driver.Conn {
-			return rueidisdriver.New(redistest.RueidisCluster(t, cluster.Addrs()))
-		}},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			t.Run("a key of the master with a replica: obtained and refreshed", func(t *testing.T) {
-				l := newReplicated(t, c.conn(t), 1, replicaWait)
-				ctx := testContext(t)
-				lk, err := l.Obtain(ctx, replicated+c.name, time.Minute)
-				if err != nil {
-					t.Fatalf("Obtain: got %v, want nil", err)
-				}
-				if err := lk.Refresh(ctx, time.Minute); err != nil {
-					t.Errorf("Refresh: got %v, want nil", err)
-				}
-				if err := lk.Release(ctx); err != nil {
-					t.Errorf("Release: got %v, want nil", err)
-				}
+	for _, m := range modes {
+		for _, c := range []struct {
+			name string
+			conn func(t *testing.T) driver.Conn
+		}{
+			{"goredis", func(t *testing.T) driver.Conn { return goredis.New(redistest.GoRedisCluster(t, cluster.Addrs())) }},
+			{"rueidis", func(t *testing.T) driver.Conn {
+				return rueidisdriver.New(redistest.RueidisCluster(t, cluster.Addrs()))
+			}},
+		} {
+			t.Run(m.name+"/"+c.name, func(t *testing.T) {
+				t.Run("a key of the master with a replica: obtained and refreshed", func(t *testing.T) {
+					l := newReplicated(t, c.conn(t), 1, replicaWait, m.opts...)
+					ctx := testContext(t)
+					lk, err := l.Obtain(ctx, replicated+m.name+c.name, time.Minute)
+					if err != nil {
+						t.Fatalf("Obtain: got %v, want nil", err)
+					}
+					if err := lk.Refresh(ctx, time.Minute); err != nil {
+						t.Errorf("Refresh: got %v, want nil", err)
+					}
+					if err := lk.Release(ctx); err != nil {
+						t.Errorf("Release: got %v, want nil", err)
+					}
+				})
+				t.Run("a key of a master without one: a *ReplicaError, and nothing left behind", func(t *testing.T) {
+					l := newReplicated(t, c.conn(t), 1, 50*time.Millisecond, m.opts...)
+					ctx := testContext(t)
+					key := alone + m.name + c.name
+					lk, err := l.Obtain(ctx, key, time.Minute)
+					var re *single.ReplicaError
+					if !errors.As(err, &re) || re.Want != 1 || re.Got != 0 {
+						t.Fatalf("Obtain = %v, %v; want a *ReplicaError{Want: 1, Got: 0}", lk, err)
+					}
+					owner := cluster.Owner(t, cluster.KeySlot(t, key))
+					if n, err := owner.Command(ctx, "EXISTS", key); n != "0" || err != nil {
+						t.Errorf("EXISTS %s on its master = %q, %v; want 0: the unconfirmed lock deleted", key, n, err)
+					}
+				})
 			})
-			t.Run("a key of a master without one: a *ReplicaError, and nothing left behind", func(t *testing.T) {
-				l := newReplicated(t, c.conn(t), 1, 50*time.Millisecond)
-				ctx := testContext(t)
-				key := alone + c.name
-				lk, err := l.Obtain(ctx, key, time.Minute)
-				var re *single.ReplicaError
-				if !errors.As(err, &re) || re.Want != 1 || re.Got != 0 {
-					t.Fatalf("Obtain = %v, %v; want a *ReplicaError{Want: 1, Got: 0}", lk, err)
-				}
-				owner := cluster.Owner(t, cluster.KeySlot(t, key))
-				if n, err := owner.Command(ctx, "EXISTS", key); n != "0" || err != nil {
-					t.Errorf("EXISTS %s on its master = %q, %v; want 0: the unconfirmed lock deleted", key, n, err)
-				}
-			})
-		})
+		}
 	}
 }
 
@@ -278,9 +299,10 @@ func failoverConn(t *testing.T, sentinels []*redistest.Server) driver.Conn {
 	return goredis.New(c)
 }
 
-// newReplicated returns a Locker over conn with WithReplicas(n, timeout).
-func newReplicated(t *testing.T, conn driver.Conn, n int, timeout time.Duration) lock.Locker {
-	l, err := single.New(conn, single.WithReplicas(n, timeout))
+// newReplicated returns a Locker over conn with WithReplicas(n, timeout),
+// and opts.
+func newReplicated(t *testing.T, conn driver.Conn, n int, timeout time.Duration, opts ...single.Option) lock.Locker {
+	l, err := single.New(conn, append([]single.Option{single.WithReplicas(n, timeout)}, opts...)...)
 	if err != nil {
 		t.Fatalf("single.New: %v", err)
 	}

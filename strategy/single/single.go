@@ -133,8 +133,9 @@ func WithReplicas(n int, timeout time.Duration) Option {
 // and the waiters take the lock in no particular order. Transactions need
 // one connection for their length: the driver must pin one to the key's
 // server ([driver.Pinner]; on a Cluster, the master of the key's slot).
-// NewStrategy refuses a driver that cannot, and [WithReplicas], which this
-// mode does not support yet, with an *strategy.ArgumentError.
+// NewStrategy refuses a driver that cannot with an *strategy.ArgumentError.
+// With [WithReplicas], an acquisition and a refresh run all their commands
+// on one pinned connection, then WAIT on it.
 func WithoutScripts() Option {
 	return func(s *Strategy) { s.noScripts = true }
 }
@@ -181,9 +182,6 @@ func NewStrategy(conn driver.Conn, opts ...Option) (*Strategy, error) {
 
 // withoutScripts sets up [WithoutScripts], or says why it cannot.
 func (s *Strategy) withoutScripts() error {
-	if s.ack.Replicas > 0 {
-		return &strategy.ArgumentError{Name: "replicas", Reason: "WithReplicas cannot be used with WithoutScripts yet"}
-	}
 	p, err := cas.NewPlain(s.conn)
 	if err != nil {
 		return &strategy.ArgumentError{Name: "conn", Reason: fmt.Sprintf(
@@ -222,11 +220,11 @@ func (s *Strategy) Acquire(ctx context.Context, r strategy.Request) (strategy.Gr
 		}
 	}
 	if s.ack.Replicas == 0 {
-		return s.acquire(ctx, s.conn, r, d, fenceKey)
+		return s.acquire(ctx, s.conn, s.plain, r, d, fenceKey)
 	}
 	var g strategy.Grant
 	err = cas.Acked(ctx, s.conn, r.Key, s.ack, func(c driver.Conn) (err error) {
-		g, err = s.acquire(ctx, c, r, d, fenceKey)
+		g, err = s.acquire(ctx, c, s.over(c), r, d, fenceKey)
 		return err
 	})
 	if errors.As(err, new(*ReplicaError)) {
@@ -237,10 +235,10 @@ func (s *Strategy) Acquire(ctx context.Context, r strategy.Request) (strategy.Gr
 	return g, err
 }
 
-// acquire makes one attempt on c, with the drift allowance d and, for a
-// fenced request, the counter fenceKey. Without scripts, c is s.conn
-// (WithReplicas is refused).
-func (s *Strategy) acquire(ctx context.Context, c driver.Conn, r strategy.Request, d time.Duration, fenceKey string) (_ strategy.Grant, err error) {
+// acquire makes one attempt on c, or with p's operations without scripts,
+// with the drift allowance d and, for a fenced request, the counter
+// fenceKey.
+func (s *Strategy) acquire(ctx context.Context, c driver.Conn, p *cas.Plain, r strategy.Request, d time.Duration, fenceKey string) (_ strategy.Grant, err error) {
 	if r.Waiter != "" {
 		if q, ok := s.queue(r.Key); ok {
 			n, e, err := cas.AcquireQueued(ctx, c, q, fenceKey, r.Value(), s.member(r.Waiter), r.TTL, r.Poll, r.Patience)
@@ -249,12 +247,12 @@ func (s *Strategy) acquire(ctx context.Context, c driver.Conn, r strategy.Reques
 	}
 	var n int64
 	switch {
-	case !r.Fencing && s.plain != nil:
-		err = s.plain.Acquire(ctx, r.Key, r.Value(), r.TTL, cas.StartOf(r))
+	case !r.Fencing && p != nil:
+		err = p.Acquire(ctx, r.Key, r.Value(), r.TTL, cas.StartOf(r))
 	case !r.Fencing:
 		err = cas.Acquire(ctx, c, r.Key, r.Value(), r.TTL, cas.StartOf(r))
-	case s.plain != nil:
-		n, err = s.plain.AcquireFenced(ctx, r.Key, fenceKey, r.Value(), r.TTL)
+	case p != nil:
+		n, err = p.AcquireFenced(ctx, r.Key, fenceKey, r.Value(), r.TTL)
 	default:
 		n, err = cas.AcquireFenced(ctx, c, r.Key, fenceKey, r.Value(), r.TTL)
 	}
@@ -325,15 +323,30 @@ func (s *Strategy) Refresh(ctx context.Context, key, value string, ttl time.Dura
 	if err != nil {
 		return strategy.Grant{}, err
 	}
-	switch {
-	case s.plain != nil:
-		return strategy.Grant{Drift: d}, s.plain.PExpire(ctx, key, value, ttl)
-	case s.ack.Replicas == 0:
-		return strategy.Grant{Drift: d}, cas.PExpire(ctx, s.conn, key, value, ttl)
+	if s.ack.Replicas == 0 {
+		return strategy.Grant{Drift: d}, pexpire(ctx, s.conn, s.plain, key, value, ttl)
 	}
 	return strategy.Grant{Drift: d}, cas.Acked(ctx, s.conn, key, s.ack, func(c driver.Conn) error {
-		return cas.PExpire(ctx, c, key, value, ttl)
+		return pexpire(ctx, c, s.over(c), key, value, ttl)
 	})
+}
+
+// pexpire sets the TTL of key on c if it holds value, or with p's
+// operations without scripts.
+func pexpire(ctx context.Context, c driver.Conn, p *cas.Plain, key, value string, ttl time.Duration) error {
+	if p != nil {
+		return p.PExpire(ctx, key, value, ttl)
+	}
+	return cas.PExpire(ctx, c, key, value, ttl)
+}
+
+// over returns the operations without scripts over c, a connection that
+// cas.Acked pinned, or nil when the Strategy runs scripts.
+func (s *Strategy) over(c driver.Conn) *cas.Plain {
+	if s.plain == nil {
+		return nil
+	}
+	return s.plain.Over(c)
 }
 
 // Release implements [strategy.Strategy].
