@@ -118,6 +118,10 @@ func contenders() []contender {
 				l, err := single.New(conn(tb, d, addrs[0], cs))
 				return locksmith(tb, l, err, cs, lock.WithRetry(lock.Linear(notifyTimer)))
 			}},
+			contender{driver: d, name: "single-noscript", nodes: 1, uncontendedOnly: true, new: func(tb testing.TB, addrs []string, cs *counters) mutex {
+				l, err := single.New(conn(tb, d, addrs[0], cs), single.WithoutScripts())
+				return locksmith(tb, l, err, cs)
+			}},
 		)
 		if counted {
 			cs = append(cs, contender{driver: d, name: "single-poll", nodes: 1, contendedOnly: true, new: func(tb testing.TB, addrs []string, cs *counters) mutex {

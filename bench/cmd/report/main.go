@@ -210,7 +210,7 @@ func (r results) contenders(bench string) []string {
 // locksmith's strategies, then the peers.
 func order(c string) int {
 	driver, name, _ := strings.Cut(c, "/")
-	rank := slices.Index([]string{"raw", "single", "single-poll", "setnx-getset", "otel-noop", "otel-sdk", "bsm-redislock",
+	rank := slices.Index([]string{"raw", "single", "single-noscript", "single-poll", "setnx-getset", "otel-noop", "otel-sdk", "bsm-redislock",
 		"bsm-redislock-10ms", "redsync-default", "redlock-3", "redsync-3", "redlock-5", "redsync-5"}, name)
 	rank += 100 * slices.Index([]string{"goredis", "redigo", "rueidis"}, driver)
 	return rank
