@@ -238,3 +238,47 @@ func TestPlainLeavesTheConnectionClean(t *testing.T) {
 		})
 	}
 }
+
+// commander sends commands of its choice over a Conn, and cannot pin one.
+type commander struct{ driver.Conn }
+
+func (c commander) Do(ctx context.Context, args ...any) (any, error) {
+	return driver.Do(ctx, c.Conn, args...)
+}
+
+// TestPlainOver: the operations of Over run on the connection that the
+// caller pinned, their transactions included, which pin none of their own
+// (the Conn given cannot); and what they find the server to have is the
+// parent's.
+func TestPlainOver(t *testing.T) {
+	srv := redistest.Start(t, 1)[0]
+	ctx := context.Background()
+	conn := goredis.New(redistest.GoRedis(t, srv.Addr, 3))
+	p := plain(t, conn)
+	const key, fence = "plain:over", "{plain:over}:fence"
+	for _, c := range []struct {
+		name string
+		op   func(q *cas.Plain) error
+	}{
+		{"Acquire", func(q *cas.Plain) error { return q.Acquire(ctx, key, "v", time.Minute, cas.ByScript) }},
+		{"AcquireFenced, a transaction", func(q *cas.Plain) error {
+			_, err := q.AcquireFenced(ctx, key, fence, "v", time.Minute)
+			return err
+		}},
+		{"PExpire", func(q *cas.Plain) error { return q.PExpire(ctx, key, "v", time.Minute) }},
+		{"PTTL, a snapshot", func(q *cas.Plain) error { _, err := q.PTTL(ctx, key, "v"); return err }},
+		{"Delete", func(q *cas.Plain) error { return q.Delete(ctx, key, "v") }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			err := driver.Pin(ctx, conn, key, func(one driver.Conn) error { return c.op(p.Over(commander{one})) })
+			if err != nil {
+				t.Errorf("%s over a pinned connection = %v, want nil", c.name, err)
+			}
+		})
+	}
+	t.Run("the parent knows what they found", func(t *testing.T) {
+		if got, want := len(p.Support()), 3; got != want { // SET IFEQ, DELEX, DELIFEQ: each tried
+			t.Errorf("Support = %v: got %d commands known, want %d", p.Support(), got, want)
+		}
+	})
+}
