@@ -587,6 +587,9 @@ func TestRegistry(t *testing.T) {
 		checkBad(t, badCase{load: fromURL("nope://h"), setting: "strategy", reason: thirdStrategy})
 		checkBad(t, badCase{load: fromURL("single://h?driver=nope"), setting: "driver", reason: thirdDriver})
 	})
+	t.Run("without_scripts is refused by a strategy that does not declare it", func(t *testing.T) {
+		checkBad(t, badCase{load: fromURL(thirdStrategy + "://h?without_scripts=true"), setting: "without_scripts", reason: "is not supported by " + thirdStrategy + " yet"})
+	})
 	t.Run("their parameters load from every form", func(t *testing.T) {
 		want := map[string]string{"third_level": "high", "third_zone": "eu-1"}
 		fromURL, err := config.ParseURL(thirdStrategy + "://h?driver=" + thirdDriver + "&third_level=high&third_zone=eu-1")
