@@ -10,6 +10,7 @@ package cas
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
 	"time"
 
@@ -147,6 +148,9 @@ func (c call) run(ctx context.Context, conn driver.Conn) (int64, error) {
 type Call struct {
 	call
 	reply func(int64, error) error // acquired or owned
+	// plain is the call without scripts (see RunPlain); nil for a call
+	// that has none.
+	plain func(context.Context, *Plain) error
 	// An acquisition that starts with a SET builds its script's call only
 	// when the SET is refused: on a free key, the SET's arguments are all
 	// it allocates.
@@ -211,6 +215,17 @@ func (c Call) Run(ctx context.Context, conn driver.Conn) error {
 	return c.reply(c.run(ctx, conn))
 }
 
+// RunPlain sends the call without scripts, over p, as the [Plain]
+// operation of the same name does. A call that has no form without
+// scripts (the guarded acquire) returns an error that matches
+// errors.ErrUnsupported.
+func (c Call) RunPlain(ctx context.Context, p *Plain) error {
+	if c.plain == nil {
+		return fmt.Errorf("lock: this call has no form without scripts: %w", errors.ErrUnsupported)
+	}
+	return c.plain(ctx, p)
+}
+
 // resend returns send's result, sending once more when its connection was
 // dead, while ctx lasts (see call.run).
 func resend[T any](ctx context.Context, send func() (T, error)) (T, error) {
@@ -230,7 +245,9 @@ func Acquire(ctx context.Context, c driver.Conn, key, value string, ttl time.Dur
 
 // AcquireCall is [Acquire], built once.
 func AcquireCall(key, value string, ttl time.Duration, start Start) Call {
-	c := Call{reply: acquired, start: start, key: key, value: value, ttl: ttl}
+	c := Call{reply: acquired, start: start, key: key, value: value, ttl: ttl, plain: func(ctx context.Context, p *Plain) error {
+		return p.Acquire(ctx, key, value, ttl, start)
+	}}
 	if start == ByScript {
 		c.call = acquireScriptCall(key, value, ttl)
 	}
@@ -281,7 +298,9 @@ func Delete(ctx context.Context, c driver.Conn, key, value string) error {
 
 // DeleteCall is [Delete], built once.
 func DeleteCall(key, value string) Call {
-	return Call{call: call{delScript, []string{key}, []any{value}}, reply: owned}
+	return Call{call: call{delScript, []string{key}, []any{value}}, reply: owned, plain: func(ctx context.Context, p *Plain) error {
+		return p.Delete(ctx, key, value)
+	}}
 }
 
 // PExpire sets key's TTL if it holds value.
@@ -291,7 +310,9 @@ func PExpire(ctx context.Context, c driver.Conn, key, value string, ttl time.Dur
 
 // PExpireCall is [PExpire], built once.
 func PExpireCall(key, value string, ttl time.Duration) Call {
-	return Call{call: call{pexpireScript, []string{key}, []any{value, ttl.Milliseconds()}}, reply: owned}
+	return Call{call: call{pexpireScript, []string{key}, []any{value, ttl.Milliseconds()}}, reply: owned, plain: func(ctx context.Context, p *Plain) error {
+		return p.PExpire(ctx, key, value, ttl)
+	}}
 }
 
 // PTTL returns key's TTL if it holds value; it is negative when the key has

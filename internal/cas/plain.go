@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -29,6 +30,7 @@ import (
 //   - AcquireFenced: a transaction that WATCHes the key and the counter,
 //     then sets the key and increments the counter.
 //   - PTTL and Inspect: a MULTI, GET, PTTL, EXEC snapshot, compared here.
+//   - Set: SET key next IFEQ value PX ttl, or else a transaction with SET.
 //
 // A conditional command that fails (DELEX IFEQ, say) is followed by a GET,
 // which tells ErrExpired from ErrTaken: the lock was lost either way, and
@@ -265,6 +267,30 @@ func (p *Plain) PExpire(ctx context.Context, key, value string, ttl time.Duratio
 	return err
 }
 
+// Set is the package's [Set] without scripts. As setScript does, it takes
+// a key that already holds next for ours (a set whose reply was lost), and
+// sets it again: where the server has SET IFEQ, a set conditioned on value
+// that did not apply is followed by one conditioned on next.
+func (p *Plain) Set(ctx context.Context, key, value, next string, ttl time.Duration) error {
+	set := []any{"SET", key, next}
+	if ttl > 0 {
+		set = append(set, "PX", ttl.Milliseconds())
+	}
+	for _, ours := range []string{value, next} {
+		reply, done, err := p.try(ctx, &p.setIfEq, slices.Concat(set, []any{"IFEQ", ours})...)
+		switch {
+		case !done:
+			_, err := p.transact(ctx, key, []string{key}, func(s *session) ([][]any, error) {
+				return [][]any{set}, owner(ctx, s.c, key, value, next)
+			})
+			return err
+		case err != nil || reply == "OK":
+			return err
+		}
+	}
+	return p.answer(ctx, key, false, nil)
+}
+
 // answer turns a conditional command's outcome into nil, err, or, when it
 // did not apply, ErrExpired or ErrTaken as a GET finds the key.
 func (p *Plain) answer(ctx context.Context, key string, applied bool, err error) error {
@@ -281,16 +307,16 @@ func (p *Plain) answer(ctx context.Context, key string, applied bool, err error)
 	return strategy.ErrExpired
 }
 
-// owner returns nil if key holds value, and ErrExpired or ErrTaken
+// owner returns nil if key holds one of ours, and ErrExpired or ErrTaken
 // otherwise.
-func owner(ctx context.Context, c driver.Conn, key, value string) error {
+func owner(ctx context.Context, c driver.Conn, key string, ours ...string) error {
 	v, ok, err := c.Get(ctx, key)
 	switch {
 	case err != nil:
 		return err
 	case !ok:
 		return strategy.ErrExpired
-	case v != value:
+	case !slices.Contains(ours, v):
 		return strategy.ErrTaken
 	}
 	return nil

@@ -331,7 +331,18 @@ func Leave(ctx context.Context, c driver.Conn, q Queue, id string) error {
 // DeleteHintingCall is a Delete call that also publishes a message that
 // wakes every waiter of the lock (payload all) on channel: the release of a
 // strategy without a queue. The publish is best effort: it fails silently
-// where the server refuses it.
+// where the server refuses it. Without scripts (RunPlain), it is sent after
+// a Delete that deleted, as a command of its own.
 func DeleteHintingCall(key, value, channel, all string, sharded bool) Call {
-	return Call{call: call{hintScript, []string{key}, []any{value, all, channel, shard(sharded)}}, reply: owned}
+	publish := "PUBLISH"
+	if sharded {
+		publish = "SPUBLISH"
+	}
+	return Call{call: call{hintScript, []string{key}, []any{value, all, channel, shard(sharded)}}, reply: owned, plain: func(ctx context.Context, p *Plain) error {
+		if err := p.Delete(ctx, key, value); err != nil {
+			return err
+		}
+		_, _ = driver.Do(ctx, p.conn, publish, channel, all)
+		return nil
+	}}
 }
