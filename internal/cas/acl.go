@@ -32,6 +32,11 @@ const aclLib = `local function call(...)
 end
 `
 
+// Refused reports whether err is a server's refusal of a command that it
+// lacks (an unknown command, or option) or that the user's ACL denies
+// (NOPERM): an answer, which says nothing about the lock.
+func Refused(err error) bool { return lacks(err) || denied(err) }
+
 // denied reports whether err is the server's refusal, by ACL, of a script's
 // key or of a command it calls through aclLib's call: NOPERM; or, from a
 // server without redis.acl_check_cmd (before Redis 7.0), its own wording,

@@ -23,12 +23,13 @@ func ListenLock(conns []driver.Conn, key, id string) strategy.Listener {
 	return nil
 }
 
-// DeleteWaking is cas.Delete, over c, for a strategy without a queue, whose
-// release wakes every waiter of the lock: when raw, the connection under c,
-// can subscribe and key has a channel, the same script publishes
-// [Everyone] on it (cas.DeleteHintingCall), best effort.
-func DeleteWaking(ctx context.Context, c, raw driver.Conn, key, value string) error {
-	return DeleteWakingCall(Waking(raw), key, value).Run(ctx, c)
+// DeleteWaking is cas.Delete, on srv, for a strategy without a queue, whose
+// release wakes every waiter of the lock: when raw, the connection under
+// srv's, can subscribe and key has a channel, the same script publishes
+// [Everyone] on it (cas.DeleteHintingCall), best effort; without scripts,
+// a PUBLISH follows the delete.
+func DeleteWaking(ctx context.Context, srv cas.Server, raw driver.Conn, key, value string) error {
+	return srv.Run(ctx, DeleteWakingCall(Waking(raw), key, value))
 }
 
 // Wake says how a release over a connection wakes the lock's waiters.

@@ -5,10 +5,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"time"
 
 	"github.com/locksmith-go/lock/driver"
+	"github.com/locksmith-go/lock/internal/cas"
 	"github.com/locksmith-go/lock/internal/neterr"
 	"github.com/locksmith-go/lock/internal/wait"
 	"github.com/locksmith-go/lock/strategy"
@@ -109,6 +111,26 @@ func (g gated) Eval(ctx context.Context, src string, keys []string, args ...any)
 	return g.Conn.Eval(ctx, src, keys, args...)
 }
 
+// Do sends a command of the caller's choice, where the node's connection
+// can: driver.Do says.
+func (g gated) Do(ctx context.Context, args ...any) (any, error) {
+	if err := g.ready(); err != nil {
+		return nil, err
+	}
+	return driver.Do(ctx, g.Conn, args...)
+}
+
+// Pinnable is the node's connection's: driver.Pinnable says.
+func (g gated) Pinnable() error { return driver.Pinnable(g.Conn) }
+
+// Pin pins the node's connection, once the node's first contact succeeded.
+func (g gated) Pin(ctx context.Context, key string, f func(driver.Conn) error) error {
+	if err := g.ready(); err != nil {
+		return err
+	}
+	return driver.Pin(ctx, g.Conn, key, f)
+}
+
 // contact makes first contact with every node not reached yet, and waits
 // for those contacts until they all ended, or ctx is done, or a quorum of
 // the nodes is reached and the others had grace more. A node not reached by
@@ -181,6 +203,29 @@ func (s *Strategy) progress() (changed <-chan struct{}, pending int, dup error) 
 	return s.changed, pending, s.dup
 }
 
+// runID reads node i's run id: with the runID script, or, on a node
+// without scripts, with INFO server, whose refusal (an ACL that denies
+// INFO, a proxy that lacks it) reads as "", as in the script.
+func (s *Strategy) runID(ctx context.Context, i int) (string, error) {
+	n := s.nodes[i]
+	if n.srv.Plain == nil {
+		reply, err := runID.Run(ctx, n.raw, nil)
+		id, _ := reply.(string)
+		return id, err
+	}
+	reply, err := driver.Do(ctx, n.raw, "INFO", "server")
+	if cas.Refused(err) {
+		return "", nil
+	}
+	info, _ := reply.(string)
+	for line := range strings.Lines(info) {
+		if id, ok := strings.CutPrefix(line, "run_id:"); ok {
+			return strings.TrimSpace(id), err
+		}
+	}
+	return "", err
+}
+
 // reach makes first contact with node i: it reads the server's run id and,
 // unless another node reported the same one, lets the node vote. A contact
 // that timed out (a dial on a loaded machine can overrun the client's dial
@@ -188,11 +233,10 @@ func (s *Strategy) progress() (changed <-chan struct{}, pending int, dup error) 
 func (s *Strategy) reach(ctx context.Context, i int) {
 	ctx, cancel := context.WithTimeout(ctx, max(contactTimeout, s.nodeTimeout))
 	defer cancel()
-	reply, err := runID.Run(ctx, s.nodes[i].raw, nil)
+	id, err := s.runID(ctx, i)
 	for err != nil && neterr.Timeout(err) && wait.Sleep(ctx, contactPause) == nil {
-		reply, err = runID.Run(ctx, s.nodes[i].raw, nil)
+		id, err = s.runID(ctx, i)
 	}
-	id, _ := reply.(string)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	p := &s.peers[i]

@@ -54,7 +54,7 @@ func (s *Strategy) Break(ctx context.Context, key, fingerprint string) (strategy
 		case fingerprint != "" && ns.Fingerprint != fingerprint:
 			return strategy.ErrTaken
 		}
-		return notify.DeleteWaking(ctx, n.conn, n.raw, key, readings[i].Value)
+		return notify.DeleteWaking(ctx, n.srv, n.raw, key, readings[i].Value)
 	}
 	res, _, _ := s.fanOut(ctx, s.opTimeout(), del, nil, nil)
 	defer report(ctx, res)
@@ -82,7 +82,7 @@ func (s *Strategy) inspect(ctx context.Context, key string) (strategy.State, []c
 	}
 	readings := make([]cas.Reading, len(s.nodes))
 	res, _, _ := s.fanOut(ctx, timeout, func(ctx context.Context, i int, n node) (err error) {
-		readings[i], err = cas.Inspect(ctx, n.conn, key, "", "")
+		readings[i], err = n.srv.Inspect(ctx, key)
 		return err
 	}, nil, nil)
 	defer report(ctx, res)

@@ -35,6 +35,10 @@
 // docs/design/redlock.md why it works as it does: each step of the
 // specification, the first contact with a node, the cost of a call, and
 // why it can neither fence nor queue.
+//
+// [WithoutScripts] makes every node send no script, and [WithoutScriptsOn]
+// some of them: conditional commands and transactions instead, for servers
+// that forbid scripts.
 package redlock
 
 import (
@@ -72,6 +76,8 @@ type Strategy struct {
 	nodeTimeout   time.Duration // 0: derived from the TTL
 	maxExtensions int           // -1: no limit
 	guard         time.Duration // restart quarantine; 0: off
+	plain         []bool        // plain[i]: node i runs without scripts
+	bad           []int         // the indexes out of range given to WithoutScriptsOn
 	now           func() time.Time
 
 	// inflight holds, by lockID, the fan-out of each lock obtained while
@@ -99,6 +105,7 @@ type node struct {
 	name string
 	raw  driver.Conn // the connection given to New
 	conn driver.Conn // raw, gated by the first contact
+	srv  cas.Server  // conn's operations: scripts, or without scripts
 	wake notify.Wake // how a release on the node wakes waiters there
 	work *workers    // run the node's part of each fan-out (fanout.go)
 }
@@ -153,6 +160,48 @@ const GuardKey = "locksmith:redlock:up-since"
 // follow the rule operationally instead.
 func WithRestartGuard(maxTTL time.Duration) Option { return func(s *Strategy) { s.guard = maxTTL } }
 
+// WithoutScripts makes every node send no script (EVAL, EVALSHA, FCALL,
+// SCRIPT), for servers that forbid them: an ACL without @scripting, a
+// proxy, a managed service. See [WithoutScriptsOn], which does so for some
+// nodes only.
+func WithoutScripts() Option {
+	return func(s *Strategy) {
+		for i := range s.plain {
+			s.plain[i] = true
+		}
+	}
+}
+
+// WithoutScriptsOn makes the nodes at the given indexes, in the order given
+// to New, send no script, and the others send scripts as ever: for a fleet
+// whose servers differ (one behind a proxy, say), or that moves to scripts,
+// or off them, a node at a time. An index out of range is refused with an
+// *strategy.ArgumentError; no index changes nothing.
+//
+// Each such node runs the operations of the single strategy's
+// WithoutScripts on its own server, and finds on its own what that server
+// offers: an acquisition sends SET key value NX PX ttl (when the key
+// exists, GET key, and a transaction where it is gone or holds our value);
+// Release DELEX, DELIFEQ, or a WATCH transaction with DEL, followed, over a
+// driver that can subscribe, by a PUBLISH of the release hint; Refresh SET
+// IFEQ, or a WATCH transaction with PEXPIRE; TTL and Inspect a MULTI, GET,
+// PTTL, EXEC snapshot; and the first contact reads the run id with INFO
+// server (a refusal reads as none). Transactions need one connection for
+// their length: NewStrategy refuses a node whose driver cannot pin one
+// ([driver.Pinner]), and [WithRestartGuard], whose acquisition is a script,
+// with an *strategy.ArgumentError. See the repository's docs/strategies.md.
+func WithoutScriptsOn(nodes ...int) Option {
+	return func(s *Strategy) {
+		for _, i := range nodes {
+			if i < 0 || i >= len(s.plain) {
+				s.bad = append(s.bad, i)
+				continue
+			}
+			s.plain[i] = true
+		}
+	}
+}
+
 // New returns a [lock.Locker] that takes Redlock locks on the nodes, which
 // must be independent masters (not replicas of each other, nor members of
 // one cluster), over any mix of drivers.
@@ -179,7 +228,7 @@ func NewStrategy(nodes []driver.Conn, opts ...Option) (*Strategy, error) {
 		return nil, &strategy.ArgumentError{Name: "nodes", Reason: "must list at least one node"}
 	}
 	s := &Strategy{quorum: len(nodes)/2 + 1, driftFactor: drift.DefaultFactor, maxExtensions: -1, now: time.Now,
-		peers: make([]peer, len(nodes)), changed: make(chan struct{})}
+		peers: make([]peer, len(nodes)), changed: make(chan struct{}), plain: make([]bool, len(nodes))}
 	for i, c := range nodes {
 		var ae *strategy.ArgumentError
 		if errors.As(cas.CheckConn("conn", c), &ae) {
@@ -211,6 +260,19 @@ func NewStrategy(nodes []driver.Conn, opts ...Option) (*Strategy, error) {
 		return nil, &strategy.ArgumentError{Name: "max extensions", Reason: fmt.Sprintf("must not be negative, got %d", s.maxExtensions)}
 	case s.guard < 0:
 		return nil, &strategy.ArgumentError{Name: "restart guard", Reason: fmt.Sprintf("must not be negative, got %v", s.guard)}
+	case len(s.bad) > 0:
+		return nil, &strategy.ArgumentError{Name: "without scripts", Reason: fmt.Sprintf("node indexes must be from 0 to %d, got %v", n-1, s.bad)}
+	case s.guard > 0 && slices.Contains(s.plain, true):
+		return nil, &strategy.ArgumentError{Name: "restart guard", Reason: "WithRestartGuard's acquisition is a script: it cannot be used with WithoutScripts"}
+	}
+	for i := range s.nodes {
+		n := &s.nodes[i]
+		srv, err := cas.NewServer(n.conn, s.plain[i])
+		if err != nil {
+			return nil, &strategy.ArgumentError{Name: fmt.Sprintf("nodes[%d]", i), Reason: fmt.Sprintf(
+				"WithoutScripts runs transactions over one connection, which %T cannot: %v", n.raw, err)}
+		}
+		n.srv = srv
 	}
 	names := make([]string, len(s.nodes))
 	for i, n := range s.nodes {
@@ -294,7 +356,7 @@ func (s *Strategy) Acquire(ctx context.Context, r strategy.Request) (strategy.Gr
 	if s.guard > 0 {
 		call = cas.AcquireGuardedCall(r.Key, GuardKey, value, r.TTL, s.guard)
 	}
-	acquire := func(ctx context.Context, _ int, n node) error { return call.Run(ctx, n.conn) }
+	acquire := func(ctx context.Context, _ int, n node) error { return n.srv.Run(ctx, call) }
 	// Each node whose attempt is part of a failure is released right after
 	// that attempt returns, so a late SET cannot outlive its release; a node
 	// still on its way when the caller's context ends is released in the
@@ -302,7 +364,7 @@ func (s *Strategy) Acquire(ctx context.Context, r strategy.Request) (strategy.Gr
 	// grant was the first answer, see strategy.CleanUp); one that refused wrote
 	// nothing.
 	undo := func(ctx context.Context, _ int, n node, err error, failed bool) {
-		del := func(ctx context.Context) error { return cas.Delete(ctx, n.conn, r.Key, value) }
+		del := func(ctx context.Context) error { return n.srv.Run(ctx, cas.DeleteCall(r.Key, value)) }
 		switch o := outcome(err); {
 		case !failed, o == Taken, o == Restarting:
 			return
@@ -357,8 +419,9 @@ func (s *Strategy) Refresh(ctx context.Context, key, value string, ttl time.Dura
 		return strategy.Grant{}, err
 	}
 	start := s.now()
+	call := cas.PExpireCall(key, value, ttl)
 	res, _, _ := s.fanOut(ctx, timeout, func(ctx context.Context, _ int, n node) error {
-		return cas.PExpire(ctx, n.conn, key, value, ttl)
+		return n.srv.Run(ctx, call)
 	}, nil, nil)
 	defer report(ctx, res)
 	if err := s.checkHeld("refresh", res); err != nil {
@@ -417,7 +480,7 @@ func (s *Strategy) Release(ctx context.Context, key, value string) error {
 				return ctx.Err()
 			}
 		}
-		return calls[n.wake].Run(ctx, n.conn)
+		return n.srv.Run(ctx, *calls[n.wake])
 	}
 	res, _, f := s.fanOut(ctx, s.opTimeout(), del, func(ctx context.Context, i int, n node, err error, _ bool) {
 		if !answered(outcome(err)) {
@@ -458,7 +521,7 @@ func (s *Strategy) Leave(context.Context, string, string) error { return nil }
 func (s *Strategy) TTL(ctx context.Context, key, value string) (time.Duration, error) {
 	ttls := make([]time.Duration, len(s.nodes))
 	res, _, _ := s.fanOut(ctx, s.opTimeout(), func(ctx context.Context, i int, n node) (err error) {
-		ttls[i], err = cas.PTTL(ctx, n.conn, key, value)
+		ttls[i], err = n.srv.PTTL(ctx, key, value)
 		return err
 	}, nil, nil)
 	defer report(ctx, res)

@@ -9,7 +9,7 @@ import (
 )
 
 // Inspect implements [strategy.Strategy]. It reads the key's value and its
-// TTL in one script. For a timestamp of the Format, it sets Expiry, the
+// TTL in one script (without scripts, one MULTI … EXEC). For a timestamp of the Format, it sets Expiry, the
 // decoded timestamp, and Takeover, whether Obtain would take the lock over
 // now (the timestamp is more than the clock skew in the past, by this
 // client's clock); Fingerprint is that of the whole value, which is the
@@ -28,12 +28,12 @@ func (s *Strategy) Inspect(ctx context.Context, key string) (strategy.State, err
 func (s *Strategy) Break(ctx context.Context, key, fingerprint string) (strategy.State, error) {
 	read := func(ctx context.Context) (strategy.State, cas.Reading, error) { return s.inspect(ctx, key) }
 	return cas.Break(ctx, fingerprint, read, func(ctx context.Context, value string) error {
-		return notify.DeleteWaking(ctx, s.conn, s.conn, key, value)
+		return notify.DeleteWaking(ctx, s.srv, s.conn, key, value)
 	})
 }
 
 func (s *Strategy) inspect(ctx context.Context, key string) (strategy.State, cas.Reading, error) {
-	r, err := cas.Inspect(ctx, s.conn, key, "", "")
+	r, err := s.srv.Inspect(ctx, key)
 	if err != nil {
 		return strategy.State{}, r, err
 	}

@@ -32,7 +32,9 @@
 // repository's docs/design/setnx-getset.md gives each rule and its reason.
 //
 // A release wakes the waiters of the lock, best effort, over a driver that
-// can subscribe; there is no queue, so no fairness. The value is a
+// can subscribe; there is no queue, so no fairness. [WithoutScripts] sends
+// no script: conditional commands and transactions instead, for a server
+// that forbids scripts. The value is a
 // timestamp, not a secret token, so metadata, caller-chosen tokens and
 // lock.WithFencing are refused.
 package setnxgetset
@@ -58,6 +60,8 @@ var ErrNotTimestamp = errors.New("setnxgetset: the key holds a value that is not
 // Strategy is the legacy [strategy.Strategy].
 type Strategy struct {
 	conn   driver.Conn
+	srv    cas.Server // conn's operations: scripts, or Plain with WithoutScripts
+	plain  bool       // WithoutScripts
 	format Format
 	grace  time.Duration // the safety TTL beyond the timestamp; 0 for none
 	skew   time.Duration
@@ -91,6 +95,33 @@ func WithClockSkew(d time.Duration) Option { return func(s *Strategy) { s.skew =
 // The default is time.Now; tests use it to play a skewed client.
 func WithClock(now func() time.Time) Option { return func(s *Strategy) { s.now = now } }
 
+// WithoutScripts makes the Strategy send no script (EVAL, EVALSHA, FCALL,
+// SCRIPT), for a server that forbids them: an ACL without @scripting, a
+// proxy, a managed service. The acquisition is the legacy one (SETNX, GET,
+// GETSET) as ever, and what goes on the wire for legacy clients does not
+// change; the owner-checked operations send the best that the server
+// offers and compare the whole stored value, as the single strategy's
+// WithoutScripts does:
+//
+//   - Refresh (and the putting back of a value that a losing GETSET
+//     overwrote): SET key next IFEQ value PX ttl, or else WATCH key, GET
+//     key, MULTI, SET key next PX ttl, EXEC. A key that already holds next
+//     counts as ours, as with scripts.
+//   - The safety TTL after a GETSET takeover: SET key value IFEQ value PX
+//     ttl, or else a transaction with PEXPIRE.
+//   - Release, Break: DELEX key IFEQ value, or DELIFEQ key value, or else
+//     WATCH key, GET key, MULTI, DEL key, EXEC; then, over a driver that
+//     can subscribe, PUBLISH of the release hint, a command of its own
+//     rather than inside the delete's script: best effort, as ever.
+//   - TTL, Inspect: MULTI, GET key, PTTL key, EXEC.
+//
+// The first call of each kind tries the server's conditional command, and
+// takes the transaction where the server lacks it. Transactions need one
+// connection for their length: NewStrategy refuses, with an
+// *strategy.ArgumentError, a driver that cannot pin one ([driver.Pinner]).
+// See the repository's docs/strategies.md.
+func WithoutScripts() Option { return func(s *Strategy) { s.plain = true } }
+
 // NewStrategy returns the Strategy over conn, for [lock.New]: a Locker
 // built with lock.New(s, defaults...) applies the defaults (a retry policy,
 // say) to every Obtain, before the call's own options. [New] is lock.New(s)
@@ -116,6 +147,12 @@ func NewStrategy(conn driver.Conn, opts ...Option) (*Strategy, error) {
 	case s.now == nil:
 		return nil, &strategy.ArgumentError{Name: "clock", Reason: "must not be nil"}
 	}
+	srv, err := cas.NewServer(conn, s.plain)
+	if err != nil {
+		return nil, &strategy.ArgumentError{Name: "conn", Reason: fmt.Sprintf(
+			"WithoutScripts runs transactions over one connection, which %T cannot: %v", conn, err)}
+	}
+	s.srv = srv
 	return s, nil
 }
 
@@ -212,13 +249,13 @@ func (s *Strategy) takeOver(ctx context.Context, r strategy.Request, held string
 		// winner wrote the very value we did (the same second), there is
 		// nothing to put back.
 		if old != value {
-			_ = cas.Set(ctx, s.conn, r.Key, value, old, s.restoreTTL(old, r.TTL))
+			_ = s.srv.Set(ctx, r.Key, value, old, s.restoreTTL(old, r.TTL))
 		}
 		return strategy.Grant{}, strategy.ErrNotObtained
 	}
 	// GETSET stripped any TTL.
 	if ttl := s.safetyTTL(value, now); ttl > 0 {
-		if err := cas.PExpire(ctx, s.conn, r.Key, value, ttl); err != nil && !errors.Is(err, strategy.ErrNotHeld) {
+		if err := s.srv.Run(ctx, cas.PExpireCall(r.Key, value, ttl)); err != nil && !errors.Is(err, strategy.ErrNotHeld) {
 			return lostReply, err
 		}
 	}
@@ -308,7 +345,7 @@ func (s *Strategy) Refresh(ctx context.Context, key, value string, ttl time.Dura
 	if s.expired(value) {
 		return strategy.Grant{}, strategy.ErrExpired
 	}
-	if err := cas.Set(ctx, s.conn, key, value, next, s.safetyTTL(next, now)); err != nil {
+	if err := s.srv.Set(ctx, key, value, next, s.safetyTTL(next, now)); err != nil {
 		if errors.Is(err, strategy.ErrNotHeld) {
 			return strategy.Grant{}, err
 		}
@@ -323,7 +360,7 @@ func (s *Strategy) Refresh(ctx context.Context, key, value string, ttl time.Dura
 // docs/design/setnx-getset.md).
 func (s *Strategy) Release(ctx context.Context, key, value string) error {
 	expired := s.expired(value)
-	if err := notify.DeleteWaking(ctx, s.conn, s.conn, key, value); err != nil {
+	if err := notify.DeleteWaking(ctx, s.srv, s.conn, key, value); err != nil {
 		return err
 	}
 	if expired {
@@ -346,7 +383,7 @@ func (s *Strategy) Leave(context.Context, string, string) error { return nil }
 // TTL implements [strategy.Strategy]: the time until the lock's timestamp, by
 // this client's clock.
 func (s *Strategy) TTL(ctx context.Context, key, value string) (time.Duration, error) {
-	if _, err := cas.PTTL(ctx, s.conn, key, value); err != nil {
+	if _, err := s.srv.PTTL(ctx, key, value); err != nil {
 		return 0, err
 	}
 	expiry, _ := s.format.Decode(value)

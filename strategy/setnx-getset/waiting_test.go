@@ -46,28 +46,36 @@ func obtainLater(ctx context.Context, l lock.Locker, key string, opts ...lock.Op
 func TestWaiting(t *testing.T) {
 	srv := redistest.Start(t, 1)[0]
 
-	t.Run("our release wakes a waiter at once", func(t *testing.T) {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second) // a hang detector
-		defer cancel()
-		key := conformance.Key(t)
-		lk, err := newLocker(t, goredis.New(redistest.GoRedis(t, srv.Addr, 3))).Obtain(ctx, key, time.Minute)
-		if err != nil {
-			t.Fatalf("holder: Obtain = %v, want a lock", err)
-		}
-		var rec waittest.Recorder
-		got := obtainLater(ctx, waitingLocker(t, srv), key, lock.WithRetry(lock.Linear(time.Minute)), rec.Option())
-		channel, _ := cas.WakeChannel(key)
-		waittest.Subscribers(t, ctx, srv, channel, 1)
-		if err := lk.Release(ctx); err != nil {
-			t.Fatalf("holder: Release = %v, want nil", err)
-		}
-		if err := <-got; err != nil {
-			t.Fatalf("waiter: Obtain with a one-minute retry = %v, want the lock once released", err)
-		}
-		if rec.Count("woken:message") != 1 || rec.Count("woken:timer") != 0 {
-			t.Errorf("waiter's wake-ups = %v, want one message and no timer", &rec)
-		}
-	})
+	for _, h := range []struct {
+		name string
+		opts []setnxgetset.Option
+	}{
+		{"our release wakes a waiter at once", nil},
+		{"our release without scripts, which publishes after its delete, wakes a waiter at once", []setnxgetset.Option{setnxgetset.WithoutScripts()}},
+	} {
+		t.Run(h.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second) // a hang detector
+			defer cancel()
+			key := conformance.Key(t)
+			lk, err := newLocker(t, goredis.New(redistest.GoRedis(t, srv.Addr, 3)), h.opts...).Obtain(ctx, key, time.Minute)
+			if err != nil {
+				t.Fatalf("holder: Obtain = %v, want a lock", err)
+			}
+			var rec waittest.Recorder
+			got := obtainLater(ctx, waitingLocker(t, srv), key, lock.WithRetry(lock.Linear(time.Minute)), rec.Option())
+			channel, _ := cas.WakeChannel(key)
+			waittest.Subscribers(t, ctx, srv, channel, 1)
+			if err := lk.Release(ctx); err != nil {
+				t.Fatalf("holder: Release = %v, want nil", err)
+			}
+			if err := <-got; err != nil {
+				t.Fatalf("waiter: Obtain with a one-minute retry = %v, want the lock once released", err)
+			}
+			if rec.Count("woken:message") != 1 || rec.Count("woken:timer") != 0 {
+				t.Errorf("waiter's wake-ups = %v, want one message and no timer", &rec)
+			}
+		})
+	}
 
 	t.Run("a legacy client's DEL is found by the timer", func(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second) // a hang detector

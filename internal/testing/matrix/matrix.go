@@ -4,6 +4,7 @@
 package matrix
 
 import (
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -217,8 +218,9 @@ var (
 
 // SetnxGetset returns setnx-getset in the milliseconds format with a safety
 // TTL × every driver, and in the seconds and float-seconds formats over
-// go-redis, on the server at addr.
-func SetnxGetset(addr string) []Combo {
+// go-redis, on the server at addr; each with opts besides, such as
+// [setnxgetset.WithoutScripts].
+func SetnxGetset(addr string, opts ...setnxgetset.Option) []Combo {
 	var combos []Combo
 	for _, f := range []struct {
 		name  string
@@ -229,7 +231,9 @@ func SetnxGetset(addr string) []Combo {
 		{"seconds", nil, 2 * time.Second},
 		{"float-seconds+safety-ttl", []setnxgetset.Option{setnxgetset.WithFormat(setnxgetset.FloatSeconds), setnxgetset.WithSafetyTTL(time.Second)}, time.Millisecond},
 	} {
-		build := func(c []driver.Conn) (lock.Locker, error) { return setnxgetset.New(c[0], f.opts...) }
+		build := func(c []driver.Conn) (lock.Locker, error) {
+			return setnxgetset.New(c[0], slices.Concat(f.opts, opts)...)
+		}
 		for _, d := range redistest.Drivers() {
 			if f.name != "ms+safety-ttl" && d.Name != "goredis-resp3" {
 				continue // the formats differ only in the strategy: one driver is enough
@@ -254,10 +258,10 @@ const redlockWakes = "a waiter listens on every node, and each node confirms its
 	"a confirmation that comes after the release wakes the waiter first, so which wake-up let it in " +
 	"cannot be told from the Locker; the strategy's own tests check its release's hints"
 
-// Redlock returns redlock over the servers of addrs × go-redis, × redigo,
-// × rueidis, and × a mix of the three (go-redis RESP2, redigo, rueidis,
-// go-redis RESP3, in turn).
-func Redlock(addrs []string) []Combo {
+// Redlock returns redlock with opts over the servers of addrs × go-redis,
+// × redigo, × rueidis, and × a mix of the three (go-redis RESP2, redigo,
+// rueidis, go-redis RESP3, in turn).
+func Redlock(addrs []string, opts ...redlock.Option) []Combo {
 	named := map[string]redistest.Driver{}
 	for _, d := range redistest.Drivers() {
 		named[d.Name] = d
@@ -272,7 +276,7 @@ func Redlock(addrs []string) []Combo {
 			return conns
 		}
 	}
-	build := func(c []driver.Conn) (lock.Locker, error) { return redlock.New(c) }
+	build := func(c []driver.Conn) (lock.Locker, error) { return redlock.New(c, opts...) }
 	var combos []Combo
 	for _, c := range []struct {
 		name    string

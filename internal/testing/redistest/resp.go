@@ -88,3 +88,20 @@ func readReply(r *bufio.Reader) (string, error) {
 	}
 	return "", fmt.Errorf("unexpected reply %q", line)
 }
+
+// Scripts returns the script commands (EVAL, EVALSHA, FCALL, SCRIPT and
+// their read-only forms) that INFO commandstats counts on the server: none
+// for clients that ran without scripts.
+func (s *Server) Scripts(ctx context.Context) ([]string, error) {
+	stats, err := s.Command(ctx, "INFO", "commandstats")
+	if err != nil {
+		return nil, err
+	}
+	var ran []string
+	for _, c := range []string{"eval", "evalsha", "eval_ro", "evalsha_ro", "fcall", "fcall_ro", "script"} {
+		if strings.Contains(stats, "cmdstat_"+c+":") {
+			ran = append(ran, c)
+		}
+	}
+	return ran, nil
+}
