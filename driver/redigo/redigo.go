@@ -22,6 +22,7 @@ package redigo
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/gomodule/redigo/redis"
@@ -240,8 +241,16 @@ func (c *Conn) Pin(ctx context.Context, _ string, f func(driver.Conn) error) err
 // time, and Pin closes it.
 type one struct{ conn redis.Conn }
 
-// GetContext implements [Pool].
-func (o one) GetContext(context.Context) (redis.Conn, error) { return kept{o.conn}, nil }
+// GetContext implements [Pool]. A connection that a command broke (its
+// context ended: redigo closed it, and the command's goroutine may still
+// be using it) is not handed out again: a command sent there would race
+// with that goroutine.
+func (o one) GetContext(context.Context) (redis.Conn, error) {
+	if err := o.conn.Err(); err != nil {
+		return nil, fmt.Errorf("redigo: the pinned connection broke: %w", err)
+	}
+	return kept{o.conn}, nil
+}
 
 // kept is a connection whose Close leaves it open, for the next command.
 type kept struct{ redis.Conn }

@@ -13,6 +13,7 @@ import (
 	"github.com/locksmith-go/lock/conformance"
 	"github.com/locksmith-go/lock/driver"
 	"github.com/locksmith-go/lock/driver/redigo"
+	"github.com/locksmith-go/lock/internal/neterr"
 	"github.com/locksmith-go/lock/internal/testing/redistest"
 	"github.com/locksmith-go/lock/strategy/single"
 )
@@ -179,4 +180,31 @@ func (c recordingConn) DoContext(ctx context.Context, cmd string, args ...any) (
 
 func (c recordingConn) ReceiveContext(ctx context.Context) (any, error) {
 	return redigoredis.ReceiveContext(c.Conn, ctx)
+}
+
+// TestPinnedConnectionAfterATimeout: on a pinned connection, a command
+// that timed out (redigo closes the connection, and the command's
+// goroutine may still use it) fails the commands after it with that
+// timeout, at once, rather than sending them over the connection that
+// goroutine uses (a data race in redigo's buffers, which a transaction's
+// UNWATCH after a node timeout ran into).
+func TestPinnedConnectionAfterATimeout(t *testing.T) {
+	srv := redistest.Start(t, 1)[0]
+	c := redigo.New(redistest.Redigo(t, srv.Addr))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second) // a hang detector
+	defer cancel()
+	err := driver.Pin(ctx, c, "k", func(pinned driver.Conn) error {
+		srv.Pause()
+		defer srv.Resume()
+		short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+		defer cancel()
+		if _, _, err := pinned.Get(short, "k"); !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("Get on a paused server = %v, want context.DeadlineExceeded", err)
+		}
+		_, err := driver.Do(ctx, pinned, "UNWATCH")
+		return err
+	})
+	if !neterr.Timeout(err) {
+		t.Errorf("a command after the timeout = %v, want the timeout that broke the connection", err)
+	}
 }
