@@ -16,51 +16,62 @@ import (
 
 // TestReleaseWakesWaiters: a release publishes on every node, so a waiter
 // whose retry delay is a minute obtains the lock as soon as it is
-// released, woken by the message. Its subscription's confirmations are
-// hidden (waittest.MessagesOnly) and the release comes once every node
+// released, woken by the message; a release without scripts too, which
+// publishes after its delete. The waiter's subscription's confirmations
+// are hidden (waittest.MessagesOnly) and the release comes once every node
 // counts the subscriber, so a wake-up before the minute can only be the
 // release's messages.
 func TestReleaseWakesWaiters(t *testing.T) {
 	servers := redistest.Start(t, 3)
 	d := driverNamed("goredis-resp3")
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second) // a hang detector
-	defer cancel()
-	key := conformance.Key(t)
-	holder := newLocker(t, connect(t, servers, d))
-	lk, err := holder.Obtain(ctx, key, time.Minute)
-	if err != nil {
-		t.Fatalf("holder: Obtain = %v, want a lock", err)
-	}
+	for _, h := range []struct {
+		name string
+		opts []redlock.Option
+	}{
+		{"with scripts", nil},
+		{"without scripts", []redlock.Option{redlock.WithoutScripts()}},
+	} {
+		t.Run(h.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second) // a hang detector
+			defer cancel()
+			key := conformance.Key(t)
+			holder := newLocker(t, connect(t, servers, d), h.opts...)
+			lk, err := holder.Obtain(ctx, key, time.Minute)
+			if err != nil {
+				t.Fatalf("holder: Obtain = %v, want a lock", err)
+			}
 
-	s, err := redlock.NewStrategy(connect(t, servers, d))
-	if err != nil {
-		t.Fatalf("NewStrategy: %v", err)
-	}
-	waiter := lock.New(waittest.MessagesOnly(s))
-	var rec waittest.Recorder
-	got := make(chan error, 1)
-	go func() {
-		lk, err := waiter.Obtain(ctx, key, time.Minute, lock.WithRetry(lock.Linear(time.Minute)), rec.Option())
-		if err == nil {
-			err = lk.Release(context.Background())
-		}
-		got <- err
-	}()
-	channel, _ := cas.WakeChannel(key)
-	for _, srv := range servers {
-		waittest.Subscribers(t, ctx, srv, channel, 1)
-	}
-	if err := lk.Release(ctx); err != nil {
-		t.Fatalf("holder: Release = %v, want nil", err)
-	}
-	if err := <-got; err != nil {
-		t.Fatalf("waiter: Obtain with a one-minute retry = %v, want the lock once released (woken by the release)", err)
-	}
-	// Each node's release publishes: a message from the first node can
-	// wake the waiter before a quorum has released, and the next one wakes
-	// it again. So at least one message, and never the timer.
-	if rec.Count("woken:message") < 1 || rec.Count("woken:timer") != 0 {
-		t.Errorf("waiter's wake-ups = %v, want messages and no timer", &rec)
+			s, err := redlock.NewStrategy(connect(t, servers, d))
+			if err != nil {
+				t.Fatalf("NewStrategy: %v", err)
+			}
+			waiter := lock.New(waittest.MessagesOnly(s))
+			var rec waittest.Recorder
+			got := make(chan error, 1)
+			go func() {
+				lk, err := waiter.Obtain(ctx, key, time.Minute, lock.WithRetry(lock.Linear(time.Minute)), rec.Option())
+				if err == nil {
+					err = lk.Release(context.Background())
+				}
+				got <- err
+			}()
+			channel, _ := cas.WakeChannel(key)
+			for _, srv := range servers {
+				waittest.Subscribers(t, ctx, srv, channel, 1)
+			}
+			if err := lk.Release(ctx); err != nil {
+				t.Fatalf("holder: Release = %v, want nil", err)
+			}
+			if err := <-got; err != nil {
+				t.Fatalf("waiter: Obtain with a one-minute retry = %v, want the lock once released (woken by the release)", err)
+			}
+			// Each node's release publishes: a message from the first node can
+			// wake the waiter before a quorum has released, and the next one
+			// wakes it again. So at least one message, and never the timer.
+			if rec.Count("woken:message") < 1 || rec.Count("woken:timer") != 0 {
+				t.Errorf("waiter's wake-ups = %v, want messages and no timer", &rec)
+			}
+		})
 	}
 }
 
