@@ -499,8 +499,8 @@ func (s suite) cancelledWaiterLeavesNothing(t *testing.T, ctx context.Context) {
 			} else if err := h.Release(ctx); err != nil {
 				t.Fatalf("the holder's Release = %v, want nil", err)
 			}
-			if left := s.keysNamedAfter(t, ctx, key); len(left) > 0 {
-				t.Errorf("keys left after the lock was released: %q, want none", left)
+			if left := s.keysLeft(t, ctx, key); len(left) > 0 {
+				t.Errorf("keys left %v after the lock was released: %q, want none", waitBound, left)
 			}
 		})
 	}
@@ -510,13 +510,31 @@ func (s suite) cancelledWaiterLeavesNothing(t *testing.T, ctx context.Context) {
 // (in a Cluster, the master of its slot, where its companion keys live).
 var keysScript = driver.NewScript(`return redis.call('KEYS', ARGV[1])`)
 
-// keysNamedAfter returns the keys on the servers (Harness.Conns) whose
-// names contain key.
-func (s suite) keysNamedAfter(t *testing.T, ctx context.Context, key string) []string {
+// keysLeft returns the keys named after key (keysNamedAfter) that are still
+// there once none is, or waitBound has passed: a release may finish in the
+// background (Redlock's returns once a quorum of nodes confirmed it, and
+// its deletes on the others go on, bounded by its node timeout), and a
+// strategy without scripts deletes in more round trips.
+func (s suite) keysLeft(t *testing.T, ctx context.Context, key string) []string {
+	t.Helper()
+	conns := s.h.Conns(t)
+	deadline := time.Now().Add(waitBound)
+	for {
+		left := keysNamedAfter(t, ctx, conns, key)
+		if len(left) == 0 || time.Now().After(deadline) {
+			return left
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// keysNamedAfter returns the keys on the servers of conns whose names
+// contain key.
+func keysNamedAfter(t *testing.T, ctx context.Context, conns []driver.Conn, key string) []string {
 	t.Helper()
 	var names []string
 	pattern := "*" + glob.Escape(key) + "*"
-	for _, c := range s.h.Conns(t) {
+	for _, c := range conns {
 		v, err := keysScript.Run(ctx, c, []string{key}, pattern)
 		if err != nil {
 			t.Fatalf("KEYS %s: %v", pattern, err)
