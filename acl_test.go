@@ -53,9 +53,11 @@ func TestACLRules(t *testing.T) {
 		{"setnx-getset", []string{"+set +get +getset +evalsha +eval +pexpire +pttl +del"}, nil, func(c driver.Conn) (lock.Locker, error) {
 			return setnxgetset.New(c, setnxgetset.WithSafetyTTL(time.Minute))
 		}},
+		{"setnx-getset WithoutScripts", []string{"+set +get +getset +pexpire +pttl +del +watch +multi +exec +unwatch +discard"}, nil, newSetnxGetsetWithoutScripts},
 		{"single WithoutScripts", []string{noScripts}, nil, newSingleWithoutScripts},
 		{"single WithoutScripts WithFencing", []string{noScripts, "+exists +time +incr"}, []lock.Option{lock.WithFencing()}, newSingleWithoutScripts},
 		{"redlock", []string{base}, nil, func(c driver.Conn) (lock.Locker, error) { return redlock.New([]driver.Conn{c}) }},
+		{"redlock WithoutScripts", []string{noScripts}, nil, newRedlockWithoutScripts},
 		{"redlock WithRestartGuard", []string{base, "+time"}, nil, func(c driver.Conn) (lock.Locker, error) {
 			return redlock.New([]driver.Conn{c}, redlock.WithRestartGuard(time.Minute))
 		}},
@@ -337,14 +339,26 @@ func newSingleWithoutScripts(c driver.Conn) (lock.Locker, error) {
 	return single.New(c, single.WithoutScripts())
 }
 
-// noScripts is the ACL rule of single.WithoutScripts, as docs/acl.md gives
-// it for a server without DELEX, DELIFEQ and SET … IFEQ's own commands.
+func newSetnxGetsetWithoutScripts(c driver.Conn) (lock.Locker, error) {
+	return setnxgetset.New(c, setnxgetset.WithSafetyTTL(time.Minute), setnxgetset.WithoutScripts())
+}
+
+// newRedlockWithoutScripts is a Redlock Locker of one node, without
+// scripts.
+func newRedlockWithoutScripts(c driver.Conn) (lock.Locker, error) {
+	return redlock.New([]driver.Conn{c}, redlock.WithoutScripts())
+}
+
+// noScripts is the ACL rule of single.WithoutScripts and of Redlock's
+// nodes without scripts, as docs/acl.md gives it for a server without
+// DELEX, DELIFEQ and SET … IFEQ's own commands.
 const noScripts = "+get +set +pexpire +pttl +del +watch +multi +exec +unwatch +discard"
 
-// TestACLWithoutScripts: the whole conformance suite passes for a
-// single.WithoutScripts Locker whose user is denied @scripting, and the
-// scripted Locker of the same user is refused, so that the suite shows
-// that nothing needs a script.
+// TestACLWithoutScripts: the whole conformance suite passes for a Locker
+// of each strategy without scripts (single, setnx-getset, and Redlock over
+// one node) whose user is denied @scripting, and the scripted Locker of the
+// same user is refused, so that the suite shows that nothing needs a
+// script.
 func TestACLWithoutScripts(t *testing.T) {
 	srv := redistest.Start(t, 1)[0]
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -357,13 +371,26 @@ func TestACLWithoutScripts(t *testing.T) {
 	if _, err := scripted.Inspect(ctx, conformance.Key(t)); err == nil || !strings.Contains(err.Error(), "NOPERM") {
 		t.Fatalf("the scripted Locker's Inspect = %v, want NOPERM: the user must be denied scripts", err)
 	}
-	combos := matrix.SingleWithoutScripts(srv.Addr)[:1]
-	combos[0].Harness.NewLocker = func(t *testing.T) lock.Locker {
-		l, err := newSingleWithoutScripts(aclConn(t, ctx, srv, conformance.Key(t), "~*", "&*", "+@all", "-@scripting"))
-		if err != nil {
-			t.Fatal(err)
+	var combos []matrix.Combo
+	for _, c := range []struct {
+		combo matrix.Combo
+		newL  func(driver.Conn) (lock.Locker, error)
+	}{
+		{matrix.Prefix("single", matrix.SingleWithoutScripts(srv.Addr))[0], newSingleWithoutScripts},
+		{matrix.Prefix("setnx-getset", matrix.SetnxGetset(srv.Addr, setnxgetset.WithoutScripts()))[0], func(c driver.Conn) (lock.Locker, error) {
+			// The options of the combination, ms+safety-ttl.
+			return setnxgetset.New(c, setnxgetset.WithFormat(setnxgetset.Milliseconds), setnxgetset.WithSafetyTTL(time.Second), setnxgetset.WithoutScripts())
+		}},
+		{matrix.Prefix("redlock", matrix.Redlock([]string{srv.Addr}, redlock.WithoutScripts()))[0], newRedlockWithoutScripts},
+	} {
+		c.combo.Harness.NewLocker = func(t *testing.T) lock.Locker {
+			l, err := c.newL(aclConn(t, ctx, srv, conformance.Key(t), "~*", "&*", "+@all", "-@scripting"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return l
 		}
-		return l
+		combos = append(combos, c.combo)
 	}
-	matrix.Run(t, combos, 0)
+	matrix.Run(t, combos, 1)
 }
