@@ -44,6 +44,7 @@ func init() {
 		},
 	})
 	RegisterStrategy("setnx-getset", Strategy{
+		WithoutScripts: true,
 		Check: func(c Config) error {
 			if c.SafetyTTL != 0 && c.SafetyTTL < c.ClockSkew {
 				return invalid("safety_ttl", fmt.Errorf("must cover clock_skew: %v is less than %v", c.SafetyTTL, c.ClockSkew))
@@ -55,12 +56,16 @@ func init() {
 			if c.TimestampFormat != "" {
 				opts = append(opts, setnxgetset.WithFormat(formats[c.TimestampFormat]))
 			}
+			if c.WithoutScripts {
+				opts = append(opts, setnxgetset.WithoutScripts())
+			}
 			return setnxgetset.New(conns[0], opts...)
 		},
 	})
 	RegisterStrategy("redlock", Strategy{
-		Nodes: true,
-		Check: checkRedlock,
+		Nodes:          true,
+		WithoutScripts: true,
+		Check:          checkRedlock,
 		New: func(c Config, nodes []driver.Conn) (lock.Locker, error) {
 			opts := []redlock.Option{redlock.WithNodeTimeout(c.NodeTimeout), redlock.WithRestartGuard(c.RestartGuard)}
 			if c.Quorum != 0 {
@@ -71,6 +76,9 @@ func init() {
 			}
 			if c.MaxExtensions != 0 {
 				opts = append(opts, redlock.WithMaxExtensions(c.MaxExtensions))
+			}
+			if c.WithoutScripts {
+				opts = append(opts, redlock.WithoutScripts())
 			}
 			return redlock.New(nodes, opts...)
 		},
@@ -87,6 +95,8 @@ func checkRedlock(c Config) error {
 		return invalid("node_timeout", fmt.Errorf("must be less than ttl: %v is not less than %v", c.NodeTimeout, ttl))
 	case c.RestartGuard != 0 && c.RestartGuard < ttl:
 		return invalid("restart_guard", fmt.Errorf("must be at least ttl, the largest TTL in use: %v is less than %v", c.RestartGuard, ttl))
+	case c.RestartGuard != 0 && c.WithoutScripts:
+		return invalid("restart_guard", fmt.Errorf("cannot be used with without_scripts: the guarded acquisition is a script"))
 	}
 	for i, e := range c.endpoints() {
 		if c.RestartGuard != 0 && e.Topology == cluster {

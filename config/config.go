@@ -153,9 +153,11 @@ type Config struct {
 	// FCALL, SCRIPT), for servers that forbid them: an ACL without
 	// @scripting, a proxy, a managed service. Locks then use the servers'
 	// conditional commands where they have them, and transactions where
-	// not; waiters poll, in no particular order. single supports it, as
-	// single.WithoutScripts; a strategy that does not (Strategy's
-	// WithoutScripts) is refused. The default is off: scripts.
+	// not. The built-in strategies support it: single (its waiters poll,
+	// in no particular order), setnx-getset and redlock (on every node), as
+	// their WithoutScripts options; a strategy that does not (Strategy's
+	// WithoutScripts) is refused, and so is redlock's restart_guard, whose
+	// acquisition is a script. The default is off: scripts.
 	WithoutScripts bool
 	// OTel wraps the Locker with OpenTelemetry instrumentation (package
 	// lockotel), with the global providers. A program enables it with a
@@ -375,7 +377,7 @@ var rules = []func(c Config) (string, error){
 	},
 	func(c Config) (string, error) {
 		if c.WithoutScripts && !strategyOf(c).WithoutScripts {
-			return "without_scripts", fmt.Errorf("is not supported by %s yet: it runs scripts (single can run without)", c.Strategy)
+			return "without_scripts", fmt.Errorf("is not supported by %s yet: it runs scripts (the built-in strategies can run without)", c.Strategy)
 		}
 		return "", nil
 	},

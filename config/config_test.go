@@ -143,9 +143,8 @@ func TestBadConfigurations(t *testing.T) {
 		{"a key policy with otel off", fromURL("single://h?otel_keys=raw"), "otel_keys", "is set but otel is off"},
 		{"without_scripts not a boolean", fromURL("single://h?without_scripts=yes"), "without_scripts", `want true or false, got "yes"`},
 		{"without_scripts as a JSON string", fromJSON(`{"without_scripts": "true"}`), "without_scripts", "want true or false"},
-		{"without_scripts with setnx-getset", fromURL("setnx-getset://h?without_scripts=true"), "without_scripts", "is not supported by setnx-getset yet"},
-		{"without_scripts with redlock", fromJSON(`{"strategy": "redlock", "addrs": ["h1", "h2", "h3"], "without_scripts": true}`), "without_scripts", "is not supported by redlock yet"},
-		{"a Go WithoutScripts with redlock", validating(config.Config{Strategy: "redlock", Addrs: []string{"h"}, WithoutScripts: true}), "without_scripts", "is not supported by redlock yet"},
+		{"a restart guard without scripts", fromURL("redlock://h1?ttl=1m&restart_guard=1m&without_scripts=true"), "restart_guard", "cannot be used with without_scripts"},
+		{"a Go restart guard without scripts", validating(config.Config{Strategy: "redlock", Addrs: []string{"h"}, RestartGuard: time.Minute, WithoutScripts: true}), "restart_guard", "cannot be used with without_scripts"},
 
 		// single.
 		{"negative replicas", fromURL("single://h?replicas=-1"), "replicas", "must be at least 0, got -1"},
@@ -250,7 +249,6 @@ func TestEnvironmentErrorsNameTheVariable(t *testing.T) {
 		{"a bad variable", "TTL", "soon", envPrefix + "TTL", `want a duration`},
 		{"replicas that is not a number", "REPLICAS", "x", envPrefix + "REPLICAS", `want an integer, got "x"`},
 		{"without_scripts that is not a boolean", "WITHOUT_SCRIPTS", "on", envPrefix + "WITHOUT_SCRIPTS", `want true or false, got "on"`},
-		{"without_scripts with setnx-getset", "URL", "setnx-getset://h?without_scripts=1", "without_scripts", "is not supported by setnx-getset yet"},
 		{"a bad URL", "URL", "single://h?ttl=soon", envPrefix + "URL: ttl", `want a duration`},
 		{"a bad parameter of the URL", "URL", "single://h:99999", envPrefix + "URL: addrs", "the port must be"},
 		{"nothing set", "UNRELATED", "1", "strategy", "is required"},

@@ -715,45 +715,53 @@ func TestReplicas(t *testing.T) {
 	}
 }
 
-// TestWithoutScripts: without_scripts=true from a URL reaches
-// single.WithoutScripts, over each driver: a user denied @scripting
-// obtains, refreshes and releases, where the same URL without the setting
-// obtains (by SET NX) but cannot release: the server refuses the script.
+// TestWithoutScripts: without_scripts=true from a URL reaches the
+// WithoutScripts option of single, setnx-getset and redlock, over each
+// driver: a user denied @scripting obtains, refreshes and releases, where
+// the same URL without the setting obtains (by SET NX) but cannot release:
+// the server refuses the script.
 func TestWithoutScripts(t *testing.T) {
 	const password = "Pa55-word-of-noscript"
 	s := redistest.Start(t, 1, "--user", "noscript", "on", ">"+password, "~*", "&*", "+@all", "-@scripting")[0]
-	for _, d := range drivers {
-		base := "single://noscript:" + password + "@" + s.Addr + "?driver=" + d.name
-		t.Run(d.name+"/without_scripts=true: obtained, refreshed, released", func(t *testing.T) {
-			c, err := config.ParseURL(base + "&without_scripts=true")
-			if err != nil {
-				t.Fatal(err)
-			}
-			ctx := context.Background()
-			lk, err := open(t, c).Obtain(ctx, "noscript:"+d.name, time.Minute)
-			if err != nil {
-				t.Fatalf("Obtain: got %v, want nil", err)
-			}
-			if err := lk.Refresh(ctx, time.Minute); err != nil {
-				t.Errorf("Refresh: got %v, want nil", err)
-			}
-			if err := lk.Release(ctx); err != nil {
-				t.Errorf("Release: got %v, want nil", err)
-			}
-		})
-		t.Run(d.name+"/unset: the release's script is refused", func(t *testing.T) {
-			c, err := config.ParseURL(base)
-			if err != nil {
-				t.Fatal(err)
-			}
-			ctx := context.Background()
-			lk, err := open(t, c).Obtain(ctx, "scripted:"+d.name, time.Minute)
-			if err != nil {
-				t.Fatalf("Obtain: got %v, want nil", err)
-			}
-			if err := lk.Release(ctx); err == nil || !strings.Contains(err.Error(), "NOPERM") {
-				t.Errorf("Release: got %v, want the server's NOPERM", err)
-			}
-		})
+	for _, st := range []string{"single", "setnx-getset", "redlock"} {
+		for _, d := range drivers {
+			testWithoutScripts(t, st+"://noscript:"+password+"@"+s.Addr+"?driver="+d.name, st+"/"+d.name)
+		}
 	}
+}
+
+func testWithoutScripts(t *testing.T, base, name string) {
+	t.Run(name+"/without_scripts=true: obtained, refreshed, released", func(t *testing.T) {
+		c, err := config.ParseURL(base + "&without_scripts=true")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx := context.Background()
+		lk, err := open(t, c).Obtain(ctx, "noscript:"+name, time.Minute)
+		if err != nil {
+			t.Fatalf("Obtain: got %v, want nil", err)
+		}
+		if err := lk.Refresh(ctx, time.Minute); err != nil {
+			t.Errorf("Refresh: got %v, want nil", err)
+		}
+		if err := lk.Release(ctx); err != nil {
+			t.Errorf("Release: got %v, want nil", err)
+		}
+	})
+	t.Run(name+"/unset: a script is refused", func(t *testing.T) {
+		c, err := config.ParseURL(base)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx := context.Background()
+		// single and setnx-getset obtain by SETNX, and their release is a
+		// script; redlock's first contact with a node is a script.
+		lk, err := open(t, c).Obtain(ctx, "scripted:"+name, time.Minute)
+		if err == nil {
+			err = lk.Release(ctx)
+		}
+		if err == nil || !strings.Contains(err.Error(), "NOPERM") {
+			t.Errorf("Obtain, then Release: got %v, want the server's NOPERM", err)
+		}
+	})
 }
