@@ -127,6 +127,17 @@ func TestDuplicateNodes(t *testing.T) {
 		}
 	})
 
+	t.Run("127.0.0.1:P and localhost:P without scripts, which read the run id with INFO, over every driver", func(t *testing.T) {
+		servers := redistest.Start(t, 2)
+		localhost := net.JoinHostPort("localhost", strconv.Itoa(servers[0].Port))
+		for _, d := range redistest.Drivers() {
+			t.Run(d.Name, func(t *testing.T) {
+				l := newLocker(t, []driver.Conn{d.Conn(t, servers[0].Addr), d.Conn(t, servers[1].Addr), d.Conn(t, localhost)}, redlock.WithoutScripts())
+				wantDuplicate(t, refused(t, l, servers), "nodes[2]", servers[0].Addr, localhost)
+			})
+		}
+	})
+
 	t.Run("two redigo pools of one server", func(t *testing.T) {
 		servers := redistest.Start(t, 2)
 		pool := func(s *redistest.Server) driver.Conn { return redigo.New(redistest.Redigo(t, s.Addr)) }
