@@ -14,6 +14,8 @@ import (
 	"github.com/locksmith-go/lock/internal/testing/matrix"
 	"github.com/locksmith-go/lock/internal/testing/redistest"
 	"github.com/locksmith-go/lock/strategy"
+	"github.com/locksmith-go/lock/strategy/redlock"
+	setnxgetset "github.com/locksmith-go/lock/strategy/setnx-getset"
 )
 
 // deadline is the context deadline of the calls against paused servers, and
@@ -53,15 +55,24 @@ func pausedCases(t *testing.T) []pausedCase {
 	}
 	add("single", matrix.Single(one[0].Addr), one, 1, "")
 	add("single-without-scripts", matrix.SingleWithoutScripts(one[0].Addr), one, 1, "")
-	var legacy []matrix.Combo
-	for _, c := range matrix.SetnxGetset(one[0].Addr) {
-		if strings.HasPrefix(c.Name, "ms+safety-ttl/") { // every driver; the formats differ only in the strategy
-			legacy = append(legacy, c)
+	const legacyStrays = "its timestamps are not unique: deleting one could delete another holder's lock, so a stray one expires as a crashed holder's does"
+	add("setnx-getset", legacy(matrix.SetnxGetset(one[0].Addr)), one, 1, legacyStrays)
+	add("setnx-getset-without-scripts", legacy(matrix.SetnxGetset(one[0].Addr, setnxgetset.WithoutScripts())), one, 1, legacyStrays)
+	add("redlock", matrix.Redlock(addrs), three, 2, "")
+	add("redlock-without-scripts", matrix.Redlock(addrs, redlock.WithoutScripts()), three, 2, "")
+	return cases
+}
+
+// legacy returns the combinations of setnx-getset in one format, over
+// every driver: the formats differ only in the strategy.
+func legacy(combos []matrix.Combo) []matrix.Combo {
+	var over []matrix.Combo
+	for _, c := range combos {
+		if strings.HasPrefix(c.Name, "ms+safety-ttl/") {
+			over = append(over, c)
 		}
 	}
-	add("setnx-getset", legacy, one, 1, "its timestamps are not unique: deleting one could delete another holder's lock, so a stray one expires as a crashed holder's does")
-	add("redlock", matrix.Redlock(addrs), three, 2, "")
-	return cases
+	return over
 }
 
 // keysGone polls, up to goneBound, until no server holds any of the keys.

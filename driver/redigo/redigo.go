@@ -233,8 +233,26 @@ func (c *Conn) Pin(ctx context.Context, _ string, f func(driver.Conn) error) err
 		}
 		return err
 	}
-	defer conn.Close()
+	defer func() {
+		if conn.Err() != nil {
+			forgetTransaction(conn)
+		}
+		conn.Close()
+	}()
 	return f(&Conn{p: one{conn}, addr: c.addr})
+}
+
+// forgetTransaction makes redigo's pool forget that conn is in a
+// transaction (WATCH or MULTI), without sending anything. conn broke when
+// a command's context ended, and that command's goroutine may still be
+// writing in redigo's buffers: Close would send DISCARD or UNWATCH there,
+// as redigo's pool ends a transaction it sees open, racing with it. A
+// DoContext whose deadline has passed sends nothing, but the pool still
+// takes DISCARD as ending the transaction.
+func forgetTransaction(conn redis.Conn) {
+	past, cancel := context.WithDeadline(context.Background(), time.Time{})
+	defer cancel()
+	_, _ = redis.DoContext(conn, past, "DISCARD")
 }
 
 // one is the Pool of a pinned Conn: it hands out the same connection every

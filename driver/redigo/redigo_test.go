@@ -3,7 +3,9 @@ package redigo_test
 import (
 	"context"
 	"errors"
+	"net"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -207,4 +209,53 @@ func TestPinnedConnectionAfterATimeout(t *testing.T) {
 	if !neterr.Timeout(err) {
 		t.Errorf("a command after the timeout = %v, want the timeout that broke the connection", err)
 	}
+}
+
+// TestPinnedTransactionAfterATimeout: a pin whose transaction a timed-out
+// command broke gives its connection back without writing anything on it.
+// redigo's pool would send UNWATCH there, as it ends a transaction it sees
+// open, racing (a data race, under -race, on a loaded machine) with the
+// timed-out command's goroutine in redigo's buffers.
+func TestPinnedTransactionAfterATimeout(t *testing.T) {
+	srv := redistest.Start(t, 1)[0]
+	var writes atomic.Int64
+	pool := &redigoredis.Pool{DialContext: func(ctx context.Context) (redigoredis.Conn, error) {
+		return redigoredis.DialContext(ctx, "tcp", srv.Addr, redigoredis.DialContextFunc(func(ctx context.Context, network, addr string) (net.Conn, error) {
+			c, err := (&net.Dialer{}).DialContext(ctx, network, addr)
+			return counting{c, &writes}, err
+		}))
+	}}
+	t.Cleanup(func() { pool.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second) // a hang detector
+	defer cancel()
+	var before int64
+	err := driver.Pin(ctx, redigo.New(pool), "k", func(pinned driver.Conn) error {
+		if _, err := driver.Do(ctx, pinned, "WATCH", "k"); err != nil {
+			return err
+		}
+		srv.Pause()
+		defer srv.Resume()
+		short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+		defer cancel()
+		_, _, err := pinned.Get(short, "k")
+		before = writes.Load()
+		return err
+	})
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Pin = %v, want the Get's context.DeadlineExceeded", err)
+	}
+	if n := writes.Load() - before; n != 0 {
+		t.Errorf("writes on the broken connection after its command timed out = %d, want 0", n)
+	}
+}
+
+// counting is a connection that counts its writes in n.
+type counting struct {
+	net.Conn
+	n *atomic.Int64
+}
+
+func (c counting) Write(b []byte) (int, error) {
+	c.n.Add(1)
+	return c.Conn.Write(b)
 }
