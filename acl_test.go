@@ -9,12 +9,16 @@ import (
 	"testing"
 	"time"
 
+	redigoredis "github.com/gomodule/redigo/redis"
 	"github.com/redis/go-redis/v9"
+	"github.com/redis/rueidis"
 
 	"github.com/locksmith-go/lock"
 	"github.com/locksmith-go/lock/conformance"
 	"github.com/locksmith-go/lock/driver"
 	"github.com/locksmith-go/lock/driver/goredis"
+	"github.com/locksmith-go/lock/driver/redigo"
+	rueidisdriver "github.com/locksmith-go/lock/driver/rueidis"
 	"github.com/locksmith-go/lock/internal/testing/matrix"
 	"github.com/locksmith-go/lock/internal/testing/redistest"
 	"github.com/locksmith-go/lock/strategy/redlock"
@@ -252,10 +256,26 @@ func TestACLHints(t *testing.T) {
 // nothing else, and returns a go-redis connection as that user, closed
 // when t ends.
 func aclConn(t *testing.T, ctx context.Context, srv *redistest.Server, user string, acl ...string) driver.Conn {
+	return aclConnOver(t, ctx, srv, "goredis", user, acl...)
+}
+
+// aclConnOver is aclConn over the driver named d: goredis, redigo or
+// rueidis.
+func aclConnOver(t *testing.T, ctx context.Context, srv *redistest.Server, d, user string, acl ...string) driver.Conn {
 	t.Helper()
 	setuser := append([]string{"ACL", "SETUSER", user, "reset", "on", ">secret"}, strings.Fields(strings.Join(acl, " "))...)
 	if _, err := srv.Command(ctx, setuser...); err != nil {
 		t.Fatal(err)
+	}
+	switch d {
+	case "redigo":
+		pool := &redigoredis.Pool{DialContext: func(ctx context.Context) (redigoredis.Conn, error) {
+			return redigoredis.DialContext(ctx, "tcp", srv.Addr, redigoredis.DialUsername(user), redigoredis.DialPassword("secret"))
+		}}
+		t.Cleanup(func() { _ = pool.Close() })
+		return redigo.New(pool)
+	case "rueidis":
+		return rueidisdriver.New(redistest.RueidisClient(t, rueidis.ClientOption{InitAddress: []string{srv.Addr}, Username: user, Password: "secret"}))
 	}
 	client := redis.NewClient(&redis.Options{Addr: srv.Addr, Username: user, Password: "secret", ContextTimeoutEnabled: true, MaxRetries: -1, DialerRetries: 1})
 	t.Cleanup(func() { _ = client.Close() })
@@ -358,7 +378,7 @@ const noScripts = "+get +set +pexpire +pttl +del +watch +multi +exec +unwatch +d
 // of each strategy without scripts (single, setnx-getset, and Redlock over
 // one node) whose user is denied @scripting, and the scripted Locker of the
 // same user is refused, so that the suite shows that nothing needs a
-// script.
+// script: over go-redis, and with LOCKSMITH_FULL=1 over each driver.
 func TestACLWithoutScripts(t *testing.T) {
 	srv := redistest.Start(t, 1)[0]
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -371,26 +391,32 @@ func TestACLWithoutScripts(t *testing.T) {
 	if _, err := scripted.Inspect(ctx, conformance.Key(t)); err == nil || !strings.Contains(err.Error(), "NOPERM") {
 		t.Fatalf("the scripted Locker's Inspect = %v, want NOPERM: the user must be denied scripts", err)
 	}
+	drivers := []string{"goredis"}
+	if redistest.Full() {
+		drivers = append(drivers, "redigo", "rueidis")
+	}
 	var combos []matrix.Combo
-	for _, c := range []struct {
-		combo matrix.Combo
-		newL  func(driver.Conn) (lock.Locker, error)
-	}{
-		{matrix.Prefix("single", matrix.SingleWithoutScripts(srv.Addr))[0], newSingleWithoutScripts},
-		{matrix.Prefix("setnx-getset", matrix.SetnxGetset(srv.Addr, setnxgetset.WithoutScripts()))[0], func(c driver.Conn) (lock.Locker, error) {
-			// The options of the combination, ms+safety-ttl.
-			return setnxgetset.New(c, setnxgetset.WithFormat(setnxgetset.Milliseconds), setnxgetset.WithSafetyTTL(time.Second), setnxgetset.WithoutScripts())
-		}},
-		{matrix.Prefix("redlock", matrix.Redlock([]string{srv.Addr}, redlock.WithoutScripts()))[0], newRedlockWithoutScripts},
-	} {
-		c.combo.Harness.NewLocker = func(t *testing.T) lock.Locker {
-			l, err := c.newL(aclConn(t, ctx, srv, conformance.Key(t), "~*", "&*", "+@all", "-@scripting"))
-			if err != nil {
-				t.Fatal(err)
+	for _, d := range drivers {
+		for _, c := range []struct {
+			combo matrix.Combo
+			newL  func(driver.Conn) (lock.Locker, error)
+		}{
+			{matrix.Prefix("single", matrix.SingleWithoutScripts(srv.Addr))[0], newSingleWithoutScripts},
+			{matrix.Prefix("setnx-getset", matrix.SetnxGetset(srv.Addr, setnxgetset.WithoutScripts()))[0], func(c driver.Conn) (lock.Locker, error) {
+				// The options of the combination, ms+safety-ttl.
+				return setnxgetset.New(c, setnxgetset.WithFormat(setnxgetset.Milliseconds), setnxgetset.WithSafetyTTL(time.Second), setnxgetset.WithoutScripts())
+			}},
+			{matrix.Prefix("redlock", matrix.Redlock([]string{srv.Addr}, redlock.WithoutScripts()))[0], newRedlockWithoutScripts},
+		} {
+			c.combo.Harness.NewLocker = func(t *testing.T) lock.Locker {
+				l, err := c.newL(aclConnOver(t, t.Context(), srv, d, conformance.Key(t), "~*", "&*", "+@all", "-@scripting"))
+				if err != nil {
+					t.Fatal(err)
+				}
+				return l
 			}
-			return l
+			combos = append(combos, matrix.Prefix(d, []matrix.Combo{c.combo})...)
 		}
-		combos = append(combos, c.combo)
 	}
 	matrix.Run(t, combos, 1)
 }
