@@ -148,16 +148,31 @@ func (c call) run(ctx context.Context, conn driver.Conn) (int64, error) {
 type Call struct {
 	call
 	reply func(int64, error) error // acquired or owned
-	// plain is the call without scripts (see RunPlain); nil for a call
-	// that has none.
-	plain func(context.Context, *Plain) error
+	// op is what RunPlain runs, from the fields below.
+	op op
 	// An acquisition that starts with a SET builds its script's call only
 	// when the SET is refused: on a free key, the SET's arguments are all
 	// it allocates.
 	start      Start
 	key, value string
 	ttl        time.Duration
+	hint       hint // a delete's wake-up message, if any
 }
+
+// op is the operation a Call runs without scripts (see RunPlain).
+type op uint8
+
+const (
+	opNone    op = iota // none: the guarded acquire has no form without scripts
+	opAcquire           // Plain.Acquire
+	opDelete            // Plain.Delete, then the hint, if any
+	opPExpire           // Plain.PExpire
+)
+
+// hint is a message published after a delete without scripts
+// (DeleteHintingCall): its command (PUBLISH or SPUBLISH), channel and
+// payload. The zero hint publishes nothing.
+type hint struct{ command, channel, payload string }
 
 // Start says how an acquisition starts.
 type Start int
@@ -220,10 +235,19 @@ func (c Call) Run(ctx context.Context, conn driver.Conn) error {
 // scripts (the guarded acquire) returns an error that matches
 // errors.ErrUnsupported.
 func (c Call) RunPlain(ctx context.Context, p *Plain) error {
-	if c.plain == nil {
-		return fmt.Errorf("lock: this call has no form without scripts: %w", errors.ErrUnsupported)
+	switch c.op {
+	case opAcquire:
+		return p.Acquire(ctx, c.key, c.value, c.ttl, c.start)
+	case opPExpire:
+		return p.PExpire(ctx, c.key, c.value, c.ttl)
+	case opDelete:
+		if err := p.Delete(ctx, c.key, c.value); err != nil || c.hint.command == "" {
+			return err
+		}
+		_, _ = driver.Do(ctx, p.conn, c.hint.command, c.hint.channel, c.hint.payload) // best effort, as the script's
+		return nil
 	}
-	return c.plain(ctx, p)
+	return fmt.Errorf("lock: this call has no form without scripts: %w", errors.ErrUnsupported)
 }
 
 // resend returns send's result, sending once more when its connection was
@@ -245,9 +269,7 @@ func Acquire(ctx context.Context, c driver.Conn, key, value string, ttl time.Dur
 
 // AcquireCall is [Acquire], built once.
 func AcquireCall(key, value string, ttl time.Duration, start Start) Call {
-	c := Call{reply: acquired, start: start, key: key, value: value, ttl: ttl, plain: func(ctx context.Context, p *Plain) error {
-		return p.Acquire(ctx, key, value, ttl, start)
-	}}
+	c := Call{reply: acquired, op: opAcquire, start: start, key: key, value: value, ttl: ttl}
 	if start == ByScript {
 		c.call = acquireScriptCall(key, value, ttl)
 	}
@@ -298,9 +320,7 @@ func Delete(ctx context.Context, c driver.Conn, key, value string) error {
 
 // DeleteCall is [Delete], built once.
 func DeleteCall(key, value string) Call {
-	return Call{call: call{delScript, []string{key}, []any{value}}, reply: owned, plain: func(ctx context.Context, p *Plain) error {
-		return p.Delete(ctx, key, value)
-	}}
+	return Call{call: call{delScript, []string{key}, []any{value}}, reply: owned, op: opDelete, key: key, value: value}
 }
 
 // PExpire sets key's TTL if it holds value.
@@ -310,9 +330,7 @@ func PExpire(ctx context.Context, c driver.Conn, key, value string, ttl time.Dur
 
 // PExpireCall is [PExpire], built once.
 func PExpireCall(key, value string, ttl time.Duration) Call {
-	return Call{call: call{pexpireScript, []string{key}, []any{value, ttl.Milliseconds()}}, reply: owned, plain: func(ctx context.Context, p *Plain) error {
-		return p.PExpire(ctx, key, value, ttl)
-	}}
+	return Call{call: call{pexpireScript, []string{key}, []any{value, ttl.Milliseconds()}}, reply: owned, op: opPExpire, key: key, value: value, ttl: ttl}
 }
 
 // PTTL returns key's TTL if it holds value; it is negative when the key has

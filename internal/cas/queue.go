@@ -338,11 +338,6 @@ func DeleteHintingCall(key, value, channel, all string, sharded bool) Call {
 	if sharded {
 		publish = "SPUBLISH"
 	}
-	return Call{call: call{hintScript, []string{key}, []any{value, all, channel, shard(sharded)}}, reply: owned, plain: func(ctx context.Context, p *Plain) error {
-		if err := p.Delete(ctx, key, value); err != nil {
-			return err
-		}
-		_, _ = driver.Do(ctx, p.conn, publish, channel, all)
-		return nil
-	}}
+	return Call{call: call{hintScript, []string{key}, []any{value, all, channel, shard(sharded)}}, reply: owned,
+		op: opDelete, key: key, value: value, hint: hint{publish, channel, all}}
 }

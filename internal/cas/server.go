@@ -26,6 +26,15 @@ func NewServer(c driver.Conn, plain bool) (Server, error) {
 	return Server{Conn: c, Plain: p}, err
 }
 
+// Over returns the Server's operations over one, a connection that
+// [Acked] pinned: without scripts, [Plain.Over] one.
+func (s Server) Over(one driver.Conn) Server {
+	if s.Plain != nil {
+		return Server{Conn: one, Plain: s.Plain.Over(one)}
+	}
+	return Server{Conn: one}
+}
+
 // Run sends the call, as [Call.Run] does, or without scripts, as
 // [Call.RunPlain] does.
 func (s Server) Run(ctx context.Context, c Call) error {
@@ -33,6 +42,14 @@ func (s Server) Run(ctx context.Context, c Call) error {
 		return c.RunPlain(ctx, s.Plain)
 	}
 	return c.Run(ctx, s.Conn)
+}
+
+// AcquireFenced is the package's [AcquireFenced] on the server.
+func (s Server) AcquireFenced(ctx context.Context, key, fenceKey, value string, ttl time.Duration) (int64, error) {
+	if s.Plain != nil {
+		return s.Plain.AcquireFenced(ctx, key, fenceKey, value, ttl)
+	}
+	return AcquireFenced(ctx, s.Conn, key, fenceKey, value, ttl)
 }
 
 // PTTL is the package's [PTTL] on the server.
@@ -51,11 +68,11 @@ func (s Server) Set(ctx context.Context, key, value, next string, ttl time.Durat
 	return Set(ctx, s.Conn, key, value, next, ttl)
 }
 
-// Inspect is the package's [Inspect] on the server, of key alone: no
-// fencing counter, no queue.
-func (s Server) Inspect(ctx context.Context, key string) (Reading, error) {
+// Inspect is the package's [Inspect] on the server. Without scripts there
+// is no queue: queueKey is not read.
+func (s Server) Inspect(ctx context.Context, key, fenceKey, queueKey string) (Reading, error) {
 	if s.Plain != nil {
-		return s.Plain.Inspect(ctx, key, "")
+		return s.Plain.Inspect(ctx, key, fenceKey)
 	}
-	return Inspect(ctx, s.Conn, key, "", "")
+	return Inspect(ctx, s.Conn, key, fenceKey, queueKey)
 }

@@ -82,7 +82,7 @@ func (s *Strategy) inspect(ctx context.Context, key string) (strategy.State, []c
 	}
 	readings := make([]cas.Reading, len(s.nodes))
 	res, _, _ := s.fanOut(ctx, timeout, func(ctx context.Context, i int, n node) (err error) {
-		readings[i], err = n.srv.Inspect(ctx, key)
+		readings[i], err = n.srv.Inspect(ctx, key, "", "")
 		return err
 	}, nil, nil)
 	defer report(ctx, res)

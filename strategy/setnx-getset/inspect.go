@@ -33,7 +33,7 @@ func (s *Strategy) Break(ctx context.Context, key, fingerprint string) (strategy
 }
 
 func (s *Strategy) inspect(ctx context.Context, key string) (strategy.State, cas.Reading, error) {
-	r, err := s.srv.Inspect(ctx, key)
+	r, err := s.srv.Inspect(ctx, key, "", "")
 	if err != nil {
 		return strategy.State{}, r, err
 	}

@@ -3,8 +3,8 @@ package single
 // Support returns what the script-free operations of s found the server to
 // have (cas.Plain.Support), or nil for a Strategy that runs scripts.
 func Support(s *Strategy) map[string]bool {
-	if s.plain == nil {
+	if s.srv.Plain == nil {
 		return nil
 	}
-	return s.plain.Support()
+	return s.srv.Plain.Support()
 }

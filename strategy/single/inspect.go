@@ -35,13 +35,7 @@ func (s *Strategy) inspect(ctx context.Context, key string) (strategy.State, cas
 	if q, ok := s.queue(key); ok {
 		queueKey = q.Q
 	}
-	var r cas.Reading
-	var err error
-	if s.plain != nil {
-		r, err = s.plain.Inspect(ctx, key, fenceKey)
-	} else {
-		r, err = cas.Inspect(ctx, s.conn, key, fenceKey, queueKey)
-	}
+	r, err := s.srv.Inspect(ctx, key, fenceKey, queueKey)
 	if err != nil {
 		return strategy.State{}, r, err
 	}

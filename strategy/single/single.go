@@ -63,7 +63,7 @@ type Strategy struct {
 	ack     cas.Ack // WithReplicas; Replicas == 0: no WAIT
 
 	noScripts bool       // WithoutScripts
-	plain     *cas.Plain // its operations; nil: scripts
+	srv       cas.Server // conn's operations, with scripts or (noScripts) without
 }
 
 // ReplicaError is the error of an acquisition or refresh that fewer
@@ -171,6 +171,7 @@ func NewStrategy(conn driver.Conn, opts ...Option) (*Strategy, error) {
 				"WithReplicas sends WAIT over the connection of each write, which %T cannot: %v", conn, err)}
 		}
 	}
+	s.srv = cas.Server{Conn: conn}
 	if s.noScripts {
 		return s, s.withoutScripts()
 	}
@@ -182,12 +183,12 @@ func NewStrategy(conn driver.Conn, opts ...Option) (*Strategy, error) {
 
 // withoutScripts sets up [WithoutScripts], or says why it cannot.
 func (s *Strategy) withoutScripts() error {
-	p, err := cas.NewPlain(s.conn)
+	srv, err := cas.NewServer(s.conn, true)
 	if err != nil {
 		return &strategy.ArgumentError{Name: "conn", Reason: fmt.Sprintf(
 			"WithoutScripts runs transactions over one connection, which %T cannot: %v", s.conn, err)}
 	}
-	s.plain = p
+	s.srv = srv
 	return nil
 }
 
@@ -220,11 +221,11 @@ func (s *Strategy) Acquire(ctx context.Context, r strategy.Request) (strategy.Gr
 		}
 	}
 	if s.ack.Replicas == 0 {
-		return s.acquire(ctx, s.conn, s.plain, r, d, fenceKey)
+		return s.acquire(ctx, s.srv, r, d, fenceKey)
 	}
 	var g strategy.Grant
 	err = cas.Acked(ctx, s.conn, r.Key, s.ack, func(c driver.Conn) (err error) {
-		g, err = s.acquire(ctx, c, s.over(c), r, d, fenceKey)
+		g, err = s.acquire(ctx, s.srv.Over(c), r, d, fenceKey)
 		return err
 	})
 	if errors.As(err, new(*ReplicaError)) {
@@ -235,27 +236,19 @@ func (s *Strategy) Acquire(ctx context.Context, r strategy.Request) (strategy.Gr
 	return g, err
 }
 
-// acquire makes one attempt on c, or with p's operations without scripts,
-// with the drift allowance d and, for a fenced request, the counter
-// fenceKey.
-func (s *Strategy) acquire(ctx context.Context, c driver.Conn, p *cas.Plain, r strategy.Request, d time.Duration, fenceKey string) (_ strategy.Grant, err error) {
+// acquire makes one attempt on srv, with the drift allowance d and, for a
+// fenced request, the counter fenceKey.
+func (s *Strategy) acquire(ctx context.Context, srv cas.Server, r strategy.Request, d time.Duration, fenceKey string) (strategy.Grant, error) {
 	if r.Waiter != "" {
 		if q, ok := s.queue(r.Key); ok {
-			n, e, err := cas.AcquireQueued(ctx, c, q, fenceKey, r.Value(), s.member(r.Waiter), r.TTL, r.Poll, r.Patience)
+			n, e, err := cas.AcquireQueued(ctx, srv.Conn, q, fenceKey, r.Value(), s.member(r.Waiter), r.TTL, r.Poll, r.Patience)
 			return strategy.Grant{Fence: n, Drift: d, Position: e.Position, HolderTTL: e.HolderTTL}, err
 		}
 	}
-	var n int64
-	switch {
-	case !r.Fencing && p != nil:
-		err = p.Acquire(ctx, r.Key, r.Value(), r.TTL, cas.StartOf(r))
-	case !r.Fencing:
-		err = cas.Acquire(ctx, c, r.Key, r.Value(), r.TTL, cas.StartOf(r))
-	case p != nil:
-		n, err = p.AcquireFenced(ctx, r.Key, fenceKey, r.Value(), r.TTL)
-	default:
-		n, err = cas.AcquireFenced(ctx, c, r.Key, fenceKey, r.Value(), r.TTL)
+	if !r.Fencing {
+		return strategy.Grant{Drift: d}, srv.Run(ctx, cas.AcquireCall(r.Key, r.Value(), r.TTL, cas.StartOf(r)))
 	}
+	n, err := srv.AcquireFenced(ctx, r.Key, fenceKey, r.Value(), r.TTL)
 	return strategy.Grant{Fence: n, Drift: d}, err
 }
 
@@ -324,29 +317,11 @@ func (s *Strategy) Refresh(ctx context.Context, key, value string, ttl time.Dura
 		return strategy.Grant{}, err
 	}
 	if s.ack.Replicas == 0 {
-		return strategy.Grant{Drift: d}, pexpire(ctx, s.conn, s.plain, key, value, ttl)
+		return strategy.Grant{Drift: d}, s.srv.Run(ctx, cas.PExpireCall(key, value, ttl))
 	}
 	return strategy.Grant{Drift: d}, cas.Acked(ctx, s.conn, key, s.ack, func(c driver.Conn) error {
-		return pexpire(ctx, c, s.over(c), key, value, ttl)
+		return s.srv.Over(c).Run(ctx, cas.PExpireCall(key, value, ttl))
 	})
-}
-
-// pexpire sets the TTL of key on c if it holds value, or with p's
-// operations without scripts.
-func pexpire(ctx context.Context, c driver.Conn, p *cas.Plain, key, value string, ttl time.Duration) error {
-	if p != nil {
-		return p.PExpire(ctx, key, value, ttl)
-	}
-	return cas.PExpire(ctx, c, key, value, ttl)
-}
-
-// over returns the operations without scripts over c, a connection that
-// cas.Acked pinned, or nil when the Strategy runs scripts.
-func (s *Strategy) over(c driver.Conn) *cas.Plain {
-	if s.plain == nil {
-		return nil
-	}
-	return s.plain.Over(c)
 }
 
 // Release implements [strategy.Strategy].
@@ -354,16 +329,10 @@ func (s *Strategy) Release(ctx context.Context, key, value string) error {
 	if q, ok := s.queue(key); ok {
 		return cas.DeleteQueued(ctx, s.conn, q, value)
 	}
-	if s.plain != nil {
-		return s.plain.Delete(ctx, key, value)
-	}
-	return cas.Delete(ctx, s.conn, key, value)
+	return s.srv.Run(ctx, cas.DeleteCall(key, value))
 }
 
 // TTL implements [strategy.Strategy].
 func (s *Strategy) TTL(ctx context.Context, key, value string) (time.Duration, error) {
-	if s.plain != nil {
-		return s.plain.PTTL(ctx, key, value)
-	}
-	return cas.PTTL(ctx, s.conn, key, value)
+	return s.srv.PTTL(ctx, key, value)
 }
