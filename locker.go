@@ -194,6 +194,10 @@ func (l *locker) obtain(ctx context.Context, key string, ttl time.Duration, o op
 			return lk, nil
 		}
 		if !errors.Is(err, ErrNotObtained) {
+			// An attempt that failed may have queued its waiter all the
+			// same (its reply was lost, or its script failed after the
+			// write): the waiter leaves the queue.
+			w.queued = w.queued || r.Waiter != ""
 			w.close(ctx, true)
 			// The command may have been applied even though its reply was
 			// lost (a timeout, a cancelled context, a broken connection):

@@ -260,7 +260,7 @@ func TestWaitRequests(t *testing.T) {
 
 // TestWaitGivingUp: a waiter that gives up leaves the queue (one clean-up,
 // strategy.CleanUp, whose Leave calls all name it) only if an attempt
-// queued it; its listener, if it had one, is closed exactly once.
+// queued it, or may have (it got no answer); its listener, if it had one, is closed exactly once.
 func TestWaitGivingUp(t *testing.T) {
 	for _, c := range []struct {
 		name   string
@@ -286,6 +286,11 @@ func TestWaitGivingUp(t *testing.T) {
 						f.acquireErr = errBoom
 					}
 				}
+				return nil
+			}},
+		{name: "no answer to an attempt that may have queued it", retry: lock.Linear(time.Hour), leaves: true,
+			setup: func(f *notifyFake, _ context.CancelFunc) func(lock.Event) {
+				f.acquireErr = context.DeadlineExceeded // its reply was lost
 				return nil
 			}},
 		{name: "never queued: NoRetry", retry: lock.NoRetry()},
