@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/locksmith-go/lock/internal/background"
 	"github.com/locksmith-go/lock/strategy"
 )
 
@@ -98,11 +99,11 @@ func release(ctx context.Context, lk *Lock) error {
 		wait = dl.Add(releaseGrace)
 	}
 	done := make(chan error, 1)
-	go func() {
+	background.Go(background.With(ctx, lk.bg), func() {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), strategy.CleanupTimeout)
 		defer cancel()
 		done <- lk.Release(ctx)
-	}()
+	})
 	t := time.NewTimer(time.Until(wait))
 	defer t.Stop()
 	select {

@@ -39,6 +39,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/locksmith-go/lock/internal/background"
 	"github.com/locksmith-go/lock/strategy"
 )
 
@@ -63,6 +64,9 @@ type Lock struct {
 	fence     int64     // 0: none
 	fraction  float64   // the auto-refresh interval, as a fraction of the TTL
 	holdUntil time.Time // WithMaxHold's limit; zero: none
+	// bg counts the work that the lock's calls leave running in the
+	// background (internal/background): that of the Obtain's context.
+	bg *background.Group
 
 	// ops serializes Refresh, Release and TTL: a refresh can replace the
 	// value (setnx-getset stores timestamps), so no operation may use the
@@ -300,6 +304,7 @@ func (l *Lock) call(ctx context.Context, op string, ttl time.Duration, fn func(c
 
 // op runs fn with value through the Op hooks.
 func (l *Lock) op(ctx context.Context, op string, ttl time.Duration, value string, fn func(ctx context.Context, l *Lock, value string) error) error {
+	ctx = background.With(ctx, l.bg)
 	if len(l.hooks) == 0 {
 		return fn(ctx, l, value) // no closure: an unhooked call allocates nothing here
 	}

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/locksmith-go/lock/internal/background"
 	"github.com/locksmith-go/lock/internal/scope"
 	"github.com/locksmith-go/lock/strategy"
 )
@@ -183,7 +184,7 @@ func (l *locker) obtain(ctx context.Context, key string, ttl time.Duration, o op
 			w.obtained(ctx)
 			lk := &Lock{s: l.s, key: key, token: r.Token, metadata: r.Metadata, value: r.Value(),
 				refreshesLeft: o.maxRefreshes, hooks: o.hooks, obtained: sent,
-				fraction: o.fraction, ttl: ttl}
+				fraction: o.fraction, ttl: ttl, bg: background.From(ctx)}
 			if r.Fencing {
 				lk.fence = g.Fence
 			}
@@ -320,13 +321,14 @@ func (l *locker) release(key, value string) func(context.Context) error {
 // strategy.CleanUp in the background, and waits for it while ctx allows.
 func (l *locker) cleanUp(ctx context.Context, hs hookList, key string, del func(context.Context) error) {
 	done := make(chan struct{})
-	go func(ctx context.Context) { // its own ctx: the select below reads the caller's
+	background.Go(ctx, func() {
 		defer close(done)
+		ctx := ctx // its own: the select below reads the caller's
 		if len(hs) > 0 {
 			ctx = scope.With(ctx, &hookScope{hs, l.s})
 		}
 		_ = strategy.CleanUp(ctx, key, del)
-	}(ctx)
+	})
 	select {
 	case <-done:
 	case <-ctx.Done():
@@ -341,7 +343,7 @@ func (l *locker) cleanUp(ctx context.Context, hs hookList, key string, del func(
 // be), and otherwise with strategy.CleanUp, until the server has answered
 // twice.
 func discard(ctx context.Context, key string, held bool, del func(context.Context) error) {
-	go func() {
+	background.Go(ctx, func() {
 		if !held {
 			_ = strategy.CleanUp(ctx, key, del)
 			return
@@ -349,7 +351,7 @@ func discard(ctx context.Context, key string, held bool, del func(context.Contex
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), strategy.CleanupTimeout)
 		defer cancel()
 		_ = del(ctx)
-	}()
+	})
 }
 
 // notObtained is the error of an Obtain whose ctx ended the wait, after an

@@ -17,6 +17,7 @@ import (
 
 	"github.com/locksmith-go/lock"
 	"github.com/locksmith-go/lock/driver"
+	"github.com/locksmith-go/lock/internal/background"
 )
 
 // ErrClosed is the error of Obtain on a [Locker] that was closed, and what
@@ -39,9 +40,13 @@ type Locker struct {
 	sessions map[driver.Session]struct{} // the subscriber sessions open, for Close
 
 	// inFlight is held for reading by every call on a client, and for
-	// writing by Close, which so waits for the calls in flight.
+	// writing by Close, which so waits for the calls in flight. bg counts
+	// the work that the Locker's calls and locks left running in the
+	// background, such as clean-ups: Close waits for it too.
 	inFlight sync.RWMutex
-	closed   bool
+	bg       background.Group
+	closing  bool // Close was called: the Locker refuses new calls
+	closed   bool // the clients are closed
 }
 
 var _ lock.Locker = (*Locker)(nil)
@@ -131,7 +136,7 @@ func (l *Locker) Inspect(ctx context.Context, key string, opts ...lock.Option) (
 	if l.refuses(ctx) {
 		return lock.State{}, ErrClosed
 	}
-	return l.inner.Inspect(ctx, key, opts...)
+	return l.inner.Inspect(background.With(ctx, &l.bg), key, opts...)
 }
 
 // Break implements [lock.Locker]. It returns ErrClosed after Close.
@@ -139,7 +144,7 @@ func (l *Locker) Break(ctx context.Context, key, fingerprint string, opts ...loc
 	if l.refuses(ctx) {
 		return lock.State{}, ErrClosed
 	}
-	return l.inner.Break(ctx, key, fingerprint, opts...)
+	return l.inner.Break(background.With(ctx, &l.bg), key, fingerprint, opts...)
 }
 
 // Obtain implements [lock.Locker], with the configured retry policy unless
@@ -152,7 +157,7 @@ func (l *Locker) Obtain(ctx context.Context, key string, ttl time.Duration, opts
 	if len(l.defaults) > 0 {
 		opts = append(slices.Clip(l.defaults), opts...)
 	}
-	return l.inner.Obtain(ctx, key, ttl, opts...)
+	return l.inner.Obtain(background.With(ctx, &l.bg), key, ttl, opts...)
 }
 
 // TTL returns the configured default TTL (30s unless the Config sets one),
@@ -180,12 +185,20 @@ func (l *Locker) Config() Config { return l.cfg.clone() }
 // after Close.
 func (l *Locker) Conns() []driver.Conn { return slices.Clone(l.conns) }
 
-// Close waits for the calls in flight to end, such as the clean-ups that
-// Redlock runs after an Obtain returned, then closes every client the
-// Locker opened, and returns their errors. After Close, Obtain and the
-// operations of its locks return an error matching ErrClosed: release the
-// locks first. Calling Close again does nothing and returns nil.
+// Close waits for the calls in flight to end, and for the work they left
+// running in the background (the clean-ups of attempts that got no
+// answer, a waiter's leaving the queue, Redlock's calls to the nodes that
+// had not answered yet; each bounded by strategy.CleanupTimeout), then
+// closes every client the Locker opened, and returns their errors. Once
+// Close is called, Obtain, Inspect and Break return an error matching
+// ErrClosed; once it has closed the clients, so do the operations of its
+// locks: release the locks first. Calling Close again does nothing and
+// returns nil.
 func (l *Locker) Close() error {
+	l.inFlight.Lock()
+	l.closing = true
+	l.inFlight.Unlock()
+	l.bg.Wait()
 	l.inFlight.Lock()
 	l.closed = true
 	l.inFlight.Unlock()
@@ -203,8 +216,8 @@ func (l *Locker) Close() error {
 	return errors.Join(errs...)
 }
 
-// refuses reports whether a call on ctx gets ErrClosed: the Locker is
-// closed. A nil ctx goes on to the inner Locker, which refuses it first,
+// refuses reports whether a call on ctx gets ErrClosed: Close was
+// called. A nil ctx goes on to the inner Locker, which refuses it first,
 // as every Locker does, with an *lock.ArgumentError.
 func (l *Locker) refuses(ctx context.Context) bool {
 	if ctx == nil {
@@ -212,7 +225,7 @@ func (l *Locker) refuses(ctx context.Context) bool {
 	}
 	l.inFlight.RLock()
 	defer l.inFlight.RUnlock()
-	return l.closed
+	return l.closing
 }
 
 // during runs call unless the Locker is closed, and keeps Close from

@@ -476,7 +476,7 @@ func init() {
 // TestCloseWaitsForCallsInFlight: Close closes the clients only once the
 // calls in flight have returned, and calls after it fail with ErrClosed.
 func TestCloseWaitsForCallsInFlight(t *testing.T) {
-	blocking.entered, blocking.blocked = make(chan struct{}), make(chan struct{})
+	blocking.entered, blocking.blocked, blocking.events = make(chan struct{}), make(chan struct{}), nil
 	l, err := config.Open(config.Config{Strategy: "single", Driver: blockingDriver, Addrs: []string{"h"}})
 	if err != nil {
 		t.Fatal(err)
@@ -496,8 +496,10 @@ func TestCloseWaitsForCallsInFlight(t *testing.T) {
 }
 
 // TestCallsAfterClose: a lock obtained before Close cannot be released after
-// it, and says why; a Redlock Obtain whose clean-ups still run in the
-// background when Close comes leaves no call on a closed client.
+// it, and says why; Close waits for the work that calls left running in the
+// background (a waiter's leaving the queue), and a Redlock Obtain whose
+// clean-ups still run in the background when Close comes leaves no call on
+// a closed client.
 func TestCallsAfterClose(t *testing.T) {
 	ctx := context.Background()
 	for _, d := range drivers {
@@ -529,6 +531,34 @@ func TestCallsAfterClose(t *testing.T) {
 				if ae := (*lock.ArgumentError)(nil); !errors.As(err, &ae) || ae.Name != "ctx" {
 					t.Errorf("%s with a nil ctx after Close = %v, want an *ArgumentError named ctx", call, err)
 				}
+			}
+		})
+		t.Run(d.name+"/Close right after a waiting Obtain gave up leaves the queue", func(t *testing.T) {
+			t.Parallel()
+			s := redistest.Start(t, 1)[0]
+			c := config.Config{Strategy: "single", Driver: d.name, Addrs: []string{s.Addr}, Retry: "linear:1m"}
+			key := "gave-up:" + d.name
+			held, err := open(t, c).Obtain(ctx, key, time.Minute)
+			if err != nil {
+				t.Fatalf("Obtain: %v", err)
+			}
+			defer held.Release(ctx)
+			l := open(t, c)
+			waiting, cancel := context.WithCancel(ctx)
+			defer cancel()
+			queued := lock.WithHooks(&lock.Hooks{Wait: func(_ context.Context, e lock.Event) {
+				if e.Op == "enqueued" {
+					cancel()
+				}
+			}})
+			if _, err := l.Obtain(waiting, key, time.Minute, queued); !errors.Is(err, context.Canceled) {
+				t.Fatalf("Obtain cancelled while queued = %v, want context.Canceled", err)
+			}
+			if err := l.Close(); err != nil { // the waiter leaves the queue in the background
+				t.Fatalf("Close: %v", err)
+			}
+			if got, err := s.Command(ctx, "ZCARD", "{"+key+"}:q"); got != "0" || err != nil {
+				t.Errorf("waiters after Close = %q (%v), want 0: Close waits for the waiter to leave", got, err)
 			}
 		})
 		t.Run(d.name+"/Close right after a Redlock Obtain failed fast", func(t *testing.T) {

@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/locksmith-go/lock/internal/background"
 	"github.com/locksmith-go/lock/strategy"
 )
 
@@ -242,7 +243,7 @@ func (s *Strategy) fanOut(ctx context.Context, timeout time.Duration,
 		f.undone = make(chan int, len(s.nodes))
 	}
 	for i, n := range s.nodes {
-		n.work.do(job{f, ctx, i, n, op, then})
+		n.work.do(job{f: f, ctx: ctx, i: i, n: n, op: op, then: then})
 	}
 
 	res = make([]*NodeError, len(s.nodes))
@@ -345,6 +346,7 @@ type job struct {
 	n    node
 	op   func(ctx context.Context, i int, n node) error
 	then after
+	done func() // ends the job's count in its context's background.Group
 }
 
 // workerIdle is how long a worker waits for another job before it ends.
@@ -358,6 +360,7 @@ type workers struct{ jobs chan job } // unbuffered: a send finds an idle worker
 // do runs j on an idle worker, or on a new one when none is idle: a job
 // never waits for another.
 func (w *workers) do(j job) {
+	j.done = background.Start(j.ctx) // the job may outlive the call
 	select {
 	case w.jobs <- j:
 	default:
@@ -372,6 +375,7 @@ func (w *workers) work(j job) {
 	defer idle.Stop()
 	for {
 		j.f.run(j.ctx, j.i, j.n, j.op, j.then)
+		j.done()
 		j = job{} // drop the fan-out's references while idle
 		idle.Reset(workerIdle)
 		select {
