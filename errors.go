@@ -78,6 +78,13 @@ var (
 // "lock: invalid <Name>: <Reason>".
 type ArgumentError = strategy.ArgumentError
 
+// KeyError is the error of one key of a lock of several keys
+// ([Locker.ObtainMany]): the key (Key) and what was found there (Err,
+// matching ErrNotObtained, ErrExpired or ErrTaken). A Release or Refresh
+// that found several keys gone or taken joins one KeyError per key. Match
+// it with errors.As.
+type KeyError = strategy.KeyError
+
 // opError wraps err, the Redis or transport error of op on key, with the
 // operation and key. When op got no answer (see unanswered), the error
 // says so, and matches ErrNoAnswer and ctx's errors too.

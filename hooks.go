@@ -70,7 +70,8 @@ type Event struct {
 	Strategy string        // the strategy's name, such as "single"
 	Server   string        // the server address(es), where the strategy knows them
 	Op       string        // obtain, attempt, refresh, release, ttl, cleanup, inspect, break, node, enqueued, woken, missed or ended
-	Key      string        // the lock's key
+	Key      string        // the lock's key; a multi-key lock's first
+	Keys     int           // how many keys a multi-key lock (Locker.ObtainMany) has; 0 for one key
 	TTL      time.Duration // the TTL asked for (obtain, attempt, refresh)
 	Attempt  int           // the attempt's number, from 1
 	Lock     *Lock         // the lock (refresh, release, ttl, ended)

@@ -36,6 +36,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -58,6 +59,8 @@ import (
 type Lock struct {
 	s             strategy.Strategy
 	key, metadata string
+	keys          []string // a multi-key lock's keys, sorted (key is the first); nil for one key
+	fences        []int64  // a multi-key lock's fencing tokens, one per key
 
 	hooks     hookList
 	obtained  time.Time
@@ -92,12 +95,25 @@ type Lock struct {
 	refresher *refresher
 }
 
-// Key returns the locked key.
+// Key returns the locked key: for a lock of several keys
+// ([Locker.ObtainMany]), the first in their order (see [Lock.Keys]).
 func (l *Lock) Key() string {
 	if l == nil {
 		return ""
 	}
 	return l.key
+}
+
+// Keys returns the locked keys, sorted: one, or those of
+// [Locker.ObtainMany].
+func (l *Lock) Keys() []string {
+	switch {
+	case l == nil:
+		return nil
+	case l.keys == nil:
+		return []string{l.key}
+	}
+	return slices.Clone(l.keys)
 }
 
 // Token returns the secret that proves ownership of the lock: the random
@@ -128,12 +144,31 @@ func (l *Lock) Metadata() string {
 // lock protects, which must remember the largest token it has seen and
 // reject requests carrying a smaller one: then a holder that lost its lock
 // without knowing it (a pause, a slow network) cannot overwrite the work of
-// the next holder. Unlike Token, it is not a secret.
+// the next holder. Unlike Token, it is not a secret. A lock of several keys
+// has a token per key ([Lock.FenceOf]); Fence returns its first key's.
 func (l *Lock) Fence() (int64, bool) {
 	if l == nil || l.fence == 0 {
 		return 0, false
 	}
 	return l.fence, true
+}
+
+// FenceOf returns the fencing token of key, one of the lock's keys, and
+// true when the lock was obtained with [WithFencing]: each key of a lock of
+// several keys has its own counter, so that the guard of each resource
+// checks its own (see [Lock.Fence]).
+func (l *Lock) FenceOf(key string) (int64, bool) {
+	switch {
+	case l == nil || l.fence == 0:
+		return 0, false
+	case l.keys == nil:
+		return l.fence, key == l.key
+	}
+	i, ok := slices.BinarySearch(l.keys, key)
+	if !ok {
+		return 0, false
+	}
+	return l.fences[i], true
 }
 
 // ValidUntil returns the local validity deadline: the time when the lock was
@@ -165,7 +200,11 @@ func (l *Lock) TTL(ctx context.Context) (time.Duration, error) {
 	defer l.ops.Unlock()
 	var ttl time.Duration
 	err := l.call(ctx, "ttl", 0, func(ctx context.Context, l *Lock, value string) (err error) {
-		ttl, err = l.s.TTL(ctx, l.key, value)
+		if l.keys != nil {
+			ttl, err = l.s.(strategy.Multi).TTLKeys(ctx, l.keys, value)
+		} else {
+			ttl, err = l.s.TTL(ctx, l.key, value)
+		}
 		return err
 	})
 	if err != nil {
@@ -204,7 +243,11 @@ func (l *Lock) Refresh(ctx context.Context, ttl time.Duration) error {
 	sent := time.Now()
 	var g strategy.Grant
 	err = l.call(ctx, "refresh", lease, func(ctx context.Context, l *Lock, value string) (err error) {
-		g, err = l.s.Refresh(ctx, l.key, value, lease)
+		if l.keys != nil {
+			g, err = l.s.(strategy.Multi).RefreshKeys(ctx, l.keys, value, lease)
+		} else {
+			g, err = l.s.Refresh(ctx, l.key, value, lease)
+		}
 		return err
 	})
 	if err != nil && g.Value != "" && !errors.Is(err, ErrNotHeld) {
@@ -253,6 +296,9 @@ func (l *Lock) Release(ctx context.Context) error {
 // releaseOp is Release's operation: a function that captures nothing, so that
 // an unhooked Release allocates no closure.
 func releaseOp(ctx context.Context, l *Lock, value string) error {
+	if l.keys != nil {
+		return l.s.(strategy.Multi).ReleaseKeys(ctx, l.keys, value)
+	}
 	return l.s.Release(ctx, l.key, value)
 }
 
@@ -309,7 +355,7 @@ func (l *Lock) op(ctx context.Context, op string, ttl time.Duration, value strin
 		return fn(ctx, l, value) // no closure: an unhooked call allocates nothing here
 	}
 	e := l.hooks.event(l.s, op, l.key)
-	e.TTL, e.Lock = ttl, l
+	e.TTL, e.Lock, e.Keys = ttl, l, len(l.keys)
 	return l.hooks.wrap(ctx, l.s, e, opHook, func(ctx context.Context) error { return fn(ctx, l, value) })
 }
 
@@ -338,6 +384,7 @@ func (l *Lock) endLocked(cause error) {
 	defer l.closeDoneWith(cause)
 	if len(l.hooks) > 0 {
 		e := l.hooks.event(l.s, "ended", l.key)
+		e.Keys = len(l.keys)
 		e.Lock, e.Held = l, time.Since(l.obtained)
 		if cause != errReleased {
 			e.Err = cause

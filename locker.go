@@ -38,6 +38,22 @@ type Locker interface {
 	// operation's name.
 	Obtain(ctx context.Context, key string, ttl time.Duration, opts ...Option) (*Lock, error)
 
+	// ObtainMany locks several keys as one lock, for ttl: every key, with
+	// one token, or none. It takes them in one order whatever the order of
+	// keys (sorted, duplicates removed), so that two callers that name the
+	// same keys in other orders cannot block each other. The lock's
+	// Refresh extends every key or none, its Release deletes each key it
+	// still holds and reports the others, and it is lost when any key is
+	// lost; errors about one key are a [*KeyError] naming it. See the
+	// repository's docs/multi-key.md for what each strategy guarantees.
+	//
+	// It waits and fails as Obtain does. Keys must number from 1 to
+	// [MaxKeys], none empty, or it returns an [*ArgumentError] named
+	// "keys", sending nothing; one key (after removing duplicates) is an
+	// Obtain of that key. A strategy that cannot lock several keys as one
+	// (setnx-getset) gives an *ArgumentError named "keys" that says so.
+	ObtainMany(ctx context.Context, keys []string, ttl time.Duration, opts ...Option) (*Lock, error)
+
 	// Inspect reads the state of the lock on key without holding it or
 	// changing it: whether it is held, for how long yet, by whom (a
 	// fingerprint of the holder's token, never the token, and its
@@ -94,6 +110,54 @@ type locker struct {
 }
 
 func (l *locker) Obtain(ctx context.Context, key string, ttl time.Duration, opts ...Option) (*Lock, error) {
+	return l.obtainKeys(ctx, key, nil, ttl, opts)
+}
+
+// MaxKeys is the most keys that [Locker.ObtainMany] takes as one lock. A
+// strategy takes a lock's keys on a server in one script, which blocks the
+// server while it runs: a thousand keys cost it about a millisecond.
+const MaxKeys = 1000
+
+func (l *locker) ObtainMany(ctx context.Context, keys []string, ttl time.Duration, opts ...Option) (*Lock, error) {
+	if err := checkContext(ctx); err != nil {
+		return nil, err
+	}
+	keys, err := checkKeys(keys)
+	if err != nil {
+		return nil, err
+	}
+	if len(keys) == 1 {
+		return l.obtainKeys(ctx, keys[0], nil, ttl, opts)
+	}
+	if _, ok := l.s.(strategy.Multi); !ok {
+		name, _ := describe(l.s)
+		return nil, &ArgumentError{Name: "keys", Reason: "several keys as one lock are not supported by " + name}
+	}
+	return l.obtainKeys(ctx, keys[0], keys, ttl, opts)
+}
+
+// checkKeys checks ObtainMany's keys, and returns them sorted, without
+// duplicates, in a slice of their own.
+func checkKeys(keys []string) ([]string, error) {
+	switch {
+	case len(keys) == 0:
+		return nil, &ArgumentError{Name: "keys", Reason: "must not be empty"}
+	case len(keys) > MaxKeys:
+		return nil, &ArgumentError{Name: "keys", Reason: fmt.Sprintf("must number at most %d (MaxKeys), got %d", MaxKeys, len(keys))}
+	}
+	for i, k := range keys {
+		if k == "" {
+			return nil, &ArgumentError{Name: "keys", Reason: fmt.Sprintf("key %d of %d is empty", i+1, len(keys))}
+		}
+	}
+	keys = slices.Clone(keys)
+	slices.Sort(keys)
+	return slices.Compact(keys), nil
+}
+
+// obtainKeys is Obtain of key, or, with keys, ObtainMany of keys (key is
+// keys[0]).
+func (l *locker) obtainKeys(ctx context.Context, key string, keys []string, ttl time.Duration, opts []Option) (*Lock, error) {
 	if err := checkContext(ctx); err != nil {
 		return nil, err
 	}
@@ -102,10 +166,10 @@ func (l *locker) Obtain(ctx context.Context, key string, ttl time.Duration, opts
 		return nil, err
 	}
 	if len(o.hooks) == 0 {
-		return l.obtain(ctx, key, ttl, o)
+		return l.obtain(ctx, key, keys, ttl, o)
 	}
 	e := o.hooks.event(l.s, "obtain", key)
-	e.TTL = ttl
+	e.TTL, e.Keys = ttl, len(keys)
 	var got *Lock // obtained, and not yet back through every Obtain hook
 	defer func() {
 		if got != nil { // an Obtain hook panicked with it: its caller never gets it
@@ -113,7 +177,7 @@ func (l *locker) Obtain(ctx context.Context, key string, ttl time.Duration, opts
 		}
 	}()
 	lk, err := o.hooks.obtain(ctx, e, func(ctx context.Context) (lk *Lock, err error) {
-		lk, err = l.obtain(ctx, key, ttl, o)
+		lk, err = l.obtain(ctx, key, keys, ttl, o)
 		got = lk
 		return lk, err
 	})
@@ -130,21 +194,21 @@ func (l *locker) options(opts []Option) (options, error) {
 	return newOptions(opts)
 }
 
-func (l *locker) obtain(ctx context.Context, key string, ttl time.Duration, o options) (lk *Lock, err error) {
+func (l *locker) obtain(ctx context.Context, key string, keys []string, ttl time.Duration, o options) (lk *Lock, err error) {
 	if err := checkKeyTTL(key, ttl); err != nil {
 		return nil, err
 	}
 	if o.maxHold > 0 && o.maxHold < ttl {
 		return nil, &ArgumentError{Name: "max hold", Reason: fmt.Sprintf("must be at least the TTL, %v, got %v", ttl, o.maxHold)}
 	}
-	w := l.newWaiter(key, o)
-	r := strategy.Request{Key: key, TTL: ttl, Token: o.token, Metadata: o.metadata, CallerToken: o.token != "", Fencing: o.fencing}
+	w := l.newWaiter(key, keys, o)
+	r := strategy.Request{Key: key, Keys: keys, TTL: ttl, Token: o.token, Metadata: o.metadata, CallerToken: o.token != "", Fencing: o.fencing}
 	a := &acquisition{s: l.s}
 	defer func() {
 		if lk == nil && err == nil { // a hook panicked, or called runtime.Goexit
 			w.abandon(ctx)
 			if v, held := a.written(); v != "" {
-				discard(ctx, key, held, l.release(key, v))
+				discard(ctx, key, held, l.release(key, keys, v))
 			}
 		}
 	}()
@@ -174,18 +238,21 @@ func (l *locker) obtain(ctx context.Context, key string, ttl time.Duration, o op
 		r.Retry, r.Again = attempt > 1, again
 		sent := time.Now()
 		g, err := l.attempt(ctx, a, r, attempt, o.hooks)
-		if err == nil && r.Fencing && g.Fence <= 0 {
+		if err == nil && r.Fencing && !fenced(g, keys) {
 			w.close(ctx, true)
-			l.cleanUp(ctx, o.hooks, key, l.release(key, cmp.Or(g.Value, r.Value())))
+			l.cleanUp(ctx, o.hooks, key, l.release(key, keys, cmp.Or(g.Value, r.Value())))
 			name, _ := describe(l.s)
 			return nil, &ArgumentError{Name: "fencing", Reason: "not supported by " + name + ": it issued no fencing token"}
 		}
 		if err == nil {
 			w.obtained(ctx)
-			lk := &Lock{s: l.s, key: key, token: r.Token, metadata: r.Metadata, value: r.Value(),
+			lk := &Lock{s: l.s, key: key, keys: keys, token: r.Token, metadata: r.Metadata, value: r.Value(),
 				refreshesLeft: o.maxRefreshes, hooks: o.hooks, obtained: sent,
 				fraction: o.fraction, ttl: ttl, bg: background.From(ctx)}
-			if r.Fencing {
+			switch {
+			case r.Fencing && keys != nil:
+				lk.fence, lk.fences = g.Fences[0], g.Fences
+			case r.Fencing:
 				lk.fence = g.Fence
 			}
 			if o.maxHold > 0 {
@@ -204,7 +271,7 @@ func (l *locker) obtain(ctx context.Context, key string, ttl time.Duration, o op
 			// lost (a timeout, a cancelled context, a broken connection):
 			// delete it, in the background once ctx is done.
 			if !g.Undone {
-				l.cleanUp(ctx, o.hooks, key, l.release(key, cmp.Or(g.Value, r.Value())))
+				l.cleanUp(ctx, o.hooks, key, l.release(key, keys, cmp.Or(g.Value, r.Value())))
 			}
 			if attempt > 1 && unanswered(ctx, err) {
 				// The earlier attempts found the lock held; this one got
@@ -278,7 +345,7 @@ func (l *locker) attempt(ctx context.Context, a *acquisition, r strategy.Request
 		return a.g, err
 	}
 	e := hs.event(l.s, "attempt", r.Key)
-	e.TTL, e.Attempt = r.TTL, n
+	e.TTL, e.Attempt, e.Keys = r.TTL, n, len(r.Keys)
 	err := hs.wrap(ctx, l.s, e, attemptHook, a.run)
 	return a.g, err
 }
@@ -296,7 +363,11 @@ type acquisition struct {
 
 func (a *acquisition) run(ctx context.Context) error {
 	a.sent = true
-	a.g, a.err = a.s.Acquire(ctx, a.r)
+	if a.r.Keys != nil {
+		a.g, a.err = a.s.(strategy.Multi).AcquireKeys(ctx, a.r)
+	} else {
+		a.g, a.err = a.s.Acquire(ctx, a.r)
+	}
 	a.returned = true
 	return a.err
 }
@@ -312,9 +383,21 @@ func (a *acquisition) written() (value string, held bool) {
 }
 
 // release returns the clean-up that deletes value, which an attempt may
-// have written under key.
-func (l *locker) release(key, value string) func(context.Context) error {
+// have written under key, or under each of keys.
+func (l *locker) release(key string, keys []string, value string) func(context.Context) error {
+	if keys != nil {
+		return func(ctx context.Context) error { return l.s.(strategy.Multi).ReleaseKeys(ctx, keys, value) }
+	}
 	return func(ctx context.Context) error { return l.s.Release(ctx, key, value) }
+}
+
+// fenced reports whether g carries the fencing token of a key, or of each
+// of keys.
+func fenced(g strategy.Grant, keys []string) bool {
+	if keys == nil {
+		return g.Fence > 0
+	}
+	return len(g.Fences) == len(keys) && !slices.ContainsFunc(g.Fences, func(n int64) bool { return n <= 0 })
 }
 
 // cleanUp runs del, which undoes what an attempt on key may have done, with

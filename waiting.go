@@ -22,10 +22,11 @@ type waiter struct {
 	expected bool              // a timer woke the waiter though a message was due: the holder's key would not have expired
 }
 
-// newWaiter returns the waiter of an Obtain of key.
-func (l *locker) newWaiter(key string, o options) waiter {
+// newWaiter returns the waiter of an Obtain of key, or of an ObtainMany of
+// keys, which polls: its keys have a queue each.
+func (l *locker) newWaiter(key string, keys []string, o options) waiter {
 	w := waiter{l: l, key: key, hs: o.hooks}
-	if n, ok := l.s.(strategy.Notifier); ok && !o.poll {
+	if n, ok := l.s.(strategy.Notifier); ok && !o.poll && keys == nil {
 		w.n = n
 	}
 	return w

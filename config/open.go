@@ -160,6 +160,17 @@ func (l *Locker) Obtain(ctx context.Context, key string, ttl time.Duration, opts
 	return l.inner.Obtain(background.With(ctx, &l.bg), key, ttl, opts...)
 }
 
+// ObtainMany implements [lock.Locker] as Obtain does.
+func (l *Locker) ObtainMany(ctx context.Context, keys []string, ttl time.Duration, opts ...lock.Option) (*lock.Lock, error) {
+	if l.refuses(ctx) {
+		return nil, ErrClosed
+	}
+	if len(l.defaults) > 0 {
+		opts = append(slices.Clip(l.defaults), opts...)
+	}
+	return l.inner.ObtainMany(background.With(ctx, &l.bg), keys, ttl, opts...)
+}
+
 // TTL returns the configured default TTL (30s unless the Config sets one),
 // for callers that take it from the configuration:
 //

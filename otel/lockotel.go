@@ -172,6 +172,10 @@ func (l *locker) Obtain(ctx context.Context, key string, ttl time.Duration, opts
 	return l.inner.Obtain(ctx, key, ttl, l.with(opts)...)
 }
 
+func (l *locker) ObtainMany(ctx context.Context, keys []string, ttl time.Duration, opts ...lock.Option) (*lock.Lock, error) {
+	return l.inner.ObtainMany(ctx, keys, ttl, l.with(opts)...)
+}
+
 // with returns opts followed by the hooks, without touching opts' array.
 func (l *locker) with(opts []lock.Option) []lock.Option {
 	if len(opts) == 0 {

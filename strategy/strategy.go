@@ -71,6 +71,7 @@ type Strategy interface {
 // Request is what [Strategy.Acquire] is asked to lock.
 type Request struct {
 	Key      string        // the key to lock, never empty
+	Keys     []string      // every key of a multi-key lock ([Multi]), Key first; nil for one key
 	TTL      time.Duration // how long the key lives, as Obtain was given it
 	Token    string        // random, or chosen with lock.WithToken
 	Metadata string        // from lock.WithMetadata; often empty
@@ -137,6 +138,9 @@ type Grant struct {
 	// Fence is the fencing token that Acquire issued for Request.Fencing:
 	// positive, and larger than every token issued before for the key.
 	Fence int64
+	// Fences are the fencing tokens that [Multi.AcquireKeys] issued, one
+	// per key, in the order of Request.Keys.
+	Fences []int64
 	// Position, returned with ErrNotObtained by a strategy with a queue, is
 	// Request.Waiter's place in it: 1 for the head, which the next release
 	// wakes. 0 when the waiter was not queued.
