@@ -58,6 +58,21 @@ const acquireBody = takeBody + `if ours then
 end
 return 0`
 
+// fenceLib is the Lua of nextFence, which increments the fencing counter
+// key and returns its new value. A counter that does not exist (new, or
+// lost with a restart of a server without persistence) starts from the
+// server's clock in microseconds, so that tokens keep increasing across
+// such restarts as long as the clock does not step back. The counter never
+// expires.
+const fenceLib = `local function nextFence(key)
+	if redis.call('EXISTS', key) == 0 then
+		local t = redis.call('TIME')
+		redis.call('SET', key, t[1] .. string.format('%06d', tonumber(t[2])))
+	end
+	return redis.call('INCR', key)
+end
+`
+
 // restarting is the reply of the guarded acquire on a node in quarantine.
 const restarting = -4
 
@@ -80,19 +95,12 @@ end
 ` + acquireBody)
 
 	// fencedScript is acquireBody that, when the lock is ours, increments
-	// the counter KEYS[2] and replies with its new value, the fencing token.
-	// A counter that does not exist (new, or lost with a restart of a
-	// server without persistence) starts from the server's clock in
-	// microseconds, so that tokens keep increasing across such restarts as
-	// long as the clock does not step back. The counter never expires.
-	fencedScript = driver.NewScript(takeBody + `if not ours then
+	// the counter KEYS[2] and replies with its new value, the fencing token
+	// (see fenceLib).
+	fencedScript = driver.NewScript(fenceLib + takeBody + `if not ours then
 	return 0
 end
-if redis.call('EXISTS', KEYS[2]) == 0 then
-	local t = redis.call('TIME')
-	redis.call('SET', KEYS[2], t[1] .. string.format('%06d', tonumber(t[2])))
-end
-return redis.call('INCR', KEYS[2])`)
+return nextFence(KEYS[2])`)
 
 	delScript     = ownerScript(`return redis.call('DEL', KEYS[1])`)
 	pexpireScript = ownerScript(`return redis.call('PEXPIRE', KEYS[1], ARGV[2])`)

@@ -81,37 +81,40 @@ func Companion(key, suffix string) (string, bool) {
 	return "{" + key + "}:" + suffix, true
 }
 
-// hasHashTag reports whether Redis Cluster hashes only part of key: from the
-// first '{' to the first '}' after it, when that part is not empty.
+// hasHashTag reports whether Redis Cluster hashes only part of key (see
+// hashTag).
 func hasHashTag(key string) bool {
-	open := strings.IndexByte(key, '{')
-	return open >= 0 && strings.IndexByte(key[open+1:], '}') > 0
+	_, ok := hashTag(key)
+	return ok
 }
 
-// queueLib is the Lua that the queue scripts share. KEYS[2] is Q, KEYS[3]
-// W; the last argument is 1 to publish with SPUBLISH, 0 with PUBLISH. A
-// message for the waiter "to.id" goes to the channel of its listener, to
-// (see WakeChannelOf), and one for a waiter with no "." in its id to the
-// lock's channel (WakeChannel): Q's name with "wake" for its final "q".
-// The queue's commands go through call, so a script that uses it must
-// start with aclLib.
-const queueLib = `local function clock()
+// queueLib is the Lua that the queue scripts share. Its functions act on
+// the queue Q, W, which are KEYS[2] and KEYS[3] unless the script sets
+// them to another lock's (deleteKeysScript releases several). The last
+// argument is 1 to publish with SPUBLISH, 0 with PUBLISH. A message for
+// the waiter "to.id" goes to the channel of its listener, to (see
+// WakeChannelOf), and one for a waiter with no "." in its id to the lock's
+// channel (WakeChannel): Q's name with "wake" for its final "q". The
+// queue's commands go through call, so a script that uses it must start
+// with aclLib.
+const queueLib = `local Q, W = KEYS[2], KEYS[3]
+local function clock()
 	local t = call('TIME')
-	return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000), t
+	return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 local function entry(id)
-	local e = call('HGET', KEYS[3], id)
+	local e = call('HGET', W, id)
 	if e then
 		return tonumber(string.match(e, '^%d+')), tonumber(string.match(e, ':(%d+)$'))
 	end
 end
 local function drop(id)
-	call('ZREM', KEYS[2], id)
-	call('HDEL', KEYS[3], id)
+	call('ZREM', Q, id)
+	call('HDEL', W, id)
 end
 local function prune(now)
 	for _ = 1, 16 do
-		local head = call('ZRANGE', KEYS[2], 0, 0)[1]
+		local head = call('ZRANGE', Q, 0, 0)[1]
 		if not head then
 			return nil
 		end
@@ -121,11 +124,11 @@ local function prune(now)
 		end
 		drop(head)
 	end
-	return call('ZRANGE', KEYS[2], 0, 0)[1]
+	return call('ZRANGE', Q, 0, 0)[1]
 end
 local function tidy()
-	if call('EXISTS', KEYS[2]) == 0 then
-		call('DEL', KEYS[3])
+	if call('EXISTS', Q) == 0 then
+		call('DEL', W)
 	end
 end
 local function publish(member, msg)
@@ -133,7 +136,7 @@ local function publish(member, msg)
 	if ARGV[#ARGV] == '1' then
 		cmd = 'SPUBLISH'
 	end
-	local channel = string.sub(KEYS[2], 1, -2) .. 'wake'
+	local channel = string.sub(Q, 1, -2) .. 'wake'
 	local to = string.match(member, '^([^.]+)%.')
 	if to then
 		channel = channel .. ':' .. to
@@ -143,7 +146,7 @@ end
 local function wake(head, now)
 	local due, poll = entry(head)
 	if due and poll and now + poll + 50 < due then
-		call('HSET', KEYS[3], head, (now + poll + 50) .. ':' .. poll)
+		call('HSET', W, head, (now + poll + 50) .. ':' .. poll)
 	end
 	publish(head, head)
 end
@@ -157,7 +160,7 @@ var (
 	// with a fourth key, the fencing counter, it also increments it. It
 	// replies {1, fence} when the lock is ours, and {0, rank, holder's
 	// PTTL} when the waiter is queued.
-	queuedScript = driver.NewScript(aclLib + queueLib + `local now, t = clock()
+	queuedScript = driver.NewScript(aclLib + queueLib + fenceLib + `local now = clock()
 local id, poll, cap = ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[5])
 local queued = call('ZSCORE', KEYS[2], id)
 if queued then
@@ -182,10 +185,7 @@ if ours then
 	end
 	local fence = 0
 	if #KEYS > 3 then
-		if redis.call('EXISTS', KEYS[4]) == 0 then
-			redis.call('SET', KEYS[4], t[1] .. string.format('%06d', tonumber(t[2])))
-		end
-		fence = redis.call('INCR', KEYS[4])
+		fence = nextFence(KEYS[4])
 	end
 	return {1, fence}
 end
@@ -297,11 +297,7 @@ func AcquireQueued(ctx context.Context, c driver.Conn, q Queue, fenceKey, value,
 	if err != nil {
 		return 0, e, err
 	}
-	r, _ := reply.([]any)
-	n := make([]int64, len(r))
-	for i, v := range r {
-		n[i], _ = v.(int64)
-	}
+	n, _ := ints(reply)
 	switch {
 	case len(n) == 2 && n[0] == 1:
 		return n[1], e, nil

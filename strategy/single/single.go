@@ -32,6 +32,21 @@
 // a lost message costs time, never exclusion. See the repository's
 // docs/waiting.md guide, and lock.WithPolling to turn it off.
 //
+// lock.Locker.ObtainMany locks several keys as one lock, all of them or none,
+// with single's value under each key (so that bsm/redislock sees each one
+// held), through [Strategy.AcquireKeys]: on one server, or with every key
+// in one Cluster slot (give them one hash tag), one script takes every key
+// or none, and with lock.WithFencing increments each key's counter. Over a
+// Cluster client (go-redis's *redis.ClusterClient, a rueidis Cluster
+// client) with keys in several slots, it takes them slot by slot, in the
+// order of the slots, each slot's keys in one script, and deletes what the
+// earlier slots took when a later one finds a key held: exclusive per key
+// and free of deadlock, but not atomic across slots, so that another client
+// may see some of the keys held for a moment. A refresh extends every key
+// or none (per slot, on a Cluster). A release deletes each key the lock
+// still holds and wakes its queue's head. Such a lock needs scripts:
+// [WithoutScripts] refuses it.
+//
 // It is safe as long as the Redis deployment it talks to does not lose
 // writes: one server, or a Cluster (each key lives on one master). A failover
 // to a replica that had not received the key can let a second client in.
@@ -58,7 +73,7 @@ import (
 type Strategy struct {
 	conn    driver.Conn
 	notify  bool    // conn can subscribe: waiters queue and are woken
-	sharded bool    // conn's channels are shard channels
+	sharded bool    // conn's channels are shard channels: conn is a Cluster client, and a lock of several keys takes them slot by slot
 	wakeTo  string  // random: names this Strategy's wake-up channel, and prefixes its waiters' ids
 	ack     cas.Ack // WithReplicas; Replicas == 0: no WAIT
 

@@ -1,0 +1,212 @@
+package single
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/locksmith-go/lock/driver"
+	"github.com/locksmith-go/lock/internal/cas"
+	"github.com/locksmith-go/lock/internal/drift"
+	"github.com/locksmith-go/lock/strategy"
+)
+
+var _ strategy.Multi = (*Strategy)(nil)
+
+// group is the keys of a lock of several keys that one script takes: all
+// of them, or, on a Cluster, those of one hash slot.
+type group struct {
+	keys []string
+	at   []int // the index of each key among the lock's keys
+}
+
+// groups returns the groups of keys, in the order they are taken: one with
+// every key, or, over a Cluster client, one per hash slot, by slot, each
+// with its keys in their order. A standalone server takes keys of any slot
+// in one script; a Cluster refuses a script whose keys span slots.
+func (s *Strategy) groups(keys []string) []group {
+	at := make([]int, len(keys))
+	for i := range at {
+		at[i] = i
+	}
+	if !s.sharded {
+		return []group{{keys, at}}
+	}
+	slot := make([]int, len(keys))
+	for i, k := range keys {
+		slot[i] = cas.Slot(k)
+	}
+	slices.SortStableFunc(at, func(a, b int) int { return slot[a] - slot[b] })
+	var gs []group
+	for i, j := range at {
+		if i == 0 || slot[j] != slot[at[i-1]] {
+			gs = append(gs, group{})
+		}
+		g := &gs[len(gs)-1]
+		g.keys, g.at = append(g.keys, keys[j]), append(g.at, j)
+	}
+	return gs
+}
+
+// write runs f over the Strategy's connection or, with [WithReplicas], over
+// one connection to the master of g's keys, followed by WAIT.
+func (s *Strategy) write(ctx context.Context, g group, f func(driver.Conn) error) error {
+	if s.ack.Replicas == 0 {
+		return f(s.conn)
+	}
+	return cas.Acked(ctx, s.conn, g.keys[0], s.ack, f)
+}
+
+// AcquireKeys implements [strategy.Multi]. On one server, or with every key
+// in one Cluster slot, one script takes every key or none. Over a Cluster
+// client with keys in several slots, it takes the keys slot by slot, in
+// the order of the slots, each slot's keys in one script, and when a slot
+// finds a key held it deletes what the earlier slots took before it
+// returns: exclusive per key, but not atomic across slots, so that another
+// client may see some keys held for a moment. It refuses, with an
+// [*strategy.ArgumentError], [WithoutScripts], a TTL that the drift
+// allowance uses up, and, with lock.WithFencing, a key that [FenceKey]
+// refuses, before anything is written.
+func (s *Strategy) AcquireKeys(ctx context.Context, r strategy.Request) (strategy.Grant, error) {
+	d, err := drift.Allowance(r.TTL, drift.DefaultFactor)
+	if err != nil {
+		return strategy.Grant{Undone: true}, err
+	}
+	if s.noScripts {
+		return strategy.Grant{Undone: true}, &strategy.ArgumentError{Name: "keys", Reason: "several keys as one lock " +
+			"are taken in one script, all or none, which WithoutScripts forbids"}
+	}
+	var fenceKeys []string
+	if r.Fencing {
+		fenceKeys = make([]string, len(r.Keys))
+		for i, k := range r.Keys {
+			if fenceKeys[i], err = FenceKey(k); err != nil {
+				return strategy.Grant{Undone: true}, err
+			}
+		}
+	}
+	grant := strategy.Grant{Drift: d}
+	if r.Fencing {
+		grant.Fences = make([]int64, len(r.Keys))
+	}
+	value := r.Value()
+	gs := s.groups(r.Keys)
+	for i, g := range gs {
+		var fences []int64
+		var held time.Duration
+		err := s.write(ctx, g, func(c driver.Conn) (err error) {
+			fences, held, err = cas.AcquireKeys(ctx, c, g.keys, pick(fenceKeys, g.at), value, r.TTL)
+			return err
+		})
+		switch {
+		case errors.Is(err, strategy.ErrNotObtained):
+			return s.undo(ctx, gs[:i], value, strategy.Grant{HolderTTL: held}, err)
+		case errors.As(err, new(*ReplicaError)):
+			return s.undo(ctx, gs[:i+1], value, strategy.Grant{}, err)
+		case err != nil:
+			return strategy.Grant{}, err // the Locker deletes every key, in the background
+		}
+		for j, n := range fences {
+			grant.Fences[g.at[j]] = n
+		}
+	}
+	return grant, nil
+}
+
+// undo deletes what an attempt took in gs, which ended with err, and
+// returns g and err, with g.Undone set, when nothing is left behind. When
+// the deletion fails, it returns its error, and the Locker deletes every key
+// in the background.
+func (s *Strategy) undo(ctx context.Context, gs []group, value string, g strategy.Grant, err error) (strategy.Grant, error) {
+	if len(gs) > 0 {
+		if _, failed := s.release(ctx, gs, value); failed != nil {
+			return strategy.Grant{}, fmt.Errorf("lock: %v, and undoing the keys taken before: %w", err, failed)
+		}
+	}
+	g.Undone = true
+	return g, err
+}
+
+// pick returns the elements of all at the indexes at, or nil when all is.
+func pick(all []string, at []int) []string {
+	if all == nil {
+		return nil
+	}
+	picked := make([]string, len(at))
+	for i, j := range at {
+		picked[i] = all[j]
+	}
+	return picked
+}
+
+// RefreshKeys implements [strategy.Multi]: one script extends every key or
+// none. Over a Cluster client with keys in several slots, each slot's keys
+// are extended, all or none, by a script of their own: when one slot's
+// fail, the others' are still extended, and the lock, reported lost, keeps
+// those keys until it releases them or they expire.
+func (s *Strategy) RefreshKeys(ctx context.Context, keys []string, value string, ttl time.Duration) (strategy.Grant, error) {
+	d, err := drift.Allowance(ttl, drift.DefaultFactor)
+	if err != nil {
+		return strategy.Grant{}, err
+	}
+	var errs []error
+	for _, g := range s.groups(keys) {
+		errs = append(errs, s.write(ctx, g, func(c driver.Conn) error {
+			return cas.PExpireKeys(ctx, c, g.keys, value, ttl)
+		}))
+	}
+	return strategy.Grant{Drift: d}, errors.Join(errs...)
+}
+
+// ReleaseKeys implements [strategy.Multi]. It wakes the head of the queue of
+// each key it deletes, as Release does. When a Cluster slot's keys could
+// not be released (a transport error), it returns that error alone, rather
+// than the keys found gone or taken, so that a clean-up tries again.
+func (s *Strategy) ReleaseKeys(ctx context.Context, keys []string, value string) error {
+	lost, failed := s.release(ctx, s.groups(keys), value)
+	if failed != nil {
+		return failed
+	}
+	return lost
+}
+
+// release deletes the keys of gs that hold value, and returns the errors of
+// the keys found gone or taken (lost), and of the groups whose call failed.
+func (s *Strategy) release(ctx context.Context, gs []group, value string) (lost, failed error) {
+	var losts, fails []error
+	for _, g := range gs {
+		var err error
+		if s.notify {
+			err = cas.DeleteKeysQueued(ctx, s.conn, g.keys, value, s.sharded)
+		} else {
+			err = cas.DeleteKeys(ctx, s.conn, g.keys, value)
+		}
+		if errors.Is(err, strategy.ErrNotHeld) {
+			losts = append(losts, err)
+		} else if err != nil {
+			fails = append(fails, err)
+		}
+	}
+	return errors.Join(losts...), errors.Join(fails...)
+}
+
+// TTLKeys implements [strategy.Multi]: the least TTL of the keys, read in
+// one script, or one per Cluster slot.
+func (s *Strategy) TTLKeys(ctx context.Context, keys []string, value string) (time.Duration, error) {
+	least := time.Duration(-1)
+	var errs []error
+	for _, g := range s.groups(keys) {
+		ttl, err := cas.PTTLKeys(ctx, s.conn, g.keys, value)
+		if err != nil {
+			errs = append(errs, err)
+		} else if ttl >= 0 && (least < 0 || ttl < least) {
+			least = ttl
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return 0, err
+	}
+	return least, nil
+}
