@@ -66,7 +66,8 @@ local state, queue, heads, now = {}, {}, {}, nil
 local j = n + 1
 for i = 1, n do
 	if string.sub(mask, i, i) == '1' then
-		queue[i], j = j, j + 2
+		queue[i] = j
+		j = j + 2
 	end
 end
 for i = 1, n do
