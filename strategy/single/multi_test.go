@@ -484,3 +484,42 @@ func TestMultiClusterSlotMoves(t *testing.T) {
 		})
 	}
 }
+
+// TestMultiWithReplicas: with WithReplicas, a lock of several keys is
+// obtained and refreshed once a replica acknowledges it, and without one
+// fails with a *ReplicaError, leaving no key behind.
+func TestMultiWithReplicas(t *testing.T) {
+	t.Parallel()
+	keys := []string{"replicas-multi:a", "replicas-multi:b"}
+	t.Run("a replica acknowledges: obtained and refreshed", func(t *testing.T) {
+		master := redistest.Start(t, 1)[0]
+		redistest.StartReplica(t, master.Addr)
+		l := newReplicated(t, goredis.New(redistest.GoRedis(t, master.Addr, 3)), 1, replicaWait)
+		ctx := testContext(t)
+		lk, err := l.ObtainMany(ctx, keys, time.Minute)
+		if err != nil {
+			t.Fatalf("ObtainMany = %v, want a lock", err)
+		}
+		if err := lk.Refresh(ctx, time.Minute); err != nil {
+			t.Errorf("Refresh = %v, want nil", err)
+		}
+		if err := lk.Release(ctx); err != nil {
+			t.Errorf("Release = %v, want nil", err)
+		}
+	})
+	t.Run("no replica: a *ReplicaError, and nothing left behind", func(t *testing.T) {
+		master := redistest.Start(t, 1)[0]
+		l := newReplicated(t, goredis.New(redistest.GoRedis(t, master.Addr, 3)), 1, 50*time.Millisecond)
+		ctx := testContext(t)
+		_, err := l.ObtainMany(ctx, keys, time.Minute)
+		var re *single.ReplicaError
+		if !errors.As(err, &re) || errors.Is(err, lock.ErrNotObtained) {
+			t.Fatalf("ObtainMany = %v; want a *ReplicaError, not ErrNotObtained", err)
+		}
+		for _, k := range keys {
+			if n, err := master.Command(ctx, "EXISTS", k); n != "0" || err != nil {
+				t.Errorf("EXISTS %s = %q, %v; want 0: the unconfirmed lock deleted", k, n, err)
+			}
+		}
+	})
+}
