@@ -214,18 +214,53 @@ func (c *Conn) PTTL(ctx context.Context, key string) (time.Duration, bool, error
 
 // EvalSha implements [driver.Conn].
 func (c *Conn) EvalSha(ctx context.Context, sha1 string, keys []string, args ...any) (any, error) {
-	if c.err != nil {
-		return nil, c.err
+	if err := c.scriptKeys(keys); err != nil {
+		return nil, err
 	}
 	return nilReply(await(ctx, &c.sending, func() (any, error) { return c.cmd.EvalSha(ctx, sha1, keys, args...).Result() }))
 }
 
 // Eval implements [driver.Conn].
 func (c *Conn) Eval(ctx context.Context, src string, keys []string, args ...any) (any, error) {
-	if c.err != nil {
-		return nil, c.err
+	if err := c.scriptKeys(keys); err != nil {
+		return nil, err
 	}
 	return nilReply(await(ctx, &c.sending, func() (any, error) { return c.cmd.Eval(ctx, src, keys, args...).Result() }))
+}
+
+// scriptKeys returns c.err, or an *strategy.ArgumentError when c is a
+// *redis.Ring and keys hash to more than one of its shards: a Ring sends a
+// script to the shard of its first key alone, where the others would be
+// keys of the wrong shard, so a lock of several keys over a Ring needs one
+// hash tag for all of them. (A Cluster refuses such a script with
+// CROSSSLOT; the strategies send one script per slot there.)
+func (c *Conn) scriptKeys(keys []string) error {
+	if c.err != nil {
+		return c.err
+	}
+	if _, ring := c.c.(*redis.Ring); !ring || len(keys) < 2 {
+		return nil
+	}
+	first := ringHashed(keys[0])
+	for _, k := range keys[1:] {
+		if ringHashed(k) != first {
+			return &strategy.ArgumentError{Name: "keys", Reason: "a *redis.Ring runs a script on the shard of its first key: " +
+				"the keys of one lock need one hash tag there, such as {order:42}:stock and {order:42}:payment"}
+		}
+	}
+	return nil
+}
+
+// ringHashed returns the part of key that a Ring hashes: its hash tag (the
+// text between the first '{' and the next '}', when not empty), or all of
+// it.
+func ringHashed(key string) string {
+	if open := strings.IndexByte(key, '{'); open >= 0 {
+		if n := strings.IndexByte(key[open+1:], '}'); n > 0 {
+			return key[open+1 : open+1+n]
+		}
+	}
+	return key
 }
 
 // Do implements [driver.Commander].

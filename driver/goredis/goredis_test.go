@@ -176,3 +176,43 @@ func BenchmarkAwait(b *testing.B) {
 		})
 	}
 }
+
+// TestRingLockOfSeveralKeys: over a Ring of two shards, a lock of several
+// keys with one hash tag is taken and released, and one whose keys have no
+// common tag is refused with an *ArgumentError named "keys", before
+// anything is sent: the Ring would run its script on the first key's shard
+// alone, where a single-key lock of another of its keys does not look.
+func TestRingLockOfSeveralKeys(t *testing.T) {
+	servers := redistest.Start(t, 2)
+	ring := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": servers[0].Addr, "b": servers[1].Addr}, ContextTimeoutEnabled: true})
+	t.Cleanup(func() { _ = ring.Close() })
+	l, err := single.New(goredis.New(ring))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	t.Run("one hash tag", func(t *testing.T) {
+		lk, err := l.ObtainMany(ctx, []string{"{ring}:a", "{ring}:b", "{ring}:c"}, time.Minute)
+		if err != nil {
+			t.Fatalf("ObtainMany = %v, want the lock", err)
+		}
+		if err := lk.Release(ctx); err != nil {
+			t.Errorf("Release = %v, want nil", err)
+		}
+	})
+	t.Run("no common hash tag", func(t *testing.T) {
+		keys := make([]string, 20) // over two shards, surely
+		for i := range keys {
+			keys[i] = "ring-key-" + strings.Repeat("x", i)
+		}
+		_, err := l.ObtainMany(ctx, keys, time.Minute)
+		if ae := (*lock.ArgumentError)(nil); !errors.As(err, &ae) || ae.Name != "keys" {
+			t.Fatalf("ObtainMany of keys on two shards = %v, want an *ArgumentError named keys", err)
+		}
+		for _, k := range keys {
+			if n, _ := ring.Exists(ctx, k).Result(); n != 0 {
+				t.Errorf("key %q exists after the refusal, want none written", k)
+			}
+		}
+	})
+}
