@@ -110,6 +110,7 @@ const (
 	attrStrategy = attribute.Key("locksmith.lock.strategy")
 	attrKey      = attribute.Key("locksmith.lock.key")
 	attrKeyHash  = attribute.Key("locksmith.lock.key_hash")
+	attrKeys     = attribute.Key("locksmith.lock.keys")
 	attrAttempts = attribute.Key("locksmith.lock.attempts")
 	attrWait     = attribute.Key("locksmith.lock.wait")
 	attrOutcome  = attribute.Key("locksmith.lock.outcome")
@@ -275,6 +276,9 @@ func (t *telemetry) spanAttrs(e lock.Event) []attribute.KeyValue {
 	case KeysRaw:
 		attrs = append(attrs, attrKey.String(e.Key))
 	}
+	if e.Keys > 0 { // a lock of several keys: their number, never the others
+		attrs = append(attrs, attrKeys.Int(e.Keys))
+	}
 	return attrs
 }
 
@@ -284,18 +288,38 @@ func hashKey(key string) string {
 }
 
 // describeErr is the span status description of err: its text, with the key
-// (which errors quote) written as the policy allows.
+// and the keys of a lock of several keys (which errors quote, the latter in
+// *lock.KeyError) written as the policy allows.
 func (t *telemetry) describeErr(err error, key string) string {
-	var shown string
-	switch t.keys {
-	case KeysRaw:
+	if t.keys == KeysRaw {
 		return err.Error()
-	case KeysHashed:
-		shown = "<key " + hashKey(key) + ">"
-	default:
-		shown = "<key>"
 	}
-	return strings.ReplaceAll(err.Error(), strconv.Quote(key), shown)
+	msg := err.Error()
+	for _, k := range append(errorKeys(err, nil), key) {
+		shown := "<key>"
+		if t.keys == KeysHashed {
+			shown = "<key " + hashKey(k) + ">"
+		}
+		msg = strings.ReplaceAll(msg, strconv.Quote(k), shown)
+	}
+	return msg
+}
+
+// errorKeys appends to keys the key of every *lock.KeyError in err's tree.
+func errorKeys(err error, keys []string) []string {
+	switch e := err.(type) {
+	case *lock.KeyError:
+		keys = append(keys, e.Key)
+	case interface{ Unwrap() []error }:
+		for _, err := range e.Unwrap() {
+			keys = errorKeys(err, keys)
+		}
+		return keys
+	}
+	if err := errors.Unwrap(err); err != nil {
+		return errorKeys(err, keys)
+	}
+	return keys
 }
 
 // obtainState counts the attempts of one Obtain whose span records.

@@ -544,3 +544,40 @@ func nodeOutcomes(s sdktrace.ReadOnlySpan) map[string]string {
 	}
 	return outcomes
 }
+
+// TestSeveralKeys: the spans of a lock of several keys carry their number,
+// and no key but the first, as the key policy allows: not even in the
+// status of an ObtainMany that found the last key held.
+func TestSeveralKeys(t *testing.T) {
+	addr, _ := redistest.Addr(t)
+	ctx := context.Background()
+	for _, policy := range []lockotel.KeyPolicy{lockotel.KeysOmitted, lockotel.KeysHashed} {
+		rec := newRecording(t, lockotel.WithKeys(policy))
+		l := rec.wrap(singleLocker(t, addr))
+		base := conformance.Key(t)
+		keys := []string{"{" + base + "}:a", "{" + base + "}:b", "{" + base + "}:c"}
+		held, err := singleLocker(t, addr).Obtain(ctx, keys[2], time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := l.ObtainMany(ctx, keys, time.Minute); !errors.Is(err, lock.ErrNotObtained) {
+			t.Fatalf("ObtainMany with a key held = %v, want ErrNotObtained", err)
+		}
+		_ = held.Release(ctx)
+		lk, err := l.ObtainMany(ctx, keys, time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = lk.Release(ctx)
+		for _, s := range rec.spans.Ended() {
+			if got := attrs(s)["locksmith.lock.keys"].AsInt64(); got != 3 {
+				t.Errorf("policy %d: %s: locksmith.lock.keys = %d, want 3", policy, s.Name(), got)
+			}
+			for _, k := range keys {
+				if strings.Contains(s.Status().Description, k) {
+					t.Errorf("policy %d: %s: status %q shows key %q", policy, s.Name(), s.Status().Description, k)
+				}
+			}
+		}
+	}
+}
