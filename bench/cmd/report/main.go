@@ -16,12 +16,14 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -61,7 +63,7 @@ func run(rounds int, benchtime string, contention, short bool, readme string) er
 	res := results{}
 	for i := 1; i <= rounds; i++ {
 		fmt.Fprintf(os.Stderr, "--- round %d of %d\n", i, rounds)
-		if err := res.bench(bin, "-test.bench=^(BenchmarkLock|BenchmarkInterleaved)$", "-test.benchtime="+benchtime); err != nil {
+		if err := res.bench(bin, "-test.bench=^(BenchmarkLock|BenchmarkInterleaved|BenchmarkMultiKey)$", "-test.benchtime="+benchtime); err != nil {
 			return err
 		}
 	}
@@ -76,6 +78,7 @@ func run(rounds int, benchtime string, contention, short bool, readme string) er
 	var b strings.Builder
 	machine(&b, strings.Join(args, " "), rounds, benchtime, loadBefore, loadAverage())
 	uncontended(&b, res)
+	multiKey(&b, res)
 	targets(&b, res, "Targets", targetNote, targetList)
 	if !short {
 		fmt.Fprintln(os.Stderr, "--- profile of redlock-5")
@@ -293,6 +296,37 @@ func table(b *strings.Builder, r results, bench, title, note string, columns []s
 	for _, c := range r.contenders(bench) {
 		driver, name, _ := strings.Cut(c, "/")
 		fmt.Fprintf(b, "| %s | %s | %s |\n", driver, name, strings.Join(cells(c), " | "))
+	}
+	b.WriteString("\n")
+}
+
+// multiKey writes BenchmarkMultiKey's table: a lock of several keys
+// against taking them one by one, each pair from the same iterations.
+func multiKey(b *strings.Builder, r results) {
+	b.WriteString("### Several keys: one lock against separate locks\n\n" +
+		"BenchmarkMultiKey: one ObtainMany of n keys (sharing a hash tag) and its Release, against n Obtain calls in the keys' order and n Releases, uncontended; the two take turns in a random order within each iteration. Time per iteration, median over the rounds.\n\n" +
+		"| Driver | Strategy | Keys | One lock µs | Separate µs | × separate |\n|---|---|--:|--:|--:|--:|\n")
+	var names []string
+	for name := range r {
+		if rest, ok := strings.CutPrefix(name, "BenchmarkMultiKey/"); ok {
+			names = append(names, rest)
+		}
+	}
+	keys := func(name string) int { // the n of ".../<n>-keys"
+		n, _ := strconv.Atoi(strings.TrimSuffix(name[strings.LastIndexByte(name, '/')+1:], "-keys"))
+		return n
+	}
+	slices.SortFunc(names, func(a, b string) int {
+		return cmp.Or(order(path.Dir(a))-order(path.Dir(b)), keys(a)-keys(b))
+	})
+	for _, name := range names {
+		bench := "BenchmarkMultiKey/" + name
+		driver, rest, _ := strings.Cut(name, "/")
+		strategy, keys, _ := strings.Cut(rest, "/")
+		one, ok := r.median(bench, "one-lock-ns/op")
+		sep, sok := r.median(bench, "separate-ns/op")
+		fmt.Fprintf(b, "| %s | %s | %s | %s | %s | %s |\n", driver, strategy, strings.TrimSuffix(keys, "-keys"),
+			fig(one/1e3, ok, "%.1f"), fig(sep/1e3, sok, "%.1f"), fig(one/sep, ok && sok, "%.2f"))
 	}
 	b.WriteString("\n")
 }
