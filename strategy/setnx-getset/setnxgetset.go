@@ -37,6 +37,12 @@
 // that forbids scripts. The value is a
 // timestamp, not a secret token, so metadata, caller-chosen tokens and
 // lock.WithFencing are refused.
+//
+// It cannot lock several keys as one lock (lock.Locker.ObtainMany refuses
+// two keys or more with an *lock.ArgumentError named "keys"): the legacy
+// clients it stays compatible with take each key alone, and one of them
+// taking over one expired key of a set would leave the set partly held,
+// with no way for either side to tell. Migrate to single first.
 package setnxgetset
 
 import (

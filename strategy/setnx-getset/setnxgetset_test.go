@@ -800,3 +800,36 @@ func TestLostRefreshReply(t *testing.T) {
 		})
 	}
 }
+
+// TestSeveralKeys: ObtainMany of two keys or more is refused with an
+// *ArgumentError named "keys", and writes nothing; of one key (once
+// duplicates are removed) it is an Obtain.
+func TestSeveralKeys(t *testing.T) {
+	addr, _ := redistest.Addr(t)
+	rdb := redistest.GoRedis(t, addr, 3)
+	ctx := context.Background()
+	l := newLocker(t, goredis.New(rdb))
+	key := conformance.Key(t)
+	t.Run("two keys are refused", func(t *testing.T) {
+		keys := []string{key + ":a", key + ":b"}
+		_, err := l.ObtainMany(ctx, keys, time.Minute)
+		if ae := (*lock.ArgumentError)(nil); !errors.As(err, &ae) || ae.Name != "keys" {
+			t.Fatalf("ObtainMany of two keys = %v, want an *ArgumentError named keys", err)
+		}
+		if n, _ := rdb.Exists(ctx, keys...).Result(); n != 0 {
+			t.Errorf("keys written = %d, want 0", n)
+		}
+	})
+	t.Run("one key is an Obtain", func(t *testing.T) {
+		lk, err := l.ObtainMany(ctx, []string{key, key}, time.Minute)
+		if err != nil {
+			t.Fatalf("ObtainMany of one key twice = %v, want the lock", err)
+		}
+		if got := lk.Keys(); len(got) != 1 || got[0] != key {
+			t.Errorf("Keys() = %q, want [%q]", got, key)
+		}
+		if err := lk.Release(ctx); err != nil {
+			t.Errorf("Release = %v, want nil", err)
+		}
+	})
+}
