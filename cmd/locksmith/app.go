@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/signal"
 	"slices"
@@ -223,6 +224,17 @@ func (l opened) Obtain(ctx context.Context, key string, ttl time.Duration, opts 
 	return l.Locker.Obtain(ctx, key, ttl, append(slices.Clip(opts), lock.WithHooks(l.cleanups.hooks))...)
 }
 
+// ObtainMany implements lock.Locker: config.Locker's, with the hooks of
+// cleanups, which name the lock by its first key (its hooks' Event.Key).
+func (l opened) ObtainMany(ctx context.Context, keys []string, ttl time.Duration, opts ...lock.Option) (*lock.Lock, error) {
+	if names := slices.Compact(slices.Sorted(slices.Values(keys))); len(names) > 1 {
+		l.cleanups.mu.Lock()
+		l.cleanups.key(names[0]).names = names
+		l.cleanups.mu.Unlock()
+	}
+	return l.Locker.ObtainMany(ctx, keys, ttl, append(slices.Clip(opts), lock.WithHooks(l.cleanups.hooks))...)
+}
+
 // cleanups records, by key, what the Obtain calls of a subcommand, and
 // their locks, may leave behind: an attempt that got no answer may have
 // written its key, which stays until its TTL ends unless a clean-up
@@ -237,6 +249,7 @@ type cleanups struct {
 
 // cleanup is what cleanups knows of one key.
 type cleanup struct {
+	names   []string      // a lock of several keys, this one the first; nil for one
 	ttl     time.Duration // what it was obtained for
 	unsure  bool          // an Obtain got no answer: it may have written the key
 	running int           // clean-ups on their way
@@ -289,20 +302,24 @@ func (c *cleanups) op(ctx context.Context, e lock.Event, next func(context.Conte
 	return err
 }
 
-// unfinished returns, sorted, the keys that may stay until their TTL ends,
-// with the TTL of each (0 when unknown).
-func (c *cleanups) unfinished() (keys []string, ttls map[string]time.Duration) {
+// unfinished returns the notes of the locks whose keys may stay until
+// their TTL ends, sorted by their first key.
+func (c *cleanups) unfinished() []string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	ttls = map[string]time.Duration{}
-	for key, k := range c.keys {
-		if k.running > 0 || k.failed || k.unsure && !k.done {
-			keys = append(keys, key)
-			ttls[key] = k.ttl
+	var notes []string
+	for _, key := range slices.Sorted(maps.Keys(c.keys)) {
+		k := c.keys[key]
+		if k.running == 0 && !k.failed && (!k.unsure || k.done) {
+			continue
 		}
+		names, what := []string{key}, "its key may stay until its TTL"
+		if k.names != nil {
+			names, what = k.names, "its keys may stay until their TTL"
+		}
+		notes = append(notes, fmt.Sprintf("%s: Redis did not answer, and %s%s ends", label(names), what, ttlOf(k.ttl)))
 	}
-	slices.Sort(keys)
-	return keys, ttls
+	return notes
 }
 
 // open opens the Locker of the configuration, with OpenTelemetry when the
@@ -341,10 +358,7 @@ func (a *app) open(ctx context.Context) (l opened, done func(), err error) {
 		case <-t.C:
 		}
 		t.Stop()
-		keys, ttls := l.cleanups.unfinished()
-		for _, key := range keys {
-			a.notes = append(a.notes, fmt.Sprintf("lock %q: Redis did not answer, and its key may stay until its TTL%s ends", key, ttlOf(ttls[key])))
-		}
+		a.notes = append(a.notes, l.cleanups.unfinished()...)
 		if shutdown != nil {
 			shutdown()
 		}

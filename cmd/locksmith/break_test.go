@@ -242,8 +242,8 @@ func TestBreak(t *testing.T) {
 		if r.code != 0 {
 			t.Fatalf("the waiter: got %s\nwant exit 0", r)
 		}
-		token, _, err := decodeHandle(r.stdout)
-		if err != nil || !strings.HasPrefix(get(t, srvs[0], "job"), token) {
+		h, err := decodeHandle(r.stdout)
+		if err != nil || !strings.HasPrefix(get(t, srvs[0], "job"), h.token) {
 			t.Errorf("got the lock not held by the waiter's handle (%v), want the waiter to hold it", err)
 		}
 	})

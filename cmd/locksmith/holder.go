@@ -4,10 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"os/user"
 	"path/filepath"
 	"runtime/debug"
+	"slices"
 	"time"
 
 	"github.com/locksmith-go/lock"
@@ -84,12 +86,13 @@ func waitRetry(c config.Config, noWait bool) lock.Option {
 	return lock.WithRetry(lock.Linear(waitPoll))
 }
 
-// obtain obtains the lock on name for ttl with opts, and with the holder's
-// metadata and a fencing token where the strategy supports them: a strategy
-// that refuses either (setnx-getset stores a timestamp, and only single
-// issues fencing tokens) refuses it before writing anything, with an
-// *lock.ArgumentError that names it, and obtain asks again without it.
-func obtain(ctx context.Context, l lock.Locker, name string, ttl time.Duration, h holder, opts ...lock.Option) (*lock.Lock, error) {
+// obtain obtains the lock of names for ttl with opts (Locker.ObtainMany:
+// one name is an Obtain), and with the holder's metadata and a fencing
+// token where the strategy supports them: a strategy that refuses either
+// (setnx-getset stores a timestamp, and only single issues fencing tokens)
+// refuses it before writing anything, with an *lock.ArgumentError that
+// names it, and obtain asks again without it.
+func obtain(ctx context.Context, l lock.Locker, names []string, ttl time.Duration, h holder, opts ...lock.Option) (*lock.Lock, error) {
 	fencing, metadata := true, true
 	for {
 		o := opts
@@ -99,7 +102,7 @@ func obtain(ctx context.Context, l lock.Locker, name string, ttl time.Duration, 
 		if metadata {
 			o = append(o, lock.WithMetadata(h.String()))
 		}
-		lk, err := l.Obtain(ctx, name, ttl, o...)
+		lk, err := l.ObtainMany(ctx, names, ttl, o...)
 		var arg *lock.ArgumentError
 		switch {
 		case err == nil || !errors.As(err, &arg):
@@ -112,4 +115,53 @@ func obtain(ctx context.Context, l lock.Locker, name string, ttl time.Duration, 
 			return lk, err
 		}
 	}
+}
+
+// lockNames checks the NAMEs that cmd was given for one lock, and returns
+// them in the order the lock takes them (as Locker.ObtainMany does): sorted,
+// without duplicates. A lock of several names is one lock of their keys,
+// all or nothing.
+func lockNames(cmd string, args []string) ([]string, error) {
+	if slices.Contains(args, "") {
+		return nil, exit(exitUsage, fmt.Errorf("%s: a lock's NAME must not be empty", cmd))
+	}
+	return slices.Compact(slices.Sorted(slices.Values(args))), nil
+}
+
+// label names the lock of names in messages: lock "a", or lock ["a" "b"]
+// for a lock of several names.
+func label(names []string) string {
+	if len(names) == 1 {
+		return fmt.Sprintf("lock %q", names[0])
+	}
+	return fmt.Sprintf("lock %q", names)
+}
+
+// several returns names when there are several, for the fields that only a
+// lock of several names has ("locks"), and nil, which leaves them out,
+// otherwise.
+func several(names []string) []string {
+	if len(names) < 2 {
+		return nil
+	}
+	return names
+}
+
+// fencesOf returns the fencing token of each of lk's keys, for a lock of
+// several keys obtained with one; nil otherwise.
+func fencesOf(lk *lock.Lock) map[string]int64 {
+	keys := lk.Keys()
+	if len(keys) < 2 {
+		return nil
+	}
+	fences := map[string]int64{}
+	for _, k := range keys {
+		if f, ok := lk.FenceOf(k); ok {
+			fences[k] = f
+		}
+	}
+	if len(fences) == 0 {
+		return nil
+	}
+	return fences
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -21,7 +22,7 @@ const stamp = "2006-01-02T15:04:05.000Z07:00"
 
 func (a *app) inspectCommand() *cobra.Command {
 	return &cobra.Command{
-		Use:   "inspect NAME",
+		Use:   "inspect NAME [NAME...]",
 		Short: "Show whether a lock is held, by whom, and for how long yet",
 		Long: `inspect reads the lock NAME without holding or changing it, and shows:
 whether it is held; its remaining time to live (the PTTL); the fingerprint of
@@ -51,35 +52,48 @@ With --json it prints one JSON object:
 Fields that do not apply are left out, except name, held, verdict, ttl_ms
 and waiters.
 
-Exit codes: 0 held, 1 free, 69 Redis unavailable (or, under redlock, too
-few nodes answered to tell: the nodes that did are shown), 64 usage, 78
-configuration.`,
-		Args: args(1, 1),
+With several NAMEs, such as those of a lock that run or acquire took as
+one, it shows each one in turn, in the order given: a table each,
+separated by a blank line, or with --json an array of the objects.
+
+Exit codes: 0 held (every NAME), 1 free (any NAME), 69 Redis unavailable
+(or, under redlock, too few nodes answered to tell: the nodes that did are
+shown), 64 usage, 78 configuration.`,
+		Args: args(1, math.MaxInt),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return a.inspect(cmd.Context(), args[0])
+			return a.inspect(cmd.Context(), args)
 		},
 	}
 }
 
-// inspect shows the state of the lock on name.
-func (a *app) inspect(ctx context.Context, name string) error {
+// inspect shows the state of the locks on names.
+func (a *app) inspect(ctx context.Context, names []string) error {
 	l, ctx, done, err := a.openCall(ctx)
 	if err != nil {
 		return err
 	}
 	defer done()
-	st, err := l.Inspect(ctx, name)
-	if err != nil && st.Nodes == nil {
-		return unavailable(err)
+	var (
+		reports    []lockReport
+		incomplete bool // a multi-node strategy could not tell
+		free       bool
+	)
+	for _, name := range names {
+		st, err := l.Inspect(ctx, name)
+		if err != nil && st.Nodes == nil {
+			return unavailable(err)
+		}
+		reports = append(reports, newReport(name, st, err))
+		incomplete = incomplete || err != nil
+		free = free || !st.Held
 	}
-	r := newReport(name, st, err)
-	if err := a.print(r); err != nil {
+	if err := a.print(reports); err != nil {
 		return err
 	}
 	switch {
-	case err != nil:
+	case incomplete:
 		return exit(exitUnavailable, nil) // the report says why
-	case !st.Held:
+	case free:
 		return exit(exitNotHeld, nil)
 	}
 	return nil
@@ -163,12 +177,26 @@ func millis(d time.Duration) int64 {
 	return d.Milliseconds()
 }
 
-// print writes r to stdout: as JSON with --json, else as a table.
-func (a *app) print(r lockReport) error {
-	if a.json {
-		return writeJSON(a.stdout, r)
+// print writes rs to stdout: as JSON with --json (an object for one
+// report, an array for several), else as tables separated by blank lines.
+func (a *app) print(rs []lockReport) error {
+	switch {
+	case a.json && len(rs) == 1:
+		return writeJSON(a.stdout, rs[0])
+	case a.json:
+		return writeJSON(a.stdout, rs)
 	}
-	return r.table(a.stdout)
+	for i, r := range rs {
+		if i > 0 {
+			if _, err := fmt.Fprintln(a.stdout); err != nil {
+				return err
+			}
+		}
+		if err := r.table(a.stdout); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // writeJSON writes v to w as one line of JSON.

@@ -100,11 +100,11 @@ func acquire(t *testing.T, env, name string, args ...string) (handle, token stri
 		t.Fatalf("acquire %s: got %s\nwant exit 0", name, r)
 	}
 	handle = strings.TrimSpace(r.stdout)
-	token, _, err := decodeHandle(handle)
+	h, err := decodeHandle(handle)
 	if err != nil {
 		t.Fatalf("acquire %s: got handle %q: %v", name, handle, err)
 	}
-	return handle, token
+	return handle, h.token
 }
 
 // noSecret fails t if token appears in any output of r.

@@ -3,10 +3,13 @@ package main
 import (
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -67,7 +70,7 @@ func (a *app) acquireCommand() *cobra.Command {
 		handleFile string
 	)
 	cmd := &cobra.Command{
-		Use:   "acquire NAME [--ttl DUR] [-n | -w DUR] [--handle-file FILE]",
+		Use:   "acquire NAME [NAME...] [--ttl DUR] [-n | -w DUR] [--handle-file FILE]",
 		Short: "Obtain a lock and print its handle, for scripts (nothing refreshes it)",
 		Long: `acquire obtains the lock NAME for --ttl (default: the configured TTL, 30s
 unless the URL's ttl says otherwise), with the holder's metadata (host, the pid
@@ -78,6 +81,12 @@ at most DUR; with neither, it waits until the lock is free. With --json it
 prints {"handle", "fingerprint", "fence", "ttl_ms"} instead (handle left out
 when --handle-file has it).
 
+Several NAMEs are one lock of them all, as with run: acquire obtains every
+one or none, in sorted order. The handle records the NAMEs, and refresh and
+release take the same ones, in any order. With --json, "locks" lists them,
+sorted, "fence" is the first one's fencing token, and "fences" gives each
+one's.
+
 The setnx-getset strategy cannot hand a lock from one process to the next
 (its value is a timestamp, not a token): acquire refuses it.
 ` + plumbingHelp + `
@@ -85,7 +94,7 @@ Exit codes: 0 obtained; 75 not obtained: another owner held it (busy with
 -n, or -w ran out); 69 Redis unavailable, or it did not answer (within -w,
 or read_timeout with -n); 64 usage (also: a strategy that cannot hand a
 lock over); 78 configuration; 128+N interrupted by signal N while waiting.`,
-		Args: args(1, 1),
+		Args: args(1, math.MaxInt),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := positive(cmd, "ttl", ttl); err != nil {
 				return err
@@ -96,7 +105,11 @@ lock over); 78 configuration; 128+N interrupted by signal N while waiting.`,
 			if noWait && wait > 0 {
 				return exit(exitUsage, errors.New("acquire: -n and -w exclude each other"))
 			}
-			return a.acquire(cmd.Context(), args[0], ttl, noWait, wait, handleFile)
+			names, err := lockNames("acquire", args)
+			if err != nil {
+				return err
+			}
+			return a.acquire(cmd.Context(), names, ttl, noWait, wait, handleFile)
 		},
 	}
 	f := cmd.Flags()
@@ -107,9 +120,11 @@ lock over); 78 configuration; 128+N interrupted by signal N while waiting.`,
 	return cmd
 }
 
-// acquire obtains the lock on name and hands its handle out. A zero ttl is
-// the configured TTL; noWait or a positive wait bound the wait.
-func (a *app) acquire(ctx context.Context, name string, ttl time.Duration, noWait bool, wait time.Duration, handleFile string) error {
+// acquire obtains the lock of names (see lockNames) and hands its handle
+// out. A zero ttl is the configured TTL; noWait or a positive wait bound the
+// wait.
+func (a *app) acquire(ctx context.Context, names []string, ttl time.Duration, noWait bool, wait time.Duration, handleFile string) error {
+	name := subject(names)
 	l, closeLocker, err := a.open(ctx)
 	if err != nil {
 		return err
@@ -140,7 +155,7 @@ func (a *app) acquire(ctx context.Context, name string, ttl time.Duration, noWai
 	a.logf("acquire %s: obtaining it for %v", name, ttl)
 	h := me("acquire", "")
 	h.PID = os.Getppid() // acquire exits at once: the holder is its caller
-	lk, err := obtain(ctx, l, name, ttl, h, opts...)
+	lk, err := obtain(ctx, l, names, ttl, h, opts...)
 	var arg *lock.ArgumentError
 	switch {
 	case errors.As(err, &arg) && arg.Name == "token":
@@ -149,13 +164,15 @@ func (a *app) acquire(ctx context.Context, name string, ttl time.Duration, noWai
 	case err != nil:
 		return unavailable(fmt.Errorf("acquire %s: %w", name, err))
 	}
-	handle := encodeHandle(token, lk.Metadata())
+	handle := lockHandle{token, lk.Metadata(), several(names)}.String()
 	out := struct {
-		Handle      string `json:"handle,omitempty"`
-		Fingerprint string `json:"fingerprint"`
-		Fence       int64  `json:"fence,omitempty"`
-		TTL         int64  `json:"ttl_ms"`
-	}{Fingerprint: strategy.Fingerprint(token), TTL: ttl.Milliseconds()}
+		Handle      string           `json:"handle,omitempty"`
+		Locks       []string         `json:"locks,omitempty"`
+		Fingerprint string           `json:"fingerprint"`
+		Fence       int64            `json:"fence,omitempty"`
+		Fences      map[string]int64 `json:"fences,omitempty"`
+		TTL         int64            `json:"ttl_ms"`
+	}{Locks: several(names), Fingerprint: strategy.Fingerprint(token), Fences: fencesOf(lk), TTL: ttl.Milliseconds()}
 	out.Fence, _ = lk.Fence()
 	if handleFile != "" {
 		err = writeHandle(handleFile, handle)
@@ -204,61 +221,90 @@ func writeHandle(name, h string) error {
 	return errors.Join(err, f.Close())
 }
 
-// A handle is what refresh and release need to act on a lock that acquire
-// obtained: its token and its metadata, since the stored value is both,
-// and ownership is equality of values. It reads <token>.<metadata in
-// base64url>.
+// lockHandle is what refresh and release need to act on a lock that
+// acquire obtained: its token and its metadata, since the stored value is
+// both, and ownership is equality of values; and, for a lock of several
+// names, the names. It reads <token>.<metadata in base64url>, then, for
+// several names, .<their JSON array in base64url>.
+type lockHandle struct {
+	token, metadata string
+	names           []string // a lock of several names, sorted; nil for one
+}
 
-// encodeHandle returns the handle of a lock with token and metadata.
-func encodeHandle(token, metadata string) string {
-	return token + "." + base64.RawURLEncoding.EncodeToString([]byte(metadata))
+// String returns the handle as acquire prints it.
+func (h lockHandle) String() string {
+	s := h.token + "." + base64.RawURLEncoding.EncodeToString([]byte(h.metadata))
+	if h.names != nil {
+		names, _ := json.Marshal(h.names)
+		s += "." + base64.RawURLEncoding.EncodeToString(names)
+	}
+	return s
 }
 
 // errHandle is the error of a malformed handle. It never quotes the handle,
 // which is a secret.
 var errHandle = errors.New("the handle is malformed: want what locksmith acquire printed")
 
-// decodeHandle returns the token and metadata of handle h.
-func decodeHandle(h string) (token, metadata string, err error) {
-	token, m, ok := strings.Cut(strings.TrimSpace(h), ".")
-	if !ok || !strategy.IsToken(token) {
-		return "", "", errHandle
+// decodeHandle reads the handle s.
+func decodeHandle(s string) (lockHandle, error) {
+	parts := strings.Split(strings.TrimSpace(s), ".")
+	if len(parts) < 2 || len(parts) > 3 || !strategy.IsToken(parts[0]) {
+		return lockHandle{}, errHandle
 	}
-	b, err := base64.RawURLEncoding.DecodeString(m)
+	m, err := base64.RawURLEncoding.DecodeString(parts[1])
 	if err != nil {
-		return "", "", errHandle
+		return lockHandle{}, errHandle
 	}
-	return token, string(b), nil
+	h := lockHandle{token: parts[0], metadata: string(m)}
+	if len(parts) == 3 {
+		b, err := base64.RawURLEncoding.DecodeString(parts[2])
+		if err != nil || json.Unmarshal(b, &h.names) != nil || len(h.names) < 2 {
+			return lockHandle{}, errHandle
+		}
+	}
+	return h, nil
+}
+
+// match checks that names (see lockNames) are those of the lock of h: one,
+// for a handle of one name (which does not record it), or the handle's.
+func (h lockHandle) match(names []string) error {
+	switch {
+	case h.names == nil && len(names) > 1:
+		return fmt.Errorf("the handle is of a lock of one NAME, got %d NAMEs %q", len(names), names)
+	case h.names != nil && !slices.Equal(h.names, names):
+		return fmt.Errorf("the handle is of %s, got %q: give the NAMEs that acquire was given", label(h.names), names)
+	}
+	return nil
 }
 
 // readHandle reads the handle from the file name ("-": stdin), or from
 // $LOCKSMITH_HANDLE when name is empty.
-func (a *app) readHandle(name string) (token, metadata string, err error) {
-	var h string
+func (a *app) readHandle(name string) (lockHandle, error) {
+	var s string
 	switch name {
 	case "":
-		h = os.Getenv(handleEnv)
-		if h == "" {
-			return "", "", exit(exitUsage, errors.New("no handle: set LOCKSMITH_HANDLE, or pass --handle-file FILE (- for stdin), to what locksmith acquire printed"))
+		s = os.Getenv(handleEnv)
+		if s == "" {
+			return lockHandle{}, exit(exitUsage, errors.New("no handle: set LOCKSMITH_HANDLE, or pass --handle-file FILE (- for stdin), to what locksmith acquire printed"))
 		}
 	case "-":
 		b, err := io.ReadAll(io.LimitReader(a.stdin, 64<<10))
 		if err != nil {
-			return "", "", exit(exitUsage, fmt.Errorf("reading the handle from stdin: %w", err))
+			return lockHandle{}, exit(exitUsage, fmt.Errorf("reading the handle from stdin: %w", err))
 		}
-		h = string(b)
+		s = string(b)
 	default:
 		b, err := os.ReadFile(name)
 		if err != nil {
-			return "", "", exit(exitUsage, fmt.Errorf("reading the handle: %w", err))
+			return lockHandle{}, exit(exitUsage, fmt.Errorf("reading the handle: %w", err))
 		}
-		h = string(b)
+		s = string(b)
 	}
-	token, metadata, err = decodeHandle(h)
+	h, err := decodeHandle(s)
 	if err != nil {
-		return "", "", exit(exitUsage, err)
+		return lockHandle{}, exit(exitUsage, err)
 	}
-	return token, metadata, nil
+	return h, nil
 }
 
 func (a *app) refreshCommand() *cobra.Command {
@@ -267,20 +313,22 @@ func (a *app) refreshCommand() *cobra.Command {
 		handleFile string
 	)
 	cmd := &cobra.Command{
-		Use:   "refresh NAME [--ttl DUR] [--handle-file FILE]",
+		Use:   "refresh NAME [NAME...] [--ttl DUR] [--handle-file FILE]",
 		Short: "Extend the lease of a lock that acquire obtained, for scripts",
 		Long: `refresh resets the TTL of the lock NAME to --ttl (default: the configured TTL),
 if it is still held under the handle that acquire printed. It obtains the
 lock again with the handle's token and metadata, which extends it when its
 holder is the handle's, and never takes it from another holder; a lock that
-expired is not taken again (79).
+expired is not taken again (79). A lock of several NAMEs (give those that
+acquire was given, in any order) is refreshed all or none: when one of them
+is no longer held under the handle, none is extended (79).
 ` + plumbingHelp + plumbingExits,
-		Args: args(1, 1),
+		Args: args(1, math.MaxInt),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := positive(cmd, "ttl", ttl); err != nil {
 				return err
 			}
-			return a.handOver(cmd.Context(), "refresh", args[0], ttl, handleFile)
+			return a.handOver(cmd.Context(), "refresh", args, ttl, handleFile)
 		},
 	}
 	f := cmd.Flags()
@@ -292,15 +340,17 @@ expired is not taken again (79).
 func (a *app) releaseCommand() *cobra.Command {
 	var handleFile string
 	cmd := &cobra.Command{
-		Use:   "release NAME [--handle-file FILE]",
+		Use:   "release NAME [NAME...] [--handle-file FILE]",
 		Short: "Release a lock that acquire obtained, for scripts",
 		Long: `release deletes the lock NAME, if it is still held under the handle that
 acquire printed, and wakes the next waiter: a compare-and-delete, as
-break --fingerprint does, which never deletes another holder's lock.
+break --fingerprint does, which never deletes another holder's lock. Of a
+lock of several NAMEs (give those that acquire was given, in any order), it
+deletes each one still held under the handle, and names the others (79).
 ` + plumbingHelp + plumbingExits,
-		Args: args(1, 1),
+		Args: args(1, math.MaxInt),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return a.handOver(cmd.Context(), "release", args[0], 0, handleFile)
+			return a.handOver(cmd.Context(), "release", args, 0, handleFile)
 		},
 	}
 	cmd.Flags().StringVar(&handleFile, "handle-file", "", "read the handle from `FILE` (- for stdin) instead of $LOCKSMITH_HANDLE")
@@ -308,12 +358,19 @@ break --fingerprint does, which never deletes another holder's lock.
 }
 
 // handOver refreshes (op "refresh", for ttl, zero for the configured TTL)
-// or releases (op "release") the lock on name, held under the handle that
-// handleFile or $LOCKSMITH_HANDLE holds.
-func (a *app) handOver(ctx context.Context, op, name string, ttl time.Duration, handleFile string) error {
-	token, metadata, err := a.readHandle(handleFile)
+// or releases (op "release") the lock of the NAMEs args, held under the
+// handle that handleFile or $LOCKSMITH_HANDLE holds.
+func (a *app) handOver(ctx context.Context, op string, args []string, ttl time.Duration, handleFile string) error {
+	h, err := a.readHandle(handleFile)
 	if err != nil {
 		return err
+	}
+	names, err := lockNames(op, args)
+	if err != nil {
+		return err
+	}
+	if err := h.match(names); err != nil {
+		return exit(exitUsage, fmt.Errorf("%s: %w", op, err))
 	}
 	l, ctx, done, err := a.openCall(ctx)
 	if err != nil {
@@ -323,44 +380,95 @@ func (a *app) handOver(ctx context.Context, op, name string, ttl time.Duration, 
 	if ttl == 0 {
 		ttl = l.TTL()
 	}
+	var lost []*lock.KeyError
 	if op == "release" {
-		// Break, by the token's fingerprint, deletes the lock as its
-		// holder's release would, in one compare-and-delete.
-		_, err = l.Break(ctx, name, strategy.Fingerprint(token))
+		lost, err = release(ctx, l, names, strategy.Fingerprint(h.token))
 	} else {
-		err = refresh(ctx, l, name, ttl, token, metadata)
+		lost, err = refresh(ctx, l, names, ttl, h)
 	}
 	switch {
-	case errors.Is(err, lock.ErrExpired):
-		return exit(exitLost, fmt.Errorf("%s %s: not held any more: it expired, or was broken", op, name))
-	case errors.Is(err, lock.ErrTaken):
-		return exit(exitLost, fmt.Errorf("%s %s: not held any more: another holder has it", op, name))
 	case err != nil:
 		return unavailable(err)
+	case lost != nil:
+		return exit(exitLost, notHeldAnyMore(op, names, lost))
 	}
-	a.logf("%s %s: done", op, name)
+	a.logf("%s %s: done", op, subject(names))
 	return nil
 }
 
-// refresh resets the TTL of the lock on name to ttl, if token holds it: it
-// checks that first, so that a lock that expired is not taken again, and
-// then obtains the lock with the token and metadata, which resets the TTL
-// of a lock that holds them, and takes nothing from another holder. Its
-// errors match lock.ErrExpired or lock.ErrTaken when the token does not
-// hold the lock.
-func refresh(ctx context.Context, l lock.Locker, name string, ttl time.Duration, token, metadata string) error {
-	st, err := l.Inspect(ctx, name)
-	switch {
-	case err != nil:
-		return err
-	case !st.Held:
-		return lock.ErrExpired
-	case st.Fingerprint != strategy.Fingerprint(token):
-		return lock.ErrTaken
+// subject names the lock of names in the messages of acquire, refresh and
+// release: NAME, or lock ["a" "b"] for several.
+func subject(names []string) string {
+	if len(names) == 1 {
+		return names[0]
 	}
-	_, err = l.Obtain(ctx, name, ttl, lock.WithToken(token), lock.WithMetadata(metadata), lock.WithRetry(lock.NoRetry()))
+	return label(names)
+}
+
+// notHeldAnyMore is the error of op on the lock of names, which found the
+// keys of lost gone (lock.ErrExpired) or taken (lock.ErrTaken).
+func notHeldAnyMore(op string, names []string, lost []*lock.KeyError) error {
+	whys := make([]string, len(lost))
+	for i, ke := range lost {
+		whys[i] = "another holder has it"
+		if errors.Is(ke.Err, lock.ErrExpired) {
+			whys[i] = "it expired, or was broken"
+		}
+		if len(names) > 1 {
+			whys[i] = fmt.Sprintf("%q: %s", ke.Key, whys[i])
+		}
+	}
+	return fmt.Errorf("%s %s: not held any more: %s", op, subject(names), strings.Join(whys, "; "))
+}
+
+// release deletes each lock of names that the token whose fingerprint is
+// fingerprint holds, as its holder's Release would, and returns the errors
+// of those it found gone or taken.
+func release(ctx context.Context, l lock.Locker, names []string, fingerprint string) ([]*lock.KeyError, error) {
+	var lost []*lock.KeyError
+	for _, name := range names {
+		// Break, by the token's fingerprint, deletes the lock as its
+		// holder's release would, in one compare-and-delete.
+		_, err := l.Break(ctx, name, fingerprint)
+		switch {
+		case errors.Is(err, lock.ErrNotHeld):
+			lost = append(lost, &lock.KeyError{Key: name, Err: err})
+		case err != nil:
+			return nil, err
+		}
+	}
+	return lost, nil
+}
+
+// refresh resets the TTL of the lock of names to ttl, if the handle h holds
+// every one: it checks that first, so that a lock that expired is not taken
+// again, and then obtains the lock with the handle's token and metadata,
+// which resets the TTL of keys that hold them, and takes nothing from
+// another holder. It returns the errors of the keys that h does not hold
+// (lock.ErrExpired, lock.ErrTaken), and then refreshes none.
+func refresh(ctx context.Context, l lock.Locker, names []string, ttl time.Duration, h lockHandle) ([]*lock.KeyError, error) {
+	var lost []*lock.KeyError
+	for _, name := range names {
+		st, err := l.Inspect(ctx, name)
+		switch {
+		case err != nil:
+			return nil, err
+		case !st.Held:
+			lost = append(lost, &lock.KeyError{Key: name, Err: lock.ErrExpired})
+		case st.Fingerprint != strategy.Fingerprint(h.token):
+			lost = append(lost, &lock.KeyError{Key: name, Err: lock.ErrTaken})
+		}
+	}
+	if lost != nil {
+		return lost, nil
+	}
+	_, err := l.ObtainMany(ctx, names, ttl, lock.WithToken(h.token), lock.WithMetadata(h.metadata), lock.WithRetry(lock.NoRetry()))
 	if errors.Is(err, lock.ErrNotObtained) {
-		return lock.ErrTaken
+		taken := &lock.KeyError{Key: names[0], Err: lock.ErrTaken}
+		if ke := (*lock.KeyError)(nil); errors.As(err, &ke) {
+			taken.Key = ke.Key
+		}
+		return []*lock.KeyError{taken}, nil
 	}
-	return err
+	return nil, err
 }

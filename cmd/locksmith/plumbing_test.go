@@ -136,10 +136,11 @@ func TestPlumbing(t *testing.T) {
 		env := url(t, "single")
 		r := locksmith(t, []string{env}, "-v", "acquire", "job")
 		h := strings.TrimSpace(r.stdout)
-		token, _, err := decodeHandle(h)
+		decoded, err := decodeHandle(h)
 		if err != nil {
 			t.Fatalf("acquire: got %s: %v", r, err)
 		}
+		token := decoded.token
 		with := []string{env, handleEnv + "=" + h}
 		rs := []result{
 			{stderr: r.stderr},
@@ -176,8 +177,8 @@ func TestPlumbing(t *testing.T) {
 		if err := json.Unmarshal([]byte(r.stdout), &got); err != nil || r.code != 0 {
 			t.Fatalf("got %s (%v)\nwant exit 0 and JSON", r, err)
 		}
-		token, _, err := decodeHandle(got.Handle)
-		if err != nil || got.Fingerprint != strategy.Fingerprint(token) || got.Fence <= 0 || got.TTL != 60000 {
+		h, err := decodeHandle(got.Handle)
+		if err != nil || got.Fingerprint != strategy.Fingerprint(h.token) || got.Fence <= 0 || got.TTL != 60000 {
 			t.Errorf("got %+v (%v), want a handle, its fingerprint, a fence, ttl_ms 60000", got, err)
 		}
 	})

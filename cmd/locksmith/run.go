@@ -24,6 +24,14 @@ in the background, and releases the lock when CMD exits. CMD is executed
 directly, with ARGs; with -c, STRING runs through $SHELL -c (/bin/sh when
 $SHELL is unset).
 
+Several NAMEs are one lock of them all: run obtains every one or none,
+taking them in sorted order whatever the order given, so that two runs that
+name the same locks in other orders cannot block each other (the strategy
+takes them in one script per server; the setnx-getset strategy cannot, and
+refuses several NAMEs). While it waits, run queues on one of the locks that
+it found held, and tries them all again when woken. The lock is lost when
+any one of them is; the messages and events name it by its NAMEs, sorted.
+
 Waiting: by default run waits for the lock as long as it takes, woken by the
 holder's release (a timer tries again every 200ms as a safety net, or as the
 configuration's retry setting says). -w DUR gives up after DUR, -n at once;
@@ -38,10 +46,16 @@ The command runs in a process group of its own, with stdin, stdout and
 stderr passed through. On Linux it is killed if locksmith dies (SIGKILL as
 its parent-death signal); its own children are not. Its environment is
 locksmith's, plus:
-  LOCKSMITH_LOCK=NAME      the lock's name
+  LOCKSMITH_LOCK=NAME      the lock's name (of several NAMEs, the first,
+                           sorted)
   LOCKSMITH_FENCE=N        the fencing token, where the strategy issues one
                            (single): pass it to the resource the lock
                            protects, so that it can reject a stale holder
+                           (of several NAMEs, the first one's)
+  LOCKSMITH_LOCKS="A B"    with several NAMEs: all of them, sorted, joined
+                           by spaces
+  LOCKSMITH_FENCES="A=N B=M"  with several NAMEs: each one's fencing token,
+                           for the guard of each resource
   LOCKSMITH_LEASE_MS=MS    the lease (--ttl), in milliseconds
   LOCKSMITH_HELD=1
 It never gets the lock's token.
@@ -88,11 +102,14 @@ interrupted, lost, max_runtime, not_found, not_executable, usage, config,
 unavailable or error), the exit code, the command's status or the signal
 that killed it, the fence, waited_ms, held_ms, whether the release
 succeeded and, on loss, when and why (lost_at, loss_reason, valid_until).
+With several NAMEs, "lock" is the first, and "locks" and "fences" give
+them all.
 
 -v reports each step on stderr, and --json reports them as JSON lines
 (time, event, fields): waiting, queued, woken, not_obtained, obtained,
 started, refreshed, refresh_failed, signal (which, why), lost (reason, the
-validity deadline), exited, released, release_failed. None holds the token.`
+validity deadline), exited, released, release_failed; with several NAMEs,
+those that name the lock give "locks" too. None holds the token.`
 
 const runExample = `  # a nightly job, at most one at a time across the fleet
   locksmith run nightly-report -- /usr/local/bin/report --since yesterday
@@ -104,7 +121,10 @@ const runExample = `  # a nightly job, at most one at a time across the fleet
   locksmith run -w 1m --ttl 10s --kill-grace 2s deploy -c 'make deploy && make smoke'
 
   # for a script that must know what happened
-  locksmith run --result-file /tmp/result.json reindex -- ./reindex`
+  locksmith run --result-file /tmp/result.json reindex -- ./reindex
+
+  # move stock between two warehouses: both locks, or neither
+  locksmith run stock:berlin stock:paris -- ./transfer --from paris --to berlin`
 
 // runFlags are the flags of run.
 type runFlags struct {
@@ -122,7 +142,7 @@ type runFlags struct {
 func (a *app) runCommand() *cobra.Command {
 	var f runFlags
 	cmd := &cobra.Command{
-		Use:     "run [flags] NAME -- CMD [ARG...] | run [flags] NAME -c STRING",
+		Use:     "run [flags] NAME [NAME...] -- CMD [ARG...] | run [flags] NAME [NAME...] -c STRING",
 		Short:   "Run a command while holding a lock",
 		Long:    runLong,
 		Example: runExample,
@@ -148,7 +168,8 @@ func (a *app) runCommand() *cobra.Command {
 type runner struct {
 	*app
 	f       *runFlags
-	name    string
+	name    string   // the lock's name: of several, the first
+	names   []string // the lock's names, sorted, without duplicates
 	argv    []string // the command, with $SHELL -c for -c
 	ttl     time.Duration
 	refresh time.Duration // --refresh, or a third of ttl
@@ -196,19 +217,17 @@ func (a *app) runUnderLock(cmd *cobra.Command, f *runFlags, args []string) (err 
 // not depend on the configuration.
 func (r *runner) parse(cmd *cobra.Command, args []string) error {
 	f, dash := r.f, cmd.ArgsLenAtDash()
-	names := args
+	names, argv := args, []string(nil)
 	if dash >= 0 {
-		names = args[:dash]
+		names, argv = args[:dash], args[dash:]
 	}
 	switch {
 	case len(names) == 0:
 		return errors.New("run: missing the lock's NAME\nUsage: locksmith run [flags] NAME -- CMD [ARG...]")
-	case len(names) > 1:
-		return fmt.Errorf("run: one lock NAME before the command, got %q (put the command after --)", names)
 	case f.shell != "" && dash >= 0:
 		return errors.New("run: give either -c STRING or -- CMD [ARG...], not both")
-	case f.shell == "" && len(args) == 1:
-		return errors.New("run: missing the command: locksmith run [flags] NAME -- CMD [ARG...], or NAME -c STRING")
+	case f.shell == "" && len(argv) == 0:
+		return fmt.Errorf("run: missing the command after %q (put it after --): locksmith run [flags] NAME... -- CMD [ARG...], or NAME... -c STRING", names)
 	case f.noWait && cmd.Flags().Changed("wait"):
 		return errors.New("run: give either -n or -w, not both")
 	case f.conflictCode < 0 || f.conflictCode > 255:
@@ -224,8 +243,13 @@ func (r *runner) parse(cmd *cobra.Command, args []string) error {
 			return fmt.Errorf("run: --%s %v: must be positive", d.flag, d.v)
 		}
 	}
-	r.name = args[0]
-	r.argv = args[1:]
+	var err error
+	if r.names, err = lockNames("run", names); err != nil {
+		return err
+	}
+	r.name, r.argv = r.names[0], argv
+	r.res.Lock, r.res.Locks = r.name, several(r.names)
+	r.events.locks = several(r.names)
 	if f.shell != "" {
 		r.argv = []string{cmp.Or(os.Getenv("SHELL"), "/bin/sh"), "-c", f.shell}
 	}
@@ -298,10 +322,10 @@ func (r *runner) obtain(ctx context.Context, l lock.Locker, sigs <-chan os.Signa
 	done := make(chan result, 1)
 	start := time.Now()
 	go func() {
-		lk, err := obtain(ctx, l, r.name, r.ttl, me("run", r.argv[0]), opts...)
+		lk, err := obtain(ctx, l, r.names, r.ttl, me("run", r.argv[0]), opts...)
 		done <- result{lk, err}
 	}()
-	r.events.emit("waiting", "lock", r.name, "ttl_ms", r.ttl.Milliseconds())
+	r.events.emit("waiting", "lock", r.name, "locks", r.events.locks, "ttl_ms", r.ttl.Milliseconds())
 	for {
 		select {
 		case sig := <-sigs:
@@ -325,28 +349,33 @@ func (r *runner) obtain(ctx context.Context, l lock.Locker, sigs <-chan os.Signa
 			case errors.Is(o.err, lock.ErrNotObtained):
 				r.events.left()
 				r.res.Outcome = "not_obtained"
-				r.events.emit("not_obtained", "lock", r.name, "waited_ms", r.res.WaitedMS)
+				r.events.emit("not_obtained", "lock", r.name, "locks", r.events.locks, "waited_ms", r.res.WaitedMS)
 				return nil, exit(r.f.conflictCode, r.notObtained(o.err))
 			case o.err != nil:
-				return nil, unavailable(fmt.Errorf("obtaining lock %q: %w", r.name, o.err))
+				return nil, unavailable(fmt.Errorf("obtaining %s: %w", label(r.names), o.err))
 			}
 			return o.lk, nil
 		}
 	}
 }
 
-// notObtained says why the lock was not obtained: another owner held it,
-// and then, maybe, Redis did not answer.
+// notObtained says why the lock was not obtained: another owner held it (of
+// several NAMEs, the one it names, when err tells), and then, maybe, Redis
+// did not answer.
 func (r *runner) notObtained(err error) error {
+	which := label(r.names)
+	if ke := (*lock.KeyError)(nil); len(r.names) > 1 && errors.As(err, &ke) {
+		which += fmt.Sprintf(" (%q)", ke.Key)
+	}
 	switch {
 	case errors.Is(err, lock.ErrNoAnswer):
-		return fmt.Errorf("lock %q was held by another owner, then Redis did not answer: %w", r.name, err)
+		return fmt.Errorf("%s was held by another owner, then Redis did not answer: %w", which, err)
 	case r.f.noWait:
-		return fmt.Errorf("lock %q is held by another owner (-n: not waiting)", r.name)
+		return fmt.Errorf("%s is held by another owner (-n: not waiting)", which)
 	case r.f.wait > 0 && errors.Is(err, context.DeadlineExceeded):
-		return fmt.Errorf("lock %q still held by another owner after --wait %v", r.name, r.f.wait)
+		return fmt.Errorf("%s still held by another owner after --wait %v", which, r.f.wait)
 	}
-	return fmt.Errorf("lock %q not obtained: %w", r.name, err)
+	return fmt.Errorf("%s not obtained: %w", which, err)
 }
 
 // hold runs the command under the held lock lk, and releases it.
@@ -356,9 +385,11 @@ func (r *runner) hold(lk *lock.Lock, sigs <-chan os.Signal) error {
 	if f, ok := lk.Fence(); ok {
 		r.res.Fence, fence = &f, f
 	}
-	r.events.emit("obtained", "lock", r.name, "fence", fence, "waited_ms", r.res.WaitedMS, "valid_until", wall(lk.ValidUntil()))
+	r.res.Fences = fencesOf(lk)
+	r.events.emit("obtained", "lock", r.name, "locks", r.events.locks, "fence", fence, "fences", r.res.Fences,
+		"waited_ms", r.res.WaitedMS, "valid_until", wall(lk.ValidUntil()))
 	if err := lk.StartRefresh(context.Background()); err != nil {
-		return exit(exitLost, fmt.Errorf("lock %q lost before the command started: %w", r.name, err))
+		return exit(exitLost, fmt.Errorf("%s lost before the command started: %w", label(r.names), err))
 	}
 	cmd := exec.Command(r.argv[0], r.argv[1:]...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = r.stdin, r.stdout, r.stderr
@@ -385,7 +416,8 @@ func (r *runner) hold(lk *lock.Lock, sigs <-chan os.Signal) error {
 // environ is the command's environment: locksmith's, with the lock's
 // variables set (and those an outer run set, removed).
 func (r *runner) environ() []string {
-	own := map[string]bool{"LOCKSMITH_LOCK": true, "LOCKSMITH_FENCE": true, "LOCKSMITH_LEASE_MS": true, "LOCKSMITH_HELD": true}
+	own := map[string]bool{"LOCKSMITH_LOCK": true, "LOCKSMITH_FENCE": true, "LOCKSMITH_LEASE_MS": true, "LOCKSMITH_HELD": true,
+		"LOCKSMITH_LOCKS": true, "LOCKSMITH_FENCES": true}
 	var env []string
 	for _, kv := range os.Environ() {
 		if name, _, _ := strings.Cut(kv, "="); !own[name] {
@@ -395,6 +427,16 @@ func (r *runner) environ() []string {
 	env = append(env, "LOCKSMITH_LOCK="+r.name, "LOCKSMITH_LEASE_MS="+strconv.FormatInt(r.ttl.Milliseconds(), 10), "LOCKSMITH_HELD=1")
 	if r.res.Fence != nil {
 		env = append(env, "LOCKSMITH_FENCE="+strconv.FormatInt(*r.res.Fence, 10))
+	}
+	if r.res.Locks != nil {
+		env = append(env, "LOCKSMITH_LOCKS="+strings.Join(r.res.Locks, " "))
+	}
+	if r.res.Fences != nil {
+		fences := make([]string, len(r.names))
+		for i, name := range r.names {
+			fences[i] = name + "=" + strconv.FormatInt(r.res.Fences[name], 10)
+		}
+		env = append(env, "LOCKSMITH_FENCES="+strings.Join(fences, " "))
 	}
 	return env
 }
@@ -410,13 +452,13 @@ func (r *runner) release(lk *lock.Lock, obtained time.Time) {
 	r.res.HeldMS = time.Since(obtained).Milliseconds()
 	if err != nil {
 		if r.res.Outcome != "lost" {
-			r.warnf("releasing lock %q: %v (its lease ends it)", r.name, err)
+			r.warnf("releasing %s: %v (its lease ends it)", label(r.names), err)
 		}
-		r.events.emit("release_failed", "lock", r.name, "error", err.Error())
+		r.events.emit("release_failed", "lock", r.name, "locks", r.events.locks, "error", err.Error())
 		return
 	}
 	r.res.Released = true
-	r.events.emit("released", "lock", r.name, "held_ms", r.res.HeldMS)
+	r.events.emit("released", "lock", r.name, "locks", r.events.locks, "held_ms", r.res.HeldMS)
 }
 
 // exitStatus returns run's exit error, from the outcome and the command's
@@ -435,7 +477,7 @@ func (r *runner) exitStatus(st *os.ProcessState) error {
 	}
 	switch r.res.Outcome {
 	case "lost":
-		return exit(exitLost, fmt.Errorf("lock %q lost (%s): the command was stopped", r.name, r.res.LossReason))
+		return exit(exitLost, fmt.Errorf("%s lost (%s): the command was stopped", label(r.names), r.res.LossReason))
 	case "max_runtime":
 		return exit(exitMaxRuntime, fmt.Errorf("--max-runtime %v ran out: the command was stopped", r.f.maxRuntime))
 	}

@@ -47,7 +47,7 @@ func (r *runner) supervise(lk *lock.Lock, c *child, sigs <-chan os.Signal) (*os.
 		r.res.Outcome, r.res.LossReason = "lost", reason
 		lostAt, valid := wall(now), wall(d)
 		r.res.LostAt, r.res.ValidUntil = &lostAt, &valid
-		r.events.emit("lost", "lock", r.name, "reason", reason, "valid_until", valid)
+		r.events.emit("lost", "lock", r.name, "locks", r.events.locks, "reason", reason, "valid_until", valid)
 		send(syscall.SIGTERM, "lost")
 		stop(now)
 	}

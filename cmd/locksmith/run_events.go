@@ -16,6 +16,7 @@ import (
 type events struct {
 	app *app
 
+	locks    []string      // a lock of several names: them all, for the events that name it
 	queued   atomic.Bool   // the waiter joined the lock's queue
 	cleanups chan struct{} // a clean-up ended, such as a waiter's leaving
 }
@@ -25,7 +26,7 @@ func newEvents(a *app) *events {
 }
 
 // emit reports the event name with its fields, given as key, value pairs;
-// nil values are left out. Never pass it the token. Each event is one
+// nil values, and nil slices and maps, are left out. Never pass it the token. Each event is one
 // write, so events from the lock's goroutines (its hooks) do not mix.
 func (ev *events) emit(name string, kv ...any) {
 	a := ev.app
@@ -38,6 +39,14 @@ func (ev *events) emit(name string, kv ...any) {
 		switch x := v.(type) {
 		case nil:
 			continue
+		case []string:
+			if x == nil {
+				continue
+			}
+		case map[string]int64:
+			if x == nil {
+				continue
+			}
 		case time.Time:
 			v = x.Format(time.RFC3339Nano)
 		}
@@ -74,7 +83,7 @@ func (ev *events) hooks() *lock.Hooks {
 			err := next(ctx)
 			switch {
 			case e.Op == "refresh" && err == nil:
-				ev.emit("refreshed", "lock", e.Key)
+				ev.emit("refreshed", "lock", e.Key, "locks", ev.locks)
 			case e.Op == "refresh":
 				ev.emit("refresh_failed", "error", err.Error())
 			case e.Op == "cleanup":
