@@ -5,11 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"os/user"
 	"path/filepath"
 	"runtime/debug"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/locksmith-go/lock"
@@ -147,21 +149,37 @@ func several(names []string) []string {
 	return names
 }
 
+// fences are the fencing tokens of a lock of several names, by name.
+type fences map[string]int64
+
+// String returns the fences as LOCKSMITH_FENCES has them: name=N, sorted by
+// name, joined by spaces.
+func (f fences) String() string {
+	var b strings.Builder
+	for i, name := range slices.Sorted(maps.Keys(f)) {
+		if i > 0 {
+			b.WriteByte(' ')
+		}
+		fmt.Fprintf(&b, "%s=%d", name, f[name])
+	}
+	return b.String()
+}
+
 // fencesOf returns the fencing token of each of lk's keys, for a lock of
 // several keys obtained with one; nil otherwise.
-func fencesOf(lk *lock.Lock) map[string]int64 {
+func fencesOf(lk *lock.Lock) fences {
 	keys := lk.Keys()
 	if len(keys) < 2 {
 		return nil
 	}
-	fences := map[string]int64{}
+	f := fences{}
 	for _, k := range keys {
-		if f, ok := lk.FenceOf(k); ok {
-			fences[k] = f
+		if n, ok := lk.FenceOf(k); ok {
+			f[k] = n
 		}
 	}
-	if len(fences) == 0 {
+	if len(f) == 0 {
 		return nil
 	}
-	return fences
+	return f
 }

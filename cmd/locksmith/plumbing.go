@@ -166,12 +166,12 @@ func (a *app) acquire(ctx context.Context, names []string, ttl time.Duration, no
 	}
 	handle := lockHandle{token, lk.Metadata(), several(names)}.String()
 	out := struct {
-		Handle      string           `json:"handle,omitempty"`
-		Locks       []string         `json:"locks,omitempty"`
-		Fingerprint string           `json:"fingerprint"`
-		Fence       int64            `json:"fence,omitempty"`
-		Fences      map[string]int64 `json:"fences,omitempty"`
-		TTL         int64            `json:"ttl_ms"`
+		Handle      string   `json:"handle,omitempty"`
+		Locks       []string `json:"locks,omitempty"`
+		Fingerprint string   `json:"fingerprint"`
+		Fence       int64    `json:"fence,omitempty"`
+		Fences      fences   `json:"fences,omitempty"`
+		TTL         int64    `json:"ttl_ms"`
 	}{Locks: several(names), Fingerprint: strategy.Fingerprint(token), Fences: fencesOf(lk), TTL: ttl.Milliseconds()}
 	out.Fence, _ = lk.Fence()
 	if handleFile != "" {

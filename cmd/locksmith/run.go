@@ -365,7 +365,7 @@ func (r *runner) obtain(ctx context.Context, l lock.Locker, sigs <-chan os.Signa
 func (r *runner) notObtained(err error) error {
 	which := label(r.names)
 	if ke := (*lock.KeyError)(nil); len(r.names) > 1 && errors.As(err, &ke) {
-		which += fmt.Sprintf(" (%q)", ke.Key)
+		which += fmt.Sprintf(": %q", ke.Key)
 	}
 	switch {
 	case errors.Is(err, lock.ErrNoAnswer):
@@ -432,11 +432,7 @@ func (r *runner) environ() []string {
 		env = append(env, "LOCKSMITH_LOCKS="+strings.Join(r.res.Locks, " "))
 	}
 	if r.res.Fences != nil {
-		fences := make([]string, len(r.names))
-		for i, name := range r.names {
-			fences[i] = name + "=" + strconv.FormatInt(r.res.Fences[name], 10)
-		}
-		env = append(env, "LOCKSMITH_FENCES="+strings.Join(fences, " "))
+		env = append(env, "LOCKSMITH_FENCES="+r.res.Fences.String())
 	}
 	return env
 }

@@ -43,7 +43,7 @@ func (ev *events) emit(name string, kv ...any) {
 			if x == nil {
 				continue
 			}
-		case map[string]int64:
+		case fences:
 			if x == nil {
 				continue
 			}

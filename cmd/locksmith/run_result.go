@@ -16,21 +16,21 @@ type runResult struct {
 	// held), not_obtained, interrupted (by a signal, while waiting), lost,
 	// max_runtime, not_found, not_executable, usage, config, unavailable
 	// or error.
-	Outcome     string           `json:"outcome"`
-	ExitCode    int              `json:"exit_code"`              // locksmith's
-	Lock        string           `json:"lock"`                   // of several NAMEs, the first, sorted
-	Locks       []string         `json:"locks,omitempty"`        // several NAMEs, sorted
-	ChildStatus *int             `json:"child_status,omitempty"` // the command's exit status, when it exited
-	Signal      string           `json:"signal,omitempty"`       // what killed the command, or interrupted the wait
-	Fence       *int64           `json:"fence,omitempty"`        // of several NAMEs, the first's
-	Fences      map[string]int64 `json:"fences,omitempty"`       // several NAMEs: each one's
-	WaitedMS    int64            `json:"waited_ms"`
-	HeldMS      int64            `json:"held_ms"`
-	Released    bool             `json:"released"`              // the release succeeded
-	LostAt      *time.Time       `json:"lost_at,omitempty"`     // when the loss was found, or SIGTERM was due for it
-	LossReason  string           `json:"loss_reason,omitempty"` // expired, taken, lapsed, or unconfirmed (refreshes failed)
-	ValidUntil  *time.Time       `json:"valid_until,omitempty"` // on loss, the last validity deadline
-	Error       string           `json:"error,omitempty"`
+	Outcome     string     `json:"outcome"`
+	ExitCode    int        `json:"exit_code"`              // locksmith's
+	Lock        string     `json:"lock"`                   // of several NAMEs, the first, sorted
+	Locks       []string   `json:"locks,omitempty"`        // several NAMEs, sorted
+	ChildStatus *int       `json:"child_status,omitempty"` // the command's exit status, when it exited
+	Signal      string     `json:"signal,omitempty"`       // what killed the command, or interrupted the wait
+	Fence       *int64     `json:"fence,omitempty"`        // of several NAMEs, the first's
+	Fences      fences     `json:"fences,omitempty"`       // several NAMEs: each one's
+	WaitedMS    int64      `json:"waited_ms"`
+	HeldMS      int64      `json:"held_ms"`
+	Released    bool       `json:"released"`              // the release succeeded
+	LostAt      *time.Time `json:"lost_at,omitempty"`     // when the loss was found, or SIGTERM was due for it
+	LossReason  string     `json:"loss_reason,omitempty"` // expired, taken, lapsed, or unconfirmed (refreshes failed)
+	ValidUntil  *time.Time `json:"valid_until,omitempty"` // on loss, the last validity deadline
+	Error       string     `json:"error,omitempty"`
 }
 
 // outcomes name the outcome of locksmith's own exit codes.
