@@ -3,6 +3,7 @@
 // legacy SETNX clients before a migration.
 //
 //	locksmith run [flags] NAME -- CMD [ARG...]   run CMD under the lock NAME
+//	locksmith run [flags] A B -- CMD [ARG...]    … under one lock of A and B
 //	locksmith inspect NAME                       show who holds NAME
 //	locksmith break NAME --fingerprint F         delete a stale lock, guarded
 //	locksmith check-legacy                       find SETNX/GETSET clients

@@ -10,8 +10,8 @@ import (
 
 // TestWithoutScripts: with without_scripts=true in its configuration,
 // locksmith locks for a user whose ACL denies @scripting: run, acquire,
-// refresh, release and inspect succeed, and the server counts no script
-// command (INFO commandstats, which counts refused calls too).
+// refresh, release and inspect succeed, several names as one lock are
+// refused, and the server counts no script command (INFO commandstats, which counts refused calls too).
 func TestWithoutScripts(t *testing.T) {
 	const password = "Pa55-word-of-noscript"
 	srv := redistest.Start(t, 1, "--user", "noscript", "on", ">"+password, "~*", "&*", "+@all", "-@scripting")[0]
@@ -33,6 +33,17 @@ func TestWithoutScripts(t *testing.T) {
 		}
 		if got, r := inspectJSON(t, env, "held"); r.code != exitNotHeld || got.Held {
 			t.Errorf("inspect after release: got %s\nwant exit %d, free", r, exitNotHeld)
+		}
+	})
+	t.Run("several names are refused, and none taken", func(t *testing.T) {
+		r := locksmith(t, []string{env}, "run", "many-a", "many-b", "--", "true")
+		if r.code != exitUsage || !strings.Contains(r.stderr, "WithoutScripts") {
+			t.Errorf("got %s\nwant exit %d, saying why", r, exitUsage)
+		}
+		for _, k := range []string{"many-a", "many-b"} {
+			if n, err := srv.Command(context.Background(), "EXISTS", k); err != nil || n != "0" {
+				t.Errorf("EXISTS %s: got %s (%v), want 0", k, n, err)
+			}
 		}
 	})
 	stats, err := srv.Command(context.Background(), "INFO", "commandstats")
