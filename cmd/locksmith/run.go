@@ -26,11 +26,12 @@ $SHELL is unset).
 
 Several NAMEs are one lock of them all: run obtains every one or none,
 taking them in sorted order whatever the order given, so that two runs that
-name the same locks in other orders cannot block each other (the strategy
-takes them in one script per server; the setnx-getset strategy cannot, and
-refuses several NAMEs). A waiting run tries them all again each time, and
-never holds some while it waits for the others. The lock is lost when any
-one of them is; the messages and events name it by its NAMEs, sorted.
+name the same locks in other orders cannot block each other (the library's
+docs/multi-key.md says what each strategy guarantees; setnx-getset cannot
+take several, and refuses them). A waiting run tries them all again each
+time, and never holds some while it waits for the others. The lock is lost
+when any one of them is; the messages and events name it by its NAMEs,
+sorted.
 
 Waiting: by default run waits for the lock as long as it takes, woken by the
 holder's release (a timer tries again every 200ms as a safety net, or as the
