@@ -28,8 +28,10 @@ Several NAMEs are one lock of them all: run obtains every one or none,
 taking them in sorted order whatever the order given, so that two runs that
 name the same locks in other orders cannot block each other (the library's
 docs/multi-key.md says what each strategy guarantees; setnx-getset cannot
-take several, and refuses them). A waiting run tries them all again each
-time, and never holds some while it waits for the others. The lock is lost
+take several, and refuses them). A waiting run tries them all again at
+each retry (every 200ms, or as the retry setting says: it polls, with no
+place in the locks' queues), and never holds some while it waits for the
+others. The lock is lost
 when any one of them is; the messages and events name it by its NAMEs,
 sorted.
 
