@@ -154,6 +154,14 @@ var properties = []property{
 	{"LostMessageCostsOnePoll", "Conns", suite.lostMessageCostsOnePoll},
 	{"DeadWaiterDoesNotStall", "", suite.deadWaiterDoesNotStall},
 	{"CancelledWaiterLeavesNothing", "Conns", suite.cancelledWaiterLeavesNothing},
+	{"MultiKeyExclusion", "", suite.multiKeyExclusion},
+	{"MultiKeyOppositeOrders", "", suite.multiKeyOppositeOrders},
+	{"MultiKeyAllOrNothing", "Conns", suite.multiKeyAllOrNothing},
+	{"MultiKeyLeavesNothing", "Conns", suite.multiKeyLeavesNothing},
+	{"MultiKeyRefreshAllOrNothing", "Conns", suite.multiKeyRefreshAllOrNothing},
+	{"MultiKeyReleaseReportsEachKey", "Conns", suite.multiKeyReleaseReportsEachKey},
+	{"MultiKeyLossEndsTheLock", "Conns", suite.multiKeyLossEndsTheLock},
+	{"MultiKeyInvalidArguments", "", suite.multiKeyInvalidArguments},
 }
 
 // has reports whether the harness sets the named optional field.
@@ -264,6 +272,38 @@ func (h Harness) has(field string) bool {
 //   - CancelledWaiterLeavesNothing (Conns): a waiter that gives up (at its
 //     deadline, or cancelled) leaves the queue, and no key named after the
 //     lock remains once it is released.
+//
+// The multi-key properties follow. They apply to a Locker whose strategy
+// locks several keys as one ([lock.Locker.ObtainMany] through a
+// strategy.Multi), and skip, saying why, for one whose ObtainMany of two
+// keys is an *ArgumentError named "keys" that says it is not supported
+// (setnx-getset); any other answer fails them, so that a Locker that
+// supports them never skips. Their keys share a hash tag, and so one
+// Cluster slot.
+//
+//   - MultiKeyExclusion: goroutines taking the overlapping sets {A, B},
+//     {B, C} and {C, A}, and each key alone, never hold a key together (a
+//     [Detector] per key watches).
+//   - MultiKeyOppositeOrders: two callers that name the same keys in
+//     opposite orders both obtain them, each one's first attempt held back
+//     until the other's has returned.
+//   - MultiKeyAllOrNothing (Conns): with one key held by another lock,
+//     ObtainMany fails with ErrNotObtained and a *KeyError naming that key,
+//     and leaves the other keys free.
+//   - MultiKeyLeavesNothing (Conns): after Release no key of the set
+//     remains.
+//   - MultiKeyRefreshAllOrNothing (Conns): with one key deleted or taken,
+//     Refresh reports it (ErrExpired or ErrTaken, in a *KeyError naming it)
+//     and extends none of the others.
+//   - MultiKeyReleaseReportsEachKey (Conns): with one key deleted or taken,
+//     Release deletes the others and reports that one, leaving a taken
+//     key to its new owner.
+//   - MultiKeyLossEndsTheLock (Conns): deleting or overwriting one key of
+//     an auto-refreshed lock cancels its holder's context, and Err names
+//     the key.
+//   - MultiKeyInvalidArguments: an empty list, an empty key and more than
+//     lock.MaxKeys keys are each an *ArgumentError named "keys", and
+//     nothing is sent.
 //
 // A property that needs a Harness field that is not set fails with a
 // message naming the field, unless Harness.Skip names the property. Run

@@ -115,9 +115,21 @@ var mutants = []mutant{
 		strategy: func(b base) strategy.Strategy { return stays{b} }},
 	{name: "mutex-held-across-a-hook", kills: []string{"SurvivesHookPanics"},
 		strategy: func(b base) strategy.Strategy { return reportsUnderLock{b, new(sync.Mutex)} }},
+	{name: "acquire-keys-one-by-one", kills: []string{"MultiKeyAllOrNothing"},
+		strategy: func(b base) strategy.Strategy { return oneByOne{b} }},
+	{name: "acquire-keys-overwrites-all-but-the-first", kills: []string{"MultiKeyExclusion"},
+		strategy: func(b base) strategy.Strategy { return overwritesTheRest{b} }},
+	{name: "refresh-keys-extends-what-it-can", kills: []string{"MultiKeyRefreshAllOrNothing"},
+		strategy: func(b base) strategy.Strategy { return extendsWhatItCan{b} }},
+	{name: "refresh-keys-checks-the-first-only", kills: []string{"MultiKeyRefreshAllOrNothing", "MultiKeyLossEndsTheLock"},
+		strategy: func(b base) strategy.Strategy { return checksTheFirst{b} }},
+	{name: "release-keys-deletes-whatever-is-there", kills: []string{"MultiKeyReleaseReportsEachKey"},
+		strategy: func(b base) strategy.Strategy { return deletesWhatever{b} }},
+	{name: "release-keys-deletes-the-first-only", kills: []string{"MultiKeyLeavesNothing"},
+		strategy: func(b base) strategy.Strategy { return releasesTheFirst{b} }},
 
 	// Lockers.
-	{name: "errors-flattened", kills: []string{"ContextEndsTheWait", "InvalidArguments"},
+	{name: "errors-flattened", kills: []string{"ContextEndsTheWait", "InvalidArguments", "MultiKeyInvalidArguments"},
 		locker: func(l lock.Locker) lock.Locker { return flattened{l} }},
 	{name: "retry-ignored", kills: []string{"RetryPolicies"},
 		locker: func(l lock.Locker) lock.Locker { return tryOnce{l} }},
@@ -125,6 +137,8 @@ var mutants = []mutant{
 		locker: func(l lock.Locker) lock.Locker { return fixedToken{l} }},
 	{name: "nil-context-panics", kills: []string{"NilContext"},
 		locker: func(l lock.Locker) lock.Locker { return ctxFirst{l} }},
+	{name: "keys-taken-one-by-one-in-the-callers-order", kills: []string{"MultiKeyOppositeOrders"},
+		locker: func(l lock.Locker) lock.Locker { return inCallersOrder{l} }},
 
 	// Constructors.
 	{name: "constructor-accepts-nil", kills: []string{"NilDriver"},
@@ -236,6 +250,15 @@ func TestMutants(t *testing.T) {
 			if errs[i] != nil {
 				t.Errorf("the suite on the unbroken harness = %v, want it to pass; the child's output:\n%s", errs[i], outputs[i])
 			}
+			if c.conn != nil {
+				return // RunDriver's
+			}
+			skipped := propertiesThat("SKIP", c.name, outputs[i])
+			for _, p := range properties {
+				if strings.HasPrefix(p.name, "MultiKey") && skipped[p.name] {
+					t.Errorf("%s on the unbroken harness, whose strategy locks several keys as one: skipped, want it to run", p.name)
+				}
+			}
 		})
 	}
 
@@ -339,7 +362,7 @@ func (m mutant) harness(addr string) Harness {
 		if err != nil {
 			t.Fatalf("single.NewStrategy: %v", err)
 		}
-		var st strategy.Strategy = s
+		var st strategy.Strategy = base{s, conn}
 		if m.strategy != nil {
 			st = m.strategy(base{s, conn})
 		}
@@ -631,6 +654,95 @@ func (s constantFence) Acquire(ctx context.Context, r strategy.Request) (strateg
 	return g, err
 }
 
+// oneByOne takes the keys one by one, and leaves those it took when it
+// finds one held.
+type oneByOne struct{ base }
+
+func (s oneByOne) AcquireKeys(ctx context.Context, r strategy.Request) (strategy.Grant, error) {
+	for _, k := range r.Keys {
+		one := r
+		one.Key, one.Keys = k, nil
+		if _, err := s.base.Acquire(ctx, one); err != nil {
+			if errors.Is(err, lock.ErrNotObtained) {
+				err = &lock.KeyError{Key: k, Err: err}
+			}
+			return strategy.Grant{}, err
+		}
+	}
+	return strategy.Grant{}, nil
+}
+
+// overwritesTheRest takes the first key if it is free, and sets the others
+// whoever holds them.
+type overwritesTheRest struct{ base }
+
+func (s overwritesTheRest) AcquireKeys(ctx context.Context, r strategy.Request) (strategy.Grant, error) {
+	first := r
+	first.Keys = nil
+	if _, err := s.base.Acquire(ctx, first); err != nil {
+		if errors.Is(err, lock.ErrNotObtained) {
+			err = &lock.KeyError{Key: r.Key, Err: err}
+		}
+		return strategy.Grant{}, err
+	}
+	for _, k := range r.Keys[1:] {
+		if _, err := setPX.Run(ctx, s.conn, []string{k}, r.Value(), r.TTL.Milliseconds()); err != nil {
+			return strategy.Grant{}, err
+		}
+	}
+	return strategy.Grant{}, nil
+}
+
+// extendsWhatItCan refreshes the keys one by one: those it still holds are
+// extended even when another is lost.
+type extendsWhatItCan struct{ base }
+
+func (s extendsWhatItCan) RefreshKeys(ctx context.Context, keys []string, value string, ttl time.Duration) (strategy.Grant, error) {
+	var errs []error
+	for _, k := range keys {
+		if _, err := s.base.Refresh(ctx, k, value, ttl); err != nil {
+			errs = append(errs, &lock.KeyError{Key: k, Err: err})
+		}
+	}
+	return strategy.Grant{}, errors.Join(errs...)
+}
+
+// checksTheFirst refreshes the first key if it holds the value, and
+// extends the others whoever holds them, if anyone does.
+type checksTheFirst struct{ base }
+
+func (s checksTheFirst) RefreshKeys(ctx context.Context, keys []string, value string, ttl time.Duration) (strategy.Grant, error) {
+	if _, err := s.base.Refresh(ctx, keys[0], value, ttl); err != nil {
+		return strategy.Grant{}, &lock.KeyError{Key: keys[0], Err: err}
+	}
+	for _, k := range keys[1:] {
+		if _, err := pexpire.Run(ctx, s.conn, []string{k}, ttl.Milliseconds()); err != nil {
+			return strategy.Grant{}, err
+		}
+	}
+	return strategy.Grant{}, nil
+}
+
+// deletesWhatever deletes every key, whoever holds it, and reports
+// nothing.
+type deletesWhatever struct{ base }
+
+func (s deletesWhatever) ReleaseKeys(ctx context.Context, keys []string, _ string) error {
+	for _, k := range keys {
+		if _, err := s.conn.Del(ctx, k); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// releasesTheFirst releases the first key only.
+type releasesTheFirst struct{ base }
+
+func (s releasesTheFirst) ReleaseKeys(ctx context.Context, keys []string, value string) error {
+	return s.base.Release(ctx, keys[0], value)
+}
+
 // The broken Lockers.
 
 // flattened formats Obtain's errors with %v, so that errors.Is and
@@ -642,6 +754,14 @@ func (l flattened) Obtain(ctx context.Context, key string, ttl time.Duration, op
 	lk, err := l.Locker.Obtain(ctx, key, ttl, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("obtain %q: %v", key, err)
+	}
+	return lk, nil
+}
+
+func (l flattened) ObtainMany(ctx context.Context, keys []string, ttl time.Duration, opts ...lock.Option) (*lock.Lock, error) {
+	lk, err := l.Locker.ObtainMany(ctx, keys, ttl, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("obtain %q: %v", keys, err)
 	}
 	return lk, nil
 }
@@ -658,6 +778,27 @@ type fixedToken struct{ lock.Locker }
 
 func (l fixedToken) Obtain(ctx context.Context, key string, ttl time.Duration, opts ...lock.Option) (*lock.Lock, error) {
 	return l.Locker.Obtain(ctx, key, ttl, append([]lock.Option{lock.WithToken("not-random-0123456789a")}, opts...)...)
+}
+
+// inCallersOrder takes the keys of ObtainMany one by one, each with its
+// own Obtain, in the order the caller named them, holding the keys it has
+// while it waits for the next, as Redisson's MultiLock does. It returns the
+// last key's lock, and releases the others' when it fails.
+type inCallersOrder struct{ lock.Locker }
+
+func (l inCallersOrder) ObtainMany(ctx context.Context, keys []string, ttl time.Duration, opts ...lock.Option) (*lock.Lock, error) {
+	var held []*lock.Lock
+	for _, k := range keys {
+		lk, err := l.Obtain(ctx, k, ttl, opts...)
+		if err != nil {
+			for _, h := range held {
+				_ = h.Release(context.WithoutCancel(ctx))
+			}
+			return nil, err
+		}
+		held = append(held, lk)
+	}
+	return held[len(held)-1], nil
 }
 
 // The broken drivers: each embeds the real connection and breaks one

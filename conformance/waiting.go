@@ -510,17 +510,20 @@ func (s suite) cancelledWaiterLeavesNothing(t *testing.T, ctx context.Context) {
 // (in a Cluster, the master of its slot, where its companion keys live).
 var keysScript = driver.NewScript(`return redis.call('KEYS', ARGV[1])`)
 
-// keysLeft returns the keys named after key (keysNamedAfter) that are still
-// there once none is, or waitBound has passed: a release may finish in the
-// background (Redlock's returns once a quorum of nodes confirmed it, and
-// its deletes on the others go on, bounded by its node timeout), and a
-// strategy without scripts deletes in more round trips.
-func (s suite) keysLeft(t *testing.T, ctx context.Context, key string) []string {
+// keysLeft returns the keys named after any of keys (keysNamedAfter) that
+// are still there once none is, or waitBound has passed: a release may
+// finish in the background (Redlock's returns once a quorum of nodes
+// confirmed it, and its deletes on the others go on, bounded by its node
+// timeout), and a strategy without scripts deletes in more round trips.
+func (s suite) keysLeft(t *testing.T, ctx context.Context, keys ...string) []string {
 	t.Helper()
 	conns := s.h.Conns(t)
 	deadline := time.Now().Add(waitBound)
 	for {
-		left := keysNamedAfter(t, ctx, conns, key)
+		var left []string
+		for _, key := range keys {
+			left = append(left, keysNamedAfter(t, ctx, conns, key)...)
+		}
 		if len(left) == 0 || time.Now().After(deadline) {
 			return left
 		}

@@ -1,0 +1,392 @@
+package conformance
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/locksmith-go/lock"
+	"github.com/locksmith-go/lock/driver"
+)
+
+// The multi-key properties apply to a Locker whose strategy locks several
+// keys as one (Locker.ObtainMany, through a strategy.Multi): they skip,
+// saying why, for one that refuses to (setnx-getset). Their keys share a
+// hash tag (keySet), so that on a Cluster they live in one slot.
+
+// keySet returns n keys unique to t and to this call, in their sorted
+// order, that share one hash tag.
+func keySet(t testing.TB, n int) []string {
+	tag := Key(t)
+	keys := make([]string, n)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("{%s}:%03d", tag, i)
+	}
+	return keys
+}
+
+// needMultiKey skips t unless the Locker locks several keys as one: its
+// ObtainMany of two free keys gives a lock, or an *ArgumentError named
+// "keys" that says the strategy does not support it, and then t skips. Any
+// other answer fails t, so that a Locker that supports multi-key locks
+// never skips their properties.
+func (s suite) needMultiKey(t *testing.T, ctx context.Context) {
+	t.Helper()
+	keys := keySet(t, 2)
+	lk, err := s.h.NewLocker(t).ObtainMany(ctx, keys, longTTL)
+	var ae *lock.ArgumentError
+	switch {
+	case err == nil:
+		if err := lk.Release(ctx); err != nil {
+			t.Fatalf("Release of a lock of two keys = %v, want nil", err)
+		}
+		return
+	case errors.As(err, &ae) && ae.Name == "keys" && strings.Contains(ae.Reason, "not supported"):
+		t.Skipf("the Locker does not lock several keys as one (%v): its strategy is no strategy.Multi; the multi-key properties do not apply", err)
+	}
+	t.Fatalf("ObtainMany of two free keys = %v, want a lock, or an *ArgumentError named keys saying that the strategy does not support it", err)
+}
+
+// obtainMany obtains keys on l as one lock, failing t on error; t releases
+// it when it ends.
+func (s suite) obtainMany(t *testing.T, ctx context.Context, l lock.Locker, keys []string, ttl time.Duration, opts ...lock.Option) *lock.Lock {
+	t.Helper()
+	lk, err := l.ObtainMany(ctx, keys, ttl, opts...)
+	if err != nil {
+		t.Fatalf("ObtainMany(%q, %v) = %v, want a lock", keys, ttl, err)
+	}
+	release(t, lk)
+	return lk
+}
+
+// checkKeyError fails t unless err matches want and is a *lock.KeyError
+// that names key.
+func checkKeyError(t *testing.T, what string, err, want error, key string) {
+	t.Helper()
+	if !errors.Is(err, want) {
+		t.Errorf("%s = %v, want %v", what, err, want)
+	}
+	var ke *lock.KeyError
+	if !errors.As(err, &ke) || ke.Key != key {
+		t.Errorf("%s = %v, want a *KeyError that names %q", what, err, key)
+	}
+}
+
+// except returns keys without key.
+func except(keys []string, key string) []string {
+	var out []string
+	for _, k := range keys {
+		if k != key {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+// multiKeyExclusion: goroutines over several Lockers take overlapping sets
+// of three keys ({A, B}, {B, C}, {C, A}, and each key alone, by Obtain),
+// and a Detector per key never sees two holders of it at once.
+func (s suite) multiKeyExclusion(t *testing.T, ctx context.Context) {
+	s.needMultiKey(t, ctx)
+	keys := keySet(t, 3)
+	a, b, c := keys[0], keys[1], keys[2]
+	sets := [][]string{{a, b}, {b, c}, {c, a}, {a}, {b}, {c}}
+	detectors := map[string]*Detector{a: new(Detector), b: new(Detector), c: new(Detector)}
+	var (
+		left  atomic.Int64
+		wg    sync.WaitGroup
+		retry = lock.WithRetry(lock.Exponential(time.Millisecond, 8*time.Millisecond))
+	)
+	left.Store(int64(max(s.h.Acquisitions/4, 2*len(sets))))
+	for range s.h.Goroutines {
+		l := s.h.NewLocker(t)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for n := left.Add(-1); n >= 0; n = left.Add(-1) {
+				set := sets[n%int64(len(sets))]
+				var lk *lock.Lock
+				var err error
+				if len(set) == 1 {
+					lk, err = l.Obtain(ctx, set[0], longTTL, retry)
+				} else {
+					lk, err = l.ObtainMany(ctx, set, longTTL, retry)
+				}
+				if err != nil {
+					t.Errorf("obtaining %q under contention = %v, want a lock", set, err)
+					return
+				}
+				for _, k := range set {
+					detectors[k].Enter()
+				}
+				time.Sleep(200 * time.Microsecond) // long enough for an overlap to be caught
+				for _, k := range set {
+					detectors[k].Exit()
+				}
+				if err := lk.Release(ctx); err != nil {
+					t.Errorf("Release of %q under contention = %v, want nil", set, err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	for _, k := range keys {
+		d := detectors[k]
+		t.Logf("key %s: %d holders, %d overlaps", k, d.Entries(), d.Overlaps())
+		if got := d.Overlaps(); got != 0 {
+			t.Errorf("overlaps on key %s = %d in %d holders, want 0", k, got, d.Entries())
+		}
+	}
+}
+
+// multiKeyOppositeOrders: two callers that name the same keys in opposite
+// orders both obtain them in turn. Each one's first attempt waits, in its
+// Attempt hook, until the other's first attempt has returned, so that a
+// Locker that took the keys one by one, in the caller's order, would have
+// each caller hold one key that the other waits for.
+func (s suite) multiKeyOppositeOrders(t *testing.T, ctx context.Context) {
+	s.needMultiKey(t, ctx)
+	for round := range 3 {
+		keys := keySet(t, 3)
+		orders := [][]string{keys, {keys[2], keys[1], keys[0]}}
+		tried := []chan struct{}{make(chan struct{}), make(chan struct{})}
+		var wg sync.WaitGroup
+		for i, order := range orders {
+			l := s.h.NewLocker(t)
+			first := once(func() { close(tried[i]) })
+			other := tried[1-i]
+			barrier := lock.WithHooks(&lock.Hooks{Attempt: func(ctx context.Context, _ lock.Event, next func(context.Context) error) error {
+				err := next(ctx)
+				first()
+				select { // until the other caller's first attempt has returned
+				case <-other:
+				case <-ctx.Done():
+				}
+				return err
+			}})
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer first() // should no attempt run, the other caller does not wait for it
+				wctx, cancel := context.WithTimeout(ctx, waitBound)
+				defer cancel()
+				lk, err := l.ObtainMany(wctx, order, longTTL, lock.WithRetry(lock.Exponential(time.Millisecond, 8*time.Millisecond)), barrier)
+				if err != nil {
+					t.Errorf("round %d: ObtainMany(%q) = %v, want a lock: callers that name the keys in opposite orders blocked each other", round, order, err)
+					return
+				}
+				if err := lk.Release(ctx); err != nil {
+					t.Errorf("round %d: Release of %q = %v, want nil", round, order, err)
+				}
+			}()
+		}
+		wg.Wait()
+		if t.Failed() {
+			return
+		}
+	}
+}
+
+// multiKeyAllOrNothing: with one key of the set held by another lock
+// (first, middle or last in the keys' order), ObtainMany fails with
+// ErrNotObtained and a *KeyError that names the held key, and leaves every
+// other key free.
+func (s suite) multiKeyAllOrNothing(t *testing.T, ctx context.Context) {
+	s.needMultiKey(t, ctx)
+	for i, name := range []string{"first", "middle", "last"} {
+		t.Run(name+" key held", func(t *testing.T) {
+			keys := keySet(t, 3)
+			held := keys[i]
+			release(t, s.obtain(t, ctx, s.h.NewLocker(t), held, longTTL))
+			lk, err := s.h.NewLocker(t).ObtainMany(ctx, keys, longTTL)
+			if err == nil {
+				release(t, lk)
+				t.Fatalf("ObtainMany with key %q held = a lock, want ErrNotObtained", held)
+			}
+			checkKeyError(t, "ObtainMany with one key held", err, lock.ErrNotObtained, held)
+			if left := s.keysLeft(t, ctx, except(keys, held)...); len(left) > 0 {
+				t.Errorf("keys left after ObtainMany failed on key %q: %q, want none", held, left)
+			}
+		})
+	}
+}
+
+// multiKeyLeavesNothing: after Release, no key of the set remains, and a
+// second Release reports ErrNotHeld.
+func (s suite) multiKeyLeavesNothing(t *testing.T, ctx context.Context) {
+	s.needMultiKey(t, ctx)
+	keys := keySet(t, 3)
+	lk := s.obtainMany(t, ctx, s.h.NewLocker(t), keys, longTTL)
+	if got := lk.Keys(); !slices.Equal(got, keys) {
+		t.Errorf("Keys() = %q, want %q", got, keys)
+	}
+	if err := lk.Release(ctx); err != nil {
+		t.Fatalf("Release = %v, want nil", err)
+	}
+	if left := s.keysLeft(t, ctx, keys...); len(left) > 0 {
+		t.Errorf("keys left after Release: %q, want none", left)
+	}
+	if err := lk.Release(ctx); !errors.Is(err, lock.ErrNotHeld) {
+		t.Errorf("second Release = %v, want ErrNotHeld", err)
+	}
+}
+
+// multiKeyRefreshAllOrNothing: with one key of the set deleted or taken
+// behind the holder's back, Refresh fails with ErrExpired or ErrTaken in a
+// *KeyError that names it, and extends none of the other keys.
+func (s suite) multiKeyRefreshAllOrNothing(t *testing.T, ctx context.Context) {
+	s.needMultiKey(t, ctx)
+	conns := s.h.Conns(t)
+	for _, c := range behindTheBack {
+		t.Run(c.name, func(t *testing.T) {
+			keys := keySet(t, 3)
+			lost := keys[1]
+			lk := s.obtainMany(t, ctx, s.h.NewLocker(t), keys, longTTL)
+			deleteAtEnd(t, conns, keys)
+			loseBehindTheBack(t, ctx, conns, lost, c.act)
+			err := lk.Refresh(ctx, 10*longTTL)
+			checkKeyError(t, "Refresh with key "+c.name, err, c.want, lost)
+			for _, k := range except(keys, lost) {
+				found := 0
+				for _, conn := range conns {
+					ttl, ok, err := conn.PTTL(ctx, k)
+					if err != nil {
+						t.Fatalf("PTTL %s: %v", k, err)
+					}
+					if !ok {
+						continue
+					}
+					found++
+					if limit := longTTL + s.h.ExtraTTL; ttl > limit {
+						t.Errorf("PTTL of key %s after a Refresh(%v) that failed = %v, want at most %v (it was extended)", k, 10*longTTL, ttl, limit)
+					}
+				}
+				if found == 0 {
+					t.Errorf("key %s after a Refresh that failed: gone from every server, want it left as it was", k)
+				}
+			}
+		})
+	}
+}
+
+// deleteAtEnd deletes keys on each of conns when t ends: a lock whose
+// Refresh found it lost is over, and its Release no longer deletes them.
+func deleteAtEnd(t *testing.T, conns []driver.Conn, keys []string) {
+	t.Cleanup(func() {
+		for _, c := range conns {
+			for _, k := range keys {
+				_, _ = c.Del(context.Background(), k)
+			}
+		}
+	})
+}
+
+// multiKeyReleaseReportsEachKey: with one key of the set deleted or taken
+// behind the holder's back, Release deletes the others, and reports that
+// key with ErrExpired or ErrTaken in a *KeyError that names it; the taken
+// key keeps its new owner's value.
+func (s suite) multiKeyReleaseReportsEachKey(t *testing.T, ctx context.Context) {
+	s.needMultiKey(t, ctx)
+	conns := s.h.Conns(t)
+	for _, c := range behindTheBack {
+		t.Run(c.name, func(t *testing.T) {
+			keys := keySet(t, 3)
+			lost := keys[1]
+			lk := s.obtainMany(t, ctx, s.h.NewLocker(t), keys, longTTL)
+			loseBehindTheBack(t, ctx, conns, lost, c.act)
+			err := lk.Release(ctx)
+			checkKeyError(t, "Release with key "+c.name, err, c.want, lost)
+			if left := s.keysLeft(t, ctx, except(keys, lost)...); len(left) > 0 {
+				t.Errorf("keys left after Release: %q, want none", left)
+			}
+			if !errors.Is(c.want, lock.ErrTaken) {
+				return
+			}
+			for _, conn := range conns {
+				if v, ok, err := conn.Get(ctx, lost); err != nil || !ok || v != "another owner's value" {
+					t.Errorf("GET of the taken key after Release = %q, %v, %v; want its new owner's value", v, ok, err)
+				}
+			}
+		})
+	}
+}
+
+// multiKeyLossEndsTheLock: when one key of an auto-refreshed lock of
+// several keys is deleted or overwritten behind its holder's back, the
+// holder's context is cancelled, and Err reports that key.
+func (s suite) multiKeyLossEndsTheLock(t *testing.T, ctx context.Context) {
+	s.needMultiKey(t, ctx)
+	conns := s.h.Conns(t)
+	for _, c := range behindTheBack {
+		t.Run(c.name, func(t *testing.T) {
+			keys := keySet(t, 3)
+			lost := keys[2]
+			lk := s.obtainMany(t, ctx, s.h.NewLocker(t), keys, holdTTL, refreshOften)
+			deleteAtEnd(t, conns, keys)
+			hctx, cancel := lk.Context(ctx)
+			defer cancel()
+			if err := lk.StartRefresh(ctx); err != nil {
+				t.Fatalf("StartRefresh = %v, want nil", err)
+			}
+			defer lk.StopRefresh()
+			time.Sleep(rand.N(holdInterval))
+			loseBehindTheBack(t, ctx, conns, lost, c.act)
+			select {
+			case <-hctx.Done():
+			case <-time.After(lossBound):
+				t.Fatalf("holder's context not cancelled %v after key %s was %s, want within %v", lossBound, lost, c.name, lossBound)
+			}
+			checkKeyError(t, "context.Cause", context.Cause(hctx), c.want, lost)
+			checkKeyError(t, "Err()", lk.Err(), c.want, lost)
+		})
+	}
+}
+
+// multiKeyInvalidArguments: an empty list of keys, an empty key, and more
+// than lock.MaxKeys keys are each an *ArgumentError named "keys", and
+// nothing is sent.
+func (s suite) multiKeyInvalidArguments(t *testing.T, ctx context.Context) {
+	s.needMultiKey(t, ctx)
+	l := s.h.NewLocker(t)
+	keys := keySet(t, lock.MaxKeys+1)
+	var attempts atomic.Int64
+	counted := lock.WithHooks(&lock.Hooks{Attempt: func(ctx context.Context, _ lock.Event, next func(context.Context) error) error {
+		attempts.Add(1)
+		return next(ctx)
+	}})
+	for _, c := range []struct {
+		name string
+		keys []string
+	}{
+		{"nil", nil},
+		{"empty", []string{}},
+		{"an empty key", []string{keys[0], "", keys[1]}},
+		{"more than MaxKeys", keys},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			lk, err := l.ObtainMany(ctx, c.keys, longTTL, counted)
+			if lk != nil {
+				release(t, lk)
+			}
+			var ae *lock.ArgumentError
+			if !errors.As(err, &ae) {
+				t.Fatalf("ObtainMany = %v, want an *ArgumentError", err)
+			}
+			if ae.Name != "keys" {
+				t.Errorf("ArgumentError.Name = %q, want %q", ae.Name, "keys")
+			}
+			if n := attempts.Load(); n != 0 {
+				t.Errorf("attempts = %d, want 0: nothing is sent", n)
+			}
+		})
+	}
+	s.obtainMany(t, ctx, l, keys[:2], longTTL) // nothing was written
+}
