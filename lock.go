@@ -161,8 +161,10 @@ func (l *Lock) FenceOf(key string) (int64, bool) {
 	switch {
 	case l == nil || l.fence == 0:
 		return 0, false
+	case l.keys == nil && key == l.key:
+		return l.fence, true
 	case l.keys == nil:
-		return l.fence, key == l.key
+		return 0, false
 	}
 	i, ok := slices.BinarySearch(l.keys, key)
 	if !ok {
