@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -73,6 +74,12 @@ func newFake() *fakeStrategy {
 func (f *fakeStrategy) record(ctx context.Context, op, key, value string) (fakeEntry, bool) {
 	_, hasDeadline := ctx.Deadline()
 	f.calls = append(f.calls, fakeCall{op: op, key: key, value: value, ctxErr: ctx.Err(), hasDeadline: hasDeadline})
+	return f.live(key)
+}
+
+// live returns the live entry of key, if any, and deletes it if it has
+// expired. f.mu must be held.
+func (f *fakeStrategy) live(key string) (fakeEntry, bool) {
 	e, ok := f.entries[key]
 	if ok && !time.Now().Before(e.expires) {
 		delete(f.entries, key)
@@ -337,4 +344,91 @@ func (l fakeListener) Close() {
 	l.f.nmu.Lock()
 	defer l.f.nmu.Unlock()
 	l.f.closes++
+}
+
+// The fakeStrategy is a strategy.Multi too: it locks several keys as one,
+// recording each call under the op's name (acquireKeys, refreshKeys,
+// releaseKeys, ttlKeys) with the keys joined by commas.
+var _ strategy.Multi = (*fakeStrategy)(nil)
+
+// AcquireKeys takes every key of r.Keys, or none when one is held, with
+// the Grant f.grant (whose Fences, if set, are the keys' fencing tokens).
+func (f *fakeStrategy) AcquireKeys(ctx context.Context, r strategy.Request) (strategy.Grant, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.record(ctx, "acquireKeys", strings.Join(r.Keys, ","), r.Value())
+	if f.acquireErr != nil {
+		return f.grant, f.acquireErr
+	}
+	for _, k := range r.Keys {
+		if e, ok := f.live(k); ok && e.value != r.Value() {
+			return strategy.Grant{}, &lock.KeyError{Key: k, Err: lock.ErrNotObtained}
+		}
+	}
+	for _, k := range r.Keys {
+		f.entries[k] = fakeEntry{value: r.Value(), expires: time.Now().Add(r.TTL)}
+	}
+	return f.grant, nil
+}
+
+// ownedKeys returns the errors of the keys that do not hold value, joined.
+// f.mu must be held.
+func (f *fakeStrategy) ownedKeys(keys []string, value string) error {
+	var errs []error
+	for _, k := range keys {
+		e, ok := f.live(k)
+		if err := owned(e, ok, value); err != nil {
+			errs = append(errs, &lock.KeyError{Key: k, Err: err})
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (f *fakeStrategy) RefreshKeys(ctx context.Context, keys []string, value string, ttl time.Duration) (strategy.Grant, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.record(ctx, "refreshKeys", strings.Join(keys, ","), value)
+	if f.refreshErr != nil {
+		return strategy.Grant{}, f.refreshErr
+	}
+	if err := f.ownedKeys(keys, value); err != nil {
+		return strategy.Grant{}, err
+	}
+	for _, k := range keys {
+		f.entries[k] = fakeEntry{value: value, expires: time.Now().Add(ttl)}
+	}
+	return strategy.Grant{}, nil
+}
+
+func (f *fakeStrategy) ReleaseKeys(ctx context.Context, keys []string, value string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.record(ctx, "releaseKeys", strings.Join(keys, ","), value)
+	if f.releaseErr != nil {
+		return f.releaseErr
+	}
+	err := f.ownedKeys(keys, value)
+	for _, k := range keys {
+		if e, ok := f.entries[k]; ok && e.value == value {
+			delete(f.entries, k)
+		}
+	}
+	return err
+}
+
+func (f *fakeStrategy) TTLKeys(ctx context.Context, keys []string, value string) (time.Duration, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.record(ctx, "ttlKeys", strings.Join(keys, ","), value)
+	if f.ttlErr != nil {
+		return 0, f.ttlErr
+	}
+	if err := f.ownedKeys(keys, value); err != nil {
+		return 0, err
+	}
+	least := time.Until(f.entries[keys[0]].expires)
+	for _, k := range keys[1:] {
+		least = min(least, time.Until(f.entries[k].expires))
+	}
+	return least, nil
 }
