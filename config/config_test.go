@@ -430,6 +430,20 @@ func TestLockerDefaults(t *testing.T) {
 		})
 	}
 
+	t.Run("ObtainMany gets the defaults", func(t *testing.T) {
+		n := 0
+		count := lock.WithHooks(&lock.Hooks{Attempt: func(ctx context.Context, _ lock.Event, next func(context.Context) error) error {
+			n++
+			return next(ctx)
+		}})
+		// One key, once duplicates are removed: every strategy takes it.
+		if _, err := open(t, retrying).ObtainMany(ctx, []string{"defaults:held", "defaults:held"}, time.Minute, count); !errors.Is(err, lock.ErrNotObtained) {
+			t.Fatalf("ObtainMany of a held key = %v, want ErrNotObtained", err)
+		}
+		if n != 3 {
+			t.Fatalf("attempts = %d, want 3 (the configured max attempts)", n)
+		}
+	})
 	t.Run("Config returns a copy", func(t *testing.T) {
 		l := open(t, base)
 		c := l.Config()
@@ -438,13 +452,16 @@ func TestLockerDefaults(t *testing.T) {
 			t.Fatalf("Config().Addrs[0] after changing a copy = %q, want %q", got, addr)
 		}
 	})
-	t.Run("Obtain after Close is ErrClosed", func(t *testing.T) {
+	t.Run("Obtain and ObtainMany after Close are ErrClosed", func(t *testing.T) {
 		l := open(t, base)
 		if err := l.Close(); err != nil {
 			t.Fatalf("Close: %v", err)
 		}
 		if _, err := l.Obtain(ctx, "closed", time.Second); !errors.Is(err, config.ErrClosed) {
 			t.Fatalf("Obtain after Close = %v, want ErrClosed", err)
+		}
+		if _, err := l.ObtainMany(ctx, []string{"closed:a", "closed:b"}, time.Second); !errors.Is(err, config.ErrClosed) {
+			t.Fatalf("ObtainMany after Close = %v, want ErrClosed", err)
 		}
 	})
 	t.Run("a nil Locker prints as such", func(t *testing.T) {

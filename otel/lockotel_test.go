@@ -171,6 +171,21 @@ func TestObtainSpans(t *testing.T) {
 		}
 	})
 
+	t.Run("ObtainMany goes through the hooks", func(t *testing.T) {
+		rec := newRecording(t)
+		key := conformance.Key(t)
+		// One key, once duplicates are removed: every strategy takes it.
+		lk, err := rec.wrap(singleLocker(t, addr)).ObtainMany(ctx, []string{key, key}, time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer lk.Release(ctx)
+		s := only(t, rec.ended("lock.obtain"), "lock.obtain")
+		if got := attrs(s)["locksmith.lock.outcome"].AsString(); got != "acquired" {
+			t.Errorf("outcome = %q, want %q", got, "acquired")
+		}
+	})
+
 	t.Run("contended: an answer, not an error", func(t *testing.T) {
 		rec := newRecording(t)
 		l := rec.wrap(singleLocker(t, addr))
