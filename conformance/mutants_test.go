@@ -362,7 +362,7 @@ func (m mutant) harness(addr string) Harness {
 		if err != nil {
 			t.Fatalf("single.NewStrategy: %v", err)
 		}
-		var st strategy.Strategy = base{s, conn}
+		var st strategy.Strategy = s
 		if m.strategy != nil {
 			st = m.strategy(base{s, conn})
 		}
