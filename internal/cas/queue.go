@@ -150,6 +150,52 @@ local function wake(head, now)
 	end
 	publish(head, head)
 end
+local function here(id, poll, now)
+	local queued = call('ZSCORE', Q, id)
+	if queued then
+		call('HSET', W, id, (now + 1) .. ':' .. poll) -- here now: not to be pruned
+	end
+	return queued
+end
+local function claimed(id)
+	drop(id)
+	local nxt = call('ZRANGE', Q, 0, 0)[1]
+	if nxt then
+		publish(nxt, nxt .. '+')
+	else
+		call('DEL', W)
+	end
+end
+local function enqueue(id, queued, poll, cap, now)
+	if not queued then
+		call('ZADD', Q, call('HINCRBY', W, '#', 1), id)
+	end
+	local rank = call('ZRANK', Q, id) + 1
+	local keep = 3 * rank * poll + 50
+	if cap > 0 and cap < keep then
+		keep = cap
+	end
+	call('HSET', W, id, (now + keep) .. ':' .. poll)
+	for _, k in ipairs({Q, W}) do
+		if call('PTTL', k) < keep then
+			call('PEXPIRE', k, keep)
+		end
+	end
+	return rank
+end
+local function leave(key, id)
+	local head = call('ZRANGE', Q, 0, 0)[1]
+	drop(id)
+	if head == id and call('EXISTS', key) == 0 then
+		local now = clock()
+		head = prune(now)
+		if head then
+			wake(head, now)
+			return
+		end
+	end
+	tidy()
+end
 `
 
 var (
@@ -162,10 +208,7 @@ var (
 	// PTTL} when the waiter is queued.
 	queuedScript = driver.NewScript(aclLib + queueLib + fenceLib + `local now = clock()
 local id, poll, cap = ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[5])
-local queued = call('ZSCORE', KEYS[2], id)
-if queued then
-	call('HSET', KEYS[3], id, (now + 1) .. ':' .. poll) -- here now: not to be pruned
-end
+local queued = here(id, poll, now)
 local head = prune(now)
 local v = redis.call('GET', KEYS[1])
 local ours = v == ARGV[1]
@@ -176,33 +219,14 @@ elseif not v and (not head or head == id) then
 	ours = true
 end
 if ours then
-	drop(id)
-	local nxt = call('ZRANGE', KEYS[2], 0, 0)[1]
-	if nxt then
-		publish(nxt, nxt .. '+')
-	else
-		call('DEL', KEYS[3])
-	end
+	claimed(id)
 	local fence = 0
 	if #KEYS > 3 then
 		fence = nextFence(KEYS[4])
 	end
 	return {1, fence}
 end
-if not queued then
-	call('ZADD', KEYS[2], call('HINCRBY', KEYS[3], '#', 1), id)
-end
-local rank = call('ZRANK', KEYS[2], id) + 1
-local keep = 3 * rank * poll + 50
-if cap > 0 and cap < keep then
-	keep = cap
-end
-call('HSET', KEYS[3], id, (now + keep) .. ':' .. poll)
-for i = 2, 3 do
-	if call('PTTL', KEYS[i]) < keep then
-		call('PEXPIRE', KEYS[i], keep)
-	end
-end
+local rank = enqueue(id, queued, poll, cap, now)
 local pttl = 0
 if v then
 	pttl = redis.call('PTTL', KEYS[1])
@@ -230,17 +254,7 @@ return {0, rank, pttl}`)
 
 	// leaveScript takes the waiter ARGV[1] out of the queue, and wakes the
 	// next head when it was the head and the key is free.
-	leaveScript = driver.NewScript(aclLib + queueLib + `local head = call('ZRANGE', KEYS[2], 0, 0)[1]
-drop(ARGV[1])
-if head == ARGV[1] and call('EXISTS', KEYS[1]) == 0 then
-	local now = clock()
-	head = prune(now)
-	if head then
-		wake(head, now)
-		return 1
-	end
-end
-tidy()
+	leaveScript = driver.NewScript(aclLib + queueLib + `leave(KEYS[1], ARGV[1])
 return 1`)
 
 	// hintScript deletes the key if it holds our value, ARGV[1], and
