@@ -265,7 +265,9 @@ func (l *locker) obtain(ctx context.Context, key string, keys []string, ttl time
 			// An attempt that failed may have queued its waiter all the
 			// same (its reply was lost, or its script failed after the
 			// write): the waiter leaves the queue.
-			w.queued = w.queued || r.Waiter != ""
+			if r.Waiter != "" {
+				w.mayHaveQueued()
+			}
 			w.close(ctx, true)
 			// The command may have been applied even though its reply was
 			// lost (a timeout, a cancelled context, a broken connection):

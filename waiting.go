@@ -2,6 +2,8 @@ package lock
 
 import (
 	"context"
+	"errors"
+	"slices"
 	"time"
 
 	"github.com/locksmith-go/lock/internal/wait"
@@ -13,20 +15,23 @@ import (
 type waiter struct {
 	l        *locker
 	key      string
+	keys     []string // the keys of a lock of several keys; nil for one
 	hs       hookList
 	n        strategy.Notifier // nil: poll
 	id       string            // the waiter's id in the queue and in messages, once it waits
 	listened bool              // Listen was called, after the first attempt failed
 	listener strategy.Listener // nil until then, or when the strategy cannot deliver
+	heard    string            // the key the listener hears, for a lock of several keys
 	queued   bool              // an attempt queued the waiter: leave the queue when giving up
+	reach    int               // the queues of how many of keys an attempt may have queued the waiter in
 	expected bool              // a timer woke the waiter though a message was due: the holder's key would not have expired
 }
 
 // newWaiter returns the waiter of an Obtain of key, or of an ObtainMany of
-// keys, which polls: its keys have a queue each.
+// keys.
 func (l *locker) newWaiter(key string, keys []string, o options) waiter {
-	w := waiter{l: l, key: key, hs: o.hooks}
-	if n, ok := l.s.(strategy.Notifier); ok && !o.poll && keys == nil {
+	w := waiter{l: l, key: key, keys: keys, hs: o.hooks}
+	if n, ok := l.s.(strategy.Notifier); ok && !o.poll {
 		w.n = n
 	}
 	return w
@@ -79,7 +84,9 @@ func (w *waiter) sleep(ctx context.Context, g strategy.Grant, delay time.Duratio
 		w.queued = true
 		w.event(ctx, Event{Op: "enqueued", Rank: g.Position})
 	}
-	if !w.listened {
+	if w.keys != nil {
+		w.hear(g.Queue)
+	} else if !w.listened {
 		w.listened, w.listener = true, w.n.Listen(w.key, w.id)
 	}
 	if w.listener == nil && !w.queued {
@@ -132,6 +139,26 @@ func (w *waiter) sleep(ctx context.Context, g strategy.Grant, delay time.Duratio
 	return nil
 }
 
+// hear makes the waiter of a lock of several keys listen for the wake-ups
+// of key, the key in whose queue its last attempt queued it (see
+// strategy.Grant.Queue), and for none when key is "": it polls. It records
+// how far along the keys the waiter may be queued.
+func (w *waiter) hear(key string) {
+	if i, ok := slices.BinarySearch(w.keys, key); ok {
+		w.reach = max(w.reach, i+1)
+	}
+	if w.listened && key == w.heard {
+		return
+	}
+	if w.listener != nil {
+		w.listener.Close()
+	}
+	w.listened, w.heard, w.listener = true, key, nil
+	if key != "" {
+		w.listener = w.n.Listen(key, w.id)
+	}
+}
+
 // obtained reports a lock obtained: if a timer woke the waiter though a
 // message was due, the message was lost.
 func (w *waiter) obtained(ctx context.Context) {
@@ -148,8 +175,32 @@ func (w *waiter) close(ctx context.Context, givingUp bool) {
 		w.listener.Close()
 	}
 	if givingUp && w.queued {
-		n, key, id := w.n, w.key, w.id
-		w.l.cleanUp(ctx, w.hs, key, func(ctx context.Context) error { return n.Leave(ctx, key, id) })
+		w.l.cleanUp(ctx, w.hs, w.key, w.leave())
+	}
+}
+
+// mayHaveQueued records that an attempt whose outcome is unknown (no
+// answer, a failed script, a panic) may have queued the waiter, in the
+// queue of any of its keys.
+func (w *waiter) mayHaveQueued() {
+	w.queued, w.reach = true, len(w.keys)
+}
+
+// leave returns the clean-up that takes the waiter out of the queues it
+// may be in: its key's, or those of the keys of a lock of several keys
+// that its attempts reached.
+func (w *waiter) leave() func(context.Context) error {
+	n, key, id := w.n, w.key, w.id
+	if w.keys == nil {
+		return func(ctx context.Context) error { return n.Leave(ctx, key, id) }
+	}
+	keys := w.keys[:max(w.reach, 1)]
+	return func(ctx context.Context) error {
+		var errs []error
+		for _, k := range keys {
+			errs = append(errs, n.Leave(ctx, k, id))
+		}
+		return errors.Join(errs...)
 	}
 }
 
@@ -161,8 +212,8 @@ func (w *waiter) abandon(ctx context.Context) {
 		w.listener.Close()
 	}
 	if w.id != "" {
-		n, key, id := w.n, w.key, w.id
-		discard(ctx, key, false, func(ctx context.Context) error { return n.Leave(ctx, key, id) })
+		w.mayHaveQueued()
+		discard(ctx, w.key, false, w.leave())
 	}
 }
 

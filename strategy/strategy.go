@@ -145,6 +145,13 @@ type Grant struct {
 	// Request.Waiter's place in it: 1 for the head, which the next release
 	// wakes. 0 when the waiter was not queued.
 	Position int
+	// Queue, returned with ErrNotObtained by [Multi.AcquireKeys] when it
+	// queued Request.Waiter, is the key in whose queue the waiter waits
+	// (Position is its place there, or 1 when it heads the queues of keys
+	// before it, which it must keep by trying again at the head's pace):
+	// the key whose wake-ups it listens for ([Notifier.Listen]). Empty when
+	// the waiter was not queued, and polls.
+	Queue string
 	// HolderTTL, returned with ErrNotObtained, is the holder's remaining
 	// time to live, when the strategy read it (0 otherwise). An expiry wakes
 	// no one, so the head of a queue tries again when it ends.

@@ -69,14 +69,20 @@ func (s *Strategy) write(ctx context.Context, g group, f func(driver.Conn) error
 // [*strategy.ArgumentError], [WithoutScripts], a TTL that the drift
 // allowance uses up, and, with lock.WithFencing, a key that [FenceKey]
 // refuses, before anything is written.
+//
+// A waiter (lock.Locker.ObtainMany waiting by notification) queues in the
+// FIFO queues of the keys, in their order, one key at a time, keeping its
+// place in the queues of the keys before the one it waits for: see
+// docs/multi-key.md. Over a Cluster with keys in several slots, or with a
+// key that has no queue (a key with '}' but no hash tag), it polls.
 func (s *Strategy) AcquireKeys(ctx context.Context, r strategy.Request) (strategy.Grant, error) {
 	d, err := drift.Allowance(r.TTL, drift.DefaultFactor)
 	if err != nil {
 		return strategy.Grant{Undone: true}, err
 	}
 	if s.noScripts {
-		return strategy.Grant{Undone: true}, &strategy.ArgumentError{Name: "keys", Reason: "several keys as one lock " +
-			"are taken in one script, all or none, which WithoutScripts forbids"}
+		return strategy.Grant{Undone: true}, &strategy.ArgumentError{Name: "keys", Reason: "not supported with WithoutScripts: " +
+			"several keys as one lock are taken in one script, all or none"}
 	}
 	var fenceKeys []string
 	if r.Fencing {
@@ -93,6 +99,9 @@ func (s *Strategy) AcquireKeys(ctx context.Context, r strategy.Request) (strateg
 	}
 	value := r.Value()
 	gs := s.groups(r.Keys)
+	if qs, ok := s.queues(r, gs); ok {
+		return s.acquireQueued(ctx, r, gs[0], qs, fenceKeys, grant)
+	}
 	for i, g := range gs {
 		var fences []int64
 		var held time.Duration
@@ -111,6 +120,53 @@ func (s *Strategy) AcquireKeys(ctx context.Context, r strategy.Request) (strateg
 		for j, n := range fences {
 			grant.Fences[g.at[j]] = n
 		}
+	}
+	return grant, nil
+}
+
+// queues returns the queue of each key of r, when r's waiter can queue:
+// it waits by notification, the driver can subscribe, every key is in one
+// group (one server, or one Cluster slot), and every key has a queue (see
+// cas.NewQueue). Otherwise the waiter polls.
+func (s *Strategy) queues(r strategy.Request, gs []group) ([]cas.Queue, bool) {
+	if r.Waiter == "" || !s.notify || len(gs) != 1 {
+		return nil, false
+	}
+	qs := make([]cas.Queue, len(r.Keys))
+	for i, k := range r.Keys {
+		var ok bool
+		if qs[i], ok = s.queue(k); !ok {
+			return nil, false
+		}
+	}
+	return qs, true
+}
+
+// acquireQueued makes the attempt of r's waiter to take the keys of g,
+// every key of r, with their queues qs (see cas.AcquireKeysQueued), into
+// grant.
+func (s *Strategy) acquireQueued(ctx context.Context, r strategy.Request, g group, qs []cas.Queue, fenceKeys []string, grant strategy.Grant) (strategy.Grant, error) {
+	var fences []int64
+	var e cas.Enqueued
+	err := s.write(ctx, g, func(c driver.Conn) (err error) {
+		fences, e, err = cas.AcquireKeysQueued(ctx, c, r.Keys, qs, fenceKeys, r.Value(), s.member(r.Waiter), r.TTL, r.Poll, r.Patience)
+		return err
+	})
+	var held *strategy.KeyError
+	switch {
+	case errors.As(err, &held) && errors.Is(err, strategy.ErrNotObtained):
+		grant.Position, grant.HolderTTL, grant.Queue = e.Position, e.HolderTTL, held.Key
+		if held.Key != r.Keys[0] {
+			grant.Position = 1 // it heads the queues of the keys before: it keeps them at the head's pace
+		}
+		return grant, err
+	case errors.As(err, new(*ReplicaError)):
+		return s.undo(ctx, []group{g}, r.Value(), strategy.Grant{}, err)
+	case err != nil:
+		return strategy.Grant{}, err
+	}
+	if r.Fencing {
+		grant.Fences = fences
 	}
 	return grant, nil
 }

@@ -34,7 +34,7 @@ func FencesPerKey(ctx context.Context, locker lock.Locker, keys []string, store 
 	}
 	defer lk.Release(ctx)
 	for _, key := range lk.Keys() {
-		fence, _ := lk.FenceOf(key) // each key's own counter
+		fence, _ := lk.FenceOf(key)                         // each key's own counter
 		if err := store.Save(ctx, key, fence); err != nil { // the store rejects a smaller token for that key
 			return err
 		}
