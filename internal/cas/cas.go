@@ -76,23 +76,31 @@ end
 // restarting is the reply of the guarded acquire on a node in quarantine.
 const restarting = -4
 
+// guard returns the Lua that starts a guarded acquire: it replies with
+// refusal, a Lua expression, on a node that has not been up for quarantine
+// ms, and goes on otherwise. The key named by record holds the server time,
+// in ms, when a client first found the node without it, that is, since it
+// last started empty. record and quarantine are Lua expressions.
+func guard(record, quarantine, refusal string) string {
+	return `local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local since = tonumber(redis.call('GET', ` + record + `))
+if not since then
+	since = now
+	redis.call('SET', ` + record + `, now)
+end
+if now - since < tonumber(` + quarantine + `) then
+	return ` + refusal + `
+end
+`
+}
+
 var (
 	acquireScript = driver.NewScript(acquireBody)
 
 	// guardedScript runs acquireBody only on a node that has been up for
-	// ARGV[3] ms: KEYS[2] holds the server time, in ms, when a client first
-	// found the node without it, that is, since it last started empty.
-	guardedScript = driver.NewScript(`local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local since = tonumber(redis.call('GET', KEYS[2]))
-if not since then
-	since = now
-	redis.call('SET', KEYS[2], now)
-end
-if now - since < tonumber(ARGV[3]) then
-	return ` + strconv.Itoa(restarting) + `
-end
-` + acquireBody)
+	// ARGV[3] ms (see guard), by the record in KEYS[2].
+	guardedScript = driver.NewScript(guard(`KEYS[2]`, `ARGV[3]`, strconv.Itoa(restarting)) + acquireBody)
 
 	// fencedScript is acquireBody that, when the lock is ours, increments
 	// the counter KEYS[2] and replies with its new value, the fencing token

@@ -19,15 +19,15 @@ import (
 // compare each key's whole value, as the scripts of one key do, and reply
 // with one number per key.
 
-var (
-	// acquireKeysScript sets the first ARGV[3] keys to ARGV[1] for ARGV[2]
-	// ms, if each is free or holds ARGV[1] already (then it resets its TTL),
-	// and writes nothing otherwise. The keys after them are fencing
-	// counters, one per key, each incremented (see fenceLib). It replies
-	// {1, fences...}, or {0, i, PTTL} for the first key i that another value
-	// holds. GET fails with WRONGTYPE on a key of another type, before
-	// anything is written.
-	acquireKeysScript = driver.NewScript(fenceLib + `local n = tonumber(ARGV[3])
+// acquireKeysBody returns the Lua that sets the first ARGV[3] keys to
+// ARGV[1] for ARGV[2] ms, if each is free or holds ARGV[1] already (then it
+// resets its TTL), and writes nothing otherwise. The keys after them, up to
+// the index last (a Lua expression), are fencing counters, one per key,
+// each incremented (see fenceLib). It replies {1, fences...}, or {0, i,
+// PTTL} for the first key i that another value holds. GET fails with
+// WRONGTYPE on a key of another type, before anything is written.
+func acquireKeysBody(last string) string {
+	return `local n = tonumber(ARGV[3])
 local free = {}
 for i = 1, n do
 	local v = redis.call('GET', KEYS[i])
@@ -44,13 +44,50 @@ for i = 1, n do
 	end
 end
 local reply = {1}
-for i = n + 1, #KEYS do
+for i = n + 1, ` + last + ` do
 	reply[#reply + 1] = nextFence(KEYS[i])
 end
-return reply`)
+return reply`
+}
+
+var (
+	// acquireKeysScript is acquireKeysBody with every key after the lock's
+	// a fencing counter.
+	acquireKeysScript = driver.NewScript(fenceLib + acquireKeysBody(`#KEYS`))
+
+	// guardedKeysScript is acquireKeysBody, without fencing counters, on a
+	// node that has been up for ARGV[4] ms (see guard), by the record in the
+	// last key, after the lock's. It replies {restarting} on a younger node.
+	guardedKeysScript = driver.NewScript(guard(`KEYS[#KEYS]`, `ARGV[4]`, `{`+strconv.Itoa(restarting)+`}`) +
+		acquireKeysBody(`n`))
 
 	pexpireKeysScript = ownerKeysScript(`redis.call('PEXPIRE', KEYS[i], ARGV[2])`)
 	pttlKeysScript    = ownerKeysScript(`redis.call('PTTL', KEYS[i])`)
+
+	// hintKeysScript deletes each of the lock's keys that holds our value,
+	// ARGV[1], and publishes ARGV[2] on that key's channel, ARGV[3 + i] (none
+	// when it is empty), with SPUBLISH when ARGV[3] is 1: hintScript's
+	// release for each key. It replies 1, noKey or otherOwner for each.
+	hintKeysScript = driver.NewScript(`local publish = 'PUBLISH'
+if ARGV[3] == '1' then
+	publish = 'SPUBLISH'
+end
+local state = {}
+for i = 1, #KEYS do
+	local v = redis.call('GET', KEYS[i])
+	if v == ARGV[1] then
+		redis.call('DEL', KEYS[i])
+		if ARGV[3 + i] ~= '' then
+			redis.pcall(publish, ARGV[3 + i], ARGV[2])
+		end
+		state[i] = 1
+	elseif v then
+		state[i] = ` + strconv.Itoa(otherOwner) + `
+	else
+		state[i] = ` + strconv.Itoa(noKey) + `
+	end
+end
+return state`)
 
 	// deleteKeysScript deletes each of the lock's keys that holds our value,
 	// ARGV[1], and replies 1, noKey or otherOwner for each. ARGV[2] has one
@@ -137,12 +174,32 @@ func AcquireKeys(ctx context.Context, c driver.Conn, keys, fenceKeys []string, v
 	if fenceKeys != nil {
 		all = append(append(make([]string, 0, 2*len(keys)), keys...), fenceKeys...)
 	}
-	n, err := runInts(ctx, c, acquireKeysScript, all, value, ttl.Milliseconds(), len(keys))
+	return acquireKeys(ctx, c, acquireKeysScript, keys, all, len(fenceKeys), value, ttl.Milliseconds(), len(keys))
+}
+
+// AcquireKeysGuarded is AcquireKeys, without fencing, on a node that has
+// been up, by guardKey's record, for at least quarantine (see
+// AcquireGuardedCall); on a younger node it returns ErrRestarting, and
+// writes nothing but the record. On a Cluster, keys and guardKey must be
+// in one slot.
+func AcquireKeysGuarded(ctx context.Context, c driver.Conn, keys []string, guardKey, value string, ttl, quarantine time.Duration) (holderTTL time.Duration, err error) {
+	all := append(append(make([]string, 0, len(keys)+1), keys...), guardKey)
+	_, holderTTL, err = acquireKeys(ctx, c, guardedKeysScript, keys, all, 0, value, ttl.Milliseconds(), len(keys), quarantine.Milliseconds())
+	return holderTTL, err
+}
+
+// acquireKeys runs s, a script of acquireKeysBody over all, which starts
+// with keys and has fences fencing counters, and turns its reply into the
+// results of AcquireKeys, or ErrRestarting (see guard).
+func acquireKeys(ctx context.Context, c driver.Conn, s *driver.Script, keys, all []string, fences int, args ...any) ([]int64, time.Duration, error) {
+	n, err := runInts(ctx, c, s, all, args...)
 	switch {
 	case err != nil:
 		return nil, 0, err
-	case len(n) == 1+len(fenceKeys) && n[0] == 1:
+	case len(n) == 1+fences && n[0] == 1:
 		return n[1:], 0, nil
+	case len(n) == 1 && n[0] == restarting:
+		return nil, 0, ErrRestarting
 	case len(n) == 3 && n[0] == 0 && 1 <= n[1] && n[1] <= int64(len(keys)):
 		held := &strategy.KeyError{Key: keys[n[1]-1], Err: strategy.ErrNotObtained}
 		return nil, time.Duration(max(n[2], 0)) * time.Millisecond, held
@@ -190,6 +247,20 @@ func DeleteKeysQueued(ctx context.Context, c driver.Conn, keys []string, value s
 	if denied(err) {
 		return DeleteKeys(ctx, c, keys, value)
 	}
+	return err
+}
+
+// DeleteKeysHinting is DeleteKeys that also publishes all on the channel
+// of each key it deletes, channels[i] for keys[i] ("" for none), as
+// DeleteHintingCall does for one key: the release of a strategy without a
+// queue. The publish is best effort. On a Cluster, keys and channels must
+// be in one slot.
+func DeleteKeysHinting(ctx context.Context, c driver.Conn, keys, channels []string, value, all string, sharded bool) error {
+	args := append(make([]any, 0, 3+len(channels)), value, all, shard(sharded))
+	for _, ch := range channels {
+		args = append(args, ch)
+	}
+	_, err := ownedKeys(ctx, c, hintKeysScript, keys, keys, args...)
 	return err
 }
 

@@ -64,3 +64,19 @@ func DeleteWakingCall(w Wake, key, value string) cas.Call {
 	}
 	return cas.DeleteHintingCall(key, value, channel, Everyone, w == SPublish)
 }
+
+// DeleteKeysWaking is cas.DeleteKeys, over c, for a strategy without a
+// queue: when its connection wakes waiters by w (not NoWake), the same
+// script publishes [Everyone] on the channel of each key it deletes that
+// has one (cas.DeleteKeysHinting), best effort, as DeleteWaking does for
+// one key.
+func DeleteKeysWaking(ctx context.Context, c driver.Conn, w Wake, keys []string, value string) error {
+	if w == NoWake {
+		return cas.DeleteKeys(ctx, c, keys, value)
+	}
+	channels := make([]string, len(keys))
+	for i, k := range keys {
+		channels[i], _ = cas.WakeChannel(k)
+	}
+	return cas.DeleteKeysHinting(ctx, c, keys, channels, value, Everyone, w == SPublish)
+}
