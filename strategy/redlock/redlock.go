@@ -329,6 +329,28 @@ func (s *Strategy) timeouts(ttl time.Duration) (timeout, allowance time.Duration
 
 // Acquire implements [strategy.Strategy].
 func (s *Strategy) Acquire(ctx context.Context, r strategy.Request) (strategy.Grant, error) {
+	value := r.Value()
+	// One call for every node (the drivers do not modify its arguments).
+	// A first attempt starts with a bare SET NX PX (see Cost in
+	// docs/design/redlock.md, and cas.StartOf); the guarded acquire is a
+	// script of its own.
+	call := cas.AcquireCall(r.Key, value, r.TTL, cas.StartOf(r))
+	if s.guard > 0 {
+		call = cas.AcquireGuardedCall(r.Key, GuardKey, value, r.TTL, s.guard)
+	}
+	return s.acquire(ctx, r, func(ctx context.Context, n node) error {
+		return n.srv.Run(ctx, call)
+	}, func(ctx context.Context, n node) error {
+		return n.srv.Run(ctx, cas.DeleteCall(r.Key, value))
+	})
+}
+
+// acquire makes one attempt to lock r: Acquire's, with r.Key, or
+// AcquireKeys's, with r.Keys. take acquires on a node, and del deletes what
+// take may have written there. When no quorum is reached, the error is a
+// *QuorumError; wrapped in a *strategy.KeyError when the nodes that found
+// the lock held name a key (see lost).
+func (s *Strategy) acquire(ctx context.Context, r strategy.Request, take, del func(context.Context, node) error) (strategy.Grant, error) {
 	if r.Fencing {
 		return strategy.Grant{Undone: true}, &strategy.ArgumentError{Name: "fencing", Reason: noFencing}
 	}
@@ -339,24 +361,24 @@ func (s *Strategy) Acquire(ctx context.Context, r strategy.Request) (strategy.Gr
 	if err := s.contact(ctx, timeout); err != nil {
 		return strategy.Grant{Undone: true}, err
 	}
-	if f, ok := s.releasing.Load(r.Key); ok {
-		select { // our own release's stragglers would answer "taken"
-		case <-f.(*fan).idle:
-		case <-ctx.Done():
-			return strategy.Grant{Undone: true}, ctx.Err()
+	for _, k := range keysOf(r) {
+		if f, ok := s.releasing.Load(k); ok {
+			select { // our own release's stragglers would answer "taken"
+			case <-f.(*fan).idle:
+			case <-ctx.Done():
+				return strategy.Grant{Undone: true}, ctx.Err()
+			}
 		}
 	}
 	start := s.now()
 	value := r.Value()
-	// One call for every node (the drivers do not modify its arguments).
-	// A first attempt starts with a bare SET NX PX (see Cost in
-	// docs/design/redlock.md, and cas.StartOf); the guarded acquire is a
-	// script of its own.
-	call := cas.AcquireCall(r.Key, value, r.TTL, cas.StartOf(r))
-	if s.guard > 0 {
-		call = cas.AcquireGuardedCall(r.Key, GuardKey, value, r.TTL, s.guard)
+	// errs[i] is node i's error, read only once its answer was recorded
+	// (an answered outcome), which happens after it was written.
+	errs := make([]error, len(s.nodes))
+	acquire := func(ctx context.Context, i int, n node) error {
+		errs[i] = take(ctx, n)
+		return errs[i]
 	}
-	acquire := func(ctx context.Context, _ int, n node) error { return n.srv.Run(ctx, call) }
 	// Each node whose attempt is part of a failure is released right after
 	// that attempt returns, so a late SET cannot outlive its release; a node
 	// still on its way when the caller's context ends is released in the
@@ -364,7 +386,7 @@ func (s *Strategy) Acquire(ctx context.Context, r strategy.Request) (strategy.Gr
 	// grant was the first answer, see strategy.CleanUp); one that refused wrote
 	// nothing.
 	undo := func(ctx context.Context, _ int, n node, err error, failed bool) {
-		del := func(ctx context.Context) error { return n.srv.Run(ctx, cas.DeleteCall(r.Key, value)) }
+		del := func(ctx context.Context) error { return del(ctx, n) }
 		switch o := outcome(err); {
 		case !failed, o == Taken, o == Restarting:
 			return
@@ -408,23 +430,43 @@ func (s *Strategy) Acquire(ctx context.Context, r strategy.Request) (strategy.Gr
 	case ctx.Err() != nil:
 		return cleaned, ctx.Err()
 	}
-	return cleaned, &QuorumError{Op: "obtain", Quorum: s.quorum, Nodes: res}
+	qe := &QuorumError{Op: "obtain", Quorum: s.quorum, Nodes: res}
+	if held := lost(res, errs); len(held) > 0 {
+		return cleaned, &strategy.KeyError{Key: held[0].Key, Err: qe}
+	}
+	return cleaned, qe
+}
+
+// keysOf returns the keys of r: r.Keys, or r.Key alone.
+func keysOf(r strategy.Request) []string {
+	if r.Keys != nil {
+		return r.Keys
+	}
+	return []string{r.Key}
 }
 
 // Refresh implements [strategy.Strategy]: it extends on all nodes, and succeeds
 // only with a quorum, within the new validity.
 func (s *Strategy) Refresh(ctx context.Context, key, value string, ttl time.Duration) (strategy.Grant, error) {
+	call := cas.PExpireCall(key, value, ttl)
+	return s.refresh(ctx, ttl, func(ctx context.Context, n node) error { return n.srv.Run(ctx, call) })
+}
+
+// refresh extends a lock for ttl on every node with extend, as Refresh
+// does.
+func (s *Strategy) refresh(ctx context.Context, ttl time.Duration, extend func(context.Context, node) error) (strategy.Grant, error) {
 	timeout, allowance, err := s.timeouts(ttl)
 	if err != nil {
 		return strategy.Grant{}, err
 	}
 	start := s.now()
-	call := cas.PExpireCall(key, value, ttl)
-	res, _, _ := s.fanOut(ctx, timeout, func(ctx context.Context, _ int, n node) error {
-		return n.srv.Run(ctx, call)
+	errs := make([]error, len(s.nodes))
+	res, _, _ := s.fanOut(ctx, timeout, func(ctx context.Context, i int, n node) error {
+		errs[i] = extend(ctx, n)
+		return errs[i]
 	}, nil, nil)
 	defer report(ctx, res)
-	if err := s.checkHeld("refresh", res); err != nil {
+	if err := s.checkHeld("refresh", res, errs); err != nil {
 		return strategy.Grant{}, err
 	}
 	if s.now().Sub(start) >= ttl-allowance {
@@ -457,10 +499,6 @@ func (s *Strategy) Refresh(ctx context.Context, key, value string, ttl time.Dura
 // its retry policy applies. A process that exits right after Release
 // leaves them until their TTL ends, on a minority of the nodes.
 func (s *Strategy) Release(ctx context.Context, key, value string) error {
-	var acq *fan
-	if f, ok := s.inflight.Load(lockID(key, value)); ok {
-		acq = f.(*fan)
-	}
 	// One call for each way the nodes wake waiters, built once.
 	var calls [notify.Wakes]*cas.Call
 	for _, n := range s.nodes {
@@ -469,7 +507,20 @@ func (s *Strategy) Release(ctx context.Context, key, value string) error {
 			calls[n.wake] = &c
 		}
 	}
-	del := func(ctx context.Context, i int, n node) error {
+	return s.release(ctx, []string{key}, value, func(ctx context.Context, n node) error {
+		return n.srv.Run(ctx, *calls[n.wake])
+	})
+}
+
+// release deletes the lock on keys, held with value, on every node with
+// del, as Release does.
+func (s *Strategy) release(ctx context.Context, keys []string, value string, del func(context.Context, node) error) error {
+	var acq *fan
+	if f, ok := s.inflight.Load(lockID(keys[0], value)); ok {
+		acq = f.(*fan)
+	}
+	errs := make([]error, len(s.nodes))
+	op := func(ctx context.Context, i int, n node) error {
 		if acq != nil && !acq.returned[i].Load() {
 			// The nodes whose acquires returned, a quorum, release at
 			// once; this one once every acquire returned, within the
@@ -480,11 +531,12 @@ func (s *Strategy) Release(ctx context.Context, key, value string) error {
 				return ctx.Err()
 			}
 		}
-		return n.srv.Run(ctx, *calls[n.wake])
+		errs[i] = del(ctx, n)
+		return errs[i]
 	}
-	res, _, f := s.fanOut(ctx, s.opTimeout(), del, func(ctx context.Context, i int, n node, err error, _ bool) {
+	res, _, f := s.fanOut(ctx, s.opTimeout(), op, func(ctx context.Context, i int, n node, err error, _ bool) {
 		if !answered(outcome(err)) {
-			_ = strategy.CleanUp(ctx, key, func(ctx context.Context) error { return del(ctx, i, n) })
+			_ = strategy.CleanUp(ctx, keys[0], func(ctx context.Context) error { return op(ctx, i, n) })
 		}
 	}, func(t tally) decision {
 		if t.ok >= s.quorum {
@@ -494,10 +546,16 @@ func (s *Strategy) Release(ctx context.Context, key, value string) error {
 	})
 	defer report(ctx, res)
 	if slices.ContainsFunc(res, func(n *NodeError) bool { return n.Outcome == Pending }) {
-		s.releasing.Store(key, f)
-		f.whenIdle(func() { s.releasing.CompareAndDelete(key, f) })
+		for _, k := range keys {
+			s.releasing.Store(k, f)
+		}
+		f.whenIdle(func() {
+			for _, k := range keys {
+				s.releasing.CompareAndDelete(k, f)
+			}
+		})
 	}
-	return s.checkHeld("release", res)
+	return s.checkHeld("release", res, errs)
 }
 
 // Listen implements [strategy.Notifier]: the waiter id hears the releases
@@ -519,13 +577,20 @@ func (s *Strategy) Leave(context.Context, string, string) error { return nil }
 // TTL implements [strategy.Strategy]: the time until fewer than a quorum of
 // nodes will hold the lock.
 func (s *Strategy) TTL(ctx context.Context, key, value string) (time.Duration, error) {
+	return s.ttl(ctx, func(ctx context.Context, n node) (time.Duration, error) { return n.srv.PTTL(ctx, key, value) })
+}
+
+// ttl returns the time until fewer than a quorum of nodes will hold a
+// lock, whose remaining time on a node pttl reads, as TTL does.
+func (s *Strategy) ttl(ctx context.Context, pttl func(context.Context, node) (time.Duration, error)) (time.Duration, error) {
 	ttls := make([]time.Duration, len(s.nodes))
-	res, _, _ := s.fanOut(ctx, s.opTimeout(), func(ctx context.Context, i int, n node) (err error) {
-		ttls[i], err = n.srv.PTTL(ctx, key, value)
-		return err
+	errs := make([]error, len(s.nodes))
+	res, _, _ := s.fanOut(ctx, s.opTimeout(), func(ctx context.Context, i int, n node) error {
+		ttls[i], errs[i] = pttl(ctx, n)
+		return errs[i]
 	}, nil, nil)
 	defer report(ctx, res)
-	if err := s.checkHeld("ttl", res); err != nil {
+	if err := s.checkHeld("ttl", res, errs); err != nil {
 		return 0, err
 	}
 	var held []time.Duration
@@ -550,8 +615,10 @@ func (s *Strategy) opTimeout() time.Duration {
 // checkHeld turns the node results of an operation on a held lock into nil
 // (a quorum holds it), ErrExpired or ErrTaken (so many nodes say it is not
 // ours that no quorum can), or a QuorumError (too many nodes failed to
-// tell).
-func (s *Strategy) checkHeld(op string, res []*NodeError) error {
+// tell). errs[i] is node i's error: for a lock of several keys, the
+// *strategy.KeyErrors that name its keys found gone or taken, and then
+// the error is those of the keys that the most nodes name (see lost).
+func (s *Strategy) checkHeld(op string, res []*NodeError, errs []error) error {
 	var t tally
 	for _, r := range res {
 		t.add(r.Outcome)
@@ -560,12 +627,68 @@ func (s *Strategy) checkHeld(op string, res []*NodeError) error {
 	case t.ok >= s.quorum:
 		return nil
 	case t.taken+t.expired > len(res)-s.quorum:
+		if keys := lost(res, errs); len(keys) > 0 {
+			joined := make([]error, len(keys))
+			for i, k := range keys {
+				joined[i] = k
+			}
+			return errors.Join(joined...)
+		}
 		if t.taken > 0 {
 			return strategy.ErrTaken
 		}
 		return strategy.ErrExpired
 	}
 	return &QuorumError{Op: op, Quorum: s.quorum, Nodes: res}
+}
+
+// lost returns, for a lock of several keys, the errors of the keys that
+// the most nodes found held, gone or taken, sorted by key: a
+// *strategy.KeyError each, which wraps ErrTaken when a node found the key
+// taken, and otherwise what the first node found. errs[i] is node i's
+// error, read where res says it answered Taken or Expired: a
+// *strategy.KeyError, or several, joined. Nodes that found different keys
+// lost count for each. It returns none for a lock of one key, whose errors
+// name no key.
+func lost(res []*NodeError, errs []error) []*strategy.KeyError {
+	found := map[string]*strategy.KeyError{}
+	count := map[string]int{}
+	most := 0
+	var walk func(error)
+	walk = func(err error) {
+		var ke *strategy.KeyError
+		switch j, ok := err.(interface{ Unwrap() []error }); {
+		case ok:
+			for _, err := range j.Unwrap() {
+				walk(err)
+			}
+			return
+		case !errors.As(err, &ke):
+			return
+		}
+		if f := found[ke.Key]; f == nil || errors.Is(ke.Err, strategy.ErrTaken) {
+			found[ke.Key] = &strategy.KeyError{Key: ke.Key, Err: ke.Err}
+		}
+		count[ke.Key]++
+		most = max(most, count[ke.Key])
+	}
+	for i, r := range res {
+		if r.Outcome == Taken || r.Outcome == Expired {
+			walk(errs[i])
+		}
+	}
+	var keys []string
+	for k, n := range count {
+		if n == most {
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys)
+	out := make([]*strategy.KeyError, len(keys))
+	for i, k := range keys {
+		out[i] = found[k]
+	}
+	return out
 }
 
 var errNodeTimeout = errors.New("redlock: node did not answer within the node timeout")
