@@ -36,6 +36,13 @@
 // specification, the first contact with a node, the cost of a call, and
 // why it can neither fence nor queue.
 //
+// Locks on several keys (lock.Locker.ObtainMany) take every key or none on
+// each node, in one script, and count only the nodes that took all of them
+// toward the quorum; Refresh extends every key or none on each node, and the
+// errors name the keys that the most nodes found held, gone or taken (see
+// [Strategy.AcquireKeys], and "Locks on several keys" in
+// docs/design/redlock.md). They need scripts on every node.
+//
 // [WithoutScripts] makes every node send no script, and [WithoutScriptsOn]
 // some of them: conditional commands and transactions instead, for servers
 // that forbid scripts.
@@ -643,38 +650,34 @@ func (s *Strategy) checkHeld(op string, res []*NodeError, errs []error) error {
 }
 
 // lost returns, for a lock of several keys, the errors of the keys that
-// the most nodes found held, gone or taken, sorted by key: a
-// *strategy.KeyError each, which wraps ErrTaken when a node found the key
-// taken, and otherwise what the first node found. errs[i] is node i's
-// error, read where res says it answered Taken or Expired: a
-// *strategy.KeyError, or several, joined. Nodes that found different keys
-// lost count for each. It returns none for a lock of one key, whose errors
-// name no key.
+// the most nodes name, sorted by key: one node's *strategy.KeyError for
+// each, one that wraps ErrTaken if a node found the key taken. errs[i] is
+// node i's error, read where res says it answered Taken or Expired: a
+// *strategy.KeyError, or several, joined, one per key it found held, gone
+// or taken. It returns none for a lock of one key, whose errors name no
+// key.
 func lost(res []*NodeError, errs []error) []*strategy.KeyError {
 	found := map[string]*strategy.KeyError{}
 	count := map[string]int{}
 	most := 0
-	var walk func(error)
-	walk = func(err error) {
-		var ke *strategy.KeyError
-		switch j, ok := err.(interface{ Unwrap() []error }); {
-		case ok:
-			for _, err := range j.Unwrap() {
-				walk(err)
-			}
-			return
-		case !errors.As(err, &ke):
-			return
-		}
-		if f := found[ke.Key]; f == nil || errors.Is(ke.Err, strategy.ErrTaken) {
-			found[ke.Key] = &strategy.KeyError{Key: ke.Key, Err: ke.Err}
-		}
-		count[ke.Key]++
-		most = max(most, count[ke.Key])
-	}
 	for i, r := range res {
-		if r.Outcome == Taken || r.Outcome == Expired {
-			walk(errs[i])
+		if r.Outcome != Taken && r.Outcome != Expired {
+			continue
+		}
+		each := []error{errs[i]}
+		if j, ok := errs[i].(interface{ Unwrap() []error }); ok {
+			each = j.Unwrap()
+		}
+		for _, err := range each {
+			ke, ok := err.(*strategy.KeyError)
+			if !ok {
+				continue
+			}
+			if found[ke.Key] == nil || errors.Is(ke.Err, strategy.ErrTaken) {
+				found[ke.Key] = ke
+			}
+			count[ke.Key]++
+			most = max(most, count[ke.Key])
 		}
 	}
 	var keys []string
