@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/locksmith-go/lock"
+	"github.com/locksmith-go/lock/driver"
+	"github.com/locksmith-go/lock/strategy/redlock"
 	"github.com/locksmith-go/lock/strategy/single"
 )
 
@@ -38,6 +40,17 @@ func BenchmarkMultiKey(b *testing.B) {
 			return l
 		}})
 	}
+	lockers = append(lockers, multiLocker{goredisDriver + "/redlock-3", func(tb testing.TB) lock.Locker {
+		conns := make([]driver.Conn, 3)
+		for i, a := range addrs[:3] {
+			conns[i] = conn(tb, goredisDriver, a, nil)
+		}
+		l, err := redlock.New(conns, redlock.WithNodeTimeout(500*time.Millisecond))
+		if err != nil {
+			tb.Fatal(err)
+		}
+		return l
+	}})
 	ctx := context.Background()
 	for _, lc := range lockers {
 		l := lc.new(b)
