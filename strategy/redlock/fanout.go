@@ -43,6 +43,11 @@ type NodeError struct {
 	Node    string  // the node's address (driver.Addresser), or "node i"
 	Outcome Outcome // what the node answered
 	Err     error   // the node's error; nil for OK, Taken, Expired and Pending
+
+	// answer is the error of a node that answered Taken or Expired: for a
+	// lock of several keys, the *strategy.KeyErrors that name the keys it
+	// found held, gone or taken (see lost).
+	answer error
 }
 
 // Error returns "redlock: <node>: <outcome>", followed by the node's error
@@ -258,7 +263,9 @@ func (s *Strategy) fanOut(ctx context.Context, timeout time.Duration,
 	record := func(a answer) {
 		o := outcome(a.err)
 		res[a.i].Outcome = o
-		if !answered(o) {
+		if answered(o) {
+			res[a.i].answer = a.err
+		} else {
 			res[a.i].Err = a.err
 		}
 		t.pending--

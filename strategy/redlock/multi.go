@@ -34,19 +34,17 @@ func (s *Strategy) AcquireKeys(ctx context.Context, r strategy.Request) (strateg
 			"(give them one hash tag) over a node that is a Cluster client: each node takes every key in one script"}
 	}
 	value := r.Value()
-	take := func(ctx context.Context, n node) error {
+	take := func(ctx context.Context, _ int, n node) error {
 		_, _, err := cas.AcquireKeys(ctx, n.conn, r.Keys, nil, value, r.TTL)
 		return err
 	}
 	if s.guard > 0 {
-		take = func(ctx context.Context, n node) error {
+		take = func(ctx context.Context, _ int, n node) error {
 			_, err := cas.AcquireKeysGuarded(ctx, n.conn, r.Keys, GuardKey, value, r.TTL, s.guard)
 			return err
 		}
 	}
-	return s.acquire(ctx, r, take, func(ctx context.Context, n node) error {
-		return cas.DeleteKeys(ctx, n.conn, r.Keys, value)
-	})
+	return s.acquire(ctx, r, take)
 }
 
 // sharded reports whether a node is a Cluster client: one whose channels
@@ -61,7 +59,7 @@ func (s *Strategy) sharded() bool {
 // quorum can hold the lock, the error names the keys that the most nodes
 // found so (a *strategy.KeyError each, joined).
 func (s *Strategy) RefreshKeys(ctx context.Context, keys []string, value string, ttl time.Duration) (strategy.Grant, error) {
-	return s.refresh(ctx, ttl, func(ctx context.Context, n node) error {
+	return s.refresh(ctx, ttl, func(ctx context.Context, _ int, n node) error {
 		return cas.PExpireKeys(ctx, n.conn, keys, value, ttl)
 	})
 }
@@ -72,9 +70,7 @@ func (s *Strategy) RefreshKeys(ctx context.Context, keys []string, value string,
 // holding the lock; when so many did that no quorum held it, the error
 // names the keys that the most nodes found so, as RefreshKeys's does.
 func (s *Strategy) ReleaseKeys(ctx context.Context, keys []string, value string) error {
-	return s.release(ctx, keys, value, func(ctx context.Context, n node) error {
-		return notify.DeleteKeysWaking(ctx, n.conn, n.wake, keys, value)
-	})
+	return s.release(ctx, keys[0], keys, value, [notify.Wakes]*cas.Call{})
 }
 
 // TTLKeys implements [strategy.Multi]: TTL's, over the least TTL of the

@@ -345,19 +345,14 @@ func (s *Strategy) Acquire(ctx context.Context, r strategy.Request) (strategy.Gr
 	if s.guard > 0 {
 		call = cas.AcquireGuardedCall(r.Key, GuardKey, value, r.TTL, s.guard)
 	}
-	return s.acquire(ctx, r, func(ctx context.Context, n node) error {
-		return n.srv.Run(ctx, call)
-	}, func(ctx context.Context, n node) error {
-		return n.srv.Run(ctx, cas.DeleteCall(r.Key, value))
-	})
+	return s.acquire(ctx, r, func(ctx context.Context, _ int, n node) error { return n.srv.Run(ctx, call) })
 }
 
 // acquire makes one attempt to lock r: Acquire's, with r.Key, or
-// AcquireKeys's, with r.Keys. take acquires on a node, and del deletes what
-// take may have written there. When no quorum is reached, the error is a
-// *QuorumError; wrapped in a *strategy.KeyError when the nodes that found
-// the lock held name a key (see lost).
-func (s *Strategy) acquire(ctx context.Context, r strategy.Request, take, del func(context.Context, node) error) (strategy.Grant, error) {
+// AcquireKeys's, with r.Keys. take acquires on a node. When no quorum is
+// reached, the error is a *QuorumError; wrapped in a *strategy.KeyError
+// when the nodes that found the lock held name a key (see lost).
+func (s *Strategy) acquire(ctx context.Context, r strategy.Request, take func(ctx context.Context, i int, n node) error) (strategy.Grant, error) {
 	if r.Fencing {
 		return strategy.Grant{Undone: true}, &strategy.ArgumentError{Name: "fencing", Reason: noFencing}
 	}
@@ -368,24 +363,11 @@ func (s *Strategy) acquire(ctx context.Context, r strategy.Request, take, del fu
 	if err := s.contact(ctx, timeout); err != nil {
 		return strategy.Grant{Undone: true}, err
 	}
-	for _, k := range keysOf(r) {
-		if f, ok := s.releasing.Load(k); ok {
-			select { // our own release's stragglers would answer "taken"
-			case <-f.(*fan).idle:
-			case <-ctx.Done():
-				return strategy.Grant{Undone: true}, ctx.Err()
-			}
-		}
+	if err := s.awaitReleases(ctx, r); err != nil {
+		return strategy.Grant{Undone: true}, err
 	}
 	start := s.now()
 	value := r.Value()
-	// errs[i] is node i's error, read only once its answer was recorded
-	// (an answered outcome), which happens after it was written.
-	errs := make([]error, len(s.nodes))
-	acquire := func(ctx context.Context, i int, n node) error {
-		errs[i] = take(ctx, n)
-		return errs[i]
-	}
 	// Each node whose attempt is part of a failure is released right after
 	// that attempt returns, so a late SET cannot outlive its release; a node
 	// still on its way when the caller's context ends is released in the
@@ -393,7 +375,7 @@ func (s *Strategy) acquire(ctx context.Context, r strategy.Request, take, del fu
 	// grant was the first answer, see strategy.CleanUp); one that refused wrote
 	// nothing.
 	undo := func(ctx context.Context, _ int, n node, err error, failed bool) {
-		del := func(ctx context.Context) error { return del(ctx, n) }
+		del := func(ctx context.Context) error { return undoOn(ctx, n, r, value) }
 		switch o := outcome(err); {
 		case !failed, o == Taken, o == Restarting:
 			return
@@ -408,7 +390,7 @@ func (s *Strategy) acquire(ctx context.Context, r strategy.Request, take, del fu
 		_ = strategy.CleanUp(ctx, r.Key, del)
 	}
 	var elapsed time.Duration // set when a quorum answered too late
-	res, failed, f := s.fanOut(ctx, timeout, acquire, undo, func(t tally) decision {
+	res, failed, f := s.fanOut(ctx, timeout, take, undo, func(t tally) decision {
 		switch {
 		case t.ok >= s.quorum:
 			if e := s.now().Sub(start); r.TTL-e-allowance <= 0 {
@@ -438,42 +420,62 @@ func (s *Strategy) acquire(ctx context.Context, r strategy.Request, take, del fu
 		return cleaned, ctx.Err()
 	}
 	qe := &QuorumError{Op: "obtain", Quorum: s.quorum, Nodes: res}
-	if held := lost(res, errs); len(held) > 0 {
+	if held := lost(res); len(held) > 0 {
 		return cleaned, &strategy.KeyError{Key: held[0].Key, Err: qe}
 	}
 	return cleaned, qe
 }
 
-// keysOf returns the keys of r: r.Keys, or r.Key alone.
-func keysOf(r strategy.Request) []string {
-	if r.Keys != nil {
-		return r.Keys
+// awaitReleases waits until this Strategy's releases of r's keys that are
+// still on their way have returned: their stragglers would answer "taken".
+func (s *Strategy) awaitReleases(ctx context.Context, r strategy.Request) error {
+	await := func(key string) error {
+		if f, ok := s.releasing.Load(key); ok {
+			select {
+			case <-f.(*fan).idle:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		return nil
 	}
-	return []string{r.Key}
+	if r.Keys == nil {
+		return await(r.Key)
+	}
+	for _, k := range r.Keys {
+		if err := await(k); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// undoOn deletes what an attempt of r may have written on n.
+func undoOn(ctx context.Context, n node, r strategy.Request, value string) error {
+	if r.Keys != nil {
+		return cas.DeleteKeys(ctx, n.conn, r.Keys, value)
+	}
+	return n.srv.Run(ctx, cas.DeleteCall(r.Key, value))
 }
 
 // Refresh implements [strategy.Strategy]: it extends on all nodes, and succeeds
 // only with a quorum, within the new validity.
 func (s *Strategy) Refresh(ctx context.Context, key, value string, ttl time.Duration) (strategy.Grant, error) {
 	call := cas.PExpireCall(key, value, ttl)
-	return s.refresh(ctx, ttl, func(ctx context.Context, n node) error { return n.srv.Run(ctx, call) })
+	return s.refresh(ctx, ttl, func(ctx context.Context, _ int, n node) error { return n.srv.Run(ctx, call) })
 }
 
 // refresh extends a lock for ttl on every node with extend, as Refresh
 // does.
-func (s *Strategy) refresh(ctx context.Context, ttl time.Duration, extend func(context.Context, node) error) (strategy.Grant, error) {
+func (s *Strategy) refresh(ctx context.Context, ttl time.Duration, extend func(ctx context.Context, i int, n node) error) (strategy.Grant, error) {
 	timeout, allowance, err := s.timeouts(ttl)
 	if err != nil {
 		return strategy.Grant{}, err
 	}
 	start := s.now()
-	errs := make([]error, len(s.nodes))
-	res, _, _ := s.fanOut(ctx, timeout, func(ctx context.Context, i int, n node) error {
-		errs[i] = extend(ctx, n)
-		return errs[i]
-	}, nil, nil)
+	res, _, _ := s.fanOut(ctx, timeout, extend, nil, nil)
 	defer report(ctx, res)
-	if err := s.checkHeld("refresh", res, errs); err != nil {
+	if err := s.checkHeld("refresh", res); err != nil {
 		return strategy.Grant{}, err
 	}
 	if s.now().Sub(start) >= ttl-allowance {
@@ -514,19 +516,29 @@ func (s *Strategy) Release(ctx context.Context, key, value string) error {
 			calls[n.wake] = &c
 		}
 	}
-	return s.release(ctx, []string{key}, value, func(ctx context.Context, n node) error {
-		return n.srv.Run(ctx, *calls[n.wake])
-	})
+	return s.release(ctx, key, nil, value, calls)
 }
 
-// release deletes the lock on keys, held with value, on every node with
-// del, as Release does.
-func (s *Strategy) release(ctx context.Context, keys []string, value string, del func(context.Context, node) error) error {
+// eachKey calls fn with key, or with each of keys when there are.
+func eachKey(key string, keys []string, fn func(string)) {
+	if keys == nil {
+		fn(key)
+		return
+	}
+	for _, k := range keys {
+		fn(k)
+	}
+}
+
+// release deletes the lock on key, or on keys (key is the first), held
+// with value, on every node, as Release does: with the node's call of
+// calls (one per way of waking waiters) for key alone, and with
+// notify.DeleteKeysWaking for keys.
+func (s *Strategy) release(ctx context.Context, key string, keys []string, value string, calls [notify.Wakes]*cas.Call) error {
 	var acq *fan
-	if f, ok := s.inflight.Load(lockID(keys[0], value)); ok {
+	if f, ok := s.inflight.Load(lockID(key, value)); ok {
 		acq = f.(*fan)
 	}
-	errs := make([]error, len(s.nodes))
 	op := func(ctx context.Context, i int, n node) error {
 		if acq != nil && !acq.returned[i].Load() {
 			// The nodes whose acquires returned, a quorum, release at
@@ -538,12 +550,14 @@ func (s *Strategy) release(ctx context.Context, keys []string, value string, del
 				return ctx.Err()
 			}
 		}
-		errs[i] = del(ctx, n)
-		return errs[i]
+		if keys != nil {
+			return notify.DeleteKeysWaking(ctx, n.conn, n.wake, keys, value)
+		}
+		return n.srv.Run(ctx, *calls[n.wake])
 	}
 	res, _, f := s.fanOut(ctx, s.opTimeout(), op, func(ctx context.Context, i int, n node, err error, _ bool) {
 		if !answered(outcome(err)) {
-			_ = strategy.CleanUp(ctx, keys[0], func(ctx context.Context) error { return op(ctx, i, n) })
+			_ = strategy.CleanUp(ctx, key, func(ctx context.Context) error { return op(ctx, i, n) })
 		}
 	}, func(t tally) decision {
 		if t.ok >= s.quorum {
@@ -553,16 +567,10 @@ func (s *Strategy) release(ctx context.Context, keys []string, value string, del
 	})
 	defer report(ctx, res)
 	if slices.ContainsFunc(res, func(n *NodeError) bool { return n.Outcome == Pending }) {
-		for _, k := range keys {
-			s.releasing.Store(k, f)
-		}
-		f.whenIdle(func() {
-			for _, k := range keys {
-				s.releasing.CompareAndDelete(k, f)
-			}
-		})
+		eachKey(key, keys, func(k string) { s.releasing.Store(k, f) })
+		f.whenIdle(func() { eachKey(key, keys, func(k string) { s.releasing.CompareAndDelete(k, f) }) })
 	}
-	return s.checkHeld("release", res, errs)
+	return s.checkHeld("release", res)
 }
 
 // Listen implements [strategy.Notifier]: the waiter id hears the releases
@@ -591,13 +599,12 @@ func (s *Strategy) TTL(ctx context.Context, key, value string) (time.Duration, e
 // lock, whose remaining time on a node pttl reads, as TTL does.
 func (s *Strategy) ttl(ctx context.Context, pttl func(context.Context, node) (time.Duration, error)) (time.Duration, error) {
 	ttls := make([]time.Duration, len(s.nodes))
-	errs := make([]error, len(s.nodes))
-	res, _, _ := s.fanOut(ctx, s.opTimeout(), func(ctx context.Context, i int, n node) error {
-		ttls[i], errs[i] = pttl(ctx, n)
-		return errs[i]
+	res, _, _ := s.fanOut(ctx, s.opTimeout(), func(ctx context.Context, i int, n node) (err error) {
+		ttls[i], err = pttl(ctx, n)
+		return err
 	}, nil, nil)
 	defer report(ctx, res)
-	if err := s.checkHeld("ttl", res, errs); err != nil {
+	if err := s.checkHeld("ttl", res); err != nil {
 		return 0, err
 	}
 	var held []time.Duration
@@ -622,10 +629,9 @@ func (s *Strategy) opTimeout() time.Duration {
 // checkHeld turns the node results of an operation on a held lock into nil
 // (a quorum holds it), ErrExpired or ErrTaken (so many nodes say it is not
 // ours that no quorum can), or a QuorumError (too many nodes failed to
-// tell). errs[i] is node i's error: for a lock of several keys, the
-// *strategy.KeyErrors that name its keys found gone or taken, and then
-// the error is those of the keys that the most nodes name (see lost).
-func (s *Strategy) checkHeld(op string, res []*NodeError, errs []error) error {
+// tell). For a lock of several keys, the error is those of the keys that
+// the most nodes found gone or taken (see lost).
+func (s *Strategy) checkHeld(op string, res []*NodeError) error {
 	var t tally
 	for _, r := range res {
 		t.add(r.Outcome)
@@ -634,7 +640,7 @@ func (s *Strategy) checkHeld(op string, res []*NodeError, errs []error) error {
 	case t.ok >= s.quorum:
 		return nil
 	case t.taken+t.expired > len(res)-s.quorum:
-		if keys := lost(res, errs); len(keys) > 0 {
+		if keys := lost(res); len(keys) > 0 {
 			joined := make([]error, len(keys))
 			for i, k := range keys {
 				joined[i] = k
@@ -651,21 +657,20 @@ func (s *Strategy) checkHeld(op string, res []*NodeError, errs []error) error {
 
 // lost returns, for a lock of several keys, the errors of the keys that
 // the most nodes name, sorted by key: one node's *strategy.KeyError for
-// each, one that wraps ErrTaken if a node found the key taken. errs[i] is
-// node i's error, read where res says it answered Taken or Expired: a
-// *strategy.KeyError, or several, joined, one per key it found held, gone
-// or taken. It returns none for a lock of one key, whose errors name no
-// key.
-func lost(res []*NodeError, errs []error) []*strategy.KeyError {
+// each, one that wraps ErrTaken if a node found the key taken. A node that
+// answered Taken or Expired answered with a *strategy.KeyError, or several,
+// joined, one per key it found held, gone or taken. It returns none for a
+// lock of one key, whose errors name no key.
+func lost(res []*NodeError) []*strategy.KeyError {
 	found := map[string]*strategy.KeyError{}
 	count := map[string]int{}
 	most := 0
-	for i, r := range res {
+	for _, r := range res {
 		if r.Outcome != Taken && r.Outcome != Expired {
 			continue
 		}
-		each := []error{errs[i]}
-		if j, ok := errs[i].(interface{ Unwrap() []error }); ok {
+		each := []error{r.answer}
+		if j, ok := r.answer.(interface{ Unwrap() []error }); ok {
 			each = j.Unwrap()
 		}
 		for _, err := range each {
