@@ -59,8 +59,7 @@ import (
 type Lock struct {
 	s             strategy.Strategy
 	key, metadata string
-	keys          []string // a multi-key lock's keys, sorted (key is the first); nil for one key
-	fences        []int64  // a multi-key lock's fencing tokens, one per key
+	many          *many // a lock of several keys; nil for one key
 
 	hooks     hookList
 	obtained  time.Time
@@ -104,16 +103,32 @@ func (l *Lock) Key() string {
 	return l.key
 }
 
+// many is what a lock of several keys ([Locker.ObtainMany]) has beyond one
+// key: kept apart, so that a Lock of one key stays small.
+type many struct {
+	keys   []string // sorted; Lock.key is the first
+	fences []int64  // the fencing tokens, one per key, with WithFencing
+}
+
 // Keys returns the locked keys, sorted: one, or those of
 // [Locker.ObtainMany].
 func (l *Lock) Keys() []string {
 	switch {
 	case l == nil:
 		return nil
-	case l.keys == nil:
+	case l.many == nil:
 		return []string{l.key}
 	}
-	return slices.Clone(l.keys)
+	return slices.Clone(l.many.keys)
+}
+
+// keyCount returns how many keys a lock of several keys has, and 0 for a
+// lock of one key, as Event.Keys counts them.
+func (l *Lock) keyCount() int {
+	if l.many == nil {
+		return 0
+	}
+	return len(l.many.keys)
 }
 
 // Token returns the secret that proves ownership of the lock: the random
@@ -161,16 +176,16 @@ func (l *Lock) FenceOf(key string) (int64, bool) {
 	switch {
 	case l == nil || l.fence == 0:
 		return 0, false
-	case l.keys == nil && key == l.key:
+	case l.many == nil && key == l.key:
 		return l.fence, true
-	case l.keys == nil:
+	case l.many == nil:
 		return 0, false
 	}
-	i, ok := slices.BinarySearch(l.keys, key)
+	i, ok := slices.BinarySearch(l.many.keys, key)
 	if !ok {
 		return 0, false
 	}
-	return l.fences[i], true
+	return l.many.fences[i], true
 }
 
 // ValidUntil returns the local validity deadline: the time when the lock was
@@ -202,8 +217,8 @@ func (l *Lock) TTL(ctx context.Context) (time.Duration, error) {
 	defer l.ops.Unlock()
 	var ttl time.Duration
 	err := l.call(ctx, "ttl", 0, func(ctx context.Context, l *Lock, value string) (err error) {
-		if l.keys != nil {
-			ttl, err = l.s.(strategy.Multi).TTLKeys(ctx, l.keys, value)
+		if l.many != nil {
+			ttl, err = l.s.(strategy.Multi).TTLKeys(ctx, l.many.keys, value)
 		} else {
 			ttl, err = l.s.TTL(ctx, l.key, value)
 		}
@@ -245,8 +260,8 @@ func (l *Lock) Refresh(ctx context.Context, ttl time.Duration) error {
 	sent := time.Now()
 	var g strategy.Grant
 	err = l.call(ctx, "refresh", lease, func(ctx context.Context, l *Lock, value string) (err error) {
-		if l.keys != nil {
-			g, err = l.s.(strategy.Multi).RefreshKeys(ctx, l.keys, value, lease)
+		if l.many != nil {
+			g, err = l.s.(strategy.Multi).RefreshKeys(ctx, l.many.keys, value, lease)
 		} else {
 			g, err = l.s.Refresh(ctx, l.key, value, lease)
 		}
@@ -298,8 +313,8 @@ func (l *Lock) Release(ctx context.Context) error {
 // releaseOp is Release's operation: a function that captures nothing, so that
 // an unhooked Release allocates no closure.
 func releaseOp(ctx context.Context, l *Lock, value string) error {
-	if l.keys != nil {
-		return l.s.(strategy.Multi).ReleaseKeys(ctx, l.keys, value)
+	if l.many != nil {
+		return l.s.(strategy.Multi).ReleaseKeys(ctx, l.many.keys, value)
 	}
 	return l.s.Release(ctx, l.key, value)
 }
@@ -357,7 +372,7 @@ func (l *Lock) op(ctx context.Context, op string, ttl time.Duration, value strin
 		return fn(ctx, l, value) // no closure: an unhooked call allocates nothing here
 	}
 	e := l.hooks.event(l.s, op, l.key)
-	e.TTL, e.Lock, e.Keys = ttl, l, len(l.keys)
+	e.TTL, e.Lock, e.Keys = ttl, l, l.keyCount()
 	return l.hooks.wrap(ctx, l.s, e, opHook, func(ctx context.Context) error { return fn(ctx, l, value) })
 }
 
@@ -386,7 +401,7 @@ func (l *Lock) endLocked(cause error) {
 	defer l.closeDoneWith(cause)
 	if len(l.hooks) > 0 {
 		e := l.hooks.event(l.s, "ended", l.key)
-		e.Keys = len(l.keys)
+		e.Keys = l.keyCount()
 		e.Lock, e.Held = l, time.Since(l.obtained)
 		if cause != errReleased {
 			e.Err = cause

@@ -246,12 +246,15 @@ func (l *locker) obtain(ctx context.Context, key string, keys []string, ttl time
 		}
 		if err == nil {
 			w.obtained(ctx)
-			lk := &Lock{s: l.s, key: key, keys: keys, token: r.Token, metadata: r.Metadata, value: r.Value(),
+			lk := &Lock{s: l.s, key: key, token: r.Token, metadata: r.Metadata, value: r.Value(),
 				refreshesLeft: o.maxRefreshes, hooks: o.hooks, obtained: sent,
 				fraction: o.fraction, ttl: ttl, bg: background.From(ctx)}
 			switch {
-			case r.Fencing && keys != nil:
-				lk.fence, lk.fences = g.Fences[0], g.Fences
+			case keys != nil && r.Fencing:
+				lk.many = &many{keys, g.Fences}
+				lk.fence = g.Fences[0]
+			case keys != nil:
+				lk.many = &many{keys: keys}
 			case r.Fencing:
 				lk.fence = g.Fence
 			}
