@@ -76,3 +76,35 @@ func (s Server) Inspect(ctx context.Context, key, fenceKey, queueKey string) (Re
 	}
 	return Inspect(ctx, s.Conn, key, fenceKey, queueKey)
 }
+
+// AcquireKeys is the package's [AcquireKeys] on the server.
+func (s Server) AcquireKeys(ctx context.Context, keys, fenceKeys []string, value string, ttl time.Duration) ([]int64, time.Duration, error) {
+	if s.Plain != nil {
+		return s.Plain.AcquireKeys(ctx, keys, fenceKeys, value, ttl)
+	}
+	return AcquireKeys(ctx, s.Conn, keys, fenceKeys, value, ttl)
+}
+
+// PExpireKeys is the package's [PExpireKeys] on the server.
+func (s Server) PExpireKeys(ctx context.Context, keys []string, value string, ttl time.Duration) error {
+	if s.Plain != nil {
+		return s.Plain.PExpireKeys(ctx, keys, value, ttl)
+	}
+	return PExpireKeys(ctx, s.Conn, keys, value, ttl)
+}
+
+// PTTLKeys is the package's [PTTLKeys] on the server.
+func (s Server) PTTLKeys(ctx context.Context, keys []string, value string) (time.Duration, error) {
+	if s.Plain != nil {
+		return s.Plain.PTTLKeys(ctx, keys, value)
+	}
+	return PTTLKeys(ctx, s.Conn, keys, value)
+}
+
+// DeleteKeys is the package's [DeleteKeys] on the server.
+func (s Server) DeleteKeys(ctx context.Context, keys []string, value string) error {
+	if s.Plain != nil {
+		return s.Plain.DeleteKeys(ctx, keys, value)
+	}
+	return DeleteKeys(ctx, s.Conn, keys, value)
+}

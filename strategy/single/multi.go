@@ -50,13 +50,16 @@ func (s *Strategy) groups(keys []string) []group {
 	return gs
 }
 
-// write runs f over the Strategy's connection or, with [WithReplicas], over
-// one connection to the master of g's keys, followed by WAIT.
-func (s *Strategy) write(ctx context.Context, g group, f func(driver.Conn) error) error {
+// write runs f with the Strategy's server or, with [WithReplicas], with its
+// operations over one connection to the master of g's keys, followed by
+// WAIT.
+func (s *Strategy) write(ctx context.Context, g group, f func(cas.Server) error) error {
 	if s.ack.Replicas == 0 {
-		return f(s.conn)
+		return f(s.srv)
 	}
-	return cas.Acked(ctx, s.conn, g.keys[0], s.ack, f)
+	return cas.Acked(ctx, s.conn, g.keys[0], s.ack, func(c driver.Conn) error {
+		return f(s.srv.Over(c))
+	})
 }
 
 // AcquireKeys implements [strategy.Multi]. On one server, or with every key
@@ -80,10 +83,6 @@ func (s *Strategy) AcquireKeys(ctx context.Context, r strategy.Request) (strateg
 	if err != nil {
 		return strategy.Grant{Undone: true}, err
 	}
-	if s.noScripts {
-		return strategy.Grant{Undone: true}, &strategy.ArgumentError{Name: "keys", Reason: "not supported with WithoutScripts: " +
-			"several keys as one lock are taken in one script, all or none"}
-	}
 	var fenceKeys []string
 	if r.Fencing {
 		fenceKeys = make([]string, len(r.Keys))
@@ -105,8 +104,8 @@ func (s *Strategy) AcquireKeys(ctx context.Context, r strategy.Request) (strateg
 	for i, g := range gs {
 		var fences []int64
 		var held time.Duration
-		err := s.write(ctx, g, func(c driver.Conn) (err error) {
-			fences, held, err = cas.AcquireKeys(ctx, c, g.keys, pick(fenceKeys, g.at), value, r.TTL)
+		err := s.write(ctx, g, func(srv cas.Server) (err error) {
+			fences, held, err = srv.AcquireKeys(ctx, g.keys, pick(fenceKeys, g.at), value, r.TTL)
 			return err
 		})
 		switch {
@@ -148,8 +147,8 @@ func (s *Strategy) queues(r strategy.Request, gs []group) ([]cas.Queue, bool) {
 func (s *Strategy) acquireQueued(ctx context.Context, r strategy.Request, g group, qs []cas.Queue, fenceKeys []string, grant strategy.Grant) (strategy.Grant, error) {
 	var fences []int64
 	var e cas.Enqueued
-	err := s.write(ctx, g, func(c driver.Conn) (err error) {
-		fences, e, err = cas.AcquireKeysQueued(ctx, c, r.Keys, qs, fenceKeys, r.Value(), s.member(r.Waiter), r.TTL, r.Poll, r.Patience)
+	err := s.write(ctx, g, func(srv cas.Server) (err error) {
+		fences, e, err = cas.AcquireKeysQueued(ctx, srv.Conn, r.Keys, qs, fenceKeys, r.Value(), s.member(r.Waiter), r.TTL, r.Poll, r.Patience)
 		return err
 	})
 	var held *strategy.KeyError
@@ -209,8 +208,8 @@ func (s *Strategy) RefreshKeys(ctx context.Context, keys []string, value string,
 	}
 	var errs []error
 	for _, g := range s.groups(keys) {
-		errs = append(errs, s.write(ctx, g, func(c driver.Conn) error {
-			return cas.PExpireKeys(ctx, c, g.keys, value, ttl)
+		errs = append(errs, s.write(ctx, g, func(srv cas.Server) error {
+			return srv.PExpireKeys(ctx, g.keys, value, ttl)
 		}))
 	}
 	return strategy.Grant{Drift: d}, errors.Join(errs...)
@@ -237,7 +236,7 @@ func (s *Strategy) release(ctx context.Context, gs []group, value string) (lost,
 		if s.notify {
 			err = cas.DeleteKeysQueued(ctx, s.conn, g.keys, value, s.sharded)
 		} else {
-			err = cas.DeleteKeys(ctx, s.conn, g.keys, value)
+			err = s.srv.DeleteKeys(ctx, g.keys, value)
 		}
 		if errors.Is(err, strategy.ErrNotHeld) {
 			losts = append(losts, err)
@@ -254,7 +253,7 @@ func (s *Strategy) TTLKeys(ctx context.Context, keys []string, value string) (ti
 	least := time.Duration(-1)
 	var errs []error
 	for _, g := range s.groups(keys) {
-		ttl, err := cas.PTTLKeys(ctx, s.conn, g.keys, value)
+		ttl, err := s.srv.PTTLKeys(ctx, g.keys, value)
 		if err != nil {
 			errs = append(errs, err)
 		} else if ttl >= 0 && (least < 0 || ttl < least) {

@@ -72,7 +72,7 @@ import (
 // Strategy is the single-instance [strategy.Strategy] over one [driver.Conn].
 type Strategy struct {
 	conn    driver.Conn
-	notify  bool    // conn can subscribe: waiters queue and are woken
+	notify  bool    // conn can subscribe, and scripts run: waiters queue and are woken
 	sharded bool    // conn's channels are shard channels: conn is a Cluster client, and a lock of several keys takes them slot by slot
 	wakeTo  string  // random: names this Strategy's wake-up channel, and prefixes its waiters' ids
 	ack     cas.Ack // WithReplicas; Replicas == 0: no WAIT
@@ -187,11 +187,14 @@ func NewStrategy(conn driver.Conn, opts ...Option) (*Strategy, error) {
 		}
 	}
 	s.srv = cas.Server{Conn: conn}
+	if sub, ok := conn.(driver.Subscriber); ok {
+		s.sharded = sub.Sharded()
+		if !s.noScripts { // the queue of waiters lives in scripts
+			s.notify, s.wakeTo = true, rand.Text()
+		}
+	}
 	if s.noScripts {
 		return s, s.withoutScripts()
-	}
-	if sub, ok := conn.(driver.Subscriber); ok {
-		s.notify, s.sharded, s.wakeTo = true, sub.Sharded(), rand.Text()
 	}
 	return s, nil
 }
