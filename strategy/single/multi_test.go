@@ -32,11 +32,12 @@ type multiSetup struct {
 	// slots on three masters.
 	keys    func(t *testing.T) []string
 	cluster bool
+	opts    []single.Option // the Locker's
 }
 
-// TestMulti: ObtainMany over single, on one server (real or embedded) over
-// every driver, and on a Cluster over go-redis and rueidis with keys in
-// three slots on three masters.
+// TestMulti: ObtainMany over single, with scripts and without, on one
+// server (real or embedded) over every driver, and on a Cluster over
+// go-redis and rueidis with keys in three slots on three masters.
 func TestMulti(t *testing.T) {
 	addr, _ := redistest.Addr(t)
 	var setups []multiSetup
@@ -45,24 +46,32 @@ func TestMulti(t *testing.T) {
 			redistest.GoRedis(t, addr, 3), func(t *testing.T) []string {
 				k := conformance.Key(t)
 				return []string{k + ":c", k + ":a", k + ":b"}
-			}, false})
+			}, false, nil})
 	}
 	for _, s := range setups {
 		t.Run(s.name, func(t *testing.T) { runMulti(t, s) })
+		t.Run(s.name+"/without scripts", func(t *testing.T) { runMulti(t, withoutScripts(s)) })
 	}
 	t.Run("cluster", func(t *testing.T) {
 		cluster := redistest.StartCluster(t, 3)
 		keys := func(t *testing.T) []string { return threeMasters(t, cluster, conformance.Key(t)) }
 		raw := redistest.GoRedisCluster(t, cluster.Addrs())
 		for _, s := range []multiSetup{
-			{"goredis", func(t *testing.T) driver.Conn { return goredis.New(redistest.GoRedisCluster(t, cluster.Addrs())) }, raw, keys, true},
+			{"goredis", func(t *testing.T) driver.Conn { return goredis.New(redistest.GoRedisCluster(t, cluster.Addrs())) }, raw, keys, true, nil},
 			{"rueidis", func(t *testing.T) driver.Conn {
 				return rueidisdriver.New(redistest.RueidisCluster(t, cluster.Addrs()))
-			}, raw, keys, true},
+			}, raw, keys, true, nil},
 		} {
 			t.Run(s.name, func(t *testing.T) { runMulti(t, s) })
+			t.Run(s.name+"/without scripts", func(t *testing.T) { runMulti(t, withoutScripts(s)) })
 		}
 	})
+}
+
+// withoutScripts returns s with a Locker WithoutScripts.
+func withoutScripts(s multiSetup) multiSetup {
+	s.opts = []single.Option{single.WithoutScripts()}
+	return s
 }
 
 // threeMasters returns three keys that start with prefix, whose slots three
@@ -84,7 +93,7 @@ func threeMasters(t *testing.T, cluster *redistest.Cluster, prefix string) []str
 func runMulti(t *testing.T, s multiSetup) {
 	ctx := context.Background()
 	newLocker := func(t *testing.T) lock.Locker {
-		l, err := single.New(s.conn(t))
+		l, err := single.New(s.conn(t), s.opts...)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -348,22 +357,6 @@ func runMulti(t *testing.T, s multiSetup) {
 			t.Fatal(err)
 		}
 		obtainOne(t, l, keys[0])
-	})
-
-	t.Run("without scripts: refused", func(t *testing.T) {
-		l, err := single.New(s.conn(t), single.WithoutScripts())
-		if err != nil {
-			t.Fatal(err)
-		}
-		keys := s.keys(t)
-		_, err = l.ObtainMany(ctx, keys, time.Minute)
-		var ae *lock.ArgumentError
-		if !errors.As(err, &ae) || ae.Name != "keys" || !strings.Contains(ae.Reason, "WithoutScripts") {
-			t.Errorf("ObtainMany = %v, want an *ArgumentError named keys that names WithoutScripts", err)
-		}
-		if got := exists(t, keys); len(got) != 0 {
-			t.Errorf("keys that exist = %q, want none", got)
-		}
 	})
 }
 
