@@ -219,3 +219,47 @@ func obtainAndHold(ctx context.Context, l lock.Locker, key string, d *conformanc
 	}
 	return nil
 }
+
+// TestWithoutScriptsMulti: over every driver, a lock of several keys
+// without scripts is obtained (fenced, and not obtained while one key is
+// held), refreshed, read and released, and no call sends a script (INFO
+// commandstats).
+func TestWithoutScriptsMulti(t *testing.T) {
+	srv := redistest.Start(t, 1)[0]
+	ctx := context.Background()
+	for _, d := range redistest.Drivers() {
+		t.Run(d.Name, func(t *testing.T) {
+			conn := d.Conn(t, srv.Addr)
+			l, _ := noScriptLocker(t, conn)
+			k := conformance.Key(t)
+			keys := []string{k + ":a", k + ":b", k + ":c"}
+			lk, err := l.ObtainMany(ctx, keys, time.Minute, lock.WithFencing())
+			if err != nil {
+				t.Fatalf("ObtainMany = %v, want a lock", err)
+			}
+			for _, key := range keys {
+				if n, ok := lk.FenceOf(key); !ok || n <= 0 {
+					t.Errorf("FenceOf(%s) = %d, %v; want a positive token", key, n, ok)
+				}
+			}
+			if _, err := l.ObtainMany(ctx, []string{keys[2], k + ":d"}, time.Minute); !errors.Is(err, lock.ErrNotObtained) {
+				t.Errorf("ObtainMany of a held key = %v, want ErrNotObtained", err)
+			}
+			if err := lk.Refresh(ctx, time.Minute); err != nil {
+				t.Errorf("Refresh = %v, want nil", err)
+			}
+			if ttl, err := lk.TTL(ctx); err != nil || ttl <= 0 {
+				t.Errorf("TTL = %v, %v; want a positive TTL", ttl, err)
+			}
+			if err := lk.Release(ctx); err != nil {
+				t.Errorf("Release = %v, want nil", err)
+			}
+			for _, key := range append(keys, k+":d") {
+				if _, ok, err := conn.Get(ctx, key); ok || err != nil {
+					t.Errorf("after Release: %s exists = %v (%v), want false", key, ok, err)
+				}
+			}
+		})
+	}
+	sentNoScript(t, srv)
+}
