@@ -15,8 +15,9 @@ import (
 
 var _ strategy.Multi = (*Strategy)(nil)
 
-// group is the keys of a lock of several keys that one script takes: all
-// of them, or, on a Cluster, those of one hash slot.
+// group is the keys of a lock of several keys that one script (or, with
+// WithoutScripts, one transaction) takes: all of them, or, on a Cluster,
+// those of one hash slot.
 type group struct {
 	keys []string
 	at   []int // the index of each key among the lock's keys
@@ -68,16 +69,18 @@ func (s *Strategy) write(ctx context.Context, g group, f func(cas.Server) error)
 // the order of the slots, each slot's keys in one script, and when a slot
 // finds a key held it deletes what the earlier slots took before it
 // returns: exclusive per key, but not atomic across slots, so that another
-// client may see some keys held for a moment. It refuses, with an
-// [*strategy.ArgumentError], [WithoutScripts], a TTL that the drift
+// client may see some keys held for a moment. [WithoutScripts] runs one
+// transaction where a script would run (see cas.Plain.AcquireKeys). It
+// refuses, with an [*strategy.ArgumentError], a TTL that the drift
 // allowance uses up, and, with lock.WithFencing, a key that [FenceKey]
 // refuses, before anything is written.
 //
 // A waiter (lock.Locker.ObtainMany waiting by notification) queues in the
 // FIFO queues of the keys, in their order, one key at a time, keeping its
 // place in the queues of the keys before the one it waits for: see
-// docs/multi-key.md. Over a Cluster with keys in several slots, or with a
-// key that has no queue (a key with '}' but no hash tag), it polls.
+// docs/multi-key.md. Over a Cluster with keys in several slots, with a key
+// that has no queue (a key with '}' but no hash tag), or [WithoutScripts],
+// it polls.
 func (s *Strategy) AcquireKeys(ctx context.Context, r strategy.Request) (strategy.Grant, error) {
 	d, err := drift.Allowance(r.TTL, drift.DefaultFactor)
 	if err != nil {

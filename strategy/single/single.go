@@ -44,8 +44,8 @@
 // and free of deadlock, but not atomic across slots, so that another client
 // may see some of the keys held for a moment. A refresh extends every key
 // or none (per slot, on a Cluster). A release deletes each key the lock
-// still holds and wakes its queue's head. Such a lock needs scripts:
-// [WithoutScripts] refuses it.
+// still holds and wakes its queue's head. [WithoutScripts] does the same
+// with one transaction per server or slot.
 //
 // It is safe as long as the Redis deployment it talks to does not lose
 // writes: one server, or a Cluster (each key lives on one master). A failover
@@ -137,6 +137,10 @@ func WithReplicas(n int, timeout time.Duration) Option {
 //     MULTI, PEXPIRE key ttl, EXEC.
 //   - TTL, Inspect: MULTI, GET key, PTTL key (GET of the fencing counter),
 //     EXEC; Break reads so, then deletes as Release does.
+//   - Several keys (lock.Locker.ObtainMany), per server or Cluster slot:
+//     WATCH every key (and counter), GET each, MULTI, SET (or PEXPIRE, for
+//     a refresh) each (INCR each counter), EXEC: every key or none. TTL is
+//     one MULTI snapshot; a release deletes each key as Release does.
 //
 // The first call of each kind tries the server's conditional command; a
 // server that lacks it refuses it without effect, and the Strategy takes
