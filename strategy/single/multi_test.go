@@ -478,16 +478,26 @@ func TestMultiClusterSlotMoves(t *testing.T) {
 	}
 }
 
-// TestMultiWithReplicas: with WithReplicas, a lock of several keys is
-// obtained and refreshed once a replica acknowledges it, and without one
-// fails with a *ReplicaError, leaving no key behind.
+// TestMultiWithReplicas: with WithReplicas, with scripts and without, a
+// lock of several keys is obtained and refreshed once a replica
+// acknowledges it, and without one fails with a *ReplicaError, leaving no
+// key behind.
 func TestMultiWithReplicas(t *testing.T) {
 	t.Parallel()
+	for _, v := range []struct {
+		name string
+		opts []single.Option
+	}{{"scripts", nil}, {"without scripts", []single.Option{single.WithoutScripts()}}} {
+		t.Run(v.name, func(t *testing.T) { testMultiWithReplicas(t, v.opts) })
+	}
+}
+
+func testMultiWithReplicas(t *testing.T, opts []single.Option) {
 	keys := []string{"replicas-multi:a", "replicas-multi:b"}
 	t.Run("a replica acknowledges: obtained and refreshed", func(t *testing.T) {
 		master := redistest.Start(t, 1)[0]
 		redistest.StartReplica(t, master.Addr)
-		l := newReplicated(t, goredis.New(redistest.GoRedis(t, master.Addr, 3)), 1, replicaWait)
+		l := newReplicated(t, goredis.New(redistest.GoRedis(t, master.Addr, 3)), 1, replicaWait, opts...)
 		ctx := testContext(t)
 		lk, err := l.ObtainMany(ctx, keys, time.Minute)
 		if err != nil {
@@ -502,7 +512,7 @@ func TestMultiWithReplicas(t *testing.T) {
 	})
 	t.Run("no replica: a *ReplicaError, and nothing left behind", func(t *testing.T) {
 		master := redistest.Start(t, 1)[0]
-		l := newReplicated(t, goredis.New(redistest.GoRedis(t, master.Addr, 3)), 1, 50*time.Millisecond)
+		l := newReplicated(t, goredis.New(redistest.GoRedis(t, master.Addr, 3)), 1, 50*time.Millisecond, opts...)
 		ctx := testContext(t)
 		_, err := l.ObtainMany(ctx, keys, time.Minute)
 		var re *single.ReplicaError
