@@ -3,7 +3,6 @@ package lock
 import (
 	"context"
 	"errors"
-	"slices"
 	"time"
 
 	"github.com/locksmith-go/lock/internal/wait"
@@ -23,7 +22,6 @@ type waiter struct {
 	listener strategy.Listener // nil until then, or when the strategy cannot deliver
 	heard    string            // the key the listener hears, for a lock of several keys
 	queued   bool              // an attempt queued the waiter: leave the queue when giving up
-	reach    int               // the queues of how many of keys an attempt may have queued the waiter in
 	expected bool              // a timer woke the waiter though a message was due: the holder's key would not have expired
 }
 
@@ -141,12 +139,8 @@ func (w *waiter) sleep(ctx context.Context, g strategy.Grant, delay time.Duratio
 
 // hear makes the waiter of a lock of several keys listen for the wake-ups
 // of key, the key in whose queue its last attempt queued it (see
-// strategy.Grant.Queue), and for none when key is "": it polls. It records
-// how far along the keys the waiter may be queued.
+// strategy.Grant.Queue), and for none when key is "": it polls.
 func (w *waiter) hear(key string) {
-	if i, ok := slices.BinarySearch(w.keys, key); ok {
-		w.reach = max(w.reach, i+1)
-	}
 	if w.listened && key == w.heard {
 		return
 	}
@@ -180,21 +174,17 @@ func (w *waiter) close(ctx context.Context, givingUp bool) {
 }
 
 // mayHaveQueued records that an attempt whose outcome is unknown (no
-// answer, a failed script, a panic) may have queued the waiter, in the
-// queue of any of its keys.
-func (w *waiter) mayHaveQueued() {
-	w.queued, w.reach = true, len(w.keys)
-}
+// answer, a failed script, a panic) may have queued the waiter.
+func (w *waiter) mayHaveQueued() { w.queued = true }
 
 // leave returns the clean-up that takes the waiter out of the queues it
-// may be in: its key's, or those of the keys of a lock of several keys
-// that its attempts reached.
+// may be in: its key's, or those of every key of a lock of several keys
+// (it may have kept places in any of them; see strategy.Grant.Queue).
 func (w *waiter) leave() func(context.Context) error {
-	n, key, id := w.n, w.key, w.id
-	if w.keys == nil {
+	n, key, keys, id := w.n, w.key, w.keys, w.id
+	if keys == nil {
 		return func(ctx context.Context) error { return n.Leave(ctx, key, id) }
 	}
-	keys := w.keys[:max(w.reach, 1)]
 	return func(ctx context.Context) error {
 		var errs []error
 		for _, k := range keys {

@@ -2,6 +2,7 @@ package cas
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -20,19 +21,52 @@ import (
 // the keys are released. Queueing behind another waiter at a key, it leaves
 // the queues of the keys after it, which it may have joined in an earlier
 // attempt.
+//
+// On a Cluster, a lock's keys in several slots take one script per slot,
+// in the order of the slots (see strategy/single), so the waiter's places
+// are kept slot by slot: it reserves the keys of each slot in turn (heads
+// their queues, takes nothing), stopping at the first slot with a key it
+// cannot take, and leaving the queues of the slots after it; once every
+// slot is reserved, it takes the keys slot by slot, keeping its places,
+// and then leaves the queues. A key that a client outside the queues (one
+// that does not wait, or polls) took in between undoes the slots taken,
+// and the waiter, which kept its places, tries again.
+
+// The modes of queuedKeysScript, ARGV[7].
+const (
+	takeMode    = "take"    // take every key, or queue
+	reserveMode = "reserve" // head every key's queue, or queue
+	holdMode    = "hold"    // take every key, keeping the places, or queue
+	claimMode   = "claim"   // leave every queue, telling each next waiter that it heads it
+	leaveMode   = "leave"   // leave every queue
+)
 
 // queuedKeysScript is the acquire of the waiter ARGV[4] of a lock of
 // ARGV[3] = n keys, KEYS[1..n], with their queues: KEYS[n+2i-1] and
 // KEYS[n+2i] are Q and W of key i; the fencing counters, when there are,
 // follow, one per key. ARGV[1] is our value, ARGV[2] the TTL (ms), ARGV[5]
-// the waiter's poll (ms) and ARGV[6] its patience (ms, 0: none). It
-// replies {1, fences...} when it took every key, and {0, i, rank, PTTL}
-// when the waiter waits in the queue of key i, at rank, for a holder with
-// that PTTL (0 when the key is free and another waiter heads its queue).
+// the waiter's poll (ms), ARGV[6] its patience (ms, 0: none) and ARGV[7]
+// the mode. It replies {1, fences...} when it took every key, {2} when it
+// reserved them, left or claimed the queues, and {0, i, rank, PTTL} when
+// the waiter waits in the queue of key i, at rank, for a holder with that
+// PTTL (0 when the key is free and another waiter heads its queue).
 var queuedKeysScript = driver.NewScript(aclLib + queueLib + fenceLib + `local value, ttl, n = ARGV[1], ARGV[2], tonumber(ARGV[3])
-local id, poll, cap = ARGV[4], tonumber(ARGV[5]), tonumber(ARGV[6])
+local id, poll, cap, mode = ARGV[4], tonumber(ARGV[5]), tonumber(ARGV[6]), ARGV[7]
 local function use(i)
 	Q, W = KEYS[n + 2 * i - 1], KEYS[n + 2 * i]
+end
+if mode == 'claim' or mode == 'leave' then
+	for i = 1, n do
+		use(i)
+		if call('ZSCORE', Q, id) then
+			if mode == 'claim' then
+				claimed(id)
+			else
+				leave(KEYS[i], id)
+			end
+		end
+	end
+	return {2}
 end
 local now = clock()
 local vals, heads, queued, busy = {}, {}, {}, nil
@@ -46,6 +80,13 @@ for i = 1, n do
 		busy = i
 	end
 end
+if not busy and mode == 'reserve' then
+	for i = 1, n do
+		use(i)
+		enqueue(id, queued[i], poll, cap, now)
+	end
+	return {2}
+end
 if not busy then
 	for i = 1, n do
 		if vals[i] == value then
@@ -54,7 +95,7 @@ if not busy then
 			redis.call('SET', KEYS[i], value, 'PX', ttl)
 		end
 		use(i)
-		if queued[i] then
+		if queued[i] and mode == 'take' then
 			claimed(id)
 		end
 	end
@@ -93,14 +134,63 @@ return {0, busy, rank, pttl}`)
 func AcquireKeysQueued(ctx context.Context, c driver.Conn, keys []string, qs []Queue, fenceKeys []string, value, id string,
 	ttl, poll, patience time.Duration,
 ) (fences []int64, e Enqueued, err error) {
+	return Waiter{id, poll, patience}.run(ctx, c, takeMode, keys, qs, fenceKeys, value, ttl)
+}
+
+// ErrNoQueue is the error of a Waiter's call whose user the ACL does not
+// allow the queues: its caller polls instead.
+var ErrNoQueue = errors.New("the ACL does not allow the wait queues")
+
+// A Waiter is the waiter of a lock of several keys in several Cluster
+// slots, which keeps its places in the queues of each slot's keys (a
+// group): see the comment at the top of this file.
+type Waiter struct {
+	ID             string        // the waiter's id in the queues
+	Poll, Patience time.Duration // as AcquireKeysQueued's
+}
+
+// Reserve makes the waiter head the queue of each of keys, a group whose
+// queues are qs, taking nothing, if it may take every key; and otherwise
+// queues it as AcquireKeysQueued does, with the same error.
+func (w Waiter) Reserve(ctx context.Context, c driver.Conn, keys []string, qs []Queue, ttl time.Duration) (Enqueued, error) {
+	_, e, err := w.run(ctx, c, reserveMode, keys, qs, nil, "", ttl)
+	return e, err
+}
+
+// Take takes every key of a group that the waiter reserved, as
+// AcquireKeysQueued does, but keeps the waiter's places in their queues:
+// Claim takes it out once every group is taken.
+func (w Waiter) Take(ctx context.Context, c driver.Conn, keys []string, qs []Queue, fenceKeys []string, value string, ttl time.Duration) ([]int64, Enqueued, error) {
+	return w.run(ctx, c, holdMode, keys, qs, fenceKeys, value, ttl)
+}
+
+// Claim takes the waiter out of the queues of a group it took, telling
+// each next waiter that it heads the queue.
+func (w Waiter) Claim(ctx context.Context, c driver.Conn, keys []string, qs []Queue) error {
+	_, _, err := w.run(ctx, c, claimMode, keys, qs, nil, "", 0)
+	return err
+}
+
+// Leave takes the waiter out of the queues of a group, as cas.Leave does
+// for one key.
+func (w Waiter) Leave(ctx context.Context, c driver.Conn, keys []string, qs []Queue) error {
+	_, _, err := w.run(ctx, c, leaveMode, keys, qs, nil, "", 0)
+	return err
+}
+
+// run runs queuedKeysScript in mode.
+func (w Waiter) run(ctx context.Context, c driver.Conn, mode string, keys []string, qs []Queue, fenceKeys []string, value string, ttl time.Duration) (fences []int64, e Enqueued, err error) {
 	all := make([]string, 0, 4*len(keys))
 	all = append(all, keys...)
 	for _, q := range qs {
 		all = append(all, q.Q, q.W)
 	}
 	all = append(all, fenceKeys...)
-	n, err := runInts(ctx, c, queuedKeysScript, all, value, ttl.Milliseconds(), len(keys), id,
-		max(poll.Milliseconds(), 1), max(patience.Milliseconds(), 0), shard(len(qs) > 0 && qs[0].Sharded))
+	n, err := runInts(ctx, c, queuedKeysScript, all, value, ttl.Milliseconds(), len(keys), w.ID,
+		max(w.Poll.Milliseconds(), 1), max(w.Patience.Milliseconds(), 0), mode, shard(len(qs) > 0 && qs[0].Sharded))
+	if denied(err) && mode != takeMode {
+		return nil, e, ErrNoQueue
+	}
 	if denied(err) {
 		fences, e.HolderTTL, err = AcquireKeys(ctx, c, keys, fenceKeys, value, ttl)
 		return fences, e, err
@@ -108,11 +198,11 @@ func AcquireKeysQueued(ctx context.Context, c driver.Conn, keys []string, qs []Q
 	switch {
 	case err != nil:
 		return nil, e, err
-	case len(n) == 1+len(fenceKeys) && n[0] == 1:
+	case len(n) == 1+len(fenceKeys) && n[0] == 1, len(n) == 1 && n[0] == 2 && mode != takeMode && mode != holdMode:
 		return n[1:], e, nil
 	case len(n) == 4 && n[0] == 0 && 1 <= n[1] && n[1] <= int64(len(keys)):
 		e = Enqueued{Position: int(n[2]), HolderTTL: time.Duration(max(n[3], 0)) * time.Millisecond}
 		return nil, e, &strategy.KeyError{Key: keys[n[1]-1], Err: strategy.ErrNotObtained}
 	}
-	return nil, e, fmt.Errorf("queued acquire of %d keys: got reply %v, want {1, fences...} or {0, key, rank, pttl}", len(keys), n)
+	return nil, e, fmt.Errorf("queued acquire of %d keys (%s): got reply %v, want {1, fences...}, {2} or {0, key, rank, pttl}", len(keys), mode, n)
 }

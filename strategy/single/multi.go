@@ -78,9 +78,11 @@ func (s *Strategy) write(ctx context.Context, g group, f func(cas.Server) error)
 // A waiter (lock.Locker.ObtainMany waiting by notification) queues in the
 // FIFO queues of the keys, in their order, one key at a time, keeping its
 // place in the queues of the keys before the one it waits for: see
-// docs/multi-key.md. Over a Cluster with keys in several slots, with a key
-// that has no queue (a key with '}' but no hash tag), or [WithoutScripts],
-// it polls.
+// docs/multi-key.md. Over a Cluster with keys in several slots, it
+// reserves its places slot by slot, then takes the slots, one script each,
+// and then leaves the queues: three scripts per slot for an attempt that
+// obtains the lock. With a key that has no queue (a key with '}' but no
+// hash tag), or [WithoutScripts], it polls.
 func (s *Strategy) AcquireKeys(ctx context.Context, r strategy.Request) (strategy.Grant, error) {
 	d, err := drift.Allowance(r.TTL, drift.DefaultFactor)
 	if err != nil {
@@ -101,8 +103,12 @@ func (s *Strategy) AcquireKeys(ctx context.Context, r strategy.Request) (strateg
 	}
 	value := r.Value()
 	gs := s.groups(r.Keys)
-	if qs, ok := s.queues(r, gs); ok {
+	if qs, ok := s.queues(r); ok && len(gs) == 1 {
 		return s.acquireQueued(ctx, r, gs[0], qs, fenceKeys, grant)
+	} else if ok {
+		if g, ok, err := s.acquireSlots(ctx, r, gs, qs, fenceKeys, grant); ok {
+			return g, err
+		}
 	}
 	for i, g := range gs {
 		var fences []int64
@@ -127,11 +133,10 @@ func (s *Strategy) AcquireKeys(ctx context.Context, r strategy.Request) (strateg
 }
 
 // queues returns the queue of each key of r, when r's waiter can queue:
-// it waits by notification, the driver can subscribe, every key is in one
-// group (one server, or one Cluster slot), and every key has a queue (see
-// cas.NewQueue). Otherwise the waiter polls.
-func (s *Strategy) queues(r strategy.Request, gs []group) ([]cas.Queue, bool) {
-	if r.Waiter == "" || !s.notify || len(gs) != 1 {
+// it waits by notification, the driver can subscribe, and every key has a
+// queue (see cas.NewQueue). Otherwise the waiter polls.
+func (s *Strategy) queues(r strategy.Request) ([]cas.Queue, bool) {
+	if r.Waiter == "" || !s.notify {
 		return nil, false
 	}
 	qs := make([]cas.Queue, len(r.Keys))

@@ -3,6 +3,7 @@ package single_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -13,6 +14,7 @@ import (
 	"github.com/locksmith-go/lock"
 	"github.com/locksmith-go/lock/conformance"
 	"github.com/locksmith-go/lock/driver/goredis"
+	"github.com/locksmith-go/lock/internal/cas"
 	"github.com/locksmith-go/lock/internal/testing/redistest"
 	"github.com/locksmith-go/lock/strategy/single"
 )
@@ -20,7 +22,7 @@ import (
 // multiWaitSetup returns a Locker of single over go-redis that waits by
 // notification, a client that reads the queues, and the keys of a set,
 // {k}:a and {k}:b.
-func multiWaitSetup(t *testing.T) (lock.Locker, *redis.Client, []string) {
+func multiWaitSetup(t *testing.T) (lock.Locker, redis.UniversalClient, []string) {
 	t.Helper()
 	addr, _ := redistest.Addr(t)
 	rdb := redistest.GoRedis(t, addr, 3)
@@ -30,6 +32,34 @@ func multiWaitSetup(t *testing.T) (lock.Locker, *redis.Client, []string) {
 	}
 	k := "{" + conformance.Key(t) + "}"
 	return l, rdb, []string{k + ":a", k + ":b"}
+}
+
+// multiWaitSetups are the deployments of the waiting tests: one server,
+// where a set's keys share a slot and one script takes them; and a
+// Cluster, where they are in three slots on three masters, taken slot by
+// slot, and keys[0] and keys[1] are the first two in that order.
+var multiWaitSetups = []struct {
+	name  string
+	setup func(t *testing.T) (lock.Locker, redis.UniversalClient, []string)
+}{
+	{"one slot", multiWaitSetup},
+	{"three slots", func(t *testing.T) (lock.Locker, redis.UniversalClient, []string) {
+		cluster := redistest.StartCluster(t, 3)
+		rdb := redistest.GoRedisCluster(t, cluster.Addrs())
+		l, err := single.New(goredis.New(redistest.GoRedisCluster(t, cluster.Addrs())))
+		if err != nil {
+			t.Fatal(err)
+		}
+		keys := threeMasters(t, cluster, conformance.Key(t))
+		slices.SortFunc(keys, func(a, b string) int { return cas.Slot(a) - cas.Slot(b) })
+		return l, rdb, keys
+	}},
+}
+
+// queueOf returns the name of key's wait queue.
+func queueOf(key string) string {
+	q, _ := cas.NewQueue(key, false)
+	return q.Q
 }
 
 // waitRetry is the retry policy of the waiters of these tests: with
@@ -42,7 +72,13 @@ var waitRetry = lock.WithRetry(lock.Linear(20 * time.Millisecond))
 // waits behind it, queues at B, and takes both once B is released. A waiter
 // that polled would find both free at once only by chance.
 func TestMultiWaitIsFair(t *testing.T) {
-	l, _, keys := multiWaitSetup(t)
+	for _, c := range multiWaitSetups {
+		t.Run(c.name, func(t *testing.T) { isFair(t, c.setup) })
+	}
+}
+
+func isFair(t *testing.T, setup func(t *testing.T) (lock.Locker, redis.UniversalClient, []string)) {
+	l, _, keys := setup(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
 	const cycles = 100 // each of the others' takes of its key, at most
@@ -92,7 +128,13 @@ func TestMultiWaitIsFair(t *testing.T) {
 // A's queue, so that a waiter for A alone that comes after it gets A only
 // after it.
 func TestMultiWaitKeepsItsPlace(t *testing.T) {
-	l, rdb, keys := multiWaitSetup(t)
+	for _, c := range multiWaitSetups {
+		t.Run(c.name, func(t *testing.T) { keepsItsPlace(t, c.setup) })
+	}
+}
+
+func keepsItsPlace(t *testing.T, setup func(t *testing.T) (lock.Locker, redis.UniversalClient, []string)) {
+	l, rdb, keys := setup(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
 	holder, err := l.Obtain(ctx, keys[1], time.Minute)
@@ -127,7 +169,7 @@ func TestMultiWaitKeepsItsPlace(t *testing.T) {
 		_ = lk.Release(ctx)
 	}()
 	await(ctx, t, bothQueued, "the waiter for both queued")
-	if n, _ := rdb.ZCard(ctx, keys[0]+":q").Result(); n != 1 {
+	if n, _ := rdb.ZCard(ctx, queueOf(keys[0])).Result(); n != 1 {
 		t.Errorf("waiters in A's queue = %d, want 1: the waiter for both heads it", n)
 	}
 	go func() {
@@ -163,7 +205,13 @@ func await(ctx context.Context, t *testing.T, c chan struct{}, what string) {
 // TestMultiWaitLeavesTheQueues: a waiter for {A, B} that gives up (its
 // context cancelled) leaves the queues of both keys.
 func TestMultiWaitLeavesTheQueues(t *testing.T) {
-	l, rdb, keys := multiWaitSetup(t)
+	for _, c := range multiWaitSetups {
+		t.Run(c.name, func(t *testing.T) { leavesTheQueues(t, c.setup) })
+	}
+}
+
+func leavesTheQueues(t *testing.T, setup func(t *testing.T) (lock.Locker, redis.UniversalClient, []string)) {
+	l, rdb, keys := setup(t)
 	ctx := context.Background()
 	holder, err := l.Obtain(ctx, keys[1], time.Minute)
 	if err != nil {
@@ -181,7 +229,7 @@ func TestMultiWaitLeavesTheQueues(t *testing.T) {
 		t.Fatalf("ObtainMany cancelled while queued = %v, want context.Canceled", err)
 	}
 	for _, k := range keys { // it leaves in the background
-		q := k + ":q"
+		q := queueOf(k)
 		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
 			n, err := rdb.ZCard(ctx, q).Result()
 			if n == 0 && err == nil {
