@@ -433,6 +433,7 @@ func TestMultiInterop(t *testing.T) {
 // when one of its slots moves to another master while it is held: Refresh,
 // TTL and Release reach each key where it now lives.
 func TestMultiClusterSlotMoves(t *testing.T) {
+	redistest.RequireFull(t, "a Cluster's slot moves")
 	t.Parallel()
 	cluster := redistest.StartCluster(t, 3)
 	ctx := context.Background()
