@@ -85,6 +85,11 @@ type ArgumentError = strategy.ArgumentError
 // it with errors.As.
 type KeyError = strategy.KeyError
 
+// KeyErrors returns every *KeyError in err's tree: each key of a lock of
+// several keys that a call found held, gone or taken, where errors.As
+// finds only the first. It returns nil if there are none.
+func KeyErrors(err error) []*KeyError { return strategy.KeyErrors(err) }
+
 // opError wraps err, the Redis or transport error of op on key, with the
 // operation and key. When op got no answer (see unanswered), the error
 // says so, and matches ErrNoAnswer and ctx's errors too.

@@ -3,6 +3,7 @@ package lock_test
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -90,4 +91,31 @@ func TestErrors(t *testing.T) {
 			t.Errorf("ArgumentError.Error() = %q, want it to contain the name %q and the reason", msg, "ttl")
 		}
 	})
+}
+
+// TestKeyErrors: KeyErrors finds every *KeyError in a tree of wrapped and
+// joined errors, and none where there are none.
+func TestKeyErrors(t *testing.T) {
+	a := &lock.KeyError{Key: "a", Err: lock.ErrExpired}
+	b := &lock.KeyError{Key: "b", Err: lock.ErrTaken}
+	c := &lock.KeyError{Key: "c", Err: lock.ErrNotObtained}
+	for _, tc := range []struct {
+		name string
+		err  error
+		want []*lock.KeyError
+	}{
+		{"nil", nil, nil},
+		{"no KeyError", lock.ErrNotObtained, nil},
+		{"one", a, []*lock.KeyError{a}},
+		{"wrapped", fmt.Errorf("release: %w", a), []*lock.KeyError{a}},
+		{"joined", errors.Join(a, b), []*lock.KeyError{a, b}},
+		{"joined, wrapped, then joined again", errors.Join(fmt.Errorf("x: %w", errors.Join(a, b)), c), []*lock.KeyError{a, b, c}},
+		{"wrapped in several by one error", fmt.Errorf("%w and %w", a, c), []*lock.KeyError{a, c}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := lock.KeyErrors(tc.err); !slices.Equal(got, tc.want) {
+				t.Errorf("KeyErrors(%v) = %v, want %v", tc.err, got, tc.want)
+			}
+		})
+	}
 }

@@ -190,6 +190,26 @@ func ExampleLock_Release() {
 	// second release not held: true
 }
 
+func ExampleKeyErrors() {
+	locker, client, stop := newClientLocker()
+	defer stop()
+	ctx := context.Background()
+
+	lk, err := locker.ObtainMany(ctx, []string{"{stock}:a", "{stock}:b", "{stock}:c"}, time.Minute)
+	if err != nil {
+		log.Fatal(err)
+	}
+	client.Del(ctx, "{stock}:b", "{stock}:c") // as if both had expired
+
+	err = lk.Release(ctx) // deletes {stock}:a, and reports the other two
+	for _, ke := range lock.KeyErrors(err) {
+		fmt.Println(ke.Key, "expired:", errors.Is(ke, lock.ErrExpired))
+	}
+	// Output:
+	// {stock}:b expired: true
+	// {stock}:c expired: true
+}
+
 func ExampleArgumentError() {
 	locker, stop := newLocker()
 	defer stop()

@@ -295,31 +295,18 @@ func (t *telemetry) describeErr(err error, key string) string {
 		return err.Error()
 	}
 	msg := err.Error()
-	for _, k := range append(errorKeys(err, nil), key) {
+	hide := func(k string) {
 		shown := "<key>"
 		if t.keys == KeysHashed {
 			shown = "<key " + hashKey(k) + ">"
 		}
 		msg = strings.ReplaceAll(msg, strconv.Quote(k), shown)
 	}
+	for _, ke := range lock.KeyErrors(err) {
+		hide(ke.Key)
+	}
+	hide(key)
 	return msg
-}
-
-// errorKeys appends to keys the key of every *lock.KeyError in err's tree.
-func errorKeys(err error, keys []string) []string {
-	switch e := err.(type) {
-	case *lock.KeyError:
-		keys = append(keys, e.Key)
-	case interface{ Unwrap() []error }:
-		for _, err := range e.Unwrap() {
-			keys = errorKeys(err, keys)
-		}
-		return keys
-	}
-	if err := errors.Unwrap(err); err != nil {
-		return errorKeys(err, keys)
-	}
-	return keys
 }
 
 // obtainState counts the attempts of one Obtain whose span records.

@@ -2,6 +2,7 @@ package strategy
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 )
@@ -46,3 +47,27 @@ func (e *KeyError) Error() string { return fmt.Sprintf("key %q: %v", e.Key, e.Er
 
 // Unwrap returns Err.
 func (e *KeyError) Unwrap() error { return e.Err }
+
+// KeyErrors returns every *KeyError in err's tree, in the order
+// [errors.As] would visit them, without looking inside them: the keys a
+// lock of several keys found held, gone or taken. It returns nil if there
+// are none.
+func KeyErrors(err error) []*KeyError {
+	var found []*KeyError
+	var walk func(error)
+	walk = func(err error) {
+		switch e := err.(type) {
+		case nil:
+		case *KeyError:
+			found = append(found, e)
+		case interface{ Unwrap() []error }:
+			for _, err := range e.Unwrap() {
+				walk(err)
+			}
+		default:
+			walk(errors.Unwrap(err))
+		}
+	}
+	walk(err)
+	return found
+}

@@ -497,18 +497,7 @@ func TestMultiEmbeddedNodes(t *testing.T) {
 // hasKeyError reports whether err holds a *lock.KeyError naming key that
 // matches want (any, when want is nil).
 func hasKeyError(err error, key string, want error) bool {
-	if err == nil {
-		return false
-	}
-	var ke *lock.KeyError
-	if errors.As(err, &ke) && ke.Key == key && (want == nil || errors.Is(ke, want)) {
-		return true
-	}
-	if j, ok := err.(interface{ Unwrap() []error }); ok {
-		return slices.ContainsFunc(j.Unwrap(), func(e error) bool { return hasKeyError(e, key, want) })
-	}
-	if w := errors.Unwrap(err); w != nil {
-		return hasKeyError(w, key, want)
-	}
-	return false
+	return slices.ContainsFunc(lock.KeyErrors(err), func(ke *lock.KeyError) bool {
+		return ke.Key == key && (want == nil || errors.Is(ke, want))
+	})
 }

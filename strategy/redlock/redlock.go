@@ -669,15 +669,7 @@ func lost(res []*NodeError) []*strategy.KeyError {
 		if r.Outcome != Taken && r.Outcome != Expired {
 			continue
 		}
-		each := []error{r.answer}
-		if j, ok := r.answer.(interface{ Unwrap() []error }); ok {
-			each = j.Unwrap()
-		}
-		for _, err := range each {
-			ke, ok := err.(*strategy.KeyError)
-			if !ok {
-				continue
-			}
+		for _, ke := range strategy.KeyErrors(r.answer) {
 			if found[ke.Key] == nil || errors.Is(ke.Err, strategy.ErrTaken) {
 				found[ke.Key] = ke
 			}
