@@ -68,23 +68,18 @@ var (
 	// ARGV[1], and publishes ARGV[2] on that key's channel, ARGV[3 + i] (none
 	// when it is empty), with SPUBLISH when ARGV[3] is 1: hintScript's
 	// release for each key. It replies 1, noKey or otherOwner for each.
-	hintKeysScript = driver.NewScript(`local publish = 'PUBLISH'
+	hintKeysScript = driver.NewScript(keyStateLib + `local publish = 'PUBLISH'
 if ARGV[3] == '1' then
 	publish = 'SPUBLISH'
 end
 local state = {}
 for i = 1, #KEYS do
-	local v = redis.call('GET', KEYS[i])
-	if v == ARGV[1] then
+	state[i] = keyState(i)
+	if state[i] == 1 then
 		redis.call('DEL', KEYS[i])
 		if ARGV[3 + i] ~= '' then
 			redis.pcall(publish, ARGV[3 + i], ARGV[2])
 		end
-		state[i] = 1
-	elseif v then
-		state[i] = ` + strconv.Itoa(otherOwner) + `
-	else
-		state[i] = ` + strconv.Itoa(noKey) + `
 	end
 end
 return state`)
@@ -97,7 +92,7 @@ return state`)
 	// queue before it deletes a key, so that a user whose ACL denies the
 	// queues is refused before anything is written, and DeleteKeysQueued
 	// can fall back to DeleteKeys.
-	deleteKeysScript = driver.NewScript(aclLib + queueLib + `local mask = ARGV[2]
+	deleteKeysScript = driver.NewScript(aclLib + queueLib + keyStateLib + `local mask = ARGV[2]
 local n = #mask
 local state, queue, heads, now = {}, {}, {}, nil
 local j = n + 1
@@ -108,20 +103,13 @@ for i = 1, n do
 	end
 end
 for i = 1, n do
-	local v = redis.call('GET', KEYS[i])
-	if v == ARGV[1] then
-		state[i] = 1
-		if queue[i] then
-			Q, W = KEYS[queue[i]], KEYS[queue[i] + 1]
-			if call('EXISTS', Q) == 1 then
-				now = now or clock()
-				heads[i] = prune(now)
-			end
+	state[i] = keyState(i)
+	if state[i] == 1 and queue[i] then
+		Q, W = KEYS[queue[i]], KEYS[queue[i] + 1]
+		if call('EXISTS', Q) == 1 then
+			now = now or clock()
+			heads[i] = prune(now)
 		end
-	elseif v then
-		state[i] = ` + strconv.Itoa(otherOwner) + `
-	else
-		state[i] = ` + strconv.Itoa(noKey) + `
 	end
 end
 for i = 1, n do
@@ -136,21 +124,28 @@ end
 return state`)
 )
 
+// keyStateLib defines keyState(i): 1 when KEYS[i] holds our value,
+// ARGV[1]; otherOwner when it holds another; noKey when it is missing.
+var keyStateLib = `local function keyState(i)
+	local v = redis.call('GET', KEYS[i])
+	if v == ARGV[1] then
+		return 1
+	elseif v then
+		return ` + strconv.Itoa(otherOwner) + `
+	end
+	return ` + strconv.Itoa(noKey) + `
+end
+`
+
 // ownerKeysScript returns the script that, when every key holds our value
 // (ARGV[1]), evaluates body for each key KEYS[i] and replies with the
 // results; and otherwise changes nothing and replies, per key, 1 for ours,
 // noKey or otherOwner. body must never be noKey or otherOwner.
 func ownerKeysScript(body string) *driver.Script {
-	return driver.NewScript(`local state, lost = {}, false
+	return driver.NewScript(keyStateLib + `local state, lost = {}, false
 for i = 1, #KEYS do
-	local v = redis.call('GET', KEYS[i])
-	if v == ARGV[1] then
-		state[i] = 1
-	elseif v then
-		state[i], lost = ` + strconv.Itoa(otherOwner) + `, true
-	else
-		state[i], lost = ` + strconv.Itoa(noKey) + `, true
-	end
+	state[i] = keyState(i)
+	lost = lost or state[i] ~= 1
 end
 if lost then
 	return state
