@@ -100,17 +100,16 @@ func (s suite) multiKeyExclusion(t *testing.T, ctx context.Context) {
 	sets := [][]string{{a, b}, {b, c}, {c, a}, {a}, {b}, {c}}
 	detectors := map[string]*Detector{a: new(Detector), b: new(Detector), c: new(Detector)}
 	var (
-		left  atomic.Int64
+		turns = newTurns(max(s.h.Acquisitions/4, 2*len(sets)))
 		wg    sync.WaitGroup
 		retry = lock.WithRetry(lock.Exponential(time.Millisecond, 8*time.Millisecond))
 	)
-	left.Store(int64(max(s.h.Acquisitions/4, 2*len(sets))))
 	for range s.h.Goroutines {
 		l := s.h.NewLocker(t)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for n := left.Add(-1); n >= 0; n = left.Add(-1) {
+			for n, ok := turns.next(); ok; n, ok = turns.next() {
 				set := sets[n%int64(len(sets))]
 				var lk *lock.Lock
 				var err error
@@ -138,6 +137,7 @@ func (s suite) multiKeyExclusion(t *testing.T, ctx context.Context) {
 		}()
 	}
 	wg.Wait()
+	turns.logShort(t)
 	for _, k := range keys {
 		d := detectors[k]
 		t.Logf("key %s: %d holders, %d overlaps", k, d.Entries(), d.Overlaps())

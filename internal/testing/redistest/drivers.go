@@ -58,6 +58,12 @@ func redigoDriver(network string) func(testing.TB, string) driver.Conn {
 	}
 }
 
+// dialTimeout bounds the test clients' dials, at go-redis's default: on
+// loopback, a dial that takes longer than a second is a machine too busy
+// to schedule it (ExactlyOneWinner dials 32 clients at once), not a dead
+// server, which refuses at once.
+const dialTimeout = 5 * time.Second
+
 // GoRedis returns a go-redis client of addr speaking RESP protocol, closed
 // when t ends. It neither retries commands nor dials, so a dead server is
 // refused at once.
@@ -67,7 +73,7 @@ func GoRedis(t testing.TB, addr string, protocol int) *redis.Client {
 
 // goRedis is GoRedis over network: "tcp", or "unix" with addr a path.
 func goRedis(t testing.TB, network, addr string, protocol int) *redis.Client {
-	c := redis.NewClient(&redis.Options{Network: network, Addr: addr, Protocol: protocol, DialTimeout: time.Second, MaxRetries: -1, DialerRetries: 1, ContextTimeoutEnabled: true})
+	c := redis.NewClient(&redis.Options{Network: network, Addr: addr, Protocol: protocol, DialTimeout: dialTimeout, MaxRetries: -1, DialerRetries: 1, ContextTimeoutEnabled: true})
 	t.Cleanup(func() { _ = c.Close() })
 	return c
 }
@@ -75,7 +81,7 @@ func goRedis(t testing.TB, network, addr string, protocol int) *redis.Client {
 // GoRedisCluster returns a go-redis cluster client of addrs, closed when t
 // ends.
 func GoRedisCluster(t testing.TB, addrs []string) *redis.ClusterClient {
-	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs, DialTimeout: time.Second, ContextTimeoutEnabled: true})
+	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs, DialTimeout: dialTimeout, ContextTimeoutEnabled: true})
 	t.Cleanup(func() { _ = c.Close() })
 	return c
 }
@@ -88,7 +94,7 @@ func redigoPool(t testing.TB, network, addr string) *redigoredis.Pool {
 	p := &redigoredis.Pool{
 		MaxIdle: 16,
 		DialContext: func(ctx context.Context) (redigoredis.Conn, error) {
-			return redigoredis.DialContext(ctx, network, addr, redigoredis.DialConnectTimeout(time.Second))
+			return redigoredis.DialContext(ctx, network, addr, redigoredis.DialConnectTimeout(dialTimeout))
 		},
 	}
 	t.Cleanup(func() { _ = p.Close() })
@@ -112,7 +118,7 @@ func RueidisCluster(t testing.TB, addrs []string) rueidis.Client {
 // RueidisClient returns a rueidis client with o, of a standalone server or
 // of the master that o.Sentinel names, opened with driver/rueidis.NewClient
 // (no retries, always pipelining, one pipeline per server), with no
-// client-side cache and, unless o sets one, a short dial; closed when t
+// client-side cache and, unless o sets one, dialTimeout; closed when t
 // ends. A standalone client whose server is down is returned all the same.
 func RueidisClient(t testing.TB, o rueidis.ClientOption) rueidis.Client {
 	return rueidisClient(t, rueidisdriver.NewClient, o)
@@ -122,7 +128,7 @@ func RueidisClient(t testing.TB, o rueidis.ClientOption) rueidis.Client {
 func rueidisClient(t testing.TB, open func(rueidis.ClientOption) (rueidis.Client, error), o rueidis.ClientOption) rueidis.Client {
 	o.DisableCache = true
 	if o.Dialer.Timeout == 0 {
-		o.Dialer.Timeout = time.Second
+		o.Dialer.Timeout = dialTimeout
 	}
 	c, err := open(o)
 	if err != nil {
