@@ -30,10 +30,8 @@ func TestWithoutScriptsConformance(t *testing.T) {
 	for i, s := range servers {
 		addrs[i] = s.Addr
 	}
-	combos := matrix.Prefix("all", matrix.Redlock(addrs, redlock.WithoutScripts()))
-	if !redistest.Full() {
-		combos = slices.DeleteFunc(combos, func(c matrix.Combo) bool { return c.Name != "all/mixed" })
-	} else {
+	combos := suiteCombos(matrix.Prefix("all", matrix.Redlock(addrs, redlock.WithoutScripts())))
+	if redistest.Full() {
 		some := matrix.Prefix("some", matrix.Redlock(addrs, redlock.WithoutScriptsOn(1, 3)))
 		combos = append(combos, slices.DeleteFunc(some, func(c matrix.Combo) bool { return c.Name != "some/mixed" })...)
 	}
