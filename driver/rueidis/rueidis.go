@@ -35,6 +35,7 @@ import (
 	"fmt"
 	"net"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -50,6 +51,7 @@ type Conn struct {
 	c    rueidis.Client
 	cmd  rueidis.CoreClient // sends the commands: c, or one of its connections (see Pin)
 	slot *string            // the key whose slot every command carries: a Cluster client's pinned Conn (see Pin)
+	tx   *transaction       // a pinned Conn's transaction, held back from MULTI to EXEC (see Pin)
 	addr string
 	err  error // from New: the client cannot be used
 }
@@ -350,7 +352,55 @@ func (c *Conn) Do(ctx context.Context, args ...any) (any, error) {
 		return nil, errors.New("rueidis: Do: no command")
 	}
 	a := strs(args)
-	return reply(c.do(ctx, func(b rueidis.Builder) rueidis.Completed { return b.Arbitrary(a[0]).Args(a[1:]...).Build() }))
+	build := func(b rueidis.Builder) rueidis.Completed { return b.Arbitrary(a[0]).Args(a[1:]...).Build() }
+	if c.tx != nil {
+		return c.tx.do(ctx, c, a[0], build)
+	}
+	return reply(c.do(ctx, build))
+}
+
+// A transaction holds back a pinned Conn's commands from MULTI until EXEC,
+// which sends them all in one write (see [Conn.Pin]).
+type transaction struct {
+	cmds rueidis.Commands // MULTI and the commands queued after it; nil outside a transaction
+}
+
+// do sends the command named name that build builds over c, or holds it
+// back: MULTI, and the commands after it, answer "OK" and "QUEUED"; EXEC
+// sends them with itself in one write and returns its own reply; DISCARD
+// drops them, unsent.
+func (tx *transaction) do(ctx context.Context, c *Conn, name string, build func(rueidis.Builder) rueidis.Completed) (any, error) {
+	multi := strings.EqualFold(name, "MULTI")
+	if tx.cmds == nil && !multi {
+		return reply(c.do(ctx, build))
+	}
+	if tx.cmds != nil && strings.EqualFold(name, "DISCARD") {
+		tx.cmds = nil
+		return "OK", nil
+	}
+	if multi && tx.cmds != nil {
+		return nil, errors.New("rueidis: MULTI calls can not be nested")
+	}
+	cmd := build(c.cmd.B())
+	if c.slot != nil {
+		cmd = cmd.SetSlot(*c.slot)
+	}
+	tx.cmds = append(tx.cmds, cmd)
+	switch {
+	case multi:
+		return "OK", nil
+	case !strings.EqualFold(name, "EXEC"):
+		return "QUEUED", nil
+	}
+	cmds := tx.cmds
+	tx.cmds = nil
+	results := c.cmd.DoMulti(ctx, cmds...)
+	for _, r := range results[:len(results)-1] { // a command refused as it was queued
+		if err := r.Error(); err != nil && !rueidis.IsRedisNil(err) {
+			return nil, err
+		}
+	}
+	return reply(results[len(results)-1])
 }
 
 // Pinnable implements [driver.Pinner]: every client can pin, unless New
@@ -378,11 +428,20 @@ func (c *Conn) Pinnable() error { return c.err }
 // and those that name a key of another slot (which key's master refuses
 // with MOVED, unless it serves that slot too) alike: the first command,
 // whichever it is, reaches key's master.
+//
+// f's Conn holds back [Conn.Do]'s commands from MULTI until EXEC, which
+// sends them all in one write, and returns EXEC's reply: MULTI answers
+// "OK", each command after it "QUEUED", and DISCARD drops them unsent. A
+// command that the server refuses as it queues it is EXEC's error. Sent
+// one by one, a transaction would take in the PING of rueidis's
+// keep-alive (ClientOption.Dialer.KeepAlive), which rueidis sends on the
+// connection while it is idle, and EXEC would answer one reply more. Use
+// Do alone inside a transaction: the other methods are not held back.
 func (c *Conn) Pin(ctx context.Context, key string, f func(driver.Conn) error) error {
 	if err := c.Pinnable(); err != nil {
 		return err
 	}
-	pinned := &Conn{c: c.c, addr: c.addr}
+	pinned := &Conn{c: c.c, addr: c.addr, tx: &transaction{}}
 	var release func()
 	if c.c.Mode() == rueidis.ClientModeCluster {
 		pinned.cmd, release = c.c.Dedicate()

@@ -214,3 +214,67 @@ func TestNewClientDialsOnFirstCommand(t *testing.T) {
 		t.Error("Get did not dial the server within a minute")
 	}
 }
+
+// TestPinnedTransaction: a pinned Conn sends MULTI, the commands queued
+// after it and EXEC in one write.
+func TestPinnedTransaction(t *testing.T) {
+	srv := redistest.Start(t, 1)[0]
+	o := rueidis.ClientOption{InitAddress: []string{srv.Addr}}
+	o.Dialer.KeepAlive = 5 * time.Millisecond // rueidis pings an idle connection this often, a pinned one included
+	conn := rueidisdriver.New(redistest.RueidisClient(t, o))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	// transact runs WATCH key, MULTI, cmds and end (EXEC or DISCARD), pausing after MULTI, and returns end's reply.
+	transact := func(t *testing.T, key string, cmds [][]any, end string) (any, error) {
+		var reply any
+		err := driver.Pin(ctx, conn, key, func(one driver.Conn) error {
+			if _, err := driver.Do(ctx, one, "WATCH", key); err != nil {
+				return err
+			}
+			defer driver.Do(ctx, one, "UNWATCH")
+			if got, err := driver.Do(ctx, one, "MULTI"); got != "OK" || err != nil {
+				t.Errorf("MULTI = %v, %v; want OK, nil", got, err)
+			}
+			time.Sleep(100 * time.Millisecond) // keep-alive PINGs would fall in here, were the transaction sent command by command
+			for _, cmd := range cmds {
+				if got, err := driver.Do(ctx, one, cmd...); got != "QUEUED" || err != nil {
+					t.Errorf("%v after MULTI = %v, %v; want QUEUED, nil", cmd, got, err)
+				}
+			}
+			var err error
+			reply, err = driver.Do(ctx, one, end)
+			return err
+		})
+		return reply, err
+	}
+
+	t.Run("EXEC answers one reply per queued command", func(t *testing.T) {
+		key := conformance.Key(t)
+		reply, err := transact(t, key, [][]any{{"SET", key, "x"}}, "EXEC")
+		if replies, _ := reply.([]any); len(replies) != 1 || err != nil {
+			t.Fatalf("EXEC = %#v, %v; want one reply, nil", reply, err)
+		}
+		if v, _, err := conn.Get(ctx, key); v != "x" || err != nil {
+			t.Errorf("%s after EXEC = %q, %v; want \"x\", nil", key, v, err)
+		}
+	})
+	t.Run("DISCARD sends nothing", func(t *testing.T) {
+		key := conformance.Key(t)
+		if reply, err := transact(t, key, [][]any{{"SET", key, "x"}}, "DISCARD"); reply != "OK" || err != nil {
+			t.Fatalf("DISCARD = %#v, %v; want OK, nil", reply, err)
+		}
+		if _, ok, err := conn.Get(ctx, key); ok || err != nil {
+			t.Errorf("%s after DISCARD: found %v, %v; want it absent", key, ok, err)
+		}
+	})
+	t.Run("a command refused as it is queued is EXEC's error", func(t *testing.T) {
+		key := conformance.Key(t)
+		_, err := transact(t, key, [][]any{{"SET", key, "x"}, {"NOSUCHCOMMAND"}}, "EXEC")
+		if err == nil || !strings.Contains(strings.ToLower(err.Error()), "unknown command") {
+			t.Fatalf("EXEC with an unknown command queued = %v, want the server's unknown command error", err)
+		}
+		if _, ok, err := conn.Get(ctx, key); ok || err != nil {
+			t.Errorf("%s after the refused transaction: found %v, %v; want it absent", key, ok, err)
+		}
+	})
+}
