@@ -165,14 +165,28 @@ var behindTheBack = []struct {
 	}, lock.ErrTaken},
 }
 
-// loseBehindTheBack loses key as act says, on each of conns, and deletes
-// whatever act wrote when the test ends.
+// loseBehindTheBack loses key as act says, on each of conns, once the key
+// is there, and deletes whatever act wrote when the test ends. An acquire
+// may land on a server after Obtain returned (Redlock's returns once a
+// quorum took the lock), and one that landed after act would hold the key
+// there again.
 func loseBehindTheBack(t *testing.T, ctx context.Context, conns []driver.Conn, key string, act func(context.Context, driver.Conn, string) error) {
 	t.Helper()
 	for _, c := range conns {
 		t.Cleanup(func() { _, _ = c.Del(context.Background(), key) })
+		waitForKey(ctx, c, key)
 		if err := act(ctx, c, key); err != nil {
 			t.Fatalf("changing the key behind the holder's back: %v", err)
+		}
+	}
+}
+
+// waitForKey returns once key exists on c, or c fails to tell, or
+// waitBound has passed.
+func waitForKey(ctx context.Context, c driver.Conn, key string) {
+	for deadline := time.Now().Add(waitBound); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		if _, ok, err := c.Get(ctx, key); ok || err != nil {
+			return
 		}
 	}
 }
