@@ -3,8 +3,6 @@ package redlock_test
 import (
 	"context"
 	"errors"
-	"slices"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -32,11 +30,9 @@ func TestWithoutScriptsConformance(t *testing.T) {
 	for i, s := range servers {
 		addrs[i] = s.Addr
 	}
-	notMixed := func(c matrix.Combo) bool { return !strings.HasSuffix(c.Name, "/mixed") }
-	combos := slices.DeleteFunc(matrix.Prefix("all", matrix.Redlock(addrs, redlock.WithoutScripts())), notMixed)
+	combos := onlyMixed(matrix.Prefix("all", matrix.Redlock(addrs, redlock.WithoutScripts())))
 	if redistest.Full() {
-		some := matrix.Prefix("some", matrix.Redlock(addrs, redlock.WithoutScriptsOn(1, 3)))
-		combos = append(combos, slices.DeleteFunc(some, notMixed)...)
+		combos = append(combos, onlyMixed(matrix.Prefix("some", matrix.Redlock(addrs, redlock.WithoutScriptsOn(1, 3))))...)
 	}
 	matrix.Run(t, combos, 1)
 }

@@ -70,9 +70,8 @@ func TestConformance(t *testing.T) {
 // at a quarter size, so that the package stays well within go test's
 // 10 minutes on a busy machine.
 func suiteCombos(combos []matrix.Combo) []matrix.Combo {
-	mixed := func(c matrix.Combo) bool { return strings.HasSuffix(c.Name, "mixed") }
 	if !redistest.Full() {
-		return slices.DeleteFunc(combos, func(c matrix.Combo) bool { return !mixed(c) })
+		return onlyMixed(combos)
 	}
 	for i, c := range combos {
 		if !mixed(c) {
@@ -80,6 +79,15 @@ func suiteCombos(combos []matrix.Combo) []matrix.Combo {
 		}
 	}
 	return combos
+}
+
+// mixed reports whether c is the combination whose nodes use every driver
+// ("mixed", or "mixed" under a prefix).
+func mixed(c matrix.Combo) bool { return c.Name == "mixed" || strings.HasSuffix(c.Name, "/mixed") }
+
+// onlyMixed returns the mixed combinations of combos.
+func onlyMixed(combos []matrix.Combo) []matrix.Combo {
+	return slices.DeleteFunc(combos, func(c matrix.Combo) bool { return !mixed(c) })
 }
 
 func TestBadConfiguration(t *testing.T) {
