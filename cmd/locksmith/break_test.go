@@ -10,6 +10,7 @@ import (
 )
 
 func TestBreak(t *testing.T) {
+	t.Parallel()
 	t.Run("no guard is a usage error naming the three", func(t *testing.T) {
 		env := url(t, "single")
 		acquire(t, env, "job")

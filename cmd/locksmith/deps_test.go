@@ -11,6 +11,7 @@ import (
 // flag parser, the OpenTelemetry SDK's exporters and what they pull in),
 // as go list -deps tells.
 func TestLibraryDoesNotImportTheCLIsDependencies(t *testing.T) {
+	t.Parallel()
 	lib := []string{
 		"github.com/locksmith-go/lock",
 		"github.com/locksmith-go/lock/config",

@@ -126,6 +126,7 @@ func url(t *testing.T, strategy string) string {
 }
 
 func TestHelp(t *testing.T) {
+	t.Parallel()
 	r := locksmith(t, nil, "--help")
 	if r.code != 0 {
 		t.Fatalf("locksmith --help: got %s, want exit 0", r)
@@ -138,6 +139,7 @@ func TestHelp(t *testing.T) {
 }
 
 func TestUsageAndConfigErrors(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name string
 		env  []string

@@ -22,6 +22,7 @@ func pttl(t *testing.T, env, key string) time.Duration {
 }
 
 func TestPlumbing(t *testing.T) {
+	t.Parallel()
 	t.Run("acquire, refresh, release", func(t *testing.T) {
 		env, srvs := servers(t, "single", 1)
 		h, token := acquire(t, env, "job")

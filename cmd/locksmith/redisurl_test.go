@@ -8,6 +8,7 @@ import (
 // TestRedisURL: locksmith takes go-redis's URLs, redis://host:port, in
 // LOCKSMITH_URL and in --url, as the single strategy over that server.
 func TestRedisURL(t *testing.T) {
+	t.Parallel()
 	env := url(t, "redis")
 	acquire(t, env, "job", "--ttl", "1m")
 

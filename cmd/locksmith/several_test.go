@@ -54,6 +54,7 @@ func absent(t *testing.T, srv *redistest.Server, keys ...string) {
 }
 
 func TestRunSeveralNames(t *testing.T) {
+	t.Parallel()
 	srv, env := runServer(t)
 
 	t.Run("holds every name while the command runs, and releases them all", func(t *testing.T) {
@@ -202,6 +203,7 @@ func TestRunSeveralNames(t *testing.T) {
 }
 
 func TestPlumbingSeveralNames(t *testing.T) {
+	t.Parallel()
 	t.Run("acquire, refresh, release, with the names in any order", func(t *testing.T) {
 		env, srvs := servers(t, "single", 1)
 		h, _ := acquire(t, env, "job-b", "job-a", "--ttl", "10s")
@@ -325,6 +327,7 @@ func TestPlumbingSeveralNames(t *testing.T) {
 }
 
 func TestInspectSeveralNames(t *testing.T) {
+	t.Parallel()
 	env := url(t, "single")
 	_, token := acquire(t, env, "i-a", "i-b")
 	t.Run("held: a table each", func(t *testing.T) {

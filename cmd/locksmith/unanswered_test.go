@@ -16,7 +16,8 @@ const readTimeout = 2 * time.Second
 // check allows a second more, for a loaded machine (before, a clean-up
 // added up to 5s, and rueidis's client waited for its first dial as it
 // opened). The subcommands run over go-redis, and those that do not wait
-// over each driver.
+// over each driver. It is the package's one test that times the binary,
+// so it runs before the others, which run side by side.
 func TestNoAnswer(t *testing.T) {
 	type call struct {
 		name string
@@ -91,6 +92,7 @@ func TestNoAnswer(t *testing.T) {
 // TestRunHeldThenNoAnswer: a run that found the lock held, and then got no
 // answer, exits with 75 (the lock was held) and says both.
 func TestRunHeldThenNoAnswer(t *testing.T) {
+	t.Parallel()
 	srv, env := runServer(t)
 	hold(t, srv, "job")
 	done := start(t, []string{env}, "run", "-w", "3s", "job", "--", "true")
