@@ -25,6 +25,7 @@ import (
 // without scripts; LOCKSMITH_FULL=1 also runs nodes 1 and 3 without
 // scripts, one after the other.
 func TestWithoutScriptsConformance(t *testing.T) {
+	t.Parallel()
 	servers := redistest.Start(t, nodes)
 	addrs := make([]string, len(servers))
 	for i, s := range servers {

@@ -32,6 +32,7 @@ func newLocker(t testing.TB, c driver.Conn, opts ...setnxgetset.Option) lock.Loc
 }
 
 func TestConformance(t *testing.T) {
+	t.Parallel()
 	addr, real := redistest.Addr(t)
 	matrix.Run(t, matrix.SetnxGetset(addr), matrix.AtOnce(real))
 	t.Run("goredis-cluster", func(t *testing.T) {
@@ -171,6 +172,7 @@ func keys(t *testing.T, n int) []string {
 // TestMixedFleetPhase1: reference legacy clients and this strategy, in the
 // same format, contend on the same keys with no overlap.
 func TestMixedFleetPhase1(t *testing.T) {
+	t.Parallel()
 	addr, _ := redistest.Addr(t)
 	for _, c := range []struct {
 		name   string

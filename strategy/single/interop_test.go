@@ -32,14 +32,13 @@ import (
 )
 
 const (
-	interopGoroutines   = 4 // per library
-	interopAcquisitions = 1000
-	interopHold         = 50 * time.Microsecond
-	interopLongTTL      = 30 * time.Second
-	interopShortTTL     = 300 * time.Millisecond
-	interopTimeout      = 2 * time.Minute
-	interopMinBackoff   = time.Millisecond
-	interopMaxBackoff   = 8 * time.Millisecond
+	interopGoroutines = 4 // per library
+	interopHold       = 50 * time.Microsecond
+	interopLongTTL    = 30 * time.Second
+	interopShortTTL   = 300 * time.Millisecond
+	interopTimeout    = 2 * time.Minute
+	interopMinBackoff = time.Millisecond
+	interopMaxBackoff = 8 * time.Millisecond
 )
 
 // interopDriver is one of our drivers, over which our side runs.
@@ -188,8 +187,17 @@ func TestInteropMixedContention(t *testing.T) {
 	}
 }
 
+// interopAcquisitions is the size of a contention run: 1000 with
+// LOCKSMITH_FULL=1, as CI sets, and 250 for README's quicker command.
+func interopAcquisitions() int64 {
+	if redistest.Full() {
+		return 1000
+	}
+	return 250
+}
+
 // interopContend has interopGoroutines goroutines of each library take
-// interopAcquisitions locks in all, spread round-robin over nkeys keys, each
+// interopAcquisitions() locks in all, spread round-robin over nkeys keys, each
 // held inside the key's Detector.
 func interopContend(t *testing.T, p interopPeers, nkeys int) {
 	ctx := interopContext(t)
@@ -200,6 +208,7 @@ func interopContend(t *testing.T, p interopPeers, nkeys int) {
 		detectors[i] = new(conformance.Detector)
 	}
 
+	want := interopAcquisitions()
 	var (
 		tickets               atomic.Int64 // acquisitions claimed so far
 		oursN, bsmN           atomic.Int64 // acquisitions made, per library
@@ -221,7 +230,7 @@ func interopContend(t *testing.T, p interopPeers, nkeys int) {
 	// all have been claimed.
 	next := func() (int, bool) {
 		n := tickets.Add(1)
-		if n > interopAcquisitions {
+		if n > want {
 			return 0, false
 		}
 		return int(n) % nkeys, true
@@ -292,8 +301,8 @@ func interopContend(t *testing.T, p interopPeers, nkeys int) {
 	if overlaps != 0 {
 		t.Errorf("overlapping holders: got %d, want 0", overlaps)
 	}
-	if entries != interopAcquisitions {
-		t.Errorf("acquisitions: got %d, want %d", entries, interopAcquisitions)
+	if entries != want {
+		t.Errorf("acquisitions: got %d, want %d", entries, want)
 	}
 	if oursN.Load() == 0 {
 		t.Errorf("our acquisitions: got 0, want > 0 (bsm took %d)", bsmN.Load())
