@@ -380,7 +380,7 @@ const noScripts = "+get +set +pexpire +pttl +del +watch +multi +exec +unwatch +d
 // same user is refused, so that the suite shows that nothing needs a
 // script: over go-redis, and with LOCKSMITH_FULL=1 over each driver.
 func TestACLWithoutScripts(t *testing.T) {
-	t.Parallel()
+	redistest.ParallelUnlessFull(t)
 	srv := redistest.Start(t, 1)[0]
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

@@ -25,7 +25,7 @@ import (
 // without scripts; LOCKSMITH_FULL=1 also runs nodes 1 and 3 without
 // scripts, one after the other.
 func TestWithoutScriptsConformance(t *testing.T) {
-	t.Parallel()
+	redistest.ParallelUnlessFull(t)
 	servers := redistest.Start(t, nodes)
 	addrs := make([]string, len(servers))
 	for i, s := range servers {

@@ -20,7 +20,7 @@ import (
 // without scripts: on Redis 7.0 through transactions, on Valkey 8.1 with
 // SET IFEQ (LOCKSMITH_REDIS_SERVER), on the embedded server with DELEX.
 func TestWithoutScriptsConformance(t *testing.T) {
-	t.Parallel()
+	redistest.ParallelUnlessFull(t)
 	addr, real := redistest.Addr(t)
 	matrix.Run(t, matrix.SetnxGetset(addr, setnxgetset.WithoutScripts()), matrix.AtOnce(real))
 }

@@ -32,7 +32,7 @@ func newLocker(t testing.TB, c driver.Conn, opts ...setnxgetset.Option) lock.Loc
 }
 
 func TestConformance(t *testing.T) {
-	t.Parallel()
+	redistest.ParallelUnlessFull(t)
 	addr, real := redistest.Addr(t)
 	matrix.Run(t, matrix.SetnxGetset(addr), matrix.AtOnce(real))
 	t.Run("goredis-cluster", func(t *testing.T) {
@@ -172,7 +172,7 @@ func keys(t *testing.T, n int) []string {
 // TestMixedFleetPhase1: reference legacy clients and this strategy, in the
 // same format, contend on the same keys with no overlap.
 func TestMixedFleetPhase1(t *testing.T) {
-	t.Parallel()
+	redistest.ParallelUnlessFull(t)
 	addr, _ := redistest.Addr(t)
 	for _, c := range []struct {
 		name   string

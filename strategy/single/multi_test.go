@@ -39,7 +39,7 @@ type multiSetup struct {
 // server (real or embedded) over every driver, and on a Cluster over
 // go-redis and rueidis with keys in three slots on three masters.
 func TestMulti(t *testing.T) {
-	t.Parallel()
+	redistest.ParallelUnlessFull(t)
 	addr, _ := redistest.Addr(t)
 	var setups []multiSetup
 	for _, d := range redistest.Drivers() {

@@ -16,7 +16,7 @@ import (
 )
 
 func TestConformance(t *testing.T) {
-	t.Parallel()
+	redistest.ParallelUnlessFull(t)
 	addr, real := redistest.Addr(t)
 	matrix.Run(t, matrix.Single(addr), matrix.AtOnce(real))
 	t.Run("unix", func(t *testing.T) {

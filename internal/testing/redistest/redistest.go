@@ -65,6 +65,17 @@ func RequireFull(t testing.TB, what string) {
 	}
 }
 
+// ParallelUnlessFull marks t to run side by side with the package's other
+// parallel tests, unless LOCKSMITH_FULL=1 is set: for a strategy's
+// conformance suites, whose contention runs are small without it, and keep
+// the CPU busy with it (2000 acquisitions each), so that side by side on two
+// cores they starve each other's node timeouts.
+func ParallelUnlessFull(t *testing.T) {
+	if !Full() {
+		t.Parallel()
+	}
+}
+
 // Parallel sets go test's -parallel to n, unless the command line sets it:
 // for the TestMain of a package whose parallel tests wait on servers and
 // timers rather than on the CPU, which the default (the number of CPUs)
