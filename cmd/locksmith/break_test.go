@@ -6,11 +6,12 @@ import (
 	"time"
 
 	"github.com/locksmith-go/lock"
+	"github.com/locksmith-go/lock/internal/testing/redistest"
 	"github.com/locksmith-go/lock/strategy"
 )
 
 func TestBreak(t *testing.T) {
-	t.Parallel()
+	redistest.ParallelUnlessFull(t)
 	t.Run("no guard is a usage error naming the three", func(t *testing.T) {
 		env := url(t, "single")
 		acquire(t, env, "job")

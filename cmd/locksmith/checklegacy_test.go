@@ -109,7 +109,7 @@ func serverOf(t *testing.T, rep legacyReport, addr string) *serverReport {
 }
 
 func TestCheckLegacy(t *testing.T) {
-	t.Parallel()
+	redistest.ParallelUnlessFull(t)
 	redistest.RequireBinary(t)
 
 	t.Run("an active legacy client is found, with its connection and key", func(t *testing.T) {

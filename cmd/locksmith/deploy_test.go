@@ -10,7 +10,7 @@ import (
 // TestDeploymentURLs: the CLI reaches every deployment that config opens,
 // by URL: a lock that acquire takes there, inspect finds held.
 func TestDeploymentURLs(t *testing.T) {
-	t.Parallel()
+	redistest.ParallelUnlessFull(t)
 	unix := redistest.StartUnix(t)
 	master := redistest.Start(t, 1)[0]
 	sentinels := redistest.StartSentinels(t, master, 3)

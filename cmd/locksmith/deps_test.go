@@ -4,6 +4,8 @@ import (
 	"os/exec"
 	"strings"
 	"testing"
+
+	"github.com/locksmith-go/lock/internal/testing/redistest"
 )
 
 // TestLibraryDoesNotImportTheCLIsDependencies: a program that imports only
@@ -11,7 +13,7 @@ import (
 // flag parser, the OpenTelemetry SDK's exporters and what they pull in),
 // as go list -deps tells.
 func TestLibraryDoesNotImportTheCLIsDependencies(t *testing.T) {
-	t.Parallel()
+	redistest.ParallelUnlessFull(t)
 	lib := []string{
 		"github.com/locksmith-go/lock",
 		"github.com/locksmith-go/lock/config",

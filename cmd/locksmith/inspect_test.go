@@ -118,7 +118,7 @@ func noSecret(t *testing.T, token string, rs ...result) {
 }
 
 func TestInspect(t *testing.T) {
-	t.Parallel()
+	redistest.ParallelUnlessFull(t)
 	t.Run("free", func(t *testing.T) {
 		t.Parallel()
 		env := url(t, "single")

@@ -126,7 +126,7 @@ func url(t *testing.T, strategy string) string {
 }
 
 func TestHelp(t *testing.T) {
-	t.Parallel()
+	redistest.ParallelUnlessFull(t)
 	r := locksmith(t, nil, "--help")
 	if r.code != 0 {
 		t.Fatalf("locksmith --help: got %s, want exit 0", r)
@@ -139,7 +139,7 @@ func TestHelp(t *testing.T) {
 }
 
 func TestUsageAndConfigErrors(t *testing.T) {
-	t.Parallel()
+	redistest.ParallelUnlessFull(t)
 	for _, tc := range []struct {
 		name string
 		env  []string

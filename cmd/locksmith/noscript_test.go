@@ -13,7 +13,7 @@ import (
 // refresh, release and inspect succeed, several names as one lock are
 // refused, and the server counts no script command (INFO commandstats, which counts refused calls too).
 func TestWithoutScripts(t *testing.T) {
-	t.Parallel()
+	redistest.ParallelUnlessFull(t)
 	const password = "Pa55-word-of-noscript"
 	srv := redistest.Start(t, 1, "--user", "noscript", "on", ">"+password, "~*", "&*", "+@all", "-@scripting")[0]
 	env := "LOCKSMITH_URL=single://noscript:" + password + "@" + srv.Addr + "?without_scripts=true"

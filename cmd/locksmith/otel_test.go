@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/locksmith-go/lock/internal/testing/redistest"
 	"github.com/locksmith-go/lock/strategy"
 )
 
@@ -12,7 +13,7 @@ import (
 // and metrics, through the SDK's own conventions (here the console
 // exporters, which write to stdout), and neither holds the token.
 func TestOTelFromEnvironment(t *testing.T) {
-	t.Parallel()
+	redistest.ParallelUnlessFull(t)
 	env, srvs := servers(t, "single", 1)
 	file := filepath.Join(t.TempDir(), "handle")
 	otel := []string{env, "OTEL_TRACES_EXPORTER=console", "OTEL_METRICS_EXPORTER=console", "OTEL_SERVICE_NAME=cron-billing"}

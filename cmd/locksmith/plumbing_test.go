@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/locksmith-go/lock/internal/testing/redistest"
 	"github.com/locksmith-go/lock/strategy"
 )
 
@@ -22,7 +23,7 @@ func pttl(t *testing.T, env, key string) time.Duration {
 }
 
 func TestPlumbing(t *testing.T) {
-	t.Parallel()
+	redistest.ParallelUnlessFull(t)
 	t.Run("acquire, refresh, release", func(t *testing.T) {
 		env, srvs := servers(t, "single", 1)
 		h, token := acquire(t, env, "job")

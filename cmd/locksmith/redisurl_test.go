@@ -3,12 +3,14 @@ package main
 import (
 	"strings"
 	"testing"
+
+	"github.com/locksmith-go/lock/internal/testing/redistest"
 )
 
 // TestRedisURL: locksmith takes go-redis's URLs, redis://host:port, in
 // LOCKSMITH_URL and in --url, as the single strategy over that server.
 func TestRedisURL(t *testing.T) {
-	t.Parallel()
+	redistest.ParallelUnlessFull(t)
 	env := url(t, "redis")
 	acquire(t, env, "job", "--ttl", "1m")
 

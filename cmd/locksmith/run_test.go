@@ -160,7 +160,7 @@ func hold(t *testing.T, srv *redistest.Server, name string) {
 }
 
 func TestRunExitCodes(t *testing.T) {
-	t.Parallel()
+	redistest.ParallelUnlessFull(t)
 	srv, env := runServer(t)
 	dir := t.TempDir()
 	notExecutable := filepath.Join(dir, "not-executable")
@@ -227,7 +227,7 @@ func TestRunExitCodes(t *testing.T) {
 }
 
 func TestRunKillsTheGroup(t *testing.T) {
-	t.Parallel()
+	redistest.ParallelUnlessFull(t)
 	srv, env := runServer(t)
 	// The command leaves a grandchild, whose pid it writes first.
 	grandchild := `sleep 1000 & echo $! > "$0"; `
@@ -264,7 +264,7 @@ func TestRunKillsTheGroup(t *testing.T) {
 }
 
 func TestRunWaiting(t *testing.T) {
-	t.Parallel()
+	redistest.ParallelUnlessFull(t)
 	srv, env := runServer(t)
 	for i, tc := range []struct {
 		name string
@@ -313,7 +313,7 @@ func TestRunWaiting(t *testing.T) {
 }
 
 func TestRunSignals(t *testing.T) {
-	t.Parallel()
+	redistest.ParallelUnlessFull(t)
 	_, env := runServer(t)
 	// The command traps signals, and writes their names to a file.
 	trap := `trap 'echo USR1 >> "$0"' USR1; trap 'echo TERM >> "$0"; exit 0' TERM; trap 'echo INT >> "$0"' INT; ` +
@@ -359,7 +359,7 @@ func TestRunSignals(t *testing.T) {
 }
 
 func TestRunLocksmithKilled(t *testing.T) {
-	t.Parallel()
+	redistest.ParallelUnlessFull(t)
 	_, env := runServer(t)
 	pidfile := filepath.Join(t.TempDir(), "pid")
 	wait, signal := startSignalled(t, []string{env}, "run", "orphan", "--", "sh", "-c", `echo $$ > "$0"; exec sleep 1000`, pidfile)
@@ -399,7 +399,7 @@ func parseEvents(t *testing.T, stderr string) []event {
 }
 
 func TestRunPausedRedis(t *testing.T) {
-	t.Parallel()
+	redistest.ParallelUnlessFull(t)
 	srv, env := runServer(t)
 	dir := t.TempDir()
 	term := filepath.Join(dir, "term")
@@ -456,7 +456,7 @@ func TestRunPausedRedis(t *testing.T) {
 }
 
 func TestRunNeverOverlaps(t *testing.T) {
-	t.Parallel()
+	redistest.ParallelUnlessFull(t)
 	_, env := runServer(t)
 	dir := t.TempDir()
 	// Each command claims a directory that only one can create, and gives
@@ -474,7 +474,7 @@ func TestRunNeverOverlaps(t *testing.T) {
 }
 
 func TestRunEnvironment(t *testing.T) {
-	t.Parallel()
+	redistest.ParallelUnlessFull(t)
 	srv, env := runServer(t)
 	dir := t.TempDir()
 	envFile := filepath.Join(dir, "env")
@@ -514,7 +514,7 @@ func TestRunEnvironment(t *testing.T) {
 }
 
 func TestRunResultFile(t *testing.T) {
-	t.Parallel()
+	redistest.ParallelUnlessFull(t)
 	srv, env := runServer(t)
 	read := func(t *testing.T, path string) (runResult, string) {
 		t.Helper()

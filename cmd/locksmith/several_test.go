@@ -54,7 +54,7 @@ func absent(t *testing.T, srv *redistest.Server, keys ...string) {
 }
 
 func TestRunSeveralNames(t *testing.T) {
-	t.Parallel()
+	redistest.ParallelUnlessFull(t)
 	srv, env := runServer(t)
 
 	t.Run("holds every name while the command runs, and releases them all", func(t *testing.T) {
@@ -203,7 +203,7 @@ func TestRunSeveralNames(t *testing.T) {
 }
 
 func TestPlumbingSeveralNames(t *testing.T) {
-	t.Parallel()
+	redistest.ParallelUnlessFull(t)
 	t.Run("acquire, refresh, release, with the names in any order", func(t *testing.T) {
 		env, srvs := servers(t, "single", 1)
 		h, _ := acquire(t, env, "job-b", "job-a", "--ttl", "10s")
@@ -327,7 +327,7 @@ func TestPlumbingSeveralNames(t *testing.T) {
 }
 
 func TestInspectSeveralNames(t *testing.T) {
-	t.Parallel()
+	redistest.ParallelUnlessFull(t)
 	env := url(t, "single")
 	_, token := acquire(t, env, "i-a", "i-b")
 	t.Run("held: a table each", func(t *testing.T) {

@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/locksmith-go/lock/internal/testing/redistest"
 )
 
 // readTimeout is the read_timeout of the servers that TestNoAnswer pauses.
@@ -17,7 +19,8 @@ const readTimeout = 2 * time.Second
 // added up to 5s, and rueidis's client waited for its first dial as it
 // opened). The subcommands run over go-redis, and those that do not wait
 // over each driver. It is the package's one test that times the binary,
-// so it runs before the others, which run side by side.
+// so it runs before the others, which run side by side (without
+// LOCKSMITH_FULL=1).
 func TestNoAnswer(t *testing.T) {
 	type call struct {
 		name string
@@ -92,7 +95,7 @@ func TestNoAnswer(t *testing.T) {
 // TestRunHeldThenNoAnswer: a run that found the lock held, and then got no
 // answer, exits with 75 (the lock was held) and says both.
 func TestRunHeldThenNoAnswer(t *testing.T) {
-	t.Parallel()
+	redistest.ParallelUnlessFull(t)
 	srv, env := runServer(t)
 	hold(t, srv, "job")
 	done := start(t, []string{env}, "run", "-w", "3s", "job", "--", "true")

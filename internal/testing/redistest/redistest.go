@@ -66,10 +66,12 @@ func RequireFull(t testing.TB, what string) {
 }
 
 // ParallelUnlessFull marks t to run side by side with the package's other
-// parallel tests, unless LOCKSMITH_FULL=1 is set: for a strategy's
-// conformance suites, whose contention runs are small without it, and keep
-// the CPU busy with it (2000 acquisitions each), so that side by side on two
-// cores they starve each other's node timeouts.
+// parallel tests, unless LOCKSMITH_FULL=1 is set: for tests that keep the
+// CPU busy (a strategy's conformance suites, whose contention runs are small
+// without it and take 2000 acquisitions with it; the CLI's, which start
+// processes built with -race). With it, CI's step runs every package under
+// -race, four at a time on two cores, and the load side by side starved
+// Redlock's node timeouts.
 func ParallelUnlessFull(t *testing.T) {
 	if !Full() {
 		t.Parallel()
