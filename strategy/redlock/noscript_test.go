@@ -25,7 +25,6 @@ import (
 // without scripts; LOCKSMITH_FULL=1 also runs nodes 1 and 3 without
 // scripts, one after the other.
 func TestWithoutScriptsConformance(t *testing.T) {
-	redistest.ParallelUnlessFull(t)
 	servers := redistest.Start(t, nodes)
 	addrs := make([]string, len(servers))
 	for i, s := range servers {

@@ -54,7 +54,6 @@ func driverNamed(name string) redistest.Driver {
 // must each hold every key, and a Cluster's masters each own a share of the
 // slots (the others answer MOVED), so no quorum could be had.
 func TestConformance(t *testing.T) {
-	redistest.ParallelUnlessFull(t)
 	servers := redistest.Start(t, nodes)
 	addrs := make([]string, len(servers))
 	for i, s := range servers {
@@ -501,7 +500,6 @@ func TestMaxExtensions(t *testing.T) {
 // TestContentionWithFaults: goroutines contend while nodes are killed and
 // restarted, one at a time, each restart delayed past the TTL.
 func TestContentionWithFaults(t *testing.T) {
-	redistest.ParallelUnlessFull(t)
 	servers := redistest.Start(t, nodes)
 	const ttl = 400 * time.Millisecond
 	ctx, cancel := context.WithCancel(context.Background())
