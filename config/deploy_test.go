@@ -89,7 +89,7 @@ func TestDeployments(t *testing.T) {
 		case strings.HasPrefix(combos[i].Name, "setnx-getset"):
 			h.ExtraTTL, h.Skip = 2*time.Millisecond, matrix.SetnxGetsetSkips
 		case strings.HasPrefix(combos[i].Name, "redlock"):
-			h.ShortTTL, h.Skip = time.Second, matrix.RedlockSkips
+			h.ShortTTL, h.Skip = matrix.RedlockShortTTL, matrix.RedlockSkips
 		}
 	}
 	matrix.Run(t, combos, 2) // Redlock over four kinds of node among them

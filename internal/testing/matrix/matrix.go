@@ -37,6 +37,12 @@ func (c Combo) Wrap(wrap func(t *testing.T, l lock.Locker) lock.Locker) Combo {
 	return c
 }
 
+// quickAcquisitions is MutualExclusion's size without LOCKSMITH_FULL=1: a
+// tenth of the default, 2000, which CI runs, and the size at which
+// conformance's mutants show that the run catches a lock that does not
+// exclude.
+const quickAcquisitions = 200
+
 // Run runs the suite on each combination, as a subtest named after it, n
 // at a time (all at once when n is 0). The suite spends most of its time
 // waiting on timers and on Redis, so combinations run side by side,
@@ -47,12 +53,6 @@ func (c Combo) Wrap(wrap func(t *testing.T, l lock.Locker) lock.Locker) Combo {
 // MutualExclusion costs the most CPU of the suite: unless LOCKSMITH_FULL=1
 // is set, a combination runs it at most at quickAcquisitions, so that
 // README's test command stays short on two cores.
-// quickAcquisitions is MutualExclusion's size without LOCKSMITH_FULL=1: a
-// tenth of the default, 2000, which CI runs, and the size at which
-// conformance's mutants show that the run catches a lock that does not
-// exclude.
-const quickAcquisitions = 200
-
 func Run(t *testing.T, combos []Combo, n int) {
 	if n <= 0 {
 		n = len(combos)
@@ -251,6 +251,12 @@ func SetnxGetset(addr string, opts ...setnxgetset.Option) []Combo {
 	return combos
 }
 
+// RedlockShortTTL is the Harness.ShortTTL of Redlock's combinations: at the
+// default 300ms, Redlock's node timeout is half the TTL, 150ms, which five
+// local nodes missed on CI's loaded two cores (no quorum, "Redis did not
+// answer"); at 1s it is 500ms.
+const RedlockShortTTL = time.Second
+
 // RedlockSkips are the properties of notification waiting that cannot be
 // checked on Redlock from its Locker. (It keeps no queue, so those about
 // order skip on their own.)
@@ -296,12 +302,7 @@ func Redlock(addrs []string, opts ...redlock.Option) []Combo {
 			connect(c.drivers, func(testing.TB) []string { return addrs }),
 			connect(c.drivers, func(t testing.TB) []string { return redistest.ClosedAddrs(t, len(addrs)) }),
 			build)
-		h.Skip = RedlockSkips
-		// At the default 300ms, Redlock's node timeout is half the TTL,
-		// 150ms, which five local nodes missed on CI's loaded two cores
-		// (no quorum, "Redis did not answer"); at 1s it is 500ms, as config's
-		// tests of Redlock already had.
-		h.ShortTTL = time.Second
+		h.ShortTTL, h.Skip = RedlockShortTTL, RedlockSkips
 		combos = append(combos, Combo{c.name, h})
 	}
 	return combos
