@@ -45,6 +45,13 @@ var (
 	// ErrNotHeld.
 	ErrTaken = strategy.ErrTaken
 
+	// ErrMismatch means that Obtain asked for a lock of another shape than
+	// the one its key holds: a semaphore whose limit differs from the one
+	// its holders stated ([WithPermits]), a read-write lock's key asked
+	// for as a semaphore or the reverse, or a plain lock's key asked for
+	// as a shared lock. Nothing is written.
+	ErrMismatch = strategy.ErrMismatch
+
 	// ErrRefreshLimit means the lock was refreshed as many times as
 	// [WithMaxRefreshes] allows, or is as old as [WithMaxHold] allows. The
 	// lock is still held until its TTL ends.

@@ -64,6 +64,7 @@ type Lock struct {
 	hooks     hookList
 	obtained  time.Time
 	fence     int64     // 0: none
+	permit    int       // a semaphore's permit index + 1; 0: none
 	fraction  float64   // the auto-refresh interval, as a fraction of the TTL
 	holdUntil time.Time // WithMaxHold's limit; zero: none
 	// bg counts the work that the lock's calls leave running in the
@@ -186,6 +187,46 @@ func (l *Lock) FenceOf(key string) (int64, bool) {
 		return 0, false
 	}
 	return l.many.fences[i], true
+}
+
+// Permit returns the index of the semaphore permit that the lock holds,
+// from 0 to n-1 for a semaphore of n permits ([WithPermits]): the lowest
+// that was free when it was obtained. False for any other lock.
+func (l *Lock) Permit() (int, bool) {
+	if l == nil || l.permit == 0 {
+		return 0, false
+	}
+	return l.permit - 1, true
+}
+
+// Downgrade turns the write side of a read-write lock ([WithWrite]) into a
+// read side, in one step: no other writer can come between, and readers
+// waiting behind it may enter at once. The lock keeps its token, lease,
+// fence and auto-refresh; Refresh, Release and TTL go on as before. A lock
+// that is not a write lock gives an [*ArgumentError] named "lock", and one
+// no longer held an error matching ErrNotHeld. Upgrading a reader is not
+// offered: two readers that both waited to upgrade would wait for each
+// other forever; release the read lock and obtain the write lock.
+func (l *Lock) Downgrade(ctx context.Context) error {
+	if err := checkContext(ctx); err != nil {
+		return err
+	}
+	if l == nil {
+		return ErrNotHeld
+	}
+	d, ok := l.s.(strategy.Downgrader)
+	if !ok {
+		return &ArgumentError{Name: "lock", Reason: "Downgrade needs the write side of a read-write lock (WithWrite)"}
+	}
+	l.ops.Lock()
+	defer l.ops.Unlock()
+	err := l.call(ctx, "downgrade", 0, func(ctx context.Context, l *Lock, value string) error {
+		return d.Downgrade(ctx, l.key, value)
+	})
+	if err != nil {
+		return l.fail(ctx, "downgrade", err)
+	}
+	return nil
 }
 
 // ValidUntil returns the local validity deadline: the time when the lock was

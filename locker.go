@@ -96,6 +96,11 @@ type Locker interface {
 // legacy lock's decoded timestamp and whether it can be taken over now.
 type State = strategy.State
 
+// Holder is one holder of a shared lock ([WithPermits], [WithRead],
+// [WithWrite]) in a [State]: its token's fingerprint, metadata and
+// remaining lease, and its permit or whether it is the writer.
+type Holder = strategy.Holder
+
 // New returns the [Locker] for a strategy. Strategy packages call it;
 // application code gets a Locker from them (single.New, redlock.New, …) or
 // from the config package. The defaults apply to every Obtain, before the
@@ -166,6 +171,11 @@ func (l *locker) obtainKeys(ctx context.Context, key string, keys []string, ttl 
 	if err != nil {
 		return nil, err
 	}
+	if o.sharing != (strategy.Sharing{}) {
+		if l, err = l.shared(o.sharing, keys); err != nil {
+			return nil, err
+		}
+	}
 	if len(o.hooks) == 0 {
 		return l.obtain(ctx, key, keys, ttl, o)
 	}
@@ -184,6 +194,24 @@ func (l *locker) obtainKeys(ctx context.Context, key string, keys []string, ttl 
 	})
 	got = nil
 	return lk, err
+}
+
+// shared returns the locker of the shared locks sh (a semaphore, or a
+// side of a read-write lock): the one whose strategy is the Sharer's.
+func (l *locker) shared(sh strategy.Sharing, keys []string) (*locker, error) {
+	name, _ := describe(l.s)
+	if keys != nil {
+		return nil, &ArgumentError{Name: "keys", Reason: "a semaphore or read-write lock has one key; several keys as one lock cannot be shared"}
+	}
+	sharer, ok := l.s.(strategy.Sharer)
+	if !ok {
+		return nil, &ArgumentError{Name: "permits", Reason: "semaphores and read-write locks are not supported by " + name}
+	}
+	s, err := sharer.Shared(sh)
+	if err != nil {
+		return nil, err
+	}
+	return &locker{s: s}, nil
 }
 
 // options returns the options of a call: the Locker's defaults, then the
@@ -248,7 +276,7 @@ func (l *locker) obtain(ctx context.Context, key string, keys []string, ttl time
 		if err == nil {
 			w.obtained(ctx)
 			lk := &Lock{s: l.s, key: key, token: r.Token, metadata: r.Metadata, value: r.Value(),
-				refreshesLeft: o.maxRefreshes, hooks: o.hooks, obtained: sent,
+				refreshesLeft: o.maxRefreshes, hooks: o.hooks, obtained: sent, permit: g.Permit,
 				fraction: o.fraction, ttl: ttl, bg: background.From(ctx)}
 			switch {
 			case keys != nil && r.Fencing:

@@ -21,6 +21,7 @@ type options struct {
 	fraction     float64       // the auto-refresh interval, as a fraction of the TTL
 	fencing      bool
 	poll         bool
+	sharing      strategy.Sharing // a shared lock: WithPermits, WithRead, WithWrite
 	hooks        hookList
 	errs         []error
 }
@@ -127,6 +128,48 @@ func WithToken(token string) Option {
 		}
 		o.token = token
 	}
+}
+
+// MaxPermits is the most holders that a semaphore ([WithPermits]) admits.
+// Its scripts look at every holder to find the lowest free permit, so the
+// cost of an acquisition grows with the limit.
+const MaxPermits = 1000
+
+// WithPermits makes the lock a counting semaphore: at most n holders of the
+// key at once, each with a lease of its own, which only it refreshes and
+// releases, so that a crashed holder's permit comes back when its TTL ends.
+// The limit is stored with the semaphore: while it has holders, an Obtain
+// that states another n fails with an error matching [ErrMismatch]. Each
+// holder gets the lowest free permit index ([Lock.Permit]), and with
+// [WithFencing] a fencing token for that index. n must be from 1 to
+// [MaxPermits]. The single strategy supports it; the others refuse it with
+// an [*ArgumentError] that says why. See the repository's
+// docs/semaphores.md.
+func WithPermits(n int) Option {
+	return func(o *options) {
+		if n < 1 || n > MaxPermits {
+			o.errs = append(o.errs, &ArgumentError{Name: "permits", Reason: fmt.Sprintf("must be from 1 to %d (MaxPermits), got %d", MaxPermits, n)})
+		}
+		o.sharing = strategy.Sharing{Permits: n}
+	}
+}
+
+// WithRead makes the lock the read side of a read-write lock on the key:
+// many readers at once, and no writer ([WithWrite]). A reader is granted
+// when no writer holds the lock and none waits ahead of it, so that a
+// stream of readers cannot starve a writer. See [WithPermits] for where it
+// runs, and the repository's docs/semaphores.md.
+func WithRead() Option {
+	return func(o *options) { o.sharing = strategy.Sharing{Read: true} }
+}
+
+// WithWrite makes the lock the write side of a read-write lock on the key:
+// one writer, and no reader ([WithRead]). A writer is granted when nobody
+// holds the lock and it heads the queue of waiters. It fences as a plain
+// lock does ([WithFencing]), and readers with WithFencing read the
+// current fence. [Lock.Downgrade] turns it into a reader.
+func WithWrite() Option {
+	return func(o *options) { o.sharing = strategy.Sharing{Write: true} }
 }
 
 func newOptions(opts []Option) (options, error) {

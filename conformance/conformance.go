@@ -165,6 +165,17 @@ var properties = []property{
 	{"MultiKeyReleaseReportsEachKey", "Conns", suite.multiKeyReleaseReportsEachKey},
 	{"MultiKeyLossEndsTheLock", "Conns", suite.multiKeyLossEndsTheLock},
 	{"MultiKeyInvalidArguments", "", suite.multiKeyInvalidArguments},
+	{"SemaphoreNeverMoreThanN", "", suite.semaphoreNeverMoreThanN},
+	{"SemaphoreCrashedHolderReturns", "", suite.semaphoreCrashedHolderReturns},
+	{"SemaphoreLimitMismatch", "", suite.semaphoreLimitMismatch},
+	{"SemaphorePermits", "", suite.semaphorePermits},
+	{"SemaphoreWaitersInTurn", "", suite.semaphoreWaitersInTurn},
+	{"ReadWriteExclusion", "", suite.readWriteExclusion},
+	{"ReadWriteNoStarvation", "", suite.readWriteNoStarvation},
+	{"ReadWriteDowngrade", "", suite.readWriteDowngrade},
+	{"SharedInspectAndBreak", "", suite.sharedInspectAndBreak},
+	{"SharedLeavesNothing", "Conns", suite.sharedLeavesNothing},
+	{"SharedInvalidArguments", "", suite.sharedInvalidArguments},
 }
 
 // has reports whether the harness sets the named optional field.
@@ -307,6 +318,40 @@ func (h Harness) has(field string) bool {
 //   - MultiKeyInvalidArguments: an empty list, an empty key and more than
 //     lock.MaxKeys keys are each an *ArgumentError named "keys", and
 //     nothing is sent.
+//
+// The shared-lock properties follow. They apply to a Locker whose strategy
+// shares locks (lock.WithPermits, lock.WithRead and lock.WithWrite, through
+// a strategy.Sharer), and skip, saying why, for one whose Obtain
+// WithPermits is an *ArgumentError named "permits" that says it is not
+// supported (Redlock, setnx-getset, single without scripts); any other
+// answer fails them. SemaphoreWaitersInTurn and ReadWriteNoStarvation also
+// need a strategy that queues its waiters, as WaitersObtainInTurn does.
+//
+//   - SemaphoreNeverMoreThanN: goroutines taking permits of a semaphore of
+//     3, one holder in eight crashing (never releasing), are never more
+//     than 3 inside at once.
+//   - SemaphoreCrashedHolderReturns: a crashed holder's permit is free once
+//     its lease ends, not before, and goes to the next holder.
+//   - SemaphoreLimitMismatch: an Obtain that states another limit, or a
+//     side of a read-write lock, or shares a plain lock's key, fails with
+//     ErrMismatch and writes nothing; a free semaphore takes a new limit.
+//   - SemaphorePermits: holders get the lowest free permit index, and with
+//     WithFencing, each permit's fencing tokens increase.
+//   - SemaphoreWaitersInTurn: waiters that queue one after the other get
+//     permits in that order.
+//   - ReadWriteExclusion: goroutines reading, writing and downgrading never
+//     have a writer inside with anyone else.
+//   - ReadWriteNoStarvation: a reader does not pass a writer that waits
+//     ahead of it, nor a writer a reader.
+//   - ReadWriteDowngrade: a downgraded writer lets readers in and keeps
+//     writers out, a waiting writer does not come between, and only a
+//     writer downgrades (else an *ArgumentError named "lock").
+//   - SharedInspectAndBreak: Inspect lists the limit and each holder, and
+//     Break ends one holder's lease by fingerprint, or every holder's.
+//   - SharedLeavesNothing (Conns): after the holders release and the
+//     waiters give up, no key named after the lock remains.
+//   - SharedInvalidArguments: WithPermits out of 1 to lock.MaxPermits, and
+//     a shared ObtainMany, are each an *ArgumentError, and nothing is sent.
 //
 // A property that needs a Harness field that is not set fails with a
 // message naming the field, unless Harness.Skip names the property. Run

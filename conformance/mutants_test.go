@@ -71,7 +71,10 @@ type mutant struct {
 	poll bool
 }
 
-var mutants = []mutant{
+// mutants are every mutant: these, and those of shared locks.
+var mutants = slices.Concat(lockMutants, sharedMutants)
+
+var lockMutants = []mutant{
 	// Strategies.
 	{name: "acquire-overwrites", kills: []string{"ExactlyOneWinner", "MutualExclusion", "CallerChosenToken", "KeyOfAnotherType"},
 		strategy: func(b base) strategy.Strategy { return overwrites{b} }},
@@ -129,7 +132,7 @@ var mutants = []mutant{
 		strategy: func(b base) strategy.Strategy { return releasesTheFirst{b} }},
 
 	// Lockers.
-	{name: "errors-flattened", kills: []string{"ContextEndsTheWait", "InvalidArguments", "MultiKeyInvalidArguments"},
+	{name: "errors-flattened", kills: []string{"ContextEndsTheWait", "InvalidArguments", "MultiKeyInvalidArguments", "SharedInvalidArguments"},
 		locker: func(l lock.Locker) lock.Locker { return flattened{l} }},
 	{name: "retry-ignored", kills: []string{"RetryPolicies"},
 		locker: func(l lock.Locker) lock.Locker { return tryOnce{l} }},
@@ -259,6 +262,11 @@ func TestMutants(t *testing.T) {
 					t.Errorf("%s on the unbroken harness, whose strategy locks several keys as one: skipped, want it to run", p)
 				}
 			}
+			for _, p := range sharedProperties() {
+				if skipped[p] {
+					t.Errorf("%s on the unbroken harness, whose strategy shares locks: skipped, want it to run", p)
+				}
+			}
 		})
 	}
 
@@ -323,7 +331,7 @@ func TestMutantRun(t *testing.T) {
 	if name == "" {
 		t.Skip("runs only in the child processes of TestMutants")
 	}
-	all := slices.Concat(mutants, controls, incomplete(), []mutant{polling, oneKeyOnly})
+	all := slices.Concat(mutants, controls, incomplete(), []mutant{polling, oneKeyOnly, unshared})
 	i := slices.IndexFunc(all, func(m mutant) bool { return m.name == name })
 	if i < 0 {
 		t.Fatalf("no mutant named %q", name)

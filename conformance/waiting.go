@@ -180,15 +180,16 @@ type waiter struct {
 }
 
 // wait starts an Obtain of key on l that waits as retry says, bounded by
-// waitBound, with its trace recorded in tr. then, if not nil, runs with the
-// lock once it is obtained.
-func wait(ctx context.Context, l lock.Locker, key string, retry lock.RetryPolicy, tr *waitTrace, then func(*lock.Lock)) *waiter {
+// waitBound, with its trace recorded in tr, and opts. then, if not nil,
+// runs with the lock once it is obtained.
+func wait(ctx context.Context, l lock.Locker, key string, retry lock.RetryPolicy, tr *waitTrace, then func(*lock.Lock), opts ...lock.Option) *waiter {
 	w := &waiter{trace: tr, done: make(chan struct{})}
+	opts = append([]lock.Option{lock.WithRetry(retry), tr.option()}, opts...)
 	go func() {
 		defer close(w.done)
 		ctx, cancel := context.WithTimeout(ctx, waitBound)
 		defer cancel()
-		w.lk, w.err = l.Obtain(ctx, key, heldTTL, lock.WithRetry(retry), tr.option())
+		w.lk, w.err = l.Obtain(ctx, key, heldTTL, opts...)
 		if w.err == nil && then != nil {
 			then(w.lk)
 		}

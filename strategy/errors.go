@@ -22,6 +22,12 @@ var (
 	// ErrTaken means the key is held by another owner. It matches
 	// ErrNotHeld.
 	ErrTaken = fmt.Errorf("%w: held by another owner", ErrNotHeld)
+
+	// ErrMismatch means that the lock on a key is of another shape than
+	// asked for: a semaphore with another limit, a read-write lock asked
+	// for as a semaphore (or the reverse), or a plain lock's key asked for
+	// as a shared lock.
+	ErrMismatch = errors.New("lock: the key holds a lock of another shape")
 )
 
 // ArgumentError reports an invalid argument or option, by name. Match it

@@ -138,6 +138,9 @@ type Grant struct {
 	// Fence is the fencing token that Acquire issued for Request.Fencing:
 	// positive, and larger than every token issued before for the key.
 	Fence int64
+	// Permit is, for a semaphore's holder ([Sharer]), its permit index
+	// plus one: 1 to Permits, so that 0 says there is none.
+	Permit int
 	// Fences are the fencing tokens that [Multi.AcquireKeys] issued, one
 	// per key, in the order of Request.Keys.
 	Fences []int64
@@ -217,6 +220,16 @@ type State struct {
 	// (by more than the allowed clock skew): an Obtain would take the lock
 	// over now, though its key still exists.
 	Takeover bool
+	// Permits is, for a counting semaphore ([Sharer]), its limit: how many
+	// holders it admits at once. Zero for other locks.
+	Permits int
+	// ReadWrite reports that the key is a read-write lock's ([Sharer]).
+	ReadWrite bool
+	// Holders are, for a shared lock (a semaphore or a read-write lock),
+	// its holders, soonest to expire first. Held is then whether there is
+	// one, TTL the time until the last one's lease ends, and Fingerprint
+	// and Metadata those of the writer, when one holds the lock.
+	Holders []Holder
 	// Nodes is, for a multi-node strategy, what each node answered, in the
 	// order the nodes were given.
 	Nodes []NodeState

@@ -305,6 +305,19 @@ func (s *Strategy) ReportsNodes() bool { return true }
 // String returns the strategy's name, "redlock".
 func (s *Strategy) String() string { return "redlock" }
 
+// Shared implements [strategy.Sharer] to refuse semaphores and read-write
+// locks (lock.WithPermits, lock.WithRead, lock.WithWrite) with an
+// *strategy.ArgumentError that says why: their holders are counted and
+// reaped atomically in one sorted set, which independent masters cannot
+// share. Two clients could each count a free permit on a different
+// majority of nodes, and a node that restarted empty would forget its
+// holders. Use the single strategy.
+func (s *Strategy) Shared(sh strategy.Sharing) (strategy.Strategy, error) {
+	return nil, &strategy.ArgumentError{Name: sh.Option(), Reason: "semaphores and read-write locks are not supported by redlock: " +
+		"their holders are counted atomically on one server, which a quorum of independent masters cannot do " +
+		"(two clients could each count a free permit on a different majority); use the single strategy"}
+}
+
 // Addr returns the nodes' names, joined by commas.
 func (s *Strategy) Addr() string { return s.addr }
 

@@ -174,6 +174,17 @@ func New(conn driver.Conn, opts ...Option) (lock.Locker, error) {
 // String returns the strategy's name, "setnx-getset".
 func (s *Strategy) String() string { return "setnx-getset" }
 
+// Shared implements [strategy.Sharer] to refuse semaphores and read-write
+// locks (lock.WithPermits, lock.WithRead, lock.WithWrite) with an
+// *strategy.ArgumentError that says why: the legacy format is one
+// timestamp under the key, which every legacy client reads as one holder,
+// and has no place for several. Use the single strategy once the fleet
+// has moved off the legacy lock.
+func (s *Strategy) Shared(sh strategy.Sharing) (strategy.Strategy, error) {
+	return nil, &strategy.ArgumentError{Name: sh.Option(), Reason: "semaphores and read-write locks are not supported by setnx-getset: " +
+		"its legacy format is one timestamp that legacy clients read as one holder, with no place for several; use the single strategy"}
+}
+
 // Addr returns the server's address, where the driver knows it.
 func (s *Strategy) Addr() string { return driver.Addr(s.conn) }
 

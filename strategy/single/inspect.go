@@ -2,6 +2,8 @@ package single
 
 import (
 	"context"
+	"errors"
+	"strings"
 
 	"github.com/locksmith-go/lock/internal/cas"
 	"github.com/locksmith-go/lock/strategy"
@@ -14,19 +16,68 @@ import (
 // wait queue, and sets Held, TTL, Fingerprint, Metadata, Fence, Waiters and
 // Verdict ("free" or "held"). A key of another type gives the server's
 // WRONGTYPE error.
+//
+// A key that holds a semaphore or a read-write lock (see [Strategy.Shared])
+// is read as one, in a second script: Permits or ReadWrite, Holders (with
+// their fingerprints, metadata, leases and permits), Waiters, the write
+// side's Fence, and a Verdict such as "semaphore: 2 of 3 permits held".
 func (s *Strategy) Inspect(ctx context.Context, key string) (strategy.State, error) {
 	st, _, err := s.inspect(ctx, key)
+	if s.isShared(err) {
+		st, _, err = s.inspectShared(ctx, key)
+	}
 	return st, err
+}
+
+// isShared reports whether err, the error of a plain lock's read, says the
+// key is of another type, which may be a shared lock: a server that runs
+// scripts can then read it as one.
+func (s *Strategy) isShared(err error) bool {
+	return err != nil && !s.noScripts && strings.Contains(err.Error(), "WRONGTYPE")
 }
 
 // Break implements [strategy.Breaker]: it reads the lock as Inspect does,
 // and releases the value it read as Release does, waking the head of the
 // queue.
+//
+// Of a semaphore or a read-write lock, it ends the lease of the holder whose
+// fingerprint is fingerprint, or of every holder when fingerprint is "",
+// as their Release would, waking the head of the queue.
 func (s *Strategy) Break(ctx context.Context, key, fingerprint string) (strategy.State, error) {
 	read := func(ctx context.Context) (strategy.State, cas.Reading, error) { return s.inspect(ctx, key) }
-	return cas.Break(ctx, fingerprint, read, func(ctx context.Context, value string) error {
+	st, err := cas.Break(ctx, fingerprint, read, func(ctx context.Context, value string) error {
 		return s.Release(ctx, key, value)
 	})
+	if s.isShared(err) {
+		return s.breakShared(ctx, key, fingerprint)
+	}
+	return st, err
+}
+
+// breakShared is Break of a shared lock.
+func (s *Strategy) breakShared(ctx context.Context, key, fingerprint string) (strategy.State, error) {
+	st, r, err := s.inspectShared(ctx, key)
+	if err != nil {
+		return st, err
+	}
+	if !st.Held {
+		return st, strategy.ErrExpired
+	}
+	k, _ := cas.NewShared(key, s.sharded) // inspectShared named them
+	var errs []error
+	broke := false
+	for i, h := range r.Holders {
+		if fingerprint == "" || st.Holders[i].Fingerprint == fingerprint {
+			broke = true
+			if err := k.Release(ctx, s.conn, h.Value); !errors.Is(err, strategy.ErrExpired) {
+				errs = append(errs, err)
+			}
+		}
+	}
+	if !broke {
+		return st, strategy.ErrTaken
+	}
+	return st, errors.Join(errs...)
 }
 
 func (s *Strategy) inspect(ctx context.Context, key string) (strategy.State, cas.Reading, error) {

@@ -1,0 +1,611 @@
+package conformance
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/locksmith-go/lock"
+	"github.com/locksmith-go/lock/strategy"
+)
+
+// The shared-lock properties apply to a Locker whose strategy shares locks
+// (lock.WithPermits, lock.WithRead, lock.WithWrite, through a
+// strategy.Sharer): they skip, saying why, for one that refuses them with an
+// *ArgumentError that says they are not supported (Redlock, setnx-getset,
+// single without scripts). Those about the order of waiters also need a
+// strategy that queues them, as WaitersObtainInTurn does.
+
+// needShared skips t unless the Locker shares locks: its Obtain of a free
+// key with lock.WithPermits(2) gives a lock, or an *ArgumentError named
+// "permits" that says it is not supported, and then t skips. Any other
+// answer fails t, so that a Locker that shares locks never skips their
+// properties.
+func (s suite) needShared(t *testing.T, ctx context.Context) {
+	t.Helper()
+	lk, err := s.h.NewLocker(t).Obtain(ctx, Key(t), longTTL, lock.WithPermits(2))
+	var ae *lock.ArgumentError
+	switch {
+	case err == nil:
+		if err := lk.Release(ctx); err != nil {
+			t.Fatalf("Release of a semaphore's permit = %v, want nil", err)
+		}
+		return
+	case errors.As(err, &ae) && ae.Name == "permits" && strings.Contains(ae.Reason, "not supported"):
+		t.Skipf("the Locker does not share locks (%v): the shared-lock properties do not apply", err)
+	}
+	t.Fatalf("Obtain of a free key WithPermits(2) = %v, want a lock, or an *ArgumentError named permits saying that the strategy does not support it", err)
+}
+
+// holders counts the holders inside a shared lock, and the entries that
+// broke its rule: more than limit holders (a semaphore), or a writer with
+// anyone else (a read-write lock, limit 0).
+type holders struct {
+	limit int
+
+	mu               sync.Mutex
+	readers, writers int
+	most             int // the most holders inside at once
+	entries, broken  int
+}
+
+// enter records a holder entering: a writer, or a reader (or a permit).
+func (h *holders) enter(write bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.entries++
+	switch {
+	case h.limit > 0 && h.readers+1 > h.limit,
+		h.writers > 0,
+		write && h.readers > 0:
+		h.broken++
+	}
+	if write {
+		h.writers++
+	} else {
+		h.readers++
+	}
+	h.most = max(h.most, h.readers+h.writers)
+}
+
+// exit records a holder leaving.
+func (h *holders) exit(write bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if write {
+		h.writers--
+	} else {
+		h.readers--
+	}
+}
+
+// downgrade records a writer becoming a reader.
+func (h *holders) downgrade() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.writers--
+	h.readers++
+}
+
+// check fails t if an entry broke the rule.
+func (h *holders) check(t *testing.T, what string) {
+	t.Helper()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	t.Logf("%d entries, at most %d holders inside at once", h.entries, h.most)
+	if h.broken > 0 {
+		t.Errorf("%d of %d entries into the %s broke its rule (%s), want none", h.broken, h.entries, what, h.rule())
+	}
+}
+
+func (h *holders) rule() string {
+	if h.limit > 0 {
+		return "more holders than permits"
+	}
+	return "a writer inside with another holder"
+}
+
+// contend runs the Harness's goroutines, each on a Locker of its own, each
+// taking turns at one until turns are spent; turn reports an error to stop
+// its goroutine.
+func (s suite) contend(t *testing.T, turns *turns, turn func(l lock.Locker, n int64) error) {
+	t.Helper()
+	var wg sync.WaitGroup
+	for range s.h.Goroutines {
+		l := s.h.NewLocker(t)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for n, ok := turns.next(); ok; n, ok = turns.next() {
+				if err := turn(l, n); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	turns.logShort(t)
+}
+
+// contentionRetry is the retry policy of the contention properties.
+var contentionRetry = lock.WithRetry(lock.Exponential(time.Millisecond, 8*time.Millisecond))
+
+// semaphoreNeverMoreThanN: goroutines over several Lockers take permits of
+// a semaphore of 3, and never more than 3 are inside at once, while one
+// holder in eight crashes: it never releases its permit, which its lease
+// alone frees (counted inside until its ValidUntil, before which its lease
+// cannot end).
+func (s suite) semaphoreNeverMoreThanN(t *testing.T, ctx context.Context) {
+	s.needShared(t, ctx)
+	const n = 3
+	key := Key(t)
+	h := &holders{limit: n}
+	var crashed sync.WaitGroup
+	s.contend(t, newTurns(max(s.h.Acquisitions/4, 4*s.h.Goroutines)), func(l lock.Locker, turn int64) error {
+		crash := turn%8 == 7
+		ttl := longTTL
+		if crash {
+			ttl = s.h.ShortTTL
+		}
+		lk, err := l.Obtain(ctx, key, ttl, lock.WithPermits(n), contentionRetry)
+		if err != nil {
+			return errors.New("Obtain of a permit under contention = " + err.Error() + ", want a lock")
+		}
+		h.enter(false)
+		if crash {
+			crashed.Add(1)
+			time.AfterFunc(time.Until(lk.ValidUntil()), func() { h.exit(false); crashed.Done() })
+			return nil
+		}
+		time.Sleep(200 * time.Microsecond) // long enough for an overlap to be caught
+		h.exit(false)
+		if err := lk.Release(ctx); err != nil {
+			return errors.New("Release of a permit under contention = " + err.Error() + ", want nil")
+		}
+		return nil
+	})
+	crashed.Wait()
+	h.check(t, "semaphore of 3 permits")
+}
+
+// semaphoreCrashedHolderReturns: a holder that crashes (never releases
+// nor refreshes) keeps its permit until its lease ends, and not after: an
+// Obtain that waits then gets the same permit, after the crashed holder's
+// ValidUntil.
+func (s suite) semaphoreCrashedHolderReturns(t *testing.T, ctx context.Context) {
+	s.needShared(t, ctx)
+	key := Key(t)
+	l := s.h.NewLocker(t)
+	permits := lock.WithPermits(2)
+	crashed := s.obtain(t, ctx, l, key, s.h.ShortTTL, permits)
+	release(t, s.obtain(t, ctx, l, key, longTTL, permits))
+	if lk, err := l.Obtain(ctx, key, longTTL, permits); !errors.Is(err, lock.ErrNotObtained) {
+		release(t, lk)
+		t.Fatalf("Obtain while both permits are held = %v, want ErrNotObtained", err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, s.expiryLimit())
+	defer cancel()
+	lk, err := l.Obtain(wctx, key, longTTL, permits, lock.WithRetry(lock.Linear(s.h.ShortTTL/10)))
+	if err != nil {
+		t.Fatalf("Obtain that waits for the crashed holder's lease to end = %v, want a lock", err)
+	}
+	release(t, lk)
+	if valid := crashed.ValidUntil(); time.Now().Before(valid) {
+		t.Errorf("the crashed holder's permit was taken before its ValidUntil, %v, want after its lease", valid)
+	}
+	was, _ := crashed.Permit()
+	if got, ok := lk.Permit(); !ok || got != was {
+		t.Errorf("the permit after the crash: %d, %v, want %d, true: the crashed holder's", got, ok, was)
+	}
+	if err := crashed.Refresh(ctx, longTTL); !errors.Is(err, lock.ErrNotHeld) {
+		t.Errorf("the crashed holder's Refresh after its lease = %v, want ErrNotHeld", err)
+	}
+}
+
+// semaphoreLimitMismatch: while a semaphore of 3 permits has a holder, an
+// Obtain that states another limit, or asks for a side of a read-write
+// lock, fails with ErrMismatch, and so does a shared Obtain of a plain
+// lock's key, each writing nothing; once the semaphore is free, another
+// limit is a new semaphore.
+func (s suite) semaphoreLimitMismatch(t *testing.T, ctx context.Context) {
+	s.needShared(t, ctx)
+	key := Key(t)
+	l := s.h.NewLocker(t)
+	h := s.obtain(t, ctx, l, key, longTTL, lock.WithPermits(3))
+	release(t, h)
+	for _, c := range []struct {
+		name string
+		opt  lock.Option
+	}{
+		{"more permits", lock.WithPermits(4)},
+		{"fewer permits", lock.WithPermits(2)},
+		{"read side", lock.WithRead()},
+		{"write side", lock.WithWrite()},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			lk, err := l.Obtain(ctx, key, longTTL, c.opt)
+			if !errors.Is(err, lock.ErrMismatch) || errors.Is(err, lock.ErrNotObtained) {
+				release(t, lk)
+				t.Errorf("Obtain of a semaphore of 3 permits, %s = %v, want ErrMismatch, not ErrNotObtained", c.name, err)
+			}
+		})
+	}
+	t.Run("plain lock", func(t *testing.T) {
+		plain := Key(t)
+		release(t, s.obtain(t, ctx, l, plain, longTTL))
+		lk, err := l.Obtain(ctx, plain, longTTL, lock.WithPermits(3))
+		if !errors.Is(err, lock.ErrMismatch) {
+			release(t, lk)
+			t.Errorf("Obtain WithPermits(3) of a plain lock's key = %v, want ErrMismatch", err)
+		}
+	})
+	t.Run("nothing written", func(t *testing.T) {
+		st, err := l.Inspect(ctx, key)
+		if err != nil || st.Permits != 3 || len(st.Holders) != 1 {
+			t.Errorf("Inspect after the refusals = %d permits, %d holders, %v, want 3, 1, nil", st.Permits, len(st.Holders), err)
+		}
+	})
+	t.Run("new limit once free", func(t *testing.T) {
+		if err := h.Release(ctx); err != nil {
+			t.Fatalf("Release = %v, want nil", err)
+		}
+		release(t, s.obtain(t, ctx, l, key, longTTL, lock.WithPermits(2)))
+	})
+}
+
+// semaphorePermits: the holders of a semaphore of 3 get the permits 0, 1
+// and 2; after one releases, the next gets its permit, the lowest free.
+// With WithFencing (unless the strategy refuses it, as FencingTokens
+// allows), each permit's fencing token increases from holder to holder.
+func (s suite) semaphorePermits(t *testing.T, ctx context.Context) {
+	s.needShared(t, ctx)
+	key := Key(t)
+	l := s.h.NewLocker(t)
+	opts := []lock.Option{lock.WithPermits(3), lock.WithFencing()}
+	if lk, err := l.Obtain(ctx, Key(t), longTTL, opts...); errors.As(err, new(*lock.ArgumentError)) {
+		t.Logf("WithFencing refused (%v): the permits alone are checked", err)
+		opts = opts[:1]
+	} else {
+		release(t, lk)
+	}
+	var held [3]*lock.Lock
+	for range held {
+		lk := s.obtain(t, ctx, l, key, longTTL, opts...)
+		release(t, lk)
+		p, ok := lk.Permit()
+		if !ok || p < 0 || p >= len(held) || held[p] != nil {
+			t.Fatalf("Permit() = %d, %v, want a free permit from 0 to 2, true", p, ok)
+		}
+		held[p] = lk
+	}
+	if err := held[1].Release(ctx); err != nil {
+		t.Fatalf("Release of permit 1 = %v, want nil", err)
+	}
+	next := s.obtain(t, ctx, l, key, longTTL, opts...)
+	release(t, next)
+	if p, ok := next.Permit(); !ok || p != 1 {
+		t.Errorf("Permit() after permit 1 was released = %d, %v, want 1, true: the lowest free", p, ok)
+	}
+	if len(opts) == 1 {
+		return
+	}
+	before, _ := held[1].Fence()
+	after, ok := next.Fence()
+	if !ok || before <= 0 || after <= before {
+		t.Errorf("permit 1's fencing tokens: %d, then %d (%v), want positive and increasing", before, after, ok)
+	}
+}
+
+// semaphoreWaitersInTurn: waiters that queue one after the other behind a
+// semaphore of 2 whose permits are held obtain permits in that order,
+// each releasing its permit at once, while the other holder keeps its own.
+func (s suite) semaphoreWaitersInTurn(t *testing.T, ctx context.Context) {
+	s.needShared(t, ctx)
+	s.needNotification(t, ctx, true)
+	const n = 4
+	key := Key(t)
+	permits := lock.WithPermits(2)
+	first := s.obtain(t, ctx, s.h.NewLocker(t), key, heldTTL, permits)
+	release(t, first)
+	release(t, s.obtain(t, ctx, s.h.NewLocker(t), key, heldTTL, permits))
+	var (
+		mu    sync.Mutex
+		order []int
+	)
+	waiters := make([]*waiter, n)
+	for i := range waiters {
+		waiters[i] = wait(ctx, s.h.NewLocker(t), key, lock.Linear(noTimer), newWaitTrace(), func(lk *lock.Lock) {
+			mu.Lock()
+			order = append(order, i+1)
+			mu.Unlock()
+			if err := lk.Release(ctx); err != nil {
+				t.Errorf("waiter %d's Release = %v, want nil", i+1, err)
+			}
+		}, permits)
+		if r := waiters[i].rank(t, "waiter"); r != i+1 {
+			t.Errorf("waiter %d, enqueued after %d others: rank %d, want %d", i+1, i, r, i+1)
+		}
+	}
+	if err := first.Release(ctx); err != nil {
+		t.Fatalf("the first holder's Release = %v, want nil", err)
+	}
+	for _, w := range waiters {
+		w.result(t, "waiter")
+	}
+	if want := []int{1, 2, 3, 4}; !slices.Equal(order, want) {
+		t.Errorf("the waiters obtained permits in the order %v, want %v, the order they queued in", order, want)
+	}
+}
+
+// readWriteExclusion: goroutines over several Lockers take the read side
+// (half the turns), the write side (a quarter), or the write side and
+// then downgrade it (a quarter); a writer is never inside with anyone
+// else.
+func (s suite) readWriteExclusion(t *testing.T, ctx context.Context) {
+	s.needShared(t, ctx)
+	key := Key(t)
+	h := &holders{}
+	s.contend(t, newTurns(max(s.h.Acquisitions/4, 4*s.h.Goroutines)), func(l lock.Locker, turn int64) error {
+		write, downgrade := turn%4 < 2, turn%4 == 1
+		side := lock.WithRead()
+		if write {
+			side = lock.WithWrite()
+		}
+		lk, err := l.Obtain(ctx, key, longTTL, side, contentionRetry)
+		if err != nil {
+			return errors.New("Obtain of a read-write lock under contention = " + err.Error() + ", want a lock")
+		}
+		h.enter(write)
+		time.Sleep(200 * time.Microsecond) // long enough for an overlap to be caught
+		if downgrade {
+			h.downgrade() // first: a reader may enter as soon as the server has it
+			if err := lk.Downgrade(ctx); err != nil {
+				return errors.New("Downgrade under contention = " + err.Error() + ", want nil")
+			}
+			write = false
+			time.Sleep(200 * time.Microsecond)
+		}
+		h.exit(write)
+		if err := lk.Release(ctx); err != nil {
+			return errors.New("Release of a read-write lock under contention = " + err.Error() + ", want nil")
+		}
+		return nil
+	})
+	h.check(t, "read-write lock")
+}
+
+// readWriteNoStarvation: neither side starves the other, because neither
+// passes a waiter of the other side that queued before it. A reader that
+// comes while a writer waits behind readers is refused (else a stream of
+// readers would keep the writer out forever), and a writer that comes once
+// a writer released, while a reader that queued behind it is about to take
+// its turn (held back in its Wait hook until the writer tried), is refused
+// too.
+func (s suite) readWriteNoStarvation(t *testing.T, ctx context.Context) {
+	s.needShared(t, ctx)
+	s.needNotification(t, ctx, true)
+	t.Run("readers do not pass a waiting writer", func(t *testing.T) {
+		key := Key(t)
+		reader := s.obtain(t, ctx, s.h.NewLocker(t), key, heldTTL, lock.WithRead())
+		release(t, reader)
+		w := wait(ctx, s.h.NewLocker(t), key, lock.Linear(noTimer), newWaitTrace(), nil, lock.WithWrite())
+		w.rank(t, "the writer")
+		if lk, err := s.h.NewLocker(t).Obtain(ctx, key, longTTL, lock.WithRead()); !errors.Is(err, lock.ErrNotObtained) {
+			release(t, lk)
+			t.Errorf("a reader that came while a writer waits = %v, want ErrNotObtained: a stream of readers would starve the writer", err)
+		}
+		if err := reader.Release(ctx); err != nil {
+			t.Fatalf("the reader's Release = %v, want nil", err)
+		}
+		w.result(t, "the writer")
+	})
+	t.Run("writers do not pass a waiting reader", func(t *testing.T) {
+		key := Key(t)
+		writer := s.obtain(t, ctx, s.h.NewLocker(t), key, heldTTL, lock.WithWrite())
+		release(t, writer)
+		tried := make(chan struct{})
+		tr := newWaitTrace()
+		tr.waited = func(e lock.Event) {
+			if e.Op == "woken" {
+				<-tried
+			}
+		}
+		r := wait(ctx, s.h.NewLocker(t), key, lock.Linear(noTimer), tr, nil, lock.WithRead())
+		r.rank(t, "the reader")
+		if err := writer.Release(ctx); err != nil {
+			close(tried)
+			t.Fatalf("the writer's Release = %v, want nil", err)
+		}
+		lk, err := s.h.NewLocker(t).Obtain(ctx, key, longTTL, lock.WithWrite())
+		close(tried)
+		if !errors.Is(err, lock.ErrNotObtained) {
+			release(t, lk)
+			t.Errorf("a writer that came after a reader queued = %v, want ErrNotObtained: a stream of writers would starve the reader", err)
+		}
+		r.result(t, "the reader")
+	})
+}
+
+// readWriteDowngrade: a writer that downgrades holds the lock as a reader,
+// in one step: readers may enter, a writer may not, and a writer that
+// waited behind it does not get in between; its Refresh, TTL and Release
+// go on as before. Downgrade of a read lock, or of a plain lock, is an
+// *ArgumentError named "lock".
+func (s suite) readWriteDowngrade(t *testing.T, ctx context.Context) {
+	s.needShared(t, ctx)
+	l := s.h.NewLocker(t)
+	t.Run("readers in, writers out", func(t *testing.T) {
+		key := Key(t)
+		w := s.obtain(t, ctx, l, key, longTTL, lock.WithWrite())
+		release(t, w)
+		if err := w.Downgrade(ctx); err != nil {
+			t.Fatalf("Downgrade = %v, want nil", err)
+		}
+		release(t, s.obtain(t, ctx, s.h.NewLocker(t), key, longTTL, lock.WithRead()))
+		if lk, err := s.h.NewLocker(t).Obtain(ctx, key, longTTL, lock.WithWrite()); !errors.Is(err, lock.ErrNotObtained) {
+			release(t, lk)
+			t.Errorf("a writer's Obtain after Downgrade = %v, want ErrNotObtained", err)
+		}
+		if err := w.Refresh(ctx, longTTL); err != nil {
+			t.Errorf("Refresh after Downgrade = %v, want nil", err)
+		}
+		if ttl, err := w.TTL(ctx); err != nil || ttl <= 0 {
+			t.Errorf("TTL after Downgrade = %v, %v, want positive, nil", ttl, err)
+		}
+		if err := w.Release(ctx); err != nil {
+			t.Errorf("Release after Downgrade = %v, want nil", err)
+		}
+	})
+	t.Run("a waiting writer does not come between", func(t *testing.T) {
+		if !s.probeWaiting(t, ctx).queues {
+			t.Skip("the strategy keeps no queue: a writer that polls may come between, as it may between any release and the next Obtain")
+		}
+		key := Key(t)
+		w := s.obtain(t, ctx, l, key, heldTTL, lock.WithWrite())
+		release(t, w)
+		next := wait(ctx, s.h.NewLocker(t), key, lock.Linear(noTimer), newWaitTrace(), nil, lock.WithWrite())
+		next.rank(t, "the waiting writer")
+		if err := w.Downgrade(ctx); err != nil {
+			t.Fatalf("Downgrade with a writer waiting = %v, want nil", err)
+		}
+		st, err := l.Inspect(ctx, key)
+		if err != nil || len(st.Holders) != 1 || st.Holders[0].Write || st.Holders[0].Fingerprint != strategy.Fingerprint(w.Token()) {
+			t.Errorf("Inspect after Downgrade = %+v, %v, want the downgraded writer alone, reading", st.Holders, err)
+		}
+		if err := w.Release(ctx); err != nil {
+			t.Fatalf("Release after Downgrade = %v, want nil", err)
+		}
+		next.result(t, "the waiting writer")
+	})
+	t.Run("only a writer downgrades", func(t *testing.T) {
+		var ae *lock.ArgumentError
+		r := s.obtain(t, ctx, l, Key(t), longTTL, lock.WithRead())
+		release(t, r)
+		if err := r.Downgrade(ctx); !errors.As(err, &ae) || ae.Name != "lock" {
+			t.Errorf("Downgrade of a read lock = %v, want an *ArgumentError named lock", err)
+		}
+		p := s.obtain(t, ctx, l, Key(t), longTTL)
+		release(t, p)
+		if err := p.Downgrade(ctx); !errors.As(err, &ae) || ae.Name != "lock" {
+			t.Errorf("Downgrade of a plain lock = %v, want an *ArgumentError named lock", err)
+		}
+	})
+}
+
+// sharedInspectAndBreak: Inspect, by another client, lists a semaphore's
+// limit and holders (their tokens' fingerprints, metadata and leases) and
+// a read-write lock's writer; Break of one holder's fingerprint ends that
+// holder's lease alone, Break of a fingerprint that names no holder is
+// ErrTaken, and Break of "" ends every holder's.
+func (s suite) sharedInspectAndBreak(t *testing.T, ctx context.Context) {
+	s.needShared(t, ctx)
+	key := Key(t)
+	l, other := s.h.NewLocker(t), s.h.NewLocker(t)
+	permits := lock.WithPermits(2)
+	a := s.obtain(t, ctx, l, key, longTTL, permits, lock.WithMetadata("holder a"))
+	release(t, a)
+	b := s.obtain(t, ctx, l, key, longTTL, permits)
+	release(t, b)
+	fa, fb := strategy.Fingerprint(a.Token()), strategy.Fingerprint(b.Token())
+	st, err := other.Inspect(ctx, key)
+	if err != nil || !st.Held || st.Permits != 2 || len(st.Holders) != 2 {
+		t.Fatalf("Inspect of a semaphore of 2 with 2 holders = held %v, %d permits, %d holders, %v, want true, 2, 2, nil", st.Held, st.Permits, len(st.Holders), err)
+	}
+	for _, h := range st.Holders {
+		switch {
+		case h.Fingerprint == fa && h.Metadata != "holder a":
+			t.Errorf("holder a's metadata: %q, want %q", h.Metadata, "holder a")
+		case h.Fingerprint != fa && h.Fingerprint != fb:
+			t.Errorf("a holder's fingerprint: %q, want %q or %q", h.Fingerprint, fa, fb)
+		case h.TTL <= 0 || h.TTL > longTTL+s.h.ExtraTTL:
+			t.Errorf("a holder's TTL: %v, want in (0, %v]", h.TTL, longTTL)
+		}
+	}
+	if _, err := other.Break(ctx, key, fa); err != nil {
+		t.Fatalf("Break of holder a = %v, want nil", err)
+	}
+	if _, err := a.TTL(ctx); !errors.Is(err, lock.ErrNotHeld) {
+		t.Errorf("holder a's TTL after its Break = %v, want ErrNotHeld", err)
+	}
+	if _, err := b.TTL(ctx); err != nil {
+		t.Errorf("holder b's TTL after a's Break = %v, want nil", err)
+	}
+	if _, err := other.Break(ctx, key, fa); !errors.Is(err, lock.ErrTaken) {
+		t.Errorf("Break of a fingerprint that names no holder = %v, want ErrTaken", err)
+	}
+	if _, err := other.Break(ctx, key, ""); err != nil {
+		t.Errorf(`Break of "" = %v, want nil`, err)
+	}
+	if _, err := b.TTL(ctx); !errors.Is(err, lock.ErrNotHeld) {
+		t.Errorf(`holder b's TTL after Break of "" = %v, want ErrNotHeld`, err)
+	}
+	w := s.obtain(t, ctx, l, Key(t)+":rw", longTTL, lock.WithWrite(), lock.WithMetadata("writer"))
+	release(t, w)
+	st, err = other.Inspect(ctx, w.Key())
+	if err != nil || !st.ReadWrite || st.Fingerprint != strategy.Fingerprint(w.Token()) || st.Metadata != "writer" ||
+		len(st.Holders) != 1 || !st.Holders[0].Write {
+		t.Errorf("Inspect of a read-write lock's writer = %+v, %v, want ReadWrite, the writer's fingerprint and metadata, one Holder writing", st, err)
+	}
+}
+
+// sharedLeavesNothing (Conns): once the holders of a semaphore and of a
+// read-write lock released, and a waiter of each gave up, no key named
+// after the lock remains.
+func (s suite) sharedLeavesNothing(t *testing.T, ctx context.Context) {
+	s.needShared(t, ctx)
+	for _, c := range []struct {
+		name            string
+		holder, another lock.Option
+	}{
+		{"semaphore", lock.WithPermits(1), lock.WithPermits(1)},
+		{"read-write lock", lock.WithRead(), lock.WithWrite()},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			key := Key(t)
+			l := s.h.NewLocker(t)
+			h := s.obtain(t, ctx, l, key, longTTL, c.holder)
+			release(t, h)
+			wctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+			lk, err := l.Obtain(wctx, key, longTTL, c.another, lock.WithRetry(lock.Linear(10*time.Millisecond)))
+			cancel()
+			if !errors.Is(err, lock.ErrNotObtained) {
+				release(t, lk)
+				t.Fatalf("a waiter that gives up = %v, want ErrNotObtained", err)
+			}
+			if err := h.Release(ctx); err != nil {
+				t.Fatalf("Release = %v, want nil", err)
+			}
+			if left := s.keysLeft(t, ctx, key); len(left) > 0 {
+				t.Errorf("keys left %v after the lock was released: %q, want none", waitBound, left)
+			}
+		})
+	}
+}
+
+// sharedInvalidArguments: WithPermits of 0, of -1 and of more than
+// lock.MaxPermits, and a shared ObtainMany, are each an *ArgumentError that
+// names the argument, and nothing is sent.
+func (s suite) sharedInvalidArguments(t *testing.T, ctx context.Context) {
+	l := s.h.NewLocker(t)
+	key := Key(t)
+	for _, n := range []int{0, -1, lock.MaxPermits + 1} {
+		var ae *lock.ArgumentError
+		if lk, err := l.Obtain(ctx, key, longTTL, lock.WithPermits(n)); !errors.As(err, &ae) || ae.Name != "permits" {
+			release(t, lk)
+			t.Errorf("Obtain WithPermits(%d) = %v, want an *ArgumentError named permits", n, err)
+		}
+	}
+	var ae *lock.ArgumentError
+	if lk, err := l.ObtainMany(ctx, keySet(t, 2), longTTL, lock.WithPermits(2)); !errors.As(err, &ae) || ae.Name != "keys" {
+		release(t, lk)
+		t.Errorf("ObtainMany WithPermits(2) = %v, want an *ArgumentError named keys", err)
+	}
+	if st, err := l.Inspect(ctx, key); err != nil || st.Held {
+		t.Errorf("Inspect after the refusals = held %v, %v, want false, nil: nothing sent", st.Held, err)
+	}
+}
