@@ -22,6 +22,7 @@ import (
 	"github.com/locksmith-go/lock/internal/testing/matrix"
 	"github.com/locksmith-go/lock/internal/testing/redistest"
 	"github.com/locksmith-go/lock/strategy/redlock"
+	"github.com/locksmith-go/lock/strategy"
 	setnxgetset "github.com/locksmith-go/lock/strategy/setnx-getset"
 	"github.com/locksmith-go/lock/strategy/single"
 )
@@ -420,4 +421,97 @@ func TestACLWithoutScripts(t *testing.T) {
 		}
 	}
 	matrix.Run(t, combos, 1)
+}
+
+// TestACLShared: the rule that docs/acl.md gives for semaphores and
+// read-write locks lets a user that may run nothing else take, wait for,
+// refresh, downgrade, inspect, break and release them on a real server,
+// with fencing.
+func TestACLShared(t *testing.T) {
+	const (
+		base   = "+evalsha +eval +get +set +pexpire +pttl +del"
+		wait   = "+time +zadd +zrange +zrank +zrem +hset +hget +hdel +zscore +hincrby +exists +publish +subscribe +unsubscribe +ping"
+		shared = "+type +zcard +zrangebyscore +zremrangebyscore +hexists"
+	)
+	section := aclSection(t, "## Semaphores and read-write locks")
+	for _, r := range []string{shared, "+incr", "~{lock:*"} {
+		if !strings.Contains(section, "`"+r+"`") {
+			t.Fatalf("docs/acl.md does not give the rule `%s` in \"Semaphores and read-write locks\", want it there", r)
+		}
+	}
+	srv := redistest.Start(t, 1)[0]
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	newLocker := func(t *testing.T, user string) lock.Locker {
+		t.Helper()
+		l, err := single.New(aclConn(t, ctx, srv, user, "~lock:*", "~{lock:*", "&{lock:*", base, wait, shared, "+incr"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l
+	}
+	t.Run("semaphore", func(t *testing.T) {
+		holder, waiter := newLocker(t, "sem-holder"), newLocker(t, "sem-waiter")
+		lk, err := holder.Obtain(ctx, "lock:sem", time.Minute, lock.WithPermits(1), lock.WithFencing())
+		if err != nil {
+			t.Fatalf("Obtain = %v, want nil", err)
+		}
+		if err := lk.Refresh(ctx, time.Minute); err != nil {
+			t.Errorf("Refresh = %v, want nil", err)
+		}
+		if st, err := waiter.Inspect(ctx, "lock:sem"); err != nil || len(st.Holders) != 1 {
+			t.Errorf("Inspect = %d holders, %v, want 1, nil", len(st.Holders), err)
+		}
+		got := make(chan error, 1)
+		go func() {
+			w, err := waiter.Obtain(ctx, "lock:sem", time.Minute, lock.WithPermits(1), lock.WithRetry(lock.Linear(time.Minute)))
+			if err == nil {
+				_, err = waiter.Break(ctx, "lock:sem", strategy.Fingerprint(w.Token()))
+			}
+			got <- err
+		}()
+		waitForQueue(t, ctx, srv, "{lock:sem}:q")
+		if err := lk.Release(ctx); err != nil {
+			t.Errorf("Release = %v, want nil", err)
+		}
+		if err := <-got; err != nil {
+			t.Errorf("the waiter's Obtain, woken by the release, then Break = %v, want nil", err)
+		}
+	})
+	t.Run("read-write lock", func(t *testing.T) {
+		l := newLocker(t, "rw")
+		w, err := l.Obtain(ctx, "lock:rw", time.Minute, lock.WithWrite(), lock.WithFencing())
+		if err != nil {
+			t.Fatalf("Obtain = %v, want nil", err)
+		}
+		if err := w.Downgrade(ctx); err != nil {
+			t.Errorf("Downgrade = %v, want nil", err)
+		}
+		r, err := l.Obtain(ctx, "lock:rw", time.Minute, lock.WithRead(), lock.WithFencing())
+		if err != nil {
+			t.Fatalf("a reader's Obtain = %v, want nil", err)
+		}
+		for _, lk := range []*lock.Lock{w, r} {
+			if _, err := lk.TTL(ctx); err != nil {
+				t.Errorf("TTL = %v, want nil", err)
+			}
+			if err := lk.Release(ctx); err != nil {
+				t.Errorf("Release = %v, want nil", err)
+			}
+		}
+	})
+}
+
+// waitForQueue waits until the queue q on srv has a waiter.
+func waitForQueue(t *testing.T, ctx context.Context, srv *redistest.Server, q string) {
+	t.Helper()
+	for {
+		if n, err := srv.Command(ctx, "ZCARD", q); err == nil && n != "0" {
+			return
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("no waiter in %s: %v", q, ctx.Err())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }

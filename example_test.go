@@ -395,3 +395,68 @@ func ExampleNewToken() {
 	// true
 	// <nil>
 }
+
+// A semaphore of two permits: at most two holders of "partner-api" at once,
+// each with a lease of its own. A third waits, or, without a retry policy,
+// is refused.
+func ExampleWithPermits() {
+	locker, stop := newLocker()
+	defer stop()
+	ctx := context.Background()
+
+	for _, worker := range []string{"a", "b", "c"} {
+		lk, err := locker.Obtain(ctx, "partner-api", time.Minute, lock.WithPermits(2))
+		if errors.Is(err, lock.ErrNotObtained) {
+			fmt.Println(worker, "waits: both permits are held")
+			continue
+		}
+		if err != nil {
+			log.Fatal(err)
+		}
+		defer lk.Release(ctx)
+		permit, _ := lk.Permit()
+		fmt.Println(worker, "holds permit", permit)
+	}
+
+	// A caller that states another limit is refused, not given a second
+	// semaphore.
+	_, err := locker.Obtain(ctx, "partner-api", time.Minute, lock.WithPermits(5))
+	fmt.Println(errors.Is(err, lock.ErrMismatch))
+	// Output:
+	// a holds permit 0
+	// b holds permit 1
+	// c waits: both permits are held
+	// true
+}
+
+// A read-write lock: readers share it, a writer has it alone, and a writer
+// that is done writing can go on reading without letting another writer in.
+func ExampleLock_Downgrade() {
+	locker, stop := newLocker()
+	defer stop()
+	ctx := context.Background()
+
+	w, err := locker.Obtain(ctx, "catalog", time.Minute, lock.WithWrite())
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer w.Release(ctx)
+	_, err = locker.Obtain(ctx, "catalog", time.Minute, lock.WithRead())
+	fmt.Println("a reader while the writer writes:", err)
+
+	if err := w.Downgrade(ctx); err != nil { // now a reader
+		log.Fatal(err)
+	}
+	r, err := locker.Obtain(ctx, "catalog", time.Minute, lock.WithRead())
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer r.Release(ctx)
+	fmt.Println("a reader after Downgrade: obtained")
+	_, err = locker.Obtain(ctx, "catalog", time.Minute, lock.WithWrite())
+	fmt.Println("another writer:", err)
+	// Output:
+	// a reader while the writer writes: lock: not obtained
+	// a reader after Downgrade: obtained
+	// another writer: lock: not obtained
+}

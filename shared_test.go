@@ -1,0 +1,236 @@
+package lock_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/locksmith-go/lock"
+	"github.com/locksmith-go/lock/strategy"
+)
+
+// fakeSharer is a strategy.Sharer over a fakeStrategy: its shared locks go
+// to a fakeStrategy of their own (a writer's, a fakeWriter), and it records
+// what it was asked for.
+type fakeSharer struct {
+	*fakeStrategy
+	shared *fakeStrategy
+	asked  []strategy.Sharing
+	refuse error // returned by Shared when set
+}
+
+func (s *fakeSharer) Shared(sh strategy.Sharing) (strategy.Strategy, error) {
+	s.asked = append(s.asked, sh)
+	switch {
+	case s.refuse != nil:
+		return nil, s.refuse
+	case sh.Write:
+		return fakeWriter{s.shared}, nil
+	}
+	return s.shared, nil
+}
+
+// fakeWriter is a read-write lock's write side: a strategy.Downgrader that
+// records its Downgrades, and fails them with the fake's releaseErr.
+type fakeWriter struct{ *fakeStrategy }
+
+func (w fakeWriter) Downgrade(ctx context.Context, key, value string) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.record(ctx, "downgrade", key, value)
+	return w.releaseErr
+}
+
+func newSharer() *fakeSharer { return &fakeSharer{fakeStrategy: newFake(), shared: newFake()} }
+
+// TestSharedObtain: an Obtain WithPermits, WithRead or WithWrite asks the
+// strategy's Sharer for the Strategy of that shape, and the lock's
+// Acquire, TTL, Refresh and Release go to it alone; Permit reports the
+// permit it granted.
+func TestSharedObtain(t *testing.T) {
+	ctx := context.Background()
+	for _, c := range []struct {
+		name string
+		opt  lock.Option
+		want strategy.Sharing
+	}{
+		{"WithPermits", lock.WithPermits(3), strategy.Sharing{Permits: 3}},
+		{"WithRead", lock.WithRead(), strategy.Sharing{Read: true}},
+		{"WithWrite", lock.WithWrite(), strategy.Sharing{Write: true}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s := newSharer()
+			s.shared.grant = strategy.Grant{Permit: 3}
+			lk, err := lock.New(s).Obtain(ctx, "k", time.Minute, c.opt)
+			if err != nil {
+				t.Fatalf("Obtain = %v, want a lock", err)
+			}
+			if len(s.asked) != 1 || s.asked[0] != c.want {
+				t.Errorf("Shared was asked for %+v, want [%+v]", s.asked, c.want)
+			}
+			if p, ok := lk.Permit(); p != 2 || !ok {
+				t.Errorf("Permit() = %d, %v, want 2, true (Grant.Permit 3)", p, ok)
+			}
+			if _, err := lk.TTL(ctx); err != nil {
+				t.Errorf("TTL = %v, want nil", err)
+			}
+			if err := lk.Refresh(ctx, time.Minute); err != nil {
+				t.Errorf("Refresh = %v, want nil", err)
+			}
+			if err := lk.Release(ctx); err != nil {
+				t.Errorf("Release = %v, want nil", err)
+			}
+			if got := len(s.calls); got != 0 {
+				t.Errorf("calls to the plain strategy = %d, want 0", got)
+			}
+			for _, op := range []string{"acquire", "ttl", "refresh", "release"} {
+				if got := len(s.shared.callsTo(op)); got != 1 {
+					t.Errorf("%s calls to the shared strategy = %d, want 1", op, got)
+				}
+			}
+		})
+	}
+}
+
+// TestPermitOfAPlainLock: a lock that is no semaphore's has no permit.
+func TestPermitOfAPlainLock(t *testing.T) {
+	lk, err := lock.New(newFake()).Obtain(context.Background(), "k", time.Minute)
+	if err != nil {
+		t.Fatalf("Obtain = %v, want a lock", err)
+	}
+	if p, ok := lk.Permit(); p != 0 || ok {
+		t.Errorf("Permit() = %d, %v, want 0, false", p, ok)
+	}
+	var nilLock *lock.Lock
+	if p, ok := nilLock.Permit(); p != 0 || ok {
+		t.Errorf("Permit() of a nil lock = %d, %v, want 0, false", p, ok)
+	}
+}
+
+// TestSharedRefused: invalid permits, a strategy that is no Sharer, a
+// Sharer's refusal and a shared ObtainMany are each an *ArgumentError,
+// and nothing is sent.
+func TestSharedRefused(t *testing.T) {
+	ctx := context.Background()
+	refusal := &lock.ArgumentError{Name: "permits", Reason: "not supported by fake, for a reason"}
+	for _, c := range []struct {
+		name   string
+		s      strategy.Strategy
+		obtain func(lock.Locker) error
+		want   string // the ArgumentError's Name
+		reason string // its Reason, if not ""
+	}{
+		{"zero permits", newSharer(), obtainWith(lock.WithPermits(0)), "permits", "must be from 1 to 1000 (MaxPermits), got 0"},
+		{"negative permits", newSharer(), obtainWith(lock.WithPermits(-1)), "permits", ""},
+		{"too many permits", newSharer(), obtainWith(lock.WithPermits(lock.MaxPermits + 1)), "permits", ""},
+		{"no Sharer", newFake(), obtainWith(lock.WithPermits(2)), "permits", "semaphores and read-write locks are not supported by *lock_test.fakeStrategy"},
+		{"no Sharer, read side", newFake(), obtainWith(lock.WithRead()), "permits", ""},
+		{"refused", &fakeSharer{fakeStrategy: newFake(), shared: newFake(), refuse: refusal}, obtainWith(lock.WithWrite()), "permits", refusal.Reason},
+		{"several keys", newSharer(), func(l lock.Locker) error {
+			_, err := l.ObtainMany(ctx, []string{"a", "b"}, time.Minute, lock.WithPermits(2))
+			return err
+		}, "keys", ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			err := c.obtain(lock.New(c.s))
+			var ae *lock.ArgumentError
+			if !errors.As(err, &ae) || ae.Name != c.want {
+				t.Fatalf("got %v, want an *ArgumentError named %s", err, c.want)
+			}
+			if c.reason != "" && ae.Reason != c.reason {
+				t.Errorf("Reason = %q, want %q", ae.Reason, c.reason)
+			}
+			var calls int
+			switch s := c.s.(type) {
+			case *fakeSharer:
+				calls = len(s.calls) + len(s.shared.calls)
+			case *fakeStrategy:
+				calls = len(s.calls)
+			}
+			if calls != 0 {
+				t.Errorf("calls to the strategy = %d, want 0", calls)
+			}
+		})
+	}
+}
+
+// obtainWith returns an Obtain of "k" with opt.
+func obtainWith(opt lock.Option) func(lock.Locker) error {
+	return func(l lock.Locker) error {
+		_, err := l.Obtain(context.Background(), "k", time.Minute, opt)
+		return err
+	}
+}
+
+// TestDowngrade: Downgrade calls the write side's Downgrade with the lock's
+// key and value, and the lock goes on; a loss ends the lock; a lock that
+// is not a write lock's is an *ArgumentError named "lock".
+func TestDowngrade(t *testing.T) {
+	ctx := context.Background()
+	t.Run("writer", func(t *testing.T) {
+		s := newSharer()
+		lk, err := lock.New(s).Obtain(ctx, "k", time.Minute, lock.WithWrite())
+		if err != nil {
+			t.Fatalf("Obtain = %v, want a lock", err)
+		}
+		if err := lk.Downgrade(ctx); err != nil {
+			t.Fatalf("Downgrade = %v, want nil", err)
+		}
+		calls := s.shared.callsTo("downgrade")
+		if len(calls) != 1 || calls[0].key != "k" || calls[0].value != lk.Token() {
+			t.Errorf("Downgrade calls = %+v, want one, of k with the lock's value", calls)
+		}
+		if err := lk.Release(ctx); err != nil {
+			t.Errorf("Release after Downgrade = %v, want nil", err)
+		}
+	})
+	t.Run("lost", func(t *testing.T) {
+		s := newSharer()
+		lk, err := lock.New(s).Obtain(ctx, "k", time.Minute, lock.WithWrite())
+		if err != nil {
+			t.Fatalf("Obtain = %v, want a lock", err)
+		}
+		s.shared.releaseErr = lock.ErrExpired
+		if err := lk.Downgrade(ctx); !errors.Is(err, lock.ErrExpired) {
+			t.Fatalf("Downgrade of a lock whose lease ended = %v, want ErrExpired", err)
+		}
+		select {
+		case <-lk.Done():
+		default:
+			t.Errorf("Done after a Downgrade that found the lock expired: open, want closed")
+		}
+	})
+	for _, c := range []struct {
+		name string
+		opt  lock.Option
+	}{
+		{"reader", lock.WithRead()},
+		{"semaphore", lock.WithPermits(2)},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			lk, err := lock.New(newSharer()).Obtain(ctx, "k", time.Minute, c.opt)
+			if err != nil {
+				t.Fatalf("Obtain = %v, want a lock", err)
+			}
+			var ae *lock.ArgumentError
+			if err := lk.Downgrade(ctx); !errors.As(err, &ae) || ae.Name != "lock" {
+				t.Errorf("Downgrade = %v, want an *ArgumentError named lock", err)
+			}
+		})
+	}
+	t.Run("nil lock", func(t *testing.T) {
+		var lk *lock.Lock
+		if err := lk.Downgrade(ctx); !errors.Is(err, lock.ErrNotHeld) {
+			t.Errorf("Downgrade of a nil lock = %v, want ErrNotHeld", err)
+		}
+	})
+	t.Run("nil ctx", func(t *testing.T) {
+		lk, _ := lock.New(newSharer()).Obtain(ctx, "k", time.Minute, lock.WithWrite())
+		var ae *lock.ArgumentError
+		var none context.Context // nil
+		if err := lk.Downgrade(none); !errors.As(err, &ae) || ae.Name != "ctx" {
+			t.Errorf("Downgrade(nil) = %v, want an *ArgumentError named ctx", err)
+		}
+	})
+}
