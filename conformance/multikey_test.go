@@ -4,7 +4,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/locksmith-go/lock/internal/testing/redistest"
 	"github.com/locksmith-go/lock/strategy"
 )
 
@@ -28,20 +27,5 @@ func multiKeyProperties() []string {
 // several keys as one, each multi-key property skips, saying why, and the
 // run passes.
 func TestMultiKeyPropertiesSkip(t *testing.T) {
-	addr, _ := redistest.Addr(t)
-	out, err := runChild(oneKeyOnly, addr)
-	if err != nil {
-		t.Errorf("the suite on a strategy that is no strategy.Multi = %v, want it to pass", err)
-	}
-	for _, p := range oneKeyOnly.kills {
-		if want := "--- SKIP: TestMutantRun/" + oneKeyOnly.name + "/" + p + " "; !strings.Contains(out, want) {
-			t.Errorf("the run's output lacks %q", want)
-		}
-	}
-	if want := "the Locker does not lock several keys as one"; strings.Count(out, want) != len(oneKeyOnly.kills) {
-		t.Errorf("the run's output gives the reason, %q, %d times, want %d", want, strings.Count(out, want), len(oneKeyOnly.kills))
-	}
-	if t.Failed() {
-		t.Logf("the child's output:\n%s", out)
-	}
+	checkSkips(t, oneKeyOnly, "a strategy that is no strategy.Multi", "the Locker does not lock several keys as one")
 }

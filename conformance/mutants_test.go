@@ -1051,3 +1051,26 @@ func (c keyless) Pinnable() error { return driver.Pinnable(c.Conn) }
 func (c keyless) Pin(ctx context.Context, _ string, f func(driver.Conn) error) error {
 	return driver.Pin(ctx, c.Conn, "", f)
 }
+
+// checkSkips runs the suite on the harness of m, whose strategy lacks a
+// capability (what), and fails t unless the run passes and each of the
+// properties m names skips, giving reason.
+func checkSkips(t *testing.T, m mutant, what, reason string) {
+	t.Helper()
+	addr, _ := redistest.Addr(t)
+	out, err := runChild(m, addr)
+	if err != nil {
+		t.Errorf("the suite on %s = %v, want it to pass", what, err)
+	}
+	for _, p := range m.kills {
+		if want := "--- SKIP: TestMutantRun/" + m.name + "/" + p + " "; !strings.Contains(out, want) {
+			t.Errorf("the run's output lacks %q", want)
+		}
+	}
+	if strings.Count(out, reason) != len(m.kills) {
+		t.Errorf("the run's output gives the reason, %q, %d times, want %d", reason, strings.Count(out, reason), len(m.kills))
+	}
+	if t.Failed() {
+		t.Logf("the child's output:\n%s", out)
+	}
+}

@@ -9,7 +9,6 @@ import (
 
 	"github.com/locksmith-go/lock/driver"
 	"github.com/locksmith-go/lock/internal/cas"
-	"github.com/locksmith-go/lock/internal/testing/redistest"
 	"github.com/locksmith-go/lock/strategy"
 )
 
@@ -87,22 +86,7 @@ func sharedPropertiesThatSkip() []string {
 // TestSharedPropertiesSkip: on a Locker whose strategy does not share locks,
 // each shared-lock property skips, saying why, and the run passes.
 func TestSharedPropertiesSkip(t *testing.T) {
-	addr, _ := redistest.Addr(t)
-	out, err := runChild(unshared, addr)
-	if err != nil {
-		t.Errorf("the suite on a strategy that is no strategy.Sharer = %v, want it to pass", err)
-	}
-	for _, p := range unshared.kills {
-		if want := "--- SKIP: TestMutantRun/" + unshared.name + "/" + p + " "; !strings.Contains(out, want) {
-			t.Errorf("the run's output lacks %q", want)
-		}
-	}
-	if want := "the Locker does not share locks"; strings.Count(out, want) != len(unshared.kills) {
-		t.Errorf("the run's output gives the reason, %q, %d times, want %d", want, strings.Count(out, want), len(unshared.kills))
-	}
-	if t.Failed() {
-		t.Logf("the child's output:\n%s", out)
-	}
+	checkSkips(t, unshared, "a strategy that is no strategy.Sharer", "the Locker does not share locks")
 }
 
 // view is single's Strategy of one shape of shared locks.

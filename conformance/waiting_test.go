@@ -2,13 +2,11 @@ package conformance
 
 import (
 	"context"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/locksmith-go/lock/driver"
 	"github.com/locksmith-go/lock/internal/cas"
-	"github.com/locksmith-go/lock/internal/testing/redistest"
 	"github.com/locksmith-go/lock/strategy"
 )
 
@@ -77,20 +75,5 @@ var polling = mutant{name: "polling", poll: true, kills: []string{
 // waiters (here, they poll), each property of notification waiting skips,
 // saying why, and the run passes.
 func TestNotificationPropertiesSkip(t *testing.T) {
-	addr, _ := redistest.Addr(t)
-	out, err := runChild(polling, addr)
-	if err != nil {
-		t.Errorf("the suite on Lockers that poll = %v, want it to pass", err)
-	}
-	for _, p := range polling.kills {
-		if want := "--- SKIP: TestMutantRun/" + polling.name + "/" + p + " "; !strings.Contains(out, want) {
-			t.Errorf("the run's output lacks %q", want)
-		}
-	}
-	if want := "the Locker does not wake its waiters"; strings.Count(out, want) != len(polling.kills) {
-		t.Errorf("the run's output gives the reason, %q, %d times, want %d", want, strings.Count(out, want), len(polling.kills))
-	}
-	if t.Failed() {
-		t.Logf("the child's output:\n%s", out)
-	}
+	checkSkips(t, polling, "Lockers that poll", "the Locker does not wake its waiters")
 }
