@@ -1,0 +1,100 @@
+package single_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/locksmith-go/lock"
+	"github.com/locksmith-go/lock/conformance"
+	"github.com/locksmith-go/lock/internal/testing/redistest"
+)
+
+// TestPlainLockOnASharedName: a plain lock of a name that a semaphore or a
+// read-write lock holds is refused with the server's WRONGTYPE error, not
+// obtained and not reported held, whatever its retry policy, and the
+// shared lock's holders are left as they were (docs/semaphores.md, "A
+// plain lock on the same name").
+func TestPlainLockOnASharedName(t *testing.T) {
+	redistest.ParallelUnlessFull(t)
+	addr, _ := redistest.Addr(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	l := sharedLocker(t, addr)
+	for _, c := range []struct {
+		name  string
+		shape lock.Option
+	}{
+		{"semaphore", lock.WithPermits(2)},
+		{"read-write lock", lock.WithRead()},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			key := conformance.Key(t)
+			h, err := l.Obtain(ctx, key, time.Minute, c.shape)
+			if err != nil {
+				t.Fatalf("the shared lock's Obtain = %v, want a lock", err)
+			}
+			defer h.Release(ctx)
+			for _, retry := range []lock.RetryPolicy{lock.NoRetry(), lock.LimitAttempts(lock.Linear(time.Millisecond), 2)} {
+				lk, err := l.Obtain(ctx, key, time.Minute, lock.WithRetry(retry))
+				if err == nil {
+					lk.Release(ctx)
+				}
+				if err == nil || !strings.Contains(err.Error(), "WRONGTYPE") {
+					t.Errorf("a plain Obtain of the shared lock's name = %v, want the server's WRONGTYPE error", err)
+				}
+			}
+			st, err := l.Inspect(ctx, key)
+			if err != nil || len(st.Holders) != 1 {
+				t.Errorf("Inspect after the plain Obtains = %d holders, %v, want 1, nil", len(st.Holders), err)
+			}
+			if err := h.Refresh(ctx, time.Minute); err != nil {
+				t.Errorf("the shared lock's Refresh = %v, want nil", err)
+			}
+		})
+	}
+}
+
+// TestSharedTTLAndRefresh: a holder's TTL is its own lease, and a refresh
+// extends its lease alone: the other holders' leases are left as they were.
+func TestSharedTTLAndRefresh(t *testing.T) {
+	redistest.ParallelUnlessFull(t)
+	addr, _ := redistest.Addr(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	l := sharedLocker(t, addr)
+	key := conformance.Key(t)
+	short, err := l.Obtain(ctx, key, 10*time.Second, lock.WithPermits(2))
+	if err != nil {
+		t.Fatalf("Obtain = %v, want a lock", err)
+	}
+	defer short.Release(ctx)
+	long, err := l.Obtain(ctx, key, time.Hour, lock.WithPermits(2))
+	if err != nil {
+		t.Fatalf("Obtain = %v, want a lock", err)
+	}
+	defer long.Release(ctx)
+	if ttl, err := short.TTL(ctx); err != nil || ttl > 10*time.Second || ttl < 9*time.Second {
+		t.Errorf("the 10s holder's TTL = %v, %v, want its own lease, at most 10s", ttl, err)
+	}
+	if err := short.Refresh(ctx, 20*time.Second); err != nil {
+		t.Fatalf("Refresh = %v, want nil", err)
+	}
+	if ttl, err := short.TTL(ctx); err != nil || ttl <= 10*time.Second {
+		t.Errorf("the refreshed holder's TTL = %v, %v, want more than 10s", ttl, err)
+	}
+	if ttl, err := long.TTL(ctx); err != nil || ttl <= 59*time.Minute {
+		t.Errorf("the other holder's TTL = %v, %v, want its own hour", ttl, err)
+	}
+	if err := long.Release(ctx); err != nil {
+		t.Fatalf("Release = %v, want nil", err)
+	}
+	if err := short.Refresh(ctx, 20*time.Second); err != nil {
+		t.Errorf("Refresh after the other's Release = %v, want nil", err)
+	}
+	if _, err := long.TTL(ctx); !errors.Is(err, lock.ErrNotHeld) {
+		t.Errorf("the released holder's TTL = %v, want ErrNotHeld", err)
+	}
+}
