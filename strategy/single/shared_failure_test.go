@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/locksmith-go/lock"
 	"github.com/locksmith-go/lock/conformance"
 	"github.com/locksmith-go/lock/driver/goredis"
@@ -42,11 +44,34 @@ func sharedLocker(t *testing.T, addr string) lock.Locker {
 // held); and once every holder has released (retrying what the pause
 // refused), no key of the semaphore remains: acquisitions that reached the
 // server during the pause, after their callers gave up, are deleted by
-// the Locker's clean-up.
+// the Locker's clean-up. With LOCKSMITH_FULL=1, the same on a Cluster,
+// whose master of the key's slot is paused.
 func TestSemaphoreServerPaused(t *testing.T) {
 	redistest.ParallelUnlessFull(t)
-	srv := redistest.Start(t, 1)[0]
-	key := conformance.Key(t)
+	t.Run("one server", func(t *testing.T) {
+		srv := redistest.Start(t, 1)[0]
+		newLocker := func(t *testing.T) lock.Locker { return sharedLocker(t, srv.Addr) }
+		semaphorePaused(t, newLocker, srv, redistest.GoRedis(t, srv.Addr, 3), conformance.Key(t))
+	})
+	t.Run("a Cluster master", func(t *testing.T) {
+		redistest.RequireFull(t, "a Cluster")
+		cluster := redistest.StartCluster(t, 3)
+		newLocker := func(t *testing.T) lock.Locker {
+			l, err := single.New(goredis.New(redistest.GoRedisCluster(t, cluster.Addrs())))
+			if err != nil {
+				t.Fatalf("single.New: %v", err)
+			}
+			return l
+		}
+		key := conformance.Key(t)
+		master := cluster.Owner(t, cluster.KeySlot(t, key))
+		semaphorePaused(t, newLocker, master, redistest.GoRedisCluster(t, cluster.Addrs()), key)
+	})
+}
+
+// semaphorePaused is TestSemaphoreServerPaused on the server srv, which
+// holds key, with Lockers from newLocker; rdb reads the keys left.
+func semaphorePaused(t *testing.T, newLocker func(*testing.T) lock.Locker, srv *redistest.Server, rdb redis.UniversalClient, key string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	const permits, contenders = 2, 4
@@ -57,7 +82,7 @@ func TestSemaphoreServerPaused(t *testing.T) {
 		wg                   sync.WaitGroup
 	)
 	for range contenders {
-		l := sharedLocker(t, srv.Addr)
+		l := newLocker(t)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -107,7 +132,7 @@ func TestSemaphoreServerPaused(t *testing.T) {
 	t.Run("an Obtain during the pause", func(t *testing.T) {
 		octx, ocancel := context.WithTimeout(ctx, 200*time.Millisecond)
 		defer ocancel()
-		_, err := sharedLocker(t, srv.Addr).Obtain(octx, key+":other", time.Minute, lock.WithPermits(permits))
+		_, err := newLocker(t).Obtain(octx, "{"+key+"}:other", time.Minute, lock.WithPermits(permits))
 		if !errors.Is(err, lock.ErrNoAnswer) || !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, lock.ErrNotObtained) {
 			t.Errorf("Obtain of a free semaphore while the server is paused = %v, want ErrNoAnswer and DeadlineExceeded, not ErrNotObtained", err)
 		}
@@ -123,7 +148,7 @@ func TestSemaphoreServerPaused(t *testing.T) {
 	if unanswered.Load() == 0 {
 		t.Errorf("Obtains unanswered during the pause: 0, want some: the pause was not seen")
 	}
-	noSharedKeysLeft(t, ctx, srv.Addr, key, key+":other")
+	noSharedKeysLeft(t, ctx, rdb, key, "{"+key+"}:other")
 }
 
 // closed reports whether c is closed.
@@ -137,20 +162,21 @@ func closed(c chan struct{}) bool {
 }
 
 // noSharedKeysLeft fails t unless, within a hang detector's bound, no key
-// of the shared locks on keys (their holders, hash, and queue) remains on
-// the server at addr.
-func noSharedKeysLeft(t *testing.T, ctx context.Context, addr string, keys ...string) {
+// of the shared locks on keys (their holders, hash, and queue) remains,
+// as rdb reads them.
+func noSharedKeysLeft(t *testing.T, ctx context.Context, rdb redis.UniversalClient, keys ...string) {
 	t.Helper()
-	rdb := redistest.GoRedis(t, addr, 3)
 	var names []string
 	for _, k := range keys {
 		s, _ := cas.NewShared(k, false)
 		names = append(names, s.Key, s.M, s.Q, s.W)
 	}
-	var n int64
 	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		var err error
-		if n, err = rdb.Exists(ctx, names...).Result(); err == nil && n == 0 {
+		left := 0
+		for _, name := range names { // one by one: on a Cluster, the keys of two names are in two slots
+			left += int(rdb.Exists(ctx, name).Val())
+		}
+		if left == 0 {
 			return
 		}
 	}
@@ -205,5 +231,5 @@ func TestReadWriteServerRestartedEmpty(t *testing.T) {
 	if err := w.Refresh(ctx, time.Minute); !errors.Is(err, lock.ErrExpired) {
 		t.Errorf("the writer's Refresh after the restart = %v, want ErrExpired", err)
 	}
-	noSharedKeysLeft(t, ctx, srv.Addr, key)
+	noSharedKeysLeft(t, ctx, redistest.GoRedis(t, srv.Addr, 3), key)
 }
