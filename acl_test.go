@@ -21,8 +21,8 @@ import (
 	rueidisdriver "github.com/locksmith-go/lock/driver/rueidis"
 	"github.com/locksmith-go/lock/internal/testing/matrix"
 	"github.com/locksmith-go/lock/internal/testing/redistest"
-	"github.com/locksmith-go/lock/strategy/redlock"
 	"github.com/locksmith-go/lock/strategy"
+	"github.com/locksmith-go/lock/strategy/redlock"
 	setnxgetset "github.com/locksmith-go/lock/strategy/setnx-getset"
 	"github.com/locksmith-go/lock/strategy/single"
 )

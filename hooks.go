@@ -72,6 +72,8 @@ type Event struct {
 	Op       string        // obtain, attempt, refresh, release, ttl, cleanup, inspect, break, node, enqueued, woken, missed or ended
 	Key      string        // the lock's key; a multi-key lock's first
 	Keys     int           // how many keys a multi-key lock (Locker.ObtainMany) has; 0 for one key
+	Permits  int           // a semaphore's limit (WithPermits); 0 for other locks
+	Side     string        // a read-write lock's side, "read" or "write" (WithRead, WithWrite); "" for other locks
 	TTL      time.Duration // the TTL asked for (obtain, attempt, refresh)
 	Attempt  int           // the attempt's number, from 1
 	Lock     *Lock         // the lock (refresh, release, ttl, ended)
@@ -139,7 +141,18 @@ func describe(s strategy.Strategy) (name, server string) {
 
 func (hs hookList) event(s strategy.Strategy, op, key string) Event {
 	name, server := describe(s)
-	return Event{Strategy: name, Server: server, Op: op, Key: key}
+	e := Event{Strategy: name, Server: server, Op: op, Key: key}
+	if sh, ok := s.(strategy.SharedStrategy); ok {
+		switch sh := sh.Sharing(); {
+		case sh.Read:
+			e.Side = "read"
+		case sh.Write:
+			e.Side = "write"
+		default:
+			e.Permits = sh.Permits
+		}
+	}
+	return e
 }
 
 // obtain runs next through the Obtain hooks.

@@ -20,20 +20,28 @@ type fakeSharer struct {
 	refuse error // returned by Shared when set
 }
 
-func (s *fakeSharer) Shared(sh strategy.Sharing) (strategy.Strategy, error) {
+func (s *fakeSharer) Shared(sh strategy.Sharing) (strategy.SharedStrategy, error) {
 	s.asked = append(s.asked, sh)
 	switch {
 	case s.refuse != nil:
 		return nil, s.refuse
 	case sh.Write:
-		return fakeWriter{s.shared}, nil
+		return fakeWriter{fakeShared{s.shared, sh}}, nil
 	}
-	return s.shared, nil
+	return fakeShared{s.shared, sh}, nil
 }
+
+// fakeShared is a fakeStrategy that obtains the shared locks sh.
+type fakeShared struct {
+	*fakeStrategy
+	sh strategy.Sharing
+}
+
+func (s fakeShared) Sharing() strategy.Sharing { return s.sh }
 
 // fakeWriter is a read-write lock's write side: a strategy.Downgrader that
 // records its Downgrades, and fails them with the fake's releaseErr.
-type fakeWriter struct{ *fakeStrategy }
+type fakeWriter struct{ fakeShared }
 
 func (w fakeWriter) Downgrade(ctx context.Context, key, value string) error {
 	w.mu.Lock()
@@ -51,21 +59,39 @@ func newSharer() *fakeSharer { return &fakeSharer{fakeStrategy: newFake(), share
 func TestSharedObtain(t *testing.T) {
 	ctx := context.Background()
 	for _, c := range []struct {
-		name string
-		opt  lock.Option
-		want strategy.Sharing
+		name    string
+		opt     lock.Option
+		want    strategy.Sharing
+		permits int    // the events'
+		side    string // the events'
 	}{
-		{"WithPermits", lock.WithPermits(3), strategy.Sharing{Permits: 3}},
-		{"WithRead", lock.WithRead(), strategy.Sharing{Read: true}},
-		{"WithWrite", lock.WithWrite(), strategy.Sharing{Write: true}},
+		{"WithPermits", lock.WithPermits(3), strategy.Sharing{Permits: 3}, 3, ""},
+		{"WithRead", lock.WithRead(), strategy.Sharing{Read: true}, 0, "read"},
+		{"WithWrite", lock.WithWrite(), strategy.Sharing{Write: true}, 0, "write"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			s := newSharer()
 			s.shared.grant = strategy.Grant{Permit: 3}
-			lk, err := lock.New(s).Obtain(ctx, "k", time.Minute, c.opt)
+			var events []lock.Event
+			hooks := lock.WithHooks(&lock.Hooks{Ended: func(e lock.Event) { events = append(events, e) },
+				Obtain: func(ctx context.Context, e lock.Event, next func(context.Context) (*lock.Lock, error)) (*lock.Lock, error) {
+					events = append(events, e)
+					return next(ctx)
+				}})
+			lk, err := lock.New(s).Obtain(ctx, "k", time.Minute, c.opt, hooks)
 			if err != nil {
 				t.Fatalf("Obtain = %v, want a lock", err)
 			}
+			defer func() {
+				if len(events) != 2 {
+					t.Fatalf("events = %d, want the obtain's and the end's", len(events))
+				}
+				for _, e := range events {
+					if e.Permits != c.permits || e.Side != c.side {
+						t.Errorf("%s event: Permits %d, Side %q, want %d, %q", e.Op, e.Permits, e.Side, c.permits, c.side)
+					}
+				}
+			}()
 			if len(s.asked) != 1 || s.asked[0] != c.want {
 				t.Errorf("Shared was asked for %+v, want [%+v]", s.asked, c.want)
 			}

@@ -20,26 +20,26 @@ var sharedMutants = []mutant{
 	{name: "semaphore-admits-twice-the-limit", kills: []string{"SemaphoreNeverMoreThanN"},
 		strategy: func(b base) strategy.Strategy { return twiceTheLimit{b} }},
 	{name: "semaphore-leases-never-end", kills: []string{"SemaphoreCrashedHolderReturns"},
-		strategy: sharesBroken(func(_ base, _ strategy.Sharing, v view) strategy.Strategy { return endless{v} })},
+		strategy: sharesBroken(func(_ base, _ strategy.Sharing, v view) strategy.SharedStrategy { return endless{v} })},
 	{name: "semaphore-per-limit", kills: []string{"SemaphoreLimitMismatch"},
-		strategy: sharesBroken(func(_ base, sh strategy.Sharing, v view) strategy.Strategy {
+		strategy: sharesBroken(func(_ base, sh strategy.Sharing, v view) strategy.SharedStrategy {
 			return elsewhere{v, ":" + cas.Limit(sh)}
 		})},
 	{name: "permit-unreported", kills: []string{"SemaphorePermits"},
-		strategy: sharesBroken(func(_ base, _ strategy.Sharing, v view) strategy.Strategy { return noPermit{v} })},
+		strategy: sharesBroken(func(_ base, _ strategy.Sharing, v view) strategy.SharedStrategy { return noPermit{v} })},
 	{name: "semaphore-queue-serves-newest-first", kills: []string{"SemaphoreWaitersInTurn"},
-		strategy: sharesBroken(func(b base, _ strategy.Sharing, v view) strategy.Strategy { return lifo{v, b.conn} })},
+		strategy: sharesBroken(func(b base, _ strategy.Sharing, v view) strategy.SharedStrategy { return lifo{v, b.conn} })},
 	{name: "readers-apart-from-writers", kills: []string{"ReadWriteExclusion"},
-		strategy: sharesBroken(func(_ base, sh strategy.Sharing, v view) strategy.Strategy {
+		strategy: sharesBroken(func(_ base, sh strategy.Sharing, v view) strategy.SharedStrategy {
 			if sh.Read {
 				return elsewhere{v, ":read"}
 			}
 			return v
 		})},
 	{name: "sides-jump-the-queue", kills: []string{"ReadWriteNoStarvation"},
-		strategy: sharesBroken(func(b base, sh strategy.Sharing, v view) strategy.Strategy { return jumps{v, b.conn, sh} })},
+		strategy: sharesBroken(func(b base, sh strategy.Sharing, v view) strategy.SharedStrategy { return jumps{v, b.conn, sh} })},
 	{name: "downgrade-releases-then-reads", kills: []string{"ReadWriteDowngrade"},
-		strategy: sharesBroken(func(b base, sh strategy.Sharing, v view) strategy.Strategy {
+		strategy: sharesBroken(func(b base, sh strategy.Sharing, v view) strategy.SharedStrategy {
 			if !sh.Write {
 				return v
 			}
@@ -49,7 +49,7 @@ var sharedMutants = []mutant{
 	{name: "inspect-hides-the-holders", kills: []string{"SharedInspectAndBreak"},
 		strategy: func(b base) strategy.Strategy { return hidesHolders{b} }},
 	{name: "shared-release-leaves-its-hash", kills: []string{"SharedLeavesNothing"},
-		strategy: sharesBroken(func(b base, _ strategy.Sharing, v view) strategy.Strategy { return leavesHash{v, b.conn} })},
+		strategy: sharesBroken(func(b base, _ strategy.Sharing, v view) strategy.SharedStrategy { return leavesHash{v, b.conn} })},
 }
 
 // unshared is a strategy that does not share locks, for
@@ -91,22 +91,22 @@ func TestSharedPropertiesSkip(t *testing.T) {
 
 // view is single's Strategy of one shape of shared locks.
 type view interface {
-	strategy.Strategy
+	strategy.SharedStrategy
 	strategy.Notifier
 }
 
 // sharesBroken returns the mutant whose shared locks go through broken,
 // which wraps single's Strategy of each shape.
-func sharesBroken(broken func(b base, sh strategy.Sharing, v view) strategy.Strategy) func(base) strategy.Strategy {
+func sharesBroken(broken func(b base, sh strategy.Sharing, v view) strategy.SharedStrategy) func(base) strategy.Strategy {
 	return func(b base) strategy.Strategy { return brokenShares{b, broken} }
 }
 
 type brokenShares struct {
 	base
-	broken func(b base, sh strategy.Sharing, v view) strategy.Strategy
+	broken func(b base, sh strategy.Sharing, v view) strategy.SharedStrategy
 }
 
-func (m brokenShares) Shared(sh strategy.Sharing) (strategy.Strategy, error) {
+func (m brokenShares) Shared(sh strategy.Sharing) (strategy.SharedStrategy, error) {
 	s, err := m.base.Shared(sh)
 	if err != nil {
 		return nil, err
@@ -118,7 +118,7 @@ func (m brokenShares) Shared(sh strategy.Sharing) (strategy.Strategy, error) {
 // semaphores admit twice the holders asked for.
 type twiceTheLimit struct{ base }
 
-func (m twiceTheLimit) Shared(sh strategy.Sharing) (strategy.Strategy, error) {
+func (m twiceTheLimit) Shared(sh strategy.Sharing) (strategy.SharedStrategy, error) {
 	sh.Permits *= 2
 	return m.base.Shared(sh)
 }
@@ -239,7 +239,7 @@ func (v jumps) Acquire(ctx context.Context, r strategy.Request) (strategy.Grant,
 // in two steps between which a waiting writer can come.
 type reacquires struct {
 	view
-	read strategy.Strategy
+	read strategy.SharedStrategy
 }
 
 func (v reacquires) Downgrade(ctx context.Context, key, value string) error {

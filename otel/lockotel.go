@@ -111,6 +111,8 @@ const (
 	attrKey      = attribute.Key("locksmith.lock.key")
 	attrKeyHash  = attribute.Key("locksmith.lock.key_hash")
 	attrKeys     = attribute.Key("locksmith.lock.keys")
+	attrPermits  = attribute.Key("locksmith.lock.permits")
+	attrSide     = attribute.Key("locksmith.lock.side")
 	attrAttempts = attribute.Key("locksmith.lock.attempts")
 	attrWait     = attribute.Key("locksmith.lock.wait")
 	attrOutcome  = attribute.Key("locksmith.lock.outcome")
@@ -278,6 +280,12 @@ func (t *telemetry) spanAttrs(e lock.Event) []attribute.KeyValue {
 	}
 	if e.Keys > 0 { // a lock of several keys: their number, never the others
 		attrs = append(attrs, attrKeys.Int(e.Keys))
+	}
+	if e.Permits > 0 {
+		attrs = append(attrs, attrPermits.Int(e.Permits))
+	}
+	if e.Side != "" {
+		attrs = append(attrs, attrSide.String(e.Side))
 	}
 	return attrs
 }

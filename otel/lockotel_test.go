@@ -596,3 +596,40 @@ func TestSeveralKeys(t *testing.T) {
 		}
 	}
 }
+
+// TestSharedLocks: the spans of a semaphore's permit carry its limit, and
+// those of a read-write lock's side the side.
+func TestSharedLocks(t *testing.T) {
+	addr, _ := redistest.Addr(t)
+	ctx := context.Background()
+	for _, c := range []struct {
+		name string
+		opt  lock.Option
+		attr string
+		want attribute.Value
+	}{
+		{"semaphore", lock.WithPermits(3), "locksmith.lock.permits", attribute.IntValue(3)},
+		{"read side", lock.WithRead(), "locksmith.lock.side", attribute.StringValue("read")},
+		{"write side", lock.WithWrite(), "locksmith.lock.side", attribute.StringValue("write")},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			rec := newRecording(t)
+			lk, err := rec.wrap(singleLocker(t, addr)).Obtain(ctx, conformance.Key(t), time.Minute, c.opt)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := lk.Release(ctx); err != nil {
+				t.Fatal(err)
+			}
+			spans := rec.spans.Ended()
+			if len(spans) == 0 {
+				t.Fatal("no span ended, want the obtain's and the release's")
+			}
+			for _, s := range spans {
+				if got := attrs(s)[c.attr]; got != c.want {
+					t.Errorf("%s: %s = %v, want %v", s.Name(), c.attr, got.Emit(), c.want.Emit())
+				}
+			}
+		})
+	}
+}

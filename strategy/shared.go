@@ -41,7 +41,15 @@ type Sharer interface {
 	// nothing. Shared refuses what it cannot do with an [*ArgumentError]
 	// named sh.Option(), whose reason says why. The lock package checks sh
 	// first: Permits from 1 to lock.MaxPermits, or one of Read and Write.
-	Shared(sh Sharing) (Strategy, error)
+	Shared(sh Sharing) (SharedStrategy, error)
+}
+
+// SharedStrategy is the Strategy that [Sharer.Shared] returns. Sharing
+// returns the Sharing it was made for, which the lock package's hooks
+// report (lock.Event.Permits and Side).
+type SharedStrategy interface {
+	Strategy
+	Sharing() Sharing
 }
 
 // Downgrader is an optional interface of the Strategy that [Sharer] returns

@@ -312,7 +312,7 @@ func (s *Strategy) String() string { return "redlock" }
 // share. Two clients could each count a free permit on a different
 // majority of nodes, and a node that restarted empty would forget its
 // holders. Use the single strategy.
-func (s *Strategy) Shared(sh strategy.Sharing) (strategy.Strategy, error) {
+func (s *Strategy) Shared(sh strategy.Sharing) (strategy.SharedStrategy, error) {
 	return nil, &strategy.ArgumentError{Name: sh.Option(), Reason: "semaphores and read-write locks are not supported by redlock: " +
 		"their holders are counted atomically on one server, which a quorum of independent masters cannot do " +
 		"(two clients could each count a free permit on a different majority); use the single strategy"}

@@ -180,7 +180,7 @@ func (s *Strategy) String() string { return "setnx-getset" }
 // timestamp under the key, which every legacy client reads as one holder,
 // and has no place for several. Use the single strategy once the fleet
 // has moved off the legacy lock.
-func (s *Strategy) Shared(sh strategy.Sharing) (strategy.Strategy, error) {
+func (s *Strategy) Shared(sh strategy.Sharing) (strategy.SharedStrategy, error) {
 	return nil, &strategy.ArgumentError{Name: sh.Option(), Reason: "semaphores and read-write locks are not supported by setnx-getset: " +
 		"its legacy format is one timestamp that legacy clients read as one holder, with no place for several; use the single strategy"}
 }

@@ -27,7 +27,7 @@ var (
 // must reap expired holders and count the rest atomically, which only a
 // script does) and [WithReplicas] (not implemented for them), with an
 // *strategy.ArgumentError.
-func (s *Strategy) Shared(sh strategy.Sharing) (strategy.Strategy, error) {
+func (s *Strategy) Shared(sh strategy.Sharing) (strategy.SharedStrategy, error) {
 	name := sh.Option()
 	switch {
 	case s.noScripts:
@@ -56,6 +56,9 @@ type shared struct {
 type writer struct{ *shared }
 
 func (v *shared) String() string { return "single" }
+
+// Sharing implements [strategy.SharedStrategy].
+func (v *shared) Sharing() strategy.Sharing { return v.sh }
 
 // keys returns the keys of the shared lock on key, or why it has none.
 func (v *shared) keys(key string) (cas.Shared, error) {
