@@ -44,11 +44,11 @@ type Sharer interface {
 	Shared(sh Sharing) (SharedStrategy, error)
 }
 
-// SharedStrategy is the Strategy that [Sharer.Shared] returns. Sharing
-// returns the Sharing it was made for, which the lock package's hooks
-// report (lock.Event.Permits and Side).
+// SharedStrategy is the Strategy that [Sharer.Shared] returns.
 type SharedStrategy interface {
 	Strategy
+	// Sharing returns the Sharing it was made for, which the lock
+	// package's hooks report (lock.Event.Permits and Side).
 	Sharing() Sharing
 }
 
