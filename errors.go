@@ -48,8 +48,9 @@ var (
 	// ErrMismatch means that Obtain asked for a lock of another shape than
 	// the one its key holds: a semaphore whose limit differs from the one
 	// its holders stated ([WithPermits]), a read-write lock's key asked
-	// for as a semaphore or the reverse, or a plain lock's key asked for
-	// as a shared lock. Nothing is written.
+	// for as a semaphore or the reverse, a plain lock's key asked for as a
+	// shared lock, or a shared lock's key as a plain lock. Nothing is
+	// written.
 	ErrMismatch = strategy.ErrMismatch
 
 	// ErrRefreshLimit means the lock was refreshed as many times as

@@ -25,8 +25,8 @@ var (
 
 	// ErrMismatch means that the lock on a key is of another shape than
 	// asked for: a semaphore with another limit, a read-write lock asked
-	// for as a semaphore (or the reverse), or a plain lock's key asked for
-	// as a shared lock.
+	// for as a semaphore (or the reverse), a plain lock's key asked for as
+	// a shared lock, or a shared lock's as a plain lock.
 	ErrMismatch = errors.New("lock: the key holds a lock of another shape")
 )
 

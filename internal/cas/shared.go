@@ -358,7 +358,7 @@ func (s Shared) Acquire(ctx context.Context, c driver.Conn, r SharedRequest) (fe
 		return 0, 0, e, err
 	}
 	if a, ok := reply.([]any); ok && len(a) == 2 && a[0] == int64(-1) {
-		return 0, 0, e, mismatch(fmt.Sprint(a[1]), limit)
+		return 0, 0, e, Mismatch(fmt.Sprint(a[1]), limit)
 	}
 	n, _ := ints(reply)
 	switch {
@@ -370,9 +370,10 @@ func (s Shared) Acquire(ctx context.Context, c driver.Conn, r SharedRequest) (fe
 	return 0, 0, e, fmt.Errorf("shared acquire: got reply %v, want {1, fence, permit} or {0, position, pttl}", reply)
 }
 
-// mismatch is the error of an acquisition of a shared lock whose limit is
-// asked, where the key holds held ("plain" for a lock of another type).
-func mismatch(held, asked string) error { return &shapeError{held, asked} }
+// Mismatch is the error of an acquisition of a lock whose limit is asked
+// (a semaphore's permits, "rw" for a read-write lock, "plain" for a plain
+// lock), where the key holds held: it matches strategy.ErrMismatch.
+func Mismatch(held, asked string) error { return &shapeError{held, asked} }
 
 // shapeError is an acquisition's mismatch: it matches strategy.ErrMismatch.
 type shapeError struct{ held, asked string }

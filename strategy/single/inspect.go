@@ -3,7 +3,6 @@ package single
 import (
 	"context"
 	"errors"
-	"strings"
 
 	"github.com/locksmith-go/lock/internal/cas"
 	"github.com/locksmith-go/lock/strategy"
@@ -33,7 +32,7 @@ func (s *Strategy) Inspect(ctx context.Context, key string) (strategy.State, err
 // key is of another type, which may be a shared lock: a server that runs
 // scripts can then read it as one.
 func (s *Strategy) isShared(err error) bool {
-	return err != nil && !s.noScripts && strings.Contains(err.Error(), "WRONGTYPE")
+	return err != nil && !s.noScripts && isWrongType(err)
 }
 
 // Break implements [strategy.Breaker]: it reads the lock as Inspect does,

@@ -13,10 +13,11 @@ import (
 )
 
 // TestPlainLockOnASharedName: a plain lock of a name that a semaphore or a
-// read-write lock holds is refused with the server's WRONGTYPE error, not
-// obtained and not reported held, whatever its retry policy, and the
-// shared lock's holders are left as they were (docs/semaphores.md, "A
-// plain lock on the same name").
+// read-write lock holds is refused with an error that matches
+// ErrMismatch and says which it holds, not obtained and not reported held,
+// whatever its retry policy, with no failed clean-up (it wrote nothing),
+// and the shared lock's holders are left as they were (docs/semaphores.md,
+// "A plain lock on the same name").
 func TestPlainLockOnASharedName(t *testing.T) {
 	redistest.ParallelUnlessFull(t)
 	addr, _ := redistest.Addr(t)
@@ -26,9 +27,10 @@ func TestPlainLockOnASharedName(t *testing.T) {
 	for _, c := range []struct {
 		name  string
 		shape lock.Option
+		says  string
 	}{
-		{"semaphore", lock.WithPermits(2)},
-		{"read-write lock", lock.WithRead()},
+		{"semaphore", lock.WithPermits(2), "the key holds a semaphore of 2 permits, not a plain lock"},
+		{"read-write lock", lock.WithRead(), "the key holds a read-write lock, not a plain lock"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			key := conformance.Key(t)
@@ -37,14 +39,25 @@ func TestPlainLockOnASharedName(t *testing.T) {
 				t.Fatalf("the shared lock's Obtain = %v, want a lock", err)
 			}
 			defer h.Release(ctx)
+			var failed []error // clean-ups that failed
+			hooks := lock.WithHooks(&lock.Hooks{Op: func(ctx context.Context, e lock.Event, next func(context.Context) error) error {
+				err := next(ctx)
+				if e.Op == "cleanup" && err != nil {
+					failed = append(failed, err)
+				}
+				return err
+			}})
 			for _, retry := range []lock.RetryPolicy{lock.NoRetry(), lock.LimitAttempts(lock.Linear(time.Millisecond), 2)} {
-				lk, err := l.Obtain(ctx, key, time.Minute, lock.WithRetry(retry))
+				lk, err := l.Obtain(ctx, key, time.Minute, lock.WithRetry(retry), hooks)
 				if err == nil {
 					lk.Release(ctx)
 				}
-				if err == nil || !strings.Contains(err.Error(), "WRONGTYPE") {
-					t.Errorf("a plain Obtain of the shared lock's name = %v, want the server's WRONGTYPE error", err)
+				if !errors.Is(err, lock.ErrMismatch) || errors.Is(err, lock.ErrNotObtained) || !strings.Contains(err.Error(), c.says) {
+					t.Errorf("a plain Obtain of the shared lock's name = %v, want ErrMismatch, saying %q", err, c.says)
 				}
+			}
+			if len(failed) != 0 {
+				t.Errorf("clean-ups after the refusals failed: %v, want none: nothing was written to delete", failed)
 			}
 			st, err := l.Inspect(ctx, key)
 			if err != nil || len(st.Holders) != 1 {

@@ -59,6 +59,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/locksmith-go/lock"
@@ -230,8 +231,31 @@ func (s *Strategy) String() string { return "single" }
 func (s *Strategy) Addr() string { return driver.Addr(s.conn) }
 
 // Acquire implements [strategy.Strategy]. It refuses a TTL that the drift
-// allowance uses up with an [*strategy.ArgumentError].
+// allowance uses up with an [*strategy.ArgumentError]. A key of another
+// type gives the server's WRONGTYPE error, having written nothing; one that
+// holds a semaphore or a read-write lock (see [Strategy.Shared]), an error
+// matching strategy.ErrMismatch that says which.
 func (s *Strategy) Acquire(ctx context.Context, r strategy.Request) (strategy.Grant, error) {
+	g, err := s.acquireOne(ctx, r)
+	if err != nil && isWrongType(err) {
+		g.Undone = true // the attempt failed at the key's GET: it wrote nothing
+		if !s.noScripts {
+			if sh, ok := cas.NewShared(r.Key, s.sharded); ok {
+				if rd, ierr := sh.Inspect(ctx, s.conn); ierr == nil && rd.Type == "zset" && rd.Limit != "" {
+					err = cas.Mismatch(rd.Limit, "plain")
+				}
+			}
+		}
+	}
+	return g, err
+}
+
+// isWrongType reports whether err is the server's refusal of a command on a
+// key of another type.
+func isWrongType(err error) bool { return strings.Contains(err.Error(), "WRONGTYPE") }
+
+// acquireOne is Acquire, but for what a key of another type gives.
+func (s *Strategy) acquireOne(ctx context.Context, r strategy.Request) (strategy.Grant, error) {
 	d, err := drift.Allowance(r.TTL, drift.DefaultFactor)
 	if err != nil {
 		return strategy.Grant{Undone: true}, err
