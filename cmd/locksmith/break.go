@@ -47,6 +47,10 @@ next waiter), when the one guard given allows it:
                     it for less than its age (--fingerprint is exact)
   --force           whoever holds it
 
+Of a semaphore (locksmith run --permits) or a read-write lock, it ends the
+lease of the holder whose fingerprint is F (inspect lists them), or of every
+holder with --force; --older-than is refused (64).
+
 It prints what it broke: the fingerprint, the holder's metadata, the TTL that
 was left and, under redlock, each node. Breaking a lock does not stop its
 holder:
@@ -59,8 +63,8 @@ deleted the lock) and note (what a live holder does next).
 Exit codes: 0 broken; 1 not broken: the lock was free, or the guard did not
 match; 69 Redis unavailable (under redlock, when a node did not answer: the
 nodes are shown); 64 usage (no guard, or more than one; a --fingerprint
-that is not 16 hexadecimal digits; a strategy that cannot break locks); 78
-configuration.`,
+that is not 16 hexadecimal digits; a strategy that cannot break locks;
+--older-than on a semaphore or read-write lock); 78 configuration.`,
 		Args: args(1, 1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := f.guard(func(name string) bool { return cmd.Flags().Changed(name) }); err != nil {
@@ -137,6 +141,10 @@ func (a *app) breakLock(ctx context.Context, name string, f breakFlags) error {
 		r.Error = err.Error()
 	}
 	switch after := strings.Join(strings.Fields(afterBreak), " "); {
+	case r.Broken && r.shared() && fingerprint != "":
+		r.Note = "the holder's lease is ended; " + after
+	case r.Broken && r.shared():
+		r.Note = "every holder's lease is ended; " + after
 	case r.Broken:
 		r.Note = "the lock is deleted; " + after
 	case some:
@@ -175,6 +183,9 @@ func oldHolder(ctx context.Context, l lock.Locker, name string, d time.Duration)
 	switch {
 	case !st.Held:
 		return st, exit(exitNotHeld, fmt.Errorf("break %s: not held: nothing to break", name))
+	case st.Permits > 0 || st.ReadWrite:
+		return st, exit(exitUsage, fmt.Errorf("break %s: a semaphore's or read-write lock's holders each have a lease of their own: "+
+			"break one with --fingerprint F (inspect lists them), or every one with --force", name))
 	case !ok:
 		return st, exit(exitNotHeld, fmt.Errorf("break %s: its holder left no locksmith metadata, so its age is unknown: "+
 			"nothing broken; break it with --fingerprint %s or --force", name, st.Fingerprint))

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"runtime/debug"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -117,6 +118,14 @@ func obtain(ctx context.Context, l lock.Locker, names []string, ttl time.Duratio
 			return lk, err
 		}
 	}
+}
+
+// permits writes n permits for people: "1 permit", "2 permits".
+func permits(n int) string {
+	if n == 1 {
+		return "1 permit"
+	}
+	return strconv.Itoa(n) + " permits"
 }
 
 // lockNames checks the NAMEs that cmd was given for one lock, and returns

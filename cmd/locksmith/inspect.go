@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -33,18 +34,32 @@ where the strategy keeps a queue. Under redlock it shows one row per node
 and the verdict, with the minimum validity; under setnx-getset the decoded
 timestamp of the legacy value, and whether a takeover is possible now.
 
+Of a semaphore (locksmith run --permits N) it shows the limit, the waiters,
+and one row per holder: its permit, fingerprint, TTL and metadata; of a
+read-write lock, one row per reader or writer. The TTL is then the time
+until the last holder's lease ends.
+
 With --json it prints one JSON object:
   name          the lock's name
   held          true when an owner holds it (under redlock: a quorum)
   verdict       the state in a few words, such as "held on 2 of 3 nodes (quorum 2)"
   ttl_ms        the remaining time to live in ms: -1 for none, 0 when free
-  fingerprint   the holder's token fingerprint, when held
+                (of a semaphore or read-write lock: until the last lease ends)
+  fingerprint   the holder's token fingerprint, when held (of a read-write
+                lock: the writer's; none for a semaphore)
   holder        the metadata of a locksmith holder: host, pid, user, cmd,
                 start (RFC 3339), by (locksmith's version), via (run or
                 acquire), age_ms
-  metadata      another client's metadata, raw
+  metadata      another client's metadata, raw (holder and metadata: of
+                a read-write lock, the writer's; none for a semaphore)
   fence         the last fencing token issued for the lock, when any
   waiters       how many waiters the lock's queue holds (0 without a queue)
+  permits       a semaphore's limit
+  read_write    true for a read-write lock
+  holders       a semaphore's or read-write lock's holders, soonest to
+                expire first: [{fingerprint, ttl_ms, permit (a
+                semaphore's, 0 to permits-1), side (read or write), holder
+                or metadata (as above)}]
   expiry        setnx-getset: the legacy timestamp, decoded (RFC 3339)
   takeover      setnx-getset: whether an Obtain takes the lock over now
   nodes         redlock: [{node, held, ttl_ms, fingerprint, error}]
@@ -103,21 +118,24 @@ func (a *app) inspect(ctx context.Context, names []string) error {
 // the State it broke: a table for people, or JSON with --json. Its JSON
 // fields are documented in inspect's help, and stay stable.
 type lockReport struct {
-	Name        string        `json:"name"`
-	Held        bool          `json:"held"`
-	Verdict     string        `json:"verdict"`
-	TTL         int64         `json:"ttl_ms"`
-	Fingerprint string        `json:"fingerprint,omitempty"`
-	Holder      *holderReport `json:"holder,omitempty"`
-	Metadata    string        `json:"metadata,omitempty"`
-	Fence       int64         `json:"fence,omitempty"`
-	Waiters     int           `json:"waiters"`
-	Expiry      *time.Time    `json:"expiry,omitempty"`
-	Takeover    *bool         `json:"takeover,omitempty"`
-	Nodes       []nodeReport  `json:"nodes,omitempty"`
-	Error       string        `json:"error,omitempty"`
-	now         time.Time     // when the state was read, for the ages
-	extra       [][2]string   // rows break adds to the table, after the state
+	Name        string               `json:"name"`
+	Held        bool                 `json:"held"`
+	Verdict     string               `json:"verdict"`
+	TTL         int64                `json:"ttl_ms"`
+	Fingerprint string               `json:"fingerprint,omitempty"`
+	Holder      *holderReport        `json:"holder,omitempty"`
+	Metadata    string               `json:"metadata,omitempty"`
+	Fence       int64                `json:"fence,omitempty"`
+	Waiters     int                  `json:"waiters"`
+	Permits     int                  `json:"permits,omitempty"`
+	ReadWrite   bool                 `json:"read_write,omitempty"`
+	Holders     []sharedHolderReport `json:"holders,omitempty"`
+	Expiry      *time.Time           `json:"expiry,omitempty"`
+	Takeover    *bool                `json:"takeover,omitempty"`
+	Nodes       []nodeReport         `json:"nodes,omitempty"`
+	Error       string               `json:"error,omitempty"`
+	now         time.Time            // when the state was read, for the ages
+	extra       [][2]string          // rows break adds to the table, after the state
 }
 
 // holderReport is the metadata of a holder that locksmith started, with
@@ -125,6 +143,17 @@ type lockReport struct {
 type holderReport struct {
 	holder
 	Age int64 `json:"age_ms"`
+}
+
+// sharedHolderReport is one holder of a shared lock: a semaphore's permit,
+// or a read-write lock's reader or writer.
+type sharedHolderReport struct {
+	Fingerprint string        `json:"fingerprint"`
+	TTL         int64         `json:"ttl_ms"`
+	Permit      *int          `json:"permit,omitempty"` // a semaphore's: 0 to permits-1
+	Side        string        `json:"side,omitempty"`   // a read-write lock's: read or write
+	Holder      *holderReport `json:"holder,omitempty"`
+	Metadata    string        `json:"metadata,omitempty"`
 }
 
 // nodeReport is one Redlock node's answer.
@@ -143,12 +172,22 @@ func newReport(name string, st lock.State, err error) lockReport {
 	r := lockReport{
 		Name: name, Held: st.Held, Verdict: st.Verdict, TTL: millis(st.TTL),
 		Fingerprint: st.Fingerprint, Fence: st.Fence, Waiters: st.Waiters,
+		Permits: st.Permits, ReadWrite: st.ReadWrite,
 		now: time.Now(),
 	}
-	if h, ok := parseHolder(st.Metadata); ok {
-		r.Holder = &holderReport{h, r.now.Sub(h.Start).Milliseconds()}
-	} else {
-		r.Metadata = st.Metadata
+	r.Holder, r.Metadata = r.holderOf(st.Metadata)
+	for _, h := range st.Holders {
+		sr := sharedHolderReport{Fingerprint: h.Fingerprint, TTL: millis(h.TTL)}
+		switch {
+		case st.Permits > 0:
+			sr.Permit = &h.Permit
+		case h.Write:
+			sr.Side = "write"
+		default:
+			sr.Side = "read"
+		}
+		sr.Holder, sr.Metadata = r.holderOf(h.Metadata)
+		r.Holders = append(r.Holders, sr)
 	}
 	if !st.Expiry.IsZero() {
 		r.Expiry, r.Takeover = &st.Expiry, &st.Takeover
@@ -168,6 +207,19 @@ func newReport(name string, st lock.State, err error) lockReport {
 	}
 	return r
 }
+
+// holderOf reads metadata: the holder it describes when locksmith wrote it,
+// with its age, and else the metadata itself, raw.
+func (r lockReport) holderOf(metadata string) (*holderReport, string) {
+	if h, ok := parseHolder(metadata); ok {
+		return &holderReport{h, r.now.Sub(h.Start).Milliseconds()}, ""
+	}
+	return nil, metadata
+}
+
+// shared reports whether r is the report of a semaphore or a read-write
+// lock.
+func (r lockReport) shared() bool { return r.Permits > 0 || r.ReadWrite }
 
 // millis returns d in milliseconds, and -1 for a negative d: no expiry.
 func millis(d time.Duration) int64 {
@@ -221,29 +273,30 @@ func (r lockReport) table(w io.Writer) error {
 	}
 	if r.Held {
 		row("ttl", ttlString(time.Duration(r.TTL)*time.Millisecond))
+	}
+	if r.Held && !r.shared() { // a shared lock's holders have a table of their own
 		row("fingerprint", r.Fingerprint)
 	}
-	if h := r.Holder; h != nil {
+	if h := r.Holder; h != nil && !r.shared() {
 		row("host", printable(h.Host))
-		if h.Via == "acquire" {
-			row("pid", strconv.Itoa(h.PID)+" (acquire's caller)")
-		} else {
-			row("pid", strconv.Itoa(h.PID))
-		}
+		row("pid", h.pid())
 		row("user", printable(h.User))
 		if h.Cmd != "" {
 			row("command", printable(h.Cmd))
 		}
-		row("started", fmt.Sprintf("%s (%s ago)", h.Start.Format(stamp), ttlString(time.Duration(h.Age)*time.Millisecond)))
+		row("started", h.started())
 		row("by", printable(h.By)+", "+printable(h.Via))
 	}
-	if r.Metadata != "" {
+	if r.Metadata != "" && !r.shared() {
 		row("metadata", strconv.Quote(r.Metadata))
+	}
+	if r.Permits > 0 {
+		row("permits", strconv.Itoa(r.Permits))
 	}
 	if r.Fence != 0 {
 		row("fence", strconv.FormatInt(r.Fence, 10))
 	}
-	if r.Waiters > 0 {
+	if r.Waiters > 0 || r.shared() {
 		row("waiters", strconv.Itoa(r.Waiters))
 	}
 	if r.Expiry != nil {
@@ -252,6 +305,9 @@ func (r lockReport) table(w io.Writer) error {
 	}
 	if r.Error != "" {
 		row("error", r.Error)
+	}
+	if len(r.Holders) > 0 {
+		r.holdersTable(tw)
 	}
 	if len(r.Nodes) > 0 {
 		broken := r.Nodes[0].Broken != nil // break's report
@@ -273,6 +329,57 @@ func (r lockReport) table(w io.Writer) error {
 		}
 	}
 	return tw.Flush()
+}
+
+// holdersTable writes a row per holder of a shared lock to tw, under a
+// header: its permit (a semaphore's) or side (a read-write lock's), its
+// fingerprint and TTL, and who it is, from locksmith's metadata ("-" where
+// there is none), and any other client's metadata, quoted.
+func (r lockReport) holdersTable(tw io.Writer) {
+	raw := false
+	for _, h := range r.Holders {
+		raw = raw || h.Metadata != ""
+	}
+	first := "SIDE"
+	if r.Permits > 0 {
+		first = "PERMIT"
+	}
+	fmt.Fprintf(tw, "\n%s\tFINGERPRINT\tTTL\tHOST\tPID\tUSER\tCOMMAND\tSTARTED", first)
+	if raw {
+		fmt.Fprintf(tw, "\tMETADATA")
+	}
+	fmt.Fprintln(tw)
+	for _, h := range r.Holders {
+		which := h.Side
+		if h.Permit != nil {
+			which = strconv.Itoa(*h.Permit)
+		}
+		who := []string{"-", "-", "-", "-", "-"}
+		if l := h.Holder; l != nil {
+			who = []string{printable(l.Host), l.pid(), printable(l.User), printable(cmp.Or(l.Cmd, "-")), l.started()}
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s", which, h.Fingerprint, ttlString(time.Duration(h.TTL)*time.Millisecond), strings.Join(who, "\t"))
+		switch {
+		case raw && h.Metadata != "":
+			fmt.Fprintf(tw, "\t%s", strconv.Quote(h.Metadata))
+		case raw:
+			fmt.Fprintf(tw, "\t-")
+		}
+		fmt.Fprintln(tw)
+	}
+}
+
+// pid writes the holder's pid for people.
+func (h holderReport) pid() string {
+	if h.Via == "acquire" {
+		return strconv.Itoa(h.PID) + " (acquire's caller)"
+	}
+	return strconv.Itoa(h.PID)
+}
+
+// started writes when the holder started, and how long ago, for people.
+func (h holderReport) started() string {
+	return fmt.Sprintf("%s (%s ago)", h.Start.Format(stamp), ttlString(time.Duration(h.Age)*time.Millisecond))
 }
 
 // yesNo writes b for people.

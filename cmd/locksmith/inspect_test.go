@@ -56,12 +56,15 @@ type inspected struct {
 		holder
 		Age int64 `json:"age_ms"`
 	} `json:"holder"`
-	Metadata string     `json:"metadata"`
-	Fence    int64      `json:"fence"`
-	Waiters  int        `json:"waiters"`
-	Expiry   *time.Time `json:"expiry"`
-	Takeover *bool      `json:"takeover"`
-	Nodes    []struct {
+	Metadata  string         `json:"metadata"`
+	Fence     int64          `json:"fence"`
+	Waiters   int            `json:"waiters"`
+	Permits   int            `json:"permits"`
+	ReadWrite bool           `json:"read_write"`
+	Holders   []sharedHolder `json:"holders"`
+	Expiry    *time.Time     `json:"expiry"`
+	Takeover  *bool          `json:"takeover"`
+	Nodes     []struct {
 		Node        string `json:"node"`
 		Held        bool   `json:"held"`
 		TTL         int64  `json:"ttl_ms"`
@@ -72,6 +75,20 @@ type inspected struct {
 	Error  string `json:"error"`
 	Broken bool   `json:"broken"` // break's
 	Note   string `json:"note"`   // break's
+}
+
+// sharedHolder is a holder of a semaphore or a read-write lock, as
+// inspect's JSON gives it.
+type sharedHolder struct {
+	Fingerprint string `json:"fingerprint"`
+	TTL         int64  `json:"ttl_ms"`
+	Permit      *int   `json:"permit"`
+	Side        string `json:"side"`
+	Holder      *struct {
+		holder
+		Age int64 `json:"age_ms"`
+	} `json:"holder"`
+	Metadata string `json:"metadata"`
 }
 
 // inspectJSON runs locksmith inspect --json name, and returns what it printed.

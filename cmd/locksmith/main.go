@@ -4,6 +4,7 @@
 //
 //	locksmith run [flags] NAME -- CMD [ARG...]   run CMD under the lock NAME
 //	locksmith run [flags] A B -- CMD [ARG...]    … under one lock of A and B
+//	locksmith run --permits N NAME -- CMD        … as one of N at most
 //	locksmith inspect NAME                       show who holds NAME
 //	locksmith break NAME --fingerprint F         delete a stale lock, guarded
 //	locksmith check-legacy                       find SETNX/GETSET clients

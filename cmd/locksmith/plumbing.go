@@ -93,7 +93,9 @@ The setnx-getset strategy cannot hand a lock from one process to the next
 Exit codes: 0 obtained; 75 not obtained: another owner held it (busy with
 -n, or -w ran out); 69 Redis unavailable, or it did not answer (within -w,
 or read_timeout with -n); 64 usage (also: a strategy that cannot hand a
-lock over); 78 configuration; 128+N interrupted by signal N while waiting.`,
+lock over, or a NAME that is a semaphore's or a read-write lock's: take a
+permit with locksmith run --permits); 78 configuration; 128+N interrupted
+by signal N while waiting.`,
 		Args: args(1, math.MaxInt),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := positive(cmd, "ttl", ttl); err != nil {
@@ -161,6 +163,9 @@ func (a *app) acquire(ctx context.Context, names []string, ttl time.Duration, no
 	case errors.As(err, &arg) && arg.Name == "token":
 		return exit(exitUsage, fmt.Errorf("acquire: the %s strategy cannot hand a lock from one process to the next "+
 			"(%s): use locksmith run", l.Config().Strategy, arg.Reason))
+	case errors.Is(err, lock.ErrMismatch):
+		return exit(exitUsage, fmt.Errorf("acquire %s: %w: acquire takes plain locks; take a semaphore's permit with locksmith run --permits, "+
+			"or give another NAME", name, err))
 	case err != nil:
 		return unavailable(fmt.Errorf("acquire %s: %w", name, err))
 	}

@@ -35,6 +35,17 @@ others. The lock is lost
 when any one of them is; the messages and events name it by its NAMEs,
 sorted.
 
+--permits N makes NAME a counting semaphore of N permits (1 to 1000) rather
+than a lock: at most N runs hold it at once, each with a lease of its own,
+refreshed and released as a lock's is, so that a run that dies gives its
+permit back when its lease ends (as consul lock's semaphores do). Every run
+of NAME must give the same N: while the semaphore has holders, a run that
+gives another N is refused (64), and so is a run without --permits, or a
+--permits on a plain lock's NAME. It takes one NAME, and the single
+strategy alone offers it (redlock, setnx-getset and without_scripts=true
+refuse it: 64). Waiting, -n, -w and -E work as for a lock: a run waits
+while every permit is held.
+
 Waiting: by default run waits for the lock as long as it takes, woken by the
 holder's release (a timer tries again every 200ms as a safety net, or as the
 configuration's retry setting says). -w DUR gives up after DUR, -n at once;
@@ -59,6 +70,9 @@ locksmith's, plus:
                            by spaces
   LOCKSMITH_FENCES="A=N B=M"  with several NAMEs: each one's fencing token,
                            for the guard of each resource
+  LOCKSMITH_PERMIT=I       with --permits: the permit held, from 0 to N-1,
+                           the lowest that was free (LOCKSMITH_FENCE is
+                           then that permit's fencing token)
   LOCKSMITH_LEASE_MS=MS    the lease (--ttl), in milliseconds
   LOCKSMITH_HELD=1
 It never gets the lock's token.
@@ -89,12 +103,16 @@ Exit codes:
   the command's own status     it ran to the end with the lock held
   128+N                        it was killed by signal N, or run was
                                interrupted by signal N while waiting
-  75 (or -E)                   the lock was held by another owner (-n, -w)
+  75 (or -E)                   the lock was held by another owner, or
+                               every permit was (-n, -w)
   79                           the lock was lost; the command was stopped
   124                          --max-runtime ran out; the command was stopped
   126, 127                     the command is not executable, not found
                                (the lock is released first)
-  64                           usage error, such as a --ttl too short
+  64                           usage error, such as a --ttl too short, or a
+                               NAME held as another shape: a semaphore of
+                               another --permits, a plain lock's NAME with
+                               --permits, or a semaphore's without
   78                           bad configuration
   69                           Redis unreachable, did not answer, or it
                                refused us
@@ -106,13 +124,14 @@ unavailable or error), the exit code, the command's status or the signal
 that killed it, the fence, waited_ms, held_ms, whether the release
 succeeded and, on loss, when and why (lost_at, loss_reason, valid_until).
 With several NAMEs, "lock" is the first, and "locks" and "fences" give
-them all.
+them all. With --permits, "permits" is N and "permit" the permit held.
 
 -v reports each step on stderr, and --json reports them as JSON lines
 (time, event, fields): waiting, queued, woken, not_obtained, obtained,
 started, refreshed, refresh_failed, signal (which, why), lost (reason, the
 validity deadline), exited, released, release_failed; with several NAMEs,
-those that name the lock give "locks" too. None holds the token.`
+those that name the lock give "locks" too; with --permits, waiting gives
+"permits" and obtained "permit". None holds the token.`
 
 const runExample = `  # a nightly job, at most one at a time across the fleet
   locksmith run nightly-report -- /usr/local/bin/report --since yesterday
@@ -127,7 +146,10 @@ const runExample = `  # a nightly job, at most one at a time across the fleet
   locksmith run --result-file /tmp/result.json reindex -- ./reindex
 
   # move stock between two warehouses: both locks, or neither
-  locksmith run stock:berlin stock:paris -- ./transfer --from paris --to berlin`
+  locksmith run stock:berlin stock:paris -- ./transfer --from paris --to berlin
+
+  # at most three exports at once against the partner's API, each in its slot
+  locksmith run --permits 3 -w 10m partner-api -c './export --slot "$LOCKSMITH_PERMIT"'`
 
 // runFlags are the flags of run.
 type runFlags struct {
@@ -140,6 +162,7 @@ type runFlags struct {
 	maxRuntime   time.Duration
 	shell        string
 	resultFile   string
+	permits      int // --permits: a semaphore of this many; 0 for a plain lock
 }
 
 func (a *app) runCommand() *cobra.Command {
@@ -163,6 +186,7 @@ func (a *app) runCommand() *cobra.Command {
 	fl.DurationVar(&f.maxRuntime, "max-runtime", 0, "stop the command after this long, and exit with 124 (default: no limit)")
 	fl.StringVarP(&f.shell, "command", "c", "", "run STRING through $SHELL -c, instead of CMD [ARG...]")
 	fl.StringVar(&f.resultFile, "result-file", "", "write the outcome to this file, as JSON")
+	fl.IntVar(&f.permits, "permits", 0, "hold one permit of a semaphore of `N` on NAME: at most N runs at once (default: a plain lock, one run)")
 	return cmd
 }
 
@@ -237,6 +261,8 @@ func (r *runner) parse(cmd *cobra.Command, args []string) error {
 		return fmt.Errorf("run: --conflict-exit-code %d: must be 0 to 255", f.conflictCode)
 	case f.killGrace < 0:
 		return fmt.Errorf("run: --kill-grace %v: must not be negative", f.killGrace)
+	case cmd.Flags().Changed("permits") && (f.permits < 1 || f.permits > lock.MaxPermits):
+		return fmt.Errorf("run: --permits %d: must be 1 to %d", f.permits, lock.MaxPermits)
 	}
 	for _, d := range []struct {
 		flag string
@@ -249,6 +275,9 @@ func (r *runner) parse(cmd *cobra.Command, args []string) error {
 	var err error
 	if r.names, err = lockNames("run", names); err != nil {
 		return err
+	}
+	if f.permits > 0 && len(r.names) > 1 {
+		return fmt.Errorf("run: --permits takes one NAME, got %q: a semaphore is on one name, and several NAMEs are one lock of them all", r.names)
 	}
 	r.name, r.argv = r.names[0], argv
 	r.res.Lock, r.res.Locks = r.name, several(r.names)
@@ -318,6 +347,11 @@ func (r *runner) obtain(ctx context.Context, l lock.Locker, sigs <-chan os.Signa
 	if retry != nil {
 		opts = append(opts, retry)
 	}
+	var n any // the semaphore's limit: nil for a plain lock, left out of the event
+	if r.f.permits > 0 {
+		opts = append(opts, lock.WithPermits(r.f.permits))
+		r.res.Permits, n = r.f.permits, r.f.permits
+	}
 	type result struct {
 		lk  *lock.Lock
 		err error
@@ -328,7 +362,7 @@ func (r *runner) obtain(ctx context.Context, l lock.Locker, sigs <-chan os.Signa
 		lk, err := obtain(ctx, l, r.names, r.ttl, me("run", r.argv[0]), opts...)
 		done <- result{lk, err}
 	}()
-	r.events.emit("waiting", "lock", r.name, "locks", r.events.locks, "ttl_ms", r.ttl.Milliseconds())
+	r.events.emit("waiting", "lock", r.name, "locks", r.events.locks, "permits", n, "ttl_ms", r.ttl.Milliseconds())
 	for {
 		select {
 		case sig := <-sigs:
@@ -354,29 +388,44 @@ func (r *runner) obtain(ctx context.Context, l lock.Locker, sigs <-chan os.Signa
 				r.res.Outcome = "not_obtained"
 				r.events.emit("not_obtained", "lock", r.name, "locks", r.events.locks, "waited_ms", r.res.WaitedMS)
 				return nil, exit(r.f.conflictCode, r.notObtained(o.err))
+			case errors.Is(o.err, lock.ErrMismatch):
+				return nil, exit(exitUsage, fmt.Errorf("%s not obtained: %w; give its holders' --permits (none for a plain lock), "+
+					"or another NAME", r.label(), o.err))
 			case o.err != nil:
-				return nil, unavailable(fmt.Errorf("obtaining %s: %w", label(r.names), o.err))
+				return nil, unavailable(fmt.Errorf("obtaining %s: %w", r.label(), o.err))
 			}
 			return o.lk, nil
 		}
 	}
 }
 
+// label names the lock in run's messages: as label does, or, with
+// --permits, as the semaphore it is.
+func (r *runner) label() string {
+	if r.f.permits > 0 {
+		return fmt.Sprintf("semaphore %q (%s)", r.name, permits(r.f.permits))
+	}
+	return label(r.names)
+}
+
 // notObtained says why the lock was not obtained: another owner held it (of
-// several NAMEs, the one it names, when err tells), and then, maybe, Redis
-// did not answer.
+// several NAMEs, the one it names, when err tells), or every permit of the
+// semaphore was held, and then, maybe, Redis did not answer.
 func (r *runner) notObtained(err error) error {
-	which := label(r.names)
+	which, busy := r.label(), "held by another owner"
 	if ke := (*lock.KeyError)(nil); len(r.names) > 1 && errors.As(err, &ke) {
 		which += fmt.Sprintf(": %q", ke.Key)
 	}
+	if r.f.permits > 0 {
+		busy = "full"
+	}
 	switch {
 	case errors.Is(err, lock.ErrNoAnswer):
-		return fmt.Errorf("%s was held by another owner, then Redis did not answer: %w", which, err)
+		return fmt.Errorf("%s was %s, then Redis did not answer: %w", which, busy, err)
 	case r.f.noWait:
-		return fmt.Errorf("%s is held by another owner (-n: not waiting)", which)
+		return fmt.Errorf("%s is %s (-n: not waiting)", which, busy)
 	case r.f.wait > 0 && errors.Is(err, context.DeadlineExceeded):
-		return fmt.Errorf("%s still held by another owner after --wait %v", which, r.f.wait)
+		return fmt.Errorf("%s still %s after --wait %v", which, busy, r.f.wait)
 	}
 	return fmt.Errorf("%s not obtained: %w", which, err)
 }
@@ -384,15 +433,18 @@ func (r *runner) notObtained(err error) error {
 // hold runs the command under the held lock lk, and releases it.
 func (r *runner) hold(lk *lock.Lock, sigs <-chan os.Signal) error {
 	obtained := time.Now()
-	var fence any // nil when unfenced, left out of the event
+	var fence, permit any // nil when unfenced, or not a semaphore: left out of the event
 	if f, ok := lk.Fence(); ok {
 		r.res.Fence, fence = &f, f
 	}
+	if p, ok := lk.Permit(); ok {
+		r.res.Permit, permit = &p, p
+	}
 	r.res.Fences = fencesOf(lk)
-	r.events.emit("obtained", "lock", r.name, "locks", r.events.locks, "fence", fence, "fences", r.res.Fences,
+	r.events.emit("obtained", "lock", r.name, "locks", r.events.locks, "permit", permit, "fence", fence, "fences", r.res.Fences,
 		"waited_ms", r.res.WaitedMS, "valid_until", wall(lk.ValidUntil()))
 	if err := lk.StartRefresh(context.Background()); err != nil {
-		return exit(exitLost, fmt.Errorf("%s lost before the command started: %w", label(r.names), err))
+		return exit(exitLost, fmt.Errorf("%s lost before the command started: %w", r.label(), err))
 	}
 	cmd := exec.Command(r.argv[0], r.argv[1:]...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = r.stdin, r.stdout, r.stderr
@@ -420,7 +472,7 @@ func (r *runner) hold(lk *lock.Lock, sigs <-chan os.Signal) error {
 // variables set (and those an outer run set, removed).
 func (r *runner) environ() []string {
 	own := map[string]bool{"LOCKSMITH_LOCK": true, "LOCKSMITH_FENCE": true, "LOCKSMITH_LEASE_MS": true, "LOCKSMITH_HELD": true,
-		"LOCKSMITH_LOCKS": true, "LOCKSMITH_FENCES": true}
+		"LOCKSMITH_LOCKS": true, "LOCKSMITH_FENCES": true, "LOCKSMITH_PERMIT": true}
 	var env []string
 	for _, kv := range os.Environ() {
 		if name, _, _ := strings.Cut(kv, "="); !own[name] {
@@ -430,6 +482,9 @@ func (r *runner) environ() []string {
 	env = append(env, "LOCKSMITH_LOCK="+r.name, "LOCKSMITH_LEASE_MS="+strconv.FormatInt(r.ttl.Milliseconds(), 10), "LOCKSMITH_HELD=1")
 	if r.res.Fence != nil {
 		env = append(env, "LOCKSMITH_FENCE="+strconv.FormatInt(*r.res.Fence, 10))
+	}
+	if r.res.Permit != nil {
+		env = append(env, "LOCKSMITH_PERMIT="+strconv.Itoa(*r.res.Permit))
 	}
 	if r.res.Locks != nil {
 		env = append(env, "LOCKSMITH_LOCKS="+strings.Join(r.res.Locks, " "))
@@ -451,7 +506,7 @@ func (r *runner) release(lk *lock.Lock, obtained time.Time) {
 	r.res.HeldMS = time.Since(obtained).Milliseconds()
 	if err != nil {
 		if r.res.Outcome != "lost" {
-			r.warnf("releasing %s: %v (its lease ends it)", label(r.names), err)
+			r.warnf("releasing %s: %v (its lease ends it)", r.label(), err)
 		}
 		r.events.emit("release_failed", "lock", r.name, "locks", r.events.locks, "error", err.Error())
 		return
@@ -476,7 +531,7 @@ func (r *runner) exitStatus(st *os.ProcessState) error {
 	}
 	switch r.res.Outcome {
 	case "lost":
-		return exit(exitLost, fmt.Errorf("%s lost (%s): the command was stopped", label(r.names), r.res.LossReason))
+		return exit(exitLost, fmt.Errorf("%s lost (%s): the command was stopped", r.label(), r.res.LossReason))
 	case "max_runtime":
 		return exit(exitMaxRuntime, fmt.Errorf("--max-runtime %v ran out: the command was stopped", r.f.maxRuntime))
 	}

@@ -24,6 +24,8 @@ type runResult struct {
 	Signal      string     `json:"signal,omitempty"`       // what killed the command, or interrupted the wait
 	Fence       *int64     `json:"fence,omitempty"`        // of several NAMEs, the first's
 	Fences      fences     `json:"fences,omitempty"`       // several NAMEs: each one's
+	Permits     int        `json:"permits,omitempty"`      // --permits: the semaphore's limit
+	Permit      *int       `json:"permit,omitempty"`       // --permits: the permit held, 0 to permits-1
 	WaitedMS    int64      `json:"waited_ms"`
 	HeldMS      int64      `json:"held_ms"`
 	Released    bool       `json:"released"`              // the release succeeded
