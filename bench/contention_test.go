@@ -47,9 +47,12 @@ func isSingle(c contender) bool { return c.name == "single" || c.name == "single
 //   - acq/s: acquisitions per second;
 //   - handoff-p50-us, handoff-p99-us: from the moment a holder starts to
 //     release to the moment the next holder's obtain returns;
-//   - wait-p99-ms, wait-max-ms: how long an obtain waited;
-//   - worst/ideal: the longest wait over the fair ideal, (contenders − 1) ×
-//     (hold + the median handoff): a FIFO queue's worst wait;
+//   - wait-p50-ms, wait-p99-ms, wait-max-ms: how long an obtain waited;
+//   - ideal-ms: the fair ideal, (contenders − 1) × (hold + the median
+//     handoff): every wait of a FIFO queue, the worst included (see report,
+//     which also gives a semaphore's);
+//   - worst/ideal, p99/ideal: the longest wait, and the 99th percentile,
+//     over the fair ideal;
 //   - max-passed: the most acquisitions by others while one obtain waited;
 //     in a FIFO queue, at most contenders − 1;
 //   - other-%: the share of acquisitions that went to a contender other
@@ -91,7 +94,7 @@ func BenchmarkContention(b *testing.B) {
 						r = contend(b, c, addrs[:c.nodes], key, s.contenders, n)
 					}
 				}
-				r.report(b, s.contenders)
+				r.report(b, s.contenders, 1)
 			})
 		}
 	}
@@ -100,6 +103,7 @@ func BenchmarkContention(b *testing.B) {
 // turn is one acquisition.
 type turn struct {
 	g                 int       // the contender that took it
+	permit            int       // the semaphore permit it held (Lock.Permit); 0 for a plain lock
 	asked, got, letGo time.Time // obtain called and returned; release called
 }
 
@@ -183,6 +187,9 @@ func take(ctx context.Context, m mutex, key string, next func() bool, done func(
 			return fmt.Errorf("obtain: %w", err)
 		}
 		t.got = time.Now()
+		if p, ok := h.(interface{ Permit() (int, bool) }); ok {
+			t.permit, _ = p.Permit()
+		}
 		time.Sleep(hold)
 		// The lock is still ours in Redis until Release's command lands, so
 		// the interval [got, letGo] lies within the time we held it: two
@@ -196,51 +203,64 @@ func take(ctx context.Context, m mutex, key string, next func() bool, done func(
 	return nil
 }
 
-// report records the figures of a run of k contenders as the benchmark's
-// metrics, and fails the benchmark if two turns overlapped.
-func (r contention) report(b *testing.B, k int) {
+// report records the figures of a run of k contenders for a lock that
+// admits permits holders at once (1 for a plain lock, n for a semaphore of
+// n) as the benchmark's metrics, and fails the benchmark if an acquisition
+// began while permits others held the lock.
+//
+// A handoff is from the release of a permit to the next acquisition of the
+// same permit (Lock.Permit). The fair ideal is the wait of a FIFO queue in
+// which every contender asks again as soon as it released: it joins the
+// tail behind the k − permits − 1 waiters that the released permit did
+// not go to, and is granted the (k − permits)th permit released after it
+// asked; permits holders release permits per (hold + handoff), so it
+// waits (k ÷ permits − 1) × (hold + the median handoff). With one permit
+// that is (k − 1) × (hold + handoff), every waiter's wait, the worst
+// included; with several, the releases of the permits are staggered, and
+// a FIFO queue's worst wait is ⌈(k − permits) ÷ permits⌉ × (hold +
+// handoff), 15/13 of the ideal for 16 contenders and 3 permits.
+func (r contention) report(b *testing.B, k, permits int) {
 	n := len(r.turns)
 	if n < 2 {
 		return
 	}
 	turns := slices.SortedFunc(slices.Values(r.turns), func(x, y turn) int { return x.got.Compare(y.got) })
 	var handoffs, waits []time.Duration
-	other, overlaps := 0, 0
-	var until time.Time // the latest letGo of the turns before
-	for i, t := range turns {
+	other := 0
+	last := map[int]turn{} // by permit, the turn that held it last
+	for _, t := range turns {
 		waits = append(waits, t.got.Sub(t.asked))
-		if i > 0 {
-			prev := turns[i-1]
+		if prev, ok := last[t.permit]; ok {
 			handoffs = append(handoffs, t.got.Sub(prev.letGo))
 			if t.g != prev.g {
 				other++
 			}
-			if t.got.Before(until) {
-				overlaps++
-			}
 		}
-		if t.letGo.After(until) {
-			until = t.letGo
-		}
+		last[t.permit] = t
 	}
 	passed := 0
 	for i, t := range turns {
 		first, _ := slices.BinarySearchFunc(turns, t.asked, func(x turn, at time.Time) int { return x.got.Compare(at) })
 		passed = max(passed, i-first)
 	}
+	overlaps := overlapping(turns, permits)
 	slices.Sort(handoffs)
 	slices.Sort(waits)
-	ideal := time.Duration(k-1) * (hold + quantile(handoffs, 0.50))
+	hop := hold + quantile(handoffs, 0.50)
+	ideal := time.Duration(float64(hop) * (float64(k)/float64(permits) - 1))
 	b.ReportMetric(0, "ns/op") // one op is the whole workload: meaningless
 	b.ReportMetric(float64(n), "acqs")
 	b.ReportMetric(float64(n)/r.elapsed.Seconds(), "acq/s")
 	b.ReportMetric(micros(quantile(handoffs, 0.50)), "handoff-p50-us")
 	b.ReportMetric(micros(quantile(handoffs, 0.99)), "handoff-p99-us")
+	b.ReportMetric(micros(quantile(waits, 0.50))/1000, "wait-p50-ms")
 	b.ReportMetric(micros(quantile(waits, 0.99))/1000, "wait-p99-ms")
 	b.ReportMetric(micros(waits[len(waits)-1])/1000, "wait-max-ms")
+	b.ReportMetric(micros(ideal)/1000, "ideal-ms")
 	b.ReportMetric(float64(waits[len(waits)-1])/float64(ideal), "worst/ideal")
+	b.ReportMetric(float64(quantile(waits, 0.99))/float64(ideal), "p99/ideal")
 	b.ReportMetric(float64(passed), "max-passed")
-	b.ReportMetric(100*float64(other)/float64(n-1), "other-%")
+	b.ReportMetric(100*float64(other)/float64(len(handoffs)), "other-%")
 	b.ReportMetric(float64(r.tally.Commands)/float64(n), "cmds/acq")
 	for i, reason := range wakeReasons {
 		b.ReportMetric(float64(r.tally.Wakes[i]), "wake-"+reason)
@@ -248,8 +268,26 @@ func (r contention) report(b *testing.B, k int) {
 	b.ReportMetric(float64(r.tally.Missed), "missed")
 	b.ReportMetric(float64(overlaps), "overlaps")
 	if overlaps > 0 {
-		b.Errorf("%d acquisitions overlapped another holder's", overlaps)
+		b.Errorf("%d acquisitions found %d holders or more already holding", overlaps, permits)
 	}
+}
+
+// overlapping returns how many of turns, sorted by got, began while limit
+// others held the lock: while the holding intervals, [got, letGo], of
+// limit turns before them had not ended. The lock stays held in Redis
+// until release's command lands, so each interval lies within the real
+// holding time, and such a turn is one holder too many.
+func overlapping(turns []turn, limit int) int {
+	n := 0
+	var holding []time.Time // the letGo of the turns that may still hold
+	for _, t := range turns {
+		holding = slices.DeleteFunc(holding, func(letGo time.Time) bool { return !letGo.After(t.got) })
+		if len(holding) >= limit {
+			n++
+		}
+		holding = append(holding, t.letGo)
+	}
+	return n
 }
 
 // quantile returns the q-quantile of sorted, by the nearest rank.

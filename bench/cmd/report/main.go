@@ -2,12 +2,13 @@
 // results table into bench/README.md, between its report markers, and to
 // standard output.
 //
-// It compiles the benchmarks once, then runs BenchmarkLock and
-// BenchmarkInterleaved for several rounds, one after another, so that a
-// slow moment of a noisy machine hits every contender alike, and takes the
-// median of each figure; each time is also given as a ratio to the raw
-// baseline of the same run. Then it runs BenchmarkContention once. Run it
-// from the bench directory:
+// It compiles the benchmarks once, then runs BenchmarkLock,
+// BenchmarkInterleaved, BenchmarkMultiKey and BenchmarkSemaphore for
+// several rounds, one after another, so that a slow moment of a noisy
+// machine hits every contender alike, and takes the median of each figure;
+// each time is also given as a ratio to the raw baseline of the same run.
+// Then it runs BenchmarkContention and BenchmarkSemaphoreContention once.
+// Run it from the bench directory:
 //
 //	go run ./cmd/report               # 9 rounds of 150ms per case
 //	go run ./cmd/report -rounds 9 -benchtime 1s
@@ -63,13 +64,13 @@ func run(rounds int, benchtime string, contention, short bool, readme string) er
 	res := results{}
 	for i := 1; i <= rounds; i++ {
 		fmt.Fprintf(os.Stderr, "--- round %d of %d\n", i, rounds)
-		if err := res.bench(bin, "-test.bench=^(BenchmarkLock|BenchmarkInterleaved|BenchmarkMultiKey)$", "-test.benchtime="+benchtime); err != nil {
+		if err := res.bench(bin, "-test.bench=^(BenchmarkLock|BenchmarkInterleaved|BenchmarkMultiKey|BenchmarkSemaphore)$", "-test.benchtime="+benchtime); err != nil {
 			return err
 		}
 	}
 	if contention {
 		fmt.Fprintln(os.Stderr, "--- contention")
-		if err := res.bench(bin, "-test.bench=^BenchmarkContention$", "-test.benchtime=1x", "-test.short="+strconv.FormatBool(short)); err != nil {
+		if err := res.bench(bin, "-test.bench=^(BenchmarkContention|BenchmarkSemaphoreContention)$", "-test.benchtime=1x", "-test.short="+strconv.FormatBool(short)); err != nil {
 			return err
 		}
 	}
@@ -79,6 +80,7 @@ func run(rounds int, benchtime string, contention, short bool, readme string) er
 	machine(&b, strings.Join(args, " "), rounds, benchtime, loadBefore, loadAverage())
 	uncontended(&b, res)
 	multiKey(&b, res)
+	semaphore(&b, res)
 	targets(&b, res, "Targets", targetNote, targetList)
 	if !short {
 		fmt.Fprintln(os.Stderr, "--- profile of redlock-5")
@@ -88,6 +90,7 @@ func run(rounds int, benchtime string, contention, short bool, readme string) er
 	}
 	if contention {
 		contended(&b, res)
+		semaphoreContended(&b, res)
 		targets(&b, res, "Targets of issue 14: waiting", waitNote, waitTargets)
 	}
 	fmt.Print(b.String())
@@ -236,7 +239,7 @@ func machine(b *strings.Builder, cmd string, rounds int, benchtime, loadBefore, 
 		"github.com/go-redsync/redsync/v4", "go.opentelemetry.io/otel/sdk")
 	fmt.Fprintf(b, "| Modules | %s |\n", strings.ReplaceAll(mods, "\n", ", "))
 	fmt.Fprintf(b, "| Load average (1, 5, 15 min) | %s before the run, %s after: other processes shared the machine |\n", loadBefore, loadAfter)
-	fmt.Fprintf(b, "| Runs | BenchmarkLock and BenchmarkInterleaved: the median of %d round(s) of %s per case; BenchmarkContention: one run |\n\n", rounds, benchtime)
+	fmt.Fprintf(b, "| Runs | BenchmarkLock, BenchmarkInterleaved, BenchmarkMultiKey and BenchmarkSemaphore: the median of %d round(s) of %s per case; BenchmarkContention and BenchmarkSemaphoreContention: one run |\n\n", rounds, benchtime)
 }
 
 // loadAverage returns the machine's load averages, from /proc/loadavg.
@@ -327,6 +330,96 @@ func multiKey(b *strings.Builder, r results) {
 		sep, sok := r.median(bench, "separate-ns/op")
 		fmt.Fprintf(b, "| %s | %s | %s | %s | %s | %s |\n", driver, strategy, strings.TrimSuffix(keys, "-keys"),
 			fig(one/1e3, ok, "%.1f"), fig(sep/1e3, sok, "%.1f"), fig(one/sep, ok && sok, "%.2f"))
+	}
+	b.WriteString("\n")
+}
+
+// semaphoreWays are the locks of BenchmarkSemaphore and
+// BenchmarkSemaphoreContention, in the order of their rows.
+var semaphoreWays = []string{"plain", "3-permits", "3-permits-poll"}
+
+// semaphoreCases returns the <driver>/<lock> cases of bench, by driver and
+// then in the order of semaphoreWays.
+func (r results) semaphoreCases(bench string) []string {
+	var names []string
+	for name := range r {
+		if rest, ok := strings.CutPrefix(name, bench+"/"); ok {
+			names = append(names, rest)
+		}
+	}
+	rank := func(c string) int {
+		driver, way, _ := strings.Cut(c, "/")
+		return 100*slices.Index([]string{"goredis", "redigo", "rueidis"}, driver) + slices.Index(semaphoreWays, way)
+	}
+	slices.SortFunc(names, func(a, b string) int { return rank(a) - rank(b) })
+	return names
+}
+
+// paired returns the median over the rounds of the ratio of unit between
+// two benchmarks that ran in every round, one after the other.
+func (r results) paired(num, den, unit string) (float64, bool) {
+	n, d := r[num][unit], r[den][unit]
+	if len(n) == 0 || len(n) != len(d) {
+		return 0, false
+	}
+	ratios := make([]float64, len(n))
+	for i := range n {
+		ratios[i] = n[i] / d[i]
+	}
+	return median(ratios), true
+}
+
+// semaphore writes BenchmarkSemaphore's table: one permit of a semaphore
+// against a plain lock, uncontended.
+func semaphore(b *strings.Builder, r results) {
+	b.WriteString("### Semaphores: one acquire and release\n\n" +
+		"BenchmarkSemaphore: one goroutine takes one permit of a semaphore of 3 (`lock.WithPermits(3)`) and releases it, uncontended, and in the same round a plain lock of the same kind of Locker (`single`) does the same. Time: median over the rounds; × plain: median over the rounds of the ratio to the plain lock of the same round. Commands: what the client sent per acquire and release, a script counting as one (not counted on rueidis, which has no hooks). Server calls: what the server ran per acquire and release (INFO commandstats), the commands that the scripts ran included. CPU: per acquire and release, in the benchmark's process and in the server (INFO CPU).\n\n" +
+		"| Driver | Lock | µs/op | × plain | B/op | allocs/op | allocs − plain | commands/op | server calls/op | CPU µs/op: client + server |\n|---|---|--:|--:|--:|--:|--:|--:|--:|--:|\n")
+	for _, c := range r.semaphoreCases("BenchmarkSemaphore") {
+		bench := "BenchmarkSemaphore/" + c
+		driver, way, _ := strings.Cut(c, "/")
+		plain := "BenchmarkSemaphore/" + driver + "/plain"
+		ns, ok := r.median(bench, "ns/op")
+		x, xok := r.paired(bench, plain, "ns/op")
+		bytes, byok := r.median(bench, "B/op")
+		allocs, aok := r.median(bench, "allocs/op")
+		pallocs, paok := r.median(plain, "allocs/op")
+		cmds, cok := r.median(bench, "cmds/op")
+		calls, sok := r.median(bench, "server-calls/op")
+		client, clok := r.median(bench, "client-cpu-us/op")
+		server, svok := r.median(bench, "server-cpu-us/op")
+		fmt.Fprintf(b, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", driver, way,
+			fig(ns/1e3, ok, "%.1f"), fig(x, xok, "%.2f"), fig(bytes, byok, "%.0f"), fig(allocs, aok, "%.0f"),
+			fig(allocs-pallocs, aok && paok, "%+.0f"), fig(cmds, cok, "%.1f"), fig(calls, sok, "%.1f"),
+			fig(client, clok, "%.0f")+" + "+fig(server, svok, "%.0f"))
+	}
+	b.WriteString("\n")
+}
+
+// semaphoreContended writes BenchmarkSemaphoreContention's table.
+func semaphoreContended(b *strings.Builder, r results) {
+	b.WriteString("### Semaphore contention: 16 separate Lockers, 3 permits, one key, 1 ms holds\n\n" +
+		"BenchmarkSemaphoreContention: 16 contenders, each a Locker of `single` over a client of its own, take permits of a semaphore of 3 (`3-permits`: waiting by notification, with a 200 ms timer; `3-permits-poll`: polling every 1 ms), and for reference a plain lock (`plain`, by notification), each holding it for 1 ms, until 2000 were taken in all. Handoff: from the release of a permit to its next acquisition returning. Fair ideal: the wait in a FIFO queue of contenders that ask again as soon as they released, (contenders ÷ permits − 1) × (hold + median handoff): 4.33 holds and handoffs for the semaphore, 15 for the plain lock. With one permit every such wait is the ideal; with 3, released at staggered times, a FIFO queue's waits spread around it, up to 5 holds and handoffs (1.15 × the ideal). Most passed: the most acquisitions by others while one obtain waited (in FIFO order, at most contenders − 1). Commands: what the clients sent per acquisition (handshakes excluded; SUBSCRIBE included), failed attempts included, a script counting as one; server calls: what the server ran per acquisition (INFO commandstats), the commands that the scripts ran included. Timer: waiters woken by their timer rather than a message (lock.Hooks Wait). Overlaps: acquisitions that began while as many others as the lock admits held it.\n\n")
+	columns := []struct{ title, unit, format string }{
+		{"acq/s", "acq/s", "%.0f"}, {"handoff p50 µs", "handoff-p50-us", "%.0f"}, {"handoff p99 µs", "handoff-p99-us", "%.0f"},
+		{"wait p50 ms", "wait-p50-ms", "%.1f"}, {"wait p99 ms", "wait-p99-ms", "%.1f"}, {"wait max ms", "wait-max-ms", "%.1f"}, {"fair ideal ms", "ideal-ms", "%.1f"},
+		{"p99 ÷ ideal", "p99/ideal", "%.2f"}, {"worst ÷ ideal", "worst/ideal", "%.2f"}, {"most passed", "max-passed", "%.0f"},
+		{"commands/acq", "cmds/acq", "%.1f"}, {"server calls/acq", "server-calls/acq", "%.1f"}, {"timer", "wake-timer", "%.0f"},
+		{"overlaps", "overlaps", "%.0f"},
+	}
+	b.WriteString("| Driver | Lock |")
+	for _, c := range columns {
+		b.WriteString(" " + c.title + " |")
+	}
+	b.WriteString("\n|---|---|" + strings.Repeat("--:|", len(columns)) + "\n")
+	for _, c := range r.semaphoreCases("BenchmarkSemaphoreContention") {
+		driver, way, _ := strings.Cut(c, "/")
+		fmt.Fprintf(b, "| %s | %s |", driver, way)
+		for _, col := range columns {
+			v, ok := r.median("BenchmarkSemaphoreContention/"+c, col.unit)
+			b.WriteString(" " + fig(v, ok, col.format) + " |")
+		}
+		b.WriteString("\n")
 	}
 	b.WriteString("\n")
 }

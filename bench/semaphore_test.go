@@ -1,0 +1,183 @@
+package bench
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/locksmith-go/lock"
+	"github.com/locksmith-go/lock/strategy/single"
+)
+
+// The semaphore that BenchmarkSemaphore and BenchmarkSemaphoreContention
+// measure (lock.WithPermits), and how many contenders the latter runs.
+const (
+	permits             = 3
+	semaphoreContenders = 16
+)
+
+// The names of the semaphore's cases, which say its permits. They end in a
+// word, as "2-keys" do, so that cmd/report never takes their number for a
+// GOMAXPROCS suffix.
+const (
+	semaphoreName        = "3-permits"
+	semaphorePollingName = "3-permits-poll"
+)
+
+// BenchmarkSemaphore measures an uncontended acquire and release of one
+// permit of a semaphore of permits (<driver>/3-permits), beside a plain
+// lock's (<driver>/plain), both by single over each driver, from one
+// goroutine. Besides ns/op, B/op and allocs/op, it reports the CPU time
+// per operation of this process and of the server (as BenchmarkLock does);
+// cmds/op, the commands the client sent per acquire and release, counted
+// as BenchmarkContention counts them (a script is one command; not on
+// rueidis, which has no hooks); and server-calls/op, the commands the
+// server ran by its INFO commandstats, those that the scripts ran included.
+//
+//	go test -run '^$' -bench 'Semaphore$' -benchtime 300ms
+func BenchmarkSemaphore(b *testing.B) {
+	addrs := servers(b)
+	probe := goRedis(b, addrs[0], nil) // for INFO CPU and INFO commandstats
+	ctx := context.Background()
+	ways := []struct {
+		name string
+		opts []lock.Option
+	}{
+		{"plain", nil},
+		{semaphoreName, []lock.Option{lock.WithPermits(permits)}},
+	}
+	for _, d := range drivers {
+		for _, w := range ways {
+			b.Run(d+"/"+w.name, func(b *testing.B) {
+				cs := &counters{}
+				l, err := single.New(conn(b, d, addrs[0], cs))
+				if err != nil {
+					b.Fatal(err)
+				}
+				key := "semaphore:" + d + "/" + w.name
+				cycle := func() {
+					lk, err := l.Obtain(ctx, key, ttl, w.opts...)
+					if err != nil {
+						b.Fatal(err)
+					}
+					if err := lk.Release(ctx); err != nil {
+						b.Fatal(err)
+					}
+				}
+				cycle() // loads the scripts, which the counts leave out
+				cs.sent.Store(0)
+				b.ReportAllocs()
+				cpu := meterCPU([]*redis.Client{probe})
+				calls := serverCalls(b, probe)
+				for b.Loop() {
+					cycle()
+				}
+				calls = serverCalls(b, probe) - calls
+				cpu.report(b)
+				b.ReportMetric(float64(calls)/float64(b.N), "server-calls/op")
+				if d != rueidisDriver {
+					b.ReportMetric(float64(cs.sent.Load())/float64(b.N), "cmds/op")
+				}
+			})
+		}
+	}
+}
+
+// BenchmarkSemaphoreContention has semaphoreContenders contenders take
+// permits of a semaphore of permits on one key, each holding a permit for
+// hold, until acquisitions permits were taken in all (shortAcquisitions
+// with -short), as BenchmarkContention's 8-lockers shape does for a lock:
+// each contender is a Locker of single over a client of its own, run by a
+// goroutine. The locks (BenchmarkSemaphoreContention/<driver>/<lock>):
+//
+//   - 3-permits: the semaphore, waiting by notification with the retry
+//     policy lock.Linear(notifyTimer), as BenchmarkContention's single;
+//   - 3-permits-poll: the semaphore, polling every retryEvery, as its
+//     single-poll;
+//   - plain: a plain lock of single, waiting by notification, for
+//     reference: the same contenders, one holder at a time.
+//
+// It reports BenchmarkContention's figures, a handoff being from the
+// release of a permit to its next acquisition, the fair ideal
+// (contenders ÷ permits − 1) × (hold + the median handoff) (see
+// contention.report), and server-calls/acq: the commands the server ran
+// per acquisition by its INFO commandstats, those that the scripts ran
+// included. Over rueidis, whose commands are not counted, it does not run.
+//
+//	go test -run '^$' -bench SemaphoreContention -benchtime 1x
+func BenchmarkSemaphoreContention(b *testing.B) {
+	addrs := servers(b)
+	probe := goRedis(b, addrs[0], nil) // for INFO commandstats
+	n := acquisitions
+	if testing.Short() {
+		n = shortAcquisitions
+	}
+	notified := lock.WithRetry(lock.Linear(notifyTimer))
+	polling := []lock.Option{lock.WithPolling(), lock.WithRetry(lock.Linear(retryEvery))}
+	ways := []struct {
+		name     string
+		limit    int // holders at once
+		notifies bool
+		wait     []lock.Option
+	}{
+		{semaphoreName, permits, true, []lock.Option{lock.WithPermits(permits), notified}},
+		{semaphorePollingName, permits, false, append([]lock.Option{lock.WithPermits(permits)}, polling...)},
+		{"plain", 1, true, []lock.Option{notified}},
+	}
+	for _, d := range []string{goredisDriver, redigoDriver} {
+		for _, w := range ways {
+			b.Run(d+"/"+w.name, func(b *testing.B) {
+				if w.notifies && !subscribes(b, d, addrs[0]) {
+					b.Skipf("the %s driver cannot subscribe: its waiters would poll every %v", d, notifyTimer)
+				}
+				c := contender{driver: d, name: w.name, nodes: 1, new: func(tb testing.TB, addrs []string, cs *counters) mutex {
+					l, err := single.New(conn(tb, d, addrs[0], cs))
+					return locksmith(tb, l, err, cs, w.wait...)
+				}}
+				key := "semaphore-contend:" + d + "/" + w.name
+				var r contention
+				var calls int64
+				for b.Loop() {
+					before := serverCalls(b, probe)
+					r = contend(b, c, addrs[:1], key, semaphoreContenders, n)
+					calls = serverCalls(b, probe) - before
+				}
+				r.report(b, semaphoreContenders, w.limit)
+				b.ReportMetric(float64(calls)/float64(len(r.turns)), "server-calls/acq")
+			})
+		}
+	}
+}
+
+// serverCalls returns how many commands the server of probe has run, by its
+// INFO commandstats: those of clients and those that scripts ran, but for
+// INFO itself and connection handshakes.
+func serverCalls(tb testing.TB, probe *redis.Client) int64 {
+	info, err := probe.Info(context.Background(), "commandstats").Result()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	var total int64
+	for line := range strings.Lines(info) {
+		// cmdstat_evalsha:calls=12,usec=345,...; a subcommand is
+		// cmdstat_client|setname.
+		name, stats, ok := strings.Cut(strings.TrimSpace(line), ":")
+		name, isStat := strings.CutPrefix(name, "cmdstat_")
+		if !ok || !isStat {
+			continue
+		}
+		if cmd, _, _ := strings.Cut(name, "|"); cmd == "info" || handshake(cmd) {
+			continue
+		}
+		calls, _, _ := strings.Cut(strings.TrimPrefix(stats, "calls="), ",")
+		v, err := strconv.ParseInt(calls, 10, 64)
+		if err != nil {
+			tb.Fatalf("INFO commandstats: %q: %v", line, err)
+		}
+		total += v
+	}
+	return total
+}
