@@ -231,20 +231,20 @@ func (s *Strategy) String() string { return "single" }
 func (s *Strategy) Addr() string { return driver.Addr(s.conn) }
 
 // Acquire implements [strategy.Strategy]. It refuses a TTL that the drift
-// allowance uses up with an [*strategy.ArgumentError]. A key of another
-// type gives the server's WRONGTYPE error, having written nothing; one that
+// allowance uses up with an [*strategy.ArgumentError]. A key (or fencing
+// counter) of another type gives the server's WRONGTYPE error; a key that
 // holds a semaphore or a read-write lock (see [Strategy.Shared]), an error
-// matching strategy.ErrMismatch that says which.
+// matching strategy.ErrMismatch that says which, having written nothing.
 func (s *Strategy) Acquire(ctx context.Context, r strategy.Request) (strategy.Grant, error) {
 	g, err := s.acquireOne(ctx, r)
-	if err != nil && isWrongType(err) {
-		g.Undone = true // the attempt failed at the key's GET: it wrote nothing
-		if !s.noScripts {
-			if sh, ok := cas.NewShared(r.Key, s.sharded); ok {
-				if rd, ierr := sh.Inspect(ctx, s.conn); ierr == nil && rd.Type == "zset" && rd.Limit != "" {
-					err = cas.Mismatch(rd.Limit, "plain")
-				}
-			}
+	if err == nil || s.noScripts || !isWrongType(err) {
+		return g, err
+	}
+	if sh, ok := cas.NewShared(r.Key, s.sharded); ok {
+		if rd, ierr := sh.Inspect(ctx, s.conn); ierr == nil && rd.Type == "zset" && rd.Limit != "" {
+			// The attempt failed at the key's GET, before any write. (A
+			// counter of another type fails it after the key's SET.)
+			return strategy.Grant{Undone: true}, cas.Mismatch(rd.Limit, "plain")
 		}
 	}
 	return g, err
