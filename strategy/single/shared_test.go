@@ -111,3 +111,39 @@ func TestSharedTTLAndRefresh(t *testing.T) {
 		t.Errorf("the released holder's TTL = %v, want ErrNotHeld", err)
 	}
 }
+
+// TestReadWriteFences: the write side fences as a plain lock does, from the
+// counter at FenceKey, larger for every writer; a reader with WithFencing
+// reads the current fence, the last writer's.
+func TestReadWriteFences(t *testing.T) {
+	redistest.ParallelUnlessFull(t)
+	addr, _ := redistest.Addr(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	l := sharedLocker(t, addr)
+	key := conformance.Key(t)
+	fenceOf := func(opts ...lock.Option) int64 {
+		t.Helper()
+		lk, err := l.Obtain(ctx, key, time.Minute, append(opts, lock.WithFencing())...)
+		if err != nil {
+			t.Fatalf("Obtain = %v, want a lock", err)
+		}
+		defer lk.Release(ctx)
+		fence, ok := lk.Fence()
+		if !ok || fence <= 0 {
+			t.Fatalf("Fence() = %d, %v, want a positive token", fence, ok)
+		}
+		return fence
+	}
+	first := fenceOf(lock.WithWrite())
+	if got := fenceOf(lock.WithRead()); got != first {
+		t.Errorf("a reader's fence after the writer's %d: %d, want the same", first, got)
+	}
+	plain := fenceOf()
+	if plain <= first {
+		t.Errorf("a plain lock's fence after the writer's %d: %d, want more: they share the counter", first, plain)
+	}
+	if second := fenceOf(lock.WithWrite()); second <= plain {
+		t.Errorf("the next writer's fence: %d, want more than %d", second, plain)
+	}
+}
