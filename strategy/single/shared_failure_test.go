@@ -145,9 +145,6 @@ func semaphorePaused(t *testing.T, newLocker func(*testing.T) lock.Locker, srv *
 	if broken.Load() > 0 {
 		t.Errorf("%d entries found more than %d holders inside, want none", broken.Load(), permits)
 	}
-	if unanswered.Load() == 0 {
-		t.Errorf("Obtains unanswered during the pause: 0, want some: the pause was not seen")
-	}
 	noSharedKeysLeft(t, ctx, rdb, key, "{"+key+"}:other")
 }
 
