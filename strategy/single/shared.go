@@ -7,10 +7,8 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/locksmith-go/lock/driver"
 	"github.com/locksmith-go/lock/internal/cas"
 	"github.com/locksmith-go/lock/internal/drift"
-	"github.com/locksmith-go/lock/internal/notify"
 	"github.com/locksmith-go/lock/strategy"
 )
 
@@ -126,19 +124,7 @@ func (v *shared) Inspect(ctx context.Context, key string) (strategy.State, error
 func (v *shared) member(id string) string { return v.s.wakeTo + "." + v.mode + id }
 
 // Listen implements [strategy.Notifier], as [Strategy.Listen] does.
-func (v *shared) Listen(key, id string) strategy.Listener {
-	if !v.s.notify {
-		return nil
-	}
-	channel, ok := cas.WakeChannelOf(key, v.s.wakeTo)
-	if !ok {
-		return nil
-	}
-	if w := notify.Listen([]driver.Conn{v.s.conn}, channel, v.member(id)); w != nil {
-		return w
-	}
-	return nil
-}
+func (v *shared) Listen(key, id string) strategy.Listener { return v.s.listen(key, v.member(id)) }
 
 // Leave implements [strategy.Notifier].
 func (v *shared) Leave(ctx context.Context, key, id string) error {

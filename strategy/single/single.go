@@ -313,7 +313,11 @@ func (s *Strategy) queue(key string) (cas.Queue, bool) {
 // wake-up channel of its own for each lock, {key}:wake:<random>, so that a
 // release's message reaches the one subscriber whose waiter it wakes, not
 // every process that waits for the lock.
-func (s *Strategy) Listen(key, id string) strategy.Listener {
+func (s *Strategy) Listen(key, id string) strategy.Listener { return s.listen(key, s.member(id)) }
+
+// listen returns the Listener of the waiter whose id in key's queue is
+// member, or nil when its waiters cannot be woken (see Listen).
+func (s *Strategy) listen(key, member string) strategy.Listener {
 	if !s.notify {
 		return nil
 	}
@@ -321,7 +325,7 @@ func (s *Strategy) Listen(key, id string) strategy.Listener {
 	if !ok {
 		return nil
 	}
-	if w := notify.Listen([]driver.Conn{s.conn}, channel, s.member(id)); w != nil {
+	if w := notify.Listen([]driver.Conn{s.conn}, channel, member); w != nil {
 		return w
 	}
 	return nil
