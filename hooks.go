@@ -58,6 +58,15 @@ type Hooks struct {
 	// Node reports one node's answer (e.Node, e.Outcome, e.Err) within an
 	// attempt or an operation of a multi-node strategy.
 	Node func(ctx context.Context, e Event)
+	// Batch wraps one batched refresh (e.Op "batch"), which refreshes
+	// several auto-refreshed locks at once, each within its own Op hooks
+	// (e.Op "refresh"): e.Keys is how many locks it carries, and e.Links
+	// the contexts that those locks' Op hooks passed to their next, for a
+	// tracer to link the batch's span to theirs. It runs once per batch
+	// for each Hooks among its locks', on the batch's context, which
+	// carries the deadline of the batch and none of the locks' values. See
+	// Lock.StartRefresh.
+	Batch func(ctx context.Context, e Event, next func(context.Context) error) error
 	// Ended reports, once per lock, that a held lock ended: released
 	// (e.Err nil), or lost (e.Err matches ErrNotHeld): found gone by
 	// Refresh, Release or TTL, or lapsed (ErrLapsed) while watched, after
@@ -67,22 +76,23 @@ type Hooks struct {
 
 // Event describes what a hook intercepts.
 type Event struct {
-	Strategy string        // the strategy's name, such as "single"
-	Server   string        // the server address(es), where the strategy knows them
-	Op       string        // obtain, attempt, refresh, release, ttl, cleanup, inspect, break, node, enqueued, woken, missed or ended
-	Key      string        // the lock's key; a multi-key lock's first
-	Keys     int           // how many keys a multi-key lock (Locker.ObtainMany) has; 0 for one key
-	Permits  int           // a semaphore's limit (WithPermits); 0 for other locks
-	Side     string        // a read-write lock's side, "read" or "write" (WithRead, WithWrite); "" for other locks
-	TTL      time.Duration // the TTL asked for (obtain, attempt, refresh)
-	Attempt  int           // the attempt's number, from 1
-	Lock     *Lock         // the lock (refresh, release, ttl, ended)
-	Node     string        // the node (node)
-	Outcome  string        // the node's answer (node)
-	Err      error         // the node's error (node), or why the lock ended
-	Held     time.Duration // how long the lock was held (ended)
-	Rank     int           // the waiter's place in the queue, 1 for the head (enqueued)
-	Reason   string        // why the waiter woke: message, subscribed, resubscribed or timer (woken)
+	Strategy string            // the strategy's name, such as "single"
+	Server   string            // the server address(es), where the strategy knows them
+	Op       string            // obtain, attempt, refresh, release, ttl, cleanup, inspect, break, node, enqueued, woken, missed, batch or ended
+	Key      string            // the lock's key; a multi-key lock's first; "" for a batch
+	Keys     int               // how many keys a multi-key lock (Locker.ObtainMany) has; 0 for one key; the locks of a batch
+	Permits  int               // a semaphore's limit (WithPermits); 0 for other locks
+	Side     string            // a read-write lock's side, "read" or "write" (WithRead, WithWrite); "" for other locks
+	TTL      time.Duration     // the TTL asked for (obtain, attempt, refresh)
+	Attempt  int               // the attempt's number, from 1
+	Lock     *Lock             // the lock (refresh, release, ttl, ended)
+	Node     string            // the node (node)
+	Outcome  string            // the node's answer (node)
+	Err      error             // the node's error (node), or why the lock ended
+	Held     time.Duration     // how long the lock was held (ended)
+	Rank     int               // the waiter's place in the queue, 1 for the head (enqueued)
+	Reason   string            // why the waiter woke: message, subscribed, resubscribed or timer (woken)
+	Links    []context.Context // the contexts of the Op hooks of a batch's locks (batch)
 }
 
 // WithHooks installs hooks for one Obtain and the lock it returns; several
@@ -231,6 +241,7 @@ func (f opFunc) bind(e Event, next func(context.Context) error) func(context.Con
 func obtainHook(h *Hooks) (obtainFunc, bool) { return h.Obtain, h.Obtain != nil }
 func attemptHook(h *Hooks) (opFunc, bool)    { return h.Attempt, h.Attempt != nil }
 func opHook(h *Hooks) (opFunc, bool)         { return h.Op, h.Op != nil }
+func batchHook(h *Hooks) (opFunc, bool)      { return h.Batch, h.Batch != nil }
 
 // runWait runs the Wait hooks.
 func (hs hookList) runWait(ctx context.Context, e Event) {

@@ -93,6 +93,7 @@ type Lock struct {
 	closeDone context.CancelCauseFunc
 	deadline  *time.Timer // ends the lock when validUntil passes
 	refresher *refresher
+	batch     *batcher // refreshes it with others; nil: its own goroutine does
 }
 
 // Key returns the locked key: for a lock of several keys
@@ -308,6 +309,31 @@ func (l *Lock) Refresh(ctx context.Context, ttl time.Duration) error {
 		}
 		return err
 	})
+	return l.endRefresh(ctx, g, err, sent, ttl, lease)
+}
+
+// beginRefresh is what Refresh checks before a refresh by auto-refresh
+// in a batch (see batcher), with l.ops held: the lock is held and did not
+// lapse (it ends it if it did), and a refresh may be spent. It returns the
+// TTL to renew, the lease to ask for, and ValidUntil.
+func (l *Lock) beginRefresh() (ttl, lease time.Duration, until time.Time, err error) {
+	if _, err := l.current(); err != nil {
+		return 0, 0, time.Time{}, err
+	}
+	l.mu.Lock()
+	ttl, until = l.ttl, l.validUntil
+	l.mu.Unlock()
+	if !time.Now().Before(until) {
+		l.lapse() // too late to refresh: the timer may not have fired yet
+		return 0, 0, time.Time{}, ErrLapsed
+	}
+	lease, err = l.spendRefresh(ttl)
+	return ttl, lease, until, err
+}
+
+// endRefresh records the outcome of a refresh of ttl, for lease, that was
+// sent at sent and returned g and err, and returns Refresh's error.
+func (l *Lock) endRefresh(ctx context.Context, g strategy.Grant, err error, sent time.Time, ttl, lease time.Duration) error {
 	if err != nil && g.Value != "" && !errors.Is(err, ErrNotHeld) {
 		l.mu.Lock()
 		l.unsure = g.Value // the reply was lost: the write may have landed

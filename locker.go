@@ -106,12 +106,13 @@ type Holder = strategy.Holder
 // from the config package. The defaults apply to every Obtain, before the
 // options of the call.
 func New(s strategy.Strategy, defaults ...Option) Locker {
-	return &locker{s: s, defaults: defaults}
+	return &locker{s: s, defaults: defaults, batch: newBatcher(s)}
 }
 
 type locker struct {
 	s        strategy.Strategy
 	defaults []Option
+	batch    *batcher // nil when s does not batch refreshes
 }
 
 func (l *locker) Obtain(ctx context.Context, key string, ttl time.Duration, opts ...Option) (*Lock, error) {
@@ -286,6 +287,9 @@ func (l *locker) obtain(ctx context.Context, key string, keys []string, ttl time
 				lk.many = &many{keys: keys}
 			case r.Fencing:
 				lk.fence = g.Fence
+			}
+			if keys == nil {
+				lk.batch = l.batch
 			}
 			if o.maxHold > 0 {
 				lk.holdUntil = sent.Add(o.maxHold)

@@ -154,7 +154,11 @@ func (l *Lock) StartRefresh(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	r := &refresher{cancel: cancel, done: make(chan struct{})}
 	l.refresher = r
-	go l.refresh(ctx, r)
+	if l.batch != nil {
+		l.batch.add(ctx, l, r, l.nextLocked(false))
+	} else {
+		go l.refresh(ctx, r)
+	}
 	return nil
 }
 

@@ -344,3 +344,56 @@ func ints(reply any) ([]int64, bool) {
 	}
 	return n, true
 }
+
+// pexpireEachScript extends each key KEYS[i] that holds its own value,
+// ARGV[2i-1], to ARGV[2i] ms: the refreshes of many locks, each with its
+// own value and TTL, in one call (strategy.Batcher). It replies with one
+// element per key: 1 when extended, noKey or otherOwner when not, or the
+// error that reading the key gave (a key of another type), so that one
+// key's error is its own and the others are still extended.
+var pexpireEachScript = driver.NewScript(`local r = {}
+for i = 1, #KEYS do
+	local v = redis.pcall('GET', KEYS[i])
+	if type(v) == 'table' then
+		r[i] = v.err
+	elseif v == ARGV[2 * i - 1] then
+		r[i] = redis.call('PEXPIRE', KEYS[i], ARGV[2 * i])
+	elseif v then
+		r[i] = ` + strconv.Itoa(otherOwner) + `
+	else
+		r[i] = ` + strconv.Itoa(noKey) + `
+	end
+end
+return r`)
+
+// PExpireEach sets the TTL of each of keys, keys[i] to ttls[i], if it
+// holds values[i], in one script, and returns each key's error: nil,
+// strategy.ErrExpired, strategy.ErrTaken, or the server's error about that
+// key. The error is the call's, when it got no answer. On a Cluster, keys
+// must be in one slot.
+func PExpireEach(ctx context.Context, c driver.Conn, keys, values []string, ttls []time.Duration) ([]error, error) {
+	args := make([]any, 0, 2*len(keys))
+	for i := range keys {
+		args = append(args, values[i], ttls[i].Milliseconds())
+	}
+	reply, err := resend(ctx, func() (any, error) { return pexpireEachScript.Run(ctx, c, keys, args...) })
+	if err != nil {
+		return nil, err
+	}
+	r, ok := reply.([]any)
+	if !ok || len(r) != len(keys) {
+		return nil, fmt.Errorf("refresh of %d keys: got reply %v, want one element per key", len(keys), reply)
+	}
+	errs := make([]error, len(keys))
+	for i, v := range r {
+		switch v := v.(type) {
+		case int64:
+			errs[i] = owned(v, nil)
+		case string:
+			errs[i] = errors.New(v)
+		default:
+			errs[i] = fmt.Errorf("refresh of key %q: got reply %v, want an integer or an error", keys[i], v)
+		}
+	}
+	return errs, nil
+}

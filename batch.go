@@ -1,0 +1,322 @@
+package lock
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/locksmith-go/lock/strategy"
+)
+
+// MaxBatch is the most locks that one batched refresh carries (see
+// [Lock.StartRefresh]): more locks due at once go in several batches, sent
+// side by side. A strategy refreshes a batch's locks of one server in one
+// script, which blocks the server while it runs, as [MaxKeys] bounds a lock
+// of several keys.
+const MaxBatch = 1000
+
+// batcher refreshes the auto-refreshed locks of a Locker whose strategy
+// batches (strategy.Batcher): one timer for them all, no goroutine per
+// lock. Each lock may be refreshed from half its refresh interval after
+// its last refresh was sent (from) and must be by the end of it (due): the
+// timer fires at the earliest due, and a batch takes every lock whose from
+// has come, so that locks whose schedules overlap share round trips, and
+// those refreshed together stay together. The reasoning is in
+// docs/design/batched-refresh.md.
+type batcher struct {
+	s  strategy.Batcher
+	mu sync.Mutex
+	// locks are the registered locks; a lock in a batch on its way is
+	// flying, and goes back to waiting when the batch's reply is in.
+	locks map[*Lock]*batched
+	timer *time.Timer
+	at    time.Time // when timer fires; zero when it is stopped
+}
+
+// batched is a lock's place in its batcher.
+type batched struct {
+	ctx      context.Context // StartRefresh's: its values reach the hooks
+	r        *refresher
+	from     time.Time   // the lock may be refreshed from then
+	due      time.Time   // and must be by then
+	flying   bool        // in a batch on its way
+	stopping bool        // StopRefresh was called while flying
+	stop     func() bool // stops the context.AfterFunc that calls remove
+}
+
+// newBatcher returns the batcher of s, or nil when s does not batch.
+func newBatcher(s strategy.Strategy) *batcher {
+	if b, ok := s.(strategy.Batcher); ok && b.Batches() {
+		return &batcher{s: b, locks: make(map[*Lock]*batched)}
+	}
+	return nil
+}
+
+// add registers l, whose auto-refresh r runs until ctx is done, to be
+// refreshed first as next says. l.mu may be held.
+func (b *batcher) add(ctx context.Context, l *Lock, r *refresher, next schedule) {
+	e := &batched{ctx: ctx, r: r, from: next.from, due: next.due}
+	b.mu.Lock()
+	b.locks[l] = e
+	b.schedule(next.due)
+	b.mu.Unlock()
+	stop := context.AfterFunc(ctx, func() { b.remove(l, r) })
+	b.mu.Lock()
+	e.stop = stop // a drop before this leaves it to fire once, finding l gone
+	b.mu.Unlock()
+}
+
+// remove unregisters l, once its batch, if one is on its way, is back.
+func (b *batcher) remove(l *Lock, r *refresher) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	e, ok := b.locks[l]
+	switch {
+	case !ok || e.r != r: // removed already
+	case e.flying:
+		e.stopping = true // the batch's reply removes it
+	default:
+		b.drop(l, e)
+	}
+}
+
+// drop unregisters l and tells its refresher's waiters that it stopped.
+// b.mu must be held.
+func (b *batcher) drop(l *Lock, e *batched) {
+	delete(b.locks, l)
+	if e.stop != nil {
+		e.stop()
+	}
+	e.r.cancel()
+	close(e.r.done)
+	if len(b.locks) == 0 && b.timer != nil {
+		b.timer.Stop()
+		b.at = time.Time{}
+	}
+}
+
+// schedule makes the timer fire at t, unless it fires before. b.mu must be
+// held.
+func (b *batcher) schedule(t time.Time) {
+	if !b.at.IsZero() && !t.Before(b.at) {
+		return
+	}
+	b.at = t
+	if b.timer == nil {
+		b.timer = time.AfterFunc(time.Until(t), b.fire)
+	} else {
+		b.timer.Reset(time.Until(t))
+	}
+}
+
+// fire sends the locks whose refresh may come now, MaxBatch at a time,
+// side by side, and sets the timer for the next one due.
+func (b *batcher) fire() {
+	now := time.Now()
+	var ready []*Lock
+	var ctxs []context.Context
+	b.mu.Lock()
+	b.at = time.Time{}
+	var next time.Time
+	for l, e := range b.locks {
+		switch {
+		case e.flying:
+		case !now.Before(e.from):
+			e.flying = true
+			ready, ctxs = append(ready, l), append(ctxs, e.ctx)
+		case next.IsZero() || e.due.Before(next):
+			next = e.due
+		}
+	}
+	if !next.IsZero() {
+		b.schedule(next)
+	}
+	b.mu.Unlock()
+	for len(ready) > MaxBatch {
+		go b.send(ready[:MaxBatch:MaxBatch], ctxs[:MaxBatch:MaxBatch])
+		ready, ctxs = ready[MaxBatch:], ctxs[MaxBatch:]
+	}
+	if len(ready) > 0 {
+		b.send(ready, ctxs)
+	}
+}
+
+// send refreshes locks, which fire marked flying, in one batch, and
+// schedules each lock's next refresh, or drops it.
+func (b *batcher) send(locks []*Lock, ctxs []context.Context) {
+	next := make([]schedule, len(locks))
+	r := round{s: b.s, sent: time.Now()}
+	r.deadline = r.sent.Add(time.Hour)
+	var in []int // the indexes of the locks in the round
+	for i, l := range locks {
+		var ok bool
+		if next[i], ok = r.add(l, ctxs[i]); ok {
+			in = append(in, i)
+		}
+	}
+	for j, err := range r.run() {
+		next[in[j]] = locks[in[j]].after(err)
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for i, l := range locks {
+		e := b.locks[l]
+		e.flying = false
+		if next[i].stop || e.stopping {
+			b.drop(l, e)
+			continue
+		}
+		e.from, e.due = next[i].from, next[i].due
+		b.schedule(e.due)
+	}
+}
+
+// schedule is when a lock is next refreshed, or that its auto-refresh
+// stops.
+type schedule struct {
+	from, due time.Time
+	stop      bool
+}
+
+// round is one batch: its locks, and what is sent for each.
+type round struct {
+	s        strategy.Batcher
+	sent     time.Time
+	deadline time.Time
+	locks    []*Lock
+	ctxs     []context.Context // the locks' StartRefresh contexts
+	ttls     []time.Duration   // each lock's TTL, which its refreshes renew
+	items    []strategy.Refresh
+	links    []context.Context // what the locks' Op hooks passed on
+}
+
+// add takes l into the round, taking its ops mutex and spending a refresh
+// as Refresh does, and reports that it did; or it returns l's schedule at
+// once.
+func (r *round) add(l *Lock, ctx context.Context) (schedule, bool) {
+	if !l.ops.TryLock() {
+		// A Refresh, Release or TTL by hand is on its way: try again a
+		// quarter interval on, as after a refresh without an answer.
+		return l.next(true), false
+	}
+	ttl, lease, until, err := l.beginRefresh()
+	if err != nil {
+		l.ops.Unlock()
+		return schedule{stop: true}, false
+	}
+	r.deadline = minTime(r.deadline, until, r.sent.Add(l.interval(ttl)))
+	r.locks, r.ctxs, r.ttls = append(r.locks, l), append(r.ctxs, ctx), append(r.ttls, ttl)
+	r.items = append(r.items, strategy.Refresh{Key: l.key, Value: l.value, TTL: lease})
+	return schedule{}, true
+}
+
+// run sends the round's batch, through each lock's Op hooks, applies each
+// answer as Refresh does, releases the locks' ops mutexes, and returns
+// each lock's outcome, as Refresh would have returned it.
+func (r *round) run() []error {
+	if len(r.items) == 0 {
+		return nil
+	}
+	ctx, cancel := context.WithDeadline(context.Background(), r.deadline)
+	defer cancel()
+	r.nest(ctx, 0)
+	errs := make([]error, len(r.locks))
+	for i, l := range r.locks {
+		it := r.items[i]
+		errs[i] = l.endRefresh(ctx, it.Grant, it.Err, r.sent, r.ttls[i], it.TTL)
+		l.ops.Unlock()
+	}
+	return errs
+}
+
+// nest runs the Op hooks of the round's lock i, and within them, those of
+// the locks after it: the innermost sends the batch, within the Batch
+// hooks, so that each lock's hooks wrap its refresh as they wrap one sent
+// alone. Locks without hooks cost nothing here.
+func (r *round) nest(ctx context.Context, i int) {
+	for i < len(r.locks) && len(r.locks[i].hooks) == 0 {
+		i++
+	}
+	if i == len(r.locks) {
+		r.batch(ctx)
+		return
+	}
+	l := r.locks[i]
+	e := l.hooks.event(l.s, "refresh", l.key)
+	e.TTL, e.Lock = r.items[i].TTL, l
+	_ = l.hooks.wrap(r.ctxs[i], l.s, e, opHook, func(hctx context.Context) error {
+		r.links = append(r.links, hctx)
+		r.nest(ctx, i+1)
+		return r.items[i].Err
+	})
+}
+
+// batch sends the batch through the Batch hooks of the round's locks,
+// each set of hooks once.
+func (r *round) batch(ctx context.Context) {
+	if r.links == nil {
+		r.s.RefreshBatch(ctx, r.items)
+		return
+	}
+	var hs hookList
+	for _, l := range r.locks {
+		for _, h := range l.hooks {
+			if h.Batch != nil && !slices.Contains(hs, h) {
+				hs = append(hs, h)
+			}
+		}
+	}
+	e := hs.event(r.locks[0].s, "batch", "")
+	e.Keys, e.Links = len(r.items), r.links
+	_, _ = chain(ctx, hs, batchHook, e, func(context.Context) error {
+		r.s.RefreshBatch(ctx, r.items)
+		return nil
+	})
+}
+
+// after returns when l is next refreshed, or that its auto-refresh stops,
+// after a refresh that returned err, as the refresher's loop does.
+func (l *Lock) after(err error) schedule {
+	switch {
+	case err == nil:
+		return l.next(false)
+	case errors.Is(err, ErrNotHeld), errors.Is(err, ErrRefreshLimit), errors.As(err, new(*ArgumentError)):
+		return schedule{stop: true} // lost, or limited: the deadline timer ends the lock
+	}
+	return l.next(true)
+}
+
+// next returns l's next refresh: from half its interval after its last
+// refresh was sent to the end of it, or, after a failed one, a quarter of
+// its interval from now.
+func (l *Lock) next(failed bool) schedule {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.nextLocked(failed)
+}
+
+// nextLocked is next, with l.mu held.
+func (l *Lock) nextLocked(failed bool) schedule {
+	interval, sent := l.interval(l.ttl), l.sent
+	if failed {
+		t := time.Now().Add(interval / 4)
+		return schedule{from: t, due: t}
+	}
+	return schedule{from: sent.Add(interval / 2), due: sent.Add(interval)}
+}
+
+// interval returns the auto-refresh interval of a lock of ttl.
+func (l *Lock) interval(ttl time.Duration) time.Duration {
+	return time.Duration(float64(ttl) * l.fraction)
+}
+
+func minTime(t time.Time, ts ...time.Time) time.Time {
+	for _, u := range ts {
+		if u.Before(t) {
+			t = u
+		}
+	}
+	return t
+}
