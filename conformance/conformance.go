@@ -149,6 +149,10 @@ var properties = []property{
 	{"AutoRefresh", "", suite.autoRefresh},
 	{"LossCancelsTheHolder", "Conns", suite.lossCancelsTheHolder},
 	{"DoHoldsAndReleases", "Conns", suite.doHoldsAndReleases},
+	{"ManyHeldLocksStayHeld", "", suite.manyHeldLocksStayHeld},
+	{"BatchReportsEachLoss", "Conns", suite.batchReportsEachLoss},
+	{"BatchReleaseLeavesNothing", "Conns", suite.batchReleaseLeavesNothing},
+	{"BatchMutualExclusion", "", suite.batchMutualExclusion},
 	{"FencingTokens", "", suite.fencingTokens},
 	{"InspectReadsTheLock", "", suite.inspectReadsTheLock},
 	{"BreakIsGuarded", "", suite.breakIsGuarded},
@@ -250,6 +254,16 @@ func (h Harness) has(field string) bool {
 //   - DoHoldsAndReleases (Conns): Do holds the lock while fn runs, releases
 //     it after, returns fn's error as it is, and reports the loss of the
 //     lock.
+//   - ManyHeldLocksStayHeld: many locks held through one Locker, refreshed
+//     in the background (together, by a strategy that batches refreshes),
+//     outlive their TTL, each through its own hooks.
+//   - BatchReportsEachLoss (Conns): among them, the one whose key is
+//     deleted or overwritten is found lost, with the cause; the others
+//     stay held.
+//   - BatchReleaseLeavesNothing (Conns): released at random moments while
+//     they are refreshed, they leave no key behind.
+//   - BatchMutualExclusion: locks taken in turn and held across refreshes,
+//     among many others refreshed by the same Locker, never overlap.
 //   - FencingTokens: WithFencing is refused with an *ArgumentError, or gives
 //     tokens that increase from holder to holder.
 //   - InspectReadsTheLock: Inspect, by another client, finds the key free

@@ -7,6 +7,7 @@ import (
 
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/locksmith-go/lock"
 	"github.com/locksmith-go/lock/conformance"
@@ -106,4 +107,50 @@ func TestAutoRefresh(t *testing.T) {
 			t.Errorf("locksmith.lock.hold.duration counts by end = %v, want lost: 1", ends)
 		}
 	})
+}
+
+// TestBatchedRefreshSpans: locks that one Locker refreshes together keep a
+// lock.refresh span each, a child of the context given to StartRefresh,
+// and each batch adds one lock.refresh.batch span, a root, linked to the
+// lock.refresh spans of its locks.
+func TestBatchedRefreshSpans(t *testing.T) {
+	addr, _ := redistest.Addr(t)
+	ctx := context.Background()
+	rec := newRecording(t)
+	l := rec.wrap(singleLocker(t, addr))
+	const n = 5
+	for range n {
+		lk, err := l.Obtain(ctx, conformance.Key(t), 2*time.Second, lock.WithRefreshFraction(0.1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := lk.StartRefresh(ctx); err != nil {
+			t.Fatal(err)
+		}
+		defer lk.Release(ctx)
+	}
+	for len(rec.ended("lock.refresh.batch")) < 1 {
+		time.Sleep(10 * time.Millisecond)
+	}
+	b := rec.ended("lock.refresh.batch")[0]
+	refreshes := map[trace.SpanID]bool{}
+	for start := time.Now(); len(refreshes) < len(b.Links()) && time.Since(start) < time.Minute; time.Sleep(10 * time.Millisecond) {
+		for _, s := range rec.ended("lock.refresh") { // they end after the batch's, which they wrap
+			refreshes[s.SpanContext().SpanID()] = true
+		}
+	}
+	if b.Parent().IsValid() {
+		t.Errorf("batch span's parent = %v, want none (a root)", b.Parent().SpanID())
+	}
+	if got := attrs(b)["locksmith.lock.batch.size"].AsInt64(); got < 1 || got > n {
+		t.Errorf("locksmith.lock.batch.size = %d, want 1 to %d", got, n)
+	}
+	if got, want := len(b.Links()), int(attrs(b)["locksmith.lock.batch.size"].AsInt64()); got != want {
+		t.Errorf("batch span's links = %d, want one per lock, %d", got, want)
+	}
+	for _, link := range b.Links() {
+		if !refreshes[link.SpanContext.SpanID()] {
+			t.Errorf("batch span links %v, want a lock.refresh span", link.SpanContext.SpanID())
+		}
+	}
 }

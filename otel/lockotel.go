@@ -13,8 +13,9 @@
 // module is the main one).
 //
 // [NewLocker] records a span of kind client for each Obtain (the whole
-// wait), Refresh, Release, TTL, Inspect and Break, and for each clean-up
-// after an attempt without an answer; span events for contended attempts,
+// wait), Refresh, Release, TTL, Inspect and Break, for each clean-up
+// after an attempt without an answer, and for each batch of auto-refreshes
+// (linked to the Refresh spans of its locks); span events for contended attempts,
 // Redlock nodes' answers and the steps of waiting; and metrics of the time
 // to acquire and to hold, attempts, locks held and lost, wake-ups and lost
 // notifications. Keys are omitted by default ([WithKeys]). No span, event
@@ -125,6 +126,7 @@ const (
 	attrReason   = attribute.Key("locksmith.lock.wake.reason")
 	attrError    = attribute.Key("error.type")
 	attrServer   = attribute.Key("server.address")
+	attrBatch    = attribute.Key("locksmith.lock.batch.size")
 )
 
 var (
@@ -160,6 +162,7 @@ func NewLocker(l lock.Locker, opts ...Option) lock.Locker {
 		Obtain:  t.obtain,
 		Attempt: t.attempt,
 		Op:      t.op,
+		Batch:   t.batch,
 		Node:    t.node,
 		Wait:    t.wait,
 		Ended:   t.ended,
@@ -467,6 +470,26 @@ func (t *telemetry) op(ctx context.Context, e lock.Event, next func(context.Cont
 		span.SetAttributes(attrError.String(errorType(err)))
 	}
 	return err
+}
+
+// batch records a lock.refresh.batch span, a root span linked to the
+// lock.refresh spans of the locks that the batch refreshes.
+func (t *telemetry) batch(ctx context.Context, e lock.Event, next func(context.Context) error) error {
+	links := make([]trace.Link, 0, len(e.Links))
+	for _, c := range e.Links {
+		if sc := trace.SpanContextFromContext(c); sc.IsValid() {
+			links = append(links, trace.Link{SpanContext: sc})
+		}
+	}
+	ctx, span := t.tracer.Start(ctx, "lock.refresh.batch", trace.WithSpanKind(trace.SpanKindClient), trace.WithLinks(links...))
+	defer span.End()
+	if span.IsRecording() {
+		span.SetAttributes(dbSystem, attrStrategy.String(e.Strategy), attrBatch.Int(e.Keys))
+		if e.Server != "" {
+			span.SetAttributes(attrServer.String(e.Server))
+		}
+	}
+	return next(ctx)
 }
 
 func (t *telemetry) ended(e lock.Event) {

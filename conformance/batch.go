@@ -1,0 +1,187 @@
+package conformance
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/locksmith-go/lock"
+)
+
+// The properties of many locks held through one Locker, which a strategy
+// that batches refreshes (strategy.Batcher) refreshes together: they hold
+// for every Locker, batching or not.
+
+// manyLocks is how many locks the batch properties hold at once.
+const manyLocks = 200
+
+// obtainEach obtains n locks through l, each on a key of its own from
+// keyOf, for holdTTL with refreshOften and opts, and starts refreshing
+// each; they are released when the test ends.
+func (s suite) obtainEach(t *testing.T, ctx context.Context, l lock.Locker, n int, keyOf func(int) string, opts ...lock.Option) []*lock.Lock {
+	t.Helper()
+	locks := make([]*lock.Lock, n)
+	for i := range locks {
+		locks[i] = s.obtain(t, ctx, l, keyOf(i), holdTTL, append(opts, refreshOften)...)
+		release(t, locks[i])
+		if err := locks[i].StartRefresh(ctx); err != nil {
+			t.Fatalf("StartRefresh = %v, want nil", err)
+		}
+	}
+	return locks
+}
+
+// lapsed returns how many of locks lapsed, and fails t for each that was
+// lost otherwise.
+func lapsed(t *testing.T, what string, locks []*lock.Lock) int {
+	t.Helper()
+	n := 0
+	for i, lk := range locks {
+		switch err := lk.Err(); {
+		case errors.Is(err, lock.ErrLapsed):
+			n++
+		case err != nil:
+			t.Errorf("%s: lock %d: Err() = %v, want nil", what, i, err)
+		}
+	}
+	return n
+}
+
+// manyHeldLocksStayHeld: many locks held through one Locker, half of them
+// with hooks, all refreshed in the background, outlive their TTL; each
+// lock's refreshes go through its own hooks; and each is still held on the
+// server. Lapses are a stalled machine's, as in AutoRefresh, when the
+// refreshes came too far apart.
+func (s suite) manyHeldLocksStayHeld(t *testing.T, ctx context.Context) {
+	l := s.h.NewLocker(t)
+	prefix := Key(t)
+	counts := make([]refreshCount, manyLocks)
+	locks := make([]*lock.Lock, manyLocks)
+	for i := range locks {
+		var opts []lock.Option
+		if i%2 == 0 {
+			counts[i].start()
+			opts = append(opts, counts[i].option())
+		}
+		locks[i] = s.obtainEach(t, ctx, l, 1, func(int) string { return fmt.Sprintf("%s:%d", prefix, i) }, opts...)[0]
+	}
+	time.Sleep(holdTTL + holdTTL/5)
+	if n := lapsed(t, "after 1.2 TTLs of auto-refresh", locks); n > 0 {
+		var gap time.Duration
+		for i := range counts {
+			gap = max(gap, counts[i].longestGap())
+		}
+		if gap < stallGap {
+			t.Fatalf("after 1.2 TTLs of auto-refresh, %d of %d locks lapsed, though the hooked ones were refreshed at most %v apart", n, manyLocks, gap)
+		}
+		t.Skipf("%d of %d locks lapsed: the machine stalled, with no refresh sent for %v; auto-refresh could not be checked", n, manyLocks, gap)
+	}
+	for i := 0; i < manyLocks; i += 2 {
+		if n := counts[i].n.Load(); n < 2 {
+			t.Errorf("lock %d: refreshes seen by its hooks in 1.2 TTLs = %d, want several", i, n)
+		}
+	}
+	for i, lk := range locks {
+		if ttl, err := lk.TTL(ctx); err != nil || ttl <= 0 {
+			t.Fatalf("lock %d: TTL after 1.2 TTLs of auto-refresh = %v, %v; want held", i, ttl, err)
+		}
+	}
+}
+
+// batchReportsEachLoss: among many auto-refreshed locks of one Locker, the
+// one whose key is deleted or overwritten behind its holder's back is
+// found lost, with the cause, within a refresh interval (and the
+// refresh's time); the others stay held.
+func (s suite) batchReportsEachLoss(t *testing.T, ctx context.Context) {
+	conns := s.h.Conns(t)
+	for _, c := range behindTheBack {
+		t.Run(c.name, func(t *testing.T) {
+			prefix := Key(t)
+			locks := s.obtainEach(t, ctx, s.h.NewLocker(t), 20, func(i int) string { return fmt.Sprintf("%s:%d", prefix, i) })
+			victim := rand.N(len(locks))
+			time.Sleep(rand.N(holdInterval))
+			loseBehindTheBack(t, ctx, conns, locks[victim].Key(), c.act)
+			select {
+			case <-locks[victim].Done():
+			case <-time.After(lossBound):
+				t.Fatalf("lock %d: Done not closed %v after its key was %s, want within %v", victim, lossBound, c.name, lossBound)
+			}
+			if err := locks[victim].Err(); !errors.Is(err, c.want) {
+				t.Errorf("lock %d, %s: Err() = %v, want %v", victim, c.name, err, c.want)
+			}
+			time.Sleep(2 * holdInterval)
+			others := append(locks[:victim:victim], locks[victim+1:]...)
+			if n := lapsed(t, "the others, 2 refresh intervals on", others); n > 0 {
+				t.Logf("%d of the others lapsed: a stalled machine", n)
+			}
+		})
+	}
+}
+
+// batchReleaseLeavesNothing: locks released at random moments while their
+// Locker refreshes them in the background, during batches too, are each
+// released, and leave no key behind, on any server.
+func (s suite) batchReleaseLeavesNothing(t *testing.T, ctx context.Context) {
+	tag := Key(t)
+	locks := s.obtainEach(t, ctx, s.h.NewLocker(t), manyLocks/2, func(i int) string { return fmt.Sprintf("{%s}:%d", tag, i) })
+	var wg sync.WaitGroup
+	for i, lk := range locks {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			time.Sleep(rand.N(3 * holdInterval))
+			if err := lk.Release(ctx); err != nil && !errors.Is(lk.Err(), lock.ErrLapsed) {
+				t.Errorf("lock %d: Release during auto-refresh = %v, want nil", i, err)
+			}
+		}()
+	}
+	wg.Wait()
+	if left := s.keysLeft(t, ctx, tag); len(left) > 0 {
+		t.Errorf("keys left %v after every lock was released: %q, want none", waitBound, left)
+	}
+}
+
+// batchMutualExclusion: goroutines take turns on a few keys, each holding
+// its lock across several refreshes, by auto-refresh, while the same
+// Locker refreshes many other held locks; no two holders of a key are ever
+// inside at once.
+func (s suite) batchMutualExclusion(t *testing.T, ctx context.Context) {
+	l := s.h.NewLocker(t)
+	prefix := Key(t)
+	s.obtainEach(t, ctx, l, manyLocks/2, func(i int) string { return fmt.Sprintf("%s:held:%d", prefix, i) })
+	const keys, goroutines, turnsEach = 3, 6, 4
+	var ds [keys]Detector
+	var wg sync.WaitGroup
+	retry := lock.WithRetry(lock.Linear(5 * time.Millisecond))
+	for g := range goroutines {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range turnsEach {
+				k := rand.N(keys)
+				lk, err := l.Obtain(ctx, fmt.Sprintf("%s:turn:%d", prefix, k), holdTTL, refreshOften, retry)
+				if err != nil {
+					t.Errorf("goroutine %d: Obtain under contention = %v, want a lock", g, err)
+					return
+				}
+				if err := lk.StartRefresh(ctx); err != nil {
+					t.Errorf("StartRefresh = %v, want nil", err)
+				}
+				ds[k].Hold(holdInterval + rand.N(2*holdInterval))
+				if err := lk.Release(ctx); err != nil && !errors.Is(lk.Err(), lock.ErrLapsed) {
+					t.Errorf("goroutine %d: Release = %v, want nil", g, err)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	for k := range ds {
+		if n := ds[k].Overlaps(); n != 0 {
+			t.Errorf("key %d: overlaps = %d in %d acquisitions, want 0", k, n, ds[k].Entries())
+		}
+	}
+}
