@@ -20,13 +20,13 @@ import (
 const manyLocks = 200
 
 // obtainEach obtains n locks through l, each on a key of its own from
-// keyOf, for holdTTL with refreshOften and opts, and starts refreshing
-// each; they are released when the test ends.
-func (s suite) obtainEach(t *testing.T, ctx context.Context, l lock.Locker, n int, keyOf func(int) string, opts ...lock.Option) []*lock.Lock {
+// keyOf, for ttl with opts, and starts refreshing each; they are released
+// when the test ends.
+func (s suite) obtainEach(t *testing.T, ctx context.Context, l lock.Locker, n int, keyOf func(int) string, ttl time.Duration, opts ...lock.Option) []*lock.Lock {
 	t.Helper()
 	locks := make([]*lock.Lock, n)
 	for i := range locks {
-		locks[i] = s.obtain(t, ctx, l, keyOf(i), holdTTL, append(opts, refreshOften)...)
+		locks[i] = s.obtain(t, ctx, l, keyOf(i), ttl, opts...)
 		release(t, locks[i])
 		if err := locks[i].StartRefresh(ctx); err != nil {
 			t.Fatalf("StartRefresh = %v, want nil", err)
@@ -62,12 +62,12 @@ func (s suite) manyHeldLocksStayHeld(t *testing.T, ctx context.Context) {
 	counts := make([]refreshCount, manyLocks)
 	locks := make([]*lock.Lock, manyLocks)
 	for i := range locks {
-		var opts []lock.Option
+		opts := []lock.Option{refreshOften}
 		if i%2 == 0 {
 			counts[i].start()
 			opts = append(opts, counts[i].option())
 		}
-		locks[i] = s.obtainEach(t, ctx, l, 1, func(int) string { return fmt.Sprintf("%s:%d", prefix, i) }, opts...)[0]
+		locks[i] = s.obtainEach(t, ctx, l, 1, func(int) string { return fmt.Sprintf("%s:%d", prefix, i) }, holdTTL, opts...)[0]
 	}
 	time.Sleep(holdTTL + holdTTL/5)
 	if n := lapsed(t, "after 1.2 TTLs of auto-refresh", locks); n > 0 {
@@ -101,7 +101,7 @@ func (s suite) batchReportsEachLoss(t *testing.T, ctx context.Context) {
 	for _, c := range behindTheBack {
 		t.Run(c.name, func(t *testing.T) {
 			prefix := Key(t)
-			locks := s.obtainEach(t, ctx, s.h.NewLocker(t), 20, func(i int) string { return fmt.Sprintf("%s:%d", prefix, i) })
+			locks := s.obtainEach(t, ctx, s.h.NewLocker(t), 20, func(i int) string { return fmt.Sprintf("%s:%d", prefix, i) }, holdTTL, refreshOften)
 			victim := rand.N(len(locks))
 			time.Sleep(rand.N(holdInterval))
 			loseBehindTheBack(t, ctx, conns, locks[victim].Key(), c.act)
@@ -124,10 +124,14 @@ func (s suite) batchReportsEachLoss(t *testing.T, ctx context.Context) {
 
 // batchReleaseLeavesNothing: locks released at random moments while their
 // Locker refreshes them in the background, during batches too, are each
-// released, and leave no key behind, on any server.
+// released, and leave no key behind, on any server. Their TTL outlasts
+// the wait for their keys to go, so that a key left behind is found, not
+// expired.
 func (s suite) batchReleaseLeavesNothing(t *testing.T, ctx context.Context) {
 	tag := Key(t)
-	locks := s.obtainEach(t, ctx, s.h.NewLocker(t), manyLocks/2, func(i int) string { return fmt.Sprintf("{%s}:%d", tag, i) })
+	const ttl = waitBound + 10*time.Second
+	locks := s.obtainEach(t, ctx, s.h.NewLocker(t), manyLocks/2, func(i int) string { return fmt.Sprintf("{%s}:%d", tag, i) },
+		ttl, lock.WithRefreshFraction(float64(holdInterval)/float64(ttl)))
 	var wg sync.WaitGroup
 	for i, lk := range locks {
 		wg.Add(1)
@@ -152,7 +156,7 @@ func (s suite) batchReleaseLeavesNothing(t *testing.T, ctx context.Context) {
 func (s suite) batchMutualExclusion(t *testing.T, ctx context.Context) {
 	l := s.h.NewLocker(t)
 	prefix := Key(t)
-	s.obtainEach(t, ctx, l, manyLocks/2, func(i int) string { return fmt.Sprintf("%s:held:%d", prefix, i) })
+	s.obtainEach(t, ctx, l, manyLocks/2, func(i int) string { return fmt.Sprintf("%s:held:%d", prefix, i) }, holdTTL, refreshOften)
 	const keys, goroutines, turnsEach = 3, 6, 4
 	var ds [keys]Detector
 	var wg sync.WaitGroup

@@ -76,7 +76,7 @@ var mutants = slices.Concat(lockMutants, sharedMutants)
 
 var lockMutants = []mutant{
 	// Strategies.
-	{name: "acquire-overwrites", kills: []string{"ExactlyOneWinner", "MutualExclusion", "CallerChosenToken", "KeyOfAnotherType"},
+	{name: "acquire-overwrites", kills: []string{"ExactlyOneWinner", "MutualExclusion", "CallerChosenToken", "KeyOfAnotherType", "BatchMutualExclusion"},
 		strategy: func(b base) strategy.Strategy { return overwrites{b} }},
 	{name: "acquire-ignores-ttl", kills: []string{"ExpiryFreesTheLock", "NotHeldAfterExpiry", "TTLReportsRemaining"},
 		strategy: func(b base) strategy.Strategy { return immortal{b} }},
@@ -86,12 +86,16 @@ var lockMutants = []mutant{
 		strategy: func(b base) strategy.Strategy { return plainPExpire{b} }},
 	{name: "refresh-does-nothing", kills: []string{"RefreshExtends", "AutoRefresh"},
 		strategy: func(b base) strategy.Strategy { return noRefresh{b} }},
-	{name: "release-does-nothing", kills: []string{"ReleaseFreesTheLock", "DoHoldsAndReleases"},
+	{name: "release-does-nothing", kills: []string{"ReleaseFreesTheLock", "DoHoldsAndReleases", "BatchReleaseLeavesNothing"},
 		strategy: func(b base) strategy.Strategy { return noRelease{b} }},
 	{name: "ttl-in-the-wrong-unit", kills: []string{"TTLReportsRemaining"},
 		strategy: func(b base) strategy.Strategy { return ttlTimes1000{b} }},
 	{name: "expired-and-taken-swapped", kills: []string{"ExpiredAndTakenDiffer", "LossCancelsTheHolder", "DoHoldsAndReleases"},
 		strategy: func(b base) strategy.Strategy { return swapped{b} }},
+	{name: "batch-refresh-does-nothing", kills: []string{"ManyHeldLocksStayHeld", "AutoRefresh"},
+		strategy: func(b base) strategy.Strategy { return noBatchRefresh{b} }},
+	{name: "batch-refresh-without-owner-check", kills: []string{"BatchReportsEachLoss", "LossCancelsTheHolder"},
+		strategy: func(b base) strategy.Strategy { return plainBatchPExpire{b} }},
 	{name: "metadata-dropped", kills: []string{"MetadataRoundTrips"},
 		strategy: func(b base) strategy.Strategy { return noMetadata{b} }},
 	{name: "chosen-token-ignored", kills: []string{"CallerChosenToken"},
@@ -551,6 +555,33 @@ func (s plainPExpire) Refresh(ctx context.Context, key, _ string, ttl time.Durat
 		err = lock.ErrExpired
 	}
 	return strategy.Grant{}, err
+}
+
+// The mutants whose Refresh is broken do not batch, so that auto-refresh
+// runs their Refresh.
+func (plainPExpire) Batches() bool { return false }
+func (noRefresh) Batches() bool    { return false }
+func (swapped) Batches() bool      { return false }
+func (leaky) Batches() bool        { return false }
+
+// noBatchRefresh reports every lock of a batch refreshed, without sending
+// anything.
+type noBatchRefresh struct{ base }
+
+func (noBatchRefresh) RefreshBatch(_ context.Context, batch []strategy.Refresh) {
+	for i := range batch {
+		batch[i].Err = nil
+	}
+}
+
+// plainBatchPExpire refreshes each lock of a batch with PEXPIRE, without
+// checking the owner, and reports it refreshed.
+type plainBatchPExpire struct{ base }
+
+func (s plainBatchPExpire) RefreshBatch(ctx context.Context, batch []strategy.Refresh) {
+	for i, r := range batch {
+		_, batch[i].Err = pexpire.Int(ctx, s.conn, []string{r.Key}, r.TTL.Milliseconds())
+	}
 }
 
 // noRefresh reports success without refreshing.
