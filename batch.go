@@ -28,70 +28,73 @@ const MaxBatch = 1000
 type batcher struct {
 	s  strategy.Batcher
 	mu sync.Mutex
-	// locks are the registered locks; a lock in a batch on its way is
-	// flying, and goes back to waiting when the batch's reply is in.
-	locks map[*Lock]*batched
-	timer *time.Timer
-	at    time.Time // when timer fires; zero when it is stopped
+	// entries are the registered auto-refreshes, one per StartRefresh (a
+	// lock whose auto-refresh was stopped and started again may have two,
+	// the first still in a batch on its way). An entry in a batch on its
+	// way is flying, and goes back to waiting when the batch's reply is in.
+	entries map[*batched]struct{}
+	timer   *time.Timer
+	at      time.Time // when timer fires; zero when it is stopped
 }
 
-// batched is a lock's place in its batcher.
+// batched is a lock's auto-refresh, registered in its batcher.
 type batched struct {
+	l        *Lock
 	ctx      context.Context // StartRefresh's: its values reach the hooks
 	r        *refresher
 	from     time.Time   // the lock may be refreshed from then
 	due      time.Time   // and must be by then
 	flying   bool        // in a batch on its way
-	stopping bool        // StopRefresh was called while flying
+	stopping bool        // its context ended while it was flying
 	stop     func() bool // stops the context.AfterFunc that calls remove
 }
 
 // newBatcher returns the batcher of s, or nil when s does not batch.
 func newBatcher(s strategy.Strategy) *batcher {
 	if b, ok := s.(strategy.Batcher); ok && b.Batches() {
-		return &batcher{s: b, locks: make(map[*Lock]*batched)}
+		return &batcher{s: b, entries: make(map[*batched]struct{})}
 	}
 	return nil
 }
 
-// add registers l, whose auto-refresh r runs until ctx is done, to be
+// add registers l's auto-refresh r, which runs until ctx is done, to be
 // refreshed first as next says. l.mu may be held.
 func (b *batcher) add(ctx context.Context, l *Lock, r *refresher, next schedule) {
-	e := &batched{ctx: ctx, r: r, from: next.from, due: next.due}
+	e := &batched{l: l, ctx: ctx, r: r, from: next.from, due: next.due}
 	b.mu.Lock()
-	b.locks[l] = e
+	b.entries[e] = struct{}{}
 	b.schedule(next.due)
 	b.mu.Unlock()
-	stop := context.AfterFunc(ctx, func() { b.remove(l, r) })
+	stop := context.AfterFunc(ctx, func() { b.remove(e) })
 	b.mu.Lock()
-	e.stop = stop // a drop before this leaves it to fire once, finding l gone
+	e.stop = stop // a drop before this leaves it to fire once, finding e gone
 	b.mu.Unlock()
 }
 
-// remove unregisters l, once its batch, if one is on its way, is back.
-func (b *batcher) remove(l *Lock, r *refresher) {
+// remove unregisters e, once its batch, if one is on its way, is back.
+func (b *batcher) remove(e *batched) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	e, ok := b.locks[l]
+	_, ok := b.entries[e]
 	switch {
-	case !ok || e.r != r: // removed already
+	case !ok: // removed already
 	case e.flying:
 		e.stopping = true // the batch's reply removes it
 	default:
-		b.drop(l, e)
+		b.drop(e)
 	}
 }
 
-// drop unregisters l and tells its refresher's waiters that it stopped.
+// drop unregisters e and tells its refresher's waiters that it stopped.
 // b.mu must be held.
-func (b *batcher) drop(l *Lock, e *batched) {
-	delete(b.locks, l)
+func (b *batcher) drop(e *batched) {
+	delete(b.entries, e)
 	if e.stop != nil {
 		e.stop()
 	}
 	e.r.cancel()
 	close(e.r.done)
-	if len(b.locks) == 0 && b.timer != nil {
+	if len(b.entries) == 0 && b.timer != nil {
 		b.timer.Stop()
 		b.at = time.Time{}
 	}
@@ -115,17 +118,16 @@ func (b *batcher) schedule(t time.Time) {
 // side by side, and sets the timer for the next one due.
 func (b *batcher) fire() {
 	now := time.Now()
-	var ready []*Lock
-	var ctxs []context.Context
+	var ready []*batched
 	b.mu.Lock()
 	b.at = time.Time{}
 	var next time.Time
-	for l, e := range b.locks {
+	for e := range b.entries {
 		switch {
 		case e.flying:
 		case !now.Before(e.from):
 			e.flying = true
-			ready, ctxs = append(ready, l), append(ctxs, e.ctx)
+			ready = append(ready, e)
 		case next.IsZero() || e.due.Before(next):
 			next = e.due
 		}
@@ -135,37 +137,36 @@ func (b *batcher) fire() {
 	}
 	b.mu.Unlock()
 	for len(ready) > MaxBatch {
-		go b.send(ready[:MaxBatch:MaxBatch], ctxs[:MaxBatch:MaxBatch])
-		ready, ctxs = ready[MaxBatch:], ctxs[MaxBatch:]
+		go b.send(ready[:MaxBatch:MaxBatch])
+		ready = ready[MaxBatch:]
 	}
 	if len(ready) > 0 {
-		b.send(ready, ctxs)
+		b.send(ready)
 	}
 }
 
-// send refreshes locks, which fire marked flying, in one batch, and
-// schedules each lock's next refresh, or drops it.
-func (b *batcher) send(locks []*Lock, ctxs []context.Context) {
-	next := make([]schedule, len(locks))
+// send refreshes the locks of entries, which fire marked flying, in one
+// batch, and schedules each one's next refresh, or drops it.
+func (b *batcher) send(entries []*batched) {
+	next := make([]schedule, len(entries))
 	r := round{s: b.s, sent: time.Now()}
 	r.deadline = r.sent.Add(time.Hour)
-	var in []int // the indexes of the locks in the round
-	for i, l := range locks {
+	var in []int // the indexes of the entries in the round
+	for i, e := range entries {
 		var ok bool
-		if next[i], ok = r.add(l, ctxs[i]); ok {
+		if next[i], ok = r.add(e.l, e.ctx); ok {
 			in = append(in, i)
 		}
 	}
 	for j, err := range r.run() {
-		next[in[j]] = locks[in[j]].after(err)
+		next[in[j]] = entries[in[j]].l.after(err)
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	for i, l := range locks {
-		e := b.locks[l]
+	for i, e := range entries {
 		e.flying = false
 		if next[i].stop || e.stopping {
-			b.drop(l, e)
+			b.drop(e)
 			continue
 		}
 		e.from, e.due = next[i].from, next[i].due
@@ -254,7 +255,8 @@ func (r *round) nest(ctx context.Context, i int) {
 }
 
 // batch sends the batch through the Batch hooks of the round's locks,
-// each set of hooks once.
+// each set of hooks once, which see the nodes' answers of a strategy that
+// reports them.
 func (r *round) batch(ctx context.Context) {
 	if r.links == nil {
 		r.s.RefreshBatch(ctx, r.items)
@@ -268,9 +270,10 @@ func (r *round) batch(ctx context.Context) {
 			}
 		}
 	}
-	e := hs.event(r.locks[0].s, "batch", "")
+	s := r.locks[0].s
+	e := hs.event(s, "batch", "")
 	e.Keys, e.Links = len(r.items), r.links
-	_, _ = chain(ctx, hs, batchHook, e, func(context.Context) error {
+	_ = hs.wrap(ctx, s, e, batchHook, func(ctx context.Context) error {
 		r.s.RefreshBatch(ctx, r.items)
 		return nil
 	})

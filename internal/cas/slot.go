@@ -1,6 +1,10 @@
 package cas
 
-import "strings"
+import (
+	"slices"
+	"strings"
+	"sync"
+)
 
 // Slots is the number of Redis Cluster hash slots.
 const Slots = 16384
@@ -46,4 +50,49 @@ func crc16(s string) uint16 {
 		}
 	}
 	return crc
+}
+
+// SlotGroups returns the indexes of keys grouped by Cluster hash slot, in
+// the order of the slots, each group's in the order of keys: the keys that
+// one script can name on a Cluster.
+func SlotGroups(keys []string) [][]int {
+	at := make([]int, len(keys))
+	slot := make([]int, len(keys))
+	for i, k := range keys {
+		at[i], slot[i] = i, Slot(k)
+	}
+	slices.SortStableFunc(at, func(a, b int) int { return slot[a] - slot[b] })
+	var gs [][]int
+	for i, j := range at {
+		if i == 0 || slot[j] != slot[at[i-1]] {
+			gs = append(gs, nil)
+		}
+		gs[len(gs)-1] = append(gs[len(gs)-1], j)
+	}
+	return gs
+}
+
+// SlotWorkers is how many scripts of one call, one per Cluster hash slot,
+// [EachSlot] sends at once.
+const SlotWorkers = 16
+
+// EachSlot runs f(i) for each i from 0 to n-1, up to SlotWorkers at once,
+// and returns when every call has: the scripts of n hash slots, side by
+// side. One call runs on the caller's goroutine.
+func EachSlot(n int, f func(i int)) {
+	if n == 1 {
+		f(0)
+		return
+	}
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, SlotWorkers)
+	for i := range n {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			f(i)
+		}()
+	}
+	wg.Wait()
 }

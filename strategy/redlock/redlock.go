@@ -16,7 +16,9 @@
 // releases on all nodes, and the next comes after a random delay, which
 // lock.Exponential draws. Refresh extends on all nodes and succeeds only
 // with a quorum and within the new validity; [WithMaxExtensions] caps how
-// often. Release releases on all nodes. A TTL that the drift would use up
+// often; the locks that a Locker refreshes in the background are refreshed
+// in batches, one script per node for many locks ([Strategy.RefreshBatch]).
+// Release releases on all nodes. A TTL that the drift would use up
 // (2.02ms or less at the default factor) is refused with an
 // *strategy.ArgumentError named "ttl", before anything is written.
 //
@@ -488,11 +490,21 @@ func (s *Strategy) refresh(ctx context.Context, ttl time.Duration, extend func(c
 	start := s.now()
 	res, _, _ := s.fanOut(ctx, timeout, extend, nil, nil)
 	defer report(ctx, res)
+	return s.extended(res, start, ttl, allowance)
+}
+
+// extended turns the node results of a refresh of a lock for ttl, sent at
+// start, into what Refresh returns: the error of checkHeld when no quorum
+// extended it, a *QuorumError when the quorum answered too late to leave
+// any validity (TTL − elapsed − allowance), and otherwise the Grant with
+// the drift allowance. Refresh and RefreshBatch (for each of its locks)
+// share it.
+func (s *Strategy) extended(res []*NodeError, start time.Time, ttl, allowance time.Duration) (strategy.Grant, error) {
 	if err := s.checkHeld("refresh", res); err != nil {
 		return strategy.Grant{}, err
 	}
-	if s.now().Sub(start) >= ttl-allowance {
-		return strategy.Grant{}, &QuorumError{Op: "refresh", Quorum: s.quorum, Nodes: res, Elapsed: s.now().Sub(start), TTL: ttl}
+	if elapsed := s.now().Sub(start); elapsed >= ttl-allowance {
+		return strategy.Grant{}, &QuorumError{Op: "refresh", Quorum: s.quorum, Nodes: res, Elapsed: elapsed, TTL: ttl}
 	}
 	return strategy.Grant{Drift: allowance}, nil
 }

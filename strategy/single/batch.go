@@ -2,7 +2,6 @@ package single
 
 import (
 	"context"
-	"sync"
 	"time"
 
 	"github.com/locksmith-go/lock/driver"
@@ -18,36 +17,19 @@ var _ strategy.Batcher = (*Strategy)(nil)
 // transactions take a round trip per command.
 func (s *Strategy) Batches() bool { return !s.noScripts }
 
-// slotWorkers is how many scripts of one batch, one per Cluster hash slot,
-// are on their way at once.
-const slotWorkers = 16
-
 // RefreshBatch implements [strategy.Batcher]: one script refreshes every
 // lock of the batch, or, over a Cluster client, one per hash slot (keys
-// that share a hash tag share a script), up to slotWorkers at once. With
-// [WithReplicas], each script is followed by WAIT, as Refresh's is, and a
-// refresh that too few replicas acknowledged fails with a *ReplicaError.
+// that share a hash tag share a script), up to cas.SlotWorkers at once.
+// With [WithReplicas], each script is followed by WAIT, as Refresh's is,
+// and a refresh that too few replicas acknowledged fails with a
+// *ReplicaError.
 func (s *Strategy) RefreshBatch(ctx context.Context, batch []strategy.Refresh) {
 	keys := make([]string, len(batch))
 	for i, r := range batch {
 		keys[i] = r.Key
 	}
 	gs := s.groups(keys)
-	if len(gs) == 1 {
-		s.refreshGroup(ctx, batch, gs[0])
-		return
-	}
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, slotWorkers)
-	for _, g := range gs {
-		sem <- struct{}{}
-		wg.Add(1)
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			s.refreshGroup(ctx, batch, g)
-		}()
-	}
-	wg.Wait()
+	cas.EachSlot(len(gs), func(i int) { s.refreshGroup(ctx, batch, gs[i]) })
 }
 
 // refreshGroup refreshes the locks of batch in g in one script, and sets

@@ -101,7 +101,7 @@ func TestBatchedRefreshServerPaused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	const n, ttl = 100, 600 * time.Millisecond
+	const n, ttl = 100, time.Second
 	locks := holdMany(t, ctx, l, n, ttl)
 	time.Sleep(ttl / 2)
 	srv.Pause()

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/locksmith-go/lock/driver"
@@ -28,25 +27,20 @@ type group struct {
 // with its keys in their order. A standalone server takes keys of any slot
 // in one script; a Cluster refuses a script whose keys span slots.
 func (s *Strategy) groups(keys []string) []group {
-	at := make([]int, len(keys))
-	for i := range at {
-		at[i] = i
-	}
 	if !s.sharded {
+		at := make([]int, len(keys))
+		for i := range at {
+			at[i] = i
+		}
 		return []group{{keys, at}}
 	}
-	slot := make([]int, len(keys))
-	for i, k := range keys {
-		slot[i] = cas.Slot(k)
-	}
-	slices.SortStableFunc(at, func(a, b int) int { return slot[a] - slot[b] })
 	var gs []group
-	for i, j := range at {
-		if i == 0 || slot[j] != slot[at[i-1]] {
-			gs = append(gs, group{})
+	for _, at := range cas.SlotGroups(keys) {
+		g := group{at: at}
+		for _, j := range at {
+			g.keys = append(g.keys, keys[j])
 		}
-		g := &gs[len(gs)-1]
-		g.keys, g.at = append(g.keys, keys[j]), append(g.at, j)
+		gs = append(gs, g)
 	}
 	return gs
 }

@@ -1,0 +1,201 @@
+package redlock
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/locksmith-go/lock/internal/cas"
+	"github.com/locksmith-go/lock/internal/notify"
+	"github.com/locksmith-go/lock/strategy"
+)
+
+var _ strategy.Batcher = (*Strategy)(nil)
+
+// Batches implements [strategy.Batcher]: a Strategy batches the refreshes
+// of its auto-refreshed locks when every node runs scripts. With
+// [WithoutScripts] or [WithoutScriptsOn] on any node it does not: such a
+// node extends a lock with SET IFEQ or a WATCH transaction, a round trip
+// (several, for the transaction) per lock, and has no form that extends
+// many locks, each with its own value, in one; the Locker then refreshes
+// each lock with Refresh.
+func (s *Strategy) Batches() bool { return !slices.Contains(s.plain, true) }
+
+// RefreshBatch implements [strategy.Batcher]: Refresh for every lock of the
+// batch at once. Each node gets one script (cas.PExpireEach) that extends
+// every lock it holds, each with its own value and TTL, and answers per
+// lock; over a node that is a Cluster client, one script per hash slot, up
+// to cas.SlotWorkers at once. All the nodes are sent theirs at once, bounded by
+// the node timeout, as Refresh's are, and each lock's Grant and Err are
+// what Refresh would return for it alone: nil with a quorum of nodes that
+// extended it and validity left (its TTL, less the time since the batch
+// was sent and the drift allowance); ErrExpired or ErrTaken when so many
+// nodes found it gone or taken that no quorum can hold it; a *QuorumError,
+// whose Nodes are that lock's answers, otherwise. A lock whose TTL Refresh
+// would refuse (one the drift uses up, or not above the node timeout) gets
+// that *strategy.ArgumentError and is not sent.
+//
+// Locks whose TTLs give them different node timeouts (the default one is
+// derived from the TTL, see [WithNodeTimeout]) go in one script per node
+// timeout, side by side, so that each lock's nodes are bounded by its own;
+// a batch whose locks share a TTL, or with WithNodeTimeout, sends one.
+//
+// Each node's answer to the batch is reported once per node timeout (one
+// fan-out), as one Refresh reports its own, with strategy.ReportNode on
+// ctx: "ok" when the node answered, whatever it answered for each lock,
+// or why it did not (timeout, refused, error); a lock's answers are in
+// its *QuorumError. As Refresh, it writes nothing on the nodes that did
+// not extend a lock.
+func (s *Strategy) RefreshBatch(ctx context.Context, batch []strategy.Refresh) {
+	var gs []*batchGroup
+	for i := range batch {
+		timeout, allowance, err := s.timeouts(batch[i].TTL)
+		if err != nil {
+			batch[i].Grant, batch[i].Err = strategy.Grant{}, err
+			continue
+		}
+		j := slices.IndexFunc(gs, func(g *batchGroup) bool { return g.timeout == timeout })
+		if j < 0 {
+			j = len(gs)
+			gs = append(gs, &batchGroup{timeout: timeout})
+		}
+		g := gs[j]
+		g.at, g.allowance = append(g.at, i), append(g.allowance, allowance)
+	}
+	if len(gs) == 1 {
+		s.refreshGroup(ctx, batch, gs[0])
+		return
+	}
+	var wg sync.WaitGroup
+	for _, g := range gs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s.refreshGroup(ctx, batch, g)
+		}()
+	}
+	wg.Wait()
+}
+
+// batchGroup is the locks of a batch that share a node timeout: their
+// indexes in the batch, and each one's drift allowance.
+type batchGroup struct {
+	timeout   time.Duration
+	at        []int
+	allowance []time.Duration
+}
+
+// refreshGroup extends the locks of g on every node, one fan-out with g's
+// node timeout, and sets their Grant and Err.
+func (s *Strategy) refreshGroup(ctx context.Context, batch []strategy.Refresh, g *batchGroup) {
+	keys, values := make([]string, len(g.at)), make([]string, len(g.at))
+	ttls := make([]time.Duration, len(g.at))
+	for j, i := range g.at {
+		keys[j], values[j], ttls[j] = batch[i].Key, batch[i].Value, batch[i].TTL
+	}
+	var slots [][]int
+	if s.sharded() {
+		slots = cas.SlotGroups(keys)
+	}
+	// replies[i] is node i's answer for each lock, written by its op
+	// before it returns: read only for the nodes whose answer fanOut
+	// received (see eachAnswered), never for one it gave up on, whose op
+	// may still be running.
+	replies := make([][]error, len(s.nodes))
+	start := s.now()
+	res, _, _ := s.fanOut(ctx, g.timeout, func(ctx context.Context, i int, n node) error {
+		errs, err := extendEach(ctx, n, keys, values, ttls, slots)
+		replies[i] = errs
+		return err
+	}, nil, nil)
+	defer report(ctx, res)
+
+	nodes := make([]NodeError, len(g.at)*len(res))
+	for j, i := range g.at {
+		lockRes := make([]*NodeError, len(res))
+		for k, r := range res {
+			ne := &nodes[j*len(res)+k]
+			if eachAnswered(r) {
+				err := replies[k][j]
+				*ne = NodeError{Node: r.Node, Outcome: outcome(err)}
+				if answered(ne.Outcome) {
+					ne.answer = err
+				} else {
+					ne.Err = err
+				}
+			} else {
+				*ne = *r
+			}
+			lockRes[k] = ne
+		}
+		batch[i].Grant, batch[i].Err = s.extended(lockRes, start, batch[i].TTL, g.allowance[j])
+	}
+}
+
+// eachAnswered reports whether r, a node's result in refreshGroup's
+// fan-out, is the node's own answer, with one error per lock: its op
+// returned nil, or a *partialError.
+func eachAnswered(r *NodeError) bool {
+	if r.Outcome == OK {
+		return true
+	}
+	_, ok := r.Err.(*partialError)
+	return ok
+}
+
+// partialError is the error of a node, a Cluster client, that answered for
+// the locks of some hash slots and not for those of others: err is the
+// first unanswered slot's.
+type partialError struct{ err error }
+
+func (e *partialError) Error() string { return "some hash slots did not answer: " + e.err.Error() }
+func (e *partialError) Unwrap() error { return e.err }
+
+// extendEach runs cas.PExpireEach on n over the locks keys, values and
+// ttls, and returns each lock's error, or nil and the call's error when
+// the node did not answer. On a node that is a Cluster client it runs one
+// script per hash slot of slots (the indexes of the keys of each slot),
+// up to cas.SlotWorkers at once; a slot that did not answer gives each of its
+// locks the call's error, and the node's error is then a *partialError.
+func extendEach(ctx context.Context, n node, keys, values []string, ttls []time.Duration, slots [][]int) ([]error, error) {
+	if n.wake != notify.SPublish || len(slots) <= 1 {
+		return cas.PExpireEach(ctx, n.conn, keys, values, ttls)
+	}
+	errs := make([]error, len(keys))
+	failed := make([]error, len(slots))
+	cas.EachSlot(len(slots), func(g int) {
+		at := slots[g]
+		ks, vs := make([]string, len(at)), make([]string, len(at))
+		ts := make([]time.Duration, len(at))
+		for k, j := range at {
+			ks[k], vs[k], ts[k] = keys[j], values[j], ttls[j]
+		}
+		es, err := cas.PExpireEach(ctx, n.conn, ks, vs, ts)
+		for k, j := range at {
+			if es == nil {
+				errs[j] = err
+			} else {
+				errs[j] = es[k]
+			}
+		}
+		if es == nil {
+			failed[g] = err
+		}
+	})
+	first := -1
+	all := true
+	for g, err := range failed {
+		if err != nil && first < 0 {
+			first = g
+		}
+		all = all && err != nil
+	}
+	switch {
+	case first < 0:
+		return errs, nil
+	case all:
+		return nil, failed[first]
+	}
+	return errs, &partialError{failed[first]}
+}
