@@ -128,6 +128,13 @@ type refresher struct {
 // them: a lock refreshed forever keeps everyone else out. ctx's values
 // (such as a trace) reach the refreshes.
 //
+// The locks of one Locker whose strategy batches refreshes
+// (strategy.Batcher) are refreshed together: one timer for them all, and
+// no goroutine per lock. Each is then refreshed from half an interval to
+// an interval after its last refresh was sent, so that locks whose
+// intervals overlap share a round trip; a batch carries at most
+// [MaxBatch] locks. The repository's docs/locking.md says more.
+//
 // It returns nil when the refreshes run, started by this call or an
 // earlier one, Err if the lock is no longer held, and an [*ArgumentError]
 // for a nil ctx.
