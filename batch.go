@@ -209,7 +209,9 @@ func (r *round) add(l *Lock, ctx context.Context) (schedule, bool) {
 	}
 	r.deadline = minTime(r.deadline, until, r.sent.Add(l.interval(ttl)))
 	r.locks, r.ctxs, r.ttls = append(r.locks, l), append(r.ctxs, ctx), append(r.ttls, ttl)
-	r.items = append(r.items, strategy.Refresh{Key: l.key, Value: l.value, TTL: lease})
+	l.mu.Lock()
+	r.items = append(r.items, strategy.Refresh{Key: l.key, Value: l.value, TTL: lease, Unsure: l.unsure})
+	l.mu.Unlock()
 	return schedule{}, true
 }
 
@@ -226,6 +228,11 @@ func (r *round) run() []error {
 	errs := make([]error, len(r.locks))
 	for i, l := range r.locks {
 		it := r.items[i]
+		if it.Unsure != "" && (it.Err == nil || errors.Is(it.Err, ErrNotHeld)) {
+			l.mu.Lock()
+			l.unsure = "" // answered: the refresh tried both values
+			l.mu.Unlock()
+		}
 		errs[i] = l.endRefresh(ctx, it.Grant, it.Err, r.sent, r.ttls[i], it.TTL)
 		l.ops.Unlock()
 	}

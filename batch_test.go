@@ -21,6 +21,11 @@ type batchFake struct {
 	batches []int
 	gate    chan struct{}
 	entered chan struct{} // when set, told of each batch that waits at gate
+	// replace, when set, makes the batch replace each lock's value with
+	// it, as setnx-getset's refreshes do; the first batch's reply is then
+	// lost. unsures records the Unsure of each lock of each batch.
+	replace string
+	unsures []string
 }
 
 var _ strategy.Batcher = (*batchFake)(nil)
@@ -38,8 +43,41 @@ func (f *batchFake) RefreshBatch(ctx context.Context, batch []strategy.Refresh) 
 		}
 		<-gate
 	}
+	if f.replace != "" {
+		f.replaceEach(batch)
+		return
+	}
 	for i, r := range batch {
 		batch[i].Grant, batch[i].Err = f.Refresh(ctx, r.Key, r.Value, r.TTL)
+	}
+}
+
+// replaceEach refreshes each lock of batch with f.replace for its value,
+// if it holds its value or its Unsure one, and loses the first batch's
+// reply.
+func (f *batchFake) replaceEach(batch []strategy.Refresh) {
+	f.mu.Lock()
+	first := len(f.unsures) == 0
+	for _, r := range batch {
+		f.unsures = append(f.unsures, r.Unsure)
+	}
+	f.mu.Unlock()
+	f.fakeStrategy.mu.Lock()
+	defer f.fakeStrategy.mu.Unlock()
+	for i, r := range batch {
+		e, ok := f.live(r.Key)
+		batch[i].Grant.Value = f.replace
+		switch {
+		case !ok:
+			batch[i].Err = strategy.ErrExpired
+		case e.value != r.Value && e.value != r.Unsure:
+			batch[i].Err = strategy.ErrTaken
+		default:
+			f.entries[r.Key] = fakeEntry{value: f.replace, expires: time.Now().Add(r.TTL)}
+		}
+		if first {
+			batch[i].Err = errBoom // the reply was lost
+		}
 	}
 }
 
@@ -221,6 +259,24 @@ func TestBatchedRefresh(t *testing.T) {
 		}
 		if got := len(f.callsTo("refresh")); got != 2 {
 			t.Errorf("refreshes = %d, want 2 (WithMaxRefreshes)", got)
+		}
+	})
+
+	t.Run("a value a lost reply may have written is sent as Unsure, and adopted", func(t *testing.T) {
+		f := &batchFake{fakeStrategy: newFake(), replace: "next"}
+		lk := holdAll(t, lock.New(f), 1, 300*time.Millisecond)[0]
+		waitFor(t, "2 batches", func() bool { return len(f.sizes()) >= 2 })
+		f.mu.Lock()
+		unsures := append([]string(nil), f.unsures...)
+		f.mu.Unlock()
+		if unsures[0] != "" || unsures[1] != "next" {
+			t.Errorf("Unsure of the first two batches = %q, want \"\", then the value the first may have written", unsures[:2])
+		}
+		if err := lk.Err(); err != nil {
+			t.Errorf("Err() after the second batch = %v, want nil", err)
+		}
+		if got := lk.Token(); got != "next" {
+			t.Errorf("Token() after the second batch = %q, want the value it wrote", got)
 		}
 	})
 

@@ -20,7 +20,9 @@ type Batcher interface {
 	// sets its Grant and Err as Refresh would return them: one lock's
 	// failure is its own, and a call that got no answer gives each lock
 	// it carried that error. The lock package guarantees that keys are
-	// distinct and that there is at least one lock.
+	// distinct and that there is at least one lock. A strategy whose
+	// Refresh replaces the value (Grant.Value) takes a lock's Unsure
+	// value for its own too.
 	RefreshBatch(ctx context.Context, batch []Refresh)
 }
 
@@ -30,6 +32,11 @@ type Refresh struct {
 	Key   string        // the lock's key
 	Value string        // the value it is held under
 	TTL   time.Duration // the TTL to reset its expiry to
+	// Unsure, when not empty, is a value that an earlier refresh, whose
+	// reply was lost, may have written in Value's place (see Strategy's
+	// Refresh): the lock is held under either. Only a strategy whose
+	// Refresh replaces the value ever sees one.
+	Unsure string
 
 	Grant Grant // as Strategy.Refresh would return it
 	Err   error // as Strategy.Refresh would return it

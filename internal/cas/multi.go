@@ -345,19 +345,23 @@ func ints(reply any) ([]int64, bool) {
 	return n, true
 }
 
-// pexpireEachScript extends each key KEYS[i] that holds its own value,
-// ARGV[2i-1], to ARGV[2i] ms: the refreshes of many locks, each with its
-// own value and TTL, in one call (strategy.Batcher). It replies with one
-// element per key: 1 when extended, noKey or otherOwner when not, or the
-// error that reading the key gave (a key of another type), so that one
-// key's error is its own and the others are still extended.
-var pexpireEachScript = driver.NewScript(`local r = {}
+// eachScript returns the script of many locks, each with its own
+// arguments, n per lock (ARGV[a + 1] to ARGV[a + n] for KEYS[i]), in one
+// call (strategy.Batcher): for each key that holds one of the lock's
+// values, as the Lua condition ours says of the key's value v, it runs
+// body, which sets r[i]. It replies with one element per key: body's, noKey
+// or otherOwner, or the error that reading the key gave (a key of another
+// type), so that one key's error is its own and the others are still
+// acted on.
+func eachScript(n int, ours, body string) *driver.Script {
+	return driver.NewScript(`local r = {}
 for i = 1, #KEYS do
+	local a = ` + strconv.Itoa(n) + ` * (i - 1)
 	local v = redis.pcall('GET', KEYS[i])
 	if type(v) == 'table' then
 		r[i] = v.err
-	elseif v == ARGV[2 * i - 1] then
-		r[i] = redis.call('PEXPIRE', KEYS[i], ARGV[2 * i])
+	elseif v and (` + ours + `) then
+		` + body + `
 	elseif v then
 		r[i] = ` + strconv.Itoa(otherOwner) + `
 	else
@@ -365,6 +369,25 @@ for i = 1, #KEYS do
 	end
 end
 return r`)
+}
+
+var (
+	// pexpireEachScript extends each key that holds its value, ARGV[a + 1],
+	// to ARGV[a + 2] ms.
+	pexpireEachScript = eachScript(2, `v == ARGV[a + 1]`, `r[i] = redis.call('PEXPIRE', KEYS[i], ARGV[a + 2])`)
+
+	// setEachScript is setScript for each key: it replaces the key's value,
+	// ARGV[a + 1], or the one a lost reply may have left, ARGV[a + 2] (when
+	// not empty), with ARGV[a + 3], expiring after ARGV[a + 4] ms when that
+	// is positive; a key that holds ARGV[a + 3] already gets it again.
+	setEachScript = eachScript(4, `v == ARGV[a + 1] or v == ARGV[a + 3] or (ARGV[a + 2] ~= '' and v == ARGV[a + 2])`,
+		`if tonumber(ARGV[a + 4]) > 0 then
+			redis.call('SET', KEYS[i], ARGV[a + 3], 'PX', ARGV[a + 4])
+		else
+			redis.call('SET', KEYS[i], ARGV[a + 3])
+		end
+		r[i] = 1`)
+)
 
 // PExpireEach sets the TTL of each of keys, keys[i] to ttls[i], if it
 // holds values[i], in one script, and returns each key's error: nil,
@@ -376,13 +399,30 @@ func PExpireEach(ctx context.Context, c driver.Conn, keys, values []string, ttls
 	for i := range keys {
 		args = append(args, values[i], ttls[i].Milliseconds())
 	}
-	reply, err := resend(ctx, func() (any, error) { return pexpireEachScript.Run(ctx, c, keys, args...) })
+	return runEach(ctx, c, pexpireEachScript, keys, args)
+}
+
+// SetEach is [Set] for each of keys, in one script: keys[i]'s value,
+// values[i] or, when not empty, unsures[i], becomes nexts[i], expiring
+// after ttls[i] (never when it is 0). It returns each key's error, as
+// PExpireEach does.
+func SetEach(ctx context.Context, c driver.Conn, keys, values, unsures, nexts []string, ttls []time.Duration) ([]error, error) {
+	args := make([]any, 0, 4*len(keys))
+	for i := range keys {
+		args = append(args, values[i], unsures[i], nexts[i], ttls[i].Milliseconds())
+	}
+	return runEach(ctx, c, setEachScript, keys, args)
+}
+
+// runEach runs s, a script of eachScript, and returns each key's error.
+func runEach(ctx context.Context, c driver.Conn, s *driver.Script, keys []string, args []any) ([]error, error) {
+	reply, err := resend(ctx, func() (any, error) { return s.Run(ctx, c, keys, args...) })
 	if err != nil {
 		return nil, err
 	}
 	r, ok := reply.([]any)
 	if !ok || len(r) != len(keys) {
-		return nil, fmt.Errorf("refresh of %d keys: got reply %v, want one element per key", len(keys), reply)
+		return nil, fmt.Errorf("script %.8s over %d keys: got reply %v, want one element per key", s.SHA1(), len(keys), reply)
 	}
 	errs := make([]error, len(keys))
 	for i, v := range r {
@@ -392,7 +432,7 @@ func PExpireEach(ctx context.Context, c driver.Conn, keys, values []string, ttls
 		case string:
 			errs[i] = errors.New(v)
 		default:
-			errs[i] = fmt.Errorf("refresh of key %q: got reply %v, want an integer or an error", keys[i], v)
+			errs[i] = fmt.Errorf("script %.8s, key %q: got reply %v, want an integer or an error", s.SHA1(), keys[i], v)
 		}
 	}
 	return errs, nil
