@@ -156,11 +156,23 @@ func BenchmarkSemaphoreContention(b *testing.B) {
 // INFO commandstats: those of clients and those that scripts ran, but for
 // INFO itself and connection handshakes.
 func serverCalls(tb testing.TB, probe *redis.Client) int64 {
+	var total int64
+	for _, v := range commandStats(tb, probe) {
+		total += v
+	}
+	return total
+}
+
+// commandStats returns how many times the server of probe has run each
+// command, by its INFO commandstats (lower-case names; a subcommand counts
+// for its command), those of clients and those that scripts ran, but for
+// INFO itself and connection handshakes.
+func commandStats(tb testing.TB, probe *redis.Client) map[string]int64 {
 	info, err := probe.Info(context.Background(), "commandstats").Result()
 	if err != nil {
 		tb.Fatal(err)
 	}
-	var total int64
+	calls := map[string]int64{}
 	for line := range strings.Lines(info) {
 		// cmdstat_evalsha:calls=12,usec=345,...; a subcommand is
 		// cmdstat_client|setname.
@@ -169,15 +181,16 @@ func serverCalls(tb testing.TB, probe *redis.Client) int64 {
 		if !ok || !isStat {
 			continue
 		}
-		if cmd, _, _ := strings.Cut(name, "|"); cmd == "info" || handshake(cmd) {
+		cmd, _, _ := strings.Cut(name, "|")
+		if cmd == "info" || handshake(cmd) {
 			continue
 		}
-		calls, _, _ := strings.Cut(strings.TrimPrefix(stats, "calls="), ",")
-		v, err := strconv.ParseInt(calls, 10, 64)
+		n, _, _ := strings.Cut(strings.TrimPrefix(stats, "calls="), ",")
+		v, err := strconv.ParseInt(n, 10, 64)
 		if err != nil {
 			tb.Fatalf("INFO commandstats: %q: %v", line, err)
 		}
-		total += v
+		calls[strings.ToLower(cmd)] += v
 	}
-	return total
+	return calls
 }

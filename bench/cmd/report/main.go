@@ -7,11 +7,12 @@
 // several rounds, one after another, so that a slow moment of a noisy
 // machine hits every contender alike, and takes the median of each figure;
 // each time is also given as a ratio to the raw baseline of the same run.
-// Then it runs BenchmarkContention and BenchmarkSemaphoreContention once.
-// Run it from the bench directory:
+// Then it runs BenchmarkContention and BenchmarkSemaphoreContention once,
+// and BenchmarkHeld once. Run it from the bench directory:
 //
 //	go run ./cmd/report               # 9 rounds of 150ms per case
 //	go run ./cmd/report -rounds 9 -benchtime 1s
+//	go run ./cmd/report -only held    # BenchmarkHeld alone, rewriting its section only
 package main
 
 import (
@@ -37,29 +38,36 @@ func main() {
 	rounds := flag.Int("rounds", 9, "how many times to run the uncontended benchmarks")
 	benchtime := flag.String("benchtime", "150ms", "the -benchtime of each uncontended case")
 	contention := flag.Bool("contention", true, "run the contention benchmark")
+	held := flag.Bool("held", true, "run the held-locks benchmark (BenchmarkHeld)")
+	only := flag.String("only", "", `"held": run BenchmarkHeld alone and rewrite only its section of the report`)
 	readme := flag.String("readme", "README.md", "the file whose report section to rewrite; empty for none")
-	short := flag.Bool("short", false, "a quick check that every benchmark runs (with -rounds 1 -benchtime 1x): 100 locks in the contention benchmark, no profile")
+	short := flag.Bool("short", false, "a quick check that every benchmark runs (with -rounds 1 -benchtime 1x): 100 locks in the contention benchmark, at most 1000 held locks, no profile")
 	flag.Parse()
-	if err := run(*rounds, *benchtime, *contention, *short, *readme); err != nil {
+	var err error
+	switch *only {
+	case "":
+		err = run(*rounds, *benchtime, *contention, *held, *short, *readme)
+	case "held":
+		err = runHeld(*short, *readme)
+	default:
+		err = fmt.Errorf(`-only %q: the one benchmark that runs alone is "held"`, *only)
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "report:", err)
 		os.Exit(1)
 	}
 }
 
-func run(rounds int, benchtime string, contention, short bool, readme string) error {
+func run(rounds int, benchtime string, contention, held, short bool, readme string) error {
 	if rounds < 1 {
 		return errors.New("-rounds must be at least 1")
 	}
 	loadBefore := loadAverage()
-	dir, err := os.MkdirTemp("", "locksmith-bench")
+	dir, bin, err := build()
 	if err != nil {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	bin := filepath.Join(dir, "bench.test")
-	if err := command(os.Stderr, "go", "test", "-c", "-o", bin, "."); err != nil {
-		return fmt.Errorf("build the benchmarks (run from the bench directory): %w", err)
-	}
 
 	res := results{}
 	for i := 1; i <= rounds; i++ {
@@ -71,6 +79,12 @@ func run(rounds int, benchtime string, contention, short bool, readme string) er
 	if contention {
 		fmt.Fprintln(os.Stderr, "--- contention")
 		if err := res.bench(bin, "-test.bench=^(BenchmarkContention|BenchmarkSemaphoreContention)$", "-test.benchtime=1x", "-test.short="+strconv.FormatBool(short)); err != nil {
+			return err
+		}
+	}
+	if held {
+		fmt.Fprintln(os.Stderr, "--- held locks")
+		if err := res.held(bin, short); err != nil {
 			return err
 		}
 	}
@@ -93,11 +107,60 @@ func run(rounds int, benchtime string, contention, short bool, readme string) er
 		semaphoreContended(&b, res)
 		targets(&b, res, "Targets of issue 14: waiting", waitNote, waitTargets)
 	}
+	if held {
+		b.WriteString(heldBegin + "\n")
+		heldSection(&b, res)
+		b.WriteString(heldEnd + "\n\n")
+	}
 	fmt.Print(b.String())
 	if readme == "" {
 		return nil
 	}
-	return splice(readme, b.String())
+	return splice(readme, b.String(), begin, end)
+}
+
+// runHeld runs BenchmarkHeld alone, and rewrites its section of the report
+// in readme, which a full run wrote, with a line that says how and when.
+func runHeld(short bool, readme string) error {
+	loadBefore := loadAverage()
+	dir, bin, err := build()
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	res := results{}
+	if err := res.held(bin, short); err != nil {
+		return err
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "Regenerated alone with `cd bench && %s` on %s (load average %s before, %s after); the machine is the one above.\n\n",
+		strings.Join(append([]string{"go", "run", "./cmd/report"}, os.Args[1:]...), " "), time.Now().UTC().Format("2006-01-02"), loadBefore, loadAverage())
+	heldSection(&b, res)
+	fmt.Print(b.String())
+	if readme == "" {
+		return nil
+	}
+	return splice(readme, b.String(), heldBegin, heldEnd)
+}
+
+// build compiles the benchmarks into a temporary directory, which the
+// caller removes.
+func build() (dir, bin string, err error) {
+	dir, err = os.MkdirTemp("", "locksmith-bench")
+	if err != nil {
+		return "", "", err
+	}
+	bin = filepath.Join(dir, "bench.test")
+	if err := command(os.Stderr, "go", "test", "-c", "-o", bin, "."); err != nil {
+		os.RemoveAll(dir)
+		return "", "", fmt.Errorf("build the benchmarks (run from the bench directory): %w", err)
+	}
+	return dir, bin, nil
+}
+
+// held runs BenchmarkHeld once.
+func (r results) held(bin string, short bool) error {
+	return r.bench(bin, "-test.bench=^BenchmarkHeld$", "-test.benchtime=1x", "-test.short="+strconv.FormatBool(short))
 }
 
 // command runs name with args, its output going to w and to stderr.
@@ -239,7 +302,7 @@ func machine(b *strings.Builder, cmd string, rounds int, benchtime, loadBefore, 
 		"github.com/go-redsync/redsync/v4", "go.opentelemetry.io/otel/sdk")
 	fmt.Fprintf(b, "| Modules | %s |\n", strings.ReplaceAll(mods, "\n", ", "))
 	fmt.Fprintf(b, "| Load average (1, 5, 15 min) | %s before the run, %s after: other processes shared the machine |\n", loadBefore, loadAfter)
-	fmt.Fprintf(b, "| Runs | BenchmarkLock, BenchmarkInterleaved, BenchmarkMultiKey and BenchmarkSemaphore: the median of %d round(s) of %s per case; BenchmarkContention and BenchmarkSemaphoreContention: one run |\n\n", rounds, benchtime)
+	fmt.Fprintf(b, "| Runs | BenchmarkLock, BenchmarkInterleaved, BenchmarkMultiKey and BenchmarkSemaphore: the median of %d round(s) of %s per case; BenchmarkContention, BenchmarkSemaphoreContention and BenchmarkHeld: one run |\n\n", rounds, benchtime)
 }
 
 // loadAverage returns the machine's load averages, from /proc/loadavg.
@@ -708,14 +771,18 @@ func wakes(b *strings.Builder, r results) {
 	b.WriteString("\n")
 }
 
-// The markers around the generated part of the README.
+// The markers around the generated part of the README, and those around
+// BenchmarkHeld's section within it, which -only held rewrites.
 const (
-	begin = "<!-- report:begin (generated by cmd/report: do not edit) -->"
-	end   = "<!-- report:end -->"
+	begin     = "<!-- report:begin (generated by cmd/report: do not edit) -->"
+	end       = "<!-- report:end -->"
+	heldBegin = "<!-- report:held:begin -->"
+	heldEnd   = "<!-- report:held:end -->"
 )
 
-// splice replaces the text between the markers in file with text.
-func splice(file, text string) error {
+// splice replaces the text between the markers begin and end in file with
+// text.
+func splice(file, text, begin, end string) error {
 	old, err := os.ReadFile(file)
 	if err != nil {
 		return err
