@@ -13,8 +13,8 @@ import (
 // MaxBatch is the most locks that one batched refresh carries (see
 // [Lock.StartRefresh]): more locks due at once go in several batches, sent
 // side by side. A strategy refreshes a batch's locks of one server in one
-// script, which blocks the server while it runs, as [MaxKeys] bounds a lock
-// of several keys.
+// script, which blocks the server while it runs: 3ms for 1000 locks,
+// measured on Redis 7.0 (see docs/design/batched-refresh.md).
 const MaxBatch = 1000
 
 // batcher refreshes the auto-refreshed locks of a Locker whose strategy

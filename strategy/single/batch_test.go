@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"runtime"
 	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -144,20 +145,15 @@ func TestTenThousandHeldLocks(t *testing.T) {
 		t.Fatal(err)
 	}
 	locks := holdMany(t, ctx, l, 10_000, 3*time.Second)
-	stop := make(chan struct{})
-	for range runtime.GOMAXPROCS(0) { // the CPU hog
+	var stop atomic.Bool
+	for range runtime.GOMAXPROCS(0) { // the CPU hog: a busy loop per core
 		go func() {
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
+			for !stop.Load() {
 			}
 		}()
 	}
 	time.Sleep(time.Minute)
-	close(stop)
+	stop.Store(true)
 	lost := 0
 	for _, lk := range locks {
 		if lk.Err() != nil {
