@@ -132,7 +132,6 @@ const (
 var (
 	dbSystem   = attribute.String("db.system.name", "redis")
 	clientKind = []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindClient)} // one slice: no allocation per span
-	spanNames  = map[string]string{"refresh": "lock.refresh", "release": "lock.release", "ttl": "lock.ttl"}
 )
 
 // NewLocker returns l instrumented: its Obtain, Inspect and Break calls,
@@ -201,8 +200,15 @@ type telemetry struct {
 	wakeups metric.Int64Counter
 	missed  metric.Int64Counter
 
-	sets sync.Map // setKey → *measurement; read on every measurement, written once per set
+	strategies sync.Map // strategy → *everyLock; read on every measurement, written once per strategy
+	sets       sync.Map // setKey → *measurement, for the sets that everyLock lacks; written once per set
+	spans      sync.Map // spanKey → []attribute.KeyValue; read on every span, written once per strategy and server
 }
+
+// spanKey names the attributes that every span of a strategy and server
+// starts with. The pairs are few (a Locker has one strategy, over a few
+// servers), so each list is built once and kept.
+type spanKey struct{ strategy, server string }
 
 // setKey names a metric attribute set: the strategy, and the values of the
 // other attributes (empty ones are left out). The sets are few (strategies
@@ -216,10 +222,44 @@ type measurement struct {
 	record []metric.RecordOption
 }
 
+// everyLock holds, for one strategy, the attribute sets that every lock
+// records: its strategy alone (locksmith.lock.active), an attempt or an
+// Obtain that acquired (locksmith.lock.attempts, acquire.duration), and a
+// release (hold.duration).
+type everyLock struct{ base, acquired, released *measurement }
+
+// measure returns the measurement of the set k. Those of everyLock take a
+// lookup by the strategy's name alone, cheaper than one by the whole key;
+// the others, one by k.
 func (t *telemetry) measure(k setKey) *measurement {
+	var sets *everyLock
+	if s, ok := t.strategies.Load(k.strategy); ok {
+		sets = s.(*everyLock)
+	} else {
+		s, _ := t.strategies.LoadOrStore(k.strategy, &everyLock{
+			base:     newMeasurement(setKey{strategy: k.strategy}),
+			acquired: newMeasurement(setKey{strategy: k.strategy, outcome: "acquired"}),
+			released: newMeasurement(setKey{strategy: k.strategy, end: "released"}),
+		})
+		sets = s.(*everyLock)
+	}
+	switch (setKey{outcome: k.outcome, errType: k.errType, end: k.end, reason: k.reason}) {
+	case setKey{}:
+		return sets.base
+	case setKey{outcome: "acquired"}:
+		return sets.acquired
+	case setKey{end: "released"}:
+		return sets.released
+	}
 	if m, ok := t.sets.Load(k); ok {
 		return m.(*measurement)
 	}
+	m, _ := t.sets.LoadOrStore(k, newMeasurement(k))
+	return m.(*measurement)
+}
+
+// newMeasurement builds the measurement of the set k.
+func newMeasurement(k setKey) *measurement {
 	kvs := []attribute.KeyValue{attrStrategy.String(k.strategy)}
 	for _, kv := range []attribute.KeyValue{attrOutcome.String(k.outcome), attrError.String(k.errType), attrEnd.String(k.end), attrReason.String(k.reason)} {
 		if kv.Value.AsString() != "" {
@@ -227,8 +267,7 @@ func (t *telemetry) measure(k setKey) *measurement {
 		}
 	}
 	o := metric.WithAttributeSet(attribute.NewSet(kvs...))
-	m, _ := t.sets.LoadOrStore(k, &measurement{add: []metric.AddOption{o}, record: []metric.RecordOption{o}})
-	return m.(*measurement)
+	return &measurement{add: []metric.AddOption{o}, record: []metric.RecordOption{o}}
 }
 
 func newTelemetry(c config) *telemetry {
@@ -269,13 +308,16 @@ func newTelemetry(c config) *telemetry {
 	return t
 }
 
-// spanAttrs are the attributes every span of e gets.
+// spanAttrs returns the attributes every span of e gets. The callers pass
+// them to a span as they are and must not change them: those of a lock of
+// one key, whose key is omitted (the common case), are shared by every span
+// of its strategy and server, and cost no allocation.
 func (t *telemetry) spanAttrs(e lock.Event) []attribute.KeyValue {
-	attrs := []attribute.KeyValue{dbSystem, attrStrategy.String(e.Strategy)}
-	if e.Server != "" {
-		attrs = append(attrs, attrServer.String(e.Server))
+	attrs := t.commonAttrs(e.Strategy, e.Server)
+	if t.keys == KeysOmitted && e.Keys == 0 && e.Permits == 0 && e.Side == "" {
+		return attrs
 	}
-	switch t.keys {
+	switch t.keys { // appending copies the shared list, whose capacity is its length
 	case KeysHashed:
 		attrs = append(attrs, attrKeyHash.String(hashKey(e.Key)))
 	case KeysRaw:
@@ -291,6 +333,24 @@ func (t *telemetry) spanAttrs(e lock.Event) []attribute.KeyValue {
 		attrs = append(attrs, attrSide.String(e.Side))
 	}
 	return attrs
+}
+
+// commonAttrs returns the attributes that every span of strategy and
+// server starts with: db.system.name, the strategy and, when known, the
+// server. The list is built once per pair and shared: never change it. Its
+// capacity is its length, so that appending to it copies it.
+func (t *telemetry) commonAttrs(strategy, server string) []attribute.KeyValue {
+	k := spanKey{strategy, server}
+	if attrs, ok := t.spans.Load(k); ok {
+		return attrs.([]attribute.KeyValue)
+	}
+	attrs := []attribute.KeyValue{dbSystem, attrStrategy.String(strategy)}
+	if server != "" {
+		attrs = append(attrs, attrServer.String(server))
+	}
+	attrs = attrs[:len(attrs):len(attrs)]
+	shared, _ := t.spans.LoadOrStore(k, attrs)
+	return shared.([]attribute.KeyValue)
 }
 
 func hashKey(key string) string {
@@ -320,24 +380,41 @@ func (t *telemetry) describeErr(err error, key string) string {
 	return msg
 }
 
-// obtainState counts the attempts of one Obtain whose span records.
-type obtainState struct{ attempts int }
+// obtainState is the state of one Obtain whose span records: its attempts,
+// counted by the Attempt hook, and the span's attributes, which the span is
+// given in one call as it ends, so that the SDK grows its list of
+// attributes once. buf holds them all, within this one allocation, for a
+// lock of one key whose key is omitted: db.system.name, the strategy, the
+// server, then the attempts, the wait, the outcome, and the validity or
+// error.type.
+type obtainState struct {
+	attempts int
+	attrs    []attribute.KeyValue // over buf, or a list of its own if they outgrow it
+	buf      [7]attribute.KeyValue
+}
 
 type stateKey struct{}
 
 func (t *telemetry) obtain(ctx context.Context, e lock.Event, next func(context.Context) (*lock.Lock, error)) (*lock.Lock, error) {
 	start := time.Now()
 	ctx, span := t.tracer.Start(ctx, "lock.obtain", clientKind...)
-	defer span.End()
-	recording := span.IsRecording()
-	var st *obtainState // counts the attempts, for a recording span only
-	if recording {
-		span.SetAttributes(t.spanAttrs(e)...)
+	var st *obtainState // for a recording span only
+	if span.IsRecording() {
 		st = &obtainState{}
+		st.attrs = append(st.buf[:0], t.spanAttrs(e)...)
 		ctx = context.WithValue(ctx, stateKey{}, st)
 	}
+	defer func() {
+		// Deferred, so that an Obtain that panics ends its span with the
+		// attributes of every span.
+		if st != nil {
+			span.SetAttributes(st.attrs...)
+		}
+		span.End()
+	}()
 	lk, err := next(ctx)
-	waited := time.Since(start)
+	now := time.Now()
+	waited := now.Sub(start)
 
 	outcome := obtainOutcome(ctx, err)
 	var errType string
@@ -349,20 +426,18 @@ func (t *telemetry) obtain(ctx context.Context, e lock.Event, next func(context.
 				errType = "canceled"
 			}
 		}
-		if recording {
+		if st != nil {
 			span.SetStatus(codes.Error, t.describeErr(err, e.Key))
 		}
 	}
-	if recording {
-		end := [4]attribute.KeyValue{attrAttempts.Int(st.attempts), attrWait.Float64(waited.Seconds()), attrOutcome.String(outcome)}
-		n := 3
+	if st != nil {
+		st.attrs = append(st.attrs, attrAttempts.Int(st.attempts), attrWait.Float64(waited.Seconds()), attrOutcome.String(outcome))
 		switch {
 		case lk != nil:
-			end[n], n = attrValidity.Float64(time.Until(lk.ValidUntil()).Seconds()), n+1
+			st.attrs = append(st.attrs, attrValidity.Float64(lk.ValidUntil().Sub(now).Seconds()))
 		case errType != "":
-			end[n], n = attrError.String(errType), n+1
+			st.attrs = append(st.attrs, attrError.String(errType))
 		}
-		span.SetAttributes(end[:n]...)
 	}
 	// Each instrument is asked first, so that no-op metrics cost no lookup.
 	if lk != nil && t.active.Enabled(ctx) {
@@ -452,17 +527,14 @@ func (t *telemetry) wait(ctx context.Context, e lock.Event) {
 }
 
 func (t *telemetry) op(ctx context.Context, e lock.Event, next func(context.Context) error) error {
-	name, ok := spanNames[e.Op]
-	if !ok {
-		name = "lock." + e.Op
-	}
-	ctx, span := t.tracer.Start(ctx, name, clientKind...)
+	ctx, span := t.tracer.Start(ctx, opSpanName(e.Op), clientKind...)
 	defer span.End()
 	if span.IsRecording() {
-		span.SetAttributes(t.spanAttrs(e)...)
+		attrs := t.spanAttrs(e)
 		if e.TTL > 0 {
-			span.SetAttributes(attrTTL.Float64(e.TTL.Seconds()))
+			attrs = append(attrs[:len(attrs):len(attrs)], attrTTL.Float64(e.TTL.Seconds()))
 		}
+		span.SetAttributes(attrs...) // one call: the SDK grows its list once
 	}
 	err := next(ctx)
 	if err != nil && span.IsRecording() {
@@ -470,6 +542,27 @@ func (t *telemetry) op(ctx context.Context, e lock.Event, next func(context.Cont
 		span.SetAttributes(attrError.String(errorType(err)))
 	}
 	return err
+}
+
+// opSpanName is the name of the span of an Op hook's operation: lock.
+// and the operation, as a constant for the known ones, so that naming the
+// span allocates nothing.
+func opSpanName(op string) string {
+	switch op {
+	case "refresh":
+		return "lock.refresh"
+	case "release":
+		return "lock.release"
+	case "ttl":
+		return "lock.ttl"
+	case "cleanup":
+		return "lock.cleanup"
+	case "inspect":
+		return "lock.inspect"
+	case "break":
+		return "lock.break"
+	}
+	return "lock." + op
 }
 
 // batch records a lock.refresh.batch span, a root span linked to the
@@ -484,10 +577,11 @@ func (t *telemetry) batch(ctx context.Context, e lock.Event, next func(context.C
 	ctx, span := t.tracer.Start(ctx, "lock.refresh.batch", trace.WithSpanKind(trace.SpanKindClient), trace.WithLinks(links...))
 	defer span.End()
 	if span.IsRecording() {
-		span.SetAttributes(dbSystem, attrStrategy.String(e.Strategy), attrBatch.Int(e.Keys))
-		if e.Server != "" {
-			span.SetAttributes(attrServer.String(e.Server))
+		attrs := []attribute.KeyValue{dbSystem, attrStrategy.String(e.Strategy), attrBatch.Int(e.Keys), attrServer.String(e.Server)}
+		if e.Server == "" {
+			attrs = attrs[:3]
 		}
+		span.SetAttributes(attrs...) // one call: the SDK grows its list once
 	}
 	return next(ctx)
 }
