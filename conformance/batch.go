@@ -14,7 +14,9 @@ import (
 
 // The properties of many locks held through one Locker, which a strategy
 // that batches refreshes (strategy.Batcher) refreshes together: they hold
-// for every Locker, batching or not.
+// for every Locker, batching or not. They wait on timers more than they
+// work, on keys of their own, so they run side by side (t.Parallel),
+// after the suite's other properties.
 
 // manyLocks is how many locks the batch properties hold at once, each
 // refreshed every manyInterval: enough to share batches, and few enough
@@ -67,6 +69,7 @@ func lapsed(t *testing.T, what string, locks []*lock.Lock) int {
 // server. Lapses are a stalled machine's, as in AutoRefresh, when the
 // refreshes came too far apart.
 func (s suite) manyHeldLocksStayHeld(t *testing.T, ctx context.Context) {
+	t.Parallel()
 	l := s.h.NewLocker(t)
 	prefix := Key(t)
 	counts := make([]refreshCount, manyLocks)
@@ -107,6 +110,7 @@ func (s suite) manyHeldLocksStayHeld(t *testing.T, ctx context.Context) {
 // found lost, with the cause, within a refresh interval (and the
 // refresh's time); the others stay held.
 func (s suite) batchReportsEachLoss(t *testing.T, ctx context.Context) {
+	t.Parallel()
 	conns := s.h.Conns(t)
 	for _, c := range behindTheBack {
 		t.Run(c.name, func(t *testing.T) {
@@ -138,6 +142,7 @@ func (s suite) batchReportsEachLoss(t *testing.T, ctx context.Context) {
 // the wait for their keys to go, so that a key left behind is found, not
 // expired.
 func (s suite) batchReleaseLeavesNothing(t *testing.T, ctx context.Context) {
+	t.Parallel()
 	tag := Key(t)
 	const ttl = waitBound + 10*time.Second
 	locks := s.obtainEach(t, ctx, s.h.NewLocker(t), manyLocks/2, func(i int) string { return fmt.Sprintf("{%s}:%d", tag, i) },
@@ -164,6 +169,7 @@ func (s suite) batchReleaseLeavesNothing(t *testing.T, ctx context.Context) {
 // while the same Locker refreshes many other held locks; no two holders of
 // a key are ever inside at once.
 func (s suite) batchMutualExclusion(t *testing.T, ctx context.Context) {
+	t.Parallel()
 	l := s.h.NewLocker(t)
 	prefix := Key(t)
 	s.obtainEach(t, ctx, l, manyLocks/2, func(i int) string { return fmt.Sprintf("%s:held:%d", prefix, i) }, holdTTL, refreshMany)
