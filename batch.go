@@ -289,13 +289,10 @@ func (r *round) batch(ctx context.Context) {
 // after returns when l is next refreshed, or that its auto-refresh stops,
 // after a refresh that returned err, as the refresher's loop does.
 func (l *Lock) after(err error) schedule {
-	switch {
-	case err == nil:
-		return l.next(false)
-	case errors.Is(err, ErrNotHeld), errors.Is(err, ErrRefreshLimit), errors.As(err, new(*ArgumentError)):
-		return schedule{stop: true} // lost, or limited: the deadline timer ends the lock
+	if stopsRefresh(err) {
+		return schedule{stop: true}
 	}
-	return l.next(true)
+	return l.next(err != nil)
 }
 
 // next returns l's next refresh: from half its interval after its last

@@ -217,13 +217,16 @@ func (l *Lock) refresh(ctx context.Context, r *refresher) {
 		callCtx, cancel := context.WithDeadline(ctx, deadline)
 		err := l.Refresh(callCtx, ttl)
 		cancel()
-		switch {
-		case err == nil:
-			failed = false
-		case ctx.Err() != nil, errors.Is(err, ErrNotHeld), errors.Is(err, ErrRefreshLimit), errors.As(err, new(*ArgumentError)):
-			return // stopped, lost, or limited: the deadline timer ends the lock
-		default:
-			failed = true
+		if ctx.Err() != nil || stopsRefresh(err) {
+			return
 		}
+		failed = err != nil
 	}
+}
+
+// stopsRefresh reports whether auto-refresh stops after a refresh that
+// returned err: the lock is lost, a limit was reached, or the refresh was
+// refused. The deadline timer then ends the lock.
+func stopsRefresh(err error) bool {
+	return errors.Is(err, ErrNotHeld) || errors.Is(err, ErrRefreshLimit) || errors.As(err, new(*ArgumentError))
 }

@@ -24,8 +24,9 @@ import (
 // without scripts, on a loaded machine.
 const (
 	manyLocks    = 40
+	manyTTL      = time.Second
 	manyFraction = 0.25
-	manyInterval = time.Duration(manyFraction * float64(holdTTL))
+	manyInterval = time.Duration(manyFraction * float64(manyTTL))
 )
 
 // refreshMany is the option of the locks the batch properties hold.
@@ -80,15 +81,15 @@ func (s suite) manyHeldLocksStayHeld(t *testing.T, ctx context.Context) {
 			counts[i].start()
 			opts = append(opts, counts[i].option())
 		}
-		locks[i] = s.obtainEach(t, ctx, l, 1, func(int) string { return fmt.Sprintf("%s:%d", prefix, i) }, holdTTL, opts...)[0]
+		locks[i] = s.obtainEach(t, ctx, l, 1, func(int) string { return fmt.Sprintf("%s:%d", prefix, i) }, manyTTL, opts...)[0]
 	}
-	time.Sleep(holdTTL + holdTTL/5)
+	time.Sleep(manyTTL + manyTTL/5)
 	if n := lapsed(t, "after 1.2 TTLs of auto-refresh", locks); n > 0 {
 		var gap time.Duration
 		for i := range counts {
 			gap = max(gap, counts[i].longestGap())
 		}
-		if gap < holdTTL-2*manyInterval {
+		if gap < manyTTL-2*manyInterval {
 			t.Fatalf("after 1.2 TTLs of auto-refresh, %d of %d locks lapsed, though the hooked ones were refreshed at most %v apart", n, manyLocks, gap)
 		}
 		t.Skipf("%d of %d locks lapsed: the machine stalled, with no refresh sent for %v; auto-refresh could not be checked", n, manyLocks, gap)
@@ -145,14 +146,14 @@ func (s suite) batchReleaseLeavesNothing(t *testing.T, ctx context.Context) {
 	t.Parallel()
 	tag := Key(t)
 	const ttl = waitBound + 10*time.Second
-	locks := s.obtainEach(t, ctx, s.h.NewLocker(t), manyLocks/2, func(i int) string { return fmt.Sprintf("{%s}:%d", tag, i) },
+	locks := s.obtainEach(t, ctx, s.h.NewLocker(t), manyLocks/4, func(i int) string { return fmt.Sprintf("{%s}:%d", tag, i) },
 		ttl, lock.WithRefreshFraction(float64(manyInterval)/float64(ttl)))
 	var wg sync.WaitGroup
 	for i, lk := range locks {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			time.Sleep(rand.N(3 * manyInterval))
+			time.Sleep(rand.N(4 * manyInterval))
 			if err := lk.Release(ctx); err != nil && !errors.Is(lk.Err(), lock.ErrLapsed) {
 				t.Errorf("lock %d: Release during auto-refresh = %v, want nil", i, err)
 			}
@@ -172,7 +173,7 @@ func (s suite) batchMutualExclusion(t *testing.T, ctx context.Context) {
 	t.Parallel()
 	l := s.h.NewLocker(t)
 	prefix := Key(t)
-	s.obtainEach(t, ctx, l, manyLocks/2, func(i int) string { return fmt.Sprintf("%s:held:%d", prefix, i) }, holdTTL, refreshMany)
+	s.obtainEach(t, ctx, l, manyLocks/2, func(i int) string { return fmt.Sprintf("%s:held:%d", prefix, i) }, manyTTL, refreshMany)
 	const keys, goroutines, turnsEach = 3, 4, 3
 	var ds [keys]Detector
 	var wg sync.WaitGroup
@@ -183,7 +184,7 @@ func (s suite) batchMutualExclusion(t *testing.T, ctx context.Context) {
 			defer wg.Done()
 			for range turnsEach {
 				k := rand.N(keys)
-				lk, err := l.Obtain(ctx, fmt.Sprintf("%s:turn:%d", prefix, k), holdTTL, refreshMany, retry)
+				lk, err := l.Obtain(ctx, fmt.Sprintf("%s:turn:%d", prefix, k), manyTTL, refreshMany, retry)
 				if err != nil {
 					t.Errorf("goroutine %d: Obtain under contention = %v, want a lock", g, err)
 					return
