@@ -24,7 +24,7 @@ import (
 // without scripts, on a loaded machine.
 const (
 	manyLocks    = 40
-	manyTTL      = time.Second
+	manyTTL      = holdTTL
 	manyFraction = 0.25
 	manyInterval = time.Duration(manyFraction * float64(manyTTL))
 )
