@@ -155,15 +155,30 @@ func (s suite) contend(t *testing.T, turns *turns, turn func(l lock.Locker, n in
 // contentionRetry is the retry policy of the contention properties.
 var contentionRetry = lock.WithRetry(lock.Exponential(time.Millisecond, 8*time.Millisecond))
 
-// semaphoreNeverMoreThanN: goroutines over several Lockers take permits of
-// a semaphore of 3, and never more than 3 are inside at once, while one
-// holder in eight crashes: it never releases its permit, which its lease
-// alone frees (counted inside while its ValidUntil is ahead, before which
-// its lease cannot end).
+// semaphoreNeverMoreThanN: a semaphore of 3 whose 3 permits are held, one
+// by each of 3 Lockers, refuses a fourth; then goroutines over several
+// Lockers take its permits, and never more than 3 are inside at once, while
+// one holder in eight crashes: it never releases its permit, which its
+// lease alone frees (counted inside while its ValidUntil is ahead, before
+// which its lease cannot end). The first part catches a semaphore that
+// admits too many however the goroutines happen to be scheduled.
 func (s suite) semaphoreNeverMoreThanN(t *testing.T, ctx context.Context) {
 	s.needShared(t, ctx)
 	const n = 3
 	key := Key(t)
+	var held []*lock.Lock
+	for range n {
+		held = append(held, s.obtain(t, ctx, s.h.NewLocker(t), key, longTTL, lock.WithPermits(n)))
+	}
+	if lk, err := s.h.NewLocker(t).Obtain(ctx, key, longTTL, lock.WithPermits(n)); !errors.Is(err, lock.ErrNotObtained) {
+		release(t, lk)
+		t.Fatalf("Obtain while all %d permits are held = %v, want ErrNotObtained", n, err)
+	}
+	for _, lk := range held {
+		if err := lk.Release(ctx); err != nil {
+			t.Fatalf("Release of a permit = %v, want nil", err)
+		}
+	}
 	h := &holders{limit: n}
 	s.contend(t, newTurns(max(s.h.Acquisitions/4, 4*s.h.Goroutines)), func(l lock.Locker, turn int64) error {
 		crash := turn%8 == 7
