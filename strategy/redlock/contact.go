@@ -3,7 +3,6 @@ package redlock
 import (
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"sync/atomic"
@@ -33,7 +32,7 @@ if type(info) ~= 'string' then return '' end
 return string.match(info, 'run_id:(%x+)') or ''`)
 
 // errNoContact is a node's answer while its first contact is under way.
-var errNoContact = errors.New("redlock: the node has not answered its first contact yet")
+var errNoContact error = unanswered("redlock: the node has not answered its first contact yet")
 
 // peer is what the first contact learned about one node.
 type peer struct {
@@ -150,6 +149,12 @@ func (s *Strategy) contact(ctx context.Context, grace time.Duration) error {
 	if err := s.startContacts(context.WithoutCancel(ctx)); err != nil {
 		return err
 	}
+	// A contact gives up after bound; a driver that does not honour its
+	// context may not return by then, and the wait does not outlast it
+	// by much, as fanOut's does not.
+	bound := max(contactTimeout, s.nodeTimeout)
+	late := time.NewTimer(bound + bound/2)
+	defer late.Stop()
 	var graceC <-chan time.Time
 	for {
 		changed, pending, dup := s.progress()
@@ -164,6 +169,8 @@ func (s *Strategy) contact(ctx context.Context, grace time.Duration) error {
 		select {
 		case <-changed:
 		case <-graceC:
+			return nil
+		case <-late.C:
 			return nil
 		case <-ctx.Done():
 			return ctx.Err()

@@ -716,7 +716,17 @@ func lost(res []*NodeError) []*strategy.KeyError {
 	return out
 }
 
-var errNodeTimeout = errors.New("redlock: node did not answer within the node timeout")
+// errNodeTimeout is the error of a node that did not answer within the node
+// timeout, though its driver did not return.
+var errNodeTimeout error = unanswered("redlock: node did not answer within the node timeout")
+
+// unanswered is the error of a node that did not answer. It is a timeout
+// (its Timeout method), as a network timeout is, so that a call that failed
+// for it matches lock.ErrNoAnswer.
+type unanswered string
+
+func (e unanswered) Error() string { return string(e) }
+func (unanswered) Timeout() bool   { return true }
 
 // outcome classifies one node's answer.
 func outcome(err error) Outcome {

@@ -266,10 +266,128 @@ func TestPausedNode(t *testing.T) {
 	if !errors.As(err, &qe) || qe.Nodes[2].Outcome != redlock.Timeout {
 		t.Fatalf("Obtain needing the paused node = %v, want a *QuorumError with node 2 timed out", err)
 	}
+	if !errors.Is(err, lock.ErrNoAnswer) || errors.Is(err, lock.ErrNotObtained) {
+		t.Errorf("Obtain needing the paused node = %v, want ErrNoAnswer, not ErrNotObtained: the node it needed did not answer", err)
+	}
 	t.Logf("obtain latency when the paused node is needed: %v (node timeout %v)", elapsed, nodeTimeout)
 	if elapsed > 20*nodeTimeout {
 		t.Errorf("obtain latency needing the paused node = %v, want bounded by the %v node timeout (generous bound %v), not the 10s TTL", elapsed, nodeTimeout, 20*nodeTimeout)
 	}
+}
+
+// deaf is a node whose driver, once deaf is set, ignores its context and
+// never answers, until gone is closed.
+type deaf struct {
+	driver.Conn
+	deaf *atomic.Bool
+	gone <-chan struct{}
+}
+
+// wait returns whether the node is deaf, once gone is closed.
+func (d deaf) wait() bool {
+	if !d.deaf.Load() {
+		return false
+	}
+	<-d.gone
+	return true
+}
+
+var errGone = errors.New("gone")
+
+func (d deaf) SetNX(ctx context.Context, key, value string, ttl time.Duration) (bool, error) {
+	if d.wait() {
+		return false, errGone
+	}
+	return d.Conn.SetNX(ctx, key, value, ttl)
+}
+
+func (d deaf) Get(ctx context.Context, key string) (string, bool, error) {
+	if d.wait() {
+		return "", false, errGone
+	}
+	return d.Conn.Get(ctx, key)
+}
+
+func (d deaf) GetSet(ctx context.Context, key, value string) (string, bool, error) {
+	if d.wait() {
+		return "", false, errGone
+	}
+	return d.Conn.GetSet(ctx, key, value)
+}
+
+func (d deaf) Del(ctx context.Context, key string) (bool, error) {
+	if d.wait() {
+		return false, errGone
+	}
+	return d.Conn.Del(ctx, key)
+}
+
+func (d deaf) PTTL(ctx context.Context, key string) (time.Duration, bool, error) {
+	if d.wait() {
+		return 0, false, errGone
+	}
+	return d.Conn.PTTL(ctx, key)
+}
+
+func (d deaf) EvalSha(ctx context.Context, sha1 string, keys []string, args ...any) (any, error) {
+	if d.wait() {
+		return nil, errGone
+	}
+	return d.Conn.EvalSha(ctx, sha1, keys, args...)
+}
+
+func (d deaf) Eval(ctx context.Context, src string, keys []string, args ...any) (any, error) {
+	if d.wait() {
+		return nil, errGone
+	}
+	return d.Conn.Eval(ctx, src, keys, args...)
+}
+
+// TestDeafNodes: nodes whose drivers never return, though their deadline
+// passed, cost no more than the node timeout, or the first contact's
+// timeout, and the error of a call that needed them says that Redis did
+// not answer, never that the lock is held.
+func TestDeafNodes(t *testing.T) {
+	ctx := context.Background()
+	servers := redistest.Start(t, 3)
+	gone := make(chan struct{})
+	t.Cleanup(func() { close(gone) }) // after the Lockers' clean-ups
+	// newDeaf returns a Locker over servers, nodes 1 and 2 deaf once *on
+	// is set.
+	newDeaf := func(on *atomic.Bool) lock.Locker {
+		conns := connect(t, servers, redistest.Drivers()...)
+		for i := 1; i < 3; i++ {
+			conns[i] = deaf{Conn: conns[i], deaf: on, gone: gone}
+		}
+		return newLocker(t, conns, redlock.WithNodeTimeout(50*time.Millisecond))
+	}
+
+	t.Run("after the first contact", func(t *testing.T) {
+		var on atomic.Bool
+		l := newDeaf(&on)
+		lk, err := l.Obtain(ctx, conformance.Key(t), 10*time.Second)
+		if err != nil {
+			t.Fatalf("Obtain before the nodes went deaf = %v, want a lock", err)
+		}
+		on.Store(true)
+		if err := lk.Release(ctx); !errors.Is(err, lock.ErrNoAnswer) {
+			t.Errorf("Release with 2 of 3 nodes deaf = %v, want ErrNoAnswer", err)
+		}
+		if _, err := l.Obtain(ctx, conformance.Key(t), 10*time.Second); !errors.Is(err, lock.ErrNoAnswer) || errors.Is(err, lock.ErrNotObtained) {
+			t.Errorf("Obtain with 2 of 3 nodes deaf = %v, want ErrNoAnswer, not ErrNotObtained", err)
+		}
+	})
+
+	t.Run("at the first contact", func(t *testing.T) {
+		if !redistest.Full() {
+			t.Skip("waits out the first contact's timeout, 5s and a half more: LOCKSMITH_FULL=1 runs it")
+		}
+		var on atomic.Bool
+		on.Store(true)
+		if _, err := newDeaf(&on).Obtain(ctx, conformance.Key(t), 10*time.Second); !errors.Is(err, lock.ErrNoAnswer) || errors.Is(err, lock.ErrNotObtained) {
+			t.Errorf("Obtain with 2 of 3 nodes deaf = %v, want ErrNoAnswer, not ErrNotObtained", err)
+		}
+	})
 }
 
 // TestRestartHazard reproduces the hazard of the specification: A holds a
