@@ -228,9 +228,9 @@ func (r *round) run() []error {
 	errs := make([]error, len(r.locks))
 	for i, l := range r.locks {
 		it := r.items[i]
-		if it.Unsure != "" && (it.Err == nil || errors.Is(it.Err, ErrNotHeld)) {
+		if len(it.Unsure) > 0 && (it.Err == nil || errors.Is(it.Err, ErrNotHeld)) {
 			l.mu.Lock()
-			l.unsure = "" // answered: the refresh tried both values
+			l.unsure = nil // answered: the refresh tried every value
 			l.mu.Unlock()
 		}
 		errs[i] = l.endRefresh(ctx, it.Grant, it.Err, r.sent, r.ttls[i], it.TTL)

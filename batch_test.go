@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -21,11 +23,15 @@ type batchFake struct {
 	batches []int
 	gate    chan struct{}
 	entered chan struct{} // when set, told of each batch that waits at gate
-	// replace, when set, makes the batch replace each lock's value with
-	// it, as setnx-getset's refreshes do; the first batch's reply is then
-	// lost. unsures records the Unsure of each lock of each batch.
-	replace string
-	unsures []string
+	// replaces makes batch n replace each lock's value with "next-n", as
+	// setnx-getset's refreshes do, and lose its reply as losses[n-1] says,
+	// when there is one: "landed" after the write, "dropped" before it.
+	// values and unsures record the Value and Unsure of each lock of each
+	// batch.
+	replaces bool
+	losses   []string
+	values   []string
+	unsures  [][]string
 }
 
 var _ strategy.Batcher = (*batchFake)(nil)
@@ -43,7 +49,7 @@ func (f *batchFake) RefreshBatch(ctx context.Context, batch []strategy.Refresh) 
 		}
 		<-gate
 	}
-	if f.replace != "" {
+	if f.replaces {
 		f.replaceEach(batch)
 		return
 	}
@@ -52,30 +58,35 @@ func (f *batchFake) RefreshBatch(ctx context.Context, batch []strategy.Refresh) 
 	}
 }
 
-// replaceEach refreshes each lock of batch with f.replace for its value,
-// if it holds its value or its Unsure one, and loses the first batch's
-// reply.
+// replaceEach refreshes each lock of batch with a new value, if it holds
+// its value or one of its Unsure ones, and loses its reply as f.losses
+// says.
 func (f *batchFake) replaceEach(batch []strategy.Refresh) {
 	f.mu.Lock()
-	first := len(f.unsures) == 0
+	n := len(f.batches)
+	loss := ""
+	if n <= len(f.losses) {
+		loss = f.losses[n-1]
+	}
 	for _, r := range batch {
-		f.unsures = append(f.unsures, r.Unsure)
+		f.values, f.unsures = append(f.values, r.Value), append(f.unsures, r.Unsure)
 	}
 	f.mu.Unlock()
 	f.fakeStrategy.mu.Lock()
 	defer f.fakeStrategy.mu.Unlock()
 	for i, r := range batch {
 		e, ok := f.live(r.Key)
-		batch[i].Grant.Value = f.replace
+		batch[i].Grant.Value = fmt.Sprintf("next-%d", n)
 		switch {
+		case loss == "dropped":
 		case !ok:
 			batch[i].Err = strategy.ErrExpired
-		case e.value != r.Value && e.value != r.Unsure:
+		case e.value != r.Value && !slices.Contains(r.Unsure, e.value):
 			batch[i].Err = strategy.ErrTaken
 		default:
-			f.entries[r.Key] = fakeEntry{value: f.replace, expires: time.Now().Add(r.TTL)}
+			f.entries[r.Key] = fakeEntry{value: batch[i].Grant.Value, expires: time.Now().Add(r.TTL)}
 		}
-		if first {
+		if loss != "" {
 			batch[i].Err = errBoom // the reply was lost
 		}
 	}
@@ -262,21 +273,21 @@ func TestBatchedRefresh(t *testing.T) {
 		}
 	})
 
-	t.Run("a value a lost reply may have written is sent as Unsure, and adopted", func(t *testing.T) {
-		f := &batchFake{fakeStrategy: newFake(), replace: "next"}
+	t.Run("the values lost replies may have written are sent as Unsure, and adopted", func(t *testing.T) {
+		f := &batchFake{fakeStrategy: newFake(), replaces: true, losses: []string{"landed", "dropped"}}
 		lk := holdAll(t, lock.New(f), 1, 300*time.Millisecond)[0]
-		waitFor(t, "2 batches", func() bool { return len(f.sizes()) >= 2 })
-		f.mu.Lock()
-		unsures := append([]string(nil), f.unsures...)
-		f.mu.Unlock()
-		if unsures[0] != "" || unsures[1] != "next" {
-			t.Errorf("Unsure of the first two batches = %q, want \"\", then the value the first may have written", unsures[:2])
-		}
+		waitFor(t, "4 batches", func() bool { return len(f.sizes()) >= 4 || lk.Err() != nil })
 		if err := lk.Err(); err != nil {
-			t.Errorf("Err() after the second batch = %v, want nil", err)
+			t.Fatalf("Err() after three batches = %v, want nil", err)
 		}
-		if got := lk.Token(); got != "next" {
-			t.Errorf("Token() after the second batch = %q, want the value it wrote", got)
+		f.mu.Lock()
+		values, unsures := append([]string(nil), f.values[:4]...), append([][]string(nil), f.unsures[:4]...)
+		f.mu.Unlock()
+		if want := [][]string{nil, {"next-1"}, {"next-1", "next-2"}, nil}; !reflect.DeepEqual(unsures, want) {
+			t.Errorf("Unsure of the first four batches = %q, want %q: the values each lost reply may have written, until an answer", unsures, want)
+		}
+		if first := values[0]; !reflect.DeepEqual(values, []string{first, first, first, "next-3"}) {
+			t.Errorf("Value of the first four batches = %q, want the first value three times, then the one the third batch wrote", values)
 		}
 	})
 

@@ -78,7 +78,7 @@ type Lock struct {
 	mu            sync.Mutex
 	token         string
 	value         string
-	unsure        string        // a value a refresh whose reply was lost may have written; "": none
+	unsure        []string      // values refreshes whose replies were lost may have written, oldest first
 	ttl           time.Duration // asked for by the last Obtain or Refresh
 	sent          time.Time     // when the last successful Obtain or Refresh was sent
 	validUntil    time.Time
@@ -336,7 +336,13 @@ func (l *Lock) beginRefresh() (ttl, lease time.Duration, until time.Time, err er
 func (l *Lock) endRefresh(ctx context.Context, g strategy.Grant, err error, sent time.Time, ttl, lease time.Duration) error {
 	if err != nil && g.Value != "" && !errors.Is(err, ErrNotHeld) {
 		l.mu.Lock()
-		l.unsure = g.Value // the reply was lost: the write may have landed
+		// The reply was lost: the write may have landed. Past maxUnsure,
+		// the oldest value is forgotten: should the key hold it, the lock
+		// is reported taken, and its key expires by itself.
+		l.unsure = append(l.unsure, g.Value)
+		if len(l.unsure) > maxUnsure {
+			l.unsure = slices.Delete(l.unsure, 0, 1)
+		}
 		l.mu.Unlock()
 	}
 	if err != nil {
@@ -399,11 +405,11 @@ func (l *Lock) abandon(ctx context.Context) {
 }
 
 // call runs fn, through the Op hooks, with the value the lock is held under.
-// l.ops must be held. An answer with that value settles any value a refresh
-// whose reply was lost may have written (l.unsure). When the answer is
-// ErrTaken and there is such a value, the held value is gone for good and
-// the unsure one is the lock's only chance: call adopts it and runs fn once
-// more with it.
+// l.ops must be held. An answer with that value settles the values that
+// refreshes whose replies were lost may have written (l.unsure). When the
+// answer is ErrTaken and there are such values, the held value is gone for
+// good and they are the lock's only chance: call adopts the newest and runs
+// fn once more with it, and so on while the answer is ErrTaken.
 func (l *Lock) call(ctx context.Context, op string, ttl time.Duration, fn func(ctx context.Context, l *Lock, value string) error) error {
 	value, err := l.current()
 	if err != nil {
@@ -412,25 +418,29 @@ func (l *Lock) call(ctx context.Context, op string, ttl time.Duration, fn func(c
 	if ctx.Err() != nil {
 		return notSent(ctx, op, l.key)
 	}
-	err = l.op(ctx, op, ttl, value, fn)
-	// An error's Is method is a strategy's code: call it before taking l.mu.
-	taken, answered := errors.Is(err, ErrTaken), err == nil || errors.Is(err, ErrNotHeld)
-	l.mu.Lock()
-	unsure := l.unsure
-	switch {
-	case unsure != "" && taken:
-		l.value, l.token, l.unsure = unsure, unsure, ""
-	case answered:
-		l.unsure, unsure = "", ""
-	default:
-		unsure = "" // no answer: nothing settled
+	for {
+		err = l.op(ctx, op, ttl, value, fn)
+		// An error's Is method is a strategy's code: call it before taking l.mu.
+		taken, answered := errors.Is(err, ErrTaken), err == nil || errors.Is(err, ErrNotHeld)
+		l.mu.Lock()
+		last := len(l.unsure) - 1
+		switch {
+		case taken && last >= 0:
+			value = l.unsure[last]
+			l.value, l.token, l.unsure = value, value, l.unsure[:last]
+		case answered:
+			l.unsure = nil
+			fallthrough
+		default: // no answer: nothing settled
+			l.mu.Unlock()
+			return err
+		}
+		l.mu.Unlock()
 	}
-	l.mu.Unlock()
-	if unsure == "" {
-		return err
-	}
-	return l.op(ctx, op, ttl, unsure, fn)
 }
+
+// maxUnsure bounds Lock.unsure: the lost replies a lock remembers.
+const maxUnsure = 8
 
 // op runs fn with value through the Op hooks.
 func (l *Lock) op(ctx context.Context, op string, ttl time.Duration, value string, fn func(ctx context.Context, l *Lock, value string) error) error {

@@ -467,6 +467,21 @@ func TestLostRefreshReply(t *testing.T) {
 		}
 	})
 
+	t.Run("a second lost reply does not forget the first's value", func(t *testing.T) {
+		lk, first, s := setup(t, true) // the key holds "next"
+		s.lose, s.landed, s.refreshGrant = true, false, strategy.Grant{Value: "next-2"}
+		if err := lk.Refresh(ctx, time.Minute); !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("second Refresh with its reply lost = %v, want context.DeadlineExceeded", err)
+		}
+		if err := lk.Refresh(ctx, time.Minute); err != nil {
+			t.Fatalf("Refresh = %v, want nil", err)
+		}
+		if got, want := values(s.callsTo("refresh")), []string{first, first, "next-2", "next"}; !equal(got, want) {
+			// The second refresh, lost before the strategy, is not counted.
+			t.Errorf("refreshes sent with %q, want %q", got, want)
+		}
+	})
+
 	t.Run("Release deletes the value it wrote", func(t *testing.T) {
 		lk, _, s := setup(t, true)
 		if err := lk.Release(ctx); err != nil || s.stored("k") != "" {

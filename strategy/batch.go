@@ -22,7 +22,7 @@ type Batcher interface {
 	// it carried that error. The lock package guarantees that keys are
 	// distinct and that there is at least one lock. A strategy whose
 	// Refresh replaces the value (Grant.Value) takes a lock's Unsure
-	// value for its own too.
+	// values for its own too.
 	RefreshBatch(ctx context.Context, batch []Refresh)
 }
 
@@ -32,11 +32,11 @@ type Refresh struct {
 	Key   string        // the lock's key
 	Value string        // the value it is held under
 	TTL   time.Duration // the TTL to reset its expiry to
-	// Unsure, when not empty, is a value that an earlier refresh, whose
-	// reply was lost, may have written in Value's place (see Strategy's
-	// Refresh): the lock is held under either. Only a strategy whose
+	// Unsure holds the values that earlier refreshes, whose replies were
+	// lost, may have written in Value's place (see Strategy's Refresh):
+	// the lock is held under any of them, or Value. Only a strategy whose
 	// Refresh replaces the value ever sees one.
-	Unsure string
+	Unsure []string
 
 	Grant Grant // as Strategy.Refresh would return it
 	Err   error // as Strategy.Refresh would return it

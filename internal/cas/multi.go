@@ -346,17 +346,26 @@ func ints(reply any) ([]int64, bool) {
 }
 
 // eachScript returns the script of many locks, each with its own
-// arguments, n per lock (ARGV[a + 1] to ARGV[a + n] for KEYS[i]), in one
-// call (strategy.Batcher): for each key that holds one of the lock's
-// values, as the Lua condition ours says of the key's value v, it runs
-// body, which sets r[i]. It replies with one element per key: body's, noKey
-// or otherOwner, or the error that reading the key gave (a key of another
-// type), so that one key's error is its own and the others are still
-// acted on.
-func eachScript(n int, ours, body string) *driver.Script {
-	return driver.NewScript(`local r = {}
+// arguments, step of them (a Lua expression) for KEYS[i], from ARGV[a + 1]
+// on, in one call (strategy.Batcher): for each key that holds one of the
+// lock's values, as the Lua condition ours says of the key's value v, it
+// runs body, which sets r[i]. It replies with one element per key: body's,
+// noKey or otherOwner, or the error that reading the key gave (a key of
+// another type), so that one key's error is its own and the others are
+// still acted on. ours may call among(v, from, to): whether v is one of
+// ARGV[from] to ARGV[to].
+func eachScript(step, ours, body string) *driver.Script {
+	return driver.NewScript(`local function among(v, from, to)
+	for j = from, to do
+		if v == ARGV[j] then
+			return true
+		end
+	end
+	return false
+end
+local r = {}
+local a = 0
 for i = 1, #KEYS do
-	local a = ` + strconv.Itoa(n) + ` * (i - 1)
 	local v = redis.pcall('GET', KEYS[i])
 	if type(v) == 'table' then
 		r[i] = v.err
@@ -367,6 +376,7 @@ for i = 1, #KEYS do
 	else
 		r[i] = ` + strconv.Itoa(noKey) + `
 	end
+	a = a + ` + step + `
 end
 return r`)
 }
@@ -374,17 +384,17 @@ return r`)
 var (
 	// pexpireEachScript extends each key that holds its value, ARGV[a + 1],
 	// to ARGV[a + 2] ms.
-	pexpireEachScript = eachScript(2, `v == ARGV[a + 1]`, `r[i] = redis.call('PEXPIRE', KEYS[i], ARGV[a + 2])`)
+	pexpireEachScript = eachScript(`2`, `v == ARGV[a + 1]`, `r[i] = redis.call('PEXPIRE', KEYS[i], ARGV[a + 2])`)
 
-	// setEachScript is setScript for each key: it replaces the key's value,
-	// ARGV[a + 1], or the one a lost reply may have left, ARGV[a + 2] (when
-	// not empty), with ARGV[a + 3], expiring after ARGV[a + 4] ms when that
-	// is positive; a key that holds ARGV[a + 3] already gets it again.
-	setEachScript = eachScript(4, `v == ARGV[a + 1] or v == ARGV[a + 3] or (ARGV[a + 2] ~= '' and v == ARGV[a + 2])`,
-		`if tonumber(ARGV[a + 4]) > 0 then
-			redis.call('SET', KEYS[i], ARGV[a + 3], 'PX', ARGV[a + 4])
+	// setEachScript is setScript for each key: it replaces any of the
+	// key's ARGV[a + 3] values, ARGV[a + 4] on, with ARGV[a + 1], expiring
+	// after ARGV[a + 2] ms when that is positive; a key that holds
+	// ARGV[a + 1] already gets it again.
+	setEachScript = eachScript(`3 + tonumber(ARGV[a + 3])`, `v == ARGV[a + 1] or among(v, a + 4, a + 3 + tonumber(ARGV[a + 3]))`,
+		`if tonumber(ARGV[a + 2]) > 0 then
+			redis.call('SET', KEYS[i], ARGV[a + 1], 'PX', ARGV[a + 2])
 		else
-			redis.call('SET', KEYS[i], ARGV[a + 3])
+			redis.call('SET', KEYS[i], ARGV[a + 1])
 		end
 		r[i] = 1`)
 )
@@ -402,14 +412,17 @@ func PExpireEach(ctx context.Context, c driver.Conn, keys, values []string, ttls
 	return runEach(ctx, c, pexpireEachScript, keys, args)
 }
 
-// SetEach is [Set] for each of keys, in one script: keys[i]'s value,
-// values[i] or, when not empty, unsures[i], becomes nexts[i], expiring
-// after ttls[i] (never when it is 0). It returns each key's error, as
+// SetEach is [Set] for each of keys, in one script: keys[i]'s value, if it
+// is values[i] or one of unsures[i], becomes nexts[i], expiring after
+// ttls[i] (never when it is 0). It returns each key's error, as
 // PExpireEach does.
-func SetEach(ctx context.Context, c driver.Conn, keys, values, unsures, nexts []string, ttls []time.Duration) ([]error, error) {
+func SetEach(ctx context.Context, c driver.Conn, keys, values []string, unsures [][]string, nexts []string, ttls []time.Duration) ([]error, error) {
 	args := make([]any, 0, 4*len(keys))
 	for i := range keys {
-		args = append(args, values[i], unsures[i], nexts[i], ttls[i].Milliseconds())
+		args = append(args, nexts[i], ttls[i].Milliseconds(), 1+len(unsures[i]), values[i])
+		for _, v := range unsures[i] {
+			args = append(args, v)
+		}
 	}
 	return runEach(ctx, c, setEachScript, keys, args)
 }

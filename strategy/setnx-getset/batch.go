@@ -2,6 +2,7 @@ package setnxgetset
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	"github.com/locksmith-go/lock/driver"
@@ -19,13 +20,14 @@ func (s *Strategy) Batches() bool { return !s.plain }
 // RefreshBatch implements [strategy.Batcher]: Refresh for every lock of the
 // batch, in one script (cas.SetEach), or one per hash slot over a Cluster
 // client, up to cas.SlotWorkers at once. Each lock's key gets a new
-// timestamp, as Refresh writes, if it holds the lock's value, or the one
-// that an earlier refresh whose reply was lost may have written
-// (strategy.Refresh's Unsure); Grant.Value is the new timestamp, also
-// when the call got no answer.
+// timestamp, as Refresh writes, if it holds the lock's value, or one that
+// an earlier refresh whose reply was lost may have written (strategy.Refresh's
+// Unsure); Grant.Value is the new timestamp, also when the call got no
+// answer.
 func (s *Strategy) RefreshBatch(ctx context.Context, batch []strategy.Refresh) {
 	now := s.now()
-	var keys, values, unsures, nexts []string
+	var keys, values, nexts []string
+	var unsures [][]string
 	var ttls []time.Duration
 	var at []int
 	for i, r := range batch {
@@ -33,12 +35,13 @@ func (s *Strategy) RefreshBatch(ctx context.Context, batch []strategy.Refresh) {
 		switch {
 		case err != nil:
 			batch[i].Err = err
-		case s.expired(r.Value) && (r.Unsure == "" || s.expired(r.Unsure)):
+		case s.expired(r.Value) && !slices.ContainsFunc(r.Unsure, func(v string) bool { return !s.expired(v) }):
 			batch[i].Err = strategy.ErrExpired
 		default:
 			batch[i].Grant = s.grant(next)
 			keys, values, unsures = append(keys, r.Key), append(values, r.Value), append(unsures, r.Unsure)
-			nexts, ttls, at = append(nexts, next), append(ttls, s.safetyTTL(next, now)), append(at, i)
+			nexts = append(nexts, next)
+			ttls, at = append(ttls, s.safetyTTL(next, now)), append(at, i)
 		}
 	}
 	gs := [][]int{indexes(len(keys))}
@@ -46,18 +49,7 @@ func (s *Strategy) RefreshBatch(ctx context.Context, batch []strategy.Refresh) {
 		gs = cas.SlotGroups(keys)
 	}
 	cas.EachSlot(len(gs), func(g int) {
-		pick := func(all []string) []string {
-			out := make([]string, len(gs[g]))
-			for k, j := range gs[g] {
-				out[k] = all[j]
-			}
-			return out
-		}
-		ts := make([]time.Duration, len(gs[g]))
-		for k, j := range gs[g] {
-			ts[k] = ttls[j]
-		}
-		errs, err := cas.SetEach(ctx, s.conn, pick(keys), pick(values), pick(unsures), pick(nexts), ts)
+		errs, err := cas.SetEach(ctx, s.conn, pick(keys, gs[g]), pick(values, gs[g]), pick(unsures, gs[g]), pick(nexts, gs[g]), pick(ttls, gs[g]))
 		for k, j := range gs[g] {
 			i := at[j]
 			switch {
@@ -68,6 +60,15 @@ func (s *Strategy) RefreshBatch(ctx context.Context, batch []strategy.Refresh) {
 			}
 		}
 	})
+}
+
+// pick returns all's elements at indexes.
+func pick[T any](all []T, indexes []int) []T {
+	out := make([]T, len(indexes))
+	for k, j := range indexes {
+		out[k] = all[j]
+	}
+	return out
 }
 
 // next returns the timestamp that a refresh of ttl at now writes, or why

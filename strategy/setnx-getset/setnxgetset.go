@@ -351,11 +351,8 @@ func (s *Strategy) restoreTTL(old string, ttl time.Duration) time.Duration {
 // reply is lost, it reports the timestamp it may have written in
 // Grant.Value, with the error.
 func (s *Strategy) Refresh(ctx context.Context, key, value string, ttl time.Duration) (strategy.Grant, error) {
-	if err := s.checkTTL(ttl); err != nil {
-		return strategy.Grant{}, err
-	}
 	now := s.now()
-	next, err := s.encode(now, ttl)
+	next, err := s.next(ttl, now)
 	if err != nil {
 		return strategy.Grant{}, err
 	}
