@@ -150,7 +150,6 @@ func (b *batcher) fire() {
 func (b *batcher) send(entries []*batched) {
 	next := make([]schedule, len(entries))
 	r := round{s: b.s, sent: time.Now()}
-	r.deadline = r.sent.Add(time.Hour)
 	var in []int // the indexes of the entries in the round
 	for i, e := range entries {
 		var ok bool
@@ -181,16 +180,22 @@ type schedule struct {
 	stop      bool
 }
 
-// round is one batch: its locks, and what is sent for each.
+// round is one batch: its locks, and what is sent for each (items[i] for
+// members[i]).
 type round struct {
 	s        strategy.Batcher
 	sent     time.Time
-	deadline time.Time
-	locks    []*Lock
-	ctxs     []context.Context // the locks' StartRefresh contexts
-	ttls     []time.Duration   // each lock's TTL, which its refreshes renew
+	deadline time.Time // the earliest of the members' (see add)
+	members  []member
 	items    []strategy.Refresh
 	links    []context.Context // what the locks' Op hooks passed on
+}
+
+// member is a lock of a round.
+type member struct {
+	l   *Lock
+	ctx context.Context // its StartRefresh context
+	ttl time.Duration   // its TTL, which its refreshes renew
 }
 
 // add takes l into the round, taking its ops mutex and spending a refresh
@@ -207,8 +212,14 @@ func (r *round) add(l *Lock, ctx context.Context) (schedule, bool) {
 		l.ops.Unlock()
 		return schedule{stop: true}, false
 	}
-	r.deadline = minTime(r.deadline, until, r.sent.Add(l.interval(ttl)))
-	r.locks, r.ctxs, r.ttls = append(r.locks, l), append(r.ctxs, ctx), append(r.ttls, ttl)
+	// The batch gives up when the first of its locks would lapse, or be
+	// due again.
+	for _, d := range []time.Time{until, r.sent.Add(l.interval(ttl))} {
+		if r.deadline.IsZero() || d.Before(r.deadline) {
+			r.deadline = d
+		}
+	}
+	r.members = append(r.members, member{l, ctx, ttl})
 	l.mu.Lock()
 	r.items = append(r.items, strategy.Refresh{Key: l.key, Value: l.value, TTL: lease, Unsure: l.unsure})
 	l.mu.Unlock()
@@ -225,15 +236,15 @@ func (r *round) run() []error {
 	ctx, cancel := context.WithDeadline(context.Background(), r.deadline)
 	defer cancel()
 	r.nest(ctx, 0)
-	errs := make([]error, len(r.locks))
-	for i, l := range r.locks {
-		it := r.items[i]
+	errs := make([]error, len(r.members))
+	for i, m := range r.members {
+		l, it := m.l, r.items[i]
 		if len(it.Unsure) > 0 && (it.Err == nil || errors.Is(it.Err, ErrNotHeld)) {
 			l.mu.Lock()
 			l.unsure = nil // answered: the refresh tried every value
 			l.mu.Unlock()
 		}
-		errs[i] = l.endRefresh(ctx, it.Grant, it.Err, r.sent, r.ttls[i], it.TTL)
+		errs[i] = l.endRefresh(ctx, it.Grant, it.Err, r.sent, m.ttl, it.TTL)
 		l.ops.Unlock()
 	}
 	return errs
@@ -244,17 +255,17 @@ func (r *round) run() []error {
 // hooks, so that each lock's hooks wrap its refresh as they wrap one sent
 // alone. Locks without hooks cost nothing here.
 func (r *round) nest(ctx context.Context, i int) {
-	for i < len(r.locks) && len(r.locks[i].hooks) == 0 {
+	for i < len(r.members) && len(r.members[i].l.hooks) == 0 {
 		i++
 	}
-	if i == len(r.locks) {
+	if i == len(r.members) {
 		r.batch(ctx)
 		return
 	}
-	l := r.locks[i]
+	l := r.members[i].l
 	e := l.hooks.event(l.s, "refresh", l.key)
 	e.TTL, e.Lock = r.items[i].TTL, l
-	_ = l.hooks.wrap(r.ctxs[i], l.s, e, opHook, func(hctx context.Context) error {
+	_ = l.hooks.wrap(r.members[i].ctx, l.s, e, opHook, func(hctx context.Context) error {
 		r.links = append(r.links, hctx)
 		r.nest(ctx, i+1)
 		return r.items[i].Err
@@ -270,14 +281,14 @@ func (r *round) batch(ctx context.Context) {
 		return
 	}
 	var hs hookList
-	for _, l := range r.locks {
-		for _, h := range l.hooks {
+	for _, m := range r.members {
+		for _, h := range m.l.hooks {
 			if h.Batch != nil && !slices.Contains(hs, h) {
 				hs = append(hs, h)
 			}
 		}
 	}
-	s := r.locks[0].s
+	s := r.members[0].l.s
 	e := hs.event(s, "batch", "")
 	e.Keys, e.Links = len(r.items), r.links
 	_ = hs.wrap(ctx, s, e, batchHook, func(ctx context.Context) error {
@@ -317,13 +328,4 @@ func (l *Lock) nextLocked(failed bool) schedule {
 // interval returns the auto-refresh interval of a lock of ttl.
 func (l *Lock) interval(ttl time.Duration) time.Duration {
 	return time.Duration(float64(ttl) * l.fraction)
-}
-
-func minTime(t time.Time, ts ...time.Time) time.Time {
-	for _, u := range ts {
-		if u.Before(t) {
-			t = u
-		}
-	}
-	return t
 }
