@@ -96,3 +96,56 @@ func EachSlot(n int, f func(i int)) {
 	}
 	wg.Wait()
 }
+
+// Groups returns the indexes of keys in groups that one script each can
+// name: one group of every key, or, over a Cluster client (sharded),
+// SlotGroups'.
+func Groups(keys []string, sharded bool) [][]int {
+	if sharded {
+		return SlotGroups(keys)
+	}
+	at := make([]int, len(keys))
+	for i := range at {
+		at[i] = i
+	}
+	return [][]int{at}
+}
+
+// Scatter runs call for each group of gs, the indexes of n items (as
+// Groups returns them), as EachSlot does, and returns each item's error and
+// whether its call got an answer. call returns one error per item of its
+// group, and the group's: an item's error is its own, else the group's
+// (nil, or a failure of the whole group, such as too few replicas
+// acknowledging); when the call got no answer (no errors per item), the
+// group's error is each item's. An empty group is not called.
+func Scatter(n int, gs [][]int, call func(at []int) ([]error, error)) (errs []error, answered []bool) {
+	errs, answered = make([]error, n), make([]bool, n)
+	EachSlot(len(gs), func(g int) {
+		if len(gs[g]) == 0 {
+			return
+		}
+		es, err := call(gs[g])
+		for k, j := range gs[g] {
+			answered[j] = es != nil
+			if es != nil && es[k] != nil {
+				errs[j] = es[k]
+			} else {
+				errs[j] = err
+			}
+		}
+	})
+	return errs, answered
+}
+
+// Pick returns the elements of all at the indexes at, in increasing order:
+// all itself when at is every index.
+func Pick[T any](all []T, at []int) []T {
+	if len(at) == len(all) {
+		return all
+	}
+	out := make([]T, len(at))
+	for k, j := range at {
+		out[k] = all[j]
+	}
+	return out
+}

@@ -1,7 +1,9 @@
 package cas_test
 
 import (
+	"errors"
 	"fmt"
+	"slices"
 	"testing"
 
 	"github.com/locksmith-go/lock/internal/cas"
@@ -41,4 +43,36 @@ func TestSlot(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestScatter: each item gets its own error from its group's call, or the
+// group's when it has none of its own, and an unanswered group's error
+// when its call got no answer; empty groups are not called.
+func TestScatter(t *testing.T) {
+	errOwn, errGroup, errNone := errors.New("own"), errors.New("group"), errors.New("no answer")
+	gs := [][]int{{0, 2}, {1}, {}, {3}}
+	errs, answered := cas.Scatter(4, gs, func(at []int) ([]error, error) {
+		switch at[0] {
+		case 0:
+			return []error{errOwn, nil}, errGroup // item 2: the group's
+		case 1:
+			return []error{nil}, nil
+		case 3:
+			return nil, errNone
+		}
+		t.Errorf("call for group %v, want none", at)
+		return nil, nil
+	})
+	if want := []error{errOwn, nil, errGroup, errNone}; !slices.Equal(errs, want) {
+		t.Errorf("errors = %v, want %v", errs, want)
+	}
+	if want := []bool{true, true, true, false}; !slices.Equal(answered, want) {
+		t.Errorf("answered = %v, want %v", answered, want)
+	}
+	if got := cas.Pick([]string{"a", "b", "c"}, []int{0, 2}); !slices.Equal(got, []string{"a", "c"}) {
+		t.Errorf("Pick = %q, want [a c]", got)
+	}
+	if got := cas.Groups([]string{"a", "b"}, false); len(got) != 1 || !slices.Equal(got[0], []int{0, 1}) {
+		t.Errorf("Groups, not sharded = %v, want [[0 1]]", got)
+	}
 }

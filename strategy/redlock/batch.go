@@ -94,10 +94,6 @@ func (s *Strategy) refreshGroup(ctx context.Context, batch []strategy.Refresh, g
 	for j, i := range g.at {
 		keys[j], values[j], ttls[j] = batch[i].Key, batch[i].Value, batch[i].TTL
 	}
-	var slots [][]int
-	if s.sharded() {
-		slots = cas.SlotGroups(keys)
-	}
 	// replies[i] is node i's answer for each lock, written by its op
 	// before it returns: read only for the nodes whose answer fanOut
 	// received (see eachAnswered), never for one it gave up on, whose op
@@ -105,7 +101,7 @@ func (s *Strategy) refreshGroup(ctx context.Context, batch []strategy.Refresh, g
 	replies := make([][]error, len(s.nodes))
 	start := s.now()
 	res, _, _ := s.fanOut(ctx, g.timeout, func(ctx context.Context, i int, n node) error {
-		errs, err := extendEach(ctx, n, keys, values, ttls, slots)
+		errs, err := extendEach(ctx, n, keys, values, ttls)
 		replies[i] = errs
 		return err
 	}, nil, nil)
@@ -155,47 +151,19 @@ func (e *partialError) Unwrap() error { return e.err }
 // extendEach runs cas.PExpireEach on n over the locks keys, values and
 // ttls, and returns each lock's error, or nil and the call's error when
 // the node did not answer. On a node that is a Cluster client it runs one
-// script per hash slot of slots (the indexes of the keys of each slot),
-// up to cas.SlotWorkers at once; a slot that did not answer gives each of its
-// locks the call's error, and the node's error is then a *partialError.
-func extendEach(ctx context.Context, n node, keys, values []string, ttls []time.Duration, slots [][]int) ([]error, error) {
-	if n.wake != notify.SPublish || len(slots) <= 1 {
-		return cas.PExpireEach(ctx, n.conn, keys, values, ttls)
-	}
-	errs := make([]error, len(keys))
-	failed := make([]error, len(slots))
-	cas.EachSlot(len(slots), func(g int) {
-		at := slots[g]
-		ks, vs := make([]string, len(at)), make([]string, len(at))
-		ts := make([]time.Duration, len(at))
-		for k, j := range at {
-			ks[k], vs[k], ts[k] = keys[j], values[j], ttls[j]
-		}
-		es, err := cas.PExpireEach(ctx, n.conn, ks, vs, ts)
-		for k, j := range at {
-			if es == nil {
-				errs[j] = err
-			} else {
-				errs[j] = es[k]
-			}
-		}
-		if es == nil {
-			failed[g] = err
-		}
+// script per hash slot (cas.Scatter); a slot that did not answer gives
+// each of its locks the call's error, and the node's error is then a
+// *partialError.
+func extendEach(ctx context.Context, n node, keys, values []string, ttls []time.Duration) ([]error, error) {
+	errs, answered := cas.Scatter(len(keys), cas.Groups(keys, n.wake == notify.SPublish), func(g []int) ([]error, error) {
+		return cas.PExpireEach(ctx, n.conn, cas.Pick(keys, g), cas.Pick(values, g), cas.Pick(ttls, g))
 	})
-	first := -1
-	all := true
-	for g, err := range failed {
-		if err != nil && first < 0 {
-			first = g
-		}
-		all = all && err != nil
-	}
+	first := slices.Index(answered, false)
 	switch {
 	case first < 0:
 		return errs, nil
-	case all:
-		return nil, failed[first]
+	case !slices.Contains(answered, true):
+		return nil, errs[first]
 	}
-	return errs, &partialError{failed[first]}
+	return errs, &partialError{errs[first]}
 }

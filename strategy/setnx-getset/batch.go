@@ -44,31 +44,17 @@ func (s *Strategy) RefreshBatch(ctx context.Context, batch []strategy.Refresh) {
 			ttls, at = append(ttls, s.safetyTTL(next, now)), append(at, i)
 		}
 	}
-	gs := [][]int{indexes(len(keys))}
-	if sub, ok := s.conn.(driver.Subscriber); ok && sub.Sharded() {
-		gs = cas.SlotGroups(keys)
-	}
-	cas.EachSlot(len(gs), func(g int) {
-		errs, err := cas.SetEach(ctx, s.conn, pick(keys, gs[g]), pick(values, gs[g]), pick(unsures, gs[g]), pick(nexts, gs[g]), pick(ttls, gs[g]))
-		for k, j := range gs[g] {
-			i := at[j]
-			switch {
-			case errs == nil:
-				batch[i].Err = err // no answer: Grant.Value is what may have landed
-			case errs[k] != nil:
-				batch[i].Grant, batch[i].Err = strategy.Grant{}, errs[k]
-			}
-		}
+	sub, ok := s.conn.(driver.Subscriber)
+	gs := cas.Groups(keys, ok && sub.Sharded())
+	errs, answered := cas.Scatter(len(keys), gs, func(g []int) ([]error, error) {
+		return cas.SetEach(ctx, s.conn, cas.Pick(keys, g), cas.Pick(values, g), cas.Pick(unsures, g), cas.Pick(nexts, g), cas.Pick(ttls, g))
 	})
-}
-
-// pick returns all's elements at indexes.
-func pick[T any](all []T, indexes []int) []T {
-	out := make([]T, len(indexes))
-	for k, j := range indexes {
-		out[k] = all[j]
+	for j, i := range at {
+		if errs[j] != nil && answered[j] {
+			batch[i].Grant = strategy.Grant{} // answered: nothing was written
+		}
+		batch[i].Err = errs[j] // without an answer, Grant.Value is what may have landed
 	}
-	return out
 }
 
 // next returns the timestamp that a refresh of ttl at now writes, or why
@@ -78,13 +64,4 @@ func (s *Strategy) next(ttl time.Duration, now time.Time) (string, error) {
 		return "", err
 	}
 	return s.encode(now, ttl)
-}
-
-// indexes returns 0 to n-1.
-func indexes(n int) []int {
-	at := make([]int, n)
-	for i := range at {
-		at[i] = i
-	}
-	return at
 }

@@ -24,50 +24,31 @@ func (s *Strategy) Batches() bool { return !s.noScripts }
 // and a refresh that too few replicas acknowledged fails with a
 // *ReplicaError.
 func (s *Strategy) RefreshBatch(ctx context.Context, batch []strategy.Refresh) {
-	keys := make([]string, len(batch))
-	for i, r := range batch {
-		keys[i] = r.Key
-	}
-	gs := s.groups(keys)
-	cas.EachSlot(len(gs), func(i int) { s.refreshGroup(ctx, batch, gs[i]) })
-}
-
-// refreshGroup refreshes the locks of batch in g in one script, and sets
-// their Grant and Err.
-func (s *Strategy) refreshGroup(ctx context.Context, batch []strategy.Refresh, g group) {
 	var keys, values []string
 	var ttls []time.Duration
 	var at []int
-	for _, i := range g.at {
-		d, err := drift.Allowance(batch[i].TTL, drift.DefaultFactor)
+	for i, r := range batch {
+		d, err := drift.Allowance(r.TTL, drift.DefaultFactor)
 		batch[i].Grant, batch[i].Err = strategy.Grant{Drift: d}, err
 		if err == nil {
-			keys, values = append(keys, batch[i].Key), append(values, batch[i].Value)
-			ttls, at = append(ttls, batch[i].TTL), append(at, i)
+			keys, values = append(keys, r.Key), append(values, r.Value)
+			ttls, at = append(ttls, r.TTL), append(at, i)
 		}
 	}
-	if len(keys) == 0 {
-		return
-	}
-	var errs []error
-	write := func(c driver.Conn) (err error) {
-		errs, err = cas.PExpireEach(ctx, c, keys, values, ttls)
-		return err
-	}
-	var err error
-	if s.ack.Replicas == 0 {
-		err = write(s.conn)
-	} else {
-		err = cas.Acked(ctx, s.conn, keys[0], s.ack, write)
-	}
+	errs, _ := cas.Scatter(len(keys), cas.Groups(keys, s.sharded), func(g []int) (es []error, err error) {
+		write := func(c driver.Conn) (err error) {
+			es, err = cas.PExpireEach(ctx, c, cas.Pick(keys, g), cas.Pick(values, g), cas.Pick(ttls, g))
+			return err
+		}
+		if s.ack.Replicas == 0 {
+			err = write(s.conn)
+		} else {
+			// A *ReplicaError after es: the error of each lock extended.
+			err = cas.Acked(ctx, s.conn, keys[g[0]], s.ack, write)
+		}
+		return es, err
+	})
 	for j, i := range at {
-		switch {
-		case errs == nil:
-			batch[i].Err = err // no answer
-		case errs[j] != nil:
-			batch[i].Err = errs[j]
-		default:
-			batch[i].Err = err // nil, or too few replicas acknowledged
-		}
+		batch[i].Err = errs[j]
 	}
 }
