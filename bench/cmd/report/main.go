@@ -96,6 +96,7 @@ func run(rounds int, benchtime string, contention, held, short bool, readme stri
 	multiKey(&b, res)
 	semaphore(&b, res)
 	targets(&b, res, "Targets", targetNote, targetList)
+	targets(&b, res, "Targets of issue 30: the remaining speed gaps", speedNote, speedList)
 	if !short {
 		fmt.Fprintln(os.Stderr, "--- profile of redlock-5")
 		if err := profile(&b, bin, dir); err != nil {
@@ -577,6 +578,17 @@ var targetList = []target{
 	{"otel-noop time ÷ single time", timeRatio("otel-noop", "single", "serial", false), 1.02, true, "×"},
 	{"otel-sdk time ÷ single time", timeRatio("otel-sdk", "single", "serial", false), 1.10, true, "×"},
 }
+
+// speedList are issue 30's targets for the speed gaps that issue 17's
+// left: its bounds, on the same figures.
+var speedList = []target{
+	{"otel-sdk time ÷ single time", timeRatio("otel-sdk", "single", "serial", false), 1.10, true, "×"},
+	{"redlock-5 allocs ÷ redsync-5 allocs", allocRatio("redlock-5", "redsync-5"), 1, true, "×"},
+	{"redlock-5 parallel throughput ÷ redsync-5's", timeRatio("redlock-5", "redsync-5", "parallel", true), 1, false, "×"},
+	{"single parallel throughput ÷ raw's", timeRatio("single", "raw", "parallel", true), 0.95, false, "×"},
+}
+
+const speedNote = "Issue 30's bounds for the gaps above (item 5), read from the same runs: OpenTelemetry's cost over `single`; Redlock-5's allocations and parallel throughput against redsync-5's, over redigo above all; `single`'s parallel throughput against raw's, over go-redis and rueidis."
 
 // throughputVs compares the parallel throughput of contender name over the
 // driver of the column with that of contender other over driver, in
