@@ -99,9 +99,20 @@ func (s *Strategy) refreshGroup(ctx context.Context, batch []strategy.Refresh, g
 	// received (see eachAnswered), never for one it gave up on, whose op
 	// may still be running.
 	replies := make([][]error, len(s.nodes))
+	// The keys' groups for one script each, split once for every node: all
+	// the keys, or one group per hash slot on a node that is a Cluster
+	// client.
+	whole, slots := cas.Groups(keys, false), [][]int(nil)
+	if s.sharded() {
+		slots = cas.Groups(keys, true)
+	}
 	start := s.now()
 	res, _, _ := s.fanOut(ctx, g.timeout, func(ctx context.Context, i int, n node) error {
-		errs, err := extendEach(ctx, n, keys, values, ttls)
+		gs := whole
+		if n.wake == notify.SPublish {
+			gs = slots
+		}
+		errs, err := extendEach(ctx, n, keys, values, ttls, gs)
 		replies[i] = errs
 		return err
 	}, nil, nil)
@@ -149,13 +160,13 @@ func (e *partialError) Error() string { return "some hash slots did not answer: 
 func (e *partialError) Unwrap() error { return e.err }
 
 // extendEach runs cas.PExpireEach on n over the locks keys, values and
-// ttls, and returns each lock's error, or nil and the call's error when
-// the node did not answer. On a node that is a Cluster client it runs one
-// script per hash slot (cas.Scatter); a slot that did not answer gives
-// each of its locks the call's error, and the node's error is then a
-// *partialError.
-func extendEach(ctx context.Context, n node, keys, values []string, ttls []time.Duration) ([]error, error) {
-	errs, answered := cas.Scatter(len(keys), cas.Groups(keys, n.wake == notify.SPublish), func(g []int) ([]error, error) {
+// ttls, one script per group of gs (cas.Groups: one, or one per hash slot
+// on a node that is a Cluster client), and returns each lock's error, or
+// nil and the call's error when the node did not answer. A slot that did
+// not answer gives each of its locks the call's error, and the node's
+// error is then a *partialError.
+func extendEach(ctx context.Context, n node, keys, values []string, ttls []time.Duration, gs [][]int) ([]error, error) {
+	errs, answered := cas.Scatter(len(keys), gs, func(g []int) ([]error, error) {
 		return cas.PExpireEach(ctx, n.conn, cas.Pick(keys, g), cas.Pick(values, g), cas.Pick(ttls, g))
 	})
 	first := slices.Index(answered, false)

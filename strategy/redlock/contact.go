@@ -149,10 +149,10 @@ func (s *Strategy) contact(ctx context.Context, grace time.Duration) error {
 	if err := s.startContacts(context.WithoutCancel(ctx)); err != nil {
 		return err
 	}
-	// A contact gives up after bound; a driver that does not honour its
-	// context may not return by then, and the wait does not outlast it
-	// by much, as fanOut's does not.
-	bound := max(contactTimeout, s.nodeTimeout)
+	// A contact gives up after its bound; a driver that does not honour its
+	// context may not return by then, and the wait does not outlast it by
+	// much, as fanOut's does not.
+	bound := s.contactBound()
 	late := time.NewTimer(bound + bound/2)
 	defer late.Stop()
 	var graceC <-chan time.Time
@@ -233,12 +233,16 @@ func (s *Strategy) runID(ctx context.Context, i int) (string, error) {
 	return "", err
 }
 
+// contactBound bounds a first contact: contactTimeout, or the node timeout
+// when that is longer.
+func (s *Strategy) contactBound() time.Duration { return max(contactTimeout, s.nodeTimeout) }
+
 // reach makes first contact with node i: it reads the server's run id and,
 // unless another node reported the same one, lets the node vote. A contact
 // that timed out (a dial on a loaded machine can overrun the client's dial
 // timeout) is tried again within contactTimeout; a refused one is not.
 func (s *Strategy) reach(ctx context.Context, i int) {
-	ctx, cancel := context.WithTimeout(ctx, max(contactTimeout, s.nodeTimeout))
+	ctx, cancel := context.WithTimeout(ctx, s.contactBound())
 	defer cancel()
 	id, err := s.runID(ctx, i)
 	for err != nil && neterr.Timeout(err) && wait.Sleep(ctx, contactPause) == nil {

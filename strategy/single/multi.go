@@ -27,20 +27,9 @@ type group struct {
 // with its keys in their order. A standalone server takes keys of any slot
 // in one script; a Cluster refuses a script whose keys span slots.
 func (s *Strategy) groups(keys []string) []group {
-	if !s.sharded {
-		at := make([]int, len(keys))
-		for i := range at {
-			at[i] = i
-		}
-		return []group{{keys, at}}
-	}
 	var gs []group
-	for _, at := range cas.SlotGroups(keys) {
-		g := group{at: at}
-		for _, j := range at {
-			g.keys = append(g.keys, keys[j])
-		}
-		gs = append(gs, g)
+	for _, at := range cas.Groups(keys, s.sharded) {
+		gs = append(gs, group{cas.Pick(keys, at), at})
 	}
 	return gs
 }
