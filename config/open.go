@@ -269,6 +269,7 @@ var (
 	_ driver.Addresser = guarded{}
 	_ driver.Commander = guarded{}
 	_ driver.Pinner    = guarded{}
+	_ driver.Pipeliner = guarded{}
 )
 
 func (g guarded) SetNX(ctx context.Context, key, value string, ttl time.Duration) (ok bool, err error) {
@@ -310,6 +311,13 @@ func (g guarded) Eval(ctx context.Context, src string, keys []string, args ...an
 func (g guarded) Do(ctx context.Context, args ...any) (reply any, err error) {
 	err = g.during(func() error { reply, err = driver.Do(ctx, g.c, args...); return err })
 	return reply, err
+}
+
+// Pipeline implements [driver.Pipeliner], in one round trip if the
+// client pipelines: driver.Pipeline says.
+func (g guarded) Pipeline(ctx context.Context, cmds [][]any) (replies []any, err error) {
+	err = g.during(func() error { replies, err = driver.Pipeline(ctx, g.c, cmds); return err })
+	return replies, err
 }
 
 // Addr implements [driver.Addresser] with the client's address, if known.

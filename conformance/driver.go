@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"reflect"
 	"strconv"
 	"strings"
@@ -28,7 +29,11 @@ import (
 // over one connection, that WAIT answers there, and that a WATCH
 // transaction there runs, or is aborted by another client's change, for
 // keys in several hash slots (on a Cluster, a Pin reaches the master of
-// each key's slot).
+// each key's slot). For a Conn that pipelines ([driver.Pipeliner]), it
+// checks that each command gets its own reply, in order, an error in its
+// place, for keys in several hash slots, that [driver.Script.RunEach]
+// falls back to EVAL for a script the server lacks, and that a pinned
+// Conn pipelines a WATCH transaction.
 // newConn returns a connection to a server the test may write to.
 func RunDriver(t *testing.T, newConn func(t *testing.T) driver.Conn) {
 	for _, p := range driverProperties {
@@ -59,6 +64,7 @@ var driverProperties = []struct {
 	{"Subscriber", driverSubscriber},
 	{"Pinner", driverPinner},
 	{"WatchAbortsExec", driverWatch},
+	{"Pipeliner", driverPipeliner},
 }
 
 // cleanKey returns a fresh key that is deleted when t ends.
@@ -514,4 +520,79 @@ func (r *recorder) want(t *testing.T, ctx context.Context, when string, want dri
 	case <-ctx.Done():
 		t.Fatalf("no event %s (want %+v): %v", when, want, ctx.Err())
 	}
+}
+
+// driverPipeliner: a Conn that pipelines returns one reply per command, in
+// order: replies, a nil reply, and errors in their places, for keys in four
+// hash slots (all three masters of a Cluster); Script.RunEach runs a
+// script the server lacks with EVAL; and a pinned Conn pipelines a WATCH
+// transaction.
+func driverPipeliner(t *testing.T, ctx context.Context, c driver.Conn) {
+	if _, ok := c.(driver.Pipeliner); !ok {
+		t.Skip("the driver does not pipeline (optional: batched refreshes then send their calls one by one)")
+	}
+	base, keys := Key(t), make([]string, 4)
+	for i := range keys {
+		keys[i] = base + ":{" + strconv.Itoa(i) + "}"
+		t.Cleanup(func() { _, _ = c.Del(context.Background(), keys[i]) })
+	}
+	t.Run("each command gets its reply, in order", func(t *testing.T) {
+		var cmds [][]any
+		var want []any
+		for i, k := range keys {
+			cmds = append(cmds, []any{"SET", k, "v" + strconv.Itoa(i)}, []any{"GET", k}, []any{"INCR", k}, []any{"GET", k + ":missing"})
+			want = append(want, "OK", "v"+strconv.Itoa(i), errors.New("ERR value is not an integer or out of range"), nil)
+		}
+		replies, err := driver.Pipeline(ctx, c, cmds)
+		if err != nil || len(replies) != len(want) {
+			t.Fatalf("Pipeline = %d replies, %v; want %d, nil", len(replies), err, len(want))
+		}
+		for i, r := range replies {
+			w, isErr := want[i].(error)
+			got, gotErr := r.(error)
+			switch {
+			case isErr && (!gotErr || !strings.Contains(got.Error(), "not an integer")):
+				t.Errorf("reply %d (%v) = %#v, want an error like %q", i, cmds[i], r, w)
+			case !isErr && r != want[i]:
+				t.Errorf("reply %d (%v) = %#v, want %#v", i, cmds[i], r, want[i])
+			}
+		}
+	})
+	t.Run("RunEach runs a script the server lacks", func(t *testing.T) {
+		s := freshScript("return KEYS[1] .. ARGV[1]")
+		calls := make([]driver.Call, len(keys))
+		for i, k := range keys {
+			calls[i] = driver.Call{Keys: []string{k}, Args: []any{i}}
+		}
+		s.RunEach(ctx, c, calls)
+		for i, call := range calls {
+			if want := keys[i] + strconv.Itoa(i); call.Reply != want || call.Err != nil {
+				t.Errorf("call %d = %#v, %v; want %q, nil", i, call.Reply, call.Err, want)
+			}
+		}
+	})
+	t.Run("a pinned Conn pipelines a transaction", func(t *testing.T) {
+		if err := driver.Pinnable(c); err != nil {
+			t.Skipf("the driver cannot pin a connection: %v", err)
+		}
+		for _, key := range keys {
+			err := driver.Pin(ctx, c, key, func(one driver.Conn) error {
+				read, err := driver.Pipeline(ctx, one, [][]any{{"WATCH", key}, {"GET", key}})
+				if err != nil || len(read) != 2 || read[0] != "OK" {
+					return fmt.Errorf("WATCH, GET = %#v, %v; want OK and a value", read, err)
+				}
+				exec, err := driver.Pipeline(ctx, one, [][]any{{"MULTI"}, {"SET", key, "x"}, {"EXEC"}})
+				if want := []any{"OK", "QUEUED", []any{"OK"}}; err != nil || !reflect.DeepEqual(exec, want) {
+					return fmt.Errorf("MULTI, SET, EXEC = %#v, %v; want %#v", exec, err, want)
+				}
+				return nil
+			})
+			if err != nil {
+				t.Errorf("%s: %v", key, err)
+			}
+			if v, _, err := c.Get(ctx, key); v != "x" || err != nil {
+				t.Errorf("%s after the transaction = %q, %v; want \"x\", nil", key, v, err)
+			}
+		}
+	})
 }

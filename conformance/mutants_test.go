@@ -179,6 +179,8 @@ var lockMutants = []mutant{
 		conn: func(c driver.Conn) driver.Conn { return unwatched{c} }},
 	{name: "pin-ignores-the-key", kills: []string{"WatchAbortsExec"}, cluster: true,
 		conn: func(c driver.Conn) driver.Conn { return keyless{c} }},
+	{name: "pipeline-drops-errors", kills: []string{"Pipeliner"},
+		conn: func(c driver.Conn) driver.Conn { return errorsDropped{c} }},
 }
 
 // controls are the harnesses of the mutants, unbroken: they pass every
@@ -887,6 +889,19 @@ func (c noscriptHidden) EvalSha(ctx context.Context, sha1 string, keys []string,
 		return nil, errors.New("evalsha failed")
 	}
 	return v, nil
+}
+
+// errorsDropped pipelines, but answers nil for a command that failed.
+type errorsDropped struct{ driver.Conn }
+
+func (c errorsDropped) Pipeline(ctx context.Context, cmds [][]any) ([]any, error) {
+	replies, err := driver.Pipeline(ctx, c.Conn, cmds)
+	for i, r := range replies {
+		if _, ok := r.(error); ok {
+			replies[i] = nil
+		}
+	}
+	return replies, err
 }
 
 // intsAsStrings returns script integers as strings.

@@ -63,6 +63,7 @@ var (
 	_ driver.Addresser = (*Conn)(nil)
 	_ driver.Validator = (*Conn)(nil)
 	_ driver.Pinner    = (*Conn)(nil)
+	_ driver.Pipeliner = (*Conn)(nil)
 )
 
 // New returns a Conn that sends commands through c. If c is nil, or its
@@ -234,6 +235,27 @@ func (c *Conn) Eval(ctx context.Context, src string, keys []string, args ...any)
 // keys of the wrong shard, so a lock of several keys over a Ring needs one
 // hash tag for all of them. (A Cluster refuses such a script with
 // CROSSSLOT; the strategies send one script per slot there.)
+// ringScript returns scriptKeys' error for a command of a pipeline that
+// is a script (EVAL or EVALSHA), and nil for any other.
+func (c *Conn) ringScript(args []any) error {
+	if _, ring := c.c.(*redis.Ring); !ring {
+		return nil
+	}
+	name, _ := args[0].(string)
+	if len(args) < 3 || !strings.EqualFold(name, "EVALSHA") && !strings.EqualFold(name, "EVAL") {
+		return nil
+	}
+	n, _ := args[2].(int)
+	if n < 0 || 3+n > len(args) {
+		return nil // the server refuses it
+	}
+	keys := make([]string, n)
+	for i := range keys {
+		keys[i], _ = args[3+i].(string)
+	}
+	return c.scriptKeys(keys)
+}
+
 func (c *Conn) scriptKeys(keys []string) error {
 	if c.err != nil {
 		return c.err
@@ -269,6 +291,39 @@ func (c *Conn) Do(ctx context.Context, args ...any) (any, error) {
 		return nil, c.err
 	}
 	return nilReply(await(ctx, &c.sending, func() (any, error) { return c.cmd.Do(ctx, args...).Result() }))
+}
+
+// Pipeline implements [driver.Pipeliner] with go-redis's Pipelined: a
+// Cluster client or a Ring sends the commands of each server over a
+// connection to it, side by side.
+func (c *Conn) Pipeline(ctx context.Context, cmds [][]any) ([]any, error) {
+	if c.err != nil {
+		return nil, c.err
+	}
+	return await(ctx, &c.sending, func() ([]any, error) {
+		replies := make([]any, len(cmds))
+		var sent []*redis.Cmd
+		_, _ = c.cmd.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for i, args := range cmds {
+				if err := c.ringScript(args); err != nil {
+					replies[i] = err
+					continue
+				}
+				sent = append(sent, p.Do(ctx, args...))
+			}
+			return nil
+		})
+		for i := range replies {
+			if replies[i] != nil {
+				continue
+			}
+			v, err := nilReply(sent[0].Result())
+			if replies[i], sent = v, sent[1:]; err != nil {
+				replies[i] = err
+			}
+		}
+		return replies, nil
+	})
 }
 
 // Pinnable implements [driver.Pinner]: a *redis.Client (standalone or

@@ -17,6 +17,13 @@
 // session per Conn, for every lock it waits for, on one connection taken
 // from the pool. redigo has no Cluster client: channels are classic
 // channels.
+//
+// A Conn does not pipeline ([driver.Pipeliner]): redigo's Send writes a
+// command to the connection outside DoContext's watch, bounded only by the
+// write timeout that the pool's dialer may set, which the Conn cannot see;
+// a pipeline larger than the socket buffers, to a server that stopped
+// reading, would hold the call past its deadline. So a batched refresh
+// sends its scripts, or a transaction's commands, one after another.
 package redigo
 
 import (

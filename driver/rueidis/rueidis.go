@@ -62,6 +62,7 @@ var (
 	_ driver.Commander = (*Conn)(nil)
 	_ driver.Validator = (*Conn)(nil)
 	_ driver.Pinner    = (*Conn)(nil)
+	_ driver.Pipeliner = (*Conn)(nil)
 )
 
 // Option configures a Conn.
@@ -357,6 +358,49 @@ func (c *Conn) Do(ctx context.Context, args ...any) (any, error) {
 		return c.tx.do(ctx, c, a[0], build)
 	}
 	return reply(c.do(ctx, build))
+}
+
+// Pipeline implements [driver.Pipeliner] with rueidis's DoMulti, which
+// writes the commands together: a Cluster client sends those of each
+// master over a connection to it. A script (EVAL or EVALSHA) goes to the
+// master of its keys' slot; another command as [Conn.Do]'s, to any node
+// of a Cluster, or over a pinned Conn to its key's master. A pinned Conn
+// sends the commands as they are, MULTI and EXEC included, in one write.
+func (c *Conn) Pipeline(ctx context.Context, cmds [][]any) ([]any, error) {
+	if c.err != nil {
+		return nil, c.err
+	}
+	built := make(rueidis.Commands, len(cmds))
+	for i, args := range cmds {
+		built[i] = build(c.cmd.B(), strs(args))
+		if c.slot != nil {
+			built[i] = built[i].SetSlot(*c.slot)
+		}
+	}
+	replies := make([]any, len(cmds))
+	for i, r := range c.cmd.DoMulti(ctx, built...) {
+		v, err := reply(r)
+		if replies[i] = v; err != nil {
+			replies[i] = err
+		}
+	}
+	return replies, nil
+}
+
+// build builds the command a: a script with its keys as keys, so that a
+// Cluster client sends it to their master, or any other as [Conn.Do] does.
+func build(b rueidis.Builder, a []string) rueidis.Completed {
+	if len(a) >= 3 {
+		if n, err := strconv.Atoi(a[2]); err == nil && n > 0 && len(a) >= 3+n {
+			switch strings.ToUpper(a[0]) {
+			case "EVALSHA":
+				return b.Evalsha().Sha1(a[1]).Numkeys(int64(n)).Key(a[3 : 3+n]...).Arg(a[3+n:]...).Build()
+			case "EVAL":
+				return b.Eval().Script(a[1]).Numkeys(int64(n)).Key(a[3 : 3+n]...).Arg(a[3+n:]...).Build()
+			}
+		}
+	}
+	return b.Arbitrary(a[0]).Args(a[1:]...).Build()
 }
 
 // A transaction holds back a pinned Conn's commands from MULTI until EXEC,

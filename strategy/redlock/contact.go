@@ -119,6 +119,15 @@ func (g gated) Do(ctx context.Context, args ...any) (any, error) {
 	return driver.Do(ctx, g.Conn, args...)
 }
 
+// Pipeline sends commands in one round trip, where the node's connection
+// can: driver.Pipeline says.
+func (g gated) Pipeline(ctx context.Context, cmds [][]any) ([]any, error) {
+	if err := g.ready(); err != nil {
+		return nil, err
+	}
+	return driver.Pipeline(ctx, g.Conn, cmds)
+}
+
 // Pinnable is the node's connection's: driver.Pinnable says.
 func (g gated) Pinnable() error { return driver.Pinnable(g.Conn) }
 
