@@ -10,13 +10,6 @@ import (
 	"github.com/locksmith-go/lock/strategy"
 )
 
-// MaxBatch is the most locks that one batched refresh carries (see
-// [Lock.StartRefresh]): more locks due at once go in several batches, sent
-// side by side. A strategy refreshes a batch's locks of one server in one
-// script, which blocks the server while it runs: 3ms for 1000 locks,
-// measured on Redis 7.0 (see docs/design/batched-refresh.md).
-const MaxBatch = 1000
-
 // batcher refreshes the auto-refreshed locks of a Locker whose strategy
 // batches (strategy.Batcher): one timer for them all, no goroutine per
 // lock. Each lock may be refreshed from half its refresh interval after
@@ -114,8 +107,8 @@ func (b *batcher) schedule(t time.Time) {
 	}
 }
 
-// fire sends the locks whose refresh may come now, MaxBatch at a time,
-// side by side, and sets the timer for the next one due.
+// fire sends the locks whose refresh may come now in one batch, and sets
+// the timer for the next one due.
 func (b *batcher) fire() {
 	now := time.Now()
 	var ready []*batched
@@ -136,10 +129,6 @@ func (b *batcher) fire() {
 		b.schedule(next)
 	}
 	b.mu.Unlock()
-	for len(ready) > MaxBatch {
-		go b.send(ready[:MaxBatch:MaxBatch])
-		ready = ready[MaxBatch:]
-	}
 	if len(ready) > 0 {
 		b.send(ready)
 	}

@@ -132,8 +132,8 @@ type refresher struct {
 // (strategy.Batcher) are refreshed together: one timer for them all, and
 // no goroutine per lock. Each is then refreshed from half an interval to
 // an interval after its last refresh was sent, so that locks whose
-// intervals overlap share a round trip; a batch carries at most
-// [MaxBatch] locks. The repository's docs/locking.md says more.
+// intervals overlap share a round trip. The repository's docs/locking.md
+// says more.
 //
 // It returns nil when the refreshes run, started by this call or an
 // earlier one, Err if the lock is no longer held, and an [*ArgumentError]

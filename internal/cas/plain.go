@@ -493,17 +493,54 @@ func (s *session) exec(ctx context.Context, cmds [][]any) ([]any, error) {
 	if err != nil {
 		return nil, err
 	}
-	if reply == nil {
-		return nil, errChanged
-	}
-	replies, ok := reply.([]any)
-	if !ok || len(replies) != len(cmds) {
-		return nil, fmt.Errorf("EXEC: got reply %T, want %d replies", reply, len(cmds))
+	replies, err := execReply(reply, len(cmds))
+	if err != nil {
+		return nil, err
 	}
 	for _, r := range replies {
 		if err, ok := r.(error); ok {
 			return nil, err
 		}
+	}
+	return replies, nil
+}
+
+// execReply returns the replies of EXEC's reply, n of them, with a
+// command's error in its place, or errChanged for a nil EXEC.
+func execReply(reply any, n int) ([]any, error) {
+	if reply == nil {
+		return nil, errChanged
+	}
+	replies, ok := reply.([]any)
+	if !ok || len(replies) != n {
+		return nil, fmt.Errorf("EXEC: got reply %T, want %d replies", reply, n)
+	}
+	return replies, nil
+}
+
+// pipeline sends cmds over the session's connection, in one round trip if
+// it pipelines (driver.Pipeline), as do sends one: a first command WATCH or
+// MULTI sets what close undoes, and a last command EXEC that got an
+// answer clears it.
+func (s *session) pipeline(ctx context.Context, cmds [][]any) ([]any, error) {
+	switch cmds[0][0] {
+	case "WATCH":
+		s.undo = "UNWATCH"
+	case "MULTI":
+		s.undo = "DISCARD"
+	}
+	replies, err := driver.Pipeline(ctx, s.c, cmds)
+	if err != nil {
+		return nil, err
+	}
+	for i, r := range replies {
+		if err, ok := r.(error); ok && lacks(err) {
+			return nil, fmt.Errorf("lock: the server lacks %s, which locks without scripts need: %w", cmds[i][0], errors.ErrUnsupported)
+		}
+	}
+	last := replies[len(replies)-1]
+	if err, _ := last.(error); cmds[len(cmds)-1][0] == "EXEC" && !neterr.Unanswered(err) && !errors.Is(err, context.Canceled) {
+		s.undo = ""
 	}
 	return replies, nil
 }

@@ -121,20 +121,25 @@ func Groups(keys []string, sharded bool) [][]int {
 func Scatter(n int, gs [][]int, call func(at []int) ([]error, error)) (errs []error, answered []bool) {
 	errs, answered = make([]error, n), make([]bool, n)
 	EachSlot(len(gs), func(g int) {
-		if len(gs[g]) == 0 {
-			return
-		}
-		es, err := call(gs[g])
-		for k, j := range gs[g] {
-			answered[j] = es != nil
-			if es != nil && es[k] != nil {
-				errs[j] = es[k]
-			} else {
-				errs[j] = err
-			}
+		if len(gs[g]) != 0 {
+			es, err := call(gs[g])
+			spread(errs, answered, gs[g], es, err)
 		}
 	})
 	return errs, answered
+}
+
+// spread sets errs and answered of the items at from their call's answer,
+// as Scatter says.
+func spread(errs []error, answered []bool, at []int, es []error, err error) {
+	for k, j := range at {
+		answered[j] = es != nil
+		if es != nil && es[k] != nil {
+			errs[j] = es[k]
+		} else {
+			errs[j] = err
+		}
+	}
 }
 
 // Pick returns the elements of all at the indexes at, in increasing order:

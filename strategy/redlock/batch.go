@@ -14,19 +14,17 @@ import (
 var _ strategy.Batcher = (*Strategy)(nil)
 
 // Batches implements [strategy.Batcher]: a Strategy batches the refreshes
-// of its auto-refreshed locks when every node runs scripts. With
-// [WithoutScripts] or [WithoutScriptsOn] on any node it does not: such a
-// node extends a lock with SET IFEQ or a WATCH transaction, a round trip
-// (several, for the transaction) per lock, and has no form that extends
-// many locks, each with its own value, in one; the Locker then refreshes
-// each lock with Refresh.
-func (s *Strategy) Batches() bool { return !slices.Contains(s.plain, true) }
+// of its auto-refreshed locks, on nodes with scripts or without.
+func (s *Strategy) Batches() bool { return true }
 
 // RefreshBatch implements [strategy.Batcher]: Refresh for every lock of the
-// batch at once. Each node gets one script (cas.PExpireEach) that extends
+// batch at once. Each node gets one script (cas.PExpireBatch) that extends
 // every lock it holds, each with its own value and TTL, and answers per
-// lock; over a node that is a Cluster client, one script per hash slot, up
-// to cas.SlotWorkers at once. All the nodes are sent theirs at once, bounded by
+// lock; over a node that is a Cluster client, one script per hash slot;
+// one per cas.PerScript locks of a larger group; all in one round trip
+// over a node's driver that pipelines (driver.Pipeliner). A node without
+// scripts gets a transaction instead of each script, as single's
+// WithoutScripts does. All the nodes are sent theirs at once, bounded by
 // the node timeout, as Refresh's are, and each lock's Grant and Err are
 // what Refresh would return for it alone: nil with a quorum of nodes that
 // extended it and validity left (its TTL, less the time since the batch
@@ -112,7 +110,7 @@ func (s *Strategy) refreshGroup(ctx context.Context, batch []strategy.Refresh, g
 		if n.wake == notify.SPublish {
 			gs = slots
 		}
-		errs, err := extendEach(ctx, n, keys, values, ttls, gs)
+		errs, err := extendEach(ctx, n, cas.PExpireBatch(keys, values, ttls, gs))
 		replies[i] = errs
 		return err
 	}, nil, nil)
@@ -159,16 +157,13 @@ type partialError struct{ err error }
 func (e *partialError) Error() string { return "some hash slots did not answer: " + e.err.Error() }
 func (e *partialError) Unwrap() error { return e.err }
 
-// extendEach runs cas.PExpireEach on n over the locks keys, values and
-// ttls, one script per group of gs (cas.Groups: one, or one per hash slot
-// on a node that is a Cluster client), and returns each lock's error, or
-// nil and the call's error when the node did not answer. A slot that did
-// not answer gives each of its locks the call's error, and the node's
-// error is then a *partialError.
-func extendEach(ctx context.Context, n node, keys, values []string, ttls []time.Duration, gs [][]int) ([]error, error) {
-	errs, answered := cas.Scatter(len(keys), gs, func(g []int) ([]error, error) {
-		return cas.PExpireEach(ctx, n.conn, cas.Pick(keys, g), cas.Pick(values, g), cas.Pick(ttls, g))
-	})
+// extendEach runs b, the locks' extension (cas.PExpireBatch), on n, and
+// returns each lock's error, or nil and the call's error when the node did
+// not answer. A hash slot that did not answer, on a node that is a Cluster
+// client, gives each of its locks the call's error, and the node's error
+// is then a *partialError.
+func extendEach(ctx context.Context, n node, b cas.Batch) ([]error, error) {
+	errs, answered := n.srv.Batch(ctx, b)
 	first := slices.Index(answered, false)
 	switch {
 	case first < 0:

@@ -83,14 +83,29 @@ func TestRefreshBatch(t *testing.T) {
 		}
 	})
 
-	t.Run("does not batch with a node without scripts", func(t *testing.T) {
+	t.Run("a node without scripts extends the batch by a transaction", func(t *testing.T) {
 		d := driverNamed("goredis-resp3")
 		s, err := redlock.NewStrategy(connect(t, servers, d), redlock.WithoutScriptsOn(1))
 		if err != nil {
 			t.Fatal(err)
 		}
-		if s.Batches() {
-			t.Errorf("Batches() with WithoutScriptsOn(1) = true, want false")
+		if !s.Batches() {
+			t.Errorf("Batches() with WithoutScriptsOn(1) = false, want true")
+		}
+		batch := batchOf(t, s, servers, conformance.Key(t), 4, 10*time.Second, time.Minute)
+		plant(t, servers[1:], batch[2].Key, "another owner")
+		s.RefreshBatch(ctx, batch)
+		if err := batch[2].Err; !errors.Is(err, lock.ErrTaken) {
+			t.Errorf("Err of the lock taken on nodes 1 and 2 = %v, want ErrTaken", err)
+		}
+		if got := command(t, servers[1], "GET", batch[2].Key); got != "another owner" {
+			t.Errorf("GET of the taken key on the node without scripts = %q, want %q: untouched", got, "another owner")
+		}
+		for _, i := range []int{0, 1, 3} {
+			if batch[i].Err != nil {
+				t.Errorf("Err of lock %d = %v, want nil", i, batch[i].Err)
+			}
+			extendedTo(t, servers, batch[i].Key, time.Minute)
 		}
 	})
 

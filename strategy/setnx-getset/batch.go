@@ -13,13 +13,14 @@ import (
 var _ strategy.Batcher = (*Strategy)(nil)
 
 // Batches implements [strategy.Batcher]: a Strategy batches the refreshes
-// of its auto-refreshed locks, unless [WithoutScripts], whose transactions
-// take several round trips per lock.
-func (s *Strategy) Batches() bool { return !s.plain }
+// of its auto-refreshed locks, with scripts or [WithoutScripts].
+func (s *Strategy) Batches() bool { return true }
 
 // RefreshBatch implements [strategy.Batcher]: Refresh for every lock of the
-// batch, in one script (cas.SetEach), or one per hash slot over a Cluster
-// client, up to cas.SlotWorkers at once. Each lock's key gets a new
+// batch, in one script (cas.SetBatch), or one per hash slot over a Cluster
+// client, one per cas.PerScript locks of a larger group, all in one round
+// trip over a driver that pipelines (driver.Pipeliner); [WithoutScripts],
+// a transaction instead of each script, as single's does. Each lock's key gets a new
 // timestamp, as Refresh writes, if it holds the lock's value, or one that
 // an earlier refresh whose reply was lost may have written (strategy.Refresh's
 // Unsure); Grant.Value is the new timestamp, also when the call got no
@@ -46,9 +47,7 @@ func (s *Strategy) RefreshBatch(ctx context.Context, batch []strategy.Refresh) {
 	}
 	sub, ok := s.conn.(driver.Subscriber)
 	gs := cas.Groups(keys, ok && sub.Sharded())
-	errs, answered := cas.Scatter(len(keys), gs, func(g []int) ([]error, error) {
-		return cas.SetEach(ctx, s.conn, cas.Pick(keys, g), cas.Pick(values, g), cas.Pick(unsures, g), cas.Pick(nexts, g), cas.Pick(ttls, g))
-	})
+	errs, answered := s.srv.Batch(ctx, cas.SetBatch(keys, values, unsures, nexts, ttls, gs))
 	for j, i := range at {
 		if errs[j] != nil && answered[j] {
 			batch[i].Grant = strategy.Grant{} // answered: nothing was written

@@ -9,28 +9,39 @@ import (
 
 	"github.com/locksmith-go/lock"
 	"github.com/locksmith-go/lock/conformance"
+	"github.com/locksmith-go/lock/driver"
 	"github.com/locksmith-go/lock/driver/goredis"
 	"github.com/locksmith-go/lock/internal/testing/redistest"
 	"github.com/locksmith-go/lock/strategy"
 	setnxgetset "github.com/locksmith-go/lock/strategy/setnx-getset"
 )
 
-// TestRefreshBatch: one script refreshes every lock of a batch as Refresh
-// would: each key holding the lock's value, or the value that an earlier
-// refresh whose reply was lost may have written (one of Unsure), gets a new
-// timestamp, reported in Grant.Value; a key that another value holds, or
-// that is gone, is reported so, and left as it is.
+// TestRefreshBatch: one script, or without scripts one transaction,
+// refreshes every lock of a batch as Refresh would: each key holding the
+// lock's value, or the value that an earlier refresh whose reply was lost
+// may have written (one of Unsure), gets a new timestamp, reported in
+// Grant.Value; a key that another value holds, or that is gone, is
+// reported so, and left as it is.
 func TestRefreshBatch(t *testing.T) {
 	addr, _ := redistest.Addr(t)
-	ctx := context.Background()
 	conn := goredis.New(redistest.GoRedis(t, addr, 3))
-	s, err := setnxgetset.NewStrategy(conn, setnxgetset.WithFormat(setnxgetset.Milliseconds))
-	if err != nil {
-		t.Fatal(err)
+	for name, opts := range map[string][]setnxgetset.Option{"scripts": nil, "without scripts": {setnxgetset.WithoutScripts()}} {
+		t.Run(name, func(t *testing.T) {
+			s, err := setnxgetset.NewStrategy(conn, append(opts, setnxgetset.WithFormat(setnxgetset.Milliseconds))...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !s.Batches() {
+				t.Fatal("Batches() = false, want true")
+			}
+			refreshBatch(t, conn, s)
+		})
 	}
-	if !s.Batches() {
-		t.Fatal("Batches() = false, want true with scripts")
-	}
+}
+
+// refreshBatch is TestRefreshBatch over s.
+func refreshBatch(t *testing.T, conn driver.Conn, s *setnxgetset.Strategy) {
+	ctx := context.Background()
 	prefix := conformance.Key(t)
 	key := func(name string) string { return prefix + ":" + name }
 	grants := map[string]string{}
@@ -70,18 +81,5 @@ func TestRefreshBatch(t *testing.T) {
 	}
 	if err := batch[3].Err; !errors.Is(err, lock.ErrExpired) {
 		t.Errorf("gone lock: got Err %v, want ErrExpired", err)
-	}
-}
-
-// TestWithoutScriptsDoesNotBatch: without scripts, each lock is refreshed
-// on its own.
-func TestWithoutScriptsDoesNotBatch(t *testing.T) {
-	addr, _ := redistest.Addr(t)
-	s, err := setnxgetset.NewStrategy(goredis.New(redistest.GoRedis(t, addr, 3)), setnxgetset.WithoutScripts())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if s.Batches() {
-		t.Error("Batches() = true without scripts, want false")
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"time"
 
-	"github.com/locksmith-go/lock/driver"
 	"github.com/locksmith-go/lock/internal/cas"
 	"github.com/locksmith-go/lock/internal/drift"
 	"github.com/locksmith-go/lock/strategy"
@@ -13,16 +12,19 @@ import (
 var _ strategy.Batcher = (*Strategy)(nil)
 
 // Batches implements [strategy.Batcher]: a Strategy batches the refreshes
-// of its auto-refreshed locks, unless [WithoutScripts], whose
-// transactions take a round trip per command.
-func (s *Strategy) Batches() bool { return !s.noScripts }
+// of its auto-refreshed locks, with scripts or [WithoutScripts].
+func (s *Strategy) Batches() bool { return true }
 
-// RefreshBatch implements [strategy.Batcher]: one script refreshes every
-// lock of the batch, or, over a Cluster client, one per hash slot (keys
-// that share a hash tag share a script), up to cas.SlotWorkers at once.
-// With [WithReplicas], each script is followed by WAIT, as Refresh's is,
-// and a refresh that too few replicas acknowledged fails with a
-// *ReplicaError.
+// RefreshBatch implements [strategy.Batcher]: one script refreshes the
+// locks of the batch, or, over a Cluster client, one per hash slot (keys
+// that share a hash tag share a script), each carrying at most
+// cas.PerScript locks; a driver that pipelines (driver.Pipeliner) sends
+// them all in one round trip, to each server. [WithoutScripts], each
+// script is a transaction instead: WATCH and GET of its keys, then
+// MULTI, a PEXPIRE for each key that holds its lock's value, and EXEC,
+// in two round trips. With [WithReplicas], each script or transaction is
+// followed by WAIT, as Refresh's is, and a refresh that too few replicas
+// acknowledged fails with a *ReplicaError.
 func (s *Strategy) RefreshBatch(ctx context.Context, batch []strategy.Refresh) {
 	var keys, values []string
 	var ttls []time.Duration
@@ -35,19 +37,13 @@ func (s *Strategy) RefreshBatch(ctx context.Context, batch []strategy.Refresh) {
 			ttls, at = append(ttls, r.TTL), append(at, i)
 		}
 	}
-	errs, _ := cas.Scatter(len(keys), cas.Groups(keys, s.sharded), func(g []int) (es []error, err error) {
-		write := func(c driver.Conn) (err error) {
-			es, err = cas.PExpireEach(ctx, c, cas.Pick(keys, g), cas.Pick(values, g), cas.Pick(ttls, g))
-			return err
-		}
-		if s.ack.Replicas == 0 {
-			err = write(s.conn)
-		} else {
-			// A *ReplicaError after es: the error of each lock extended.
-			err = cas.Acked(ctx, s.conn, keys[g[0]], s.ack, write)
-		}
-		return es, err
-	})
+	b := cas.PExpireBatch(keys, values, ttls, cas.Groups(keys, s.sharded))
+	var errs []error
+	if s.ack.Replicas == 0 {
+		errs, _ = s.srv.Batch(ctx, b)
+	} else {
+		errs, _ = s.srv.BatchAcked(ctx, b, s.ack)
+	}
 	for j, i := range at {
 		batch[i].Err = errs[j]
 	}
