@@ -82,6 +82,30 @@ func (h hook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessP
 	}
 }
 
+// tripHook counts a go-redis client's round trips: a command, or a
+// pipeline of several, but for handshakes.
+type tripHook struct{ trips *atomic.Int64 }
+
+func (tripHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h tripHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if !handshake(cmd.Name()) {
+			h.trips.Add(1)
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func (h tripHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		if !handshake(cmds[0].Name()) {
+			h.trips.Add(1)
+		}
+		return next(ctx, cmds)
+	}
+}
+
 // countingConn counts the commands sent on a redigo connection. It keeps
 // the connection's context and timeout support, which redigo's pool needs.
 type countingConn struct {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"runtime"
 	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -42,7 +43,8 @@ const (
 //
 //   - batched: single.New(goredis.New(client)), whose Strategy implements
 //     strategy.Batcher: the Locker refreshes its locks together, by one
-//     timer, one script per server per batch of up to lock.MaxBatch locks;
+//     timer, one script per 1000 locks (cas.PerScript), all in one round
+//     trip per server (go-redis pipelines them);
 //   - unbatched: the same Strategy behind a struct that embeds only
 //     strategy.Strategy, which hides strategy.Batcher (and single's other
 //     optional interfaces: notification, ObtainMany, shared locks, none of
@@ -65,14 +67,15 @@ const (
 //   - server-cmds/s: the commands the server ran per second over the
 //     window, by its INFO commandstats, those that the scripts ran
 //     included (INFO itself and handshakes left out);
-//   - roundtrips/s: the scripts the server received (EVALSHA and EVAL) per
-//     second, which is the client's round trips: every refresh, single or
-//     batched, is one script;
+//   - roundtrips/s: the client's round trips per second, counted by a
+//     go-redis hook: a command, or a pipeline of several (handshakes left
+//     out);
 //   - refreshes/lock/s: the PEXPIRE calls the scripts ran (one per lock
 //     refreshed) per lock and second: 1 when each lock is refreshed once
 //     per refresh interval (1 s), more when batches take some early;
-//   - roundtrips/round: the round trips per round of refreshes, the
-//     scripts over the PEXPIRE calls ÷ n. The refreshes of batched locks
+//   - roundtrips/round and scripts/round: the round trips, and the scripts
+//     the server received (EVALSHA and EVAL), per round of refreshes: over
+//     the PEXPIRE calls ÷ n. The refreshes of batched locks
 //     come in bursts, a few per interval, so a window holds one burst more
 //     or less than the average, and the rates above vary by up to a sixth
 //     between runs; this ratio does not;
@@ -111,6 +114,7 @@ func BenchmarkHeld(b *testing.B) {
 				b.ReportMetric(m.serverCmds, "server-cmds/s")
 				b.ReportMetric(m.roundTrips, "roundtrips/s")
 				b.ReportMetric(m.perRound, "roundtrips/round")
+				b.ReportMetric(m.scriptsPerRound, "scripts/round")
 				b.ReportMetric(m.refreshes, "refreshes/lock/s")
 				b.ReportMetric(m.cpu, "client-cpu-%")
 				b.ReportMetric(m.conns, "conns")
@@ -122,8 +126,8 @@ func BenchmarkHeld(b *testing.B) {
 
 // heldFigures are the figures of one run of BenchmarkHeld.
 type heldFigures struct {
-	goroutines, heap, stack, serverCmds, roundTrips, perRound, refreshes, cpu, conns float64
-	lost                                                                             int
+	goroutines, heap, stack, serverCmds, roundTrips, perRound, scriptsPerRound, refreshes, cpu, conns float64
+	lost                                                                                              int
 }
 
 // unbatched hides every method of a Strategy but those of
@@ -136,6 +140,8 @@ type unbatched struct{ strategy.Strategy }
 func holdMany(b *testing.B, addr string, probe *redis.Client, mode string, n int, settle, window time.Duration) heldFigures {
 	ctx := context.Background()
 	client := goRedis(b, addr, nil) // a client of its own, made before the baseline
+	var trips atomic.Int64
+	client.AddHook(tripHook{&trips})
 	conn := goredis.New(client)
 	var l lock.Locker
 	switch mode {
@@ -183,9 +189,9 @@ func holdMany(b *testing.B, addr string, probe *redis.Client, mode string, n int
 	}
 	time.Sleep(settle)
 
-	calls, cpu, start := commandStats(b, probe), processCPU(), time.Now()
+	calls, tripsBefore, cpu, start := commandStats(b, probe), trips.Load(), processCPU(), time.Now()
 	time.Sleep(window)
-	after, cpuAfter, wall := commandStats(b, probe), processCPU(), time.Since(start)
+	after, tripsAfter, cpuAfter, wall := commandStats(b, probe), trips.Load(), processCPU(), time.Since(start)
 	var m heldFigures
 	m.goroutines = float64(runtime.NumGoroutine()-goroutines) / float64(n)
 	heapAfter, stackAfter := memory()
@@ -204,10 +210,11 @@ func holdMany(b *testing.B, addr string, probe *redis.Client, mode string, n int
 		}
 	}
 	m.serverCmds = float64(cmds) / wall.Seconds()
-	m.roundTrips = float64(scripts) / wall.Seconds()
+	m.roundTrips = float64(tripsAfter-tripsBefore) / wall.Seconds()
 	m.refreshes = float64(pexpires) / float64(n) / wall.Seconds()
 	if pexpires > 0 {
-		m.perRound = float64(scripts) / (float64(pexpires) / float64(n))
+		rounds := float64(pexpires) / float64(n)
+		m.perRound, m.scriptsPerRound = float64(tripsAfter-tripsBefore)/rounds, float64(scripts)/rounds
 	}
 	m.cpu = 100 * float64(cpuAfter-cpu) / float64(wall)
 	var lost error
