@@ -138,17 +138,21 @@ func (b *batcher) fire() {
 // batch, and schedules each one's next refresh, or drops it.
 func (b *batcher) send(entries []*batched) {
 	next := make([]schedule, len(entries))
-	r := round{s: b.s, sent: time.Now()}
+	taken := make([]member, len(entries))
+	inChunks(len(entries), func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			next[i], taken[i] = take(entries[i].l, entries[i].ctx)
+		}
+	})
+	r := round{s: b.s}
 	var in []int // the indexes of the entries in the round
-	for i, e := range entries {
-		var ok bool
-		if next[i], ok = r.add(e.l, e.ctx); ok {
+	for i, m := range taken {
+		if m.l != nil {
+			r.add(m)
 			in = append(in, i)
 		}
 	}
-	for j, err := range r.run() {
-		next[in[j]] = entries[in[j]].l.after(err)
-	}
+	r.run(func(j int, err error) { next[in[j]] = entries[in[j]].l.after(err) })
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	for i, e := range entries {
@@ -162,6 +166,29 @@ func (b *batcher) send(entries []*batched) {
 	}
 }
 
+// chunk is the most locks that one goroutine takes into a round, or
+// applies the answers of. A round of many thousand locks spreads that work
+// over several, so that it gets the cores, and its share of them, that a
+// process busy with other goroutines leaves it: one goroutine for 10,000
+// locks, under the race detector and two busy loops, took longer than the
+// locks' validity (see docs/design/batched-refresh.md).
+const chunk = 1000
+
+// inChunks runs f over [0, n) in chunks of at most chunk indexes, side by
+// side, the first on the caller's goroutine, and returns when all have.
+func inChunks(n int, f func(lo, hi int)) {
+	var wg sync.WaitGroup
+	for lo := chunk; lo < n; lo += chunk {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			f(lo, min(lo+chunk, n))
+		}()
+	}
+	f(0, min(chunk, n))
+	wg.Wait()
+}
+
 // schedule is when a lock is next refreshed, or that its auto-refresh
 // stops.
 type schedule struct {
@@ -173,70 +200,91 @@ type schedule struct {
 // members[i]).
 type round struct {
 	s        strategy.Batcher
-	sent     time.Time
-	deadline time.Time // the earliest of the members' (see add)
+	sent     time.Time     // set by run, once every lock is in
+	until    time.Time     // the earliest end of the members' validity
+	interval time.Duration // the shortest of the members' refresh intervals
 	members  []member
 	items    []strategy.Refresh
 	links    []context.Context // what the locks' Op hooks passed on
 }
 
-// member is a lock of a round.
+// member is a lock of a round, and what is sent for it.
 type member struct {
-	l   *Lock
-	ctx context.Context // its StartRefresh context
-	ttl time.Duration   // its TTL, which its refreshes renew
+	l        *Lock
+	ctx      context.Context // its StartRefresh context
+	ttl      time.Duration   // its TTL, which its refreshes renew
+	until    time.Time       // the end of its validity
+	interval time.Duration   // its refresh interval
+	item     strategy.Refresh
 }
 
-// add takes l into the round, taking its ops mutex and spending a refresh
-// as Refresh does, and reports that it did; or it returns l's schedule at
-// once.
-func (r *round) add(l *Lock, ctx context.Context) (schedule, bool) {
+// take takes l into a round, taking its ops mutex and spending a refresh
+// as Refresh does; or it returns l's schedule at once, and no member.
+func take(l *Lock, ctx context.Context) (schedule, member) {
 	if !l.ops.TryLock() {
 		// A Refresh, Release or TTL by hand is on its way: try again a
 		// quarter interval on, as after a refresh without an answer.
-		return l.next(true), false
+		return l.next(true), member{}
 	}
 	ttl, lease, until, err := l.beginRefresh()
 	if err != nil {
 		l.ops.Unlock()
-		return schedule{stop: true}, false
+		return schedule{stop: true}, member{}
 	}
-	// The batch gives up when the first of its locks would lapse, or be
-	// due again.
-	for _, d := range []time.Time{until, r.sent.Add(l.interval(ttl))} {
-		if r.deadline.IsZero() || d.Before(r.deadline) {
-			r.deadline = d
-		}
-	}
-	r.members = append(r.members, member{l, ctx, ttl})
 	l.mu.Lock()
-	r.items = append(r.items, strategy.Refresh{Key: l.key, Value: l.value, TTL: lease, Unsure: l.unsure})
+	item := strategy.Refresh{Key: l.key, Value: l.value, TTL: lease, Unsure: l.unsure}
 	l.mu.Unlock()
-	return schedule{}, true
+	return schedule{}, member{l, ctx, ttl, until, l.interval(ttl), item}
+}
+
+// add adds m, taken, to the round.
+func (r *round) add(m member) {
+	if r.until.IsZero() || m.until.Before(r.until) {
+		r.until = m.until
+	}
+	if r.interval == 0 || m.interval < r.interval {
+		r.interval = m.interval
+	}
+	r.members = append(r.members, m)
+	r.items = append(r.items, m.item)
 }
 
 // run sends the round's batch, through each lock's Op hooks, applies each
-// answer as Refresh does, releases the locks' ops mutexes, and returns
-// each lock's outcome, as Refresh would have returned it.
-func (r *round) run() []error {
+// answer as Refresh does, releases the locks' ops mutexes, and calls done
+// with each member's index and outcome, as Refresh would have returned it
+// (from several goroutines at once: see inChunks).
+func (r *round) run(done func(i int, err error)) {
 	if len(r.items) == 0 {
-		return nil
+		return
 	}
-	ctx, cancel := context.WithDeadline(context.Background(), r.deadline)
+	// Each lock's validity counts from now, after the locks were taken in
+	// and before anything is sent. The batch gives up when the first of
+	// its locks would lapse, or two of their shortest refresh intervals
+	// on: a batch of many thousand locks, on a busy machine, may take the
+	// client longer than one interval to build and read, and giving up
+	// then would only send it again, as large. At the default refresh
+	// fraction the second interval ends about when the locks lapse.
+	r.sent = time.Now()
+	deadline := r.sent.Add(2 * r.interval)
+	if r.until.Before(deadline) {
+		deadline = r.until
+	}
+	ctx, cancel := context.WithDeadline(context.Background(), deadline)
 	defer cancel()
 	r.nest(ctx, 0)
-	errs := make([]error, len(r.members))
-	for i, m := range r.members {
-		l, it := m.l, r.items[i]
-		if len(it.Unsure) > 0 && (it.Err == nil || errors.Is(it.Err, ErrNotHeld)) {
-			l.mu.Lock()
-			l.unsure = nil // answered: the refresh tried every value
-			l.mu.Unlock()
+	inChunks(len(r.members), func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			l, it := r.members[i].l, r.items[i]
+			if len(it.Unsure) > 0 && (it.Err == nil || errors.Is(it.Err, ErrNotHeld)) {
+				l.mu.Lock()
+				l.unsure = nil // answered: the refresh tried every value
+				l.mu.Unlock()
+			}
+			err := l.endRefresh(ctx, it.Grant, it.Err, r.sent, r.members[i].ttl, it.TTL)
+			l.ops.Unlock()
+			done(i, err)
 		}
-		errs[i] = l.endRefresh(ctx, it.Grant, it.Err, r.sent, m.ttl, it.TTL)
-		l.ops.Unlock()
-	}
-	return errs
+	})
 }
 
 // nest runs the Op hooks of the round's lock i, and within them, those of
