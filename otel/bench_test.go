@@ -8,9 +8,12 @@ import (
 	"testing"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
 	metricnoop "go.opentelemetry.io/otel/metric/noop"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/trace"
 	tracenoop "go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/locksmith-go/lock"
@@ -25,14 +28,7 @@ func variants(b *testing.B, bare lock.Locker) []struct {
 	name string
 	l    lock.Locker
 } {
-	// A recording SDK: every span sampled and recorded, in full, and
-	// handed to a processor that counts it. The export pipeline (a batch
-	// processor's goroutine, an exporter) is left out: its cost is the same
-	// for any instrumentation. Run with -tags batcher to include it.
-	var ended counter
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spanProcessor(&ended)), sdktrace.WithSampler(sdktrace.AlwaysSample()))
-	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader()))
-	b.Cleanup(func() { _ = tp.Shutdown(context.Background()); _ = mp.Shutdown(context.Background()) })
+	tp, mp := providers(b)
 	return []struct {
 		name string
 		l    lock.Locker
@@ -41,6 +37,18 @@ func variants(b *testing.B, bare lock.Locker) []struct {
 		{"otel-noop", lockotel.NewLocker(bare, lockotel.WithTracerProvider(tracenoop.NewTracerProvider()), lockotel.WithMeterProvider(metricnoop.NewMeterProvider()))},
 		{"otel-sdk", lockotel.NewLocker(bare, lockotel.WithTracerProvider(tp), lockotel.WithMeterProvider(mp))},
 	}
+}
+
+// providers returns a recording SDK: every span sampled and recorded, in
+// full, and handed to a processor that counts it. The export pipeline (a
+// batch processor's goroutine, an exporter) is left out: its cost is the
+// same for any instrumentation. Run with -tags batcher to include it.
+func providers(b *testing.B) (*sdktrace.TracerProvider, *sdkmetric.MeterProvider) {
+	var ended counter
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spanProcessor(&ended)), sdktrace.WithSampler(sdktrace.AlwaysSample()))
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader()))
+	b.Cleanup(func() { _ = tp.Shutdown(context.Background()); _ = mp.Shutdown(context.Background()) })
+	return tp, mp
 }
 
 func obtainRelease(b *testing.B, l lock.Locker) {
@@ -117,6 +125,61 @@ func BenchmarkWrapperCost(b *testing.B) {
 				obtainRelease(b, v.l)
 			}
 		})
+	}
+}
+
+// BenchmarkSDKFloor measures the SDK's own work for one instrumented
+// Obtain+Release, without any lock: the floor under what the wrapper can
+// cost. It makes the calls that the wrapper's telemetry of an uncontended
+// Obtain+Release comes down to, with every option and attribute set built
+// beforehand: the lock.obtain span with its seven attributes and the
+// lock.release span with its three, each of kind client and given its
+// attributes in one call; the two readings of the clock that the wait
+// takes; and the five measurements (active +1 and -1, acquire.duration,
+// attempts, hold.duration). BenchmarkWrapperCost's otel-sdk less its bare,
+// less this, is the wrapper's own cost.
+//
+//	go test -run '^$' -bench 'WrapperCost|SDKFloor' -count 5 ./otel/
+func BenchmarkSDKFloor(b *testing.B) {
+	tp, mp := providers(b)
+	tracer := tp.Tracer("floor")
+	m := mp.Meter("floor")
+	acquire, _ := m.Float64Histogram("acquire", metric.WithExplicitBucketBoundaries(0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60))
+	hold, _ := m.Float64Histogram("hold", metric.WithExplicitBucketBoundaries(0.01, 0.1, 0.5, 1, 5, 10, 30, 60, 300, 900, 3600))
+	tries, _ := m.Int64Counter("attempts")
+	active, _ := m.Int64UpDownCounter("active")
+	set := func(kvs ...attribute.KeyValue) metric.MeasurementOption {
+		return metric.WithAttributeSet(attribute.NewSet(kvs...))
+	}
+	strategy := attribute.String("locksmith.lock.strategy", "memory")
+	base := set(strategy)
+	acquired := set(strategy, attribute.String("locksmith.lock.outcome", "acquired"))
+	released := set(strategy, attribute.String("locksmith.lock.end", "released"))
+	baseAdd, acquiredAdd := []metric.AddOption{base}, []metric.AddOption{acquired}
+	acquiredRecord, releasedRecord := []metric.RecordOption{acquired}, []metric.RecordOption{released}
+	kind := []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindClient)}
+	common := []attribute.KeyValue{attribute.String("db.system.name", "redis"), strategy, attribute.String("server.address", "127.0.0.1:6379")}
+	b.ReportAllocs()
+	for b.Loop() {
+		ctx := context.Background()
+		start := time.Now()
+		_, span := tracer.Start(ctx, "lock.obtain", kind...)
+		tries.Add(ctx, 1, acquiredAdd...)
+		waited := time.Since(start)
+		attrs := make([]attribute.KeyValue, 0, 7) // as the wrapper must: the SDK keeps what it is given
+		attrs = append(attrs, common...)
+		attrs = append(attrs, attribute.Int("locksmith.lock.attempts", 1), attribute.Float64("locksmith.lock.wait", waited.Seconds()),
+			attribute.String("locksmith.lock.outcome", "acquired"), attribute.Float64("locksmith.lock.validity", 60))
+		span.SetAttributes(attrs...)
+		span.End()
+		active.Add(ctx, 1, baseAdd...)
+		acquire.Record(ctx, waited.Seconds(), acquiredRecord...)
+
+		_, span = tracer.Start(ctx, "lock.release", kind...)
+		span.SetAttributes(common...)
+		span.End()
+		hold.Record(ctx, waited.Seconds(), releasedRecord...)
+		active.Add(ctx, -1, baseAdd...)
 	}
 }
 
