@@ -100,12 +100,16 @@ type Event struct {
 // this way, so they work on any Locker built by New. [Hooks] says what a
 // hook's panic does.
 func WithHooks(h *Hooks) Option {
+	alone := hookList{h} // the list of a call with no other hooks, shared: its capacity is its length, so that appending to it copies it
 	return func(o *options) {
-		if h == nil {
+		switch {
+		case h == nil:
 			o.errs = append(o.errs, &ArgumentError{Name: "hooks", Reason: "must not be nil"})
-			return
+		case o.hooks == nil:
+			o.hooks = alone
+		default:
+			o.hooks = append(o.hooks, h)
 		}
-		o.hooks = append(o.hooks, h)
 	}
 }
 

@@ -168,32 +168,50 @@ func (l *locker) obtainKeys(ctx context.Context, key string, keys []string, ttl 
 	if err := checkContext(ctx); err != nil {
 		return nil, err
 	}
-	o, err := l.options(opts)
-	if err != nil {
+	if len(l.defaults) == 0 && len(opts) == 0 { // no options: nothing on the heap
+		return l.obtain(ctx, key, keys, ttl, defaultOptions())
+	}
+	c := &obtainCall{l: l, key: key, keys: keys, ttl: ttl, o: defaultOptions()}
+	if err := c.o.apply(l.defaults, opts); err != nil {
 		return nil, err
 	}
-	if o.sharing != (strategy.Sharing{}) {
-		if l, err = l.shared(o.sharing, keys); err != nil {
+	if c.o.sharing != (strategy.Sharing{}) {
+		var err error
+		if c.l, err = l.shared(c.o.sharing, keys); err != nil {
 			return nil, err
 		}
 	}
-	if len(o.hooks) == 0 {
-		return l.obtain(ctx, key, keys, ttl, o)
+	if len(c.o.hooks) == 0 {
+		return c.l.obtain(ctx, key, keys, ttl, c.o)
 	}
-	e := o.hooks.event(l.s, "obtain", key)
+	e := c.o.hooks.event(c.l.s, "obtain", key)
 	e.TTL, e.Keys = ttl, len(keys)
-	var got *Lock // obtained, and not yet back through every Obtain hook
 	defer func() {
-		if got != nil { // an Obtain hook panicked with it: its caller never gets it
-			got.abandon(ctx)
+		if c.got != nil { // an Obtain hook panicked with it: its caller never gets it
+			c.got.abandon(ctx)
 		}
 	}()
-	lk, err := o.hooks.obtain(ctx, e, func(ctx context.Context) (lk *Lock, err error) {
-		lk, err = l.obtain(ctx, key, keys, ttl, o)
-		got = lk
-		return lk, err
-	})
-	got = nil
+	lk, err := c.o.hooks.obtain(ctx, e, c.run)
+	c.got = nil
+	return lk, err
+}
+
+// obtainCall is an Obtain with options: its arguments, its options, and
+// the lock that its run obtained, until it is back through every Obtain
+// hook. One allocation holds them all, for the hooks' next.
+type obtainCall struct {
+	l    *locker
+	key  string
+	keys []string
+	ttl  time.Duration
+	o    options
+	got  *Lock
+}
+
+// run runs the Obtain within the Obtain hooks.
+func (c *obtainCall) run(ctx context.Context) (*Lock, error) {
+	lk, err := c.l.obtain(ctx, c.key, c.keys, c.ttl, c.o)
+	c.got = lk
 	return lk, err
 }
 
@@ -218,10 +236,12 @@ func (l *locker) shared(sh strategy.Sharing, keys []string) (*locker, error) {
 // options returns the options of a call: the Locker's defaults, then the
 // call's.
 func (l *locker) options(opts []Option) (options, error) {
-	if len(l.defaults) > 0 {
-		opts = append(slices.Clip(l.defaults), opts...)
+	if len(l.defaults) == 0 && len(opts) == 0 {
+		return defaultOptions(), nil // no copy on the heap, as apply's would be
 	}
-	return newOptions(opts)
+	o := defaultOptions()
+	err := o.apply(l.defaults, opts)
+	return o, err
 }
 
 func (l *locker) obtain(ctx context.Context, key string, keys []string, ttl time.Duration, o options) (lk *Lock, err error) {

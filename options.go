@@ -174,24 +174,24 @@ func WithWrite() Option {
 	return func(o *options) { o.sharing = strategy.Sharing{Write: true} }
 }
 
-func newOptions(opts []Option) (options, error) {
-	o := options{retry: NoRetry(), maxRefreshes: -1, fraction: defaultRefreshFraction}
-	if len(opts) == 0 {
-		return o, nil // o stays on the stack: the options below take its address
-	}
-	return applyOptions(o, opts)
+// defaultOptions returns the options of a call that sets none.
+func defaultOptions() options {
+	return options{retry: NoRetry(), maxRefreshes: -1, fraction: defaultRefreshFraction}
 }
 
-// applyOptions applies opts to o.
-func applyOptions(o options, opts []Option) (options, error) {
-	for _, opt := range opts {
-		if opt == nil {
-			return o, &ArgumentError{Name: "option", Reason: "must not be nil"}
+// apply applies each list of options to o in turn, and returns the first
+// error they record. The options take o's address: o ends up on the heap.
+func (o *options) apply(lists ...[]Option) error {
+	for _, opts := range lists {
+		for _, opt := range opts {
+			if opt == nil {
+				return &ArgumentError{Name: "option", Reason: "must not be nil"}
+			}
+			opt(o)
 		}
-		opt(&o)
 	}
 	if len(o.errs) > 0 {
-		return o, o.errs[0]
+		return o.errs[0]
 	}
-	return o, nil
+	return nil
 }
