@@ -386,23 +386,35 @@ func (t *telemetry) describeErr(err error, key string) string {
 // attributes once. buf holds them all, within this one allocation, for a
 // lock of one key whose key is omitted: db.system.name, the strategy, the
 // server, then the attempts, the wait, the outcome, and the validity or
-// error.type.
+// error.type. It is also the context that the Obtain runs in, which
+// carries it to the Attempt hook without a context of its own.
 type obtainState struct {
-	attempts int
-	attrs    []attribute.KeyValue // over buf, or a list of its own if they outgrow it
-	buf      [7]attribute.KeyValue
+	context.Context                      // the Obtain's, with its span
+	attempts        int                  // counted by the Attempt hook
+	attrs           []attribute.KeyValue // over buf, or a list of its own if they outgrow it
+	buf             [7]attribute.KeyValue
 }
 
+// stateKey is the key of the obtainState in its context.
 type stateKey struct{}
+
+// Value returns the state itself for stateKey, and the values of the
+// Obtain's context for any other key.
+func (st *obtainState) Value(key any) any {
+	if key == (stateKey{}) {
+		return st
+	}
+	return st.Context.Value(key)
+}
 
 func (t *telemetry) obtain(ctx context.Context, e lock.Event, next func(context.Context) (*lock.Lock, error)) (*lock.Lock, error) {
 	start := time.Now()
 	ctx, span := t.tracer.Start(ctx, "lock.obtain", clientKind...)
 	var st *obtainState // for a recording span only
 	if span.IsRecording() {
-		st = &obtainState{}
+		st = &obtainState{Context: ctx}
 		st.attrs = append(st.buf[:0], t.spanAttrs(e)...)
-		ctx = context.WithValue(ctx, stateKey{}, st)
+		ctx = st
 	}
 	defer func() {
 		// Deferred, so that an Obtain that panics ends its span with the
