@@ -33,6 +33,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel"
@@ -200,15 +201,29 @@ type telemetry struct {
 	wakeups metric.Int64Counter
 	missed  metric.Int64Counter
 
-	strategies sync.Map // strategy → *everyLock; read on every measurement, written once per strategy
+	strategies sync.Map // strategy → *everyLock; written once per strategy
 	sets       sync.Map // setKey → *measurement, for the sets that everyLock lacks; written once per set
-	spans      sync.Map // spanKey → []attribute.KeyValue; read on every span, written once per strategy and server
+	spans      sync.Map // spanKey → *spanStart; written once per strategy and server
+
+	// The entries of strategies and spans used last, which are checked
+	// first: a Locker has one strategy, over a few servers, so that they are
+	// nearly always the ones sought, and comparing their names costs less
+	// than a lookup.
+	lastLock atomic.Pointer[everyLock]
+	lastSpan atomic.Pointer[spanStart]
 }
 
 // spanKey names the attributes that every span of a strategy and server
 // starts with. The pairs are few (a Locker has one strategy, over a few
 // servers), so each list is built once and kept.
 type spanKey struct{ strategy, server string }
+
+// spanStart is the attributes that every span of a strategy and server
+// starts with.
+type spanStart struct {
+	spanKey
+	attrs []attribute.KeyValue
+}
 
 // setKey names a metric attribute set: the strategy, and the values of the
 // other attributes (empty ones are left out). The sets are few (strategies
@@ -226,22 +241,29 @@ type measurement struct {
 // records: its strategy alone (locksmith.lock.active), an attempt or an
 // Obtain that acquired (locksmith.lock.attempts, acquire.duration), and a
 // release (hold.duration).
-type everyLock struct{ base, acquired, released *measurement }
+type everyLock struct {
+	strategy                 string
+	base, acquired, released *measurement
+}
 
-// measure returns the measurement of the set k. Those of everyLock take a
-// lookup by the strategy's name alone, cheaper than one by the whole key;
-// the others, one by k.
+// measure returns the measurement of the set k. Those of everyLock take no
+// lookup when the strategy is the last one's, and one by the strategy's name
+// alone otherwise, cheaper than one by the whole key; the others, one by k.
 func (t *telemetry) measure(k setKey) *measurement {
-	var sets *everyLock
-	if s, ok := t.strategies.Load(k.strategy); ok {
-		sets = s.(*everyLock)
-	} else {
-		s, _ := t.strategies.LoadOrStore(k.strategy, &everyLock{
-			base:     newMeasurement(setKey{strategy: k.strategy}),
-			acquired: newMeasurement(setKey{strategy: k.strategy, outcome: "acquired"}),
-			released: newMeasurement(setKey{strategy: k.strategy, end: "released"}),
-		})
-		sets = s.(*everyLock)
+	sets := t.lastLock.Load()
+	if sets == nil || sets.strategy != k.strategy {
+		if s, ok := t.strategies.Load(k.strategy); ok {
+			sets = s.(*everyLock)
+		} else {
+			s, _ := t.strategies.LoadOrStore(k.strategy, &everyLock{
+				strategy: k.strategy,
+				base:     newMeasurement(setKey{strategy: k.strategy}),
+				acquired: newMeasurement(setKey{strategy: k.strategy, outcome: "acquired"}),
+				released: newMeasurement(setKey{strategy: k.strategy, end: "released"}),
+			})
+			sets = s.(*everyLock)
+		}
+		t.lastLock.Store(sets)
 	}
 	switch (setKey{outcome: k.outcome, errType: k.errType, end: k.end, reason: k.reason}) {
 	case setKey{}:
@@ -341,16 +363,22 @@ func (t *telemetry) spanAttrs(e lock.Event) []attribute.KeyValue {
 // capacity is its length, so that appending to it copies it.
 func (t *telemetry) commonAttrs(strategy, server string) []attribute.KeyValue {
 	k := spanKey{strategy, server}
-	if attrs, ok := t.spans.Load(k); ok {
-		return attrs.([]attribute.KeyValue)
+	if last := t.lastSpan.Load(); last != nil && last.spanKey == k {
+		return last.attrs
 	}
-	attrs := []attribute.KeyValue{dbSystem, attrStrategy.String(strategy)}
-	if server != "" {
-		attrs = append(attrs, attrServer.String(server))
+	var start *spanStart
+	if s, ok := t.spans.Load(k); ok {
+		start = s.(*spanStart)
+	} else {
+		attrs := []attribute.KeyValue{dbSystem, attrStrategy.String(strategy)}
+		if server != "" {
+			attrs = append(attrs, attrServer.String(server))
+		}
+		s, _ := t.spans.LoadOrStore(k, &spanStart{k, attrs[:len(attrs):len(attrs)]})
+		start = s.(*spanStart)
 	}
-	attrs = attrs[:len(attrs):len(attrs)]
-	shared, _ := t.spans.LoadOrStore(k, attrs)
-	return shared.([]attribute.KeyValue)
+	t.lastSpan.Store(start)
+	return start.attrs
 }
 
 func hashKey(key string) string {
