@@ -169,7 +169,7 @@ func (l *locker) obtainKeys(ctx context.Context, key string, keys []string, ttl 
 		return nil, err
 	}
 	if len(l.defaults) == 0 && len(opts) == 0 { // no options: nothing on the heap
-		return l.obtain(ctx, key, keys, ttl, defaultOptions())
+		return l.obtain(ctx, key, keys, ttl, defaultOptions(), new(acquisition))
 	}
 	c := &obtainCall{l: l, key: key, keys: keys, ttl: ttl, o: defaultOptions()}
 	if err := c.o.apply(l.defaults, opts); err != nil {
@@ -182,7 +182,7 @@ func (l *locker) obtainKeys(ctx context.Context, key string, keys []string, ttl 
 		}
 	}
 	if len(c.o.hooks) == 0 {
-		return c.l.obtain(ctx, key, keys, ttl, c.o)
+		return c.l.obtain(ctx, key, keys, ttl, c.o, &c.a)
 	}
 	e := c.o.hooks.event(c.l.s, "obtain", key)
 	e.TTL, e.Keys = ttl, len(keys)
@@ -196,21 +196,22 @@ func (l *locker) obtainKeys(ctx context.Context, key string, keys []string, ttl 
 	return lk, err
 }
 
-// obtainCall is an Obtain with options: its arguments, its options, and
-// the lock that its run obtained, until it is back through every Obtain
-// hook. One allocation holds them all, for the hooks' next.
+// obtainCall is an Obtain with options: its arguments, its options, its
+// attempts, and the lock that its run obtained, until it is back through
+// every Obtain hook. One allocation holds them all, for the hooks' next.
 type obtainCall struct {
 	l    *locker
 	key  string
 	keys []string
 	ttl  time.Duration
 	o    options
+	a    acquisition
 	got  *Lock
 }
 
 // run runs the Obtain within the Obtain hooks.
 func (c *obtainCall) run(ctx context.Context) (*Lock, error) {
-	lk, err := c.l.obtain(ctx, c.key, c.keys, c.ttl, c.o)
+	lk, err := c.l.obtain(ctx, c.key, c.keys, c.ttl, c.o, &c.a)
 	c.got = lk
 	return lk, err
 }
@@ -244,7 +245,9 @@ func (l *locker) options(opts []Option) (options, error) {
 	return o, err
 }
 
-func (l *locker) obtain(ctx context.Context, key string, keys []string, ttl time.Duration, o options) (lk *Lock, err error) {
+// obtain obtains key (or keys) with the options o, in attempts that a
+// records: the caller's, so that it can share an allocation.
+func (l *locker) obtain(ctx context.Context, key string, keys []string, ttl time.Duration, o options, a *acquisition) (lk *Lock, err error) {
 	if err := checkKeyTTL(key, ttl); err != nil {
 		return nil, err
 	}
@@ -253,7 +256,7 @@ func (l *locker) obtain(ctx context.Context, key string, keys []string, ttl time
 	}
 	w := l.newWaiter(key, keys, o)
 	r := strategy.Request{Key: key, Keys: keys, TTL: ttl, Token: o.token, Metadata: o.metadata, CallerToken: o.token != "", Fencing: o.fencing}
-	a := &acquisition{s: l.s}
+	*a = acquisition{s: l.s}
 	defer func() {
 		if lk == nil && err == nil { // a hook panicked, or called runtime.Goexit
 			w.abandon(ctx)
