@@ -133,12 +133,14 @@ func BenchmarkWrapperCost(b *testing.B) {
 // cost. It makes the calls that the wrapper's telemetry of an uncontended
 // Obtain+Release comes down to, with every option and attribute set built
 // beforehand: the lock.obtain span with its seven attributes and the
-// lock.release span with its three, each of kind client and given its
-// attributes in one call; the two readings of the clock that the wait
+// lock.release span with its three (those of a strategy with a server
+// address, such as single's; the in-memory strategy of BenchmarkWrapperCost
+// has none, one attribute fewer per span), each of kind client and given
+// its attributes in one call; the two readings of the clock that the wait
 // takes; and the five measurements (active +1 and -1, acquire.duration,
 // attempts, hold.duration), those of the Obtain within its span's context,
-// which makes the SDK offer them as exemplars. BenchmarkWrapperCost's otel-sdk less its bare,
-// less this, is the wrapper's own cost.
+// which makes the SDK offer them as exemplars. BenchmarkWrapperCost's
+// otel-sdk less its bare, less this, is about the wrapper's own cost.
 //
 //	go test -run '^$' -bench 'WrapperCost|SDKFloor' -count 5 ./otel/
 func BenchmarkSDKFloor(b *testing.B) {
