@@ -11,3 +11,10 @@ func SetPingEvery(t testing.TB, d time.Duration) {
 	old := pingEvery.Swap(int64(d))
 	t.Cleanup(func() { pingEvery.Store(old) })
 }
+
+// Unwatched and SmallCommand are the bounds of the commands sent with
+// DoWithTimeout, unwatched by a goroutine.
+const (
+	Unwatched    = unwatched
+	SmallCommand = smallCommand
+)

@@ -6,10 +6,14 @@
 //	locker, err := single.New(redigo.New(pool, redigo.WithAddr(addr)))
 //
 // [New] accepts a *redis.Pool, or anything else that hands out connections
-// with GetContext ([Pool]). Every command runs with redis.DoContext, so it
-// honours the context's deadline and cancellation, whatever the
-// connection's read timeout. A *redis.Pool must not run anything that
-// takes no context: DialContext must be set, and TestOnBorrow must be nil.
+// with GetContext ([Pool]). Every command honours the context's deadline
+// and cancellation, whatever the connection's read timeout: it runs with
+// redis.DoContext, which starts a goroutine to watch the context, or, when
+// it is small and its deadline at most a second away (a Redlock node's),
+// with DoWithTimeout on the caller's goroutine, and then a cancellation
+// before the deadline returns by it. A *redis.Pool must not run anything
+// that takes no context: DialContext must be set, and TestOnBorrow must be
+// nil.
 // [New] says why, and a Conn over a pool that fails them refuses to work.
 //
 // A Conn is a [driver.Subscriber], so waiters are woken by the release
@@ -150,16 +154,99 @@ func (c *Conn) do(ctx context.Context, cmd string, args ...any) (any, error) {
 	return nil, err
 }
 
-// doContext is redis.DoContext, which runs every command on a goroutine of
-// its own that it starts to watch ctx. A context that can never end (Done
+// doContext sends a command within ctx. A context that can never end (Done
 // is nil, as for context.Background()) needs no watching: a plain Do sends
-// the same command, under the connection's read timeout as DoContext does,
-// without that goroutine.
+// it, under the connection's read timeout. A context that can end is
+// watched by redis.DoContext, which runs every command on a goroutine of
+// its own (with a closure, a channel and its reply on the heap), except in
+// the common case of a small command whose deadline is near (at most
+// [unwatched] away, as for every Redlock node, bounded by its node
+// timeout): DoWithTimeout sends it on the caller's goroutine, with the
+// time left as its read timeout, which keeps the contract of driver.Conn:
+//
+//   - The read ends by the deadline: DoWithTimeout sets the socket's read
+//     deadline from it (the time left once the command is written, which
+//     only the non-blocking write below delays). A read timeout closes the
+//     connection, and do returns ctx's error. The connection's own read
+//     timeout, which DoContext also applies when it is shorter, does not
+//     shorten this one.
+//   - The write cannot block: the connection carries one command at a time
+//     and every earlier reply on it was read (or it broke and was closed,
+//     which the pool sees), so the server took and acknowledged every byte
+//     before, and the socket's send buffer is empty. A command of at most
+//     [smallCommand] bytes, less than one TCP segment, fits in it whatever
+//     the server does, paused or dead (Linux even allocates the first
+//     buffer of an empty socket regardless of memory pressure), so the
+//     write returns at once. A larger command, or one whose arguments'
+//     size is not known, goes through DoContext.
+//   - A cancellation before the deadline is not watched: the command
+//     returns by the deadline, at most unwatched after it was sent, with the
+//     cancellation's error (do returns ctx.Err()), as driver/goredis's
+//     commands with a deadline do. Redlock does not wait for it: its
+//     fan-out returns on the caller's cancellation and leaves the node's
+//     command to its node timeout. A context with no deadline, or a
+//     further one, is watched by DoContext, which returns at once.
+//
+// A deadline already passed sends nothing. A connection that does not
+// implement redis.ConnWithTimeout (a Pool of your own, or a DialContext,
+// may hand one out) goes through DoContext.
 func doContext(conn redis.Conn, ctx context.Context, cmd string, args ...any) (any, error) {
 	if ctx.Done() == nil {
 		return conn.Do(cmd, args...)
 	}
+	if dl, ok := ctx.Deadline(); ok {
+		cwt, ok := conn.(redis.ConnWithTimeout)
+		switch left := time.Until(dl); {
+		case left <= 0:
+			return nil, context.DeadlineExceeded
+		case ok && left <= unwatched && small(cmd, args):
+			reply, err := cwt.DoWithTimeout(left, cmd, args...)
+			if err != errTimeoutNotSupported {
+				return reply, err
+			}
+		}
+	}
 	return redis.DoContext(conn, ctx, cmd, args...)
+}
+
+// errTimeoutNotSupported is redigo's error for a connection that does not
+// implement redis.ConnWithTimeout: a pooled connection whose dialled one
+// does not returns it, having sent nothing, and doContext uses DoContext
+// instead.
+var errTimeoutNotSupported = func() error {
+	_, err := redis.DoWithTimeout(nil, 0, "")
+	return err
+}()
+
+// unwatched is the furthest deadline under which doContext sends a small
+// command without watching its context's cancellation: the longest that a
+// cancellation can wait for a paused or dead server.
+const unwatched = time.Second
+
+// smallCommand is the size, in bytes as written, of the largest command
+// that doContext sends from the caller's goroutine: below the smallest
+// TCP segment (536 bytes), and far below any socket's send buffer.
+const smallCommand = 512
+
+// small reports whether cmd with args takes at most smallCommand bytes as
+// redigo writes it (each argument is a RESP bulk string: $, its length,
+// CRLF, itself, CRLF), counting only the types whose size is known.
+func small(cmd string, args []any) bool {
+	const frame = 16 // the array or bulk header and its CRLFs, at most
+	n := frame + frame + len(cmd)
+	for _, a := range args {
+		switch a := a.(type) {
+		case string:
+			n += frame + len(a)
+		case []byte:
+			n += frame + len(a)
+		case int, int64:
+			n += frame + 20 // the longest int64 in decimal
+		default:
+			return false
+		}
+	}
+	return n <= smallCommand
 }
 
 // SetNX implements [driver.Conn].

@@ -97,7 +97,8 @@ func TestAcceptedPools(t *testing.T) {
 }
 
 // TestContextDeadline: every command to a paused server ends at the
-// context's deadline, with context.DeadlineExceeded.
+// context's deadline, with context.DeadlineExceeded. The deadline is near,
+// so each is sent with DoWithTimeout, unwatched by a goroutine.
 func TestContextDeadline(t *testing.T) {
 	srv := redistest.Start(t, 1)[0]
 	c := redigo.New(redistest.Redigo(t, srv.Addr))
@@ -125,31 +126,69 @@ func TestContextDeadline(t *testing.T) {
 
 // TestWatchesOnlyContextsThatCanEnd: a context that can end is watched with
 // redigo's DoContext; one that cannot (context.Background()) is sent with a
-// plain Do, which starts no goroutine.
+// plain Do, which starts no goroutine; a small command whose deadline is
+// near (at most Unwatched away), with DoWithTimeout, which starts none
+// either.
 func TestWatchesOnlyContextsThatCanEnd(t *testing.T) {
 	addr, _ := redistest.Addr(t)
 	p := &recordingPool{p: redistest.Redigo(t, addr)}
 	c := redigo.New(p)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	near, cancelNear := context.WithTimeout(ctx, redigo.Unwatched)
+	defer cancelNear()
+	far, cancelFar := context.WithTimeout(ctx, redigo.Unwatched+time.Minute)
+	defer cancelFar()
+	big := strings.Repeat("k", redigo.SmallCommand)
 	for _, tc := range []struct {
 		name string
 		ctx  context.Context
+		key  string
 		want string
 	}{
-		{"Background", context.Background(), "Do"},
-		{"WithoutCancel", context.WithoutCancel(ctx), "Do"},
-		{"WithCancel", ctx, "DoContext"},
+		{"Background", context.Background(), "k", "Do"},
+		{"WithoutCancel", context.WithoutCancel(ctx), "k", "Do"},
+		{"WithCancel", ctx, "k", "DoContext"},
+		{"a near deadline", near, "k", "DoWithTimeout"},
+		{"a near deadline, a large command", near, big, "DoContext"},
+		{"a further deadline", far, "k", "DoContext"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p.calls = nil
-			if _, _, err := c.Get(tc.ctx, "k"); err != nil {
+			if _, _, err := c.Get(tc.ctx, tc.key); err != nil {
 				t.Fatalf("Get = %v, want nil", err)
 			}
 			if len(p.calls) != 1 || p.calls[0] != tc.want {
 				t.Errorf("calls = %v, want [%s]", p.calls, tc.want)
 			}
 		})
+	}
+}
+
+// TestCancelledBeforeTheDeadline: a command sent with DoWithTimeout (a
+// small one, whose deadline is near) to a paused server, whose context is
+// cancelled before its deadline, returns (by the deadline: the
+// cancellation is not watched) with an error that matches
+// context.Canceled, and leaves no broken connection in the pool: the next
+// command, once the server resumed, gets its reply.
+func TestCancelledBeforeTheDeadline(t *testing.T) {
+	srv := redistest.Start(t, 1)[0]
+	p := &recordingPool{p: redistest.Redigo(t, srv.Addr)}
+	c := redigo.New(p)
+	srv.Pause()
+	ctx, cancel := context.WithTimeout(context.Background(), redigo.Unwatched/4)
+	defer cancel()
+	time.AfterFunc(redigo.Unwatched/20, cancel)
+	_, _, err := c.Get(ctx, "k")
+	srv.Resume()
+	if !errors.Is(err, context.Canceled) {
+		t.Errorf("Get cancelled on a paused server = %v, want context.Canceled", err)
+	}
+	if len(p.calls) != 1 || p.calls[0] != "DoWithTimeout" {
+		t.Errorf("calls = %v, want [DoWithTimeout]", p.calls)
+	}
+	if _, _, err := c.Get(context.Background(), "k"); err != nil {
+		t.Errorf("Get once the server resumed = %v, want nil", err)
 	}
 }
 
@@ -180,8 +219,17 @@ func (c recordingConn) DoContext(ctx context.Context, cmd string, args ...any) (
 	return redigoredis.DoContext(c.Conn, ctx, cmd, args...)
 }
 
+func (c recordingConn) DoWithTimeout(d time.Duration, cmd string, args ...any) (any, error) {
+	c.r.calls = append(c.r.calls, "DoWithTimeout")
+	return redigoredis.DoWithTimeout(c.Conn, d, cmd, args...)
+}
+
 func (c recordingConn) ReceiveContext(ctx context.Context) (any, error) {
 	return redigoredis.ReceiveContext(c.Conn, ctx)
+}
+
+func (c recordingConn) ReceiveWithTimeout(d time.Duration) (any, error) {
+	return redigoredis.ReceiveWithTimeout(c.Conn, d)
 }
 
 // TestPinnedConnectionAfterATimeout: on a pinned connection, a command
