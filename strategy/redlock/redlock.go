@@ -390,11 +390,13 @@ func (s *Strategy) acquire(ctx context.Context, r strategy.Request, take func(ct
 	// grant was the first answer, see strategy.CleanUp); one that refused wrote
 	// nothing.
 	undo := func(ctx context.Context, _ int, n node, err error, failed bool) {
-		del := func(ctx context.Context) error { return undoOn(ctx, n, r, value) }
-		switch o := outcome(err); {
-		case !failed, o == Taken, o == Restarting:
+		o := outcome(err)
+		if !failed || o == Taken || o == Restarting {
 			return
-		case o == OK:
+		}
+		// del escapes: it is made past the return that every success takes.
+		del := func(ctx context.Context) error { return undoOn(ctx, n, r, value) }
+		if o == OK {
 			ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
 			err := del(ctx)
 			cancel()
