@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -187,9 +188,87 @@ type fan struct {
 	decided chan struct{}
 	failed  bool
 	undone  chan int
-	// forget, once set, is called after every op returned: it removes the
-	// fan from Strategy.inflight (see Strategy.track).
-	forget atomic.Pointer[func()]
+	// mu guards allReturned and tracked: the set that holds f, under the lock
+	// names of tracked.keys (or tracked.key alone) with tracked.value,
+	// until every op returned (see track).
+	mu          sync.Mutex
+	allReturned bool // every op returned
+	tracked     tracking
+}
+
+// tracking is where a fan is tracked: see fan.track.
+type tracking struct {
+	set        *fans
+	key, value string
+	keys       []string
+}
+
+// lockName names a lock in a set of fans: its key, and for
+// Strategy.inflight its value, which holds the attempt's own token.
+type lockName struct{ key, value string }
+
+// fans is a set of fan-outs with ops still on their way, by lock name: a
+// mutex and a map, which, unlike a sync.Map, allocates nothing per entry
+// to box the name or the fan.
+type fans struct {
+	mu sync.Mutex
+	m  map[lockName]*fan
+}
+
+// load returns the fan under name, or nil.
+func (fs *fans) load(name lockName) *fan {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	return fs.m[name]
+}
+
+// track puts f in set, under the name of key (or of each of keys) with
+// value, until every op of f has returned, when the last one takes it out:
+// not at all if they have already.
+func (f *fan) track(set *fans, key, value string, keys []string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.allReturned {
+		return
+	}
+	f.tracked = tracking{set, key, value, keys}
+	f.tracked.each(func(name lockName) {
+		if set.m == nil {
+			set.m = map[lockName]*fan{}
+		}
+		set.m[name] = f
+	})
+}
+
+// each calls fn under t.set's mutex with the name of t.key, or of each of
+// t.keys, with t.value.
+func (t tracking) each(fn func(lockName)) {
+	t.set.mu.Lock()
+	defer t.set.mu.Unlock()
+	if t.keys == nil {
+		fn(lockName{t.key, t.value})
+		return
+	}
+	for _, k := range t.keys {
+		fn(lockName{k, t.value})
+	}
+}
+
+// forget marks every op of f returned, and takes f out of the set that
+// tracks it, under the names that still name f.
+func (f *fan) forget() {
+	f.mu.Lock()
+	f.allReturned = true
+	t := f.tracked
+	f.mu.Unlock()
+	if t.set == nil {
+		return
+	}
+	t.each(func(name lockName) {
+		if t.set.m[name] == f {
+			delete(t.set.m, name)
+		}
+	})
 }
 
 // after runs on node i right after its op returned with err, once the
@@ -203,26 +282,13 @@ func (f *fan) run(ctx context.Context, i int, n node, op func(ctx context.Contex
 	if f.running.Add(-1) == 0 {
 		f.cancel()
 		close(f.idle)
-		if forget := f.forget.Load(); forget != nil {
-			(*forget)()
-		}
+		f.forget()
 	}
 	f.answers <- answer{i, err}
 	if then != nil {
 		<-f.decided
 		then(ctx, i, n, err, f.failed)
 		f.undone <- i
-	}
-}
-
-// whenIdle calls forget once every op of f has returned: at once if they
-// have, and otherwise from the last op's goroutine.
-func (f *fan) whenIdle(forget func()) {
-	f.forget.Store(&forget)
-	select {
-	case <-f.idle: // the last op returned, and may have seen no forget
-		forget()
-	default:
 	}
 }
 
@@ -250,13 +316,13 @@ func (s *Strategy) fanOut(ctx context.Context, timeout time.Duration,
 	for i, n := range s.nodes {
 		n.work.do(job{f: f, ctx: ctx, i: i, n: n, op: op, then: then})
 	}
-
 	res = make([]*NodeError, len(s.nodes))
 	nodes := make([]NodeError, len(s.nodes))
 	for i, n := range s.nodes {
 		nodes[i] = NodeError{Node: n.name, Outcome: Pending}
 		res[i] = &nodes[i]
 	}
+
 	t := tally{pending: len(s.nodes)}
 	late := time.NewTimer(timeout + timeout/2)
 	defer late.Stop()

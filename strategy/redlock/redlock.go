@@ -89,14 +89,16 @@ type Strategy struct {
 	bad           []int         // the indexes out of range given to WithoutScriptsOn
 	now           func() time.Time
 
-	// inflight holds, by lockID, the fan-out of each lock obtained while
-	// some of its nodes' acquires were still on their way, until they
-	// returned: Release deletes on such a node only after its acquire.
-	inflight sync.Map
-	// releasing holds, by key, the fan-out of each Release that returned
-	// at a quorum while some nodes' deletes were still on their way, until
-	// they returned: an Acquire of that key waits for them (see Release).
-	releasing sync.Map
+	// inflight holds, by key and value, the fan-out of each lock obtained
+	// while some of its nodes' acquires were still on their way, until
+	// they returned: Release deletes on such a node only after its
+	// acquire.
+	inflight fans
+	// releasing holds, by key (with no value), the fan-out of each Release
+	// that returned at a quorum while some nodes' deletes were still on
+	// their way, until they returned: an Acquire of that key waits for
+	// them (see Release).
+	releasing fans
 
 	// The first contact with each node (contact.go).
 	peers   []peer
@@ -105,10 +107,6 @@ type Strategy struct {
 	dup     error         // two nodes found to be one server
 	changed chan struct{} // closed, and replaced, whenever a contact ends
 }
-
-// lockID names a lock in Strategy.inflight: its key and value (which holds
-// the attempt's own token).
-func lockID(key, value string) string { return key + "\x00" + value }
 
 type node struct {
 	name string
@@ -422,9 +420,7 @@ func (s *Strategy) acquire(ctx context.Context, r strategy.Request, take func(ct
 	})
 	defer report(ctx, res)
 	if !failed && slices.ContainsFunc(res, func(n *NodeError) bool { return n.Outcome == Pending }) {
-		id := lockID(r.Key, value)
-		s.inflight.Store(id, f)
-		f.whenIdle(func() { s.inflight.CompareAndDelete(id, f) })
+		f.track(&s.inflight, r.Key, value, nil)
 	}
 	// On failure every node has been, or is being, released by fanOut.
 	cleaned := strategy.Grant{Undone: true}
@@ -447,9 +443,9 @@ func (s *Strategy) acquire(ctx context.Context, r strategy.Request, take func(ct
 // still on their way have returned: their stragglers would answer "taken".
 func (s *Strategy) awaitReleases(ctx context.Context, r strategy.Request) error {
 	await := func(key string) error {
-		if f, ok := s.releasing.Load(key); ok {
+		if f := s.releasing.load(lockName{key: key}); f != nil {
 			select {
-			case <-f.(*fan).idle:
+			case <-f.idle:
 			case <-ctx.Done():
 				return ctx.Err()
 			}
@@ -546,26 +542,12 @@ func (s *Strategy) Release(ctx context.Context, key, value string) error {
 	return s.release(ctx, key, nil, value, calls)
 }
 
-// eachKey calls fn with key, or with each of keys when there are.
-func eachKey(key string, keys []string, fn func(string)) {
-	if keys == nil {
-		fn(key)
-		return
-	}
-	for _, k := range keys {
-		fn(k)
-	}
-}
-
 // release deletes the lock on key, or on keys (key is the first), held
 // with value, on every node, as Release does: with the node's call of
 // calls (one per way of waking waiters) for key alone, and with
 // notify.DeleteKeysWaking for keys.
 func (s *Strategy) release(ctx context.Context, key string, keys []string, value string, calls [notify.Wakes]*cas.Call) error {
-	var acq *fan
-	if f, ok := s.inflight.Load(lockID(key, value)); ok {
-		acq = f.(*fan)
-	}
+	acq := s.inflight.load(lockName{key, value})
 	op := func(ctx context.Context, i int, n node) error {
 		if acq != nil && !acq.returned[i].Load() {
 			// The nodes whose acquires returned, a quorum, release at
@@ -594,8 +576,7 @@ func (s *Strategy) release(ctx context.Context, key string, keys []string, value
 	})
 	defer report(ctx, res)
 	if slices.ContainsFunc(res, func(n *NodeError) bool { return n.Outcome == Pending }) {
-		eachKey(key, keys, func(k string) { s.releasing.Store(k, f) })
-		f.whenIdle(func() { eachKey(key, keys, func(k string) { s.releasing.CompareAndDelete(k, f) }) })
+		f.track(&s.releasing, key, "", keys)
 	}
 	return s.checkHeld("release", res)
 }
