@@ -174,14 +174,21 @@ type answer struct {
 	err error
 }
 
+// slot is one node's part of a fan: its answer, which fanOut records, and
+// whether its op returned, which the op sets. They share an allocation.
+type slot struct {
+	NodeError
+	returned atomic.Bool
+}
+
 // fan is the state that one fanOut shares with its goroutines.
 type fan struct {
-	ctx      context.Context // every node's, bounded by the timeout
-	cancel   context.CancelFunc
-	running  atomic.Int32 // nodes whose op has not returned; the last cancels ctx
-	answers  chan answer
-	returned []atomic.Bool // returned[i] is set once node i's op has returned
-	idle     chan struct{} // closed once every op has returned
+	ctx     context.Context // every node's, bounded by the timeout
+	cancel  context.CancelFunc
+	running atomic.Int32 // nodes whose op has not returned; the last cancels ctx
+	answers chan answer
+	slots   []slot        // slots[i] is node i's
+	idle    chan struct{} // closed once every op has returned
 	// With an after: decided is closed once the outcome is known, failed
 	// is set before that, and each node sends its index on undone once
 	// after has run for it.
@@ -278,7 +285,7 @@ type after func(ctx context.Context, i int, n node, err error, failed bool)
 
 func (f *fan) run(ctx context.Context, i int, n node, op func(ctx context.Context, i int, n node) error, then after) {
 	err := op(f.ctx, i, n)
-	f.returned[i].Store(true)
+	f.slots[i].returned.Store(true)
 	if f.running.Add(-1) == 0 {
 		f.cancel()
 		close(f.idle)
@@ -306,7 +313,12 @@ func (f *fan) run(ctx context.Context, i int, n node, op func(ctx context.Contex
 func (s *Strategy) fanOut(ctx context.Context, timeout time.Duration,
 	op func(ctx context.Context, i int, n node) error, then after, decide func(tally) decision,
 ) (res []*NodeError, failed bool, f *fan) {
-	f = &fan{answers: make(chan answer, len(s.nodes)), returned: make([]atomic.Bool, len(s.nodes)), idle: make(chan struct{})}
+	f = &fan{answers: make(chan answer, len(s.nodes)), slots: make([]slot, len(s.nodes)), idle: make(chan struct{})}
+	res = make([]*NodeError, len(s.nodes))
+	for i, n := range s.nodes {
+		f.slots[i].NodeError = NodeError{Node: n.name, Outcome: Pending}
+		res[i] = &f.slots[i].NodeError
+	}
 	f.ctx, f.cancel = context.WithTimeout(ctx, timeout)
 	f.running.Store(int32(len(s.nodes)))
 	if then != nil {
@@ -316,16 +328,14 @@ func (s *Strategy) fanOut(ctx context.Context, timeout time.Duration,
 	for i, n := range s.nodes {
 		n.work.do(job{f: f, ctx: ctx, i: i, n: n, op: op, then: then})
 	}
-	res = make([]*NodeError, len(s.nodes))
-	nodes := make([]NodeError, len(s.nodes))
-	for i, n := range s.nodes {
-		nodes[i] = NodeError{Node: n.name, Outcome: Pending}
-		res[i] = &nodes[i]
-	}
 
 	t := tally{pending: len(s.nodes)}
-	late := time.NewTimer(timeout + timeout/2)
-	defer late.Stop()
+	// A node gets half its timeout again past the deadline of f.ctx to
+	// return, before fanOut gives up on it: the timer starts then, if an op
+	// is still running, so that a fan-out whose nodes all answered in time
+	// makes none.
+	expired := f.ctx.Done()
+	var late <-chan time.Time
 	record := func(a answer) {
 		o := outcome(a.err)
 		res[a.i].Outcome = o
@@ -362,7 +372,14 @@ func (s *Strategy) fanOut(ctx context.Context, timeout time.Duration,
 		select {
 		case a := <-f.answers:
 			record(a)
-		case <-late.C:
+		case <-expired: // f.ctx's deadline, or every op returned (the last cancels it)
+			expired = nil
+			if f.running.Load() > 0 {
+				timer := time.NewTimer(timeout / 2)
+				defer timer.Stop()
+				late = timer.C
+			}
+		case <-late:
 			timedOut(errNodeTimeout)
 		case <-done: // the caller's deadline, for a driver that does not honour it
 			timedOut(ctx.Err())

@@ -549,7 +549,7 @@ func (s *Strategy) Release(ctx context.Context, key, value string) error {
 func (s *Strategy) release(ctx context.Context, key string, keys []string, value string, calls [notify.Wakes]*cas.Call) error {
 	acq := s.inflight.load(lockName{key, value})
 	op := func(ctx context.Context, i int, n node) error {
-		if acq != nil && !acq.returned[i].Load() {
+		if acq != nil && !acq.slots[i].returned.Load() {
 			// The nodes whose acquires returned, a quorum, release at
 			// once; this one once every acquire returned, within the
 			// node timeout.
