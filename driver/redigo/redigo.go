@@ -9,11 +9,11 @@
 // with GetContext ([Pool]). Every command honours the context's deadline
 // and cancellation, whatever the connection's read timeout: it runs with
 // redis.DoContext, which starts a goroutine to watch the context, or, when
-// it is small and its deadline at most a second away (a Redlock node's),
-// with DoWithTimeout on the caller's goroutine, and then a cancellation
-// before the deadline returns by it. A *redis.Pool must not run anything
-// that takes no context: DialContext must be set, and TestOnBorrow must be
-// nil.
+// it is small and its deadline at most a second away (a Redlock node's,
+// with the default node timeout), with DoWithTimeout on the caller's
+// goroutine, and then a cancellation before the deadline returns by it. A
+// *redis.Pool must not run anything that takes no context: DialContext
+// must be set, and TestOnBorrow must be nil.
 // [New] says why, and a Conn over a pool that fails them refuses to work.
 //
 // A Conn is a [driver.Subscriber], so waiters are woken by the release
@@ -160,9 +160,10 @@ func (c *Conn) do(ctx context.Context, cmd string, args ...any) (any, error) {
 // watched by redis.DoContext, which runs every command on a goroutine of
 // its own (with a closure, a channel and its reply on the heap), except in
 // the common case of a small command whose deadline is near (at most
-// [unwatched] away, as for every Redlock node, bounded by its node
-// timeout): DoWithTimeout sends it on the caller's goroutine, with the
-// time left as its read timeout, which keeps the contract of driver.Conn:
+// [unwatched] away, as a Redlock node's, bounded by its node timeout, a
+// second at most by default): DoWithTimeout sends it on the caller's
+// goroutine, with the time left as its read timeout, which keeps the
+// contract of driver.Conn:
 //
 //   - The read ends by the deadline: DoWithTimeout sets the socket's read
 //     deadline from it (the time left once the command is written, which
@@ -180,8 +181,8 @@ func (c *Conn) do(ctx context.Context, cmd string, args ...any) (any, error) {
 //     write returns at once. A larger command, or one whose arguments'
 //     size is not known, goes through DoContext.
 //   - A cancellation before the deadline is not watched: the command
-//     returns by the deadline, at most unwatched after it was sent, with the
-//     cancellation's error (do returns ctx.Err()), as driver/goredis's
+//     returns by the deadline, at most unwatched after it was sent, with
+//     the cancellation's error (do returns ctx.Err()), as driver/goredis's
 //     commands with a deadline do. Redlock does not wait for it: its
 //     fan-out returns on the caller's cancellation and leaves the node's
 //     command to its node timeout. A context with no deadline, or a
