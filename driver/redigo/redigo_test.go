@@ -307,3 +307,37 @@ func (c counting) Write(b []byte) (int, error) {
 	c.n.Add(1)
 	return c.Conn.Write(b)
 }
+
+// TestDialledConnectionWithoutTimeouts: a pool whose dialled connections
+// implement redis.ConnWithContext but not redis.ConnWithTimeout (its
+// DoWithTimeout refuses, sending nothing) still runs a small command with
+// a near deadline, through DoContext.
+func TestDialledConnectionWithoutTimeouts(t *testing.T) {
+	addr, _ := redistest.Addr(t)
+	pool := &redigoredis.Pool{DialContext: func(ctx context.Context) (redigoredis.Conn, error) {
+		c, err := redigoredis.DialContext(ctx, "tcp", addr)
+		return contextOnly{c}, err
+	}}
+	t.Cleanup(func() { _ = pool.Close() })
+	c := redigo.New(pool)
+	ctx, cancel := context.WithTimeout(context.Background(), redigo.Unwatched)
+	defer cancel()
+	if _, err := c.SetNX(ctx, "k", "v", time.Minute); err != nil {
+		t.Fatalf("SetNX = %v, want nil", err)
+	}
+	if v, ok, err := c.Get(ctx, "k"); err != nil || !ok || v != "v" {
+		t.Errorf("Get = %q, %v, %v; want v, true, nil", v, ok, err)
+	}
+}
+
+// contextOnly is a connection that implements redis.ConnWithContext, and
+// not redis.ConnWithTimeout.
+type contextOnly struct{ redigoredis.Conn }
+
+func (c contextOnly) DoContext(ctx context.Context, cmd string, args ...any) (any, error) {
+	return redigoredis.DoContext(c.Conn, ctx, cmd, args...)
+}
+
+func (c contextOnly) ReceiveContext(ctx context.Context) (any, error) {
+	return redigoredis.ReceiveContext(c.Conn, ctx)
+}
