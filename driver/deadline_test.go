@@ -41,6 +41,15 @@ func calls(c driver.Conn) map[string]func(context.Context) error {
 		"PTTL":    func(ctx context.Context) error { _, _, err := c.PTTL(ctx, "k"); return err },
 		"EvalSha": func(ctx context.Context) error { _, err := c.EvalSha(ctx, "0000", nil); return err },
 		"Eval":    func(ctx context.Context) error { _, err := c.Eval(ctx, "return 1", nil); return err },
+		"Pipeline": func(ctx context.Context) error {
+			replies, err := driver.Pipeline(ctx, c, [][]any{{"GET", "k"}, {"GET", "k"}})
+			for _, r := range replies {
+				if e, ok := r.(error); ok && err == nil {
+					err = e
+				}
+			}
+			return err
+		},
 		"Pin": func(ctx context.Context) error {
 			return driver.Pin(ctx, c, "k", func(one driver.Conn) error { _, _, err := one.Get(ctx, "k"); return err })
 		},
