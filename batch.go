@@ -138,17 +138,17 @@ func (b *batcher) fire() {
 // batch, and schedules each one's next refresh, or drops it.
 func (b *batcher) send(entries []*batched) {
 	next := make([]schedule, len(entries))
-	taken := make([]member, len(entries))
+	taken, items := make([]member, len(entries)), make([]strategy.Refresh, len(entries))
 	inChunks(len(entries), func(lo, hi int) {
 		for i := lo; i < hi; i++ {
-			next[i], taken[i] = take(entries[i].l, entries[i].ctx)
+			next[i], taken[i], items[i] = take(entries[i].l, entries[i].ctx)
 		}
 	})
 	r := round{s: b.s}
 	var in []int // the indexes of the entries in the round
 	for i, m := range taken {
 		if m.l != nil {
-			r.add(m)
+			r.add(m, items[i])
 			in = append(in, i)
 		}
 	}
@@ -208,37 +208,37 @@ type round struct {
 	links    []context.Context // what the locks' Op hooks passed on
 }
 
-// member is a lock of a round, and what is sent for it.
+// member is a lock of a round.
 type member struct {
 	l        *Lock
 	ctx      context.Context // its StartRefresh context
 	ttl      time.Duration   // its TTL, which its refreshes renew
 	until    time.Time       // the end of its validity
 	interval time.Duration   // its refresh interval
-	item     strategy.Refresh
 }
 
 // take takes l into a round, taking its ops mutex and spending a refresh
-// as Refresh does; or it returns l's schedule at once, and no member.
-func take(l *Lock, ctx context.Context) (schedule, member) {
+// as Refresh does, and returns it with what to send for it; or it returns
+// l's schedule at once, and no member.
+func take(l *Lock, ctx context.Context) (schedule, member, strategy.Refresh) {
 	if !l.ops.TryLock() {
 		// A Refresh, Release or TTL by hand is on its way: try again a
 		// quarter interval on, as after a refresh without an answer.
-		return l.next(true), member{}
+		return l.next(true), member{}, strategy.Refresh{}
 	}
 	ttl, lease, until, err := l.beginRefresh()
 	if err != nil {
 		l.ops.Unlock()
-		return schedule{stop: true}, member{}
+		return schedule{stop: true}, member{}, strategy.Refresh{}
 	}
 	l.mu.Lock()
 	item := strategy.Refresh{Key: l.key, Value: l.value, TTL: lease, Unsure: l.unsure}
 	l.mu.Unlock()
-	return schedule{}, member{l, ctx, ttl, until, l.interval(ttl), item}
+	return schedule{}, member{l, ctx, ttl, until, l.interval(ttl)}, item
 }
 
-// add adds m, taken, to the round.
-func (r *round) add(m member) {
+// add adds m, taken with item, to the round.
+func (r *round) add(m member, item strategy.Refresh) {
 	if r.until.IsZero() || m.until.Before(r.until) {
 		r.until = m.until
 	}
@@ -246,7 +246,7 @@ func (r *round) add(m member) {
 		r.interval = m.interval
 	}
 	r.members = append(r.members, m)
-	r.items = append(r.items, m.item)
+	r.items = append(r.items, item)
 }
 
 // run sends the round's batch, through each lock's Op hooks, applies each
