@@ -113,7 +113,7 @@ func (s *Strategy) refreshGroup(ctx context.Context, batch []strategy.Refresh, g
 		errs, err := extendEach(ctx, n, cas.PExpireBatch(keys, values, ttls, gs))
 		replies[i] = errs
 		return err
-	}, nil, nil)
+	}, after{}, nil)
 	defer report(ctx, res)
 
 	nodes := make([]NodeError, len(g.at)*len(res))

@@ -179,6 +179,10 @@ type answer struct {
 type slot struct {
 	NodeError
 	returned atomic.Bool
+	// With an after: got says that fanOut took the node's answer before the
+	// outcome was known, and err is what its op returned.
+	got bool
+	err error
 }
 
 // fan is the state that one fanOut shares with its goroutines.
@@ -189,16 +193,18 @@ type fan struct {
 	answers chan answer
 	slots   []slot        // slots[i] is node i's
 	idle    chan struct{} // closed once every op has returned
-	// With an after: decided is closed once the outcome is known, failed
-	// is set before that, and each node sends its index on undone once
-	// after has run for it.
-	decided chan struct{}
-	failed  bool
-	undone  chan int
+	// With an after: undone gets the index of each node that fanOut
+	// followed up, once its after ran.
+	undone chan int
 	// mu guards allReturned and tracked: the set that holds f, under the lock
 	// names of tracked.keys (or tracked.key alone) with tracked.value,
-	// until every op returned (see track).
+	// until every op returned (see track); and, with an after, decided,
+	// set once the outcome is known, with failed. A node whose op returns
+	// before that hands its answer to fanOut, which follows it up; one
+	// that returns after follows itself up.
 	mu          sync.Mutex
+	decided     bool
+	failed      bool
 	allReturned bool // every op returned
 	tracked     tracking
 }
@@ -278,10 +284,17 @@ func (f *fan) forget() {
 	})
 }
 
-// after runs on node i right after its op returned with err, once the
-// outcome of the fan-out is known (failed), on the fan-out's goroutine of
-// that node, which the fan-out does not wait for unless the node answered.
-type after func(ctx context.Context, i int, n node, err error, failed bool)
+// after is a fan-out's follow-up on node i, whose op returned err, once
+// the outcome of the fan-out is known (failed): do runs where needed says
+// so. It runs right after the node's op returned, on the node's goroutine,
+// or, for a node that answered before the outcome was known, on a
+// goroutine of its own once it is known; the fan-out waits for it on the
+// nodes that answered, and not for the others. The zero after does
+// nothing.
+type after struct {
+	needed func(err error, failed bool) bool
+	do     func(ctx context.Context, i int, n node, err error, failed bool)
+}
 
 func (f *fan) run(ctx context.Context, i int, n node, op func(ctx context.Context, i int, n node) error, then after) {
 	err := op(f.ctx, i, n)
@@ -291,23 +304,40 @@ func (f *fan) run(ctx context.Context, i int, n node, op func(ctx context.Contex
 		close(f.idle)
 		f.forget()
 	}
-	f.answers <- answer{i, err}
-	if then != nil {
-		<-f.decided
-		then(ctx, i, n, err, f.failed)
-		f.undone <- i
+	if then.do == nil {
+		f.answers <- answer{i, err}
+		return
 	}
+	f.mu.Lock()
+	decided, failed := f.decided, f.failed
+	if !decided {
+		f.answers <- answer{i, err} // buffered for every node: never blocks
+	}
+	f.mu.Unlock()
+	if decided && then.needed(err, failed) {
+		then.do(ctx, i, n, err, failed)
+	}
+}
+
+// follow runs then for node i, whose answer fanOut took, and sends i on
+// undone; done ends its count in ctx's background.Group.
+func (f *fan) follow(ctx context.Context, done func(), i int, n node, then after, failed bool) {
+	defer done()
+	then.do(ctx, i, n, f.slots[i].err, failed)
+	f.undone <- i
 }
 
 // fanOut runs op on every node at once, bounded by timeout (by the context
 // it gets, one deadline for all the nodes, and by a timer, in case a driver
 // does not honour the context) and by ctx. With decide, it returns as soon
 // as decide settles the outcome; without, once every node answered or
-// timed out. With then, it runs then on every node right after that node's
-// own op returned (so that a clean-up can never precede a late write), and
-// waits for it on the nodes that answered OK, Taken or Expired, while ctx
-// allows; the others go on in the background, which is safe because every
-// attempt has its own token. The fan it returns tells when each op
+// timed out. With then, it follows up each node where then is needed, once
+// the outcome is known and never before the node's own op returned (so that
+// a clean-up can never precede a late write), and waits for it on the nodes
+// that answered OK, Taken or Expired, while ctx allows; the others go on in
+// the background, which is safe because every attempt has its own token. A
+// node whose answer needs no follow-up costs nothing more: its goroutine is
+// free as soon as it answered. The fan it returns tells when each op
 // returned. It does not report the nodes' answers: its caller defers
 // [report].
 func (s *Strategy) fanOut(ctx context.Context, timeout time.Duration,
@@ -321,8 +351,7 @@ func (s *Strategy) fanOut(ctx context.Context, timeout time.Duration,
 	}
 	f.ctx, f.cancel = context.WithTimeout(ctx, timeout)
 	f.running.Store(int32(len(s.nodes)))
-	if then != nil {
-		f.decided = make(chan struct{})
+	if then.do != nil {
 		f.undone = make(chan int, len(s.nodes))
 	}
 	for i, n := range s.nodes {
@@ -337,6 +366,10 @@ func (s *Strategy) fanOut(ctx context.Context, timeout time.Duration,
 	expired := f.ctx.Done()
 	var late <-chan time.Time
 	record := func(a answer) {
+		f.slots[a.i].got, f.slots[a.i].err = true, a.err
+		if res[a.i].Outcome != Pending {
+			return // given up on (timedOut), but answered before the outcome was known
+		}
 		o := outcome(a.err)
 		res[a.i].Outcome = o
 		if answered(o) {
@@ -389,16 +422,30 @@ func (s *Strategy) fanOut(ctx context.Context, timeout time.Duration,
 		}
 	}
 	failed = d == failure
-	if then != nil {
-		f.failed = failed
-		close(f.decided)
-	}
-	if then != nil {
+	if then.do != nil {
+		f.mu.Lock()
+		f.decided, f.failed = true, failed
+		f.mu.Unlock()
+		// Every answer sent before the outcome was known is fanOut's to
+		// follow up: those it took, and those still queued.
+		for drained := false; !drained; {
+			select {
+			case a := <-f.answers:
+				record(a)
+			default:
+				drained = true
+			}
+		}
 		wait := 0
-		for _, r := range res {
-			if answered(r.Outcome) {
+		for i := range f.slots {
+			sl := &f.slots[i]
+			if !sl.got || !then.needed(sl.err, failed) {
+				continue
+			}
+			if answered(sl.Outcome) {
 				wait++
 			}
+			go f.follow(ctx, background.Start(ctx), i, s.nodes[i], then, failed)
 		}
 		for wait > 0 {
 			select {

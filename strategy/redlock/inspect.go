@@ -56,7 +56,7 @@ func (s *Strategy) Break(ctx context.Context, key, fingerprint string) (strategy
 		}
 		return notify.DeleteWaking(ctx, n.srv, n.raw, key, readings[i].Value)
 	}
-	res, _, _ := s.fanOut(ctx, s.opTimeout(), del, nil, nil)
+	res, _, _ := s.fanOut(ctx, s.opTimeout(), del, after{}, nil)
 	defer report(ctx, res)
 	var t tally
 	for _, r := range res {
@@ -84,7 +84,7 @@ func (s *Strategy) inspect(ctx context.Context, key string) (strategy.State, []c
 	res, _, _ := s.fanOut(ctx, timeout, func(ctx context.Context, i int, n node) (err error) {
 		readings[i], err = n.srv.Inspect(ctx, key, "", "")
 		return err
-	}, nil, nil)
+	}, after{}, nil)
 	defer report(ctx, res)
 
 	st := strategy.State{Nodes: make([]strategy.NodeState, len(res))}

@@ -387,14 +387,12 @@ func (s *Strategy) acquire(ctx context.Context, r strategy.Request, take func(ct
 	// background. A node that granted it needs one answered delete (its
 	// grant was the first answer, see strategy.CleanUp); one that refused wrote
 	// nothing.
-	undo := func(ctx context.Context, _ int, n node, err error, failed bool) {
+	undo := after{needed: func(err error, failed bool) bool {
 		o := outcome(err)
-		if !failed || o == Taken || o == Restarting {
-			return
-		}
-		// del escapes: it is made past the return that every success takes.
+		return failed && o != Taken && o != Restarting
+	}, do: func(ctx context.Context, _ int, n node, err error, _ bool) {
 		del := func(ctx context.Context) error { return undoOn(ctx, n, r, value) }
-		if o == OK {
+		if outcome(err) == OK {
 			ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
 			err := del(ctx)
 			cancel()
@@ -403,7 +401,7 @@ func (s *Strategy) acquire(ctx context.Context, r strategy.Request, take func(ct
 			}
 		}
 		_ = strategy.CleanUp(ctx, r.Key, del)
-	}
+	}}
 	var elapsed time.Duration // set when a quorum answered too late
 	res, failed, f := s.fanOut(ctx, timeout, take, undo, func(t tally) decision {
 		switch {
@@ -486,7 +484,7 @@ func (s *Strategy) refresh(ctx context.Context, ttl time.Duration, extend func(c
 		return strategy.Grant{}, err
 	}
 	start := s.now()
-	res, _, _ := s.fanOut(ctx, timeout, extend, nil, nil)
+	res, _, _ := s.fanOut(ctx, timeout, extend, after{}, nil)
 	defer report(ctx, res)
 	return s.extended(res, start, ttl, allowance)
 }
@@ -564,11 +562,10 @@ func (s *Strategy) release(ctx context.Context, key string, keys []string, value
 		}
 		return n.srv.Run(ctx, *calls[n.wake])
 	}
-	res, _, f := s.fanOut(ctx, s.opTimeout(), op, func(ctx context.Context, i int, n node, err error, _ bool) {
-		if !answered(outcome(err)) {
+	res, _, f := s.fanOut(ctx, s.opTimeout(), op, after{needed: func(err error, _ bool) bool { return !answered(outcome(err)) },
+		do: func(ctx context.Context, i int, n node, _ error, _ bool) {
 			_ = strategy.CleanUp(ctx, key, func(ctx context.Context) error { return op(ctx, i, n) })
-		}
-	}, func(t tally) decision {
+		}}, func(t tally) decision {
 		if t.ok >= s.quorum {
 			return success
 		}
@@ -610,7 +607,7 @@ func (s *Strategy) ttl(ctx context.Context, pttl func(context.Context, node) (ti
 	res, _, _ := s.fanOut(ctx, s.opTimeout(), func(ctx context.Context, i int, n node) (err error) {
 		ttls[i], err = pttl(ctx, n)
 		return err
-	}, nil, nil)
+	}, after{}, nil)
 	defer report(ctx, res)
 	if err := s.checkHeld("ttl", res); err != nil {
 		return 0, err
