@@ -380,17 +380,21 @@ func (s *Strategy) fanOut(ctx context.Context, timeout time.Duration,
 		t.pending--
 		t.add(o)
 	}
-	timedOut := func(err error) {
-		// A starved process can find the timer and answers ready at once,
-		// and select picks at random: take the answers that came first.
-		for drained := false; !drained; {
+	// drain records the answers already sent.
+	drain := func() {
+		for {
 			select {
 			case a := <-f.answers:
 				record(a)
 			default:
-				drained = true
+				return
 			}
 		}
+	}
+	timedOut := func(err error) {
+		// A starved process can find the timer and answers ready at once,
+		// and select picks at random: take the answers that came first.
+		drain()
 		for _, r := range res {
 			if r.Outcome == Pending {
 				r.Outcome, r.Err = Timeout, err
@@ -428,14 +432,7 @@ func (s *Strategy) fanOut(ctx context.Context, timeout time.Duration,
 		f.mu.Unlock()
 		// Every answer sent before the outcome was known is fanOut's to
 		// follow up: those it took, and those still queued.
-		for drained := false; !drained; {
-			select {
-			case a := <-f.answers:
-				record(a)
-			default:
-				drained = true
-			}
-		}
+		drain()
 		wait := 0
 		for i := range f.slots {
 			sl := &f.slots[i]
