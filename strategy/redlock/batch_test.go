@@ -157,7 +157,7 @@ func TestRefreshBatch(t *testing.T) {
 		}
 	})
 
-	t.Run("a lock taken on a quorum of nodes is taken, the others extended", func(t *testing.T) {
+	t.Run("a lock taken on a quorum of nodes is taken, deleted where it was extended, the others extended", func(t *testing.T) {
 		batch := batchOf(t, s, servers, conformance.Key(t), 5, 10*time.Second, time.Minute)
 		plant(t, servers[1:], batch[2].Key, "another owner")
 		s.RefreshBatch(ctx, batch)
@@ -176,6 +176,7 @@ func TestRefreshBatch(t *testing.T) {
 		if got := command(t, servers[1], "GET", batch[2].Key); got != "another owner" {
 			t.Errorf("GET of the taken key = %q, want %q: untouched", got, "another owner")
 		}
+		eventuallyNone(t, servers[:1], batch[2].Key)
 	})
 
 	t.Run("a lock gone from a quorum of nodes has expired", func(t *testing.T) {

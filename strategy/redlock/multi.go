@@ -57,9 +57,10 @@ func (s *Strategy) sharded() bool {
 // extends every key or none, and the quorum counts the nodes that extended
 // all of them. When so many nodes found a key gone or taken that no
 // quorum can hold the lock, the error names the keys that the most nodes
-// found so (a *strategy.KeyError each, joined).
+// found so (a *strategy.KeyError each, joined), and the lock is deleted,
+// in the background, from the nodes that extended every key.
 func (s *Strategy) RefreshKeys(ctx context.Context, keys []string, value string, ttl time.Duration) (strategy.Grant, error) {
-	return s.refresh(ctx, ttl, func(ctx context.Context, _ int, n node) error {
+	return s.refresh(ctx, strategy.Request{Key: keys[0], Keys: keys}, value, ttl, func(ctx context.Context, _ int, n node) error {
 		return cas.PExpireKeys(ctx, n.conn, keys, value, ttl)
 	})
 }

@@ -64,6 +64,7 @@ import (
 
 	"github.com/locksmith-go/lock"
 	"github.com/locksmith-go/lock/driver"
+	"github.com/locksmith-go/lock/internal/background"
 	"github.com/locksmith-go/lock/internal/cas"
 	"github.com/locksmith-go/lock/internal/drift"
 	"github.com/locksmith-go/lock/internal/neterr"
@@ -391,16 +392,11 @@ func (s *Strategy) acquire(ctx context.Context, r strategy.Request, take func(ct
 		o := outcome(err)
 		return failed && o != Taken && o != Restarting
 	}, do: func(ctx context.Context, _ int, n node, err error, _ bool) {
-		del := func(ctx context.Context) error { return undoOn(ctx, n, r, value) }
 		if outcome(err) == OK {
-			ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
-			err := del(ctx)
-			cancel()
-			if err == nil || errors.Is(err, strategy.ErrNotHeld) {
-				return
-			}
+			drop(ctx, n, r, value, timeout)
+			return
 		}
-		_ = strategy.CleanUp(ctx, r.Key, del)
+		_ = strategy.CleanUp(ctx, r.Key, func(ctx context.Context) error { return undoOn(ctx, n, r, value) })
 	}}
 	var elapsed time.Duration // set when a quorum answered too late
 	res, failed, f := s.fanOut(ctx, timeout, take, undo, func(t tally) decision {
@@ -469,16 +465,50 @@ func undoOn(ctx context.Context, n node, r strategy.Request, value string) error
 	return n.srv.Run(ctx, cas.DeleteCall(r.Key, value))
 }
 
-// Refresh implements [strategy.Strategy]: it extends on all nodes, and succeeds
-// only with a quorum, within the new validity.
-func (s *Strategy) Refresh(ctx context.Context, key, value string, ttl time.Duration) (strategy.Grant, error) {
-	call := cas.PExpireCall(key, value, ttl)
-	return s.refresh(ctx, ttl, func(ctx context.Context, _ int, n node) error { return n.srv.Run(ctx, call) })
+// drop deletes what the lock r, held with value, holds on n, a node that
+// granted or extended it when the lock as a whole is not ours: one delete
+// within timeout, and strategy.CleanUp when that gets no answer.
+func drop(ctx context.Context, n node, r strategy.Request, value string, timeout time.Duration) {
+	del := func(ctx context.Context) error { return undoOn(ctx, n, r, value) }
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
+	err := del(dctx)
+	cancel()
+	if err == nil || errors.Is(err, strategy.ErrNotHeld) {
+		return
+	}
+	_ = strategy.CleanUp(ctx, r.Key, del)
 }
 
-// refresh extends a lock for ttl on every node with extend, as Refresh
-// does.
-func (s *Strategy) refresh(ctx context.Context, ttl time.Duration, extend func(ctx context.Context, i int, n node) error) (strategy.Grant, error) {
+// dropLost deletes, in the background, the lock r, held with value, from
+// the nodes that extended it (res's OK ones) when the refresh found it lost
+// (err matches strategy.ErrNotHeld: so many nodes found it gone or taken
+// that no quorum holds it). Left there, our token would count against
+// every contender's quorum until its new TTL ends.
+func (s *Strategy) dropLost(ctx context.Context, r strategy.Request, value string, res []*NodeError, timeout time.Duration, err error) {
+	if !errors.Is(err, strategy.ErrNotHeld) {
+		return
+	}
+	for i, ne := range res {
+		if ne.Outcome == OK {
+			go func(n node, done func()) {
+				defer done()
+				drop(ctx, n, r, value, timeout)
+			}(s.nodes[i], background.Start(ctx))
+		}
+	}
+}
+
+// Refresh implements [strategy.Strategy]: it extends on all nodes, and succeeds
+// only with a quorum, within the new validity. When it finds the lock lost,
+// it deletes it, in the background, from the nodes that it extended.
+func (s *Strategy) Refresh(ctx context.Context, key, value string, ttl time.Duration) (strategy.Grant, error) {
+	call := cas.PExpireCall(key, value, ttl)
+	return s.refresh(ctx, strategy.Request{Key: key}, value, ttl, func(ctx context.Context, _ int, n node) error { return n.srv.Run(ctx, call) })
+}
+
+// refresh extends the lock r, held with value, for ttl on every node with
+// extend, as Refresh does.
+func (s *Strategy) refresh(ctx context.Context, r strategy.Request, value string, ttl time.Duration, extend func(ctx context.Context, i int, n node) error) (strategy.Grant, error) {
 	timeout, allowance, err := s.timeouts(ttl)
 	if err != nil {
 		return strategy.Grant{}, err
@@ -486,7 +516,9 @@ func (s *Strategy) refresh(ctx context.Context, ttl time.Duration, extend func(c
 	start := s.now()
 	res, _, _ := s.fanOut(ctx, timeout, extend, after{}, nil)
 	defer report(ctx, res)
-	return s.extended(res, start, ttl, allowance)
+	g, err := s.extended(res, start, ttl, allowance)
+	s.dropLost(ctx, r, value, res, timeout, err)
+	return g, err
 }
 
 // extended turns the node results of a refresh of a lock for ttl, sent at

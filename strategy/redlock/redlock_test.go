@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math/rand/v2"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -161,7 +162,7 @@ func eventuallyNone(t *testing.T, servers []*redistest.Server, key string) {
 	t.Helper()
 	for deadline := time.Now().Add(10 * time.Second); holds(t, servers, key) > 0; {
 		if time.Now().After(deadline) {
-			t.Fatalf("%d reachable nodes still hold %q after a failed attempt, want 0", holds(t, servers, key), key)
+			t.Fatalf("%d reachable nodes still hold %q, want 0", holds(t, servers, key), key)
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
@@ -583,6 +584,48 @@ func TestFailedAttemptLeavesNoKeys(t *testing.T) {
 		if got, _ := s.Command(ctx, "GET", key); got != "another-owner" {
 			t.Errorf("the other owner's value on %s = %q, want it untouched", s.Addr, got)
 		}
+	}
+}
+
+// TestLostRefreshLeavesNoKeys: a refresh that finds the lock taken on a
+// quorum of nodes deletes it from the nodes that it extended, where our
+// token would count against every contender's quorum until its TTL ended,
+// and leaves the other owner's keys alone.
+func TestLostRefreshLeavesNoKeys(t *testing.T) {
+	servers := redistest.Start(t, nodes)
+	ctx := context.Background()
+	l := newLocker(t, connect(t, servers, redistest.Drivers()...))
+	for _, keys := range []int{1, 2} {
+		t.Run(strconv.Itoa(keys)+" keys", func(t *testing.T) {
+			names := []string{conformance.Key(t) + "{tag}"}
+			if keys > 1 {
+				names = append(names, conformance.Key(t)+"{tag}:2")
+			}
+			obtain := func() (*lock.Lock, error) { return l.Obtain(ctx, names[0], 10*time.Second) }
+			if keys > 1 {
+				obtain = func() (*lock.Lock, error) { return l.ObtainMany(ctx, names, 10*time.Second) }
+			}
+			lk, err := obtain()
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, s := range servers[:3] { // another owner holds nodes 0-2
+				if _, err := s.Command(ctx, "SET", names[0], "another-owner", "PX", "30000"); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := lk.Refresh(ctx, time.Minute); !errors.Is(err, lock.ErrTaken) {
+				t.Fatalf("Refresh of a lock taken on 3 of 5 nodes = %v, want ErrTaken", err)
+			}
+			for _, k := range names {
+				eventuallyNone(t, servers[3:], k)
+			}
+			for _, s := range servers[:3] {
+				if got, _ := s.Command(ctx, "GET", names[0]); got != "another-owner" {
+					t.Errorf("the other owner's value on %s = %q, want it untouched", s.Addr, got)
+				}
+			}
+		})
 	}
 }
 
