@@ -137,22 +137,6 @@ func (s suite) batchReportsEachLoss(t *testing.T, ctx context.Context) {
 	}
 }
 
-// excusedRelease reports whether err, the error of lk's Release, is a loaded
-// machine's rather than the strategy's: lk lapsed first, or a server (a
-// Redlock node, without scripts, that missed its node timeout) did not
-// answer. The clean-up of what Release left then deletes it in the
-// background, which the properties that count the keys left still check.
-func excusedRelease(t *testing.T, lk *lock.Lock, err error) bool {
-	switch {
-	case errors.Is(lk.Err(), lock.ErrLapsed):
-		return true
-	case errors.Is(err, lock.ErrNoAnswer):
-		t.Logf("Release = %v: a loaded machine", err)
-		return true
-	}
-	return false
-}
-
 // batchReleaseLeavesNothing: locks released at random moments while their
 // Locker refreshes them in the background, during batches too, are each
 // released, and leave no key behind, on any server. Their TTL outlasts

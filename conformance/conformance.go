@@ -492,6 +492,26 @@ func release(t *testing.T, lk *lock.Lock) {
 	})
 }
 
+// excusedRelease reports whether err, the error of lk's Release in a
+// contention run, is a loaded machine's rather than the strategy's: lk
+// lapsed first, or a server (a Redlock node that missed its node timeout:
+// CI's two busy cores once stalled a script-free release's transaction past
+// 500ms) did not answer, which the error says truthfully. The clean-up of
+// what Release left then deletes it in the background: the run's next
+// Obtain waits for it, and the properties that count the keys left still
+// check it. ReleaseFreesTheLock and the other single-caller properties
+// still want nil.
+func excusedRelease(t *testing.T, lk *lock.Lock, err error) bool {
+	switch {
+	case errors.Is(lk.Err(), lock.ErrLapsed):
+		return true
+	case errors.Is(err, lock.ErrNoAnswer):
+		t.Logf("Release = %v: a loaded machine", err)
+		return true
+	}
+	return false
+}
+
 // expiryMargin is how long past its TTL (and Harness.ExtraTTL) a lock may
 // still be found held, on a loaded machine, before the suite decides that
 // it does not expire.
