@@ -137,6 +137,7 @@ func contenders() []contender {
 				}},
 				contender{driver: d, name: "otel-noop", nodes: 1, new: newOtel(false), uncontendedOnly: true},
 				contender{driver: d, name: "otel-sdk", nodes: 1, new: newOtel(true), uncontendedOnly: true},
+				contender{driver: d, name: "otel-floor", nodes: 1, new: newOtelFloor, uncontendedOnly: true},
 				contender{driver: d, name: "bsm-redislock", nodes: 1, new: newBSM(retryEvery)},
 				contender{driver: d, name: "bsm-redislock-10ms", nodes: 1, contendedOnly: true, new: newBSM(10 * time.Millisecond)},
 				contender{driver: d, name: "redsync-default", nodes: 1, contendedOnly: true, new: newRedsync(d, false)},

@@ -141,6 +141,8 @@ func BenchmarkWrapperCost(b *testing.B) {
 // attempts, hold.duration), those of the Obtain within its span's context,
 // which makes the SDK offer them as exemplars. BenchmarkWrapperCost's
 // otel-sdk less its bare, less this, is about the wrapper's own cost.
+// The bench module's otel-floor contender makes the same calls around a
+// lock on a real server, where they cost several times more (bench/README.md).
 //
 //	go test -run '^$' -bench 'WrapperCost|SDKFloor' -count 5 ./otel/
 func BenchmarkSDKFloor(b *testing.B) {
