@@ -267,6 +267,23 @@ func (t tracking) each(fn func(lockName)) {
 	}
 }
 
+// returnedOn waits until the op of f, an acquire on its way (nil: none), on
+// node i returned, within ctx: a release of the lock deletes on the node
+// after the acquire's own write, which would otherwise land after it. The
+// nodes whose acquires returned, a quorum, go on at once; the others once
+// every acquire returned, within the node timeout.
+func (f *fan) returnedOn(ctx context.Context, i int) error {
+	if f == nil || f.slots[i].returned.Load() {
+		return nil
+	}
+	select {
+	case <-f.idle:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
 // forget marks every op of f returned, and takes f out of the set that
 // tracks it, under the names that still name f.
 func (f *fan) forget() {

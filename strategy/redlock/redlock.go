@@ -93,7 +93,7 @@ type Strategy struct {
 	// inflight holds, by key and value, the fan-out of each lock obtained
 	// while some of its nodes' acquires were still on their way, until
 	// they returned: Release deletes on such a node only after its
-	// acquire.
+	// acquire, and a Refresh that finds the lock lost deletes there then.
 	inflight fans
 	// releasing holds, by key (with no value), the fan-out of each Release
 	// that returned at a quorum while some nodes' deletes were still on
@@ -479,28 +479,37 @@ func drop(ctx context.Context, n node, r strategy.Request, value string, timeout
 	_ = strategy.CleanUp(ctx, r.Key, del)
 }
 
-// dropLost deletes, in the background, the lock r, held with value, from
-// the nodes that extended it (res's OK ones) when the refresh found it lost
-// (err matches strategy.ErrNotHeld: so many nodes found it gone or taken
-// that no quorum holds it). Left there, our token would count against
-// every contender's quorum until its new TTL ends.
+// dropLost deletes, in the background, the lock r, held with value, when
+// the refresh found it lost (err matches strategy.ErrNotHeld: so many nodes
+// found it gone or taken that no quorum holds it), from the nodes that
+// extended it (res's OK ones), and from those where its acquire was still
+// on its way, once that returned. Left there, our token would count against
+// every contender's quorum until its TTL ends.
 func (s *Strategy) dropLost(ctx context.Context, r strategy.Request, value string, res []*NodeError, timeout time.Duration, err error) {
 	if !errors.Is(err, strategy.ErrNotHeld) {
 		return
 	}
+	acq := s.inflight.load(lockName{r.Key, value})
 	for i, ne := range res {
-		if ne.Outcome == OK {
-			go func(n node, done func()) {
-				defer done()
-				drop(ctx, n, r, value, timeout)
-			}(s.nodes[i], background.Start(ctx))
+		acquiring := acq != nil && !acq.slots[i].returned.Load()
+		if ne.Outcome != OK && !acquiring {
+			continue
 		}
+		go func(n node, done func()) {
+			defer done()
+			if acquiring {
+				<-acq.idle // within the acquire's node timeout, for a driver that honours its context
+			}
+			drop(ctx, n, r, value, timeout)
+		}(s.nodes[i], background.Start(ctx))
 	}
 }
 
 // Refresh implements [strategy.Strategy]: it extends on all nodes, and succeeds
 // only with a quorum, within the new validity. When it finds the lock lost,
-// it deletes it, in the background, from the nodes that it extended.
+// it deletes it, in the background, from the nodes that it extended, and
+// from those where the lock's acquire was still on its way, once that
+// returned.
 func (s *Strategy) Refresh(ctx context.Context, key, value string, ttl time.Duration) (strategy.Grant, error) {
 	call := cas.PExpireCall(key, value, ttl)
 	return s.refresh(ctx, strategy.Request{Key: key}, value, ttl, func(ctx context.Context, _ int, n node) error { return n.srv.Run(ctx, call) })
@@ -579,15 +588,8 @@ func (s *Strategy) Release(ctx context.Context, key, value string) error {
 func (s *Strategy) release(ctx context.Context, key string, keys []string, value string, calls [notify.Wakes]*cas.Call) error {
 	acq := s.inflight.load(lockName{key, value})
 	op := func(ctx context.Context, i int, n node) error {
-		if acq != nil && !acq.slots[i].returned.Load() {
-			// The nodes whose acquires returned, a quorum, release at
-			// once; this one once every acquire returned, within the
-			// node timeout.
-			select {
-			case <-acq.idle:
-			case <-ctx.Done():
-				return ctx.Err()
-			}
+		if err := acq.returnedOn(ctx, i); err != nil {
+			return err
 		}
 		if keys != nil {
 			return notify.DeleteKeysWaking(ctx, n.conn, n.wake, keys, value)

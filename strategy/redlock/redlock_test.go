@@ -629,6 +629,49 @@ func TestLostRefreshLeavesNoKeys(t *testing.T) {
 	}
 }
 
+// TestLostRefreshWhileAcquiring: a Refresh that finds the lock lost while
+// the lock's acquire is still on its way to a node (its SET is held back,
+// then written past the acquire's deadline, as a command that a loaded
+// server runs late) deletes it there too, once that acquire returned.
+func TestLostRefreshWhileAcquiring(t *testing.T) {
+	servers := redistest.Start(t, nodes)
+	ctx := context.Background()
+	conns := connect(t, servers, redistest.Drivers()...)
+	gate := make(chan struct{})
+	conns[4] = lateSetNX{conns[4], gate}
+	l := newLocker(t, conns)
+	key := conformance.Key(t)
+	lk, err := l.Obtain(ctx, key, time.Minute)
+	if err != nil {
+		close(gate)
+		t.Fatalf("Obtain with node 4's SET held back = %v, want a lock", err)
+	}
+	for _, s := range servers[:3] { // another owner holds nodes 0-2
+		if _, err := s.Command(ctx, "SET", key, "another-owner", "PX", "60000"); err != nil {
+			close(gate)
+			t.Fatal(err)
+		}
+	}
+	err = lk.Refresh(ctx, time.Minute)
+	close(gate) // node 4 runs the acquire's SET now, after the Refresh returned
+	if !errors.Is(err, lock.ErrTaken) {
+		t.Fatalf("Refresh of a lock taken on 3 of 5 nodes = %v, want ErrTaken", err)
+	}
+	eventuallyNone(t, servers[3:], key)
+}
+
+// lateSetNX holds every SetNX back until gate closes, then runs it whatever
+// its context says.
+type lateSetNX struct {
+	driver.Conn
+	gate chan struct{}
+}
+
+func (c lateSetNX) SetNX(ctx context.Context, key, value string, ttl time.Duration) (bool, error) {
+	<-c.gate
+	return c.Conn.SetNX(context.WithoutCancel(ctx), key, value, ttl)
+}
+
 func TestMaxExtensions(t *testing.T) {
 	servers := redistest.Start(t, 3)
 	ctx := context.Background()
