@@ -100,31 +100,36 @@ type Call struct {
 // RunEach runs the script once for each call, and sets each one's Reply
 // and Err: in one round trip through c's [Pipeline] (EVALSHA for each
 // call), and one more for the calls whose server lacked the script
-// (NOSCRIPT), with EVAL.
+// (NOSCRIPT), with EVAL; with EVAL alone where Run would send it.
 func (s *Script) RunEach(ctx context.Context, c Conn, calls []Call) {
-	cmds := make([][]any, len(calls))
-	for i, call := range calls {
-		cmds[i] = evalArgs("EVALSHA", s.sha1, call)
+	which := make([]int, len(calls)) // the calls to send EVAL for
+	for i := range which {
+		which[i] = i
+	}
+	if sha := s.digest(ctx, c); sha != "" {
+		which = runEach(ctx, c, "EVALSHA", sha, calls, which)
+	}
+	if len(which) > 0 {
+		runEach(ctx, c, "EVAL", s.src, calls, which)
+	}
+}
+
+// runEach sends cmd (EVALSHA or EVAL) with script for each call i in which,
+// in one Pipeline, sets their Reply and Err, and returns the ones that got
+// NOSCRIPT.
+func runEach(ctx context.Context, c Conn, cmd, script string, calls []Call, which []int) (noScript []int) {
+	cmds := make([][]any, len(which))
+	for k, i := range which {
+		cmds[k] = evalArgs(cmd, script, calls[i])
 	}
 	replies, err := Pipeline(ctx, c, cmds)
-	var again []int // the calls that got NOSCRIPT
-	for i := range calls {
-		calls[i].Reply, calls[i].Err = reply(replies, err, i)
+	for k, i := range which {
+		calls[i].Reply, calls[i].Err = reply(replies, err, k)
 		if isNoScript(calls[i].Err) {
-			again = append(again, i)
+			noScript = append(noScript, i)
 		}
 	}
-	if len(again) == 0 {
-		return
-	}
-	cmds = cmds[:0]
-	for _, i := range again {
-		cmds = append(cmds, evalArgs("EVAL", s.src, calls[i]))
-	}
-	replies, err = Pipeline(ctx, c, cmds)
-	for k, i := range again {
-		calls[i].Reply, calls[i].Err = reply(replies, err, k)
-	}
+	return noScript
 }
 
 // evalArgs returns the EVAL or EVALSHA command of call.

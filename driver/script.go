@@ -2,36 +2,97 @@ package driver
 
 import (
 	"context"
+	"crypto/fips140"
 	"crypto/sha1"
 	"encoding/hex"
 	"fmt"
 	"strings"
+	"sync"
 )
 
-// Script is a Lua script whose SHA-1 is computed once, when it is created.
-// Strategies run it with [Script.Run] or [Script.Int], which fall back from
-// EVALSHA to EVAL, so that no driver repeats that.
+// Script is a Lua script that strategies run with [Script.Run] or
+// [Script.Int], which send EVALSHA and fall back to EVAL, so that no driver
+// repeats that.
+//
+// Its SHA-1, which EVALSHA names it by, is not computed when the script is
+// made, since strategies make their scripts as package variables and a
+// program must start in FIPS 140 mode (GODEBUG=fips140=only), where
+// crypto/sha1 panics. Outside that mode, the first Run computes it. In
+// FIPS 140 mode, the first Run asks the server for it with SCRIPT LOAD;
+// where the client sends no command of its choice ([Commander]) or the
+// server refuses SCRIPT LOAD (an ACL without +script|load), every Run sends
+// EVAL, with the script's source.
 type Script struct {
-	src, sha1 string
+	src string
+
+	mu     sync.Mutex
+	sha1   string // the SHA-1 in hex, once known
+	noLoad bool   // in FIPS 140 mode, SCRIPT LOAD failed: Run sends EVAL
 }
 
-// NewScript returns the script for src.
+// NewScript returns the script for src. It computes nothing.
 func NewScript(src string) *Script {
-	sum := sha1.Sum([]byte(src))
-	return &Script{src: src, sha1: hex.EncodeToString(sum[:])}
+	return &Script{src: src}
 }
 
-// SHA1 returns the script's SHA-1 in hex, as SCRIPT LOAD reports it. Run
-// needs no more; SHA1 is for calling [Conn.EvalSha] directly, as the
-// driver suite (conformance.RunDriver) does to check a driver's NOSCRIPT
-// error.
-func (s *Script) SHA1() string { return s.sha1 }
+// fipsMode reports whether crypto/sha1 may not be used. It is a variable
+// so that the tests run the FIPS 140 path in any mode.
+var fipsMode = fipsModeOf
+
+// fipsModeOf reports whether the program runs in FIPS 140 mode.
+func fipsModeOf() bool { return fips140.Enabled() }
+
+// SHA1 returns the script's SHA-1 in hex, as SCRIPT LOAD reports it, or ""
+// in FIPS 140 mode until a Run learnt it from a server. Run needs no more;
+// SHA1 is for calling [Conn.EvalSha] directly, as the driver suite
+// (conformance.RunDriver) does to check a driver's NOSCRIPT error.
+func (s *Script) SHA1() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.sha1 == "" && !fipsMode() {
+		sum := sha1.Sum([]byte(s.src))
+		s.sha1 = hex.EncodeToString(sum[:])
+	}
+	return s.sha1
+}
+
+// digest returns the SHA-1 that Run sends EVALSHA with, or "" when Run
+// must send EVAL: computed by SHA1, or, in FIPS 140 mode, learnt from c's
+// server with SCRIPT LOAD, once.
+func (s *Script) digest(ctx context.Context, c Conn) string {
+	if sha := s.SHA1(); sha != "" || !fipsMode() {
+		return sha
+	}
+	s.mu.Lock()
+	noLoad := s.noLoad
+	s.mu.Unlock()
+	if noLoad {
+		return ""
+	}
+	reply, err := Do(ctx, c, "SCRIPT", "LOAD", s.src)
+	sha, ok := reply.(string)
+	if err != nil && ctx.Err() != nil {
+		return "" // no answer: EVAL is tried within what is left of ctx
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err != nil || !ok || len(sha) != 40 {
+		s.noLoad = true
+		return ""
+	}
+	s.sha1 = sha
+	return sha
+}
 
 // Run runs the script on c with EVALSHA and, if the server does not have it
 // cached (NOSCRIPT), with EVAL, which also caches it. The reply is
 // normalised: nil, int64, string (never []byte), or []any of those.
 func (s *Script) Run(ctx context.Context, c Conn, keys []string, args ...any) (any, error) {
-	reply, err := c.EvalSha(ctx, s.sha1, keys, args...)
+	var reply any
+	err := errNoScript
+	if sha := s.digest(ctx, c); sha != "" {
+		reply, err = c.EvalSha(ctx, sha, keys, args...)
+	}
 	if err != nil && isNoScript(err) {
 		reply, err = c.Eval(ctx, s.src, keys, args...)
 	}
@@ -41,6 +102,10 @@ func (s *Script) Run(ctx context.Context, c Conn, keys []string, args ...any) (a
 	return normalize(reply), nil
 }
 
+// errNoScript stands for the NOSCRIPT error of a script whose SHA-1 is not
+// known, so that Run sends EVAL.
+var errNoScript = fmt.Errorf("NOSCRIPT the script's SHA-1 is not known")
+
 // Int runs the script like Run and returns its integer reply.
 func (s *Script) Int(ctx context.Context, c Conn, keys []string, args ...any) (int64, error) {
 	reply, err := s.Run(ctx, c, keys, args...)
@@ -49,7 +114,7 @@ func (s *Script) Int(ctx context.Context, c Conn, keys []string, args ...any) (i
 	}
 	n, ok := reply.(int64)
 	if !ok {
-		return 0, fmt.Errorf("script %.8s: got reply %T, want an integer", s.sha1, reply)
+		return 0, fmt.Errorf("script %.8s: got reply %T, want an integer", s.SHA1(), reply)
 	}
 	return n, nil
 }
