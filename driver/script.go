@@ -7,7 +7,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"strings"
-	"sync"
+	"sync/atomic"
 )
 
 // Script is a Lua script that strategies run with [Script.Run] or
@@ -23,11 +23,9 @@ import (
 // server refuses SCRIPT LOAD (an ACL without +script|load), every Run sends
 // EVAL, with the script's source.
 type Script struct {
-	src string
-
-	mu     sync.Mutex
-	sha1   string // the SHA-1 in hex, once known
-	noLoad bool   // in FIPS 140 mode, SCRIPT LOAD failed: Run sends EVAL
+	src    string
+	sha1   atomic.Pointer[string] // the SHA-1 in hex, once known
+	noLoad atomic.Bool            // in FIPS 140 mode, SCRIPT LOAD failed: Run sends EVAL
 }
 
 // NewScript returns the script for src. It computes nothing.
@@ -47,40 +45,35 @@ func fipsModeOf() bool { return fips140.Enabled() }
 // SHA1 is for calling [Conn.EvalSha] directly, as the driver suite
 // (conformance.RunDriver) does to check a driver's NOSCRIPT error.
 func (s *Script) SHA1() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.sha1 == "" && !fipsMode() {
-		sum := sha1.Sum([]byte(s.src))
-		s.sha1 = hex.EncodeToString(sum[:])
+	if sha := s.sha1.Load(); sha != nil {
+		return *sha
 	}
-	return s.sha1
+	if fipsMode() {
+		return ""
+	}
+	sum := sha1.Sum([]byte(s.src))
+	sha := hex.EncodeToString(sum[:])
+	s.sha1.Store(&sha) // callers that race store the same digest
+	return sha
 }
 
 // digest returns the SHA-1 that Run sends EVALSHA with, or "" when Run
 // must send EVAL: computed by SHA1, or, in FIPS 140 mode, learnt from c's
 // server with SCRIPT LOAD, once.
 func (s *Script) digest(ctx context.Context, c Conn) string {
-	if sha := s.SHA1(); sha != "" || !fipsMode() {
+	if sha := s.SHA1(); sha != "" || !fipsMode() || s.noLoad.Load() {
 		return sha
 	}
-	s.mu.Lock()
-	noLoad := s.noLoad
-	s.mu.Unlock()
-	if noLoad {
-		return ""
-	}
 	reply, err := Do(ctx, c, "SCRIPT", "LOAD", s.src)
-	sha, ok := reply.(string)
 	if err != nil && ctx.Err() != nil {
 		return "" // no answer: EVAL is tried within what is left of ctx
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	sha, ok := reply.(string)
 	if err != nil || !ok || len(sha) != 40 {
-		s.noLoad = true
+		s.noLoad.Store(true)
 		return ""
 	}
-	s.sha1 = sha
+	s.sha1.Store(&sha)
 	return sha
 }
 
