@@ -267,11 +267,12 @@ func (t tracking) each(fn func(lockName)) {
 	}
 }
 
-// returnedOn waits until the op of f, an acquire on its way (nil: none), on
-// node i returned, within ctx: a release of the lock deletes on the node
-// after the acquire's own write, which would otherwise land after it. The
-// nodes whose acquires returned, a quorum, go on at once; the others once
-// every acquire returned, within the node timeout.
+// returnedOn waits until the op of f, a fan-out on its way (nil: none), on
+// node i returned, within ctx, so that what the caller sends to the node
+// lands after it: a release of a lock deletes on the node after its
+// acquire's write, and an acquire of a key writes after the delete of its
+// last release. The nodes whose ops returned, a quorum, go on at once; the
+// others once every op of f returned, within the node timeout.
 func (f *fan) returnedOn(ctx context.Context, i int) error {
 	if f == nil || f.slots[i].returned.Load() {
 		return nil
