@@ -420,6 +420,12 @@ func (s *Strategy) acquire(ctx context.Context, r strategy.Request, take func(ct
 			}
 			return success
 		case t.ok+t.pending < s.quorum:
+			if t.timeout > 0 && t.pending > 0 {
+				// The others answer within the node timeout too: whether
+				// the lock is held elsewhere or nodes did not answer
+				// (ErrNotObtained or ErrNoAnswer) is theirs to tell.
+				return undecided
+			}
 			return failure
 		}
 		return undecided
