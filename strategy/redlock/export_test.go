@@ -11,3 +11,18 @@ func (s *Strategy) NodeTimeout(ttl time.Duration) (time.Duration, error) {
 	timeout, _, err := s.timeouts(ttl)
 	return timeout, err
 }
+
+// Releasing reports whether a Release of key is still on its way to some
+// node: one of its fan-out's ops has not returned.
+func (s *Strategy) Releasing(key string) bool {
+	f := s.releasing.load(lockName{key: key})
+	if f == nil {
+		return false
+	}
+	select {
+	case <-f.idle:
+		return false
+	default:
+		return true
+	}
+}

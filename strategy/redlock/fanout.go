@@ -3,6 +3,7 @@ package redlock
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -65,12 +66,28 @@ func (e *NodeError) Unwrap() error { return e.Err }
 
 // QuorumError reports an operation that no quorum of nodes carried out,
 // with each node's outcome; for Break, which acts on every node it can,
-// the nodes that did not answer. For Obtain it matches strategy.ErrNotObtained when
-// at most N − quorum nodes failed (timed out, refused, restarting or erred),
-// so that a quorum is still possible and the lock is just held elsewhere, or
-// when the quorum answered too late: the retry policy applies. Otherwise no
-// quorum is possible and Obtain fails at once. errors.As finds the
-// first failing node's *NodeError, and the errors of the nodes below it.
+// the nodes that did not answer. For Obtain it matches
+// strategy.ErrNotObtained when at most N − quorum nodes failed (timed out,
+// refused, restarting or erred), so that a quorum is still possible and the
+// lock is just held elsewhere, or when the quorum answered too late: the
+// retry policy applies. Otherwise no quorum is possible and Obtain fails at
+// once.
+//
+// It is a timeout (its Timeout method), so that the call's error matches
+// lock.ErrNoAnswer and says that Redis did not answer, when it does not
+// match ErrNotObtained and some node timed out, whatever the others
+// answered (refused, erred, or found the lock held): the nodes that
+// answered leave no quorum, and those that did not might have made one.
+// One that matches ErrNotObtained never matches ErrNoAnswer, though nodes
+// timed out: a quorum of the nodes answered, and some found the lock held
+// (a split vote with a stalled minority, say), so the retry policy
+// applies, as without the stalled nodes; they are in Nodes, the message
+// and the Node hooks, as when Obtain succeeds without them. To tell the
+// two, an attempt that fails with a node timed out waits for the other
+// nodes' answers, which come within the same node timeout.
+//
+// errors.As finds the first failing node's *NodeError, and the errors of
+// the nodes below it.
 type QuorumError struct {
 	Op     string       // obtain, refresh, release, ttl, inspect or break
 	Quorum int          // nodes needed
@@ -133,6 +150,17 @@ func (e *QuorumError) Is(target error) bool {
 	return t.failed <= len(e.Nodes)-e.Quorum
 }
 
+// Timeout reports whether the operation failed for want of answers: it
+// does not match strategy.ErrNotObtained, no quorum answered too late, and
+// some node timed out. A call that failed for it matches lock.ErrNoAnswer,
+// as for a network timeout.
+func (e *QuorumError) Timeout() bool {
+	if e.Elapsed > 0 || e.Is(strategy.ErrNotObtained) {
+		return false
+	}
+	return slices.ContainsFunc(e.Nodes, func(n *NodeError) bool { return n.Outcome == Timeout })
+}
+
 // Unwrap returns the failing nodes' errors.
 func (e *QuorumError) Unwrap() []error {
 	var errs []error
@@ -144,7 +172,9 @@ func (e *QuorumError) Unwrap() []error {
 	return errs
 }
 
-type tally struct{ ok, taken, expired, failed, pending int }
+// tally counts the nodes by outcome; failed counts every node that timed
+// out, was refused, restarting or erred, and timeout those that timed out.
+type tally struct{ ok, taken, expired, failed, timeout, pending int }
 
 func (t *tally) add(o Outcome) {
 	switch o {
@@ -158,6 +188,9 @@ func (t *tally) add(o Outcome) {
 		t.pending++
 	default:
 		t.failed++
+		if o == Timeout {
+			t.timeout++
+		}
 	}
 }
 
@@ -267,11 +300,12 @@ func (t tracking) each(fn func(lockName)) {
 	}
 }
 
-// returnedOn waits until the op of f, an acquire on its way (nil: none), on
-// node i returned, within ctx: a release of the lock deletes on the node
-// after the acquire's own write, which would otherwise land after it. The
-// nodes whose acquires returned, a quorum, go on at once; the others once
-// every acquire returned, within the node timeout.
+// returnedOn waits until the op of f, a fan-out on its way (nil: none), on
+// node i returned, within ctx, so that what the caller sends to the node
+// lands after it: a release of a lock deletes on the node after its
+// acquire's write, and an acquire of a key writes after the delete of its
+// last release. The nodes whose ops returned, a quorum, go on at once; the
+// others once every op of f returned, within the node timeout.
 func (f *fan) returnedOn(ctx context.Context, i int) error {
 	if f == nil || f.slots[i].returned.Load() {
 		return nil

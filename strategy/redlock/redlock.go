@@ -97,8 +97,8 @@ type Strategy struct {
 	inflight fans
 	// releasing holds, by key (with no value), the fan-out of each Release
 	// that returned at a quorum while some nodes' deletes were still on
-	// their way, until they returned: an Acquire of that key waits for
-	// them (see Release).
+	// their way, until they returned: an Acquire of that key acquires on
+	// such a node only after the delete there returned (see Release).
 	releasing fans
 
 	// The first contact with each node (contact.go).
@@ -377,8 +377,20 @@ func (s *Strategy) acquire(ctx context.Context, r strategy.Request, take func(ct
 	if err := s.contact(ctx, timeout); err != nil {
 		return strategy.Grant{Undone: true}, err
 	}
-	if err := s.awaitReleases(ctx, r); err != nil {
-		return strategy.Grant{Undone: true}, err
+	if prior := s.releases(r); prior != nil {
+		// On a node where this Strategy's release of a key is still on its
+		// way, the acquire goes once that release returned there, so that
+		// its delete cannot land after our write, nor its old token answer
+		// "taken"; the other nodes go at once (see Release).
+		acquire := take
+		take = func(ctx context.Context, i int, n node) error {
+			for _, f := range prior {
+				if err := f.returnedOn(ctx, i); err != nil {
+					return err
+				}
+			}
+			return acquire(ctx, i, n)
+		}
 	}
 	start := s.now()
 	value := r.Value()
@@ -408,6 +420,12 @@ func (s *Strategy) acquire(ctx context.Context, r strategy.Request, take func(ct
 			}
 			return success
 		case t.ok+t.pending < s.quorum:
+			if t.timeout > 0 && t.pending > 0 {
+				// The others answer within the node timeout too: whether
+				// the lock is held elsewhere or nodes did not answer
+				// (ErrNotObtained or ErrNoAnswer) is theirs to tell.
+				return undecided
+			}
 			return failure
 		}
 		return undecided
@@ -433,28 +451,20 @@ func (s *Strategy) acquire(ctx context.Context, r strategy.Request, take func(ct
 	return cleaned, qe
 }
 
-// awaitReleases waits until this Strategy's releases of r's keys that are
-// still on their way have returned: their stragglers would answer "taken".
-func (s *Strategy) awaitReleases(ctx context.Context, r strategy.Request) error {
-	await := func(key string) error {
-		if f := s.releasing.load(lockName{key: key}); f != nil {
-			select {
-			case <-f.idle:
-			case <-ctx.Done():
-				return ctx.Err()
-			}
-		}
-		return nil
+// releases returns the fan-outs of this Strategy's releases of r's keys
+// that are still on their way, or nil.
+func (s *Strategy) releases(r strategy.Request) []*fan {
+	keys := r.Keys
+	if keys == nil {
+		keys = []string{r.Key}
 	}
-	if r.Keys == nil {
-		return await(r.Key)
-	}
-	for _, k := range r.Keys {
-		if err := await(k); err != nil {
-			return err
+	var prior []*fan
+	for _, k := range keys {
+		if f := s.releasing.load(lockName{key: k}); f != nil {
+			prior = append(prior, f)
 		}
 	}
-	return nil
+	return prior
 }
 
 // undoOn deletes what an attempt of r may have written on n.
@@ -564,9 +574,15 @@ func (s *Strategy) extended(res []*NodeError, start time.Time, ttl, allowance ti
 //
 // Those stragglers would answer "taken" to an Obtain of the same key right
 // after, which, with a node down besides, would find no quorum: an Acquire
-// of a key that this Strategy is still releasing waits for the release's
-// deletes to return first, within the node timeout. A contender in another
-// process may find them, for about a round trip, as it finds any holder:
+// of a key that this Strategy is still releasing acquires on a node whose
+// delete is still on its way once that delete returned, within the node
+// timeout, and on the other nodes at once. So a stalled node costs the
+// next Obtain of the key nothing while a quorum of the others answer. The
+// old delete and the new write, both waiting on a stalled node, are safe
+// in either order: the delete removes only the old token, and a write that
+// lands first finds the old token and writes nothing (see "No wait for a
+// stalled node" in docs/design/redlock.md). A contender in another process
+// may find the stragglers, for about a round trip, as it finds any holder:
 // its retry policy applies. A process that exits right after Release
 // leaves them until their TTL ends, on a minority of the nodes.
 func (s *Strategy) Release(ctx context.Context, key, value string) error {

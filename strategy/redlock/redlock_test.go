@@ -3,6 +3,7 @@ package redlock_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"slices"
 	"strconv"
@@ -371,11 +372,12 @@ func TestDeafNodes(t *testing.T) {
 			t.Fatalf("Obtain before the nodes went deaf = %v, want a lock", err)
 		}
 		on.Store(true)
-		if err := lk.Release(ctx); !errors.Is(err, lock.ErrNoAnswer) {
-			t.Errorf("Release with 2 of 3 nodes deaf = %v, want ErrNoAnswer", err)
+		if err := lk.Release(ctx); !errors.Is(err, lock.ErrNoAnswer) || !strings.Contains(fmt.Sprint(err), "Redis did not answer") {
+			t.Errorf("Release with 2 of 3 nodes deaf = %v, want ErrNoAnswer, saying that Redis did not answer", err)
 		}
-		if _, err := l.Obtain(ctx, conformance.Key(t), 10*time.Second); !errors.Is(err, lock.ErrNoAnswer) || errors.Is(err, lock.ErrNotObtained) {
-			t.Errorf("Obtain with 2 of 3 nodes deaf = %v, want ErrNoAnswer, not ErrNotObtained", err)
+		if _, err := l.Obtain(ctx, conformance.Key(t), 10*time.Second); !errors.Is(err, lock.ErrNoAnswer) || errors.Is(err, lock.ErrNotObtained) ||
+			!strings.Contains(fmt.Sprint(err), "Redis did not answer") {
+			t.Errorf("Obtain with 2 of 3 nodes deaf = %v, want ErrNoAnswer, not ErrNotObtained, saying that Redis did not answer", err)
 		}
 	})
 
@@ -787,5 +789,85 @@ func TestQuorumErrorText(t *testing.T) {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error = %q, want it to contain %q", err, want)
 		}
+	}
+}
+
+// TestNoAnswer: a call that failed because nodes did not answer in time
+// (stopped with SIGSTOP) matches lock.ErrNoAnswer, and says that Redis did
+// not answer, whatever the other nodes answered, over every driver; an
+// Obtain whose answering nodes were a quorum and found the lock held
+// matches ErrNotObtained and not ErrNoAnswer, though a node did not answer.
+func TestNoAnswer(t *testing.T) {
+	ctx := context.Background()
+	const noAnswer = "Redis did not answer"
+	// over starts 3 servers and a Locker over them through d, and holds a
+	// lock of key there, before the nodes fail.
+	over := func(t *testing.T, d redistest.Driver) (servers []*redistest.Server, l lock.Locker, held *lock.Lock, key string) {
+		servers = redistest.Start(t, 3)
+		l = newLocker(t, connect(t, servers, d))
+		key = conformance.Key(t)
+		held, err := l.Obtain(ctx, key+":held", time.Minute)
+		if err != nil {
+			t.Fatalf("Obtain with every node up = %v, want a lock", err)
+		}
+		return servers, l, held, key
+	}
+	// unanswered checks that err, of op, matches ErrNoAnswer, not
+	// ErrNotObtained, and says that Redis did not answer.
+	unanswered := func(t *testing.T, op string, err error) {
+		t.Helper()
+		if !errors.Is(err, lock.ErrNoAnswer) || errors.Is(err, lock.ErrNotObtained) || !strings.Contains(fmt.Sprint(err), noAnswer) {
+			t.Errorf("%s = %v; want an error matching ErrNoAnswer, not ErrNotObtained, that says %q", op, err, noAnswer)
+		}
+	}
+	// every checks that each call on a lock of key, and on held, got no
+	// answer.
+	every := func(t *testing.T, l lock.Locker, held *lock.Lock, key string) {
+		t.Helper()
+		_, err := l.Obtain(ctx, key, time.Minute)
+		unanswered(t, "Obtain", err)
+		unanswered(t, "Refresh", held.Refresh(ctx, time.Minute))
+		_, err = held.TTL(ctx)
+		unanswered(t, "TTL", err)
+		unanswered(t, "Release", held.Release(ctx))
+	}
+	for _, d := range redistest.Drivers() {
+		t.Run(d.Name+"/a stalled majority", func(t *testing.T) {
+			servers, l, held, key := over(t, d)
+			servers[1].Pause()
+			servers[2].Pause()
+			every(t, l, held, key)
+		})
+		t.Run(d.Name+"/a refused node and a stalled one", func(t *testing.T) {
+			servers, l, held, key := over(t, d)
+			servers[0].Kill() // first: its error is not a timeout
+			servers[1].Pause()
+			every(t, l, held, key)
+		})
+		t.Run(d.Name+"/held on one node, the others stalled", func(t *testing.T) {
+			servers, l, _, key := over(t, d)
+			if _, err := servers[0].Command(ctx, "SET", key, "another-owner", "PX", "60000"); err != nil {
+				t.Fatal(err)
+			}
+			servers[1].Pause()
+			servers[2].Pause()
+			_, err := l.Obtain(ctx, key, time.Minute)
+			unanswered(t, "Obtain (1 taken, 2 timeout)", err)
+		})
+		t.Run(d.Name+"/held on one node, granted on one, one stalled", func(t *testing.T) {
+			servers, l, _, key := over(t, d)
+			if _, err := servers[0].Command(ctx, "SET", key, "another-owner", "PX", "60000"); err != nil {
+				t.Fatal(err)
+			}
+			servers[2].Pause()
+			_, err := l.Obtain(ctx, key, time.Minute)
+			var qe *redlock.QuorumError
+			if !errors.As(err, &qe) || qe.Nodes[0].Outcome != redlock.Taken || qe.Nodes[1].Outcome != redlock.OK || qe.Nodes[2].Outcome != redlock.Timeout {
+				t.Fatalf("Obtain = %v; want a *QuorumError of 1 taken, 1 ok, 1 timeout", err)
+			}
+			if !errors.Is(err, lock.ErrNotObtained) || errors.Is(err, lock.ErrNoAnswer) {
+				t.Errorf("Obtain (1 taken, 1 ok, 1 timeout) = %v; want ErrNotObtained, not ErrNoAnswer: a quorum answered, and one found it held", err)
+			}
+		})
 	}
 }

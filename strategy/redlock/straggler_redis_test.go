@@ -11,6 +11,7 @@ import (
 	"github.com/locksmith-go/lock"
 	"github.com/locksmith-go/lock/conformance"
 	"github.com/locksmith-go/lock/driver"
+	"github.com/locksmith-go/lock/internal/background"
 	"github.com/locksmith-go/lock/internal/testing/redistest"
 	"github.com/locksmith-go/lock/strategy/redlock"
 )
@@ -213,4 +214,104 @@ func lockerOver(t *testing.T, d redistest.Driver, servers []*redistest.Server) l
 		t.Fatal(err)
 	}
 	return l
+}
+
+// TestRelockWithStalledNode: with one of 3 nodes stalled (SIGSTOP), an
+// Obtain of a key right after its Release does not wait for that
+// Release's delete on the stalled node: it returns, at the quorum of the
+// other two, while that delete is still on its way. The node timeout is
+// far longer than the work of the test (the drivers' own read timeouts
+// bound a stalled command too: go-redis's 3s), so a delete on its way
+// when Obtain returned shows that Obtain did not wait for it; an Obtain
+// that waited for it would find it returned, whatever the timing.
+func TestRelockWithStalledNode(t *testing.T) {
+	servers := redistest.Start(t, 3)
+	stalled := servers[2]
+	for _, d := range redistest.Drivers() {
+		t.Run(d.Name, func(t *testing.T) {
+			var g background.Group
+			ctx := background.With(context.Background(), &g)
+			s, err := redlock.NewStrategy(connect(t, servers, d), redlock.WithNodeTimeout(20*time.Second))
+			if err != nil {
+				t.Fatal(err)
+			}
+			l := lock.New(s)
+			key := conformance.Key(t)
+			relock := func(what string) *lock.Lock {
+				t.Helper()
+				lk, err := l.Obtain(ctx, key, time.Minute)
+				if err != nil {
+					t.Fatalf("Obtain %s = %v, want a lock", what, err)
+				}
+				return lk
+			}
+			release := func(lk *lock.Lock, what string) {
+				t.Helper()
+				if err := lk.Release(ctx); err != nil {
+					t.Fatalf("Release %s = %v, want nil (a quorum released)", what, err)
+				}
+			}
+			release(relock("with every node up"), "with every node up")
+			stalled.Pause()
+			defer stalled.Resume()
+			release(relock("with one node stalled"), "with one node stalled")
+			lk := relock("again with one node stalled")
+			pending := s.Releasing(key)
+			release(lk, "again with one node stalled")
+			stalled.Resume()
+			if !pending {
+				t.Errorf("when the second Obtain with a stalled node returned, the Release before it was still on its way = false, want true: the Obtain waited for the stalled node's delete")
+			}
+			g.Wait()
+			for _, srv := range servers {
+				if n, err := srv.Command(context.Background(), "EXISTS", key); n != "0" {
+					t.Errorf("once the node resumed and the clean-ups ended, EXISTS %s on %s = %q, %v; want 0", key, srv.Addr, n, err)
+				}
+			}
+		})
+	}
+}
+
+// TestRelockWithStalledNodeLeavesNoKeys: Obtain and Release of one key,
+// three times while a node is stalled, long enough that every command to
+// it times out, leave no key behind on any node once the node resumed and
+// the clean-ups in the background ended: each release's late delete
+// removes only its own token, and each acquire's late write is deleted by
+// its lock's release.
+func TestRelockWithStalledNodeLeavesNoKeys(t *testing.T) {
+	servers := redistest.Start(t, 3)
+	stalled := servers[2]
+	const nodeTimeout = 100 * time.Millisecond
+	for _, d := range redistest.Drivers() {
+		t.Run(d.Name, func(t *testing.T) {
+			var g background.Group
+			ctx := background.With(context.Background(), &g)
+			l := newLocker(t, connect(t, servers, d), redlock.WithNodeTimeout(nodeTimeout))
+			key := conformance.Key(t)
+			cycle := func(what string) {
+				t.Helper()
+				lk, err := l.Obtain(ctx, key, 10*time.Second)
+				if err != nil {
+					t.Fatalf("Obtain %s = %v, want a lock", what, err)
+				}
+				if err := lk.Release(ctx); err != nil {
+					t.Fatalf("Release %s = %v, want nil (a quorum released)", what, err)
+				}
+			}
+			cycle("with every node up")
+			stalled.Pause()
+			defer stalled.Resume()
+			for i := range 3 {
+				cycle(fmt.Sprintf("%d with one node stalled", i))
+			}
+			time.Sleep(3 * nodeTimeout) // not a bound: the commands to the node time out, most likely, and their clean-ups begin
+			stalled.Resume()
+			g.Wait()
+			for _, srv := range servers {
+				if n, err := srv.Command(context.Background(), "EXISTS", key); n != "0" {
+					t.Errorf("once the node resumed and the clean-ups ended, EXISTS %s on %s = %q, %v; want 0", key, srv.Addr, n, err)
+				}
+			}
+		})
+	}
 }

@@ -3,16 +3,18 @@
 // standard output.
 //
 // It compiles the benchmarks once, then runs BenchmarkLock,
-// BenchmarkInterleaved, BenchmarkMultiKey and BenchmarkSemaphore for
-// several rounds, one after another, so that a slow moment of a noisy
-// machine hits every contender alike, and takes the median of each figure;
-// each time is also given as a ratio to the raw baseline of the same run.
+// BenchmarkInterleaved, BenchmarkMultiKey, BenchmarkSemaphore and
+// BenchmarkStalledNode for several rounds, one after another, so that a
+// slow moment of a noisy machine hits every contender alike, and takes the
+// median of each figure; each time is also given as a ratio to the raw
+// baseline of the same run.
 // Then it runs BenchmarkContention and BenchmarkSemaphoreContention once,
 // and BenchmarkHeld once. Run it from the bench directory:
 //
 //	go run ./cmd/report               # 9 rounds of 150ms per case
 //	go run ./cmd/report -rounds 9 -benchtime 1s
 //	go run ./cmd/report -only held    # BenchmarkHeld alone, rewriting its section only
+//	go run ./cmd/report -only stalled # BenchmarkStalledNode alone, the same
 package main
 
 import (
@@ -39,7 +41,7 @@ func main() {
 	benchtime := flag.String("benchtime", "150ms", "the -benchtime of each uncontended case")
 	contention := flag.Bool("contention", true, "run the contention benchmark")
 	held := flag.Bool("held", true, "run the held-locks benchmark (BenchmarkHeld)")
-	only := flag.String("only", "", `"held": run BenchmarkHeld alone and rewrite only its section of the report`)
+	only := flag.String("only", "", `"held": run BenchmarkHeld alone and rewrite only its section of the report; "stalled": the same for BenchmarkStalledNode, for -rounds of -benchtime`)
 	readme := flag.String("readme", "README.md", "the file whose report section to rewrite; empty for none")
 	short := flag.Bool("short", false, "a quick check that every benchmark runs (with -rounds 1 -benchtime 1x): 100 locks in the contention benchmark, at most 1000 held locks, no profile")
 	flag.Parse()
@@ -49,8 +51,10 @@ func main() {
 		err = run(*rounds, *benchtime, *contention, *held, *short, *readme)
 	case "held":
 		err = runHeld(*short, *readme)
+	case "stalled":
+		err = runStalled(*rounds, *benchtime, *readme)
 	default:
-		err = fmt.Errorf(`-only %q: the one benchmark that runs alone is "held"`, *only)
+		err = fmt.Errorf(`-only %q: the benchmarks that run alone are "held" and "stalled"`, *only)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "report:", err)
@@ -72,7 +76,7 @@ func run(rounds int, benchtime string, contention, held, short bool, readme stri
 	res := results{}
 	for i := 1; i <= rounds; i++ {
 		fmt.Fprintf(os.Stderr, "--- round %d of %d\n", i, rounds)
-		if err := res.bench(bin, "-test.bench=^(BenchmarkLock|BenchmarkInterleaved|BenchmarkMultiKey|BenchmarkSemaphore)$", "-test.benchtime="+benchtime); err != nil {
+		if err := res.bench(bin, "-test.bench=^(BenchmarkLock|BenchmarkInterleaved|BenchmarkMultiKey|BenchmarkSemaphore|BenchmarkStalledNode)$", "-test.benchtime="+benchtime); err != nil {
 			return err
 		}
 	}
@@ -95,6 +99,9 @@ func run(rounds int, benchtime string, contention, held, short bool, readme stri
 	uncontended(&b, res)
 	multiKey(&b, res)
 	semaphore(&b, res)
+	b.WriteString(stalledBegin + "\n")
+	stalledSection(&b, res)
+	b.WriteString(stalledEnd + "\n\n")
 	targets(&b, res, "Targets", targetNote, targetList)
 	targets(&b, res, "Targets of issue 30: the remaining speed gaps", speedNote, speedList)
 	if !short {
