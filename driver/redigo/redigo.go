@@ -22,12 +22,14 @@
 // from the pool. redigo has no Cluster client: channels are classic
 // channels.
 //
-// A Conn does not pipeline ([driver.Pipeliner]): redigo's Send writes a
-// command to the connection outside DoContext's watch, bounded only by the
-// write timeout that the pool's dialer may set, which the Conn cannot see;
-// a pipeline larger than the socket buffers, to a server that stopped
-// reading, would hold the call past its deadline. So a batched refresh
-// sends its scripts, or a transaction's commands, one after another.
+// A Conn pipelines ([driver.Pipeliner]) a few small commands, such as a
+// transaction's without scripts (WATCH and GET, then MULTI, DEL and EXEC),
+// in one round trip, and sends a larger pipeline's commands one after
+// another: redigo writes what does not fit its buffer outside DoContext's
+// watch, bounded only by the write timeout that the pool's dialer may set,
+// which the Conn cannot see, so a pipeline larger than the socket buffers,
+// to a server that stopped reading, would hold the call past its deadline.
+// A batched refresh of many locks therefore sends its scripts one by one.
 package redigo
 
 import (
@@ -230,9 +232,31 @@ const unwatched = time.Second
 const smallCommand = 512
 
 // small reports whether cmd with args takes at most smallCommand bytes as
-// redigo writes it (each argument is a RESP bulk string: $, its length,
-// CRLF, itself, CRLF), counting only the types whose size is known.
+// redigo writes it, as far as commandSize knows.
 func small(cmd string, args []any) bool {
+	n := commandSize(cmd, args)
+	return n >= 0 && n <= smallCommand
+}
+
+// pipelineSize returns the most bytes that cmds take as redigo writes them,
+// or -1 when commandSize does not know one's.
+func pipelineSize(cmds [][]any) int {
+	size := 0
+	for _, cmd := range cmds {
+		name, _ := cmd[0].(string)
+		n := commandSize(name, cmd[1:])
+		if n < 0 {
+			return -1
+		}
+		size += n
+	}
+	return size
+}
+
+// commandSize returns the most bytes that cmd with args takes as redigo
+// writes it (each argument is a RESP bulk string: $, its length, CRLF,
+// itself, CRLF), or -1 when an argument's type has no size known here.
+func commandSize(cmd string, args []any) int {
 	const frame = 16 // the array or bulk header and its CRLFs, at most
 	n := frame + frame + len(cmd)
 	for _, a := range args {
@@ -244,10 +268,10 @@ func small(cmd string, args []any) bool {
 		case int, int64:
 			n += frame + 20 // the longest int64 in decimal
 		default:
-			return false
+			return -1
 		}
 	}
-	return n <= smallCommand
+	return n
 }
 
 // SetNX implements [driver.Conn].
@@ -305,6 +329,62 @@ func (c *Conn) Do(ctx context.Context, args ...any) (any, error) {
 	}
 	name, _ := args[0].(string)
 	return c.do(ctx, name, args[1:]...)
+}
+
+// Pipeline implements [driver.Pipeliner]: commands that take at most
+// [smallCommand] bytes in all go in one round trip, written into redigo's
+// buffer (Send, which writes nothing to the socket at that size) and sent
+// with their replies read as one command of doContext's, which keeps ctx;
+// larger ones go one after another, as driver.Pipeline sends them over a
+// Conn that does not pipeline. A server's error is in its command's place.
+func (c *Conn) Pipeline(ctx context.Context, cmds [][]any) ([]any, error) {
+	if c.err != nil {
+		return nil, c.err
+	}
+	if n := pipelineSize(cmds); n < 0 || n > smallCommand {
+		return driver.Pipeline(ctx, unpipelined{c, c}, cmds)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	conn, err := c.p.GetContext(ctx)
+	if err == nil {
+		defer conn.Close()
+		var reply any
+		if reply, err = sendAll(conn, ctx, cmds); err == nil {
+			replies, ok := reply.([]any)
+			if !ok || len(replies) != len(cmds) {
+				return nil, fmt.Errorf("redigo: a pipeline of %d commands got %d replies", len(cmds), len(replies))
+			}
+			return replies, nil
+		}
+	}
+	if ctx.Err() != nil {
+		return nil, ctx.Err()
+	}
+	if dl, ok := ctx.Deadline(); ok && !time.Now().Before(dl) {
+		return nil, context.DeadlineExceeded
+	}
+	return nil, err
+}
+
+// sendAll writes cmds into conn's buffer and sends them, reading their
+// replies (redigo's Do of "", which does both) within ctx.
+func sendAll(conn redis.Conn, ctx context.Context, cmds [][]any) (any, error) {
+	for _, cmd := range cmds {
+		name, _ := cmd[0].(string)
+		if err := conn.Send(name, cmd[1:]...); err != nil {
+			return nil, err
+		}
+	}
+	return doContext(conn, ctx, "")
+}
+
+// unpipelined is a Conn that hides Pipeline, so that driver.Pipeline sends
+// its commands one after another.
+type unpipelined struct {
+	driver.Conn
+	driver.Commander
 }
 
 // Pinnable implements [driver.Pinner]: every pool can pin, unless New

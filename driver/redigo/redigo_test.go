@@ -341,3 +341,41 @@ func (c contextOnly) DoContext(ctx context.Context, cmd string, args ...any) (an
 func (c contextOnly) ReceiveContext(ctx context.Context) (any, error) {
 	return redigoredis.ReceiveContext(c.Conn, ctx)
 }
+
+// TestPipelineRoundTrips: a pipeline of small commands is sent in one
+// round trip, its replies and errors each in its command's place; one of
+// more than SmallCommand bytes goes one command at a time, which no
+// server that stopped reading can hold past the deadline.
+func TestPipelineRoundTrips(t *testing.T) {
+	addr, _ := redistest.Addr(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for _, tc := range []struct {
+		name  string
+		value string
+		trips int
+	}{
+		{"small: one round trip", "v", 1},
+		{"large: one round trip a command", strings.Repeat("v", redigo.SmallCommand), 4},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := &recordingPool{p: redistest.Redigo(t, addr)}
+			c := redigo.New(p)
+			key := "pipeline:" + t.Name()
+			t.Cleanup(func() { _, _ = c.Del(context.Background(), key) })
+			replies, err := driver.Pipeline(ctx, c, [][]any{{"SET", key, tc.value}, {"GET", key}, {"INCR", key}, {"DEL", key}})
+			if err != nil || len(replies) != 4 {
+				t.Fatalf("Pipeline = %#v, %v; want 4 replies", replies, err)
+			}
+			if replies[0] != "OK" || replies[1] != tc.value || replies[3] != int64(1) {
+				t.Errorf("Pipeline = %.40v, want OK, the value, an error, 1", replies)
+			}
+			if _, ok := replies[2].(error); !ok {
+				t.Errorf("INCR of a string = %#v, want its error in its place", replies[2])
+			}
+			if got := len(p.calls); got != tc.trips {
+				t.Errorf("round trips = %d (%v), want %d", got, p.calls, tc.trips)
+			}
+		})
+	}
+}
