@@ -34,8 +34,11 @@ import (
 //   - Obtain's error when the lock was not obtained (fn did not run), such
 //     as one matching ErrNotObtained;
 //   - an error matching [ErrLost], and the cause (ErrExpired, ErrTaken or
-//     ErrLapsed), when the lock was lost before fn returned, or found gone
-//     by the release after it; it also wraps fn's error, if any;
+//     ErrLapsed, and after a refresh that failed, its error too: see
+//     [Lock.Err]), when the lock was lost before fn returned, or found
+//     gone by the release after it; it also wraps fn's error, if any, and
+//     says the cause once when fn returned it (context.Cause of its
+//     context), or an error that wraps it;
 //   - otherwise fn's error as it is, joined with the release's error if
 //     that failed too, or the release's error alone.
 func Do(ctx context.Context, l Locker, key string, ttl time.Duration, fn func(ctx context.Context) error, opts ...Option) error {
@@ -73,6 +76,9 @@ func Do(ctx context.Context, l Locker, key string, ttl time.Duration, fn func(ct
 		lost = relErr // gone by the time fn returned
 	}
 	switch {
+	case lost != nil && errors.Is(fnErr, lost):
+		// fn returned the cause (its context's), or wrapped it: say it once
+		return fmt.Errorf("%w %q: %w", ErrLost, key, fnErr)
 	case lost != nil && fnErr != nil:
 		return fmt.Errorf("%w %q: %w (fn returned: %w)", ErrLost, key, lost, fnErr)
 	case lost != nil:

@@ -83,8 +83,9 @@ type Lock struct {
 	sent          time.Time     // when the last successful Obtain or Refresh was sent
 	validUntil    time.Time
 	released      bool
-	refreshesLeft int  // -1: no limit
-	limited       bool // a limit refused or shortened a refresh
+	refreshesLeft int   // -1: no limit
+	limited       bool  // a limit refused or shortened a refresh
+	refreshErr    error // the error of the last refresh, if it failed (see lapse)
 
 	// Why the lock ended (errReleased, or a loss matching ErrNotHeld; nil
 	// while it is held), and what watches it, made on demand (see watch).
@@ -346,14 +347,18 @@ func (l *Lock) endRefresh(ctx context.Context, g strategy.Grant, err error, sent
 		l.mu.Unlock()
 	}
 	if err != nil {
-		return l.fail(ctx, "refresh", err)
+		err = l.fail(ctx, "refresh", err)
+		l.mu.Lock()
+		l.refreshErr = err
+		l.mu.Unlock()
+		return err
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.cause != nil {
 		return l.cause // released or lost while the refresh was on its way
 	}
-	l.ttl = ttl
+	l.ttl, l.refreshErr = ttl, nil
 	l.grant(g, sent, lease)
 	return nil
 }
