@@ -274,7 +274,8 @@ func (l *Lock) TTL(ctx context.Context) (time.Duration, error) {
 }
 
 // Refresh resets the lock's expiry to ttl from now, and moves ValidUntil
-// accordingly. It returns an error matching ErrNotHeld (ErrExpired or
+// accordingly. A ttl of 0 is the TTL the lock was obtained, or last
+// refreshed, with (the one auto-refresh renews). It returns an error matching ErrNotHeld (ErrExpired or
 // ErrTaken where the strategy can tell) when the lock is no longer ours, and
 // ErrRefreshLimit once the refreshes allowed by [WithMaxRefreshes] are
 // spent. Under [WithMaxHold] it shortens ttl to end at the limit, and
@@ -285,8 +286,10 @@ func (l *Lock) Refresh(ctx context.Context, ttl time.Duration) error {
 	if err := checkContext(ctx); err != nil {
 		return err
 	}
-	if err := checkTTL(ttl); err != nil {
-		return err
+	if ttl != 0 {
+		if err := checkTTL(ttl); err != nil {
+			return err
+		}
 	}
 	if l == nil {
 		return ErrNotHeld
@@ -295,6 +298,11 @@ func (l *Lock) Refresh(ctx context.Context, ttl time.Duration) error {
 	defer l.ops.Unlock()
 	if _, err := l.current(); err != nil {
 		return err
+	}
+	if ttl == 0 {
+		l.mu.Lock()
+		ttl = l.ttl
+		l.mu.Unlock()
 	}
 	lease, err := l.spendRefresh(ttl)
 	if err != nil {

@@ -132,8 +132,9 @@ type Config struct {
 	// default is 10 per CPU (GOMAXPROCS), go-redis's default.
 	PoolSize int
 
-	// TTL is the default TTL of locks, which [Locker.TTL] returns; Obtain
-	// still takes the TTL of each call. The default is 30s.
+	// TTL is the default TTL of locks, which [Locker.TTL] returns, and
+	// which an Obtain, ObtainMany or lock.Do whose ttl is 0 uses (a ttl
+	// other than 0 wins). The default is 30s.
 	TTL time.Duration
 	// Retry is the default retry policy of Obtain: none (the default),
 	// linear:<interval> or exponential:<base>,<max>, as lock.Linear and
