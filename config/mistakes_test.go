@@ -68,3 +68,22 @@ func TestEnvironmentMisspelling(t *testing.T) {
 		}
 	})
 }
+
+// TestRedlockOfTwoNodes: redlock over 2 nodes, whose quorum of 2 survives
+// the loss of neither, is refused unless the quorum is set; 1 node (for
+// tests, or the first step of a move) and 3 are accepted.
+func TestRedlockOfTwoNodes(t *testing.T) {
+	for _, c := range []badCase{
+		{"2 addrs", fromURL("redlock://h1,h2"), "addrs", "lists 2 redlock nodes, whose quorum of 2 needs both for every lock"},
+		{"2 nodes", fromJSON(`{"strategy": "redlock", "nodes": ["redis://h1", "redis://h2"]}`), "nodes", "set quorum=2 to run on 2 all the same"},
+	} {
+		t.Run(c.name+" are refused", func(t *testing.T) { checkBad(t, c) })
+	}
+	for _, u := range []string{"redlock://h1", "redlock://h1,h2?quorum=2", "redlock://h1,h2,h3", "redlock://h1,h2,h3,h4"} {
+		t.Run(u+" is accepted", func(t *testing.T) {
+			if _, err := config.ParseURL(u); err != nil {
+				t.Errorf("ParseURL(%q) = %v, want nil", u, err)
+			}
+		})
+	}
+}
