@@ -23,6 +23,12 @@ type replyError string
 
 func (e replyError) Error() string { return string(e) }
 
+// typedError is an error with an error type of its own, as
+// *redlock.QuorumError has.
+type typedError struct{ error }
+
+func (typedError) ErrorType() string { return "no_quorum" }
+
 // errNoPerm is the reply of a server whose ACL denies scripts.
 const errNoPerm = replyError("NOPERM this user has no permissions to run the 'evalsha' command")
 
@@ -116,6 +122,17 @@ func TestRefreshErrorReply(t *testing.T) {
 		}
 		if got := len(f.callsTo("refresh")); got < 2 {
 			t.Errorf("refreshes sent = %d, want at least 2: one without an answer is retried", got)
+		}
+	})
+
+	t.Run("the loss's error type, for telemetry, is lapsed, not the refresh's", func(t *testing.T) {
+		f := newFake()
+		f.failRefreshes(typedError{errNoPerm})
+		lk := refreshingFor(t, f, time.Second, lock.WithRefreshFraction(0.1))
+		waitDone(t, lk)
+		var typed interface{ ErrorType() string }
+		if err := lk.Err(); !errors.As(err, &typed) || typed.ErrorType() != "lapsed" {
+			t.Errorf("the ErrorType of Err() = %v, want lapsed", err)
 		}
 	})
 

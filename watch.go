@@ -124,8 +124,16 @@ func lapsedAfter(cause, err error) error {
 	if errors.Is(err, ErrNoAnswer) {
 		err = &callError{msg: err.Error(), errs: []error{ErrNoAnswer}}
 	}
-	return &callError{msg: cause.Error() + "; the last refresh failed: " + err.Error(), errs: []error{cause, err}}
+	return &lapseError{callError{msg: cause.Error() + "; the last refresh failed: " + err.Error(), errs: []error{cause, err}}}
 }
+
+// lapseError is a loss cause of lapsedAfter.
+type lapseError struct{ callError }
+
+// ErrorType returns "lapsed", the error.type that telemetry records of
+// the loss (the otel package asks errors for it), rather than that of the
+// refresh's error, which it wraps too.
+func (e *lapseError) ErrorType() string { return "lapsed" }
 
 // refresher is the goroutine of auto-refresh.
 type refresher struct {
