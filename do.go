@@ -13,9 +13,9 @@ import (
 // Do runs fn while holding the lock on key, and releases it when fn returns.
 //
 // It obtains the lock with opts, as [Locker.Obtain] does (a ttl of 0 is the
-// Locker's default TTL, [WithTTL]), and refreshes it
-// in the background every [WithRefreshFraction] of ttl (a third by
-// default), retrying a failed refresh while the lock is still valid. fn's
+// Locker's default TTL, [WithTTL]), and refreshes it in the background
+// every [WithRefreshFraction] of ttl (a third by default), retrying a
+// failed refresh while the lock is still valid. fn's
 // context is cancelled as soon as the lock is lost: when a refresh finds it
 // gone or taken, or when its validity deadline ([Lock.ValidUntil], counted
 // from when the last successful refresh was sent) passes before a refresh

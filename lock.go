@@ -275,10 +275,10 @@ func (l *Lock) TTL(ctx context.Context) (time.Duration, error) {
 
 // Refresh resets the lock's expiry to ttl from now, and moves ValidUntil
 // accordingly. A ttl of 0 is the TTL the lock was obtained, or last
-// refreshed, with (the one auto-refresh renews). It returns an error matching ErrNotHeld (ErrExpired or
-// ErrTaken where the strategy can tell) when the lock is no longer ours, and
-// ErrRefreshLimit once the refreshes allowed by [WithMaxRefreshes] are
-// spent. Under [WithMaxHold] it shortens ttl to end at the limit, and
+// refreshed, with (the one auto-refresh renews). It returns an error
+// matching ErrNotHeld (ErrExpired or ErrTaken where the strategy can tell)
+// when the lock is no longer ours, and ErrRefreshLimit once the refreshes
+// allowed by [WithMaxRefreshes] are spent. Under [WithMaxHold] it shortens ttl to end at the limit, and
 // returns ErrRefreshLimit once the limit is reached. A lock that lapsed
 // (ErrLapsed) is never refreshed, since the refresh could revive a lock its
 // holder was told it lost: Refresh returns [Lock.Err].

@@ -40,10 +40,10 @@ type Locker interface {
 	Obtain(ctx context.Context, key string, ttl time.Duration, opts ...Option) (*Lock, error)
 
 	// ObtainMany locks several keys as one lock, for ttl (0: the Locker's
-	// default, as for Obtain): every key, with
-	// one token, or none. It takes them in one order whatever the order of
-	// keys (sorted, duplicates removed), so that two callers that name the
-	// same keys in other orders cannot block each other. The lock's
+	// default, as for Obtain): every key, with one token, or none. It
+	// takes them in one order whatever the order of keys (sorted,
+	// duplicates removed), so that two callers that name the same keys in
+	// other orders cannot block each other. The lock's
 	// Refresh extends every key or none, its Release deletes each key it
 	// still holds and reports the others, and it is lost when any key is
 	// lost; errors about one key are a [*KeyError] naming it. See the

@@ -47,8 +47,8 @@ func (l *Lock) Done() <-chan struct{} {
 // refresh also matches that refresh's error and names it ("validity
 // lapsed before a refresh confirmed it; the last refresh failed: lock:
 // refresh "k": NOPERM …"); when that refresh got no answer, it matches
-// ErrNoAnswer, and not the errors of the refresh's context. The first
-// cause stays. (Err can report it a moment before Done is closed, while
+// ErrNoAnswer, and never the errors of the refresh's own context. The
+// first cause stays. (Err can report it a moment before Done is closed, while
 // the Ended hooks run.)
 func (l *Lock) Err() error {
 	if l == nil {
@@ -117,12 +117,17 @@ func (l *Lock) lapse() {
 }
 
 // lapsedAfter is the loss cause, a lapse, of a lock whose last refresh
-// failed with err: it says so, and matches err too; when err got no
-// answer, it matches ErrNoAnswer but not the errors of that refresh's
-// context, which are not the lock's holder's.
+// failed with err: it says so, and matches err too, except when err
+// matches the errors of that refresh's context (it got no answer in time,
+// or was not sent), which are not the holder's: then it keeps err's
+// message, and ErrNoAnswer if err matches it.
 func lapsedAfter(cause, err error) error {
-	if errors.Is(err, ErrNoAnswer) {
-		err = &callError{msg: err.Error(), errs: []error{ErrNoAnswer}}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		var errs []error
+		if errors.Is(err, ErrNoAnswer) {
+			errs = []error{ErrNoAnswer}
+		}
+		err = &callError{msg: err.Error(), errs: errs}
 	}
 	return &lapseError{callError{msg: cause.Error() + "; the last refresh failed: " + err.Error(), errs: []error{cause, err}}}
 }
