@@ -12,9 +12,10 @@ import (
 
 // Do runs fn while holding the lock on key, and releases it when fn returns.
 //
-// It obtains the lock with opts, as [Locker.Obtain] does, and refreshes it
-// in the background every [WithRefreshFraction] of ttl (a third by
-// default), retrying a failed refresh while the lock is still valid. fn's
+// It obtains the lock with opts, as [Locker.Obtain] does (a ttl of 0 is the
+// Locker's default TTL, [WithTTL]), and refreshes it in the background
+// every [WithRefreshFraction] of ttl (a third by default), retrying a
+// failed refresh while the lock is still valid. fn's
 // context is cancelled as soon as the lock is lost: when a refresh finds it
 // gone or taken, or when its validity deadline ([Lock.ValidUntil], counted
 // from when the last successful refresh was sent) passes before a refresh
@@ -34,8 +35,11 @@ import (
 //   - Obtain's error when the lock was not obtained (fn did not run), such
 //     as one matching ErrNotObtained;
 //   - an error matching [ErrLost], and the cause (ErrExpired, ErrTaken or
-//     ErrLapsed), when the lock was lost before fn returned, or found gone
-//     by the release after it; it also wraps fn's error, if any;
+//     ErrLapsed, and after a refresh that failed, its error too: see
+//     [Lock.Err]), when the lock was lost before fn returned, or found
+//     gone by the release after it; it also wraps fn's error, if any, and
+//     says the cause once when fn returned it (context.Cause of its
+//     context), or an error that wraps it;
 //   - otherwise fn's error as it is, joined with the release's error if
 //     that failed too, or the release's error alone.
 func Do(ctx context.Context, l Locker, key string, ttl time.Duration, fn func(ctx context.Context) error, opts ...Option) error {
@@ -73,6 +77,9 @@ func Do(ctx context.Context, l Locker, key string, ttl time.Duration, fn func(ct
 		lost = relErr // gone by the time fn returned
 	}
 	switch {
+	case lost != nil && errors.Is(fnErr, lost):
+		// fn returned the cause (its context's), or wrapped it: say it once
+		return fmt.Errorf("%w %q: %w", ErrLost, key, fnErr)
 	case lost != nil && fnErr != nil:
 		return fmt.Errorf("%w %q: %w (fn returned: %w)", ErrLost, key, lost, fnErr)
 	case lost != nil:

@@ -83,8 +83,9 @@ type Lock struct {
 	sent          time.Time     // when the last successful Obtain or Refresh was sent
 	validUntil    time.Time
 	released      bool
-	refreshesLeft int  // -1: no limit
-	limited       bool // a limit refused or shortened a refresh
+	refreshesLeft int   // -1: no limit
+	limited       bool  // a limit refused or shortened a refresh
+	refreshErr    error // the error of the last refresh, if it failed (see lapse)
 
 	// Why the lock ended (errReleased, or a loss matching ErrNotHeld; nil
 	// while it is held), and what watches it, made on demand (see watch).
@@ -273,10 +274,11 @@ func (l *Lock) TTL(ctx context.Context) (time.Duration, error) {
 }
 
 // Refresh resets the lock's expiry to ttl from now, and moves ValidUntil
-// accordingly. It returns an error matching ErrNotHeld (ErrExpired or
-// ErrTaken where the strategy can tell) when the lock is no longer ours, and
-// ErrRefreshLimit once the refreshes allowed by [WithMaxRefreshes] are
-// spent. Under [WithMaxHold] it shortens ttl to end at the limit, and
+// accordingly. A ttl of 0 is the TTL the lock was obtained, or last
+// refreshed, with (the one auto-refresh renews). It returns an error
+// matching ErrNotHeld (ErrExpired or ErrTaken where the strategy can tell)
+// when the lock is no longer ours, and ErrRefreshLimit once the refreshes
+// allowed by [WithMaxRefreshes] are spent. Under [WithMaxHold] it shortens ttl to end at the limit, and
 // returns ErrRefreshLimit once the limit is reached. A lock that lapsed
 // (ErrLapsed) is never refreshed, since the refresh could revive a lock its
 // holder was told it lost: Refresh returns [Lock.Err].
@@ -284,8 +286,10 @@ func (l *Lock) Refresh(ctx context.Context, ttl time.Duration) error {
 	if err := checkContext(ctx); err != nil {
 		return err
 	}
-	if err := checkTTL(ttl); err != nil {
-		return err
+	if ttl != 0 {
+		if err := checkTTL(ttl); err != nil {
+			return err
+		}
 	}
 	if l == nil {
 		return ErrNotHeld
@@ -294,6 +298,11 @@ func (l *Lock) Refresh(ctx context.Context, ttl time.Duration) error {
 	defer l.ops.Unlock()
 	if _, err := l.current(); err != nil {
 		return err
+	}
+	if ttl == 0 {
+		l.mu.Lock()
+		ttl = l.ttl
+		l.mu.Unlock()
 	}
 	lease, err := l.spendRefresh(ttl)
 	if err != nil {
@@ -346,14 +355,18 @@ func (l *Lock) endRefresh(ctx context.Context, g strategy.Grant, err error, sent
 		l.mu.Unlock()
 	}
 	if err != nil {
-		return l.fail(ctx, "refresh", err)
+		err = l.fail(ctx, "refresh", err)
+		l.mu.Lock()
+		l.refreshErr = err
+		l.mu.Unlock()
+		return err
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.cause != nil {
 		return l.cause // released or lost while the refresh was on its way
 	}
-	l.ttl = ttl
+	l.ttl, l.refreshErr = ttl, nil
 	l.grant(g, sent, lease)
 	return nil
 }

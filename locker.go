@@ -18,10 +18,11 @@ import (
 // Locker obtains distributed locks. Its methods, like those of [Lock] and
 // like [Do], refuse a nil ctx with an [*ArgumentError] named "ctx".
 type Locker interface {
-	// Obtain locks key for ttl. It makes one attempt, then waits and tries
-	// again as the retry policy says (see [WithRetry]; the default is
-	// [NoRetry]) until the lock is obtained, the policy gives up, or ctx is
-	// done.
+	// Obtain locks key for ttl; a ttl of 0 is the Locker's default TTL
+	// ([WithTTL]), and is refused where it has none. It makes one attempt,
+	// then waits and tries again as the retry policy says (see
+	// [WithRetry]; the default is [NoRetry]) until the lock is obtained,
+	// the policy gives up, or ctx is done.
 	//
 	// When an attempt found the key held by another owner, the error
 	// satisfies errors.Is(err, ErrNotObtained); when ctx ended the wait it
@@ -38,10 +39,11 @@ type Locker interface {
 	// operation's name.
 	Obtain(ctx context.Context, key string, ttl time.Duration, opts ...Option) (*Lock, error)
 
-	// ObtainMany locks several keys as one lock, for ttl: every key, with
-	// one token, or none. It takes them in one order whatever the order of
-	// keys (sorted, duplicates removed), so that two callers that name the
-	// same keys in other orders cannot block each other. The lock's
+	// ObtainMany locks several keys as one lock, for ttl (0: the Locker's
+	// default, as for Obtain): every key, with one token, or none. It
+	// takes them in one order whatever the order of keys (sorted,
+	// duplicates removed), so that two callers that name the same keys in
+	// other orders cannot block each other. The lock's
 	// Refresh extends every key or none, its Release deletes each key it
 	// still holds and reports the others, and it is lost when any key is
 	// lost; errors about one key are a [*KeyError] naming it. See the
@@ -171,10 +173,11 @@ func (l *locker) obtainKeys(ctx context.Context, key string, keys []string, ttl 
 	if len(l.defaults) == 0 && len(opts) == 0 { // no options: nothing on the heap
 		return l.obtain(ctx, key, keys, ttl, defaultOptions(), new(acquisition))
 	}
-	c := &obtainCall{l: l, key: key, keys: keys, ttl: ttl, o: defaultOptions()}
+	c := &obtainCall{l: l, key: key, keys: keys, o: defaultOptions()}
 	if err := c.o.apply(l.defaults, opts); err != nil {
 		return nil, err
 	}
+	c.ttl = cmp.Or(ttl, c.o.ttl) // 0: WithTTL's, the Locker's default
 	if c.o.sharing != (strategy.Sharing{}) {
 		var err error
 		if c.l, err = l.shared(c.o.sharing, keys); err != nil {
@@ -182,10 +185,10 @@ func (l *locker) obtainKeys(ctx context.Context, key string, keys []string, ttl 
 		}
 	}
 	if len(c.o.hooks) == 0 {
-		return c.l.obtain(ctx, key, keys, ttl, c.o, &c.a)
+		return c.l.obtain(ctx, key, keys, c.ttl, c.o, &c.a)
 	}
 	e := c.o.hooks.event(c.l.s, "obtain", key)
-	e.TTL, e.Keys = ttl, len(keys)
+	e.TTL, e.Keys = c.ttl, len(keys)
 	defer func() {
 		if c.got != nil { // an Obtain hook panicked with it: its caller never gets it
 			c.got.abandon(ctx)
@@ -377,9 +380,13 @@ func checkKey(key string) error {
 	return nil
 }
 
-// checkTTL checks the ttl of Obtain or Refresh.
+// checkTTL checks the ttl of Obtain, once a ttl of 0 is WithTTL's, or of
+// WithTTL.
 func checkTTL(ttl time.Duration) error {
-	if ttl < time.Millisecond {
+	switch {
+	case ttl == 0:
+		return &ArgumentError{Name: "ttl", Reason: "must be at least 1ms, got 0s, which means the Locker's default TTL (lock.WithTTL), and this Locker has none"}
+	case ttl < time.Millisecond:
 		return &ArgumentError{Name: "ttl", Reason: fmt.Sprintf("must be at least 1ms, got %v", ttl)}
 	}
 	return nil

@@ -14,6 +14,7 @@ type Option func(*options)
 
 type options struct {
 	retry        RetryPolicy
+	ttl          time.Duration // WithTTL's: the TTL of a call that passes 0; 0: none
 	metadata     string
 	token        string
 	maxRefreshes int
@@ -33,6 +34,20 @@ func WithRetry(p RetryPolicy) Option {
 			o.errs = append(o.errs, err)
 		}
 		o.retry = p
+	}
+}
+
+// WithTTL sets the TTL of an Obtain or ObtainMany (and so of [Do]) that
+// passes a ttl of 0. Given to [New], it is the Locker's default TTL, as the
+// config package's Locker has its ttl setting. A ttl other than 0, passed
+// to the call, wins. d must be at least 1ms. Without it, a ttl of 0 is
+// refused, as a TTL under 1ms is, with an [*ArgumentError] named "ttl".
+func WithTTL(d time.Duration) Option {
+	return func(o *options) {
+		if err := checkTTL(d); err != nil {
+			o.errs = append(o.errs, err)
+		}
+		o.ttl = d
 	}
 }
 

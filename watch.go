@@ -5,6 +5,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/locksmith-go/lock/internal/neterr"
 	"github.com/locksmith-go/lock/internal/wait"
 )
 
@@ -42,8 +43,13 @@ func (l *Lock) Done() <-chan struct{} {
 // Err returns nil while the lock is held, and afterwards why it is not: an
 // error matching ErrNotHeld, which is ErrExpired or ErrTaken when it was
 // found gone or taken, ErrLapsed when its validity deadline passed first,
-// and "already released" after Release. The first cause stays. (Err can
-// report it a moment before Done is closed, while the Ended hooks run.)
+// and "already released" after Release. A lapse that followed a failed
+// refresh also matches that refresh's error and names it ("validity
+// lapsed before a refresh confirmed it; the last refresh failed: lock:
+// refresh "k": NOPERM …"); when that refresh got no answer, it matches
+// ErrNoAnswer, and never the errors of the refresh's own context. The
+// first cause stays. (Err can report it a moment before Done is closed, while
+// the Ended hooks run.)
 func (l *Lock) Err() error {
 	if l == nil {
 		return ErrNotHeld
@@ -104,8 +110,35 @@ func (l *Lock) lapse() {
 	if l.limited {
 		cause = errLapsedAtLimit
 	}
+	if l.refreshErr != nil {
+		cause = lapsedAfter(cause, l.refreshErr)
+	}
 	l.endLocked(cause)
 }
+
+// lapsedAfter is the loss cause, a lapse, of a lock whose last refresh
+// failed with err: it says so, and matches err too, except when err
+// matches the errors of that refresh's context (it got no answer in time,
+// or was not sent), which are not the holder's: then it keeps err's
+// message, and ErrNoAnswer if err matches it.
+func lapsedAfter(cause, err error) error {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		var errs []error
+		if errors.Is(err, ErrNoAnswer) {
+			errs = []error{ErrNoAnswer}
+		}
+		err = &callError{msg: err.Error(), errs: errs}
+	}
+	return &lapseError{callError{msg: cause.Error() + "; the last refresh failed: " + err.Error(), errs: []error{cause, err}}}
+}
+
+// lapseError is a loss cause of lapsedAfter.
+type lapseError struct{ callError }
+
+// ErrorType returns "lapsed", the error.type that telemetry records of
+// the loss (the otel package asks errors for it), rather than that of the
+// refresh's error, which it wraps too.
+func (e *lapseError) ErrorType() string { return "lapsed" }
 
 // refresher is the goroutine of auto-refresh.
 type refresher struct {
@@ -116,15 +149,21 @@ type refresher struct {
 // StartRefresh starts refreshing the lock in the background, with the TTL
 // it was obtained (or last refreshed) with, every [WithRefreshFraction] of
 // it after the last successful refresh was sent. A refresh that fails
-// without an answer (a timeout, a broken connection, no quorum) is retried
-// after a quarter of that interval, for as long as the lock is valid. Each
-// refresh is bounded by the interval and by ValidUntil, and goes through
-// Refresh, so its hooks and limits apply.
+// without an answer (a timeout, a broken connection, no quorum), or with an
+// error reply that passes by itself (LOADING, BUSY, READONLY during a
+// failover, and the others that the repository's docs/safety.md lists), is
+// retried after a quarter of that interval, for as long as the lock is
+// valid. Each refresh is bounded by the interval and by ValidUntil, and
+// goes through Refresh, so its hooks and limits apply.
 //
 // The refreshes stop when ctx is done, StopRefresh or Release is called, or
 // the lock is lost (see Done): a refresh found it gone or taken, ValidUntil
 // passed first, or a limit ([WithMaxRefreshes], [WithMaxHold]) was reached,
-// after which the lock lapses at the end of its last refresh. Always stop
+// after which the lock lapses at the end of its last refresh. They stop
+// too after a refresh that no refresh sent again could turn into a
+// success: an error reply such as NOPERM (an ACL), WRONGTYPE or a script's
+// error, or a server that lacks a command it needs; the lock then lapses
+// at ValidUntil, and Err names that error. Always stop
 // them: a lock refreshed forever keeps everyone else out. ctx's values
 // (such as a trace) reach the refreshes.
 //
@@ -225,8 +264,15 @@ func (l *Lock) refresh(ctx context.Context, r *refresher) {
 }
 
 // stopsRefresh reports whether auto-refresh stops after a refresh that
-// returned err: the lock is lost, a limit was reached, or the refresh was
-// refused. The deadline timer then ends the lock.
+// returned err, as no refresh sent again could succeed: the lock is lost, a
+// limit was reached, the refresh was refused as an argument, the server
+// lacks what it needs (errors.ErrUnsupported), or the server refused it
+// with an error reply that does not pass by itself, such as NOPERM or
+// WRONGTYPE (neterr.Final, whose Transient lists the replies that are
+// retried). The deadline timer then ends the lock, with err beside
+// ErrLapsed. A refresh without an answer, or refused a connection, is
+// retried.
 func stopsRefresh(err error) bool {
-	return errors.Is(err, ErrNotHeld) || errors.Is(err, ErrRefreshLimit) || errors.As(err, new(*ArgumentError))
+	return errors.Is(err, ErrNotHeld) || errors.Is(err, ErrRefreshLimit) || errors.As(err, new(*ArgumentError)) ||
+		errors.Is(err, errors.ErrUnsupported) || neterr.Final(err)
 }

@@ -3,6 +3,7 @@ package config
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -86,6 +87,12 @@ func init() {
 	RegisterDriver("goredis", Driver{Open: openGoRedis, Topologies: []string{sentinel, cluster}})
 }
 
+// checkRedlock checks redlock's settings. Of node counts, it refuses two,
+// without an explicit quorum: both must grant every lock, so that the loss
+// of either stops them all, which is worse than one node (as safe, and
+// with one server to fail) and than three (which survive the loss of one).
+// One node is allowed, for tests and as the first step of a move to
+// redlock; two, with quorum=2, for a deployment that is adding its third.
 func checkRedlock(c Config) error {
 	if err := checkQuorum(c); err != nil {
 		return err
@@ -102,6 +109,14 @@ func checkRedlock(c Config) error {
 		if c.RestartGuard != 0 && e.Topology == cluster {
 			return invalid("restart_guard", fmt.Errorf("needs nodes that are servers or Sentinel deployments: node %d is a Redis Cluster, where its script's two keys lie in different slots", i+1))
 		}
+	}
+	if len(c.endpoints()) == 2 && c.Quorum == 0 {
+		where := "addrs"
+		if len(c.Nodes) > 0 {
+			where = "nodes"
+		}
+		return invalid(where, errors.New("lists 2 redlock nodes, whose quorum of 2 needs both for every lock: the loss of either stops them all; "+
+			"list 3 or more (3 survive the loss of one), or set quorum=2 to run on 2 all the same"))
 	}
 	return nil
 }

@@ -31,8 +31,9 @@
 // config/rueidisconfig or config/otelconfig.
 //
 // In every form, an absent setting means its default; an invalid one gets
-// an [*lock.ArgumentError] that names it, and an unknown strategy, driver
-// or setting one that lists the known names; the settings of a strategy
+// an [*lock.ArgumentError] that names it, an unknown strategy or driver
+// one that lists the known names, and an unknown setting one that names
+// the setting it is likely a misspelling of; the settings of a strategy
 // other than the chosen one are checked but not used, so that a rollback
 // flips one setting; and the password never appears in errors or output
 // (it prints as xxxxx). Strategies and drivers are known by name: the
@@ -132,8 +133,9 @@ type Config struct {
 	// default is 10 per CPU (GOMAXPROCS), go-redis's default.
 	PoolSize int
 
-	// TTL is the default TTL of locks, which [Locker.TTL] returns; Obtain
-	// still takes the TTL of each call. The default is 30s.
+	// TTL is the default TTL of locks, which [Locker.TTL] returns, and
+	// which an Obtain, ObtainMany or lock.Do whose ttl is 0 uses (a ttl
+	// other than 0 wins). The default is 30s.
 	TTL time.Duration
 	// Retry is the default retry policy of Obtain: none (the default),
 	// linear:<interval> or exponential:<base>,<max>, as lock.Linear and
@@ -490,9 +492,69 @@ func invalid(name string, err error) error {
 	return &lock.ArgumentError{Name: name, Reason: err.Error()}
 }
 
+// unknownSetting is the error of a setting called name that there is not,
+// which names the setting it is likely a misspelling of.
 func unknownSetting(name string) error {
-	return &lock.ArgumentError{Name: fmt.Sprintf("setting %q", name),
-		Reason: "unknown; known: " + strings.Join(knownSettings(), ", ")}
+	reason := `unknown: docs/config.md's "Every setting" lists them`
+	if s, ok := closest(name, knownSettings()); ok {
+		reason = fmt.Sprintf("unknown: did you mean %q?", s)
+	}
+	return &lock.ArgumentError{Name: fmt.Sprintf("setting %q", name), Reason: reason}
+}
+
+// closest returns the name of names nearest to name, if name is near
+// enough to be a misspelling of it: at most one edit (a letter added,
+// left out, replaced, or two swapped) away for a name of up to four
+// letters, two for a longer one. Of names as near, it prefers the one
+// with the fewest letters that name lacks or has alone: "tll" is "ttl",
+// not "tls".
+func closest(name string, names []string) (string, bool) {
+	best, dist, odd := "", 3, 0
+	if len(name) <= 4 {
+		dist = 2
+	}
+	for _, n := range names {
+		d, o := edits(name, n), oddLetters(name, n)
+		if d < dist || d == dist && o < odd {
+			best, dist, odd = n, d, o
+		}
+	}
+	return best, best != ""
+}
+
+// oddLetters counts the letters that are in a or in b, not both.
+func oddLetters(a, b string) int {
+	n := 0
+	for _, r := range a + b {
+		if !strings.ContainsRune(a, r) || !strings.ContainsRune(b, r) {
+			n++
+		}
+	}
+	return n
+}
+
+// edits returns the edit distance of a and b, counting a swap of two
+// adjacent letters as one edit (optimal string alignment).
+func edits(a, b string) int {
+	prev2, prev, cur := make([]int, len(b)+1), make([]int, len(b)+1), make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+			if i > 1 && j > 1 && a[i-1] == b[j-2] && a[i-2] == b[j-1] {
+				cur[j] = min(cur[j], prev2[j-2]+1)
+			}
+		}
+		prev2, prev, cur = prev, cur, prev2
+	}
+	return prev[len(b)]
 }
 
 // knownSettings lists the names of the settings and of the registered

@@ -82,7 +82,8 @@ func TestBadConfigurations(t *testing.T) {
 		{"a URL with an empty scheme", fromURL("://h"), "strategy", "is required; known: redlock, setnx-getset, "},
 		{"an unknown strategy", fromURL("memcached://h"), "strategy", `unknown "memcached"; known: redlock, setnx-getset, `},
 		{"an unknown driver", fromURL("single://h?driver=jedis"), "driver", `unknown "jedis"; known: goredis, redigo`},
-		{"an unknown setting", fromURL("single://h?tll=3s"), `setting "tll"`, "unknown; known: addrs, clock_skew, db,"},
+		{"an unknown setting", fromURL("single://h?tll=3s"), `setting "tll"`, `unknown: did you mean "ttl"?`},
+		{"an unknown setting like none", fromURL("single://h?colour=blue"), `setting "colour"`, `unknown: docs/config.md's "Every setting" lists them`},
 		{"a URL without a server", fromURL("single:///0"), "addrs", "must list at least one server"},
 		{"a setting of the URL itself in its query", fromURL("single://h?db=1"), "db", "goes in the URL itself, not its query"},
 		{"a setting given twice", fromURL("single://h?ttl=1s&ttl=2s"), "ttl", "is given twice"},
@@ -206,7 +207,7 @@ func TestBadConfigurations(t *testing.T) {
 
 		// JSON.
 		{"JSON that is not an object", fromJSON(`[1]`), "json", "want an object of settings"},
-		{"an unknown JSON key", fromJSON(`{"strategy": "single", "addrs": ["h"], "tll": "1s"}`), `setting "tll"`, "unknown"},
+		{"an unknown JSON key", fromJSON(`{"strategy": "single", "addrs": ["h"], "tll": "1s"}`), `setting "tll"`, `unknown: did you mean "ttl"?`},
 		{"a duration as a JSON number", fromJSON(`{"ttl": 30}`), "ttl", `want a JSON string (a duration such as "30s" is a string)`},
 		{"a number as a JSON string", fromJSON(`{"db": "1"}`), "db", "want a JSON number"},
 		{"a boolean as a JSON string", fromJSON(`{"tls": "true"}`), "tls", "want true or false"},

@@ -212,9 +212,18 @@ func setText(c *Config, name, text string) error {
 // LOCKSMITH_PASSWORD, LOCKSMITH_TTL and so on, and LOCKSMITH_URL for a URL
 // as ParseURL reads, whose settings the other variables override (keep the
 // password out of the URL and in LOCKSMITH_PASSWORD, from a secret store).
-// An empty variable is unset; variables that name no setting are ignored,
-// since the environment is shared. Errors name the variable.
+// An empty variable is unset. Errors name the variable.
+//
+// A variable with the prefix whose name is a misspelling of a setting's
+// (one or two letters off, such as LOCKSMITH_TLL for LOCKSMITH_TTL) is an
+// error that names both. The other variables that name no setting are
+// ignored, since the environment is shared: the locksmith CLI gives its
+// commands LOCKSMITH_LOCK, LOCKSMITH_FENCE and others, and a program or
+// its tests may have variables of their own under the prefix.
 func FromEnv(prefix string) (Config, error) {
+	if err := misspelt(prefix); err != nil {
+		return Config{}, err
+	}
 	var c Config
 	if raw := os.Getenv(prefix + "URL"); raw != "" {
 		var err error
@@ -234,6 +243,27 @@ func FromEnv(prefix string) (Config, error) {
 		return Config{}, err
 	}
 	return c, nil
+}
+
+// misspelt returns the error of the first variable with prefix, by name,
+// whose name is not a setting's but a misspelling of one (see closest).
+func misspelt(prefix string) error {
+	known := append(knownSettings(), "url")
+	var names []string
+	for _, kv := range os.Environ() {
+		env, v, _ := strings.Cut(kv, "=")
+		name, ok := strings.CutPrefix(env, prefix)
+		if ok && v != "" && !(slices.Contains(known, strings.ToLower(name)) && name == strings.ToUpper(name)) {
+			names = append(names, env)
+		}
+	}
+	slices.Sort(names)
+	for _, env := range names {
+		if s, ok := closest(strings.ToLower(strings.TrimPrefix(env, prefix)), known); ok {
+			return &lock.ArgumentError{Name: env, Reason: fmt.Sprintf("is not a setting: did you mean %s%s?", prefix, strings.ToUpper(s))}
+		}
+	}
+	return nil
 }
 
 // rename names the source of an invalid setting: the variable it came from.

@@ -32,7 +32,7 @@ type Locker struct {
 	inner    lock.Locker
 	cfg      Config
 	ttl      time.Duration
-	defaults []lock.Option // the default retry policy and way to wait, before each call's options
+	defaults []lock.Option // the default TTL, retry policy and way to wait, before each call's options
 
 	mu       sync.Mutex
 	closers  []io.Closer
@@ -76,6 +76,7 @@ func Open(c Config) (*Locker, error) {
 		}
 	}
 	l := &Locker{cfg: c, ttl: c.ttl()}
+	l.defaults = append(l.defaults, lock.WithTTL(l.ttl))
 	if p, _ := parseRetry(c.Retry); p != nil {
 		if c.MaxAttempts != 0 {
 			p = lock.LimitAttempts(p, c.MaxAttempts)
@@ -147,9 +148,10 @@ func (l *Locker) Break(ctx context.Context, key, fingerprint string, opts ...loc
 	return l.inner.Break(background.With(ctx, &l.bg), key, fingerprint, opts...)
 }
 
-// Obtain implements [lock.Locker], with the configured retry policy unless
-// opts choose one, and with lock.WithPolling when the Config's Wait is
-// poll. It returns ErrClosed after Close.
+// Obtain implements [lock.Locker], with the configured TTL when ttl is 0
+// (lock.WithTTL), with the configured retry policy unless opts choose one,
+// and with lock.WithPolling when the Config's Wait is poll. It returns
+// ErrClosed after Close.
 func (l *Locker) Obtain(ctx context.Context, key string, ttl time.Duration, opts ...lock.Option) (*lock.Lock, error) {
 	if l.refuses(ctx) {
 		return nil, ErrClosed
@@ -172,9 +174,9 @@ func (l *Locker) ObtainMany(ctx context.Context, keys []string, ttl time.Duratio
 }
 
 // TTL returns the configured default TTL (30s unless the Config sets one),
-// for callers that take it from the configuration:
+// which Obtain, ObtainMany and lock.Do use when their ttl is 0:
 //
-//	lk, err := locker.Obtain(ctx, key, locker.TTL())
+//	lk, err := locker.Obtain(ctx, key, 0) // for locker.TTL()
 func (l *Locker) TTL() time.Duration { return l.ttl }
 
 // ReadTimeout returns how long one command waits for its reply: the

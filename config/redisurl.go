@@ -3,7 +3,9 @@ package config
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -117,8 +119,13 @@ func goRedisSetting(name string) (string, error) {
 	if _, ok := lookup(name); ok || isParam(name) {
 		return name, nil
 	}
-	return "", &lock.ArgumentError{Name: fmt.Sprintf("option %q", name),
-		Reason: "is not a locksmith setting: of go-redis's options, a redis://, rediss:// or unix:// URL takes db, dial_timeout, read_timeout, write_timeout, pool_size and skip_verify (tls_insecure_skip_verify); locksmith's settings are " + strings.Join(knownSettings(), ", ")}
+	reason := "is not a locksmith setting: of go-redis's options, a redis://, rediss:// or unix:// URL takes db, dial_timeout, read_timeout, write_timeout, pool_size and skip_verify (tls_insecure_skip_verify)"
+	if s, ok := closest(name, append(knownSettings(), slices.Sorted(maps.Keys(goRedisOptions))...)); ok {
+		reason += fmt.Sprintf(": did you mean %q?", s)
+	} else {
+		reason += `; docs/config.md's "Every setting" lists locksmith's`
+	}
+	return "", &lock.ArgumentError{Name: fmt.Sprintf("option %q", name), Reason: reason}
 }
 
 // goRedisTimeout returns a timeout of a go-redis URL in locksmith's form.

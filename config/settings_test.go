@@ -19,7 +19,7 @@ var examples = map[string][]struct{ url, want string }{
 		{"single://h", "h:6379"},
 		{"redlock://h1,h2:7000,[::1]:7001,10.0.0.4:6380", "h1:6379,h2:7000,[::1]:7001,10.0.0.4:6380"},
 		{"single+unix:///var/run/redis%20server.sock", "/var/run/redis server.sock"},
-		{"redlock://%2Frun%2Fa.sock,h2", "/run/a.sock,h2:6379"},
+		{"redlock://%2Frun%2Fa.sock,h2,h3", "/run/a.sock,h2:6379,h3:6379"},
 	},
 	"topology": {
 		{"single+sentinel://s1:26379,s2:26379?master_name=mymaster", "sentinel"},

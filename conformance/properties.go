@@ -280,7 +280,8 @@ func (s suite) releaseFreesTheLock(t *testing.T, ctx context.Context) {
 }
 
 // refreshExtends: Refresh moves both the server's expiry and ValidUntil,
-// and Refresh(0) is an *ArgumentError.
+// Refresh(0) renews the TTL last asked for, and a negative TTL is an
+// *ArgumentError.
 func (s suite) refreshExtends(t *testing.T, ctx context.Context) {
 	a := s.obtain(t, ctx, s.h.NewLocker(t), Key(t), s.h.ShortTTL)
 	release(t, a)
@@ -298,8 +299,14 @@ func (s suite) refreshExtends(t *testing.T, ctx context.Context) {
 	if after := a.ValidUntil(); !after.After(before) {
 		t.Errorf("ValidUntil after Refresh = %v, want later than %v", after, before)
 	}
-	if err := a.Refresh(ctx, 0); !errors.As(err, new(*lock.ArgumentError)) {
-		t.Errorf("Refresh(0) = %v, want an *ArgumentError", err)
+	if err := a.Refresh(ctx, 0); err != nil {
+		t.Errorf("Refresh(0) = %v, want nil: it renews the TTL of the last refresh", err)
+	}
+	if ttl, err := a.TTL(ctx); err != nil || ttl <= s.h.ShortTTL+s.h.ExtraTTL {
+		t.Errorf("TTL after Refresh(0) = %v, %v; want more than %v: the TTL of the last refresh, %v", ttl, err, s.h.ShortTTL+s.h.ExtraTTL, longTTL)
+	}
+	if err := a.Refresh(ctx, -time.Second); !errors.As(err, new(*lock.ArgumentError)) {
+		t.Errorf("Refresh(-1s) = %v, want an *ArgumentError", err)
 	}
 }
 
@@ -595,7 +602,7 @@ func (s suite) invalidArguments(t *testing.T, ctx context.Context) {
 		arg  string
 	}{
 		{"empty key", "", time.Second, nil, "key"},
-		{"zero TTL", key, 0, nil, "ttl"},
+		{"zero TTL and WithTTL(0)", key, 0, []lock.Option{lock.WithTTL(0)}, "ttl"}, // a Locker may have a default TTL, but not 0
 		{"negative TTL", key, -time.Second, nil, "ttl"},
 		{"sub-millisecond TTL", key, 500 * time.Microsecond, nil, "ttl"},
 		{"short token", key, time.Second, []lock.Option{lock.WithToken("short")}, "token"},

@@ -30,7 +30,12 @@ import (
 // Conn is a connection to one Redis deployment (a server, a Sentinel-managed
 // master, or a Cluster). Implementations must be safe for concurrent use,
 // must honour ctx's deadline and cancellation on every call, and must return
-// the client's own errors unwrapped (the strategies wrap them).
+// the client's own errors unwrapped (the strategies wrap them). An error
+// reply of the server must come as an error whose text is the reply's,
+// starting with its code ("NOPERM this user has no permissions …"), as the
+// clients return them (rueidis leaves out the generic code ERR, which its
+// error type tells): that is how the lock package tells a reply that no
+// retry can change from a timeout (see conformance.RunDriver).
 //
 // Nil replies are normalised: a missing key gives ok == false and a nil
 // error, never the client's "nil" error.

@@ -93,7 +93,9 @@ allowance), with a margin M of 100ms:
 run then exits with 79, whatever the command's status. So that a healthy
 lease never comes near its SIGTERM, --ttl must be at least
 2 x refresh + kill-grace + M (with the default refresh, a third of the TTL:
-at least 3 x (kill-grace + M)); a shorter one is refused at start.
+at least 3 x (kill-grace + M)); a shorter one is refused at start. The
+default kill-grace is 5s, or a sixth of the TTL when that is less (1.667s
+for --ttl 10s), and never more than TTL - 2 x refresh - M.
 
 When the command exits, whatever is left of its process group is killed
 (it would otherwise run on without the lock), then the lock is released;
@@ -158,7 +160,8 @@ type runFlags struct {
 	conflictCode int
 	ttl          time.Duration
 	refresh      time.Duration
-	killGrace    time.Duration
+	killGrace    time.Duration // set by setTTL, unless given (graceSet)
+	graceSet     bool
 	maxRuntime   time.Duration
 	shell        string
 	resultFile   string
@@ -182,7 +185,7 @@ func (a *app) runCommand() *cobra.Command {
 	fl.IntVarP(&f.conflictCode, "conflict-exit-code", "E", exitNotObtained, "exit code when the lock is not obtained, 0 to 255")
 	fl.DurationVar(&f.ttl, "ttl", 0, "the lease, refreshed in the background (default: the configuration's TTL, 30s unless set)")
 	fl.DurationVar(&f.refresh, "refresh", 0, "refresh the lease this often (default: a third of --ttl)")
-	fl.DurationVar(&f.killGrace, "kill-grace", 5*time.Second, "time between SIGTERM and SIGKILL when the command is stopped")
+	fl.DurationVar(&f.killGrace, "kill-grace", 0, "time between SIGTERM and SIGKILL when the command is stopped (default: 5s, or a sixth of --ttl when less, and at most what --ttl leaves)")
 	fl.DurationVar(&f.maxRuntime, "max-runtime", 0, "stop the command after this long, and exit with 124 (default: no limit)")
 	fl.StringVarP(&f.shell, "command", "c", "", "run STRING through $SHELL -c, instead of CMD [ARG...]")
 	fl.StringVar(&f.resultFile, "result-file", "", "write the outcome to this file, as JSON")
@@ -272,6 +275,7 @@ func (r *runner) parse(cmd *cobra.Command, args []string) error {
 			return fmt.Errorf("run: --%s %v: must be positive", d.flag, d.v)
 		}
 	}
+	f.graceSet = cmd.Flags().Changed("kill-grace")
 	var err error
 	if r.names, err = lockNames("run", names); err != nil {
 		return err
@@ -311,18 +315,35 @@ func (r *runner) setTTL(def time.Duration) error {
 	if refresh >= r.ttl {
 		return fmt.Errorf("run: --refresh %v must be shorter than --ttl %v", refresh, r.ttl)
 	}
+	if !f.graceSet {
+		f.killGrace = defaultKillGrace(r.ttl, refresh)
+	}
 	if need := 2*refresh + f.killGrace + killMargin; r.ttl < need {
 		least := need
 		if f.refresh == 0 {
 			least = 3 * (f.killGrace + killMargin) // refresh is then a third of it
 		}
-		return fmt.Errorf("run: --ttl %v is too short for --kill-grace %v: on loss, SIGTERM comes at the lease's "+
+		grace, shorter := fmt.Sprintf(" for --kill-grace %v", f.killGrace), "--kill-grace or --refresh"
+		if !f.graceSet { // the default grace is what the lease leaves: no grace fits
+			grace, shorter = "", "--refresh"
+		}
+		return fmt.Errorf("run: --ttl %v is too short%s: on loss, SIGTERM comes at the lease's "+
 			"validity deadline less the grace and %v, and a healthy lease must leave two refresh intervals "+
-			"(2 x %v) before it; give a --ttl of at least %v, or a shorter --kill-grace or --refresh",
-			r.ttl, f.killGrace, killMargin, refresh.Round(time.Millisecond), least)
+			"(2 x %v) before it; give a --ttl of at least %v, or a shorter %s",
+			r.ttl, grace, killMargin, refresh.Round(time.Millisecond), least, shorter)
 	}
 	r.refresh = refresh
 	return nil
+}
+
+// defaultKillGrace is --kill-grace's default for a lease of ttl refreshed
+// every refresh: 5s, a sixth of the default lease of 30s, or a sixth of
+// ttl when that is less, so that a shorter lease keeps the default's
+// proportions (SIGTERM at a sixth of the lease before its deadline, while
+// refreshes fail), and never more than the lease leaves after two refresh
+// intervals and the margin (see setTTL), nor less than 0.
+func defaultKillGrace(ttl, refresh time.Duration) time.Duration {
+	return max(0, min(5*time.Second, ttl/6, ttl-2*refresh-killMargin))
 }
 
 // signalError is why run gave up: it was sent a signal.
