@@ -300,8 +300,8 @@ func (p *Plain) each(ctx context.Context, b Batch, at []int) ([]error, error) {
 	}
 	errs := make([]error, len(at))
 	for k, i := range at {
-		_, errs[k] = p.transact(ctx, b.keys[i], b.keys[i:i+1], func(s *session) ([][]any, error) {
-			return [][]any{b.cmd(i)}, owner(ctx, s.c, b.keys[i], b.ours(i)...)
+		_, errs[k] = p.transact(ctx, b.keys[i], b.keys[i:i+1], [][]any{{"GET", b.keys[i]}}, func(_ *session, got []any) ([][]any, error) {
+			return [][]any{b.cmd(i)}, ownerOf(got[0], b.ours(i)...)
 		})
 	}
 	return errs, nil
