@@ -148,6 +148,15 @@ func WithReplicas(n int, timeout time.Duration) Option {
 // the transaction, trying the command again a minute later. See the
 // repository's docs/strategies.md.
 //
+// Without it, a Strategy finds a server that refuses scripts by itself (an
+// ACL that denies EVALSHA, a server that does not know it): until a script
+// has run on the server, an Obtain starts with the acquire script, which
+// such a server refuses before anything is written, and the Strategy then
+// runs without scripts, as WithoutScripts does, trying scripts again a
+// minute later. Semaphores and read-write locks, which only scripts have,
+// and a driver that cannot pin fail there with an error that says so. See
+// the repository's docs/acl.md, "A server that refuses scripts".
+//
 // It gives up the FIFO queue of waiters, which lives in scripts: an Obtain
 // that waits polls at its retry policy's delay, as with lock.WithPolling,
 // and the waiters take the lock in no particular order. Transactions need
