@@ -107,7 +107,8 @@ func (s Server) Refuses(err error) bool {
 		return false
 	}
 	if w := refusal(err); w != "" {
-		s.auto.refusal.Store(&w)
+		said := w // on the heap only here
+		s.auto.refusal.Store(&said)
 		s.auto.scripts.state.Store(time.Now().Add(Reprobe).UnixNano())
 		return true
 	}
