@@ -544,21 +544,26 @@ func TestACLScriptsRefused(t *testing.T) {
 	} {
 		t.Run(server.name, func(t *testing.T) {
 			srv := redistest.Start(t, 1, server.extra...)[0]
+			redistest.StartReplica(t, srv.Addr) // for WithReplicas' WAIT
 			for _, d := range []string{"goredis", "redigo", "rueidis"} {
 				t.Run(d, func(t *testing.T) {
-					newLocker := func(t *testing.T) lock.Locker {
+					newLocker := func(t *testing.T, opts ...single.Option) lock.Locker {
 						t.Helper()
-						l, err := single.New(aclConnOver(t, ctx, srv, d, "refused-"+d, server.acl...))
+						l, err := single.New(aclConnOver(t, ctx, srv, d, "refused-"+d, server.acl...), opts...)
 						if err != nil {
 							t.Fatal(err)
 						}
 						return l
 					}
-					t.Run("Obtain, Refresh, TTL and Release", func(t *testing.T) {
+					t.Run("Obtain, Inspect, Refresh, TTL and Release", func(t *testing.T) {
 						key := "lock:" + t.Name()
-						lk, err := newLocker(t).Obtain(ctx, key, time.Minute)
+						l := newLocker(t)
+						lk, err := l.Obtain(ctx, key, time.Minute)
 						if err != nil {
 							t.Fatalf("Obtain = %v, want nil", err)
+						}
+						if st, err := l.Inspect(ctx, key); err != nil || !st.Held {
+							t.Errorf("Inspect = held %v, %v; want held, nil", st.Held, err)
 						}
 						if err := lk.Refresh(ctx, time.Minute); err != nil {
 							t.Errorf("Refresh = %v, want nil", err)
@@ -588,6 +593,20 @@ func TestACLScriptsRefused(t *testing.T) {
 						}
 						if fences[1] <= fences[0] {
 							t.Errorf("fencing tokens %v, want increasing", fences)
+						}
+						wantNoKeys(t, ctx, srv, key)
+					})
+					t.Run("WithReplicas", func(t *testing.T) {
+						key := "lock:" + t.Name()
+						lk, err := newLocker(t, single.WithReplicas(1, 10*time.Second)).Obtain(ctx, key, time.Minute)
+						if err != nil {
+							t.Fatalf("Obtain = %v, want nil", err)
+						}
+						if err := lk.Refresh(ctx, time.Minute); err != nil {
+							t.Errorf("Refresh = %v, want nil", err)
+						}
+						if err := lk.Release(ctx); err != nil {
+							t.Errorf("Release = %v, want nil", err)
 						}
 						wantNoKeys(t, ctx, srv, key)
 					})
@@ -641,6 +660,36 @@ func TestACLScriptsRefused(t *testing.T) {
 					})
 				})
 			}
+			t.Run("scripts refused under a running Locker: its lock is refreshed and released", func(t *testing.T) {
+				if server.extra != nil {
+					t.Skip("the ACL's case: the server's commands cannot change while it runs")
+				}
+				key := "lock:" + t.Name()
+				l, err := single.New(aclConn(t, ctx, srv, "refused-later", "~*", "&*", "+@all"))
+				if err != nil {
+					t.Fatal(err)
+				}
+				lk, err := l.Obtain(ctx, key, time.Minute) // a script has run: then the bare SET NX
+				if err != nil {
+					t.Fatalf("Obtain = %v, want nil", err)
+				}
+				lk2, err := l.Obtain(ctx, key+":2", time.Minute)
+				if err != nil {
+					t.Fatalf("the second Obtain = %v, want nil", err)
+				}
+				if _, err := srv.Command(ctx, "ACL", "SETUSER", "refused-later", "-@scripting"); err != nil {
+					t.Fatal(err)
+				}
+				if err := lk.Refresh(ctx, time.Minute); err != nil {
+					t.Errorf("Refresh = %v, want nil", err)
+				}
+				for _, lk := range []*lock.Lock{lk, lk2} {
+					if err := lk.Release(ctx); err != nil {
+						t.Errorf("Release = %v, want nil", err)
+					}
+				}
+				wantNoKeys(t, ctx, srv, key, key+":2")
+			})
 			t.Run("a driver that cannot pin: Obtain refused, nothing written", func(t *testing.T) {
 				key := "lock:" + t.Name()
 				type unpinned struct{ driver.Conn } // hides driver.Pinner
