@@ -10,7 +10,9 @@
 // compare-and-delete, compare-and-pexpire and compare-and-pttl to release,
 // refresh and read the TTL, so that no client ever deletes or extends a
 // lock it does not own. [WithoutScripts] does the same with conditional
-// commands and transactions, for a server that forbids scripts.
+// commands and transactions, for a server that forbids scripts; without
+// it, a Strategy finds such a server at its first contact, before it
+// writes anything, and does the same there.
 //
 // The lock's local validity (Lock.ValidUntil) allows for clock drift
 // between the client and the server, as the Redis documentation asks: it
