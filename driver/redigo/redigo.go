@@ -27,7 +27,10 @@
 // write timeout that the pool's dialer may set, which the Conn cannot see;
 // a pipeline larger than the socket buffers, to a server that stopped
 // reading, would hold the call past its deadline. So a batched refresh
-// sends its scripts, or a transaction's commands, one after another.
+// sends its scripts one after another. The Conn of [Conn.Pin] pipelines
+// a transaction's few commands, which wait in redigo's write buffer until
+// a watched flush sends them in one write, as one small command (see
+// pinned).
 package redigo
 
 import (
@@ -145,13 +148,20 @@ func (c *Conn) do(ctx context.Context, cmd string, args ...any) (any, error) {
 			return reply, nil
 		}
 	}
+	return nil, c.failed(ctx, err)
+}
+
+// failed returns the error of a command that failed with err: ctx's, if
+// it ended, or if its deadline passed (a read timeout beat ctx's timer),
+// and err otherwise.
+func (c *Conn) failed(ctx context.Context, err error) error {
 	if ctx.Err() != nil {
-		return nil, ctx.Err()
+		return ctx.Err()
 	}
 	if dl, ok := ctx.Deadline(); ok && !time.Now().Before(dl) {
-		return nil, context.DeadlineExceeded // the read timeout beat ctx's timer
+		return context.DeadlineExceeded // the read timeout beat ctx's timer
 	}
-	return nil, err
+	return err
 }
 
 // doContext sends a command within ctx. A context that can never end (Done
@@ -230,9 +240,16 @@ const unwatched = time.Second
 const smallCommand = 512
 
 // small reports whether cmd with args takes at most smallCommand bytes as
-// redigo writes it (each argument is a RESP bulk string: $, its length,
-// CRLF, itself, CRLF), counting only the types whose size is known.
+// redigo writes it.
 func small(cmd string, args []any) bool {
+	n, ok := size(cmd, args)
+	return ok && n <= smallCommand
+}
+
+// size returns the bytes that cmd with args takes at most as redigo writes
+// it (each argument is a RESP bulk string: $, its length, CRLF, itself,
+// CRLF), or false for an argument of a type whose size is not known.
+func size(cmd string, args []any) (int, bool) {
 	const frame = 16 // the array or bulk header and its CRLFs, at most
 	n := frame + frame + len(cmd)
 	for _, a := range args {
@@ -244,10 +261,10 @@ func small(cmd string, args []any) bool {
 		case int, int64:
 			n += frame + 20 // the longest int64 in decimal
 		default:
-			return false
+			return 0, false
 		}
 	}
-	return n <= smallCommand
+	return n, true
 }
 
 // SetNX implements [driver.Conn].
@@ -334,7 +351,64 @@ func (c *Conn) Pin(ctx context.Context, _ string, f func(driver.Conn) error) err
 		}
 		conn.Close()
 	}()
-	return f(&Conn{p: one{conn}, addr: c.addr})
+	return f(pinned{&Conn{p: one{conn}, addr: c.addr}})
+}
+
+// pinned is the Conn of Pin. Unlike a Conn over a pool, it pipelines
+// ([driver.Pipeliner]) the commands of a transaction, whose WATCH state
+// is its connection's: a pipeline of at most smallCommand bytes in all
+// waits in redigo's write buffer (Send writes nothing to the socket below
+// its 4096 bytes), and goes in one write when redis.DoContext flushes it
+// and reads every reply, within ctx's watch, as one small command would
+// (see doContext). A larger pipeline goes one command at a time, as a
+// Conn over a pool sends any.
+type pinned struct{ *Conn }
+
+var _ driver.Pipeliner = pinned{}
+
+// Pipeline implements [driver.Pipeliner].
+func (p pinned) Pipeline(ctx context.Context, cmds [][]any) ([]any, error) {
+	total := 0
+	for _, cmd := range cmds {
+		name, _ := cmd[0].(string)
+		n, ok := size(name, cmd[1:])
+		if total += n; !ok || total > smallCommand {
+			return driver.Pipeline(ctx, p.Conn, cmds) // one by one: a *Conn does not pipeline
+		}
+	}
+	if p.err != nil {
+		return nil, p.err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err // nothing sent, nothing left in the buffer
+	}
+	conn, err := p.p.GetContext(ctx)
+	if err != nil {
+		return nil, p.failed(ctx, err)
+	}
+	defer conn.Close()
+	for _, cmd := range cmds {
+		name, _ := cmd[0].(string)
+		if err := conn.Send(name, cmd[1:]...); err != nil {
+			return nil, err // the connection broke: the pool does not hand it out again
+		}
+	}
+	// DoContext, not doContext: a deadline that passed breaks the
+	// connection, rather than leave the commands in its buffer.
+	var reply any
+	if ctx.Done() == nil {
+		reply, err = conn.Do("")
+	} else {
+		reply, err = redis.DoContext(conn, ctx, "")
+	}
+	if err != nil {
+		return nil, p.failed(ctx, err)
+	}
+	replies, ok := reply.([]any)
+	if !ok || len(replies) != len(cmds) {
+		return nil, fmt.Errorf("redigo: a pipeline of %d commands: got reply %T", len(cmds), reply)
+	}
+	return replies, nil
 }
 
 // forgetTransaction makes redigo's pool forget that conn is in a
