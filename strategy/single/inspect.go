@@ -69,7 +69,7 @@ func (s *Strategy) breakShared(ctx context.Context, key, fingerprint string) (st
 		if fingerprint == "" || st.Holders[i].Fingerprint == fingerprint {
 			broke = true
 			if err := k.Release(ctx, s.conn, h.Value); !errors.Is(err, strategy.ErrExpired) {
-				errs = append(errs, err)
+				errs = append(errs, s.srv.NeedsScripts(err, sharedLocks))
 			}
 		}
 	}

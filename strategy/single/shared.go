@@ -166,7 +166,7 @@ func (s *Strategy) inspectShared(ctx context.Context, key string) (strategy.Stat
 	}
 	r, err := k.Inspect(ctx, s.conn)
 	if err != nil {
-		return strategy.State{}, r, err
+		return strategy.State{}, r, s.srv.NeedsScripts(err, sharedLocks)
 	}
 	if r.Type != "zset" && r.Type != "none" {
 		return strategy.State{}, r, fmt.Errorf("WRONGTYPE the key holds a %s: neither a lock nor a semaphore or read-write lock", r.Type)
