@@ -749,7 +749,8 @@ func TestReplicas(t *testing.T) {
 // WithoutScripts option of single, setnx-getset and redlock, over each
 // driver: a user denied @scripting obtains, refreshes and releases, where
 // the same URL without the setting obtains (by SET NX) but cannot release:
-// the server refuses the script.
+// the server refuses the script; but for single, which finds the refusal
+// at its first contact and locks without scripts there.
 func TestWithoutScripts(t *testing.T) {
 	const password = "Pa55-word-of-noscript"
 	s := redistest.Start(t, 1, "--user", "noscript", "on", ">"+password, "~*", "&*", "+@all", "-@scripting")[0]
@@ -778,14 +779,31 @@ func testWithoutScripts(t *testing.T, base, name string) {
 			t.Errorf("Release: got %v, want nil", err)
 		}
 	})
+	if strings.HasPrefix(name, "single/") {
+		t.Run(name+"/unset: found at the first contact, obtained and released", func(t *testing.T) {
+			c, err := config.ParseURL(base)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx := context.Background()
+			lk, err := open(t, c).Obtain(ctx, "scripted:"+name, time.Minute)
+			if err != nil {
+				t.Fatalf("Obtain: got %v, want nil", err)
+			}
+			if err := lk.Release(ctx); err != nil {
+				t.Errorf("Release: got %v, want nil", err)
+			}
+		})
+		return
+	}
 	t.Run(name+"/unset: a script is refused", func(t *testing.T) {
 		c, err := config.ParseURL(base)
 		if err != nil {
 			t.Fatal(err)
 		}
 		ctx := context.Background()
-		// single and setnx-getset obtain by SETNX, and their release is a
-		// script; redlock's first contact with a node is a script.
+		// setnx-getset obtains by SETNX, and its release is a script;
+		// redlock's first contact with a node is a script.
 		lk, err := open(t, c).Obtain(ctx, "scripted:"+name, time.Minute)
 		if err == nil {
 			err = lk.Release(ctx)
