@@ -453,15 +453,26 @@ func (b *blockingConn) record(e string) {
 	blocking.mu.Unlock()
 }
 
-// blockingConn blocks in the command that a first attempt sends, a bare
-// SET NX PX, and then grants it.
+// blockingConn blocks in the command that a first attempt sends, and then
+// grants it: the acquire script at a Locker's first contact with a server
+// (single's detection of a server that refuses scripts), a bare SET NX PX
+// after.
 type blockingConn struct{ driver.Conn }
 
 func (b *blockingConn) SetNX(context.Context, string, string, time.Duration) (bool, error) {
+	b.block()
+	return true, nil
+}
+
+func (b *blockingConn) EvalSha(context.Context, string, []string, ...any) (any, error) {
+	b.block()
+	return int64(1), nil // the acquire script's: the lock is ours
+}
+
+func (b *blockingConn) block() {
 	blocking.entered <- struct{}{}
 	<-blocking.blocked
-	b.record("SetNX returned")
-	return true, nil
+	b.record("the attempt returned")
 }
 
 func (b *blockingConn) Close() error { b.record("client closed"); return nil }
@@ -490,7 +501,7 @@ func TestCloseWaitsForCallsInFlight(t *testing.T) {
 	if err := <-closed; err != nil {
 		t.Fatalf("Close: %v", err)
 	}
-	if want := []string{"SetNX returned", "client closed"}; !slices.Equal(blocking.events, want) {
+	if want := []string{"the attempt returned", "client closed"}; !slices.Equal(blocking.events, want) {
 		t.Fatalf("events = %q, want %q", blocking.events, want)
 	}
 }
