@@ -377,9 +377,8 @@ const noScripts = "+get +set +pexpire +pttl +del +watch +multi +exec +unwatch +d
 
 // TestACLWithoutScripts: the whole conformance suite passes for a Locker
 // of each strategy without scripts (single, setnx-getset, and Redlock over
-// one node) whose user is denied @scripting, and the scripted Locker of the
-// same user is refused, so that the suite shows that nothing needs a
-// script: over go-redis, and with LOCKSMITH_FULL=1 over each driver.
+// one node) whose user is denied @scripting, and refused EVAL, so that the
+// suite shows that nothing needs a script: over go-redis, and with LOCKSMITH_FULL=1 over each driver.
 // MutualExclusion runs 200 acquisitions, the quick size, in every mode.
 func TestACLWithoutScripts(t *testing.T) {
 	redistest.ParallelUnlessFull(t)
@@ -387,12 +386,8 @@ func TestACLWithoutScripts(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	conn := aclConn(t, ctx, srv, "no-scripts", "~*", "&*", "+@all", "-@scripting")
-	scripted, err := single.New(conn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := scripted.Inspect(ctx, conformance.Key(t)); err == nil || !strings.Contains(err.Error(), "NOPERM") {
-		t.Fatalf("the scripted Locker's Inspect = %v, want NOPERM: the user must be denied scripts", err)
+	if _, err := driver.Do(ctx, conn, "EVAL", "return 1", 0); err == nil || !strings.Contains(err.Error(), "NOPERM") {
+		t.Fatalf("EVAL = %v, want NOPERM: the user must be denied scripts", err)
 	}
 	drivers := []string{"goredis"}
 	if redistest.Full() {
@@ -521,5 +516,205 @@ func waitForQueue(t *testing.T, ctx context.Context, srv *redistest.Server, q st
 			t.Fatalf("no waiter in %s: %v", q, ctx.Err())
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestACLScriptsRefused: single.New with no option, as a user whose ACL
+// denies scripts (+@all -@scripting), or on a server that does not know
+// EVALSHA and EVAL, obtains, refreshes, reads and releases a lock, plain,
+// fenced or of several keys, and lock.Do refreshes it while fn runs: the
+// first contact finds scripts refused before anything is written, and the
+// Locker runs without them (docs/acl.md, "A server that refuses
+// scripts"). Over each driver; no key is left behind. A semaphore, which
+// only scripts have, is refused with an error that names the mode without
+// scripts; and a driver that cannot run without scripts is refused its
+// Obtain, having written nothing.
+func TestACLScriptsRefused(t *testing.T) {
+	const heading = "## A server that refuses scripts"
+	aclSection(t, heading)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for _, server := range []struct {
+		name  string
+		extra []string // the server's arguments
+		acl   []string // the user's
+	}{
+		{"an ACL without @scripting", nil, []string{"~*", "&*", "+@all", "-@scripting"}},
+		{"a server without EVALSHA and EVAL", []string{"--rename-command", "EVALSHA", "", "--rename-command", "EVAL", ""}, []string{"~*", "&*", "+@all"}},
+	} {
+		t.Run(server.name, func(t *testing.T) {
+			srv := redistest.Start(t, 1, server.extra...)[0]
+			redistest.StartReplica(t, srv.Addr) // for WithReplicas' WAIT
+			for _, d := range []string{"goredis", "redigo", "rueidis"} {
+				t.Run(d, func(t *testing.T) {
+					newLocker := func(t *testing.T, opts ...single.Option) lock.Locker {
+						t.Helper()
+						l, err := single.New(aclConnOver(t, ctx, srv, d, "refused-"+d, server.acl...), opts...)
+						if err != nil {
+							t.Fatal(err)
+						}
+						return l
+					}
+					t.Run("Obtain, Inspect, Refresh, TTL and Release", func(t *testing.T) {
+						key := "lock:" + t.Name()
+						l := newLocker(t)
+						lk, err := l.Obtain(ctx, key, time.Minute)
+						if err != nil {
+							t.Fatalf("Obtain = %v, want nil", err)
+						}
+						if st, err := l.Inspect(ctx, key); err != nil || !st.Held {
+							t.Errorf("Inspect = held %v, %v; want held, nil", st.Held, err)
+						}
+						if err := lk.Refresh(ctx, time.Minute); err != nil {
+							t.Errorf("Refresh = %v, want nil", err)
+						}
+						if _, err := lk.TTL(ctx); err != nil {
+							t.Errorf("TTL = %v, want nil", err)
+						}
+						if err := lk.Release(ctx); err != nil {
+							t.Errorf("Release = %v, want nil", err)
+						}
+						wantNoKeys(t, ctx, srv, key)
+					})
+					t.Run("WithFencing", func(t *testing.T) {
+						key := "lock:" + t.Name()
+						l := newLocker(t)
+						var fences []int64
+						for range 2 {
+							lk, err := l.Obtain(ctx, key, time.Minute, lock.WithFencing())
+							if err != nil {
+								t.Fatalf("Obtain = %v, want nil", err)
+							}
+							fence, _ := lk.Fence()
+							fences = append(fences, fence)
+							if err := lk.Release(ctx); err != nil {
+								t.Errorf("Release = %v, want nil", err)
+							}
+						}
+						if fences[1] <= fences[0] {
+							t.Errorf("fencing tokens %v, want increasing", fences)
+						}
+						wantNoKeys(t, ctx, srv, key)
+					})
+					t.Run("WithReplicas", func(t *testing.T) {
+						key := "lock:" + t.Name()
+						lk, err := newLocker(t, single.WithReplicas(1, 10*time.Second)).Obtain(ctx, key, time.Minute)
+						if err != nil {
+							t.Fatalf("Obtain = %v, want nil", err)
+						}
+						if err := lk.Refresh(ctx, time.Minute); err != nil {
+							t.Errorf("Refresh = %v, want nil", err)
+						}
+						if err := lk.Release(ctx); err != nil {
+							t.Errorf("Release = %v, want nil", err)
+						}
+						wantNoKeys(t, ctx, srv, key)
+					})
+					t.Run("ObtainMany", func(t *testing.T) {
+						keys := []string{"{lock:" + t.Name() + "}:a", "{lock:" + t.Name() + "}:b"}
+						lk, err := newLocker(t).ObtainMany(ctx, keys, time.Minute)
+						if err != nil {
+							t.Fatalf("ObtainMany = %v, want nil", err)
+						}
+						if err := lk.Refresh(ctx, time.Minute); err != nil {
+							t.Errorf("Refresh = %v, want nil", err)
+						}
+						if err := lk.Release(ctx); err != nil {
+							t.Errorf("Release = %v, want nil", err)
+						}
+						wantNoKeys(t, ctx, srv, keys...)
+					})
+					t.Run("Do: fn's lock is refreshed", func(t *testing.T) {
+						key := "lock:" + t.Name()
+						refreshed := make(chan error, 100)
+						hooks := lock.WithHooks(&lock.Hooks{Op: func(ctx context.Context, e lock.Event, next func(context.Context) error) error {
+							err := next(ctx)
+							if e.Op == "refresh" {
+								refreshed <- err
+							}
+							return err
+						}})
+						err := lock.Do(ctx, newLocker(t), key, 3*time.Second, func(ctx context.Context) error {
+							select {
+							case err := <-refreshed:
+								return err
+							case <-ctx.Done():
+								return context.Cause(ctx)
+							}
+						}, hooks)
+						if err != nil {
+							t.Errorf("Do = %v, want nil: fn returns its lock's first refresh's error", err)
+						}
+						wantNoKeys(t, ctx, srv, key)
+					})
+					t.Run("a semaphore: refused, naming the mode without scripts", func(t *testing.T) {
+						key := "lock:" + t.Name()
+						l := newLocker(t)
+						for i := range 2 { // at first contact, and once the refusal is known
+							_, err := l.Obtain(ctx, key, time.Minute, lock.WithPermits(2))
+							if !errors.Is(err, errors.ErrUnsupported) || !strings.Contains(err.Error(), "WithoutScripts") {
+								t.Errorf("Obtain %d = %v, want an error matching errors.ErrUnsupported that names WithoutScripts", i+1, err)
+							}
+						}
+						wantNoKeys(t, ctx, srv, key, "{"+key+"}:shared")
+					})
+				})
+			}
+			t.Run("scripts refused under a running Locker: its lock is refreshed and released", func(t *testing.T) {
+				if server.extra != nil {
+					t.Skip("the ACL's case: the server's commands cannot change while it runs")
+				}
+				key := "lock:" + t.Name()
+				l, err := single.New(aclConn(t, ctx, srv, "refused-later", "~*", "&*", "+@all"))
+				if err != nil {
+					t.Fatal(err)
+				}
+				lk, err := l.Obtain(ctx, key, time.Minute) // a script has run: then the bare SET NX
+				if err != nil {
+					t.Fatalf("Obtain = %v, want nil", err)
+				}
+				lk2, err := l.Obtain(ctx, key+":2", time.Minute)
+				if err != nil {
+					t.Fatalf("the second Obtain = %v, want nil", err)
+				}
+				if _, err := srv.Command(ctx, "ACL", "SETUSER", "refused-later", "-@scripting"); err != nil {
+					t.Fatal(err)
+				}
+				if err := lk.Refresh(ctx, time.Minute); err != nil {
+					t.Errorf("Refresh = %v, want nil", err)
+				}
+				for _, lk := range []*lock.Lock{lk, lk2} {
+					if err := lk.Release(ctx); err != nil {
+						t.Errorf("Release = %v, want nil", err)
+					}
+				}
+				wantNoKeys(t, ctx, srv, key, key+":2")
+			})
+			t.Run("a driver that cannot pin: Obtain refused, nothing written", func(t *testing.T) {
+				key := "lock:" + t.Name()
+				type unpinned struct{ driver.Conn } // hides driver.Pinner
+				l, err := single.New(unpinned{aclConn(t, ctx, srv, "refused-unpinned", server.acl...)})
+				if err != nil {
+					t.Fatal(err)
+				}
+				for i := range 2 { // at first contact, and once the refusal is known
+					_, err := l.Obtain(ctx, key, time.Minute)
+					if !errors.Is(err, errors.ErrUnsupported) || !strings.Contains(err.Error(), "refuses scripts") || !strings.Contains(err.Error(), "WithoutScripts") {
+						t.Errorf("Obtain %d = %v, want an error matching errors.ErrUnsupported that says the server refuses scripts and names WithoutScripts", i+1, err)
+					}
+				}
+				wantNoKeys(t, ctx, srv, key)
+			})
+		})
+	}
+}
+
+// wantNoKeys fails t if any of keys exists on srv.
+func wantNoKeys(t *testing.T, ctx context.Context, srv *redistest.Server, keys ...string) {
+	t.Helper()
+	for _, k := range keys {
+		if n, err := srv.Command(ctx, "EXISTS", k); err != nil || n != "0" {
+			t.Errorf("EXISTS %s = %s, %v; want 0: a key left behind", k, n, err)
+		}
 	}
 }

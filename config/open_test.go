@@ -453,15 +453,26 @@ func (b *blockingConn) record(e string) {
 	blocking.mu.Unlock()
 }
 
-// blockingConn blocks in the command that a first attempt sends, a bare
-// SET NX PX, and then grants it.
+// blockingConn blocks in the command that a first attempt sends, and then
+// grants it: the acquire script at a Locker's first contact with a server
+// (single's detection of a server that refuses scripts), a bare SET NX PX
+// after.
 type blockingConn struct{ driver.Conn }
 
 func (b *blockingConn) SetNX(context.Context, string, string, time.Duration) (bool, error) {
+	b.block()
+	return true, nil
+}
+
+func (b *blockingConn) EvalSha(context.Context, string, []string, ...any) (any, error) {
+	b.block()
+	return int64(1), nil // the acquire script's: the lock is ours
+}
+
+func (b *blockingConn) block() {
 	blocking.entered <- struct{}{}
 	<-blocking.blocked
-	b.record("SetNX returned")
-	return true, nil
+	b.record("the attempt returned")
 }
 
 func (b *blockingConn) Close() error { b.record("client closed"); return nil }
@@ -490,7 +501,7 @@ func TestCloseWaitsForCallsInFlight(t *testing.T) {
 	if err := <-closed; err != nil {
 		t.Fatalf("Close: %v", err)
 	}
-	if want := []string{"SetNX returned", "client closed"}; !slices.Equal(blocking.events, want) {
+	if want := []string{"the attempt returned", "client closed"}; !slices.Equal(blocking.events, want) {
 		t.Fatalf("events = %q, want %q", blocking.events, want)
 	}
 }
@@ -749,7 +760,8 @@ func TestReplicas(t *testing.T) {
 // WithoutScripts option of single, setnx-getset and redlock, over each
 // driver: a user denied @scripting obtains, refreshes and releases, where
 // the same URL without the setting obtains (by SET NX) but cannot release:
-// the server refuses the script.
+// the server refuses the script; but for single, which finds the refusal
+// at its first contact and locks without scripts there.
 func TestWithoutScripts(t *testing.T) {
 	const password = "Pa55-word-of-noscript"
 	s := redistest.Start(t, 1, "--user", "noscript", "on", ">"+password, "~*", "&*", "+@all", "-@scripting")[0]
@@ -778,14 +790,31 @@ func testWithoutScripts(t *testing.T, base, name string) {
 			t.Errorf("Release: got %v, want nil", err)
 		}
 	})
+	if strings.HasPrefix(name, "single/") {
+		t.Run(name+"/unset: found at the first contact, obtained and released", func(t *testing.T) {
+			c, err := config.ParseURL(base)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx := context.Background()
+			lk, err := open(t, c).Obtain(ctx, "scripted:"+name, time.Minute)
+			if err != nil {
+				t.Fatalf("Obtain: got %v, want nil", err)
+			}
+			if err := lk.Release(ctx); err != nil {
+				t.Errorf("Release: got %v, want nil", err)
+			}
+		})
+		return
+	}
 	t.Run(name+"/unset: a script is refused", func(t *testing.T) {
 		c, err := config.ParseURL(base)
 		if err != nil {
 			t.Fatal(err)
 		}
 		ctx := context.Background()
-		// single and setnx-getset obtain by SETNX, and their release is a
-		// script; redlock's first contact with a node is a script.
+		// setnx-getset obtains by SETNX, and its release is a script;
+		// redlock's first contact with a node is a script.
 		lk, err := open(t, c).Obtain(ctx, "scripted:"+name, time.Minute)
 		if err == nil {
 			err = lk.Release(ctx)

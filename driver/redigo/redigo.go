@@ -147,13 +147,20 @@ func (c *Conn) do(ctx context.Context, cmd string, args ...any) (any, error) {
 			return reply, nil
 		}
 	}
+	return nil, c.failed(ctx, err)
+}
+
+// failed returns the error of a command that failed with err: ctx's, if
+// it ended, or if its deadline passed (a read timeout beat ctx's timer),
+// and err otherwise.
+func (c *Conn) failed(ctx context.Context, err error) error {
 	if ctx.Err() != nil {
-		return nil, ctx.Err()
+		return ctx.Err()
 	}
 	if dl, ok := ctx.Deadline(); ok && !time.Now().Before(dl) {
-		return nil, context.DeadlineExceeded // the read timeout beat ctx's timer
+		return context.DeadlineExceeded
 	}
-	return nil, err
+	return err
 }
 
 // doContext sends a command within ctx. A context that can never end (Done
@@ -354,30 +361,31 @@ func (c *Conn) Pipeline(ctx context.Context, cmds [][]any) ([]any, error) {
 		if reply, err = sendAll(conn, ctx, cmds); err == nil {
 			replies, ok := reply.([]any)
 			if !ok || len(replies) != len(cmds) {
-				return nil, fmt.Errorf("redigo: a pipeline of %d commands got %d replies", len(cmds), len(replies))
+				return nil, fmt.Errorf("redigo: a pipeline of %d commands: got reply %T", len(cmds), reply)
 			}
 			return replies, nil
 		}
 	}
-	if ctx.Err() != nil {
-		return nil, ctx.Err()
-	}
-	if dl, ok := ctx.Deadline(); ok && !time.Now().Before(dl) {
-		return nil, context.DeadlineExceeded
-	}
-	return nil, err
+	return nil, c.failed(ctx, err)
 }
 
 // sendAll writes cmds into conn's buffer and sends them, reading their
-// replies (redigo's Do of "", which does both) within ctx.
+// replies (redigo's Do of "", which does both) within ctx. It uses
+// DoContext rather than doContext, whose deadline that passed sends
+// nothing: that would leave the commands in the buffer, for the pool's
+// Close to send after the call returned. DoContext breaks the connection
+// instead.
 func sendAll(conn redis.Conn, ctx context.Context, cmds [][]any) (any, error) {
 	for _, cmd := range cmds {
 		name, _ := cmd[0].(string)
 		if err := conn.Send(name, cmd[1:]...); err != nil {
-			return nil, err
+			return nil, err // the connection broke: the pool does not hand it out again
 		}
 	}
-	return doContext(conn, ctx, "")
+	if ctx.Done() == nil {
+		return conn.Do("")
+	}
+	return redis.DoContext(conn, ctx, "")
 }
 
 // unpipelined is a Conn that hides Pipeline, so that driver.Pipeline sends

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"reflect"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -378,4 +379,81 @@ func TestPipelineRoundTrips(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestPinnedPipelines: a pinned Conn pipelines a transaction, each reply
+// in its place, errors and nil replies included; a pipeline larger than a
+// small command goes one command at a time, with the same replies; and a
+// pipeline on a paused server returns by its context's deadline, with the
+// deadline's error, breaking the connection rather than leaving its
+// commands behind.
+func TestPinnedPipelines(t *testing.T) {
+	srv := redistest.Start(t, 1)[0]
+	c := redigo.New(redistest.Redigo(t, srv.Addr))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second) // a hang detector
+	defer cancel()
+	key := conformance.Key(t)
+	t.Cleanup(func() { _, _ = c.Del(context.Background(), key) })
+	pin := func(t *testing.T, f func(one driver.Conn) error) {
+		t.Helper()
+		if err := driver.Pin(ctx, c, key, func(one driver.Conn) error {
+			if _, ok := one.(driver.Pipeliner); !ok {
+				t.Fatalf("the pinned Conn %T does not pipeline, want it to", one)
+			}
+			return f(one)
+		}); err != nil {
+			t.Error(err)
+		}
+	}
+	t.Run("a transaction", func(t *testing.T) {
+		pin(t, func(one driver.Conn) error {
+			read, err := driver.Pipeline(ctx, one, [][]any{{"WATCH", key}, {"GET", key}, {"HGET", key + ":missing", "f"}})
+			if want := []any{"OK", nil, nil}; err != nil || !reflect.DeepEqual(read, want) {
+				t.Errorf("WATCH, GET, HGET = %#v, %v; want %#v", read, err, want)
+			}
+			exec, err := driver.Pipeline(ctx, one, [][]any{{"MULTI"}, {"SET", key, "x"}, {"EXEC"}})
+			if want := []any{"OK", "QUEUED", []any{"OK"}}; err != nil || !reflect.DeepEqual(exec, want) {
+				t.Errorf("MULTI, SET, EXEC = %#v, %v; want %#v", exec, err, want)
+			}
+			return nil
+		})
+	})
+	t.Run("an error in its place", func(t *testing.T) {
+		pin(t, func(one driver.Conn) error {
+			replies, err := driver.Pipeline(ctx, one, [][]any{{"SET", key, "x"}, {"INCR", key}, {"GET", key}})
+			if err != nil || len(replies) != 3 || replies[0] != "OK" || replies[2] != "x" {
+				t.Fatalf("SET, INCR, GET = %#v, %v; want OK, an error, x", replies, err)
+			}
+			if err, ok := replies[1].(error); !ok || !strings.Contains(err.Error(), "not an integer") {
+				t.Errorf("INCR's reply = %#v, want the server's error", replies[1])
+			}
+			return nil
+		})
+	})
+	t.Run("a large pipeline, one command at a time", func(t *testing.T) {
+		large := strings.Repeat("v", 600)
+		pin(t, func(one driver.Conn) error {
+			replies, err := driver.Pipeline(ctx, one, [][]any{{"SET", key, large}, {"GET", key}})
+			if want := []any{"OK", large}; err != nil || !reflect.DeepEqual(replies, want) {
+				t.Errorf("SET, GET of 600 bytes = %d replies, %v; want OK and the value", len(replies), err)
+			}
+			return nil
+		})
+	})
+	t.Run("a paused server", func(t *testing.T) {
+		err := driver.Pin(ctx, c, key, func(one driver.Conn) error {
+			srv.Pause()
+			defer srv.Resume()
+			short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+			defer cancel()
+			if _, err := driver.Pipeline(short, one, [][]any{{"WATCH", key}, {"GET", key}}); !errors.Is(err, context.DeadlineExceeded) {
+				t.Errorf("Pipeline on a paused server = %v, want context.DeadlineExceeded", err)
+			}
+			_, err := driver.Do(ctx, one, "UNWATCH")
+			return err
+		})
+		if !neterr.Timeout(err) {
+			t.Errorf("a command after the timeout = %v, want the timeout that broke the connection", err)
+		}
+	})
 }

@@ -40,11 +40,14 @@ func Refused(err error) bool { return lacks(err) || denied(err) }
 // denied reports whether err is the server's refusal, by ACL, of a script's
 // key or of a command it calls through aclLib's call: NOPERM; or, from a
 // server without redis.acl_check_cmd (before Redis 7.0), its own wording,
-// "The user executing the script can't run this command".
+// "The user executing the script can't run this command". A refusal of
+// the script itself (NOPERM for EVALSHA: see refusal) is not: it is the
+// caller's, whose Server then runs without scripts (see Detecting), rather
+// than a script that uses less.
 func denied(err error) bool {
 	if err == nil {
 		return false
 	}
 	msg := err.Error()
-	return strings.HasPrefix(msg, "NOPERM") || strings.Contains(msg, "The user executing the script can't")
+	return (strings.HasPrefix(msg, "NOPERM") || strings.Contains(msg, "The user executing the script can't")) && refusal(err) == ""
 }

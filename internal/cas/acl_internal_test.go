@@ -30,12 +30,42 @@ func TestDenied(t *testing.T) {
 		{"a key of another type", errors.New("WRONGTYPE Operation against a key holding the wrong kind of value"), false},
 		{"a missed deadline", context.DeadlineExceeded, false},
 		{"no error", nil, false},
+		{"the script itself: the caller's (see refusal)", errors.New("NOPERM this user has no permissions to run the 'evalsha' command"), false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			if got := denied(c.err); got != c.want {
 				t.Errorf("denied(%v): got %v, want %v", c.err, got, c.want)
 			}
 		})
+	}
+}
+
+// TestRefusal: refusal recognises a server's refusal of scripts
+// themselves, in the words of Redis 7.0, Redis 7.2 and later, Valkey 8 and
+// a server without the commands, over every driver (rueidis drops "ERR "),
+// and returns words without the command's arguments; and nothing else.
+func TestRefusal(t *testing.T) {
+	for _, c := range []struct {
+		name, err, want string
+	}{
+		{"an ACL, Redis 7.0", "NOPERM this user has no permissions to run the 'evalsha' command", "NOPERM this user has no permissions to run the 'evalsha' command"},
+		{"an ACL, Redis 7.2 and Valkey 8", "NOPERM User u has no permissions to run the 'eval' command", "NOPERM User u has no permissions to run the 'eval' command"},
+		{"an unknown command", "ERR unknown command 'EVALSHA', with args beginning with: 'sha' '1' 'k' 'secret-token' ", "unknown command 'evalsha'"},
+		{"an unknown command, over rueidis", "unknown command 'EVAL', with args beginning with: 'return 1' '1' 'k' 'secret-token' ", "unknown command 'eval'"},
+		{"an unknown command, unquoted", "ERR unknown command EVALSHA", "unknown command 'evalsha'"},
+		{"a key the ACL denies", "NOPERM this user has no permissions to access one of the keys used as arguments", ""},
+		{"a command the script calls", "ERR ACL failure in script: User w has no permissions to run the 'pexpire' command script: 6aee, on @user_script:1.", ""},
+		{"another unknown command", "ERR unknown command 'DELEX', with args beginning with: 'k' 'IFEQ' 'secret-token' ", ""},
+		{"a script's error", "ERR user_script:1: Script attempted to access nonexistent global variable 'evalsha' script: 6aee, on @user_script:1.", ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if got := refusal(errors.New(c.err)); got != c.want {
+				t.Errorf("refusal(%q): got %q, want %q", c.err, got, c.want)
+			}
+		})
+	}
+	if got := refusal(nil); got != "" {
+		t.Errorf("refusal(nil): got %q, want \"\"", got)
 	}
 }
 

@@ -115,9 +115,12 @@ func SetBatch(keys, values []string, unsures [][]string, nexts []string, ttls []
 // Conn that pipelines; otherwise one after another. Without scripts, each
 // call is a transaction (see [Plain.each]), side by side as Scatter sends
 // them.
+//
+// A Server from Detecting whose server refuses scripts runs the calls
+// that it refused without scripts.
 func (s Server) Batch(ctx context.Context, b Batch) ([]error, []bool) {
-	if s.Plain != nil {
-		return Scatter(len(b.keys), b.parts, func(at []int) ([]error, error) { return s.Plain.each(ctx, b, at) })
+	if !s.Scripts() {
+		return s.batchPlain(ctx, b, b.parts)
 	}
 	calls := make([]driver.Call, len(b.parts))
 	for k, at := range b.parts {
@@ -141,11 +144,36 @@ func (s Server) Batch(ctx context.Context, b Batch) ([]error, []bool) {
 		}
 	}
 	errs, answered := make([]error, len(b.keys)), make([]bool, len(b.keys))
+	var refused [][]int // the calls whose server refused scripts
 	for k, at := range b.parts {
+		if s.Refuses(calls[k].Err) {
+			refused = append(refused, at)
+			continue
+		}
 		es, err := eachReply(b.script, calls[k].Keys, calls[k].Reply, calls[k].Err)
 		spread(errs, answered, at, es, err)
 	}
+	if refused != nil {
+		es, an := s.batchPlain(ctx, b, refused)
+		for _, at := range refused {
+			for _, i := range at {
+				errs[i], answered[i] = es[i], an[i]
+			}
+		}
+	}
 	return errs, answered
+}
+
+// batchPlain runs the calls of b's locks in parts without scripts, side by
+// side, as [Scatter] sends them.
+func (s Server) batchPlain(ctx context.Context, b Batch, parts [][]int) ([]error, []bool) {
+	p, err := s.scriptless()
+	return Scatter(len(b.keys), parts, func(at []int) ([]error, error) {
+		if err != nil {
+			return nil, err
+		}
+		return p.each(ctx, b, at)
+	})
 }
 
 // BatchAcked runs b on the server as [Server.Batch] does, but each call on
@@ -165,13 +193,20 @@ func (s Server) BatchAcked(ctx context.Context, b Batch, ack Ack) ([]error, []bo
 
 // part runs the call of b's locks at: the script, or without scripts a
 // transaction.
-func (s Server) part(ctx context.Context, b Batch, at []int) ([]error, error) {
-	if s.Plain != nil {
-		return s.Plain.each(ctx, b, at)
-	}
-	call := b.call(at)
-	reply, err := resend(ctx, func() (any, error) { return b.script.Run(ctx, s.Conn, call.Keys, call.Args...) })
-	return eachReply(b.script, call.Keys, reply, err)
+func (s Server) part(ctx context.Context, b Batch, at []int) (es []error, err error) {
+	err = s.either(func() error {
+		call := b.call(at)
+		reply, err := resend(ctx, func() (any, error) { return b.script.Run(ctx, s.Conn, call.Keys, call.Args...) })
+		if err != nil {
+			return err
+		}
+		es, err = eachReply(b.script, call.Keys, reply, nil)
+		return err
+	}, func(p *Plain) (err error) {
+		es, err = p.each(ctx, b, at)
+		return err
+	})
+	return es, err
 }
 
 // call returns the script's call for b's locks at.
@@ -265,8 +300,8 @@ func (p *Plain) each(ctx context.Context, b Batch, at []int) ([]error, error) {
 	}
 	errs := make([]error, len(at))
 	for k, i := range at {
-		_, errs[k] = p.transact(ctx, b.keys[i], b.keys[i:i+1], func(s *session) ([][]any, error) {
-			return [][]any{b.cmd(i)}, owner(ctx, s.c, b.keys[i], b.ours(i)...)
+		_, errs[k] = p.transact(ctx, b.keys[i], b.keys[i:i+1], [][]any{{"GET", b.keys[i]}}, func(_ *session, got []any) ([][]any, error) {
+			return [][]any{b.cmd(i)}, ownerOf(got[0], b.ours(i)...)
 		})
 	}
 	return errs, nil

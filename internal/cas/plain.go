@@ -182,7 +182,7 @@ func (p *Plain) Acquire(ctx context.Context, key, value string, ttl time.Duratio
 // AcquireFenced is the package's [AcquireFenced] without scripts, in one
 // transaction that WATCHes key and fenceKey. A counter that does not exist
 // starts, as the script's does, from the server's clock in microseconds,
-// read (TIME) after the WATCH and before the MULTI, a round trip before the
+// read (TIME) with the WATCH and before the MULTI, a round trip before the
 // transaction runs rather than within it: a counter that another client
 // creates meanwhile aborts the transaction, which reads it again.
 func (p *Plain) AcquireFenced(ctx context.Context, key, fenceKey, value string, ttl time.Duration) (int64, error) {
@@ -199,24 +199,20 @@ func (p *Plain) take(ctx context.Context, key, fenceKey, value string, ttl time.
 	if fenceKey != "" {
 		keys = append(keys, fenceKey)
 	}
-	replies, err := p.transact(ctx, key, keys, func(s *session) ([][]any, error) {
-		v, ok, err := s.c.Get(ctx, key)
-		switch {
-		case err != nil:
-			return nil, err
-		case ok && v != value:
+	reads := [][]any{{"GET", key}}
+	if fenceKey != "" {
+		reads = append(reads, []any{"EXISTS", fenceKey}, []any{"TIME"})
+	}
+	replies, err := p.transact(ctx, key, keys, reads, func(_ *session, got []any) ([][]any, error) {
+		if v, ok := got[0].(string); ok && v != value {
 			return nil, strategy.ErrNotObtained
 		}
 		cmds := [][]any{{"SET", key, value, "PX", ttl.Milliseconds()}}
 		if fenceKey == "" {
 			return cmds, nil
 		}
-		n, err := s.do(ctx, "EXISTS", fenceKey)
-		if err != nil {
-			return nil, err
-		}
-		if n == int64(0) {
-			now, err := s.time(ctx)
+		if got[1] == int64(0) {
+			now, err := serverTime(got[2])
 			if err != nil {
 				return nil, err
 			}
@@ -249,8 +245,8 @@ func (p *Plain) Delete(ctx context.Context, key, value string) error {
 			return p.answer(ctx, key, reply == int64(1), err)
 		}
 	}
-	_, err := p.transact(ctx, key, []string{key}, func(s *session) ([][]any, error) {
-		return [][]any{{"DEL", key}}, owner(ctx, s.c, key, value)
+	_, err := p.transact(ctx, key, []string{key}, [][]any{{"GET", key}}, func(_ *session, got []any) ([][]any, error) {
+		return [][]any{{"DEL", key}}, ownerOf(got[0], value)
 	})
 	return err
 }
@@ -261,8 +257,8 @@ func (p *Plain) PExpire(ctx context.Context, key, value string, ttl time.Duratio
 	if reply, done, err := p.try(ctx, &p.setIfEq, "SET", key, value, "IFEQ", value, "PX", ms); done {
 		return p.answer(ctx, key, reply == "OK", err)
 	}
-	_, err := p.transact(ctx, key, []string{key}, func(s *session) ([][]any, error) {
-		return [][]any{{"PEXPIRE", key, ms}}, owner(ctx, s.c, key, value)
+	_, err := p.transact(ctx, key, []string{key}, [][]any{{"GET", key}}, func(_ *session, got []any) ([][]any, error) {
+		return [][]any{{"PEXPIRE", key, ms}}, ownerOf(got[0], value)
 	})
 	return err
 }
@@ -280,8 +276,8 @@ func (p *Plain) Set(ctx context.Context, key, value, next string, ttl time.Durat
 		reply, done, err := p.try(ctx, &p.setIfEq, slices.Concat(set, []any{"IFEQ", ours})...)
 		switch {
 		case !done:
-			_, err := p.transact(ctx, key, []string{key}, func(s *session) ([][]any, error) {
-				return [][]any{set}, owner(ctx, s.c, key, value, next)
+			_, err := p.transact(ctx, key, []string{key}, [][]any{{"GET", key}}, func(_ *session, got []any) ([][]any, error) {
+				return [][]any{set}, ownerOf(got[0], value, next)
 			})
 			return err
 		case err != nil || reply == "OK":
@@ -320,6 +316,23 @@ func owner(ctx context.Context, c driver.Conn, key string, ours ...string) error
 		return strategy.ErrTaken
 	}
 	return nil
+}
+
+// ownerOf is owner of a key whose GET replied reply (nil, a string, or its
+// error).
+func ownerOf(reply any, ours ...string) error {
+	switch v := reply.(type) {
+	case nil:
+		return strategy.ErrExpired
+	case string:
+		if !slices.Contains(ours, v) {
+			return strategy.ErrTaken
+		}
+		return nil
+	case error:
+		return v
+	}
+	return fmt.Errorf("GET: got reply %T, want a string", reply)
 }
 
 // PTTL is the package's [PTTL] without scripts.
@@ -392,25 +405,37 @@ func (p *Plain) inspect(ctx context.Context, key, fenceKey string) (Reading, err
 // both of its runs.
 var errChanged = errors.New("lock: a transaction was aborted: a key it watched changed")
 
-// transact runs, over one pinned connection, WATCH keys, then read, which
-// reads what it needs with the session and returns the commands to run
-// between MULTI and EXEC, or an error (and the transaction is not run);
-// it returns EXEC's replies, one per command. A transaction aborted by a
-// change of a watched key (a nil EXEC) is run once more, read included;
-// a second abort is errChanged. A transaction whose connection was dead
-// is run once more too (see call.run).
-func (p *Plain) transact(ctx context.Context, key string, keys []string, read func(*session) ([][]any, error)) ([]any, error) {
+// transact runs, over one pinned connection, WATCH keys and the commands
+// reads, then decide, which gets the session and the replies of reads and
+// returns the commands to run between MULTI and EXEC, or an error (and the
+// transaction is not run); it returns EXEC's replies, one per command.
+// Over a Conn that pipelines (driver.Pipeliner), that is two round trips:
+// WATCH with the reads, then MULTI, the commands and EXEC. A read that
+// failed (WRONGTYPE, say) is the error, and decide does not run. A
+// transaction aborted by a change of a watched key (a nil EXEC) is run
+// once more, reads included; a second abort is errChanged. A transaction
+// whose connection was dead is run once more too (see call.run).
+func (p *Plain) transact(ctx context.Context, key string, keys []string, reads [][]any, decide func(s *session, got []any) ([][]any, error)) ([]any, error) {
+	watch := make([][]any, 1, 1+len(reads))
+	watch[0] = make([]any, 1, 1+len(keys))
+	watch[0][0] = "WATCH"
+	for _, k := range keys {
+		watch[0] = append(watch[0], k)
+	}
+	watch = append(watch, reads...)
 	for range 2 {
 		replies, err := resend(ctx, func() (replies []any, err error) {
 			err = p.session(ctx, key, func(s *session) error {
-				watch := []any{"WATCH"}
-				for _, k := range keys {
-					watch = append(watch, k)
-				}
-				if _, err := s.do(ctx, watch...); err != nil {
+				got, err := s.pipeline(ctx, watch)
+				if err != nil {
 					return err
 				}
-				cmds, err := read(s)
+				for _, r := range got { // WATCH's, then each read's
+					if err, ok := r.(error); ok {
+						return err
+					}
+				}
+				cmds, err := decide(s, got[1:])
 				if err != nil {
 					return err
 				}
@@ -455,45 +480,23 @@ type session struct {
 // much past its deadline at most, on a server that does not answer.
 const abortTimeout = 100 * time.Millisecond
 
-// do sends a command over the session's connection. A WATCH or a MULTI
-// sets what close undoes; an EXEC or UNWATCH that got an answer, an error
-// included, clears it.
-func (s *session) do(ctx context.Context, args ...any) (any, error) {
-	name := args[0].(string)
-	switch name {
-	case "WATCH":
-		s.undo = "UNWATCH"
-	case "MULTI":
-		s.undo = "DISCARD"
-	}
-	reply, err := driver.Do(ctx, s.c, args...)
-	if lacks(err) {
-		return nil, fmt.Errorf("lock: the server lacks %s, which locks without scripts need: %w", name, errors.ErrUnsupported)
-	}
-	if (name == "EXEC" || name == "UNWATCH") && !neterr.Unanswered(err) && !errors.Is(err, context.Canceled) {
-		s.undo = ""
-	}
-	return reply, err
-}
-
-// exec runs cmds between MULTI and EXEC and returns their replies. A
-// command that the server refuses as it queues it aborts the transaction,
-// with that command's error. A nil EXEC is errChanged; a command that
-// failed within EXEC gives its error.
+// exec runs cmds between MULTI and EXEC and returns their replies, in one
+// round trip over a Conn that pipelines. A command that the server refuses
+// as it queues it aborts the transaction, with that command's error. A nil
+// EXEC is errChanged; a command that failed within EXEC gives its error.
 func (s *session) exec(ctx context.Context, cmds [][]any) ([]any, error) {
-	if _, err := s.do(ctx, "MULTI"); err != nil {
-		return nil, err
-	}
-	for _, cmd := range cmds {
-		if _, err := s.do(ctx, cmd...); err != nil {
-			return nil, err
-		}
-	}
-	reply, err := s.do(ctx, "EXEC")
+	tx := make([][]any, 0, 2+len(cmds))
+	tx = append(append(append(tx, []any{"MULTI"}), cmds...), []any{"EXEC"})
+	replies, err := s.pipeline(ctx, tx)
 	if err != nil {
 		return nil, err
 	}
-	replies, err := execReply(reply, len(cmds))
+	for _, r := range replies { // MULTI's and each QUEUED, then EXEC's
+		if err, ok := r.(error); ok {
+			return nil, err
+		}
+	}
+	replies, err = execReply(replies[len(replies)-1], len(cmds))
 	if err != nil {
 		return nil, err
 	}
@@ -545,12 +548,9 @@ func (s *session) pipeline(ctx context.Context, cmds [][]any) ([]any, error) {
 	return replies, nil
 }
 
-// time returns the server's clock in microseconds, as TIME gives it.
-func (s *session) time(ctx context.Context) (string, error) {
-	reply, err := s.do(ctx, "TIME")
-	if err != nil {
-		return "", err
-	}
+// serverTime returns the server's clock in microseconds, from reply,
+// TIME's.
+func serverTime(reply any) (string, error) {
 	t, _ := reply.([]any)
 	if len(t) != 2 {
 		return "", fmt.Errorf("TIME: got reply %T, want two numbers", reply)

@@ -29,14 +29,20 @@ import (
 // they were taking the lock.
 func (p *Plain) AcquireKeys(ctx context.Context, keys, fenceKeys []string, value string, ttl time.Duration) (fences []int64, holderTTL time.Duration, err error) {
 	watch := append(append(make([]string, 0, len(keys)+len(fenceKeys)), keys...), fenceKeys...)
-	replies, err := p.transact(ctx, keys[0], watch, func(s *session) ([][]any, error) {
+	reads := make([][]any, 0, len(keys)+len(fenceKeys)+1)
+	for _, k := range keys {
+		reads = append(reads, []any{"GET", k})
+	}
+	for _, f := range fenceKeys {
+		reads = append(reads, []any{"EXISTS", f})
+	}
+	if fenceKeys != nil {
+		reads = append(reads, []any{"TIME"})
+	}
+	replies, err := p.transact(ctx, keys[0], watch, reads, func(s *session, got []any) ([][]any, error) {
 		cmds := make([][]any, 0, len(keys)+2*len(fenceKeys))
-		for _, k := range keys {
-			v, ok, err := s.c.Get(ctx, k)
-			switch {
-			case err != nil:
-				return nil, err
-			case ok && v != value:
+		for i, k := range keys {
+			if v, ok := got[i].(string); ok && v != value {
 				ttl, _, err := s.c.PTTL(ctx, k)
 				if err != nil {
 					return nil, err
@@ -46,17 +52,11 @@ func (p *Plain) AcquireKeys(ctx context.Context, keys, fenceKeys []string, value
 			}
 			cmds = append(cmds, []any{"SET", k, value, "PX", ttl.Milliseconds()})
 		}
-		var now string
-		for _, f := range fenceKeys {
-			n, err := s.do(ctx, "EXISTS", f)
-			if err != nil {
-				return nil, err
-			}
-			if n == int64(0) {
-				if now == "" {
-					if now, err = s.time(ctx); err != nil {
-						return nil, err
-					}
+		for j, f := range fenceKeys {
+			if got[len(keys)+j] == int64(0) {
+				now, err := serverTime(got[len(got)-1])
+				if err != nil {
+					return nil, err
 				}
 				cmds = append(cmds, []any{"SET", f, now})
 			}
@@ -90,23 +90,27 @@ func (p *Plain) AcquireKeys(ctx context.Context, keys, fenceKeys []string, value
 // changes nothing otherwise. (SET IFEQ, which would spare the transaction,
 // extends one key at a time: not all or none.)
 func (p *Plain) PExpireKeys(ctx context.Context, keys []string, value string, ttl time.Duration) error {
-	_, err := p.transact(ctx, keys[0], keys, func(s *session) ([][]any, error) {
+	reads := make([][]any, len(keys))
+	for i, k := range keys {
+		reads[i] = []any{"GET", k}
+	}
+	_, err := p.transact(ctx, keys[0], keys, reads, func(_ *session, got []any) ([][]any, error) {
 		cmds := make([][]any, len(keys))
 		for i, k := range keys {
 			cmds[i] = []any{"PEXPIRE", k, ttl.Milliseconds()}
 		}
-		return cmds, ownersOf(ctx, s.c, keys, value)
+		return cmds, ownersOf(keys, got, value)
 	})
 	return err
 }
 
-// ownersOf returns nil if every one of keys holds value, and otherwise the
-// *strategy.KeyError of each that does not, wrapping what owner found,
-// joined in the order of keys.
-func ownersOf(ctx context.Context, c driver.Conn, keys []string, value string) error {
+// ownersOf returns nil if every one of keys holds value, as the replies
+// of their GETs, got, say, and otherwise the *strategy.KeyError of each
+// that does not, wrapping what ownerOf found, joined in the order of keys.
+func ownersOf(keys []string, got []any, value string) error {
 	var errs []error
-	for _, k := range keys {
-		err := owner(ctx, c, k, value)
+	for i, k := range keys {
+		err := ownerOf(got[i], value)
 		switch {
 		case errors.Is(err, strategy.ErrNotHeld):
 			errs = append(errs, &strategy.KeyError{Key: k, Err: err})

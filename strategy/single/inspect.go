@@ -32,7 +32,7 @@ func (s *Strategy) Inspect(ctx context.Context, key string) (strategy.State, err
 // key is of another type, which may be a shared lock: a server that runs
 // scripts can then read it as one.
 func (s *Strategy) isShared(err error) bool {
-	return err != nil && !s.noScripts && isWrongType(err)
+	return err != nil && s.srv.Scripts() && isWrongType(err)
 }
 
 // Break implements [strategy.Breaker]: it reads the lock as Inspect does,
@@ -69,7 +69,7 @@ func (s *Strategy) breakShared(ctx context.Context, key, fingerprint string) (st
 		if fingerprint == "" || st.Holders[i].Fingerprint == fingerprint {
 			broke = true
 			if err := k.Release(ctx, s.conn, h.Value); !errors.Is(err, strategy.ErrExpired) {
-				errs = append(errs, err)
+				errs = append(errs, s.srv.NeedsScripts(err, sharedLocks))
 			}
 		}
 	}

@@ -86,8 +86,10 @@ func (s *Strategy) AcquireKeys(ctx context.Context, r strategy.Request) (strateg
 	}
 	value := r.Value()
 	gs := s.groups(r.Keys)
-	if qs, ok := s.queues(r); ok && len(gs) == 1 {
-		return s.acquireQueued(ctx, r, gs[0], qs, fenceKeys, grant)
+	if qs, ok := s.queuesOf(r); ok && len(gs) == 1 {
+		if g, ok, err := s.acquireQueued(ctx, r, gs[0], qs, fenceKeys, grant); ok {
+			return g, err
+		}
 	} else if ok {
 		if g, ok, err := s.acquireSlots(ctx, r, gs, qs, fenceKeys, grant); ok {
 			return g, err
@@ -115,11 +117,11 @@ func (s *Strategy) AcquireKeys(ctx context.Context, r strategy.Request) (strateg
 	return grant, nil
 }
 
-// queues returns the queue of each key of r, when r's waiter can queue:
-// it waits by notification, the driver can subscribe, and every key has a
-// queue (see cas.NewQueue). Otherwise the waiter polls.
-func (s *Strategy) queues(r strategy.Request) ([]cas.Queue, bool) {
-	if r.Waiter == "" || !s.notify {
+// queuesOf returns the queue of each key of r, when r's waiter can queue:
+// it waits by notification, the Strategy's waiters queue (see queues), and
+// every key has a queue (see cas.NewQueue). Otherwise the waiter polls.
+func (s *Strategy) queuesOf(r strategy.Request) ([]cas.Queue, bool) {
+	if r.Waiter == "" || !s.queues() {
 		return nil, false
 	}
 	qs := make([]cas.Queue, len(r.Keys))
@@ -134,8 +136,9 @@ func (s *Strategy) queues(r strategy.Request) ([]cas.Queue, bool) {
 
 // acquireQueued makes the attempt of r's waiter to take the keys of g,
 // every key of r, with their queues qs (see cas.AcquireKeysQueued), into
-// grant.
-func (s *Strategy) acquireQueued(ctx context.Context, r strategy.Request, g group, qs []cas.Queue, fenceKeys []string, grant strategy.Grant) (strategy.Grant, error) {
+// grant. ok is false when the server refuses scripts, having written
+// nothing, and the caller takes the keys without them.
+func (s *Strategy) acquireQueued(ctx context.Context, r strategy.Request, g group, qs []cas.Queue, fenceKeys []string, grant strategy.Grant) (strategy.Grant, bool, error) {
 	var fences []int64
 	var e cas.Enqueued
 	err := s.write(ctx, g, func(srv cas.Server) (err error) {
@@ -144,21 +147,24 @@ func (s *Strategy) acquireQueued(ctx context.Context, r strategy.Request, g grou
 	})
 	var held *strategy.KeyError
 	switch {
+	case s.srv.Refuses(err):
+		return strategy.Grant{}, false, nil
 	case errors.As(err, &held) && errors.Is(err, strategy.ErrNotObtained):
 		grant.Position, grant.HolderTTL, grant.Queue = e.Position, e.HolderTTL, held.Key
 		if held.Key != r.Keys[0] {
 			grant.Position = 1 // it heads the queues of the keys before: it keeps them at the head's pace
 		}
-		return grant, err
+		return grant, true, err
 	case errors.As(err, new(*ReplicaError)):
-		return s.undo(ctx, []group{g}, r.Value(), strategy.Grant{}, err)
+		g, err := s.undo(ctx, []group{g}, r.Value(), strategy.Grant{}, err)
+		return g, true, err
 	case err != nil:
-		return strategy.Grant{}, err
+		return strategy.Grant{}, true, err
 	}
 	if r.Fencing {
 		grant.Fences = fences
 	}
-	return grant, nil
+	return grant, true, nil
 }
 
 // undo deletes what an attempt took in gs, which ended with err, and
@@ -224,9 +230,11 @@ func (s *Strategy) release(ctx context.Context, gs []group, value string) (lost,
 	var losts, fails []error
 	for _, g := range gs {
 		var err error
-		if s.notify {
+		queued := s.queues()
+		if queued {
 			err = cas.DeleteKeysQueued(ctx, s.conn, g.keys, value, s.sharded)
-		} else {
+		}
+		if !queued || s.srv.Refuses(err) {
 			err = s.srv.DeleteKeys(ctx, g.keys, value)
 		}
 		if errors.Is(err, strategy.ErrNotHeld) {

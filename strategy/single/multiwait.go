@@ -13,7 +13,8 @@ import (
 // into grant: it reserves each group in turn, stopping at the first with a
 // key it cannot take, then takes each group, keeping its places, and then
 // leaves the queues (see cas.Waiter). ok is false when the ACL does not
-// allow the queues, and the caller takes the keys without them.
+// allow the queues, or the server refuses scripts, and the caller takes
+// the keys without them.
 func (s *Strategy) acquireSlots(ctx context.Context, r strategy.Request, gs []group, qs []cas.Queue, fenceKeys []string, grant strategy.Grant) (strategy.Grant, bool, error) {
 	w := cas.Waiter{ID: s.member(r.Waiter), Poll: r.Poll, Patience: r.Patience}
 	queued := func(e cas.Enqueued, err error) (strategy.Grant, bool, error) {
@@ -28,7 +29,7 @@ func (s *Strategy) acquireSlots(ctx context.Context, r strategy.Request, gs []gr
 	for i, g := range gs {
 		e, err := w.Reserve(ctx, s.conn, g.keys, pickQueues(qs, g.at), r.TTL)
 		switch {
-		case errors.Is(err, cas.ErrNoQueue):
+		case errors.Is(err, cas.ErrNoQueue) || s.srv.Refuses(err):
 			return strategy.Grant{}, false, nil
 		case errors.Is(err, strategy.ErrNotObtained):
 			s.leaveSlots(ctx, w, gs[i+1:], qs)

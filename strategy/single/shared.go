@@ -24,7 +24,9 @@ var (
 // docs/semaphores.md. It refuses them under [WithoutScripts] (each step
 // must reap expired holders and count the rest atomically, which only a
 // script does) and [WithReplicas] (not implemented for them), with an
-// *strategy.ArgumentError.
+// *strategy.ArgumentError. On a server that refuses scripts (see
+// [WithoutScripts]), their operations fail with an error that says so,
+// which matches errors.ErrUnsupported.
 func (s *Strategy) Shared(sh strategy.Sharing) (strategy.SharedStrategy, error) {
 	name := sh.Option()
 	switch {
@@ -34,12 +36,19 @@ func (s *Strategy) Shared(sh strategy.Sharing) (strategy.SharedStrategy, error) 
 	case s.ack.Replicas > 0:
 		return nil, &strategy.ArgumentError{Name: name, Reason: "semaphores and read-write locks are not supported by single WithReplicas"}
 	}
+	if err := s.srv.NeedsScripts(nil, sharedLocks); err != nil {
+		return nil, err
+	}
 	v := &shared{s: s, sh: sh, mode: cas.Mode(sh)}
 	if sh.Write {
 		return writer{v}, nil
 	}
 	return v, nil
 }
+
+// sharedLocks names what the operations of shared are, in the error of a
+// server that refuses scripts.
+const sharedLocks = "semaphores and read-write locks"
 
 // shared is the Strategy of one shape of shared locks over a Strategy's
 // connection.
@@ -78,13 +87,14 @@ func (v *shared) Acquire(ctx context.Context, r strategy.Request) (strategy.Gran
 		return strategy.Grant{Undone: true}, err
 	}
 	sr := cas.SharedRequest{Sharing: v.sh, Value: r.Value(), TTL: r.TTL, Fencing: r.Fencing}
-	if r.Waiter != "" && v.s.notify {
+	if r.Waiter != "" && v.s.queues() {
 		sr.Waiter, sr.Poll, sr.Patience = v.member(r.Waiter), r.Poll, r.Patience
 	}
 	fence, permit, e, err := k.Acquire(ctx, v.s.conn, sr)
-	// A mismatch wrote nothing: no clean-up.
+	refused := v.s.srv.NeedsScripts(err, sharedLocks)
+	// A mismatch, or a refusal of scripts, wrote nothing: no clean-up.
 	return strategy.Grant{Fence: fence, Permit: permit, Drift: d, Position: e.Position, HolderTTL: e.HolderTTL,
-		Undone: errors.Is(err, strategy.ErrMismatch)}, err
+		Undone: errors.Is(err, strategy.ErrMismatch) || refused != err}, refused
 }
 
 func (v *shared) Refresh(ctx context.Context, key, value string, ttl time.Duration) (strategy.Grant, error) {
@@ -96,7 +106,7 @@ func (v *shared) Refresh(ctx context.Context, key, value string, ttl time.Durati
 	if err != nil {
 		return strategy.Grant{}, err
 	}
-	return strategy.Grant{Drift: d}, k.Refresh(ctx, v.s.conn, value, ttl)
+	return strategy.Grant{Drift: d}, v.s.srv.NeedsScripts(k.Refresh(ctx, v.s.conn, value, ttl), sharedLocks)
 }
 
 func (v *shared) Release(ctx context.Context, key, value string) error {
@@ -104,7 +114,7 @@ func (v *shared) Release(ctx context.Context, key, value string) error {
 	if err != nil {
 		return err
 	}
-	return k.Release(ctx, v.s.conn, value)
+	return v.s.srv.NeedsScripts(k.Release(ctx, v.s.conn, value), sharedLocks)
 }
 
 func (v *shared) TTL(ctx context.Context, key, value string) (time.Duration, error) {
@@ -112,7 +122,8 @@ func (v *shared) TTL(ctx context.Context, key, value string) (time.Duration, err
 	if err != nil {
 		return 0, err
 	}
-	return k.TTL(ctx, v.s.conn, value)
+	ttl, err := k.TTL(ctx, v.s.conn, value)
+	return ttl, v.s.srv.NeedsScripts(err, sharedLocks)
 }
 
 func (v *shared) Inspect(ctx context.Context, key string) (strategy.State, error) {
@@ -129,10 +140,13 @@ func (v *shared) Listen(key, id string) strategy.Listener { return v.s.listen(ke
 // Leave implements [strategy.Notifier].
 func (v *shared) Leave(ctx context.Context, key, id string) error {
 	k, err := v.keys(key)
-	if err != nil || !v.s.notify {
+	if err != nil || !v.s.queues() {
 		return nil
 	}
-	return k.Leave(ctx, v.s.conn, v.member(id))
+	if err := k.Leave(ctx, v.s.conn, v.member(id)); !v.s.srv.Refuses(err) {
+		return err
+	}
+	return nil
 }
 
 // Downgrade implements [strategy.Downgrader].
@@ -141,7 +155,7 @@ func (w writer) Downgrade(ctx context.Context, key, value string) error {
 	if err != nil {
 		return err
 	}
-	return k.Downgrade(ctx, w.s.conn, value)
+	return w.s.srv.NeedsScripts(k.Downgrade(ctx, w.s.conn, value), sharedLocks)
 }
 
 // inspectShared reads the shared lock on key.
@@ -152,7 +166,7 @@ func (s *Strategy) inspectShared(ctx context.Context, key string) (strategy.Stat
 	}
 	r, err := k.Inspect(ctx, s.conn)
 	if err != nil {
-		return strategy.State{}, r, err
+		return strategy.State{}, r, s.srv.NeedsScripts(err, sharedLocks)
 	}
 	if r.Type != "zset" && r.Type != "none" {
 		return strategy.State{}, r, fmt.Errorf("WRONGTYPE the key holds a %s: neither a lock nor a semaphore or read-write lock", r.Type)

@@ -10,7 +10,9 @@
 // compare-and-delete, compare-and-pexpire and compare-and-pttl to release,
 // refresh and read the TTL, so that no client ever deletes or extends a
 // lock it does not own. [WithoutScripts] does the same with conditional
-// commands and transactions, for a server that forbids scripts.
+// commands and transactions, for a server that forbids scripts; without
+// it, a Strategy finds such a server at its first contact, before it
+// writes anything, and does the same there.
 //
 // The lock's local validity (Lock.ValidUntil) allows for clock drift
 // between the client and the server, as the Redis documentation asks: it
@@ -148,6 +150,15 @@ func WithReplicas(n int, timeout time.Duration) Option {
 // the transaction, trying the command again a minute later. See the
 // repository's docs/strategies.md.
 //
+// Without it, a Strategy finds a server that refuses scripts by itself (an
+// ACL that denies EVALSHA, a server that does not know it): until a script
+// has run on the server, an Obtain starts with the acquire script, which
+// such a server refuses before anything is written, and the Strategy then
+// runs without scripts, as WithoutScripts does, trying scripts again a
+// minute later. Semaphores and read-write locks, which only scripts have,
+// and a driver that cannot pin fail there with an error that says so. See
+// the repository's docs/acl.md, "A server that refuses scripts".
+//
 // It gives up the FIFO queue of waiters, which lives in scripts: an Obtain
 // that waits polls at its retry policy's delay, as with lock.WithPolling,
 // and the waiters take the lock in no particular order. Transactions need
@@ -191,7 +202,7 @@ func NewStrategy(conn driver.Conn, opts ...Option) (*Strategy, error) {
 				"WithReplicas sends WAIT over the connection of each write, which %T cannot: %v", conn, err)}
 		}
 	}
-	s.srv = cas.Server{Conn: conn}
+	s.srv = cas.Detecting(conn)
 	if sub, ok := conn.(driver.Subscriber); ok {
 		s.sharded = sub.Sharded()
 		if !s.noScripts { // the queue of waiters lives in scripts
@@ -237,7 +248,7 @@ func (s *Strategy) Addr() string { return driver.Addr(s.conn) }
 // matching strategy.ErrMismatch that says which, having written nothing.
 func (s *Strategy) Acquire(ctx context.Context, r strategy.Request) (strategy.Grant, error) {
 	g, err := s.acquireOne(ctx, r)
-	if err == nil || s.noScripts || !isWrongType(err) {
+	if err == nil || !s.srv.Scripts() || !isWrongType(err) {
 		return g, err
 	}
 	if sh, ok := cas.NewShared(r.Key, s.sharded); ok {
@@ -288,7 +299,10 @@ func (s *Strategy) acquire(ctx context.Context, srv cas.Server, r strategy.Reque
 	if r.Waiter != "" {
 		if q, ok := s.queue(r.Key); ok {
 			n, e, err := cas.AcquireQueued(ctx, srv.Conn, q, fenceKey, r.Value(), s.member(r.Waiter), r.TTL, r.Poll, r.Patience)
-			return strategy.Grant{Fence: n, Drift: d, Position: e.Position, HolderTTL: e.HolderTTL}, err
+			if !srv.Refuses(err) {
+				return strategy.Grant{Fence: n, Drift: d, Position: e.Position, HolderTTL: e.HolderTTL}, err
+			}
+			// The server refuses scripts: the attempt goes unqueued, without.
 		}
 	}
 	if !r.Fencing {
@@ -299,9 +313,10 @@ func (s *Strategy) acquire(ctx context.Context, srv cas.Server, r strategy.Reque
 }
 
 // queue returns the wait queue of key, if waiters of key can be woken: the
-// driver can subscribe, and key has companion names in its Cluster slot.
+// driver can subscribe, the server runs scripts, and key has companion
+// names in its Cluster slot.
 func (s *Strategy) queue(key string) (cas.Queue, bool) {
-	if !s.notify {
+	if !s.queues() {
 		return cas.Queue{}, false
 	}
 	return cas.NewQueue(key, s.sharded)
@@ -318,7 +333,7 @@ func (s *Strategy) Listen(key, id string) strategy.Listener { return s.listen(ke
 // listen returns the Listener of the waiter whose id in key's queue is
 // member, or nil when its waiters cannot be woken (see Listen).
 func (s *Strategy) listen(key, member string) strategy.Listener {
-	if !s.notify {
+	if !s.queues() {
 		return nil
 	}
 	channel, ok := cas.WakeChannelOf(key, s.wakeTo)
@@ -341,8 +356,15 @@ func (s *Strategy) Leave(ctx context.Context, key, id string) error {
 	if !ok {
 		return nil
 	}
-	return cas.Leave(ctx, s.conn, q, s.member(id))
+	if err := cas.Leave(ctx, s.conn, q, s.member(id)); !s.srv.Refuses(err) {
+		return err
+	}
+	return nil // without scripts, no queue
 }
+
+// queues reports whether the waiters of the Strategy's locks queue: the
+// driver can subscribe, and the server runs scripts (see cas.Detecting).
+func (s *Strategy) queues() bool { return s.notify && s.srv.Scripts() }
 
 // FenceKey returns the key of the counter that issues the fencing tokens of
 // key (see lock.WithFencing). It is in key's Redis Cluster hash slot, so
@@ -377,7 +399,9 @@ func (s *Strategy) Refresh(ctx context.Context, key, value string, ttl time.Dura
 // Release implements [strategy.Strategy].
 func (s *Strategy) Release(ctx context.Context, key, value string) error {
 	if q, ok := s.queue(key); ok {
-		return cas.DeleteQueued(ctx, s.conn, q, value)
+		if err := cas.DeleteQueued(ctx, s.conn, q, value); !s.srv.Refuses(err) {
+			return err
+		}
 	}
 	return s.srv.Run(ctx, cas.DeleteCall(key, value))
 }
