@@ -5,10 +5,12 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/locksmith-go/lock"
+	"github.com/locksmith-go/lock/driver/goredis"
 	"github.com/locksmith-go/lock/strategy/single"
 )
 
@@ -19,8 +21,9 @@ const (
 	semaphoreContenders = 16
 )
 
-// The names of the semaphore's cases, which say its permits. They end in a
-// word, as "2-keys" do, so that cmd/report never takes their number for a
+// The names of the semaphore's cases, which say its permits (and, for
+// BenchmarkSemaphore's, how many others hold one). They end in a word, as
+// "2-keys" do, so that cmd/report never takes their number for a
 // GOMAXPROCS suffix.
 const (
 	semaphoreName        = "3-permits"
@@ -30,7 +33,9 @@ const (
 // BenchmarkSemaphore measures an uncontended acquire and release of one
 // permit of a semaphore of permits (<driver>/3-permits), beside a plain
 // lock's (<driver>/plain), both by single over each driver, from one
-// goroutine. Besides ns/op, B/op and allocs/op, it reports the CPU time
+// goroutine; and the same while other holders, which another Locker
+// obtained before the timed loop, hold every permit but one
+// (<driver>/3-permits-2-held and <driver>/1000-permits-999-held). Besides ns/op, B/op and allocs/op, it reports the CPU time
 // per operation of this process and of the server (as BenchmarkLock does);
 // cmds/op, the commands the client sent per acquire and release, counted
 // as BenchmarkContention counts them (a script is one command; not on
@@ -44,10 +49,14 @@ func BenchmarkSemaphore(b *testing.B) {
 	ctx := context.Background()
 	ways := []struct {
 		name string
+		held int // permits that others hold
 		opts []lock.Option
 	}{
-		{"plain", nil},
-		{semaphoreName, []lock.Option{lock.WithPermits(permits)}},
+		{"plain", 0, nil},
+		{semaphoreName, 0, []lock.Option{lock.WithPermits(permits)}},
+		// The cost of a permit does not grow with the holders (issue 41).
+		{"3-permits-2-held", 2, []lock.Option{lock.WithPermits(3)}},
+		{"1000-permits-999-held", 999, []lock.Option{lock.WithPermits(1000)}},
 	}
 	for _, d := range drivers {
 		for _, w := range ways {
@@ -58,6 +67,7 @@ func BenchmarkSemaphore(b *testing.B) {
 					b.Fatal(err)
 				}
 				key := "semaphore:" + d + "/" + w.name
+				holdPermits(b, addrs[0], key, w.held, w.opts...)
 				cycle := func() {
 					lk, err := l.Obtain(ctx, key, ttl, w.opts...)
 					if err != nil {
@@ -83,6 +93,26 @@ func BenchmarkSemaphore(b *testing.B) {
 				}
 			})
 		}
+	}
+}
+
+// holdPermits has a Locker of its own obtain n permits of key with opts,
+// for longer than a case runs, and release them when b ends.
+func holdPermits(b *testing.B, addr, key string, n int, opts ...lock.Option) {
+	if n == 0 {
+		return
+	}
+	l, err := single.New(goredis.New(goRedis(b, addr, nil)))
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	for range n {
+		lk, err := l.Obtain(ctx, key, time.Hour, opts...)
+		if err != nil {
+			b.Fatalf("Obtain of one of the %d permits held: %v", n, err)
+		}
+		b.Cleanup(func() { lk.Release(ctx) })
 	}
 }
 
