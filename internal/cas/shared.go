@@ -29,13 +29,13 @@ import (
 //     the string's length.
 //
 // M exists while K has holders, and only then (the release of the last one
-// deletes it, and the two expire together, at "end"), so a script reads
+// deletes it, and the two expire at "end", M first), so a script reads
 // the state of the lock in one HMGET of M, and needs neither to read every
 // holder nor to look at the queue when "q" says it is empty: the cost of a
 // step does not grow with the holders. Of a semaphore's holders, K, the
 // permits and "taken" agree: a script that reaps an expired lease also
 // frees its permit, and a grant needs only a "0" in "taken" below the limit
-// (see docs/design/semaphores.md).
+// (see the repository's docs/design/semaphores.md).
 //
 // The waiters queue in the FIFO queue of plain locks ({K}:q, {K}:w; see
 // queue.go), their ids tagged with their mode after the listener's name
@@ -56,6 +56,7 @@ local function zset()
 	local t = redis.call('TYPE', K)['ok']
 	return t == 'none' or t == 'zset'
 end
+-- load reads the state of the lock, and what M says of value's permit.
 local function load(value)
 	local f = call('HMGET', M, 'limit', 'end', 'q', 'w', 'taken', 'p' .. value)
 	return {value = value, limit = f[1], last = tonumber(f[2]) or 0, stored = f[3] == '1', q = f[3] == '1' or not f[1],
@@ -81,6 +82,8 @@ local function lowest(s)
 	end
 	return #s.taken
 end
+-- reap removes the leases that ended, and frees their permits, when the
+-- earliest has ended; it returns nil when K is not a sorted set.
 local function reap(s, now)
 	local first = redis.pcall('ZRANGE', K, 0, 0, 'WITHSCORES')
 	if first.err then
@@ -141,6 +144,7 @@ local function reap(s, now)
 	redis.call('HSET', M, 'taken', s.taken)
 	return s
 end
+-- keep makes K and M expire with lease when it ends last.
 local function keep(s, now, lease)
 	if lease > s.last then
 		s.last = lease
@@ -187,6 +191,8 @@ local function may(s, mode, rank, limit, head)
 	end
 	return rank <= free
 end
+-- headOf returns the live head of the queue, pruning dead ones, or nil
+-- when it has none; it looks only when the queue may have waiters.
 local function headOf(s, now)
 	if not s.q then
 		return nil
@@ -208,6 +214,8 @@ local function wakeHead(s, now, limit)
 		wake(head, now)
 	end
 end
+-- queueField returns the value of M's "q" once the script queued (or not)
+-- a waiter, or nil when M says so already.
 local function queueField(s, queued)
 	queued = queued or s.q
 	if queued ~= s.stored then
@@ -236,8 +244,9 @@ var (
 	// of another shape.
 	//
 	// Uncontended (no waiter, and "q" says the queue is empty), a permit
-	// costs TIME, ZRANGEBYSCORE (no lease to reap), HMGET, ZADD, HSET and
-	// two PEXPIREs, whatever the number of holders.
+	// costs TIME, HMGET, ZRANGE (the earliest lease, which has not ended),
+	// ZADD, HSET and, when this lease ends last, two PEXPIREs, whatever the
+	// number of holders.
 	sharedAcquireScript = driver.NewScript(aclLib + queueLib + fenceLib + sharedLib + `local now = clock()
 local value, limit, mode, id = ARGV[1], ARGV[3], ARGV[4], ARGV[5]
 local poll, cap = tonumber(ARGV[6]), tonumber(ARGV[7])
