@@ -437,11 +437,14 @@ end
 return 1`)
 
 	// sharedLeaveScript takes the waiter ARGV[1] out of the queue, and wakes
-	// the next head if it may enter now.
+	// the next head if it may enter now. It reaps nothing, and so leaves the
+	// keys of a lock as its holders' scripts left them: a head that it does
+	// not wake because a lease that ended still counts tries again by its
+	// own timer.
 	sharedLeaveScript = driver.NewScript(aclLib + queueLib + sharedLib + `local now = clock()
 drop(ARGV[1])
-local s = reap(load(''), now)
-if not s then
+local s = load('')
+if not s.limit and not zset() then
 	return 1
 end
 wakeHead(s, now, s.limit)
