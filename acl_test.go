@@ -434,7 +434,7 @@ func TestACLShared(t *testing.T) {
 	const (
 		base   = "+evalsha +eval +get +set +pexpire +pttl +del"
 		wait   = "+time +zadd +zrange +zrank +zrem +hset +hget +hdel +zscore +hincrby +exists +publish +subscribe +unsubscribe +ping"
-		shared = "+type +zcard +zrangebyscore +zremrangebyscore +hexists"
+		shared = "+type +zcard +zrangebyscore +hmget +hexists"
 	)
 	section := aclSection(t, "## Semaphores and read-write locks")
 	for _, r := range []string{shared, "+incr", "~{lock:*"} {

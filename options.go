@@ -146,10 +146,10 @@ func WithToken(token string) Option {
 }
 
 // MaxPermits is the most holders that a semaphore ([WithPermits]) admits.
-// Its acquisition script reads every holder's permit to find the lowest
-// free one, so its cost grows with the holders: with 999 of 1000 permits
-// held, an acquire and release costs the server about 2ms (0.16ms with 2 of
-// 3; measured, see bench/README.md), during which it serves no one else.
+// A semaphore keeps a map of its permits, one byte each, which its scripts
+// read and write whole at each step: the bound keeps it at 1000 bytes. The
+// number of holders does not change what a permit costs (see the
+// repository's docs/design/semaphores.md).
 const MaxPermits = 1000
 
 // WithPermits makes the lock a counting semaphore: at most n holders of the

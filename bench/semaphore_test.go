@@ -5,10 +5,12 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/locksmith-go/lock"
+	"github.com/locksmith-go/lock/driver/goredis"
 	"github.com/locksmith-go/lock/strategy/single"
 )
 
@@ -19,8 +21,9 @@ const (
 	semaphoreContenders = 16
 )
 
-// The names of the semaphore's cases, which say its permits. They end in a
-// word, as "2-keys" do, so that cmd/report never takes their number for a
+// The names of the semaphore's cases, which say its permits (and, for
+// BenchmarkSemaphore's, how many others hold one). They end in a word, as
+// "2-keys" do, so that cmd/report never takes their number for a
 // GOMAXPROCS suffix.
 const (
 	semaphoreName        = "3-permits"
@@ -30,12 +33,18 @@ const (
 // BenchmarkSemaphore measures an uncontended acquire and release of one
 // permit of a semaphore of permits (<driver>/3-permits), beside a plain
 // lock's (<driver>/plain), both by single over each driver, from one
-// goroutine. Besides ns/op, B/op and allocs/op, it reports the CPU time
-// per operation of this process and of the server (as BenchmarkLock does);
-// cmds/op, the commands the client sent per acquire and release, counted
-// as BenchmarkContention counts them (a script is one command; not on
-// rueidis, which has no hooks); and server-calls/op, the commands the
-// server ran by its INFO commandstats, those that the scripts ran included.
+// goroutine; and the same while others hold every permit but one
+// (<driver>/3-permits-2-held, <driver>/1000-permits-999-held), which
+// another Locker obtained before the timed loop. Besides ns/op, B/op and
+// allocs/op, it reports the CPU time per operation of this process and of
+// the server (as BenchmarkLock does); cmds/op, the commands the client
+// sent per acquire and release, counted as BenchmarkContention counts them
+// (a script is one command; not on rueidis, which has no hooks);
+// server-calls/op, the commands the server ran by its INFO commandstats,
+// those that the scripts ran included; and script-us/op, the time the
+// server spent running the scripts, by the same INFO: unlike the server's
+// CPU time, it leaves out reading and answering the client, and so varies
+// less with the machine's load.
 //
 //	go test -run '^$' -bench 'Semaphore$' -benchtime 300ms
 func BenchmarkSemaphore(b *testing.B) {
@@ -44,10 +53,14 @@ func BenchmarkSemaphore(b *testing.B) {
 	ctx := context.Background()
 	ways := []struct {
 		name string
+		held int // permits that others hold
 		opts []lock.Option
 	}{
-		{"plain", nil},
-		{semaphoreName, []lock.Option{lock.WithPermits(permits)}},
+		{"plain", 0, nil},
+		{semaphoreName, 0, []lock.Option{lock.WithPermits(permits)}},
+		// The cost of a permit does not grow with the holders (issue 41).
+		{"3-permits-2-held", 2, []lock.Option{lock.WithPermits(3)}},
+		{"1000-permits-999-held", 999, []lock.Option{lock.WithPermits(1000)}},
 	}
 	for _, d := range drivers {
 		for _, w := range ways {
@@ -58,6 +71,7 @@ func BenchmarkSemaphore(b *testing.B) {
 					b.Fatal(err)
 				}
 				key := "semaphore:" + d + "/" + w.name
+				holdPermits(b, addrs[0], key, w.held, w.opts...)
 				cycle := func() {
 					lk, err := l.Obtain(ctx, key, ttl, w.opts...)
 					if err != nil {
@@ -71,18 +85,46 @@ func BenchmarkSemaphore(b *testing.B) {
 				cs.sent.Store(0)
 				b.ReportAllocs()
 				cpu := meterCPU([]*redis.Client{probe})
-				calls := serverCalls(b, probe)
+				calls, scripts := serverCalls(b, probe), scriptTime(b, probe)
 				for b.Loop() {
 					cycle()
 				}
-				calls = serverCalls(b, probe) - calls
+				calls, scripts = serverCalls(b, probe)-calls, scriptTime(b, probe)-scripts
 				cpu.report(b)
 				b.ReportMetric(float64(calls)/float64(b.N), "server-calls/op")
+				b.ReportMetric(micros(scripts)/float64(b.N), "script-us/op")
 				if d != rueidisDriver {
 					b.ReportMetric(float64(cs.sent.Load())/float64(b.N), "cmds/op")
 				}
 			})
 		}
+	}
+}
+
+// holdPermits has a Locker of its own obtain n permits of key with opts,
+// for ttl, as the timed loop obtains its own: each acquisition of the loop
+// ends the last lease, and extends the keys' expiry. They are released when
+// b ends; a case that ran past ttl fails, having measured a semaphore whose
+// holders left.
+func holdPermits(b *testing.B, addr, key string, n int, opts ...lock.Option) {
+	if n == 0 {
+		return
+	}
+	l, err := single.New(goredis.New(goRedis(b, addr, nil)))
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	for range n {
+		lk, err := l.Obtain(ctx, key, ttl, opts...)
+		if err != nil {
+			b.Fatalf("Obtain of one of the %d permits held: %v", n, err)
+		}
+		b.Cleanup(func() {
+			if err := lk.Release(ctx); err != nil {
+				b.Errorf("Release of a permit held while the case ran = %v, want nil: run the case for less than %v", err, ttl)
+			}
+		})
 	}
 }
 
@@ -168,15 +210,30 @@ func serverCalls(tb testing.TB, probe *redis.Client) int64 {
 // for its command), those of clients and those that scripts ran, but for
 // INFO itself and connection handshakes.
 func commandStats(tb testing.TB, probe *redis.Client) map[string]int64 {
+	return commandField(tb, probe, "calls")
+}
+
+// scriptTime returns how long the server of probe has spent running
+// scripts, by the usec of EVALSHA and EVAL in its INFO commandstats: the
+// time of the commands the scripts ran included, that of reading and
+// answering the clients left out.
+func scriptTime(tb testing.TB, probe *redis.Client) time.Duration {
+	usec := commandField(tb, probe, "usec")
+	return time.Duration(usec["evalsha"]+usec["eval"]) * time.Microsecond
+}
+
+// commandField returns field (calls, usec) of each command in the INFO
+// commandstats of the server of probe, as commandStats does.
+func commandField(tb testing.TB, probe *redis.Client, field string) map[string]int64 {
 	info, err := probe.Info(context.Background(), "commandstats").Result()
 	if err != nil {
 		tb.Fatal(err)
 	}
-	calls := map[string]int64{}
+	stats := map[string]int64{}
 	for line := range strings.Lines(info) {
 		// cmdstat_evalsha:calls=12,usec=345,...; a subcommand is
 		// cmdstat_client|setname.
-		name, stats, ok := strings.Cut(strings.TrimSpace(line), ":")
+		name, values, ok := strings.Cut(strings.TrimSpace(line), ":")
 		name, isStat := strings.CutPrefix(name, "cmdstat_")
 		if !ok || !isStat {
 			continue
@@ -185,12 +242,15 @@ func commandStats(tb testing.TB, probe *redis.Client) map[string]int64 {
 		if cmd == "info" || handshake(cmd) {
 			continue
 		}
-		n, _, _ := strings.Cut(strings.TrimPrefix(stats, "calls="), ",")
-		v, err := strconv.ParseInt(n, 10, 64)
-		if err != nil {
-			tb.Fatalf("INFO commandstats: %q: %v", line, err)
+		for kv := range strings.SplitSeq(values, ",") {
+			if k, n, _ := strings.Cut(kv, "="); k == field {
+				v, err := strconv.ParseInt(n, 10, 64)
+				if err != nil {
+					tb.Fatalf("INFO commandstats: %q: %v", line, err)
+				}
+				stats[strings.ToLower(cmd)] += v
+			}
 		}
-		calls[strings.ToLower(cmd)] += v
 	}
-	return calls
+	return stats
 }

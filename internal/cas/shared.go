@@ -16,67 +16,160 @@ import (
 // companion key in K's Cluster slot:
 //
 //   - K, a sorted set of the holders' values, each scored by the server time
-//     (ms) when its lease ends: the one source of truth. A holder's lease is
-//     its own; a script that finds it past is the reaper.
+//     (ms) when its lease ends: the one source of truth of the leases. A
+//     holder's lease is its own; a script that finds it past is the reaper.
 //   - M = {K}:shared, a hash: "limit", the semaphore's limit (or "rw" for a
 //     read-write lock), stated by the first holder and checked against
-//     every other; "w", the value of the writer, while one holds the lock;
-//     and "p" .. value, each semaphore holder's permit index.
+//     every other; "end", the last lease's end (ms), when K and M expire;
+//     "q", "1" while the queue may have waiters, "0" (or none) when it has
+//     none; "w", the value of the writer, while one holds the lock; and, for
+//     a semaphore, "p" .. value, each holder's permit index, and "taken", a
+//     string of one character per permit index, "1" where a holder has that
+//     permit and "0" where it is free: the lowest free is the first "0", or
+//     the string's length.
 //
-// K and M expire with the last lease, so that nothing is left behind. The
-// waiters queue in the FIFO queue of plain locks ({K}:q, {K}:w; see
+// M exists while K has holders, and only then (the release of the last one
+// deletes it, and the two expire at "end", M first), so a script reads
+// the state of the lock in one HMGET of M, and needs neither to read every
+// holder nor to look at the queue when "q" says it is empty: the cost of a
+// step does not grow with the holders. Of a semaphore's holders, K, the
+// permits and "taken" agree: a script that reaps an expired lease also
+// frees its permit, and a grant needs only a "0" in "taken" below the limit
+// (see the repository's docs/design/semaphores.md).
+//
+// The waiters queue in the FIFO queue of plain locks ({K}:q, {K}:w; see
 // queue.go), their ids tagged with their mode after the listener's name
 // ("to.s…", "to.r…", "to.w…"), so that a reader can tell a writer waiting
-// ahead of it. The scripts read the clock with TIME, never the client's.
-// The fencing counters are those of plain locks for the write side
-// ({K}:fence) and, for a semaphore, a hash of one counter per permit index
-// ({K}:fences): like every fencing counter, they never expire.
+// ahead of it. Only the shared acquisition enqueues a waiter of a shared
+// lock (a plain lock's scripts fail on K's type before they would), and it
+// sets "q" when M exists; a script that creates M looks at the queue and
+// sets "q" from what it found. The scripts read the clock with TIME, never
+// the client's. The fencing counters are those of plain locks for the
+// write side ({K}:fence) and, for a semaphore, a hash of one counter per
+// permit index ({K}:fences): like every fencing counter, they never expire.
 
 // sharedLib is the Lua that the shared-lock scripts share, after aclLib and
-// queueLib: K is KEYS[1] and M KEYS[4].
+// queueLib: K is KEYS[1] and M KEYS[4]. A script reads M into a table s
+// (load), changes it in Lua, and writes back what changed.
 const sharedLib = `local K, M = KEYS[1], KEYS[4]
 local function zset()
 	local t = redis.call('TYPE', K)['ok']
 	return t == 'none' or t == 'zset'
 end
-local function reap(now)
-	local gone = redis.call('ZRANGEBYSCORE', K, '-inf', now)
-	if #gone > 0 then
-		redis.call('ZREMRANGEBYSCORE', K, '-inf', now)
-		local w = redis.call('HGET', M, 'w')
-		for _, m in ipairs(gone) do
-			redis.call('HDEL', M, 'p' .. m)
-			if m == w then
-				redis.call('HDEL', M, 'w')
+-- load reads the state of the lock, and what M says of value's permit.
+local function load(value)
+	local f = call('HMGET', M, 'limit', 'end', 'q', 'w', 'taken', 'p' .. value)
+	return {value = value, limit = f[1], last = tonumber(f[2]) or 0, stored = f[3] == '1', q = f[3] == '1' or not f[1],
+		w = f[4], taken = f[5] or '', mine = tonumber(f[6])}
+end
+local function fresh(s)
+	return {value = s.value, limit = false, last = 0, stored = false, q = true, w = false, taken = ''}
+end
+local function mark(s, i, c)
+	local t = s.taken
+	if #t < i then
+		t = t .. string.rep('0', i - #t)
+	end
+	s.taken = string.sub(t, 1, i) .. c .. string.sub(t, i + 2)
+end
+local function empty(s)
+	return not string.find(s.taken, '1', 1, true)
+end
+local function lowest(s)
+	local at = string.find(s.taken, '0', 1, true)
+	if at then
+		return at - 1
+	end
+	return #s.taken
+end
+-- reap removes the leases that ended, and frees their permits, when the
+-- earliest has ended; it returns nil when K is not a sorted set.
+local function reap(s, now)
+	local first = redis.pcall('ZRANGE', K, 0, 0, 'WITHSCORES')
+	if first.err then
+		if string.find(first.err, 'WRONGTYPE', 1, true) then
+			return nil
+		end
+		error(first)
+	end
+	if not first[1] then
+		if s.limit then
+			redis.call('DEL', M) -- K was deleted: M is stale
+			return fresh(s)
+		end
+		return s
+	end
+	if not s.limit then
+		-- K without M: M expired first (see keep), or was deleted.
+		if tonumber(redis.call('ZRANGE', K, -1, -1, 'WITHSCORES')[2]) <= now then
+			redis.call('DEL', K)
+		else
+			s.orphan = true -- held until its leases end
+		end
+		return s
+	end
+	if tonumber(first[2]) > now then
+		return s
+	end
+	repeat
+		local gone = redis.call('ZRANGEBYSCORE', K, '-inf', now, 'LIMIT', 0, 100)
+		if #gone == 0 then
+			break
+		end
+		redis.call('ZREM', K, unpack(gone))
+		local fields = {}
+		for i, m in ipairs(gone) do
+			fields[i] = 'p' .. m
+		end
+		for _, i in ipairs(redis.call('HMGET', M, unpack(fields))) do
+			if i then
+				mark(s, tonumber(i), '0')
 			end
 		end
-	end
+		for _, m in ipairs(gone) do
+			if m == s.value then
+				s.mine = nil
+			end
+			if m == s.w then
+				s.w = false
+				table.insert(fields, 'w')
+			end
+		end
+		redis.call('HDEL', M, unpack(fields))
+	until #gone < 100
 	if redis.call('EXISTS', K) == 0 then
 		redis.call('DEL', M)
+		return fresh(s)
 	end
+	redis.call('HSET', M, 'taken', s.taken)
+	return s
 end
-local function keep(now)
-	local last = redis.call('ZRANGE', K, -1, -1, 'WITHSCORES')
-	if last[2] then
-		local ms = math.max(tonumber(last[2]) - now, 1)
-		redis.call('PEXPIRE', K, ms)
-		redis.call('PEXPIRE', M, ms)
+-- keep makes K and M expire with lease when it ends last.
+local function keep(s, now, lease)
+	if lease > s.last then
+		s.last = lease
+		-- M first: run later, K's PEXPIRE never ends it before M's.
+		redis.call('PEXPIRE', M, lease - now)
+		redis.call('PEXPIRE', K, lease - now)
+		return true
 	end
 end
 local function modeOf(member)
 	return string.match(member, '^[^.]*%.(.)')
 end
-local function may(mode, rank, limit)
-	local holders = redis.call('ZCARD', K)
+local function may(s, mode, rank, limit, head)
+	if s.orphan then
+		return false
+	end
 	if mode == 'w' then
-		return holders == 0 and (rank == 1 or rank == 0 and call('ZCARD', Q) == 0)
+		return (not s.limit or redis.call('ZCARD', K) == 0) and (rank == 1 or rank == 0 and not head)
 	end
 	if mode == 'r' then
-		if redis.call('HEXISTS', M, 'w') == 1 then
+		if s.w then
 			return false
 		end
 		local ahead = {}
-		if rank == 0 then
+		if rank == 0 and head then
 			ahead = call('ZRANGE', Q, 0, -1)
 		elseif rank > 1 then
 			ahead = call('ZRANGE', Q, 0, rank - 2)
@@ -88,18 +181,52 @@ local function may(mode, rank, limit)
 		end
 		return true
 	end
-	local free = (tonumber(limit) or math.huge) - holders
+	limit = tonumber(limit) or math.huge
+	if not head then
+		return lowest(s) < limit
+	end
+	local free = limit - redis.call('ZCARD', K)
 	if rank == 0 then
 		return call('ZCARD', Q) < free
 	end
 	return rank <= free
 end
-local function wakeHead(now, limit)
+-- headOf returns the live head of the queue, pruning dead ones, or nil
+-- when it has none; it looks only when the queue may have waiters.
+local function headOf(s, now)
+	if not s.q then
+		return nil
+	end
+	if not call('ZRANGE', Q, 0, 0)[1] then
+		s.q = false
+		return nil
+	end
 	local head = prune(now)
-	if head and may(modeOf(head), 1, limit) then
+	if not head then
+		tidy()
+		s.q = false
+	end
+	return head
+end
+local function wakeHead(s, now, limit)
+	local head = headOf(s, now)
+	if head and may(s, modeOf(head), 1, limit, head) then
 		wake(head, now)
 	end
-	tidy()
+end
+-- queueField returns the value of M's "q" once the script queued (or not)
+-- a waiter, or nil when M says so already.
+local function queueField(s, queued)
+	queued = queued or s.q
+	if queued ~= s.stored then
+		s.stored = queued
+		return queued and '1' or '0'
+	end
+end
+local function write(fields)
+	if #fields > 0 then
+		redis.call('HSET', M, unpack(fields))
+	end
 end
 `
 
@@ -115,48 +242,52 @@ var (
 	// index + 1} when the place is ours, {0, rank, ms until the first lease
 	// ends} when not, and {-1, what the key holds} when the key holds a lock
 	// of another shape.
+	//
+	// Uncontended (no waiter, and "q" says the queue is empty), a permit
+	// costs TIME, HMGET, ZRANGE (the earliest lease, which has not ended),
+	// ZADD, HSET and, when this lease ends last, two PEXPIREs, whatever the
+	// number of holders.
 	sharedAcquireScript = driver.NewScript(aclLib + queueLib + fenceLib + sharedLib + `local now = clock()
 local value, limit, mode, id = ARGV[1], ARGV[3], ARGV[4], ARGV[5]
 local poll, cap = tonumber(ARGV[6]), tonumber(ARGV[7])
-if not zset() then
+local s = reap(load(value), now)
+if not s then
 	return {-1, 'plain'}
 end
-reap(now)
-local stated = redis.call('HGET', M, 'limit')
-if stated and stated ~= limit then
-	return {-1, stated}
+if s.limit and s.limit ~= limit then
+	return {-1, s.limit}
 end
-local queued
-if id ~= '' then
+local queued, rank = nil, 0
+if s.q and id ~= '' then
 	queued = here(id, poll, now)
 end
-local head = prune(now)
-local rank = 0
+local head = headOf(s, now)
 if queued then
 	rank = call('ZRANK', Q, id) + 1
 end
-local ours = redis.call('ZSCORE', K, value)
-if ours or may(mode, rank, limit) then
+local ours = s.mine
+if mode ~= 's' and s.limit then
+	ours = redis.call('ZSCORE', K, value)
+end
+if ours or may(s, mode, rank, limit, head) then
+	local lease = now + tonumber(ARGV[2])
 	local idx = 0
+	local fields = {'limit', limit}
 	if mode == 's' then
-		idx = tonumber(redis.call('HGET', M, 'p' .. value))
-		if not idx then
-			local taken = {}
-			for _, m in ipairs(redis.call('ZRANGE', K, 0, -1)) do
-				taken[tonumber(redis.call('HGET', M, 'p' .. m)) or -1] = true
-			end
-			idx = 0
-			while taken[idx] do
-				idx = idx + 1
-			end
+		idx = s.mine or lowest(s)
+		if not s.mine then
+			mark(s, idx, '1')
+			table.insert(fields, 'taken')
+			table.insert(fields, s.taken)
+			table.insert(fields, 'p' .. value)
+			table.insert(fields, idx)
 		end
-		redis.call('HSET', M, 'p' .. value, idx)
 	elseif mode == 'w' then
-		redis.call('HSET', M, 'w', value)
+		s.w = value
+		table.insert(fields, 'w')
+		table.insert(fields, value)
 	end
-	redis.call('ZADD', K, now + tonumber(ARGV[2]), value)
-	redis.call('HSET', M, 'limit', limit)
-	keep(now)
+	redis.call('ZADD', K, lease, value)
 	local fence = 0
 	if ARGV[8] == '1' then
 		local F = KEYS[5]
@@ -176,10 +307,23 @@ if ours or may(mode, rank, limit) then
 			fence = redis.call('HINCRBY', F, idx, 1)
 		end
 	end
-	if queued then
-		claimed(id)
+	if s.q then
+		if queued then
+			claimed(id)
+		end
+		wakeHead(s, now, limit)
 	end
-	wakeHead(now, limit)
+	local q = queueField(s, false)
+	if q then
+		table.insert(fields, 'q')
+		table.insert(fields, q)
+	end
+	if lease > s.last then
+		table.insert(fields, 'end')
+		table.insert(fields, lease)
+	end
+	write(fields)
+	keep(s, now, lease)
 	return {1, fence, idx + 1}
 end
 if id ~= '' then
@@ -190,23 +334,39 @@ local pttl = 0
 if first[2] then
 	pttl = tonumber(first[2]) - now
 end
-if head and head ~= id and may(modeOf(head), 1, limit) then
+if head and head ~= id and may(s, modeOf(head), 1, limit, head) then
 	wake(head, now)
+end
+if s.limit then
+	local q = queueField(s, id ~= '')
+	if q then
+		write({'q', q})
+	end
 end
 return {0, rank, pttl}`)
 
 	// sharedRefreshScript extends the lease of ARGV[1] to ARGV[2] ms from
 	// now, if it has not ended.
 	sharedRefreshScript = driver.NewScript(aclLib + queueLib + sharedLib + `local now = clock()
-if not zset() then
+local s = load(ARGV[1])
+if not s.limit and not zset() then
 	return ` + strconv.Itoa(otherOwner) + `
 end
-reap(now)
-if not redis.call('ZSCORE', K, ARGV[1]) then
+local score = tonumber(redis.call('ZSCORE', K, ARGV[1]))
+if not s.limit or not score or score <= now then
 	return ` + strconv.Itoa(noKey) + `
 end
-redis.call('ZADD', K, 'XX', now + tonumber(ARGV[2]), ARGV[1])
-keep(now)
+local lease = now + tonumber(ARGV[2])
+redis.call('ZADD', K, 'XX', lease, ARGV[1])
+if lease < score and score >= s.last then
+	-- This lease was the last to end, and now ends sooner: the keys expire
+	-- with the one that ends last now.
+	s.last = 0
+	lease = tonumber(redis.call('ZRANGE', K, -1, -1, 'WITHSCORES')[2])
+end
+if keep(s, now, lease) then
+	redis.call('HSET', M, 'end', lease)
+end
 return 1`)
 
 	// sharedTTLScript replies with the ms left of the lease of ARGV[1].
@@ -222,35 +382,77 @@ return tonumber(score) - now`)
 
 	// sharedReleaseScript ends the lease of ARGV[1] (ARGV[2] = "1"), or,
 	// with ARGV[2] = "0", only its writing: a downgrade. Either way it wakes
-	// the head of the queue if the head may enter now.
+	// the head of the queue if the head may enter now. A semaphore's
+	// release, with no waiter, costs TIME, HMGET, ZSCORE, ZREM, HSET and
+	// HDEL (or, the last holder's, DEL instead of the last two).
 	sharedReleaseScript = driver.NewScript(aclLib + queueLib + sharedLib + `local now = clock()
-if not zset() then
+local value = ARGV[1]
+local s = load(value)
+if not s.limit and not zset() then
 	return ` + strconv.Itoa(otherOwner) + `
 end
-reap(now)
-local limit = redis.call('HGET', M, 'limit')
-if not redis.call('ZSCORE', K, ARGV[1]) then
+local score = tonumber(redis.call('ZSCORE', K, value))
+if not s.limit or not score or score <= now then
 	return ` + strconv.Itoa(noKey) + `
 end
-if redis.call('HGET', M, 'w') == ARGV[1] then
-	redis.call('HDEL', M, 'w')
+if s.q then
+	s = reap(s, now) -- the head's turn counts the live holders only: ours is one
 end
+local gone = {}
+if s.w == value then
+	s.w = false
+	table.insert(gone, 'w')
+end
+local fields = {}
 if ARGV[2] == '1' then
-	redis.call('ZREM', K, ARGV[1])
-	redis.call('HDEL', M, 'p' .. ARGV[1])
-	if redis.call('EXISTS', K) == 0 then
+	redis.call('ZREM', K, value)
+	if s.mine then
+		mark(s, s.mine, '0')
+		table.insert(gone, 'p' .. value)
+		table.insert(fields, 'taken')
+		table.insert(fields, s.taken)
+	end
+	if (s.mine and empty(s)) or (not s.mine and redis.call('EXISTS', K) == 0) then
 		redis.call('DEL', M)
+		local q = s.q
+		s = fresh(s)
+		s.q = q -- the queue is as it was
+		gone, fields = {}, {}
 	end
 end
-wakeHead(now, limit)
+if s.q then
+	wakeHead(s, now, s.limit)
+	if s.limit then
+		local q = queueField(s, false)
+		if q then
+			table.insert(fields, 'q')
+			table.insert(fields, q)
+		end
+	end
+end
+write(fields)
+if #gone > 0 then
+	redis.call('HDEL', M, unpack(gone))
+end
 return 1`)
 
 	// sharedLeaveScript takes the waiter ARGV[1] out of the queue, and wakes
-	// the next head if it may enter now.
+	// the next head if it may enter now. It reaps nothing, and so leaves the
+	// keys of a lock as its holders' scripts left them: a head that it does
+	// not wake because a lease that ended still counts tries again by its
+	// own timer.
 	sharedLeaveScript = driver.NewScript(aclLib + queueLib + sharedLib + `local now = clock()
 drop(ARGV[1])
-if zset() then
-	wakeHead(now, redis.call('HGET', M, 'limit'))
+local s = load('')
+if not s.limit and not zset() then
+	return 1
+end
+wakeHead(s, now, s.limit)
+if s.limit then
+	local q = queueField(s, false)
+	if q then
+		write({'q', q})
+	end
 end
 return 1`)
 

@@ -407,7 +407,7 @@ func multiKey(b *strings.Builder, r results) {
 
 // semaphoreWays are the locks of BenchmarkSemaphore and
 // BenchmarkSemaphoreContention, in the order of their rows.
-var semaphoreWays = []string{"plain", "3-permits", "3-permits-poll"}
+var semaphoreWays = []string{"plain", "3-permits", "3-permits-2-held", "1000-permits-999-held", "3-permits-poll"}
 
 // semaphoreCases returns the <driver>/<lock> cases of bench, by driver and
 // then in the order of semaphoreWays.
@@ -444,8 +444,8 @@ func (r results) paired(num, den, unit string) (float64, bool) {
 // against a plain lock, uncontended.
 func semaphore(b *strings.Builder, r results) {
 	b.WriteString("### Semaphores: one acquire and release\n\n" +
-		"BenchmarkSemaphore: one goroutine takes one permit of a semaphore of 3 (`lock.WithPermits(3)`) and releases it, uncontended, and in the same round a plain lock of the same kind of Locker (`single`) does the same. Time: median over the rounds; × plain: median over the rounds of the ratio to the plain lock of the same round. Commands: what the client sent per acquire and release, a script counting as one (not counted on rueidis, which has no hooks). Server calls: what the server ran per acquire and release (INFO commandstats), the commands that the scripts ran included. CPU: per acquire and release, in the benchmark's process and in the server (INFO CPU).\n\n" +
-		"| Driver | Lock | µs/op | × plain | B/op | allocs/op | allocs − plain | commands/op | server calls/op | CPU µs/op: client + server |\n|---|---|--:|--:|--:|--:|--:|--:|--:|--:|\n")
+		"BenchmarkSemaphore: one goroutine takes one permit of a semaphore of 3 (`lock.WithPermits(3)`) and releases it, uncontended, and in the same round a plain lock of the same kind of Locker (`single`) does the same; then the same while another Locker holds every permit but one, of 3 (`3-permits-2-held`) and of 1000 (`1000-permits-999-held`). Time: median over the rounds; × plain: median over the rounds of the ratio to the plain lock of the same round. Commands: what the client sent per acquire and release, a script counting as one (not counted on rueidis, which has no hooks). Server calls: what the server ran per acquire and release (INFO commandstats), the commands that the scripts ran included. Script µs: the time the server spent in the scripts per acquire and release (the usec of EVALSHA in INFO commandstats). CPU: per acquire and release, in the benchmark's process and in the server (INFO CPU).\n\n" +
+		"| Driver | Lock | µs/op | × plain | B/op | allocs/op | allocs − plain | commands/op | server calls/op | script µs/op | CPU µs/op: client + server |\n|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
 	for _, c := range r.semaphoreCases("BenchmarkSemaphore") {
 		bench := "BenchmarkSemaphore/" + c
 		driver, way, _ := strings.Cut(c, "/")
@@ -457,12 +457,13 @@ func semaphore(b *strings.Builder, r results) {
 		pallocs, paok := r.median(plain, "allocs/op")
 		cmds, cok := r.median(bench, "cmds/op")
 		calls, sok := r.median(bench, "server-calls/op")
+		script, scok := r.median(bench, "script-us/op")
 		client, clok := r.median(bench, "client-cpu-us/op")
 		server, svok := r.median(bench, "server-cpu-us/op")
-		fmt.Fprintf(b, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", driver, way,
+		fmt.Fprintf(b, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", driver, way,
 			fig(ns/1e3, ok, "%.1f"), fig(x, xok, "%.2f"), fig(bytes, byok, "%.0f"), fig(allocs, aok, "%.0f"),
 			fig(allocs-pallocs, aok && paok, "%+.0f"), fig(cmds, cok, "%.1f"), fig(calls, sok, "%.1f"),
-			fig(client, clok, "%.0f")+" + "+fig(server, svok, "%.0f"))
+			fig(script, scok, "%.0f"), fig(client, clok, "%.0f")+" + "+fig(server, svok, "%.0f"))
 	}
 	b.WriteString("\n")
 }
