@@ -131,6 +131,12 @@ func (c *Conn) Addr() string { return c.addr }
 // command, the error is ctx's, whichever of redigo's read timeout (set from
 // the deadline) or its context check fired first.
 func (c *Conn) do(ctx context.Context, cmd string, args ...any) (any, error) {
+	return c.run(ctx, func(conn redis.Conn) (any, error) { return doContext(conn, ctx, cmd, args...) })
+}
+
+// run runs f on a pooled connection within ctx, and returns its reply, or
+// the error that [Conn.failed] makes of f's.
+func (c *Conn) run(ctx context.Context, f func(redis.Conn) (any, error)) (any, error) {
 	if c.err != nil {
 		return nil, c.err
 	}
@@ -143,7 +149,7 @@ func (c *Conn) do(ctx context.Context, cmd string, args ...any) (any, error) {
 	if err == nil {
 		defer conn.Close()
 		var reply any
-		if reply, err = doContext(conn, ctx, cmd, args...); err == nil {
+		if reply, err = f(conn); err == nil {
 			return reply, nil
 		}
 	}
@@ -341,32 +347,22 @@ func (c *Conn) Do(ctx context.Context, args ...any) (any, error) {
 // Pipeline implements [driver.Pipeliner]: commands that take at most
 // [smallCommand] bytes in all go in one round trip, written into redigo's
 // buffer (Send, which writes nothing to the socket at that size) and sent
-// with their replies read as one command of doContext's, which keeps ctx;
-// larger ones go one after another, as driver.Pipeline sends them over a
-// Conn that does not pipeline. A server's error is in its command's place.
+// by sendAll within ctx's watch; larger ones go one after another, as
+// driver.Pipeline sends them over a Conn that does not pipeline. A
+// server's error is in its command's place.
 func (c *Conn) Pipeline(ctx context.Context, cmds [][]any) ([]any, error) {
-	if c.err != nil {
-		return nil, c.err
-	}
 	if n := pipelineSize(cmds); n < 0 || n > smallCommand {
 		return driver.Pipeline(ctx, unpipelined{c, c}, cmds)
 	}
-	if err := ctx.Err(); err != nil {
+	reply, err := c.run(ctx, func(conn redis.Conn) (any, error) { return sendAll(conn, ctx, cmds) })
+	if err != nil {
 		return nil, err
 	}
-	conn, err := c.p.GetContext(ctx)
-	if err == nil {
-		defer conn.Close()
-		var reply any
-		if reply, err = sendAll(conn, ctx, cmds); err == nil {
-			replies, ok := reply.([]any)
-			if !ok || len(replies) != len(cmds) {
-				return nil, fmt.Errorf("redigo: a pipeline of %d commands: got reply %T", len(cmds), reply)
-			}
-			return replies, nil
-		}
+	replies, ok := reply.([]any)
+	if !ok || len(replies) != len(cmds) {
+		return nil, fmt.Errorf("redigo: a pipeline of %d commands: got reply %T", len(cmds), reply)
 	}
-	return nil, c.failed(ctx, err)
+	return replies, nil
 }
 
 // sendAll writes cmds into conn's buffer and sends them, reading their
