@@ -130,6 +130,14 @@ func run(rounds int, benchtime string, contention, held, short bool, readme stri
 // runHeld runs BenchmarkHeld alone, and rewrites its section of the report
 // in readme, which a full run wrote, with a line that says how and when.
 func runHeld(short bool, readme string) error {
+	return runAlone(readme, heldBegin, heldEnd, func(bin string, res results) error { return res.held(bin, short) }, heldSection)
+}
+
+// runAlone builds the benchmarks, has run measure into a results, and
+// rewrites the section between begin and end in readme (which a full run
+// wrote) with what section writes of them, after a line that says how and
+// when; with readme "", it only prints.
+func runAlone(readme, begin, end string, run func(bin string, res results) error, section func(*strings.Builder, results)) error {
 	loadBefore := loadAverage()
 	dir, bin, err := build()
 	if err != nil {
@@ -137,18 +145,18 @@ func runHeld(short bool, readme string) error {
 	}
 	defer os.RemoveAll(dir)
 	res := results{}
-	if err := res.held(bin, short); err != nil {
+	if err := run(bin, res); err != nil {
 		return err
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "Regenerated alone with `cd bench && %s` on %s (load average %s before, %s after); the machine is the one above.\n\n",
 		strings.Join(append([]string{"go", "run", "./cmd/report"}, os.Args[1:]...), " "), time.Now().UTC().Format("2006-01-02"), loadBefore, loadAverage())
-	heldSection(&b, res)
+	section(&b, res)
 	fmt.Print(b.String())
 	if readme == "" {
 		return nil
 	}
-	return splice(readme, b.String(), heldBegin, heldEnd)
+	return splice(readme, b.String(), begin, end)
 }
 
 // build compiles the benchmarks into a temporary directory, which the

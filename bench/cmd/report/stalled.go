@@ -5,7 +5,6 @@ import (
 	"os"
 	"slices"
 	"strings"
-	"time"
 )
 
 // The markers around BenchmarkStalledNode's section, which -only stalled
@@ -23,28 +22,15 @@ const stalledBound = 2.0
 // rewrites its section of the report in readme, which a full run wrote,
 // with a line that says how and when.
 func runStalled(rounds int, benchtime, readme string) error {
-	loadBefore := loadAverage()
-	dir, bin, err := build()
-	if err != nil {
-		return err
-	}
-	defer os.RemoveAll(dir)
-	res := results{}
-	for i := 1; i <= rounds; i++ {
-		fmt.Fprintf(os.Stderr, "--- round %d of %d\n", i, rounds)
-		if err := res.bench(bin, "-test.bench=^BenchmarkStalledNode$", "-test.benchtime="+benchtime); err != nil {
-			return err
+	return runAlone(readme, stalledBegin, stalledEnd, func(bin string, res results) error {
+		for i := 1; i <= rounds; i++ {
+			fmt.Fprintf(os.Stderr, "--- round %d of %d\n", i, rounds)
+			if err := res.bench(bin, "-test.bench=^BenchmarkStalledNode$", "-test.benchtime="+benchtime); err != nil {
+				return err
+			}
 		}
-	}
-	var b strings.Builder
-	fmt.Fprintf(&b, "Regenerated alone with `cd bench && %s` on %s (load average %s before, %s after); the machine is the one above.\n\n",
-		strings.Join(append([]string{"go", "run", "./cmd/report"}, os.Args[1:]...), " "), time.Now().UTC().Format("2006-01-02"), loadBefore, loadAverage())
-	stalledSection(&b, res)
-	fmt.Print(b.String())
-	if readme == "" {
 		return nil
-	}
-	return splice(readme, b.String(), stalledBegin, stalledEnd)
+	}, stalledSection)
 }
 
 // stalledSection writes BenchmarkStalledNode's table: Redlock-3 with one
