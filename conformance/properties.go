@@ -17,6 +17,12 @@ import (
 
 const longTTL = 30 * time.Second
 
+// winnerTTL is the TTL of exactlyOneWinner's locks: longer than the
+// subtest may run, so that the winner's lock cannot expire while the
+// losers try. (At 30s it did, on a machine so loaded that the losers'
+// attempts took 38s, and a loser then won fairly.)
+const winnerTTL = 2 * subtestTimeout
+
 // exactlyOneWinner: of many obtainers started at once, one wins and keeps
 // the lock; the others give up after their retries. (They retry because in
 // a quorum strategy simultaneous votes can split so that nobody wins an
@@ -39,7 +45,7 @@ func (s suite) exactlyOneWinner(t *testing.T, ctx context.Context) {
 		go func() {
 			defer wg.Done()
 			<-start
-			lk, err := l.Obtain(ctx, key, longTTL, lock.WithRetry(lock.LimitAttempts(lock.Exponential(time.Millisecond, 20*time.Millisecond), 20)))
+			lk, err := l.Obtain(ctx, key, winnerTTL, lock.WithRetry(lock.LimitAttempts(lock.Exponential(time.Millisecond, 20*time.Millisecond), 20)))
 			switch {
 			case err == nil:
 				mu.Lock()
