@@ -16,28 +16,29 @@ import (
 	"github.com/locksmith-go/lock/internal/testing/redistest"
 )
 
-// quick are the properties that the suite runs in FIPS 140-only mode
-// without LOCKSMITH_FULL=1, as README's test command does, when it starts
-// the child: between them they run every kind of script (an acquire that
-// waits, a release, a refresh, a batch of refreshes, the queue, Inspect,
-// the fencing counter, the shapes) over every driver. The full suite
-// would add minutes to the command for what differs in this mode: how a
-// script is named to the server.
+// quick are the properties that the suite runs in FIPS 140-only mode when
+// the test starts a child for it, as in README's test command: between
+// them they run every kind of script (an acquire that waits, a release, a
+// refresh, a batch of refreshes, the queue, Inspect, the fencing counter,
+// the shapes) over every driver. The whole suite would add minutes to the
+// command, and load the machine that runs it beside the other packages,
+// for what differs in this mode: how a script is named to the server. CI
+// runs the whole suite in a step of its own, with the test binary started
+// in FIPS 140-only mode.
 const quick = "ExactlyOneWinner|ReleaseFreesTheLock|RefreshExtends|ManyHeldLocksStayHeld|WaitersObtainInTurn|InspectReadsTheLock|FencingTokens|MultiKeyExclusion|SemaphorePermits|ReadWriteDowngrade"
 
-// TestFIPS140Only runs the suite in FIPS 140-only mode: itself, if the
-// test binary was started in it, as CI does; otherwise again, in a child
-// process of the same binary started with GODEBUG=fips140=only, so that
-// README's test command checks it too. The child fails at once if a
-// package's start-up panics there, as any program that imported a
-// strategy did while scripts hashed themselves when they were made.
+// TestFIPS140Only runs the conformance suite in FIPS 140-only mode: the
+// whole suite, if the test binary was started in that mode, as CI's step
+// does (GODEBUG=fips140=only go test ./internal/testing/fips/); otherwise
+// the quick properties, in a child process of the same binary started with
+// GODEBUG=fips140=only, so that README's test command checks this mode
+// too. The child fails at once if a package's start-up panics there, as
+// any program that imported a strategy did while scripts hashed themselves
+// when they were made. The strategies run one after another, each over
+// every driver at once, as their own packages run them.
 func TestFIPS140Only(t *testing.T) {
 	if !fips140.Enabled() {
-		run := "^TestFIPS140Only$"
-		if !redistest.Full() {
-			run += "/./^(" + quick + ")$"
-		}
-		cmd := exec.Command(os.Args[0], "-test.run="+run, "-test.v")
+		cmd := exec.Command(os.Args[0], "-test.run=^TestFIPS140Only$/./^("+quick+")$", "-test.v")
 		cmd.Env = append(os.Environ(), "GODEBUG=fips140=only")
 		out, err := cmd.CombinedOutput()
 		if err != nil {
@@ -55,20 +56,29 @@ func TestFIPS140Only(t *testing.T) {
 	for i, s := range servers {
 		addrs[i] = s.Addr
 	}
-	var combos []matrix.Combo
-	combos = append(combos, matrix.Prefix("single", matrix.Single(addr))...)
-	for _, c := range matrix.Prefix("setnx-getset", matrix.SetnxGetset(addr)) {
-		if strings.HasPrefix(c.Name, "setnx-getset/ms+safety-ttl/") {
-			combos = append(combos, c) // every driver; the other formats differ only in the strategy
+	var setnxGetset, redlock []matrix.Combo
+	for _, c := range matrix.SetnxGetset(addr) {
+		if strings.HasPrefix(c.Name, "ms+safety-ttl/") {
+			setnxGetset = append(setnxGetset, c) // every driver; the other formats differ only in the strategy
 		}
 	}
-	for _, c := range matrix.Prefix("redlock", matrix.Redlock(addrs)) {
-		if c.Name == "redlock/mixed" {
-			combos = append(combos, c) // its nodes use every driver
+	for _, c := range matrix.Redlock(addrs) {
+		if c.Name == "mixed" {
+			redlock = append(redlock, c) // its nodes use every driver
 		}
 	}
-	for i := range combos {
-		combos[i].Name = strings.ReplaceAll(combos[i].Name, "/", ":") // one level, for quick's pattern
+	for _, s := range []struct {
+		name   string
+		combos []matrix.Combo
+	}{
+		{"single", matrix.Single(addr)},
+		{"setnx-getset", setnxGetset},
+		{"redlock", redlock},
+	} {
+		combos := matrix.Prefix(s.name, s.combos)
+		for i := range combos {
+			combos[i].Name = strings.ReplaceAll(combos[i].Name, "/", ":") // one level, for quick's pattern
+		}
+		matrix.Run(t, combos, 0)
 	}
-	matrix.Run(t, combos, 0)
 }
