@@ -27,7 +27,10 @@ package locktest
 
 import (
 	"context"
+	"errors"
+	"os"
 	"reflect"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -42,6 +45,12 @@ import (
 	"github.com/locksmith-go/lock/driver/redigo"
 )
 
+// ErrFIPSOnly is StartServer's error in FIPS 140-only mode
+// (GODEBUG=fips140=only), where the embedded server, which computes each
+// script's SHA-1 in this process, would panic: test against a redis-server
+// of your own there.
+var ErrFIPSOnly = errors.New("locktest: the embedded server computes scripts' SHA-1 in this process, which FIPS 140-only mode (GODEBUG=fips140=only) forbids: use a redis-server of your own")
+
 // Server is an embedded Redis listening on a loopback port.
 type Server struct {
 	m    *miniredis.Miniredis
@@ -53,8 +62,13 @@ type Server struct {
 }
 
 // StartServer starts an embedded server on a free loopback port. The caller
-// must Close it.
+// must Close it. In FIPS 140-only mode (GODEBUG=fips140=only) it returns
+// ErrFIPSOnly: the embedded server runs scripts in this process, and names
+// them by their SHA-1, which that mode forbids.
 func StartServer() (*Server, error) {
+	if strings.Contains(","+os.Getenv("GODEBUG")+",", ",fips140=only,") {
+		return nil, ErrFIPSOnly
+	}
 	m, err := miniredis.Run()
 	if err != nil {
 		return nil, err

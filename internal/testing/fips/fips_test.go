@@ -7,6 +7,7 @@ package fips_test
 
 import (
 	"crypto/fips140"
+	"errors"
 	"os"
 	"os/exec"
 	"strings"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/locksmith-go/lock/internal/testing/matrix"
 	"github.com/locksmith-go/lock/internal/testing/redistest"
+	"github.com/locksmith-go/lock/locktest"
 )
 
 // quick are the properties that the suite runs in FIPS 140-only mode when
@@ -47,11 +49,15 @@ func TestFIPS140Only(t *testing.T) {
 		t.Logf("the suite in FIPS 140-only mode passed: %d subtests", strings.Count(string(out), "--- PASS"))
 		return
 	}
-	addr, real := redistest.Addr(t)
-	if !real {
-		t.Skip("redis-server not found: the embedded server runs in the test's own process, and hashes scripts with crypto/sha1")
+	if _, err := locktest.StartServer(); !errors.Is(err, locktest.ErrFIPSOnly) {
+		t.Errorf("locktest.StartServer in FIPS 140-only mode = %v, want ErrFIPSOnly", err)
 	}
-	servers := redistest.Start(t, 5)
+	if _, err := redistest.Binary(); err != nil && !redistest.Required() {
+		t.Skipf("redis-server not found (%v): the embedded server runs in the test's own process, and hashes scripts with crypto/sha1", err)
+	}
+	servers := redistest.Start(t, 6)
+	addr := servers[5].Addr
+	servers = servers[:5]
 	addrs := make([]string, len(servers))
 	for i, s := range servers {
 		addrs[i] = s.Addr
