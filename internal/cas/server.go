@@ -106,14 +106,17 @@ func (s Server) Refuses(err error) bool {
 	if s.auto == nil {
 		return false
 	}
+	if err == nil || errors.Is(err, strategy.ErrNotObtained) || errors.Is(err, strategy.ErrNotHeld) {
+		if s.auto.scripts.state.Load() != 1 {
+			s.auto.scripts.state.Store(1)
+		}
+		return false // the script ran: no refusal, and no error text to read on a contended attempt
+	}
 	if w := refusal(err); w != "" {
 		said := w // on the heap only here
 		s.auto.refusal.Store(&said)
 		s.auto.scripts.state.Store(time.Now().Add(Reprobe).UnixNano())
 		return true
-	}
-	if (err == nil || errors.Is(err, strategy.ErrNotObtained) || errors.Is(err, strategy.ErrNotHeld)) && s.auto.scripts.state.Load() != 1 {
-		s.auto.scripts.state.Store(1)
 	}
 	return false
 }
