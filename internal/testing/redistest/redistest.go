@@ -1,6 +1,7 @@
 // Package redistest starts real redis-server processes for tests, on free
 // loopback ports, with no persistence, and stops them when the test ends.
-// It can kill, pause (SIGSTOP), resume and restart a server, and start a
+// It can kill, pause (SIGSTOP), resume and restart a server, cut it off
+// from its clients with a proxy that drops every byte, and start a
 // Redis Cluster, a TLS-only server with a PKI made for the test, and a
 // server that also listens on a Unix socket. It never touches port 6379 or
 // a server it did not start.

@@ -51,6 +51,35 @@ func TestServerLifecycle(t *testing.T) {
 	})
 }
 
+func TestProxy(t *testing.T) {
+	s := Start(t, 1)[0]
+	p := s.Proxy(t)
+	ctx := context.Background()
+	c := GoRedis(t, p.Addr, 3)
+	t.Run("forwards", func(t *testing.T) {
+		if err := c.Set(ctx, "k", "v", 0).Err(); err != nil {
+			t.Fatalf("SET through the proxy: %v, want nil", err)
+		}
+	})
+	t.Run("Cut drops what is sent, and the server goes on", func(t *testing.T) {
+		p.Cut()
+		short, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+		defer cancel()
+		if err := c.Set(short, "k", "cut", 0).Err(); err == nil {
+			t.Fatalf("SET through a cut proxy: got a reply, want none")
+		}
+		if got, err := s.Command(ctx, "GET", "k"); err != nil || got != "v" {
+			t.Fatalf("GET on the server during the cut = %q, %v; want \"v\", nil", got, err)
+		}
+	})
+	t.Run("Heal lets clients connect again", func(t *testing.T) {
+		p.Heal()
+		if got, err := c.Get(ctx, "k").Result(); err != nil || got != "v" {
+			t.Fatalf("GET through the healed proxy = %q, %v; want \"v\", nil", got, err)
+		}
+	})
+}
+
 func TestCluster(t *testing.T) {
 	c := StartCluster(t, 3)
 	info, err := c.Servers[0].Command(context.Background(), "CLUSTER", "INFO")
