@@ -90,7 +90,7 @@ func (l *Lock) watch() context.Context {
 		if l.cause != nil {
 			l.closeDone(l.cause) // endLocked has run, or will find closeDone set
 		} else {
-			l.deadline = time.AfterFunc(time.Until(l.validUntil), l.lapse)
+			l.armLocked()
 		}
 	}
 	done := l.done
@@ -99,12 +99,50 @@ func (l *Lock) watch() context.Context {
 	return done
 }
 
-// lapse ends the lock with ErrLapsed if ValidUntil has passed.
-func (l *Lock) lapse() {
+// armLocked sets the deadline timer of a watched lock to ValidUntil,
+// unless its batcher watches its validity (see batcher.sweep), which
+// signals the lapses of many locks from one timer. l.mu must be held.
+func (l *Lock) armLocked() {
+	if l.done == nil || l.cause != nil {
+		return
+	}
+	if l.batched() {
+		if l.deadline != nil {
+			l.deadline.Stop()
+		}
+		l.batch.mu.Lock()
+		l.batch.watch(l.validUntil)
+		l.batch.mu.Unlock()
+		return
+	}
+	if l.deadline == nil {
+		l.deadline = time.AfterFunc(time.Until(l.validUntil), func() { l.lapse() })
+	} else {
+		l.deadline.Reset(time.Until(l.validUntil))
+	}
+}
+
+// batched reports whether l's batcher refreshes it, and so watches its
+// validity. l.mu must be held.
+func (l *Lock) batched() bool {
+	if l.batch == nil || l.refresher == nil {
+		return false
+	}
+	select {
+	case <-l.refresher.done:
+		return false
+	default:
+		return true
+	}
+}
+
+// lapse ends the lock with ErrLapsed if ValidUntil has passed, and reports
+// whether it did.
+func (l *Lock) lapse() bool {
 	l.mu.Lock()
 	if l.cause != nil || time.Now().Before(l.validUntil) {
 		l.mu.Unlock()
-		return
+		return false
 	}
 	cause := ErrLapsed
 	if l.limited {
@@ -114,6 +152,7 @@ func (l *Lock) lapse() {
 		cause = lapsedAfter(cause, l.refreshErr)
 	}
 	l.endLocked(cause)
+	return true
 }
 
 // lapsedAfter is the loss cause, a lapse, of a lock whose last refresh
@@ -169,7 +208,10 @@ type refresher struct {
 //
 // The locks of one Locker whose strategy batches refreshes
 // (strategy.Batcher) are refreshed together: one timer for them all, and
-// no goroutine per lock. Each is then refreshed from half an interval to
+// no goroutine per lock; one more timer watches their validity, so that
+// the lapses of a batch that got no answer are signalled together, and
+// such a batch's validity ends sooner, by an allowance for that (see
+// [Lock.ValidUntil]). Each is then refreshed from half an interval to
 // an interval after its last refresh was sent, so that locks whose
 // intervals overlap share a round trip. The repository's docs/locking.md
 // says more.
@@ -202,6 +244,7 @@ func (l *Lock) StartRefresh(ctx context.Context) error {
 	l.refresher = r
 	if l.batch != nil {
 		l.batch.add(ctx, l, r, l.nextLocked(false))
+		l.armLocked() // the batcher watches it now
 	} else {
 		go l.refresh(ctx, r)
 	}
