@@ -5,6 +5,7 @@ import (
 	"errors"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/locksmith-go/lock/strategy"
@@ -219,25 +220,39 @@ func (b *batcher) fire() {
 	}
 }
 
-// send refreshes the locks of entries, which fire marked flying, in one
-// batch, and schedules each one's next refresh, or drops it.
+// send refreshes the locks of entries, which fire marked flying, and
+// schedules each one's next refresh, or drops it. It sends them in
+// batches of at most chunk locks, those whose validity ends first first,
+// up to inFlight batches at once, each with its own deadline: on a machine
+// too busy to refresh them all in time, the locks closest to lapsing are
+// refreshed first, and a batch that cannot finish in time costs its own
+// locks only (see docs/design/batched-refresh.md).
 func (b *batcher) send(entries []*batched) {
-	next := make([]schedule, len(entries))
-	taken, items := make([]member, len(entries)), make([]strategy.Refresh, len(entries))
-	inChunks(len(entries), func(lo, hi int) {
-		for i := lo; i < hi; i++ {
-			next[i], taken[i], items[i] = take(entries[i].l, entries[i].ctx)
-		}
-	})
-	r := round{s: b.s}
-	var in []int // the indexes of the entries in the round
-	for i, m := range taken {
-		if m.l != nil {
-			r.add(m, items[i])
-			in = append(in, i)
-		}
+	until := make(map[*batched]time.Time, len(entries))
+	for _, e := range entries {
+		e.l.mu.Lock()
+		until[e] = e.l.validUntil
+		e.l.mu.Unlock()
 	}
-	r.run(func(j int, err error) { next[in[j]] = entries[in[j]].l.after(err) })
+	slices.SortFunc(entries, func(a, b *batched) int { return until[a].Compare(until[b]) })
+	next := make([]schedule, len(entries))
+	var wg sync.WaitGroup
+	var taken atomic.Int64 // chunks taken by a goroutine
+	for range min(inFlight, (len(entries)+chunk-1)/chunk) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				lo := int(taken.Add(1)-1) * chunk
+				if lo >= len(entries) {
+					return
+				}
+				hi := min(lo+chunk, len(entries))
+				b.sendChunk(entries[lo:hi], next[lo:hi], len(entries))
+			}
+		}()
+	}
+	wg.Wait()
 	var dropped []*batched
 	b.mu.Lock()
 	for i, e := range entries {
@@ -256,28 +271,33 @@ func (b *batcher) send(entries []*batched) {
 	}
 }
 
-// chunk is the most locks that one goroutine takes into a round, or
-// applies the answers of. A round of many thousand locks spreads that work
-// over several, so that it gets the cores, and its share of them, that a
-// process busy with other goroutines leaves it: one goroutine for 10,000
-// locks, under the race detector and two busy loops, took longer than the
-// locks' validity (see docs/design/batched-refresh.md).
-const chunk = 1000
-
-// inChunks runs f over [0, n) in chunks of at most chunk indexes, side by
-// side, the first on the caller's goroutine, and returns when all have.
-func inChunks(n int, f func(lo, hi int)) {
-	var wg sync.WaitGroup
-	for lo := chunk; lo < n; lo += chunk {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			f(lo, min(lo+chunk, n))
-		}()
+// sendChunk refreshes the locks of entries in one batch, of burst sent
+// together, and sets next to each one's next refresh.
+func (b *batcher) sendChunk(entries []*batched, next []schedule, burst int) {
+	r := round{s: b.s, burst: burst}
+	var in []int // the indexes of the entries in the round
+	for i, e := range entries {
+		var m member
+		var item strategy.Refresh
+		next[i], m, item = take(e.l, e.ctx)
+		if m.l != nil {
+			r.add(m, item)
+			in = append(in, i)
+		}
 	}
-	f(0, min(chunk, n))
-	wg.Wait()
+	r.run(func(j int, err error) { next[in[j]] = entries[in[j]].l.after(err) })
 }
+
+// chunk is the most locks in one batch, and inFlight the most batches of
+// one send on their way at once. A chunk is half the locks of one of
+// single's scripts (cas.PerScript): several batches go side by side, and
+// a send of many thousand locks gets the cores, and its share of them,
+// that a process busy with other goroutines leaves it, with the locks
+// closest to lapsing first.
+const (
+	chunk    = 500
+	inFlight = 4
+)
 
 // schedule is when a lock is next refreshed, or that its auto-refresh
 // stops.
@@ -290,6 +310,7 @@ type schedule struct {
 // members[i]).
 type round struct {
 	s        strategy.Batcher
+	burst    int           // the locks sent at about the same time, in this round and those beside it
 	sent     time.Time     // set by run, once every lock is in
 	until    time.Time     // the earliest end of the members' validity
 	interval time.Duration // the shortest of the members' refresh intervals
@@ -341,8 +362,7 @@ func (r *round) add(m member, item strategy.Refresh) {
 
 // run sends the round's batch, through each lock's Op hooks, applies each
 // answer as Refresh does, releases the locks' ops mutexes, and calls done
-// with each member's index and outcome, as Refresh would have returned it
-// (from several goroutines at once: see inChunks).
+// with each member's index and outcome, as Refresh would have returned it.
 func (r *round) run(done func(i int, err error)) {
 	if len(r.items) == 0 {
 		return
@@ -359,7 +379,7 @@ func (r *round) run(done func(i int, err error)) {
 	// time to signal the lapses (see lapseAllowance), so as not to compete
 	// with them, unless that time has come already.
 	r.sent = time.Now()
-	allow := lapseAllowance(len(r.members))
+	allow := lapseAllowance(r.burst)
 	deadline := r.sent.Add(2 * r.interval)
 	if until := r.until.Add(-allow); until.Before(deadline) && until.After(r.sent) {
 		deadline = until
@@ -369,21 +389,19 @@ func (r *round) run(done func(i int, err error)) {
 	ctx, cancel := context.WithDeadline(context.Background(), deadline)
 	defer cancel()
 	r.nest(ctx, 0)
-	inChunks(len(r.members), func(lo, hi int) {
-		for i := lo; i < hi; i++ {
-			l, it := r.members[i].l, r.items[i]
-			if len(it.Unsure) > 0 && (it.Err == nil || errors.Is(it.Err, ErrNotHeld)) {
-				l.mu.Lock()
-				l.unsure = nil // answered: the refresh tried every value
-				l.mu.Unlock()
-			}
-			g := it.Grant
-			g.Drift += min(allow, (it.TTL-g.Drift)/4)
-			err := l.endRefresh(ctx, g, it.Err, r.sent, r.members[i].ttl, it.TTL)
-			l.ops.Unlock()
-			done(i, err)
+	for i, m := range r.members {
+		l, it := m.l, r.items[i]
+		if len(it.Unsure) > 0 && (it.Err == nil || errors.Is(it.Err, ErrNotHeld)) {
+			l.mu.Lock()
+			l.unsure = nil // answered: the refresh tried every value
+			l.mu.Unlock()
 		}
-	})
+		g := it.Grant
+		g.Drift += min(allow, (it.TTL-g.Drift)/4)
+		err := l.endRefresh(ctx, g, it.Err, r.sent, m.ttl, it.TTL)
+		l.ops.Unlock()
+		done(i, err)
+	}
 }
 
 // lapseAllowance is how much sooner than that of a lock refreshed alone

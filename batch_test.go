@@ -21,6 +21,7 @@ type batchFake struct {
 	*fakeStrategy
 	mu      sync.Mutex
 	batches []int
+	keys    [][]string // of each batch
 	gate    chan struct{}
 	entered chan struct{} // when set, told of each batch that waits at gate
 	// replaces makes batch n replace each lock's value with "next-n", as
@@ -41,6 +42,11 @@ func (f *batchFake) Batches() bool { return true }
 func (f *batchFake) RefreshBatch(ctx context.Context, batch []strategy.Refresh) {
 	f.mu.Lock()
 	f.batches = append(f.batches, len(batch))
+	keys := make([]string, len(batch))
+	for i, r := range batch {
+		keys[i] = r.Key
+	}
+	f.keys = append(f.keys, keys)
 	gate, entered := f.gate, f.entered
 	f.mu.Unlock()
 	if gate != nil {
@@ -139,6 +145,32 @@ func TestBatchedRefresh(t *testing.T) {
 		for i, lk := range locks {
 			if err := lk.Err(); err != nil {
 				t.Errorf("lock %d: Err() = %v, want nil", i, err)
+			}
+		}
+	})
+
+	t.Run("locks due together go in batches of at most 500, those whose validity ends first first", func(t *testing.T) {
+		f := &batchFake{fakeStrategy: newFake()}
+		locks := holdAll(t, lock.New(f), 1200, 6*time.Second) // obtained in order: key-0's validity ends first
+		waitFor(t, "3 batches", func() bool { return len(f.sizes()) >= 3 })
+		f.mu.Lock()
+		first := slices.Clone(f.keys[:3]) // the first send: every lock, as all were obtained within half an interval
+		f.mu.Unlock()
+		for _, keys := range first {
+			if len(keys) > 500 {
+				t.Errorf("a batch of %d locks, want at most 500", len(keys))
+			}
+			var lo int
+			if _, err := fmt.Sscanf(slices.Min(keys), "key-%d", &lo); err != nil {
+				t.Fatal(err)
+			}
+			lo = lo / 500 * 500
+			var want []string
+			for i := lo; i < min(lo+500, len(locks)); i++ {
+				want = append(want, fmt.Sprintf("key-%d", i))
+			}
+			if got := slices.Sorted(slices.Values(keys)); !slices.Equal(got, slices.Sorted(slices.Values(want))) {
+				t.Errorf("a batch's locks: %d from %s, want key-%d to key-%d, the next 500 by the end of their validity", len(keys), slices.Min(keys), lo, lo+len(want)-1)
 			}
 		}
 	})
