@@ -234,7 +234,7 @@ func (l *Lock) Downgrade(ctx context.Context) error {
 // ValidUntil returns the local validity deadline: the time when the lock was
 // requested (or last refreshed) plus the TTL, less the strategy's drift
 // allowance (and, after a refresh in a batch, less an allowance for
-// signalling the batch's lapses, which come together: 10 ms and 25 µs a
+// signalling the batch's lapses, which come together: 20 ms and 50 µs a
 // lock). It carries a monotonic clock reading, so time.Until on it is
 // immune to wall-clock jumps. Work that must not outlive the lock should end
 // before it; on a watched lock, Done is closed when it passes. After

@@ -289,9 +289,11 @@ func isClosed(c <-chan struct{}) bool {
 // race detector, which multiplies that work by ten or more (2,000 lapses
 // took 140 to 380 ms under it, against 6 to 8 ms), and which the
 // allowance is not sized for: a program built with it is not one that
-// production runs.
+// production runs. Alone on the machine (LOCKSMITH_ALONE=1): beside the
+// other packages' tests, at a load of 9 to 12 on two cores, signalling
+// the 2,000 took up to 360 ms, which no allowance of a sane size covers.
 func TestLapseBurstSignalledBeforeExpiry(t *testing.T) {
-	redistest.RequireFull(t, "2,000 locks lapsing together, 20 times")
+	redistest.RequireAlone(t, "2,000 locks lapsing together, 20 times, under a CPU hog")
 	if race {
 		t.Skip("the allowance for signalling lapses is sized for a program built without the race detector")
 	}

@@ -39,6 +39,7 @@ const (
 	EnvBinary  = "LOCKSMITH_REDIS_SERVER"  // path to redis-server
 	EnvRequire = "LOCKSMITH_REQUIRE_REDIS" // "1": a missing redis-server fails the test
 	EnvFull    = "LOCKSMITH_FULL"          // "1": run the long tests too
+	EnvAlone   = "LOCKSMITH_ALONE"         // "1": run the timing tests that need the machine to themselves
 )
 
 // Binary returns the path of redis-server.
@@ -63,6 +64,17 @@ func RequireFull(t testing.TB, what string) {
 	t.Helper()
 	if !Full() {
 		t.Skipf("%s runs only with %s=1, as CI sets", what, EnvFull)
+	}
+}
+
+// RequireAlone skips t, saying what it is, unless LOCKSMITH_ALONE=1: a
+// test whose subject is what happens in time under a load it makes itself,
+// which the load of other packages' tests beside it would change. CI runs
+// them in a step of their own, after the others.
+func RequireAlone(t testing.TB, what string) {
+	t.Helper()
+	if os.Getenv(EnvAlone) != "1" {
+		t.Skipf("%s runs only with %s=1, alone on the machine, as CI's step of its own has it", what, EnvAlone)
 	}
 }
 
