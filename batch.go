@@ -28,10 +28,35 @@ type batcher struct {
 	// the first still in a batch on its way). An entry in a batch on its
 	// way is flying, and goes back to waiting when the batch's reply is in.
 	entries map[*batched]struct{}
-	timer   *time.Timer
-	at      time.Time // when timer fires; zero when it is stopped
-	lapser  *time.Timer
-	lapseAt time.Time // when lapser fires; zero when it is stopped
+	refresh alarm // sends the next batch (fire)
+	lapses  alarm // ends the locks whose validity passed (sweep)
+}
+
+// alarm is a timer set to the earliest of the times it is asked for.
+type alarm struct {
+	timer *time.Timer
+	at    time.Time // when it fires; zero when it is stopped, or firing
+}
+
+// set makes the alarm run f at t, unless it runs before.
+func (a *alarm) set(t time.Time, f func()) {
+	if !a.at.IsZero() && !t.Before(a.at) {
+		return
+	}
+	a.at = t
+	if a.timer == nil {
+		a.timer = time.AfterFunc(time.Until(t), f)
+	} else {
+		a.timer.Reset(time.Until(t))
+	}
+}
+
+// stop stops the alarm.
+func (a *alarm) stop() {
+	if a.timer != nil {
+		a.timer.Stop()
+	}
+	a.at = time.Time{}
 }
 
 // batched is a lock's auto-refresh, registered in its batcher.
@@ -94,13 +119,9 @@ func (b *batcher) drop(e *batched) {
 	}
 	e.r.cancel()
 	close(e.r.done)
-	if len(b.entries) == 0 && b.timer != nil {
-		b.timer.Stop()
-		b.at = time.Time{}
-	}
-	if len(b.entries) == 0 && b.lapser != nil {
-		b.lapser.Stop()
-		b.lapseAt = time.Time{}
+	if len(b.entries) == 0 {
+		b.refresh.stop()
+		b.lapses.stop()
 	}
 }
 
@@ -112,33 +133,13 @@ func (l *Lock) rearm() {
 	l.mu.Unlock()
 }
 
-// schedule makes the timer fire at t, unless it fires before. b.mu must be
-// held.
-func (b *batcher) schedule(t time.Time) {
-	if !b.at.IsZero() && !t.Before(b.at) {
-		return
-	}
-	b.at = t
-	if b.timer == nil {
-		b.timer = time.AfterFunc(time.Until(t), b.fire)
-	} else {
-		b.timer.Reset(time.Until(t))
-	}
-}
+// schedule makes the next batch go at t, unless one goes before. b.mu
+// must be held.
+func (b *batcher) schedule(t time.Time) { b.refresh.set(t, b.fire) }
 
 // watch makes the sweep run at t, unless it runs before: t is the end of
 // the validity of one of b's locks. b.mu must be held.
-func (b *batcher) watch(t time.Time) {
-	if !b.lapseAt.IsZero() && !t.Before(b.lapseAt) {
-		return
-	}
-	b.lapseAt = t
-	if b.lapser == nil {
-		b.lapser = time.AfterFunc(time.Until(t), b.sweep)
-	} else {
-		b.lapser.Reset(time.Until(t))
-	}
-}
+func (b *batcher) watch(t time.Time) { b.lapses.set(t, b.sweep) }
 
 // sweep ends, with ErrLapsed, each lock whose validity has passed, and
 // sets the timer for the next end of one. The locks of a batch whose
@@ -149,7 +150,7 @@ func (b *batcher) watch(t time.Time) {
 // docs/design/batched-refresh.md).
 func (b *batcher) sweep() {
 	b.mu.Lock()
-	b.lapseAt = time.Time{}
+	b.lapses.at = time.Time{}
 	entries := make([]*batched, 0, len(b.entries))
 	for e := range b.entries {
 		entries = append(entries, e)
@@ -203,7 +204,7 @@ func (b *batcher) fire() {
 	now := time.Now()
 	var ready []*batched
 	b.mu.Lock()
-	b.at = time.Time{}
+	b.refresh.at = time.Time{}
 	var next time.Time
 	for e := range b.entries {
 		switch {
@@ -293,13 +294,13 @@ func (b *batcher) sendChunk(entries []*batched, next []schedule, burst int) {
 }
 
 // chunk is the most locks in one batch, and inFlight the most batches of
-// one send on their way at once. A chunk is half the locks of one of
-// single's scripts (cas.PerScript): several batches go side by side, and
-// a send of many thousand locks gets the cores, and its share of them,
-// that a process busy with other goroutines leaves it, with the locks
-// closest to lapsing first.
+// one send on their way at once. A chunk is the locks of one of single's
+// scripts (cas.PerScript), so that a send of up to 1000 locks is still one
+// round trip; a send of many thousand goes in several batches side by
+// side, which get the cores, and their share of them, that a process busy
+// with other goroutines leaves them, the locks closest to lapsing first.
 const (
-	chunk    = 500
+	chunk    = 1000
 	inFlight = 4
 )
 

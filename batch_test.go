@@ -149,28 +149,28 @@ func TestBatchedRefresh(t *testing.T) {
 		}
 	})
 
-	t.Run("locks due together go in batches of at most 500, those whose validity ends first first", func(t *testing.T) {
+	t.Run("locks due together go in batches of at most 1000, those whose validity ends first first", func(t *testing.T) {
 		f := &batchFake{fakeStrategy: newFake()}
-		locks := holdAll(t, lock.New(f), 1200, 6*time.Second) // obtained in order: key-0's validity ends first
+		locks := holdAll(t, lock.New(f), 2500, 6*time.Second) // obtained in order: key-0's validity ends first
 		waitFor(t, "3 batches", func() bool { return len(f.sizes()) >= 3 })
 		f.mu.Lock()
 		first := slices.Clone(f.keys[:3]) // the first send: every lock, as all were obtained within half an interval
 		f.mu.Unlock()
 		for _, keys := range first {
-			if len(keys) > 500 {
-				t.Errorf("a batch of %d locks, want at most 500", len(keys))
+			if len(keys) > 1000 {
+				t.Errorf("a batch of %d locks, want at most 1000", len(keys))
 			}
 			var lo int
 			if _, err := fmt.Sscanf(slices.Min(keys), "key-%d", &lo); err != nil {
 				t.Fatal(err)
 			}
-			lo = lo / 500 * 500
+			lo = lo / 1000 * 1000
 			var want []string
-			for i := lo; i < min(lo+500, len(locks)); i++ {
+			for i := lo; i < min(lo+1000, len(locks)); i++ {
 				want = append(want, fmt.Sprintf("key-%d", i))
 			}
 			if got := slices.Sorted(slices.Values(keys)); !slices.Equal(got, slices.Sorted(slices.Values(want))) {
-				t.Errorf("a batch's locks: %d from %s, want key-%d to key-%d, the next 500 by the end of their validity", len(keys), slices.Min(keys), lo, lo+len(want)-1)
+				t.Errorf("a batch's locks: %d from %s, want key-%d to key-%d, the next 1000 by the end of their validity", len(keys), slices.Min(keys), lo, lo+len(want)-1)
 			}
 		}
 	})
