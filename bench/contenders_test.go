@@ -123,6 +123,11 @@ func contenders() []contender {
 				return locksmith(tb, l, err, cs)
 			}},
 		)
+		if d == rueidisDriver {
+			cs = append(cs, contender{driver: d, name: "raw-watch", nodes: 1, uncontendedOnly: true, new: func(tb testing.TB, addrs []string, _ *counters) mutex {
+				return rawRueidisWatch{rawRueidis{redistest.Rueidis(tb, addrs[0])}}
+			}})
+		}
 		if counted {
 			cs = append(cs, contender{driver: d, name: "single-poll", nodes: 1, contendedOnly: true, new: func(tb testing.TB, addrs []string, cs *counters) mutex {
 				l, err := single.New(conn(tb, d, addrs[0], cs))
@@ -499,4 +504,37 @@ type rawRueidisLock struct {
 
 func (l *rawRueidisLock) Release(ctx context.Context) error {
 	return released(l.c.Do(ctx, l.c.B().Evalsha().Sha1(releaseSHA).Numkeys(1).Key(l.key).Arg(l.token).Build()).AsInt64())
+}
+
+// rawRueidisWatch is the raw rueidis client releasing without a script, as
+// single.WithoutScripts does on a server without DELEX or DELIFEQ (Redis
+// 7.0): WATCH and GET, then MULTI, DEL and EXEC, in two pipelines over a
+// dedicated connection. It is the floor of single-noscript's release over
+// rueidis, whose raw baseline multiplexes every goroutine over one
+// connection, which a WATCH cannot share.
+type rawRueidisWatch struct{ rawRueidis }
+
+func (m rawRueidisWatch) obtain(ctx context.Context, key string, wait bool) (held, error) {
+	h, err := m.rawRueidis.obtain(ctx, key, wait)
+	if err != nil {
+		return nil, err
+	}
+	return rawRueidisWatchLock{h.(*rawRueidisLock)}, nil
+}
+
+type rawRueidisWatchLock struct{ *rawRueidisLock }
+
+func (l rawRueidisWatchLock) Release(ctx context.Context) error {
+	return l.c.Dedicated(func(c rueidis.DedicatedClient) error {
+		r := c.DoMulti(ctx, c.B().Watch().Key(l.key).Build(), c.B().Get().Key(l.key).Build())
+		if v, err := r[1].ToString(); err != nil || v != l.token {
+			c.Do(ctx, c.B().Unwatch().Build())
+			if err == nil || rueidis.IsRedisNil(err) {
+				err = errNotHeld
+			}
+			return err
+		}
+		r = c.DoMulti(ctx, c.B().Multi().Build(), c.B().Del().Key(l.key).Build(), c.B().Exec().Build())
+		return r[2].Error()
+	})
 }
