@@ -310,8 +310,10 @@ func isClosed(c <-chan struct{}) bool {
 // TestLapseBurstSignalledBeforeExpiry: 2,000 auto-refreshed locks, cut
 // off from their server together, lapse together, and each lock's loss is
 // signalled (its Ended hooks, then Done) before the server's expiry of its
-// key (PEXPIRETIME, read once the cut holds), under a CPU hog (a busy loop
-// per core), in each of 20 runs. The allowance that a batch's validity
+// key (PEXPIRETIME, read once the cut holds), and before the earliest
+// moment the server could have let it go, the send of the refresh that set
+// that expiry plus the TTL, under a CPU hog (a busy loop per core), in each
+// of 20 runs. The allowance that a batch's validity
 // leaves for it must cover the work of signalling them all. Without the
 // race detector, which multiplies that work by ten or more (2,000 lapses
 // took 140 to 380 ms under it, against 6 to 8 ms), and which the
@@ -327,14 +329,19 @@ func TestLapseBurstSignalledBeforeExpiry(t *testing.T) {
 	srv := redistest.Start(t, 1)[0]
 	ctx := context.Background()
 	proxy := srv.Proxy(t)
-	l, err := single.New(goredis.New(redistest.GoRedis(t, proxy.Addr, 3)))
+	client := redistest.GoRedis(t, proxy.Addr, 3)
+	sends := &sendTimes{}
+	client.AddHook(sends)
+	l, err := single.New(goredis.New(client))
 	if err != nil {
 		t.Fatal(err)
 	}
 	direct := redistest.GoRedis(t, srv.Addr, 3)
 	const n, ttl, runs = 2000, time.Second, 20
 	margin := time.Hour // the least, over every lock of every run, of its key's expiry less its Done's closing
+	strict := time.Hour // the same, of the refresh's send plus the TTL
 	for run := range runs {
+		sends.reset(conformance.Key(t))
 		// The Ended hooks run on the goroutine that ends the lock, just
 		// before it closes Done: the time they note is that of the signal,
 		// not of when a waiting goroutine got to run.
@@ -376,20 +383,94 @@ func TestLapseBurstSignalledBeforeExpiry(t *testing.T) {
 		}
 		slices.Sort(after)
 		t.Logf("run %d: signalled %v to %v after ValidUntil (median %v), which is %v before the key's expiry", run, after[0], after[n-1], after[n/2], expiry[0].Sub(valid[0]))
-		late := 0
-		for i := range locks {
+		late, lateStrict := 0, 0
+		for i, lk := range locks {
 			d := expiry[i].Sub(closed[i])
 			margin = min(margin, d)
 			if d <= 0 {
 				late++
 			}
+			// The send that set the key's expiry is the last one whose send
+			// plus the TTL is not after it (PEXPIRETIME is in milliseconds).
+			sent, ok := sends.landed(lk.Key(), ttl, expiry[i].Add(time.Millisecond))
+			if !ok {
+				t.Fatalf("run %d: lock %d: no send of its key found before its expiry %v", run, i, expiry[i])
+			}
+			d = sent.Add(ttl).Sub(closed[i])
+			strict = min(strict, d)
+			if d <= 0 {
+				lateStrict++
+			}
 		}
 		if late > 0 {
 			t.Errorf("run %d: locks whose Done closed after their key's expiry = %d of %d, want 0 (the latest by %v)", run, late, n, -margin)
+		}
+		if lateStrict > 0 {
+			t.Errorf("run %d: locks whose Done closed after their last refresh's send plus the TTL = %d of %d, want 0 (the latest by %v)", run, lateStrict, n, -strict)
 		}
 		for _, lk := range locks {
 			_ = lk.Release(ctx)
 		}
 	}
-	t.Logf("%d runs of %d locks lapsing together: each Done closed at least %v before its key's expiry", runs, n, margin)
+	t.Logf("%d runs of %d locks lapsing together: each Done closed at least %v before its key's expiry, and %v before its last refresh's send plus the TTL", runs, n, margin, strict)
+}
+
+// sendTimes is a go-redis hook that notes when each command naming a key
+// was sent: each pipeline's and command's start, before the client writes
+// it. The notes are of every argument that starts with a lock key prefix
+// (see reset).
+type sendTimes struct {
+	mu     sync.Mutex
+	prefix string
+	sent   map[string][]time.Time
+}
+
+// reset forgets every note, and notes from then on the arguments that
+// start with "conformance:" and the name of the test of key.
+func (h *sendTimes) reset(key string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.prefix = key[:strings.LastIndexByte(key, ':')+1]
+	h.sent = map[string][]time.Time{}
+}
+
+func (h *sendTimes) note(cmds ...redis.Cmder) {
+	now := time.Now()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, c := range cmds {
+		for _, a := range c.Args() {
+			if k, ok := a.(string); ok && strings.HasPrefix(k, h.prefix) {
+				h.sent[k] = append(h.sent[k], now)
+			}
+		}
+	}
+}
+
+// landed returns the last send of key that, plus ttl, is not after expiry.
+func (h *sendTimes) landed(key string, ttl time.Duration, expiry time.Time) (time.Time, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, s := range slices.Backward(h.sent[key]) {
+		if !s.Add(ttl).After(expiry) {
+			return s, true
+		}
+	}
+	return time.Time{}, false
+}
+
+func (h *sendTimes) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *sendTimes) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		h.note(cmd)
+		return next(ctx, cmd)
+	}
+}
+
+func (h *sendTimes) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		h.note(cmds...)
+		return next(ctx, cmds)
+	}
 }
