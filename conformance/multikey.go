@@ -90,12 +90,35 @@ func except(keys []string, key string) []string {
 	return out
 }
 
-// multiKeyExclusion: goroutines over several Lockers take overlapping sets
-// of three keys ({A, B}, {B, C}, {C, A}, and each key alone, by Obtain),
-// and a Detector per key never sees two holders of it at once.
+// multiKeyExclusion: an ObtainMany of three keys while another Locker
+// holds one of them, whichever, is not obtained, and leaves that holder's
+// key as it was; and goroutines over several Lockers take overlapping sets
+// of the three ({A, B}, {B, C}, {C, A}, and each key alone, by Obtain),
+// and a Detector per key never sees two holders of it at once. The first
+// part catches a Locker that takes a held key whatever the timing; the
+// contention, only when two holds happen to overlap.
 func (s suite) multiKeyExclusion(t *testing.T, ctx context.Context) {
 	s.needMultiKey(t, ctx)
 	keys := keySet(t, 3)
+	holder, other := s.h.NewLocker(t), s.h.NewLocker(t)
+	for _, k := range keys {
+		held, err := holder.Obtain(ctx, k, longTTL)
+		if err != nil {
+			t.Fatalf("Obtain(%q) = %v, want a lock", k, err)
+		}
+		try, cancel := context.WithTimeout(ctx, 2*time.Second) // a Locker's default retry policy waits at most that
+		lk, err := other.ObtainMany(try, keys, longTTL)
+		cancel()
+		if err == nil {
+			t.Errorf("ObtainMany(%q) while %q is held = a lock, want ErrNotObtained", keys, k)
+			_ = lk.Release(ctx)
+		} else if !errors.Is(err, lock.ErrNotObtained) {
+			t.Errorf("ObtainMany(%q) while %q is held = %v, want ErrNotObtained", keys, k, err)
+		}
+		if err := held.Release(ctx); err != nil {
+			t.Errorf("Release of %q by its holder after another's ObtainMany = %v, want nil: its key was taken", k, err)
+		}
+	}
 	a, b, c := keys[0], keys[1], keys[2]
 	sets := [][]string{{a, b}, {b, c}, {c, a}, {a}, {b}, {c}}
 	detectors := map[string]*Detector{a: new(Detector), b: new(Detector), c: new(Detector)}
