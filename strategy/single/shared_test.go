@@ -154,11 +154,11 @@ func TestReadWriteFences(t *testing.T) {
 // TestSemaphorePermitCost: taking and releasing one permit makes the server
 // run at most 15 commands (INFO commandstats, which counts those that the
 // scripts run), however many others hold one: with 999 of 1000 permits
-// held, at most 1.5 times as many as with 2 of 3 (issue 41: a script that
-// read every holder ran 1034 with 999 of 1000 held, 37 with none). The
-// others hold their permits with the same TTL, so that each acquisition
-// extends the keys' expiry, as in a semaphore whose holders all take one
-// TTL. A count, not a timing.
+// held, at most 1.5 times as many as with 2 of 3 (scripts that read every
+// holder's permit, as before, ran 1034 with 999 of 1000 held, 37 with
+// none). The others hold their permits with the same TTL, so that each
+// acquisition extends the keys' expiry, as in a semaphore whose holders all
+// take one TTL. A count, not a timing.
 func TestSemaphorePermitCost(t *testing.T) {
 	redistest.ParallelUnlessFull(t)
 	srv := redistest.Start(t, 1)[0]

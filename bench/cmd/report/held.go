@@ -11,9 +11,10 @@ import (
 // heldModes are BenchmarkHeld's modes, in the order of the rows.
 var heldModes = []string{"batched", "unbatched"}
 
-// heldReference are issue 30's figures of held locks, measured unbatched at
-// an older commit (before batched refresh), by number of locks: goroutines
-// per lock, heap KB per lock, server commands per second, client CPU %.
+// heldReference are the reference figures of held locks, measured
+// unbatched at an older commit (before batched refresh), by number of
+// locks: goroutines per lock, heap KB per lock, server commands per second,
+// client CPU %.
 var heldReference = map[int][4]float64{
 	100:   {1.0, 2.6, 306, 1.7},
 	1000:  {1.0, 2.0, 3007, 8.2},
@@ -51,16 +52,16 @@ func (c heldCase) bench() string {
 	return "BenchmarkHeld/" + c.mode + "/" + strconv.Itoa(c.n) + "-locks"
 }
 
-// heldSection writes BenchmarkHeld's table, with issue 30's reference
-// rows, and its targets.
+// heldSection writes BenchmarkHeld's table, with the reference rows
+// measured unbatched at an older commit, and its targets.
 func heldSection(b *strings.Builder, r results) {
 	b.WriteString("### Held locks, refreshed in the background\n\n" +
-		"BenchmarkHeld: n locks held by one Locker of `single` over one go-redis client and one server, each refreshed in the background (`StartRefresh`, TTL 3 s, so a refresh every second), measured over 6 s after 3 s of settling (3 s after 1 s with `-short`, which holds at most 1000). `batched`: the Locker refreshes them together, in batches: one script per 1000 locks, all a batch's scripts in one round trip (go-redis pipelines them); `unbatched`: the same Strategy with `strategy.Batcher` hidden, a goroutine and a script per lock and refresh. Goroutines, heap and stack per lock: at the end of the window, less before the locks were obtained (heap: live after a GC; stack: the goroutines' stacks, which the heap leaves out); KB are 1000 bytes. Connections: the client pool's, at the end of the window (each holds go-redis's 32 KiB read and 32 KiB write buffers, which the heap counts: at 100 locks, one more connection is some 650 bytes per lock). Server commands: what the server ran per second (INFO commandstats), the scripts' own commands included; round trips: the client's, per second, counted by a go-redis hook (a command, or a pipeline of several; handshakes left out); refreshes: the locks refreshed (the PEXPIRE calls of the scripts) per lock and second, 1 when each is refreshed once per interval; round trips and scripts per round: the round trips, and the scripts the server received (EVALSHA and EVAL), over the refreshes ÷ n, those that refreshing every lock once takes. Batched refreshes come in bursts, a few per interval, so a 6 s window catches one burst more or less than the average, and the rates per second vary by up to a sixth between runs; the figures per round do not. Client CPU: the benchmark process's CPU time over the window, in % of one core. Lost: locks whose `Err` was not nil at the end (one fails the benchmark). The rows *issue 30* are the issue's figures for unbatched locks, measured at an older commit; – is a figure it does not give.\n\n" +
+		"BenchmarkHeld: n locks held by one Locker of `single` over one go-redis client and one server, each refreshed in the background (`StartRefresh`, TTL 3 s, so a refresh every second), measured over 6 s after 3 s of settling (3 s after 1 s with `-short`, which holds at most 1000). `batched`: the Locker refreshes them together, in batches: one script per 1000 locks, all a batch's scripts in one round trip (go-redis pipelines them); `unbatched`: the same Strategy with `strategy.Batcher` hidden, a goroutine and a script per lock and refresh. Goroutines, heap and stack per lock: at the end of the window, less before the locks were obtained (heap: live after a GC; stack: the goroutines' stacks, which the heap leaves out); KB are 1000 bytes. Connections: the client pool's, at the end of the window (each holds go-redis's 32 KiB read and 32 KiB write buffers, which the heap counts: at 100 locks, one more connection is some 650 bytes per lock). Server commands: what the server ran per second (INFO commandstats), the scripts' own commands included; round trips: the client's, per second, counted by a go-redis hook (a command, or a pipeline of several; handshakes left out); refreshes: the locks refreshed (the PEXPIRE calls of the scripts) per lock and second, 1 when each is refreshed once per interval; round trips and scripts per round: the round trips, and the scripts the server received (EVALSHA and EVAL), over the refreshes ÷ n, those that refreshing every lock once takes. Batched refreshes come in bursts, a few per interval, so a 6 s window catches one burst more or less than the average, and the rates per second vary by up to a sixth between runs; the figures per round do not. Client CPU: the benchmark process's CPU time over the window, in % of one core. Lost: locks whose `Err` was not nil at the end (one fails the benchmark). The rows *reference, unbatched* are figures for unbatched locks measured before batched refresh, at an older commit; – is a figure they do not give.\n\n" +
 		"| Locks | Mode | goroutines/lock | heap KB/lock | stack KB/lock | connections | server cmds/s | round trips/s | refreshes/lock/s | round trips/round | scripts/round | client CPU % | lost |\n|--:|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
 	last := 0
 	reference := func(n int) {
 		if ref, ok := heldReference[n]; ok {
-			fmt.Fprintf(b, "| %d | *issue 30, unbatched* | %.1f | %.1f | – | – | %.0f | – | – | – | – | %.1f | – |\n", n, ref[0], ref[1], ref[2], ref[3])
+			fmt.Fprintf(b, "| %d | *reference, unbatched* | %.1f | %.1f | – | – | %.0f | – | – | – | – | %.1f | – |\n", n, ref[0], ref[1], ref[2], ref[3])
 		}
 	}
 	for _, c := range r.heldCases() {
@@ -94,7 +95,7 @@ func heldSection(b *strings.Builder, r results) {
 	}
 	b.WriteString("\n")
 
-	b.WriteString("#### Targets of issue 30: held locks\n\n" +
+	b.WriteString("#### Targets: held locks\n\n" +
 		"Round trips per refresh interval must grow with the number of servers, not of locks: with one server, one per round of refreshes (every lock refreshed once) up to 1000 locks, read from the round trips per round, which the window's bursts do not skew. A script carries at most 1000 locks, and the Locker sends the locks due together in batches of at most 1000, each with its own deadline, four at once (so that a machine too busy to refresh them all loses the fewest: docs/design/batched-refresh.md), so more locks on a server take a round trip per 1000 a round, one per script, and one more for the sends that split a round (the refreshes come in a few bursts an interval): at most ⌈n ÷ 1000⌉ + 1. And 10,000 held locks must cost at most 10 % of a core. Batched rows only.\n\n" +
 		"| Target | Bound | Measured |\n|---|--:|--:|\n")
 	for _, c := range r.heldCases() {

@@ -103,7 +103,7 @@ func run(rounds int, benchtime string, contention, held, short bool, readme stri
 	stalledSection(&b, res)
 	b.WriteString(stalledEnd + "\n\n")
 	targets(&b, res, "Targets", targetNote, targetList)
-	targets(&b, res, "Targets of issue 30: the remaining speed gaps", speedNote, speedList)
+	targets(&b, res, "Targets: the remaining speed gaps", speedNote, speedList)
 	if !short {
 		fmt.Fprintln(os.Stderr, "--- profile of redlock-5")
 		if err := profile(&b, bin, dir); err != nil {
@@ -113,7 +113,7 @@ func run(rounds int, benchtime string, contention, held, short bool, readme stri
 	if contention {
 		contended(&b, res)
 		semaphoreContended(&b, res)
-		targets(&b, res, "Targets of issue 14: waiting", waitNote, waitTargets)
+		targets(&b, res, "Targets: waiting by notification", waitNote, waitTargets)
 	}
 	if held {
 		b.WriteString(heldBegin + "\n")
@@ -540,7 +540,7 @@ func uncontended(b *strings.Builder, r results) {
 		})
 }
 
-// target is one of the issue's targets.
+// target is one of the targets that the report checks.
 type target struct {
 	what string
 	// value computes the measured figure; limit is its bound (0: none, a
@@ -583,7 +583,8 @@ func difference(a, b, unit string) func(r results, driver string) (float64, bool
 	}
 }
 
-// targetList are issue 17's targets.
+// targetList are the Targets table's: single against the raw baseline,
+// redlock-5 against redsync-5, and the OpenTelemetry wrapper against single.
 var targetList = []target{
 	{"single time ÷ raw time", timeRatio("single", "raw", "serial", false), 1, true, "×"},
 	{"single parallel throughput ÷ raw's", timeRatio("single", "raw", "parallel", true), 1, false, "×"},
@@ -596,8 +597,8 @@ var targetList = []target{
 	{"otel-sdk time ÷ single time", timeRatio("otel-sdk", "single", "serial", false), 1.10, true, "×"},
 }
 
-// speedList are issue 30's targets for the speed gaps that issue 17's
-// left: its bounds, on the same figures.
+// speedList are the bounds for the speed gaps that targetList's left, on
+// the same figures.
 var speedList = []target{
 	{"otel-sdk time ÷ single time", timeRatio("otel-sdk", "single", "serial", false), 1.10, true, "×"},
 	{"redlock-5 allocs ÷ redsync-5 allocs", allocRatio("redlock-5", "redsync-5"), 1, true, "×"},
@@ -607,7 +608,7 @@ var speedList = []target{
 	{"otel-sdk time ÷ otel-floor time: the wrapper's own cost (a reading)", timeRatio("otel-sdk", "otel-floor", "serial", false), 0, true, "×"},
 }
 
-const speedNote = "Issue 30's bounds for the gaps above (item 5), read from the same runs: OpenTelemetry's cost over `single`; Redlock-5's allocations and parallel throughput against redsync-5's, over redigo above all; `single`'s parallel throughput against raw's, over go-redis and rueidis."
+const speedNote = "Bounds for the gaps that the Targets table above leaves, read from the same runs: OpenTelemetry's cost over `single`; Redlock-5's allocations and parallel throughput against redsync-5's, over redigo above all; `single`'s parallel throughput against raw's, over go-redis and rueidis."
 
 // throughputVs compares the parallel throughput of contender name over the
 // driver of the column with that of contender other over driver, in
@@ -630,7 +631,7 @@ func onRueidis(f func(r results, driver string) (float64, bool)) func(r results,
 	}
 }
 
-const targetNote = "Issue 17's targets, from the interleaved run (times and parallel throughputs: the median over the rounds of the ratio between two contenders that took turns in the same round) and from BenchmarkLock (allocations; and single over rueidis against raw go-redis, which the interleaved runs, one driver each, do not pair). A – is a target that does not apply to the driver: redsync has no rueidis adapter, and the OpenTelemetry contenders run over go-redis only."
+const targetNote = "The speed targets of `single`, Redlock-5 and the OpenTelemetry wrapper, from the interleaved run (times and parallel throughputs: the median over the rounds of the ratio between two contenders that took turns in the same round) and from BenchmarkLock (allocations; and single over rueidis against raw go-redis, which the interleaved runs, one driver each, do not pair). A – is a target that does not apply to the driver: redsync has no rueidis adapter, and the OpenTelemetry contenders run over go-redis only."
 
 // profiled is the case whose profile the report summarises.
 const profiled = "BenchmarkLock/goredis/redlock-5/serial"
@@ -684,8 +685,8 @@ func contendedFig(shape, name, unit string) func(r results, driver string) (floa
 	}
 }
 
-// waitTargets are issue 14's targets: single, waiting by notification,
-// under contention, and its uncontended time as before.
+// waitTargets are the targets of waiting by notification: single under
+// contention, and its uncontended time as before.
 var waitTargets = func() []target {
 	var ts []target
 	for _, s := range []struct{ shape, what string }{{"8-lockers", "8 Lockers"}, {"8-procs", "8 processes"}} {
@@ -702,7 +703,7 @@ var waitTargets = func() []target {
 	)
 }()
 
-const waitNote = "`single` waiting by notification, in the contention runs above (fair ideal: (contenders − 1) × (hold + median handoff)); and its uncontended time, which must not grow (it was 1.07× and 1.06× the raw baseline's before issue 14). A – is a figure not measured: a driver that cannot subscribe has no notification row."
+const waitNote = "`single` waiting by notification, in the contention runs above (fair ideal: (contenders − 1) × (hold + median handoff)); and its uncontended time, which must not grow (it was 1.07× and 1.06× the raw baseline's before waiting by notification). A – is a figure not measured: a driver that cannot subscribe has no notification row."
 
 func targets(b *strings.Builder, r results, title, note string, list []target) {
 	fmt.Fprintf(b, "### %s\n\n", title)

@@ -14,8 +14,8 @@ const (
 	stalledEnd   = "<!-- report:stalled:end -->"
 )
 
-// stalledBound is issue 41's target: Redlock-3 with one node stalled at
-// most this many times the time with every node up.
+// stalledBound is BenchmarkStalledNode's target: Redlock-3 with one node
+// stalled at most this many times the time with every node up.
 const stalledBound = 2.0
 
 // runStalled runs BenchmarkStalledNode alone, for rounds of benchtime, and
@@ -38,7 +38,7 @@ func runStalled(rounds int, benchtime, readme string) error {
 // and its spread over the rounds.
 func stalledSection(b *strings.Builder, r results) {
 	b.WriteString("### Redlock-3 with one node stalled\n\n" +
-		"BenchmarkStalledNode: Obtain and Release of one key, again and again, by a Locker of `redlock-3` whose third node is stopped (SIGSTOP) for the whole case, against one whose nodes are all up; the two take turns in a random order within each iteration. Time per cycle, median over the rounds; × all up: the median over the rounds of the ratio within each round, and its least and greatest. Issue 41's target: at most 2×. Before its fix, at e2dd204, the stalled Locker's cycle took the node timeout, 500 ms, but for the first one after the pause: with 5 rounds of 5 cycles, 500, 401 and 401 ms, 492×, 635× and 486× all up (301× to 705×).\n\n" +
+		"BenchmarkStalledNode: Obtain and Release of one key, again and again, by a Locker of `redlock-3` whose third node is stopped (SIGSTOP) for the whole case, against one whose nodes are all up; the two take turns in a random order within each iteration. Time per cycle, median over the rounds; × all up: the median over the rounds of the ratio within each round, and its least and greatest. Target: at most 2×. At e2dd204, before an Obtain of a key still being released stopped waiting for the release's delete on every node, the stalled Locker's cycle took the node timeout, 500 ms, but for the first one after the pause: with 5 rounds of 5 cycles, 500, 401 and 401 ms, 492×, 635× and 486× all up (301× to 705×).\n\n" +
 		"| Driver | All up µs | One stalled µs | × all up | Spread | Target |\n|---|--:|--:|--:|--:|--:|\n")
 	for _, d := range []string{"goredis", "redigo", "rueidis"} {
 		bench := "BenchmarkStalledNode/" + d
