@@ -309,9 +309,11 @@ func (h Harness) has(field string) bool {
 // supports them never skips. Their keys share a hash tag, and so one
 // Cluster slot.
 //
-//   - MultiKeyExclusion: goroutines taking the overlapping sets {A, B},
-//     {B, C} and {C, A}, and each key alone, never hold a key together (a
-//     [Detector] per key watches).
+//   - MultiKeyExclusion: an ObtainMany of {A, B, C} while another Locker
+//     holds any one of them is not obtained, and leaves the holder's key;
+//     goroutines taking the overlapping sets {A, B}, {B, C} and {C, A},
+//     and each key alone, never hold a key together (a [Detector] per key
+//     watches).
 //   - MultiKeyOppositeOrders: two callers that name the same keys in
 //     opposite orders both obtain them, each one's first attempt held back
 //     until the other's has returned.
