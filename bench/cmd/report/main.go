@@ -41,7 +41,7 @@ func main() {
 	benchtime := flag.String("benchtime", "150ms", "the -benchtime of each uncontended case")
 	contention := flag.Bool("contention", true, "run the contention benchmark")
 	held := flag.Bool("held", true, "run the held-locks benchmark (BenchmarkHeld)")
-	only := flag.String("only", "", `"held": run BenchmarkHeld alone and rewrite only its section of the report; "stalled": the same for BenchmarkStalledNode, for -rounds of -benchtime`)
+	only := flag.String("only", "", `"held": run BenchmarkHeld alone and rewrite only its section of the report; "stalled": the same for BenchmarkStalledNode, for -rounds of -benchtime; "noscript": the same for single without scripts (BenchmarkInterleaved's one-node cases)`)
 	readme := flag.String("readme", "README.md", "the file whose report section to rewrite; empty for none")
 	short := flag.Bool("short", false, "a quick check that every benchmark runs (with -rounds 1 -benchtime 1x): 100 locks in the contention benchmark, at most 1000 held locks, no profile")
 	flag.Parse()
@@ -53,8 +53,10 @@ func main() {
 		err = runHeld(*short, *readme)
 	case "stalled":
 		err = runStalled(*rounds, *benchtime, *readme)
+	case "noscript":
+		err = runNoscript(*rounds, *benchtime, *readme)
 	default:
-		err = fmt.Errorf(`-only %q: the benchmarks that run alone are "held" and "stalled"`, *only)
+		err = fmt.Errorf(`-only %q: the benchmarks that run alone are "held", "stalled" and "noscript"`, *only)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "report:", err)
@@ -102,6 +104,9 @@ func run(rounds int, benchtime string, contention, held, short bool, readme stri
 	b.WriteString(stalledBegin + "\n")
 	stalledSection(&b, res)
 	b.WriteString(stalledEnd + "\n\n")
+	b.WriteString(noscriptBegin + "\n")
+	noscriptSection(&b, res)
+	b.WriteString(noscriptEnd + "\n\n")
 	targets(&b, res, "Targets", targetNote, targetList)
 	targets(&b, res, "Targets: the remaining speed gaps", speedNote, speedList)
 	if !short {
@@ -263,13 +268,9 @@ func (r results) versus(c, other, mode string) (ns, ratio float64, ok bool) {
 	driver, name, _ := strings.Cut(c, "/")
 	for _, group := range []string{"one-node", "quorum"} {
 		bench := "BenchmarkInterleaved/" + driver + "/" + group + "/" + mode
-		v, o := r[bench][name+"-ns/op"], r[bench][other+"-ns/op"]
-		if len(v) == 0 || len(v) != len(o) {
+		ratios := r.ratios(bench, name, other)
+		if len(ratios) == 0 {
 			continue
-		}
-		ratios := make([]float64, len(v))
-		for i := range v {
-			ratios[i] = v[i] / o[i]
 		}
 		ns, _ = r.median(bench, name+"-ns/op")
 		return ns, median(ratios), true
@@ -295,7 +296,7 @@ func (r results) contenders(bench string) []string {
 // locksmith's strategies, then the peers.
 func order(c string) int {
 	driver, name, _ := strings.Cut(c, "/")
-	rank := slices.Index([]string{"raw", "single", "single-noscript", "single-poll", "setnx-getset", "otel-noop", "otel-sdk", "otel-floor", "bsm-redislock",
+	rank := slices.Index([]string{"raw", "single", "single-noscript", "raw-watch", "single-poll", "setnx-getset", "otel-noop", "otel-sdk", "otel-floor", "bsm-redislock",
 		"bsm-redislock-10ms", "redsync-default", "redlock-3", "redsync-3", "redlock-5", "redsync-5"}, name)
 	rank += 100 * slices.Index([]string{"goredis", "redigo", "rueidis"}, driver)
 	return rank

@@ -1,0 +1,79 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+)
+
+// The markers around the section of single without scripts, which -only
+// noscript rewrites.
+const (
+	noscriptBegin = "<!-- report:noscript:begin -->"
+	noscriptEnd   = "<!-- report:noscript:end -->"
+)
+
+// noscriptBound is the target of single without scripts: at most this many
+// times the raw baseline's time, serially and in parallel.
+const noscriptBound = 2.0
+
+// runNoscript runs BenchmarkInterleaved's one-node cases alone, for rounds
+// of benchtime, and rewrites the section of single without scripts in
+// readme, which a full run wrote, with a line that says how and when.
+func runNoscript(rounds int, benchtime, readme string) error {
+	return runAlone(readme, noscriptBegin, noscriptEnd, func(bin string, res results) error {
+		for i := 1; i <= rounds; i++ {
+			fmt.Fprintf(os.Stderr, "--- round %d of %d\n", i, rounds)
+			if err := res.bench(bin, "-test.bench=^BenchmarkInterleaved$/./^one-node$", "-test.benchtime="+benchtime); err != nil {
+				return err
+			}
+		}
+		return nil
+	}, noscriptSection)
+}
+
+// noscriptSection writes the table of single without scripts against the
+// raw baseline it took turns with, from BenchmarkInterleaved: the median
+// over the rounds of the ratio within each round, its least and greatest;
+// and, over rueidis, the raw client's own script-free release (raw-watch),
+// its floor.
+func noscriptSection(b *strings.Builder, r results) {
+	b.WriteString("### single without scripts\n\n" +
+		"`single-noscript` ÷ `raw` in BenchmarkInterleaved's one-node group, on the Redis 7.0 above: an Obtain is a `SET NX PX`, a release a `WATCH` transaction over a pinned connection, three round trips where `raw` sends two. Serial: time; parallel: raw's throughput ÷ its own. The median over the rounds of the ratio within each round, and its least and greatest. Over rueidis, `raw-watch` is the raw client releasing the same way, on a dedicated connection where `raw` multiplexes every goroutine over one: the floor of `single-noscript` there. Target: at most 2× raw; it was 2.8× serially over go-redis and redigo at e2dd204, before the transaction's commands went in two pipelines.\n\n" +
+		"| Driver | Contender | Mode | × raw | Spread | Target |\n|---|---|---|--:|--:|--:|\n")
+	for _, d := range []string{"goredis", "redigo", "rueidis"} {
+		for _, c := range []string{"single-noscript", "raw-watch"} {
+			for _, mode := range []string{"serial", "parallel"} {
+				ratios := r.ratios("BenchmarkInterleaved/"+d+"/one-node/"+mode, c, "raw")
+				if len(ratios) == 0 {
+					continue
+				}
+				x := median(ratios)
+				target := "(the floor)"
+				if c == "single-noscript" {
+					target = fmt.Sprintf("≤ %g× ✅", noscriptBound)
+					if x > noscriptBound {
+						target = fmt.Sprintf("≤ %g× ❌", noscriptBound)
+					}
+				}
+				fmt.Fprintf(b, "| %s | %s | %s | %.2f | %.2f to %.2f | %s |\n", d, c, mode, x, slices.Min(ratios), slices.Max(ratios), target)
+			}
+		}
+	}
+	b.WriteString("\n")
+}
+
+// ratios returns, for each round of bench, contender num's time over
+// contender den's, which took turns with it in that round.
+func (r results) ratios(bench, num, den string) []float64 {
+	v, o := r[bench][num+"-ns/op"], r[bench][den+"-ns/op"]
+	if len(v) == 0 || len(v) != len(o) {
+		return nil
+	}
+	ratios := make([]float64, len(v))
+	for i := range v {
+		ratios[i] = v[i] / o[i]
+	}
+	return ratios
+}
