@@ -175,8 +175,8 @@ func TestInspectCluster(t *testing.T) {
 // ours do, its metadata included: the stored value keeps bsm's layout.
 func TestInspectReadsBsmLocks(t *testing.T) {
 	addr := redistest.Start(t, 1)[0].Addr
-	for _, d := range interopDrivers() {
-		t.Run(d.name, func(t *testing.T) {
+	for _, d := range redistest.InteropDrivers() {
+		t.Run(d.Name, func(t *testing.T) {
 			ctx := interopContext(t)
 			p := newInteropPeers(t, d, addr)
 			key := conformance.Key(t)

@@ -112,9 +112,9 @@ func TestInteropRedisPy(t *testing.T) {
 	py := pythonWithRedis(t)
 	addr, _ := redistest.Addr(t)
 	ctx := context.Background()
-	for _, d := range interopDrivers() {
-		t.Run(d.name, func(t *testing.T) {
-			l, err := single.New(d.conn(t, addr))
+	for _, d := range redistest.InteropDrivers() {
+		t.Run(d.Name, func(t *testing.T) {
+			l, err := single.New(d.Conn(t, addr))
 			if err != nil {
 				t.Fatal(err)
 			}

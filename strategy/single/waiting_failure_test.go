@@ -23,7 +23,6 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -134,52 +133,11 @@ func (wc waitCase) noQueueLeft() {
 	}
 }
 
-// contender is a waiter that obtains the lock times times, holding it
-// inside det each time. An Obtain whose error matches again (when set) is
-// made once more.
-type contender struct {
-	l     lock.Locker
-	rec   waittest.Recorder
-	opts  []lock.Option
-	again func(error) bool
-	got   int
-	err   error
-}
-
-// contend runs the contenders at once and waits for them.
-func (wc waitCase) contend(det *conformance.Detector, times int, cs ...*contender) {
-	var wg sync.WaitGroup
-	for _, c := range cs {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for c.got < times {
-				lk, err := c.l.Obtain(wc.ctx, wc.key, 10*time.Second, append(c.opts, c.rec.Option())...)
-				if err != nil && c.again != nil && c.again(err) && wc.ctx.Err() == nil {
-					continue
-				}
-				if err != nil {
-					c.err = err
-					return
-				}
-				det.Hold(time.Millisecond)
-				if err := lk.Release(wc.ctx); err != nil {
-					c.err = fmt.Errorf("release: %w", err)
-					return
-				}
-				c.got++
-			}
-		}()
-	}
-	wg.Wait()
-	for i, c := range cs {
-		if c.err != nil || c.got != times {
-			wc.t.Errorf("waiter %d: obtained %d of %d (%v), want all", i, c.got, times, c.err)
-		}
-	}
-	if n := det.Overlaps(); n != 0 {
-		wc.t.Errorf("overlaps = %d, want 0", n)
-	}
+// contend runs the contenders at once on the lock and waits for them
+// (waittest.Contend).
+func (wc waitCase) contend(det *conformance.Detector, times int, cs ...*waittest.Contender) {
+	wc.t.Helper()
+	waittest.Contend(wc.t, wc.ctx, wc.key, det, times, cs...)
 }
 
 // TestLostNotification: the waiters' subscriber connections are killed
@@ -191,9 +149,9 @@ func TestLostNotification(t *testing.T) {
 	const waiters = 3
 	wc := newWaitCase(t, redistest.Start(t, 1)[0])
 	holder := wc.hold(time.Minute)
-	cs := make([]*contender, waiters)
+	cs := make([]*waittest.Contender, waiters)
 	for i := range cs {
-		cs[i] = &contender{l: wc.locker(), opts: []lock.Option{lock.WithRetry(lock.Linear(200 * time.Millisecond))}}
+		cs[i] = &waittest.Contender{L: wc.locker(), Opts: []lock.Option{lock.WithRetry(lock.Linear(200 * time.Millisecond))}}
 	}
 	var det conformance.Detector
 	done := make(chan struct{})
@@ -205,10 +163,10 @@ func TestLostNotification(t *testing.T) {
 	wc.release(holder)
 	<-done
 	for i, c := range cs {
-		if c.rec.Count("woken:resubscribed")+c.rec.Count("woken:timer") == 0 {
-			t.Errorf("waiter %d's wake-ups = %v, want a resubscription or a timer first", i, &c.rec)
+		if c.Rec.Count("woken:resubscribed")+c.Rec.Count("woken:timer") == 0 {
+			t.Errorf("waiter %d's wake-ups = %v, want a resubscription or a timer first", i, &c.Rec)
 		}
-		t.Logf("waiter %d: %v", i, &c.rec)
+		t.Logf("waiter %d: %v", i, &c.Rec)
 	}
 	wc.noQueueLeft()
 }
@@ -421,9 +379,9 @@ func TestServerRestartedEmpty(t *testing.T) {
 	wc := newWaitCase(t, redistest.Start(t, 1)[0])
 	wc.hold(time.Minute)
 	down := func(err error) bool { return errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, lock.ErrNoAnswer) }
-	cs := make([]*contender, waiters)
+	cs := make([]*waittest.Contender, waiters)
 	for i := range cs {
-		cs[i] = &contender{l: wc.locker(), opts: []lock.Option{lock.WithRetry(lock.Linear(200 * time.Millisecond))}, again: down}
+		cs[i] = &waittest.Contender{L: wc.locker(), Opts: []lock.Option{lock.WithRetry(lock.Linear(200 * time.Millisecond))}, Again: down}
 	}
 	var det conformance.Detector
 	done := make(chan struct{})
@@ -435,7 +393,7 @@ func TestServerRestartedEmpty(t *testing.T) {
 	}
 	<-done
 	for i, c := range cs {
-		t.Logf("waiter %d: %v", i, &c.rec)
+		t.Logf("waiter %d: %v", i, &c.Rec)
 	}
 	if keys := wc.command("KEYS", "*"); keys != "" {
 		t.Errorf("KEYS * after the waiters released = %q, want none", keys)
@@ -456,11 +414,11 @@ func TestForeignClientsBargeIn(t *testing.T) {
 		t.Fatal(err)
 	}
 	retry := lock.WithRetry(lock.Exponential(time.Millisecond, 20*time.Millisecond))
-	cs := []*contender{
-		{l: wc.locker(), opts: []lock.Option{retry}},
-		{l: wc.locker(), opts: []lock.Option{retry}},
-		{l: wc.locker(), opts: []lock.Option{retry}},
-		{l: polling, opts: []lock.Option{retry, lock.WithPolling()}},
+	cs := []*waittest.Contender{
+		{L: wc.locker(), Opts: []lock.Option{retry}},
+		{L: wc.locker(), Opts: []lock.Option{retry}},
+		{L: wc.locker(), Opts: []lock.Option{retry}},
+		{L: polling, Opts: []lock.Option{retry, lock.WithPolling()}},
 	}
 	var det conformance.Detector
 	bsm := redislock.New(redistest.GoRedis(t, wc.srv.Addr, 3))
@@ -488,7 +446,7 @@ func TestForeignClientsBargeIn(t *testing.T) {
 		t.Errorf("acquisitions = %d, want %d", got, want)
 	}
 	for i, c := range cs[:3] {
-		t.Logf("waiter %d: %v", i, &c.rec)
+		t.Logf("waiter %d: %v", i, &c.Rec)
 	}
 	wc.noQueueLeft()
 }
