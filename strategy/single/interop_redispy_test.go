@@ -4,7 +4,8 @@ package single_test
 // the Python services that share keys with Go ones: SET key token NX PX
 // ttl, with a random token, and a compare-and-delete release. It runs the
 // real library, from Debian's python3-redis or pip, through a small
-// script that acquires and releases on the commands it reads.
+// script that acquires and releases on the commands it reads. The tests of
+// interoperability with bsm/redislock are in ./bsminterop.
 
 import (
 	"bufio"

@@ -14,6 +14,9 @@ package single_test
 //     of the next waiter, whose attempt prunes it;
 //   - a cancelled waiter's entry leaves the queue at once (Leave, in the
 //     background), or at its patience, capped by its deadline, at most.
+//
+// TestForeignClientsBargeIn, whose contenders include a bsm/redislock
+// client, is in ./bsminterop, with the other tests that import it.
 
 import (
 	"bufio"
@@ -27,12 +30,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/bsm/redislock"
-
 	"github.com/locksmith-go/lock"
 	"github.com/locksmith-go/lock/conformance"
 	"github.com/locksmith-go/lock/driver/goredis"
-	"github.com/locksmith-go/lock/driver/redigo"
 	"github.com/locksmith-go/lock/internal/cas"
 	"github.com/locksmith-go/lock/internal/testing/redistest"
 	"github.com/locksmith-go/lock/internal/testing/waittest"
@@ -398,57 +398,6 @@ func TestServerRestartedEmpty(t *testing.T) {
 	if keys := wc.command("KEYS", "*"); keys != "" {
 		t.Errorf("KEYS * after the waiters released = %q, want none", keys)
 	}
-}
-
-// TestForeignClientsBargeIn: bsm/redislock and a polling Locker
-// (lock.WithPolling) ignore the queue and barge in; waiters by
-// notification contend with them on one key. No two holders of any kind
-// overlap, and every waiter obtains the lock as often as it asked: the
-// queue only withholds grants from locksmith's own waiters, and a head
-// that a barging holder keeps waiting tries again on its timer.
-func TestForeignClientsBargeIn(t *testing.T) {
-	const times = 20
-	wc := newWaitCase(t, redistest.Start(t, 1)[0])
-	polling, err := single.New(redigo.New(redistest.Redigo(t, wc.srv.Addr)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	retry := lock.WithRetry(lock.Exponential(time.Millisecond, 20*time.Millisecond))
-	cs := []*waittest.Contender{
-		{L: wc.locker(), Opts: []lock.Option{retry}},
-		{L: wc.locker(), Opts: []lock.Option{retry}},
-		{L: wc.locker(), Opts: []lock.Option{retry}},
-		{L: polling, Opts: []lock.Option{retry, lock.WithPolling()}},
-	}
-	var det conformance.Detector
-	bsm := redislock.New(redistest.GoRedis(t, wc.srv.Addr, 3))
-	bsmDone := make(chan error, 1)
-	go func() {
-		for range times {
-			bl, err := bsm.Obtain(wc.ctx, wc.key, 10*time.Second, &redislock.Options{RetryStrategy: redislock.ExponentialBackoff(time.Millisecond, 20*time.Millisecond)})
-			if err != nil {
-				bsmDone <- err
-				return
-			}
-			det.Hold(time.Millisecond)
-			if err := bl.Release(wc.ctx); err != nil {
-				bsmDone <- err
-				return
-			}
-		}
-		bsmDone <- nil
-	}()
-	wc.contend(&det, times, cs...)
-	if err := <-bsmDone; err != nil {
-		t.Errorf("bsm/redislock: %v, want %d acquisitions", err, times)
-	}
-	if got, want := det.Entries(), int64(times*(len(cs)+1)); got != want {
-		t.Errorf("acquisitions = %d, want %d", got, want)
-	}
-	for i, c := range cs[:3] {
-		t.Logf("waiter %d: %v", i, &c.Rec)
-	}
-	wc.noQueueLeft()
 }
 
 // channelOf returns the lock's own wake-up channel, where messages for

@@ -1,4 +1,4 @@
-package single_test
+package bsminterop_test
 
 // Interoperability with github.com/bsm/redislock, for users moving from it to
 // the single strategy: during a rolling migration both libraries run side by
