@@ -4,7 +4,8 @@ package single_test
 // the Python services that share keys with Go ones: SET key token NX PX
 // ttl, with a random token, and a compare-and-delete release. It runs the
 // real library, from Debian's python3-redis or pip, through a small
-// script that acquires and releases on the commands it reads.
+// script that acquires and releases on the commands it reads. The tests of
+// interoperability with bsm/redislock are in ./bsminterop.
 
 import (
 	"bufio"
@@ -112,9 +113,9 @@ func TestInteropRedisPy(t *testing.T) {
 	py := pythonWithRedis(t)
 	addr, _ := redistest.Addr(t)
 	ctx := context.Background()
-	for _, d := range interopDrivers() {
-		t.Run(d.name, func(t *testing.T) {
-			l, err := single.New(d.conn(t, addr))
+	for _, d := range redistest.InteropDrivers() {
+		t.Run(d.Name, func(t *testing.T) {
+			l, err := single.New(d.Conn(t, addr))
 			if err != nil {
 				t.Fatal(err)
 			}

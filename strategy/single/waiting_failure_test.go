@@ -14,6 +14,9 @@ package single_test
 //     of the next waiter, whose attempt prunes it;
 //   - a cancelled waiter's entry leaves the queue at once (Leave, in the
 //     background), or at its patience, capped by its deadline, at most.
+//
+// TestForeignClientsBargeIn, whose contenders include a bsm/redislock
+// client, is in ./bsminterop, with the other tests that import it.
 
 import (
 	"bufio"
@@ -23,17 +26,13 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
-	"github.com/bsm/redislock"
-
 	"github.com/locksmith-go/lock"
 	"github.com/locksmith-go/lock/conformance"
 	"github.com/locksmith-go/lock/driver/goredis"
-	"github.com/locksmith-go/lock/driver/redigo"
 	"github.com/locksmith-go/lock/internal/cas"
 	"github.com/locksmith-go/lock/internal/testing/redistest"
 	"github.com/locksmith-go/lock/internal/testing/waittest"
@@ -134,52 +133,11 @@ func (wc waitCase) noQueueLeft() {
 	}
 }
 
-// contender is a waiter that obtains the lock times times, holding it
-// inside det each time. An Obtain whose error matches again (when set) is
-// made once more.
-type contender struct {
-	l     lock.Locker
-	rec   waittest.Recorder
-	opts  []lock.Option
-	again func(error) bool
-	got   int
-	err   error
-}
-
-// contend runs the contenders at once and waits for them.
-func (wc waitCase) contend(det *conformance.Detector, times int, cs ...*contender) {
-	var wg sync.WaitGroup
-	for _, c := range cs {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for c.got < times {
-				lk, err := c.l.Obtain(wc.ctx, wc.key, 10*time.Second, append(c.opts, c.rec.Option())...)
-				if err != nil && c.again != nil && c.again(err) && wc.ctx.Err() == nil {
-					continue
-				}
-				if err != nil {
-					c.err = err
-					return
-				}
-				det.Hold(time.Millisecond)
-				if err := lk.Release(wc.ctx); err != nil {
-					c.err = fmt.Errorf("release: %w", err)
-					return
-				}
-				c.got++
-			}
-		}()
-	}
-	wg.Wait()
-	for i, c := range cs {
-		if c.err != nil || c.got != times {
-			wc.t.Errorf("waiter %d: obtained %d of %d (%v), want all", i, c.got, times, c.err)
-		}
-	}
-	if n := det.Overlaps(); n != 0 {
-		wc.t.Errorf("overlaps = %d, want 0", n)
-	}
+// contend runs the contenders at once on the lock and waits for them
+// (waittest.Contend).
+func (wc waitCase) contend(det *conformance.Detector, times int, cs ...*waittest.Contender) {
+	wc.t.Helper()
+	waittest.Contend(wc.t, wc.ctx, wc.key, det, times, cs...)
 }
 
 // TestLostNotification: the waiters' subscriber connections are killed
@@ -191,9 +149,9 @@ func TestLostNotification(t *testing.T) {
 	const waiters = 3
 	wc := newWaitCase(t, redistest.Start(t, 1)[0])
 	holder := wc.hold(time.Minute)
-	cs := make([]*contender, waiters)
+	cs := make([]*waittest.Contender, waiters)
 	for i := range cs {
-		cs[i] = &contender{l: wc.locker(), opts: []lock.Option{lock.WithRetry(lock.Linear(200 * time.Millisecond))}}
+		cs[i] = &waittest.Contender{L: wc.locker(), Opts: []lock.Option{lock.WithRetry(lock.Linear(200 * time.Millisecond))}}
 	}
 	var det conformance.Detector
 	done := make(chan struct{})
@@ -205,10 +163,10 @@ func TestLostNotification(t *testing.T) {
 	wc.release(holder)
 	<-done
 	for i, c := range cs {
-		if c.rec.Count("woken:resubscribed")+c.rec.Count("woken:timer") == 0 {
-			t.Errorf("waiter %d's wake-ups = %v, want a resubscription or a timer first", i, &c.rec)
+		if c.Rec.Count("woken:resubscribed")+c.Rec.Count("woken:timer") == 0 {
+			t.Errorf("waiter %d's wake-ups = %v, want a resubscription or a timer first", i, &c.Rec)
 		}
-		t.Logf("waiter %d: %v", i, &c.rec)
+		t.Logf("waiter %d: %v", i, &c.Rec)
 	}
 	wc.noQueueLeft()
 }
@@ -421,9 +379,9 @@ func TestServerRestartedEmpty(t *testing.T) {
 	wc := newWaitCase(t, redistest.Start(t, 1)[0])
 	wc.hold(time.Minute)
 	down := func(err error) bool { return errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, lock.ErrNoAnswer) }
-	cs := make([]*contender, waiters)
+	cs := make([]*waittest.Contender, waiters)
 	for i := range cs {
-		cs[i] = &contender{l: wc.locker(), opts: []lock.Option{lock.WithRetry(lock.Linear(200 * time.Millisecond))}, again: down}
+		cs[i] = &waittest.Contender{L: wc.locker(), Opts: []lock.Option{lock.WithRetry(lock.Linear(200 * time.Millisecond))}, Again: down}
 	}
 	var det conformance.Detector
 	done := make(chan struct{})
@@ -435,62 +393,11 @@ func TestServerRestartedEmpty(t *testing.T) {
 	}
 	<-done
 	for i, c := range cs {
-		t.Logf("waiter %d: %v", i, &c.rec)
+		t.Logf("waiter %d: %v", i, &c.Rec)
 	}
 	if keys := wc.command("KEYS", "*"); keys != "" {
 		t.Errorf("KEYS * after the waiters released = %q, want none", keys)
 	}
-}
-
-// TestForeignClientsBargeIn: bsm/redislock and a polling Locker
-// (lock.WithPolling) ignore the queue and barge in; waiters by
-// notification contend with them on one key. No two holders of any kind
-// overlap, and every waiter obtains the lock as often as it asked: the
-// queue only withholds grants from locksmith's own waiters, and a head
-// that a barging holder keeps waiting tries again on its timer.
-func TestForeignClientsBargeIn(t *testing.T) {
-	const times = 20
-	wc := newWaitCase(t, redistest.Start(t, 1)[0])
-	polling, err := single.New(redigo.New(redistest.Redigo(t, wc.srv.Addr)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	retry := lock.WithRetry(lock.Exponential(time.Millisecond, 20*time.Millisecond))
-	cs := []*contender{
-		{l: wc.locker(), opts: []lock.Option{retry}},
-		{l: wc.locker(), opts: []lock.Option{retry}},
-		{l: wc.locker(), opts: []lock.Option{retry}},
-		{l: polling, opts: []lock.Option{retry, lock.WithPolling()}},
-	}
-	var det conformance.Detector
-	bsm := redislock.New(redistest.GoRedis(t, wc.srv.Addr, 3))
-	bsmDone := make(chan error, 1)
-	go func() {
-		for range times {
-			bl, err := bsm.Obtain(wc.ctx, wc.key, 10*time.Second, &redislock.Options{RetryStrategy: redislock.ExponentialBackoff(time.Millisecond, 20*time.Millisecond)})
-			if err != nil {
-				bsmDone <- err
-				return
-			}
-			det.Hold(time.Millisecond)
-			if err := bl.Release(wc.ctx); err != nil {
-				bsmDone <- err
-				return
-			}
-		}
-		bsmDone <- nil
-	}()
-	wc.contend(&det, times, cs...)
-	if err := <-bsmDone; err != nil {
-		t.Errorf("bsm/redislock: %v, want %d acquisitions", err, times)
-	}
-	if got, want := det.Entries(), int64(times*(len(cs)+1)); got != want {
-		t.Errorf("acquisitions = %d, want %d", got, want)
-	}
-	for i, c := range cs[:3] {
-		t.Logf("waiter %d: %v", i, &c.rec)
-	}
-	wc.noQueueLeft()
 }
 
 // channelOf returns the lock's own wake-up channel, where messages for

@@ -48,6 +48,17 @@ func UnixDrivers() []Driver {
 	}
 }
 
+// InteropDrivers returns the drivers that the tests of interoperability
+// with other libraries run over, each beside the other library's client of
+// the same server: go-redis (RESP3) and redigo, named "goredis" and
+// "redigo".
+func InteropDrivers() []Driver {
+	return []Driver{
+		{"goredis", func(t testing.TB, addr string) driver.Conn { return goredis.New(GoRedis(t, addr, 3)) }},
+		{"redigo", func(t testing.TB, addr string) driver.Conn { return redigo.New(Redigo(t, addr)) }},
+	}
+}
+
 func goRedisDriver(network string, protocol int) func(testing.TB, string) driver.Conn {
 	return func(t testing.TB, addr string) driver.Conn { return goredis.New(goRedis(t, network, addr, protocol)) }
 }

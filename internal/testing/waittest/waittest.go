@@ -1,7 +1,8 @@
 // Package waittest helps the tests of waiting by notification: it counts
 // what waiters report through lock.Hooks.Wait, tells when a channel's
-// subscription has reached a server, and can hide the wake-ups of a
-// subscription's confirmation, so that a test knows why a waiter woke.
+// subscription has reached a server, can hide the wake-ups of a
+// subscription's confirmation, so that a test knows why a waiter woke,
+// and runs waiters that contend for one key.
 package waittest
 
 import (
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"github.com/locksmith-go/lock"
+	"github.com/locksmith-go/lock/conformance"
 	"github.com/locksmith-go/lock/internal/glob"
 	"github.com/locksmith-go/lock/internal/testing/redistest"
 	"github.com/locksmith-go/lock/strategy"
@@ -76,6 +78,59 @@ func (r *Recorder) String() string {
 		}
 	}
 	return "{" + b.String() + "}"
+}
+
+// Contender is a waiter that [Contend] runs: it obtains the lock with L
+// and Opts, its Rec installed, and counts the locks it got in Got; Err is
+// the error that stopped it. An Obtain whose error matches Again (when
+// set) is made once more.
+type Contender struct {
+	L     lock.Locker
+	Rec   Recorder
+	Opts  []lock.Option
+	Again func(error) bool
+	Got   int
+	Err   error
+}
+
+// Contend runs the contenders at once, each until it obtained key times,
+// holding the lock inside det for a millisecond each time, and waits for
+// them. It fails t for a contender that got fewer, and for holders that
+// overlapped in det.
+func Contend(t testing.TB, ctx context.Context, key string, det *conformance.Detector, times int, cs ...*Contender) {
+	t.Helper()
+	var wg sync.WaitGroup
+	for _, c := range cs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for c.Got < times {
+				lk, err := c.L.Obtain(ctx, key, 10*time.Second, append(c.Opts, c.Rec.Option())...)
+				if err != nil && c.Again != nil && c.Again(err) && ctx.Err() == nil {
+					continue
+				}
+				if err != nil {
+					c.Err = err
+					return
+				}
+				det.Hold(time.Millisecond)
+				if err := lk.Release(ctx); err != nil {
+					c.Err = fmt.Errorf("release: %w", err)
+					return
+				}
+				c.Got++
+			}
+		}()
+	}
+	wg.Wait()
+	for i, c := range cs {
+		if c.Err != nil || c.Got != times {
+			t.Errorf("waiter %d: obtained %d of %d (%v), want all", i, c.Got, times, c.Err)
+		}
+	}
+	if n := det.Overlaps(); n != 0 {
+		t.Errorf("overlaps = %d, want 0", n)
+	}
 }
 
 // Subscribers waits until n clients subscribe to channel, or, in all, to

@@ -1,4 +1,4 @@
-package single_test
+package bsminterop_test
 
 // Interoperability with github.com/bsm/redislock, for users moving from it to
 // the single strategy: during a rolling migration both libraries run side by
@@ -24,9 +24,6 @@ import (
 
 	"github.com/locksmith-go/lock"
 	"github.com/locksmith-go/lock/conformance"
-	"github.com/locksmith-go/lock/driver"
-	"github.com/locksmith-go/lock/driver/goredis"
-	"github.com/locksmith-go/lock/driver/redigo"
 	"github.com/locksmith-go/lock/internal/testing/redistest"
 	"github.com/locksmith-go/lock/strategy/single"
 )
@@ -41,19 +38,6 @@ const (
 	interopMaxBackoff = 8 * time.Millisecond
 )
 
-// interopDriver is one of our drivers, over which our side runs.
-type interopDriver struct {
-	name string
-	conn func(t *testing.T, addr string) driver.Conn
-}
-
-func interopDrivers() []interopDriver {
-	return []interopDriver{
-		{"goredis", func(t *testing.T, addr string) driver.Conn { return goredis.New(redistest.GoRedis(t, addr, 3)) }},
-		{"redigo", func(t *testing.T, addr string) driver.Conn { return redigo.New(redistest.Redigo(t, addr)) }},
-	}
-}
-
 // interopPeers is our Locker and a bsm/redislock client of the same server,
 // each over its own connections, as two processes would be.
 type interopPeers struct {
@@ -62,9 +46,9 @@ type interopPeers struct {
 	raw  *redis.Client // for inspecting keys
 }
 
-func newInteropPeers(t *testing.T, d interopDriver, addr string) interopPeers {
+func newInteropPeers(t *testing.T, d redistest.Driver, addr string) interopPeers {
 	t.Helper()
-	ours, err := single.New(d.conn(t, addr))
+	ours, err := single.New(d.Conn(t, addr))
 	if err != nil {
 		t.Fatalf("single.New: got error %v, want nil", err)
 	}
@@ -175,8 +159,8 @@ func waitBsmExpired(t *testing.T, ctx context.Context, raw *redis.Client, bl *re
 func TestInteropMixedContention(t *testing.T) {
 	t.Parallel()
 	addr := redistest.Start(t, 1)[0].Addr
-	for _, d := range interopDrivers() {
-		t.Run(d.name, func(t *testing.T) {
+	for _, d := range redistest.InteropDrivers() {
+		t.Run(d.Name, func(t *testing.T) {
 			t.Run("SameKey", func(t *testing.T) {
 				interopContend(t, newInteropPeers(t, d, addr), 1)
 			})
@@ -317,8 +301,8 @@ func interopContend(t *testing.T, p interopPeers, nkeys int) {
 func TestInteropOwnership(t *testing.T) {
 	t.Parallel()
 	addr := redistest.Start(t, 1)[0].Addr
-	for _, d := range interopDrivers() {
-		t.Run(d.name, func(t *testing.T) {
+	for _, d := range redistest.InteropDrivers() {
+		t.Run(d.Name, func(t *testing.T) {
 			t.Run("OursHeldBsmCannotObtain", func(t *testing.T) {
 				ctx := interopContext(t)
 				p := newInteropPeers(t, d, addr)
@@ -437,8 +421,8 @@ func assertOursHeld(t *testing.T, ctx context.Context, lk *lock.Lock) {
 // lengths only: tokens are secrets.
 func TestInteropValueFormat(t *testing.T) {
 	addr := redistest.Start(t, 1)[0].Addr
-	for _, d := range interopDrivers() {
-		t.Run(d.name, func(t *testing.T) {
+	for _, d := range redistest.InteropDrivers() {
+		t.Run(d.Name, func(t *testing.T) {
 			t.Run("OursIsTokenThenMetadata", func(t *testing.T) {
 				ctx := interopContext(t)
 				p := newInteropPeers(t, d, addr)
