@@ -52,9 +52,9 @@ func main() {
 	case "held":
 		err = runHeld(*short, *readme)
 	case "stalled":
-		err = runStalled(*rounds, *benchtime, *readme)
+		err = runRounds(*readme, stalledBegin, stalledEnd, "^BenchmarkStalledNode$", *rounds, *benchtime, stalledSection)
 	case "noscript":
-		err = runNoscript(*rounds, *benchtime, *readme)
+		err = runRounds(*readme, noscriptBegin, noscriptEnd, "^BenchmarkInterleaved$/./^one-node$", *rounds, *benchtime, noscriptSection)
 	default:
 		err = fmt.Errorf(`-only %q: the benchmarks that run alone are "held", "stalled" and "noscript"`, *only)
 	}
@@ -136,6 +136,21 @@ func run(rounds int, benchtime string, contention, held, short bool, readme stri
 // in readme, which a full run wrote, with a line that says how and when.
 func runHeld(short bool, readme string) error {
 	return runAlone(readme, heldBegin, heldEnd, func(bin string, res results) error { return res.held(bin, short) }, heldSection)
+}
+
+// runRounds runs the benchmarks that pattern matches alone, for rounds of
+// benchtime, and rewrites the section between begin and end in readme with
+// what section writes of them (see runAlone).
+func runRounds(readme, begin, end, pattern string, rounds int, benchtime string, section func(*strings.Builder, results)) error {
+	return runAlone(readme, begin, end, func(bin string, res results) error {
+		for i := 1; i <= rounds; i++ {
+			fmt.Fprintf(os.Stderr, "--- round %d of %d\n", i, rounds)
+			if err := res.bench(bin, "-test.bench="+pattern, "-test.benchtime="+benchtime); err != nil {
+				return err
+			}
+		}
+		return nil
+	}, section)
 }
 
 // runAlone builds the benchmarks, has run measure into a results, and

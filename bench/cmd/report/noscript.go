@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"os"
 	"slices"
 	"strings"
 )
@@ -18,26 +17,10 @@ const (
 // times the raw baseline's time, serially and in parallel.
 const noscriptBound = 2.0
 
-// runNoscript runs BenchmarkInterleaved's one-node cases alone, for rounds
-// of benchtime, and rewrites the section of single without scripts in
-// readme, which a full run wrote, with a line that says how and when.
-func runNoscript(rounds int, benchtime, readme string) error {
-	return runAlone(readme, noscriptBegin, noscriptEnd, func(bin string, res results) error {
-		for i := 1; i <= rounds; i++ {
-			fmt.Fprintf(os.Stderr, "--- round %d of %d\n", i, rounds)
-			if err := res.bench(bin, "-test.bench=^BenchmarkInterleaved$/./^one-node$", "-test.benchtime="+benchtime); err != nil {
-				return err
-			}
-		}
-		return nil
-	}, noscriptSection)
-}
-
 // noscriptSection writes the table of single without scripts against the
 // raw baseline it took turns with, from BenchmarkInterleaved: the median
 // over the rounds of the ratio within each round, its least and greatest;
-// and, over rueidis, the raw client's own script-free release (raw-watch),
-// its floor.
+// and, over rueidis, the raw client's own script-free release (raw-watch).
 func noscriptSection(b *strings.Builder, r results) {
 	b.WriteString("### single without scripts\n\n" +
 		"`single-noscript` ÷ `raw` in BenchmarkInterleaved's one-node group, on the Redis 7.0 above: an Obtain is a `SET NX PX`, a release a `WATCH` transaction over a pinned connection, three round trips where `raw` sends two. Serial: time; parallel: raw's throughput ÷ its own. The median over the rounds of the ratio within each round, and its least and greatest. Over rueidis, `raw-watch` is the raw client releasing the same way, with rueidis's `Dedicated`, where `raw` multiplexes every goroutine over one connection: what that release costs without locksmith. Over rueidis, each such release makes the server run 13 commands against `raw`'s 2 (INFO commandstats, 1000 cycles of each contender): the transaction's 5 and the `SET`, 3 `PING`s, and the `UNSUBSCRIBE`, `PUNSUBSCRIBE`, `SUNSUBSCRIBE` and `DISCARD` that rueidis sends as it takes the dedicated connection back; `single`'s driver gives it back from a goroutine of its own, off the caller's path, which is why `raw-watch` is the slower serially. Target: at most 2× raw; it was 2.8× serially over go-redis and redigo at e2dd204, before the transaction's commands went in two pipelines.\n\n" +

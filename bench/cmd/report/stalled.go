@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"os"
 	"slices"
 	"strings"
 )
@@ -17,21 +16,6 @@ const (
 // stalledBound is BenchmarkStalledNode's target: Redlock-3 with one node
 // stalled at most this many times the time with every node up.
 const stalledBound = 2.0
-
-// runStalled runs BenchmarkStalledNode alone, for rounds of benchtime, and
-// rewrites its section of the report in readme, which a full run wrote,
-// with a line that says how and when.
-func runStalled(rounds int, benchtime, readme string) error {
-	return runAlone(readme, stalledBegin, stalledEnd, func(bin string, res results) error {
-		for i := 1; i <= rounds; i++ {
-			fmt.Fprintf(os.Stderr, "--- round %d of %d\n", i, rounds)
-			if err := res.bench(bin, "-test.bench=^BenchmarkStalledNode$", "-test.benchtime="+benchtime); err != nil {
-				return err
-			}
-		}
-		return nil
-	}, stalledSection)
-}
 
 // stalledSection writes BenchmarkStalledNode's table: Redlock-3 with one
 // node stalled against every node up, the ratio of each round, its median
