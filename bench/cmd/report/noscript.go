@@ -33,7 +33,7 @@ func noscriptSection(b *strings.Builder, r results) {
 					continue
 				}
 				x := median(ratios)
-				target := "(the floor)"
+				target := "(a reading)"
 				if c == "single-noscript" {
 					target = fmt.Sprintf("≤ %g× ✅", noscriptBound)
 					if x > noscriptBound {
