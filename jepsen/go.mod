@@ -1,0 +1,3 @@
+module github.com/locksmith-go/lock/jepsen
+
+go 1.24.9
