@@ -4,7 +4,8 @@
 // holders of a key at once.
 //
 // It is a module of its own, so that the repository's test command does not
-// run it. So far it holds the checks, which need no fault to be tested:
+// run it. So far it holds the checks, which need no fault to be tested, and
+// a test of them on a real run with paused holders:
 //
 //   - [Check] sweeps a history's holds for overlaps per key, raw (from an
 //     acquire's return to its release) and within validity (ended at the

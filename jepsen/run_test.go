@@ -1,0 +1,125 @@
+package jepsen
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/locksmith-go/lock"
+	"github.com/locksmith-go/lock/driver/goredis"
+	"github.com/locksmith-go/lock/internal/testing/redistest"
+	"github.com/locksmith-go/lock/strategy/single"
+)
+
+// TestChecksOnARealRun: the checks read the history of clients that take
+// turns on a key of a real server through single, with fencing, write to a
+// FencedRegister and a Counter while they hold it, and sometimes stop for
+// longer than the TTL, as a holder paused by its garbage collector or its
+// machine does. They find nothing where the lock excludes, and what such a
+// pause does where it does not.
+func TestChecksOnARealRun(t *testing.T) {
+	srv := redistest.Start(t, 1)[0]
+	l, err := single.New(goredis.New(redistest.GoRedis(t, srv.Addr, 3)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Run("holds within the TTL: no overlap, no stale write, no update lost", func(t *testing.T) {
+		// A TTL far above the holds of 2 ms, so that a loaded machine's
+		// stall does not make a holder outlast it.
+		r, w, lost := run(t, l, 4, 2*time.Second, 5*time.Second, func(int, int) time.Duration { return 2 * time.Millisecond })
+		t.Logf("%v; register %+v; %d updates lost", r, w, lost)
+		if r.Holds < 8 {
+			t.Fatalf("holds: got %d, want at least 8", r.Holds)
+		}
+		if r.RawOverlaps != 0 || r.ValidityOverlaps != 0 || r.FencesIssuedTwice != 0 || r.FencesOutOfOrder != 0 {
+			t.Errorf("got %v, want nothing found", r)
+		}
+		if w.Stale != 0 || w.Collisions != 0 || lost != 0 {
+			t.Errorf("register %+v and %d updates lost, want no stale write, no collision, nothing lost", w, lost)
+		}
+	})
+	t.Run("a holder paused past the TTL: raw overlaps, none within validity, its writes refused or lost", func(t *testing.T) {
+		// Client 0 stops for 2.5 TTLs in each of its first three holds.
+		const ttl = 300 * time.Millisecond
+		hold := func(client, n int) time.Duration {
+			if client == 0 && n < 3 {
+				return 5 * ttl / 2
+			}
+			return 2 * time.Millisecond
+		}
+		r, w, lost := run(t, l, 4, 3*time.Second, ttl, hold)
+		t.Logf("%v; register %+v; %d updates lost", r, w, lost)
+		if r.RawOverlaps == 0 {
+			t.Errorf("raw overlaps: got 0, want some: the paused holder released after others obtained")
+		}
+		if r.ValidityOverlaps != 0 || r.FencesIssuedTwice != 0 || r.FencesOutOfOrder != 0 {
+			t.Errorf("got %v, want no validity overlap and fences in order", r)
+		}
+		if w.Stale == 0 || w.Collisions != 0 {
+			t.Errorf("register %+v, want the paused holder's stale writes refused, and no collision", w)
+		}
+		if lost == 0 {
+			t.Errorf("updates lost: got 0, want some: the lock alone cannot guard the counter from a paused holder")
+		}
+	})
+}
+
+// run has clients holders take turns on one key for d, each hold obtained
+// through l with fencing and a TTL of ttl, lasting hold(client, n) for the
+// client's nth hold, between a read of a Counter and its write of one more,
+// and ended by a write to a FencedRegister; and returns what Check found in
+// their history, the register's writes and the updates lost.
+func run(t *testing.T, l lock.Locker, clients int, d, ttl time.Duration, hold func(client, n int) time.Duration) (Report, Writes, int) {
+	t.Helper()
+	key := fmt.Sprintf("jepsen:%s:%d", t.Name(), time.Now().UnixNano())
+	start := time.Now()
+	since := func(tm time.Time) int64 { return int64(tm.Sub(start)) }
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	var (
+		reg     FencedRegister
+		counter Counter
+		mu      sync.Mutex
+		holds   []Hold
+		wg      sync.WaitGroup
+	)
+	for c := range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			holder := fmt.Sprint("client-", c)
+			for n := 0; ; n++ {
+				h := Hold{Key: key, Holder: holder, Invoked: since(time.Now())}
+				lk, err := l.Obtain(ctx, key, ttl, lock.WithFencing(), lock.WithRetry(lock.Linear(5*time.Millisecond)))
+				if ctx.Err() != nil {
+					if err == nil {
+						_ = lk.Release(context.Background())
+					}
+					return
+				}
+				if err != nil {
+					t.Errorf("%s: Obtain = %v, want a lock", holder, err)
+					return
+				}
+				h.Obtained, h.ValidUntil = since(time.Now()), since(lk.ValidUntil())
+				h.Fence, _ = lk.Fence()
+				v := counter.Read()
+				time.Sleep(hold(c, n))
+				counter.Write(v + 1)
+				reg.Write(key, holder, h.Fence)
+				h.Released = since(time.Now())
+				if err := lk.Release(context.Background()); err != nil && !errors.Is(err, lock.ErrNotHeld) {
+					t.Errorf("%s: Release = %v, want nil or ErrNotHeld", holder, err)
+				}
+				mu.Lock()
+				holds = append(holds, h)
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	return Check(holds), reg.Writes(), counter.LostUpdates()
+}
