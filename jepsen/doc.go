@@ -18,6 +18,8 @@
 //     sleep between the two, counts the updates that the lock alone let
 //     be lost.
 //
-// The topology of network namespaces, the faults and the clients come next;
-// README.md, beside this package, says what the harness will be.
+// A [Net] is a run's network: a namespace for each node on a bridge, with a
+// node's link cut and healed as the first fault. The other faults, and
+// clients in processes of their own, come next; README.md, beside this
+// package, says what the harness will be.
 package jepsen

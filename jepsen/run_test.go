@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -29,16 +30,16 @@ func TestChecksOnARealRun(t *testing.T) {
 	t.Run("holds within the TTL: no overlap, no stale write, no update lost", func(t *testing.T) {
 		// A TTL far above the holds of 2 ms, so that a loaded machine's
 		// stall does not make a holder outlast it.
-		r, w, lost := run(t, l, 4, 2*time.Second, 5*time.Second, func(int, int) time.Duration { return 2 * time.Millisecond })
-		t.Logf("%v; register %+v; %d updates lost", r, w, lost)
+		r := run(t, l, 4, 2*time.Second, 5*time.Second, func(int, int) time.Duration { return 2 * time.Millisecond })
+		t.Log(r)
 		if r.Holds < 8 {
 			t.Fatalf("holds: got %d, want at least 8", r.Holds)
 		}
 		if r.RawOverlaps != 0 || r.ValidityOverlaps != 0 || r.FencesIssuedTwice != 0 || r.FencesOutOfOrder != 0 {
 			t.Errorf("got %v, want nothing found", r)
 		}
-		if w.Stale != 0 || w.Collisions != 0 || lost != 0 {
-			t.Errorf("register %+v and %d updates lost, want no stale write, no collision, nothing lost", w, lost)
+		if r.writes.Stale != 0 || r.writes.Collisions != 0 || r.lost != 0 {
+			t.Errorf("register %+v and %d updates lost, want no stale write, no collision, nothing lost", r.writes, r.lost)
 		}
 	})
 	t.Run("a holder paused past the TTL: raw overlaps, none within validity, its writes refused or lost", func(t *testing.T) {
@@ -50,18 +51,18 @@ func TestChecksOnARealRun(t *testing.T) {
 			}
 			return 2 * time.Millisecond
 		}
-		r, w, lost := run(t, l, 4, 3*time.Second, ttl, hold)
-		t.Logf("%v; register %+v; %d updates lost", r, w, lost)
+		r := run(t, l, 4, 3*time.Second, ttl, hold)
+		t.Log(r)
 		if r.RawOverlaps == 0 {
 			t.Errorf("raw overlaps: got 0, want some: the paused holder released after others obtained")
 		}
 		if r.ValidityOverlaps != 0 || r.FencesIssuedTwice != 0 || r.FencesOutOfOrder != 0 {
 			t.Errorf("got %v, want no validity overlap and fences in order", r)
 		}
-		if w.Stale == 0 || w.Collisions != 0 {
-			t.Errorf("register %+v, want the paused holder's stale writes refused, and no collision", w)
+		if r.writes.Stale == 0 || r.writes.Collisions != 0 {
+			t.Errorf("register %+v, want the paused holder's stale writes refused, and no collision", r.writes)
 		}
-		if lost == 0 {
+		if r.lost == 0 {
 			t.Errorf("updates lost: got 0, want some: the lock alone cannot guard the counter from a paused holder")
 		}
 	})
@@ -71,8 +72,9 @@ func TestChecksOnARealRun(t *testing.T) {
 // through l with fencing and a TTL of ttl, lasting hold(client, n) for the
 // client's nth hold, between a read of a Counter and its write of one more,
 // and ended by a write to a FencedRegister; and returns what Check found in
-// their history, the register's writes and the updates lost.
-func run(t *testing.T, l lock.Locker, clients int, d, ttl time.Duration, hold func(client, n int) time.Duration) (Report, Writes, int) {
+// their history, the register's writes and the updates lost. An Obtain
+// that gets no answer, as under a partition, is tried again.
+func run(t *testing.T, l lock.Locker, clients int, d, ttl time.Duration, hold func(client, n int) time.Duration) result {
 	t.Helper()
 	key := fmt.Sprintf("jepsen:%s:%d", t.Name(), time.Now().UnixNano())
 	start := time.Now()
@@ -85,6 +87,7 @@ func run(t *testing.T, l lock.Locker, clients int, d, ttl time.Duration, hold fu
 		mu      sync.Mutex
 		holds   []Hold
 		wg      sync.WaitGroup
+		unseen  atomic.Int64
 	)
 	for c := range clients {
 		wg.Add(1)
@@ -100,8 +103,13 @@ func run(t *testing.T, l lock.Locker, clients int, d, ttl time.Duration, hold fu
 					}
 					return
 				}
+				if errors.Is(err, lock.ErrNoAnswer) { // a fault at work: try again
+					unseen.Add(1)
+					time.Sleep(10 * time.Millisecond)
+					continue
+				}
 				if err != nil {
-					t.Errorf("%s: Obtain = %v, want a lock", holder, err)
+					t.Errorf("%s: Obtain = %v, want a lock or ErrNoAnswer", holder, err)
 					return
 				}
 				h.Obtained, h.ValidUntil = since(time.Now()), since(lk.ValidUntil())
@@ -111,8 +119,8 @@ func run(t *testing.T, l lock.Locker, clients int, d, ttl time.Duration, hold fu
 				counter.Write(v + 1)
 				reg.Write(key, holder, h.Fence)
 				h.Released = since(time.Now())
-				if err := lk.Release(context.Background()); err != nil && !errors.Is(err, lock.ErrNotHeld) {
-					t.Errorf("%s: Release = %v, want nil or ErrNotHeld", holder, err)
+				if err := lk.Release(context.Background()); err != nil && !errors.Is(err, lock.ErrNotHeld) && !errors.Is(err, lock.ErrNoAnswer) {
+					t.Errorf("%s: Release = %v, want nil, ErrNotHeld or ErrNoAnswer", holder, err)
 				}
 				mu.Lock()
 				holds = append(holds, h)
@@ -121,5 +129,30 @@ func run(t *testing.T, l lock.Locker, clients int, d, ttl time.Duration, hold fu
 		}()
 	}
 	wg.Wait()
-	return Check(holds), reg.Writes(), counter.LostUpdates()
+	return result{Check(holds), reg.Writes(), counter.LostUpdates(), int(unseen.Load()), holds, start}
+}
+
+// result is what run found.
+type result struct {
+	Report
+	writes   Writes
+	lost     int    // updates of the counter lost
+	noAnswer int    // Obtains that got no answer
+	holds    []Hold // the history
+	start    time.Time
+}
+
+// after returns how many holds were obtained after tm.
+func (r result) after(tm time.Time) int {
+	n := 0
+	for _, h := range r.holds {
+		if h.Obtained > int64(tm.Sub(r.start)) {
+			n++
+		}
+	}
+	return n
+}
+
+func (r result) String() string {
+	return fmt.Sprintf("%v; register %+v; %d updates lost; %d Obtains without an answer", r.Report, r.writes, r.lost, r.noAnswer)
 }

@@ -1,0 +1,198 @@
+package jepsen
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/locksmith-go/lock/driver/goredis"
+	"github.com/locksmith-go/lock/internal/testing/redistest"
+	"github.com/locksmith-go/lock/strategy/single"
+)
+
+// requireNet skips t unless this process can make a Net, and fails it
+// instead when LOCKSMITH_REQUIRE_JEPSEN=1; and sweeps dead runs' leftovers.
+func requireNet(t *testing.T) {
+	t.Helper()
+	if err := Supported(); err != nil {
+		if os.Getenv("LOCKSMITH_REQUIRE_JEPSEN") == "1" {
+			t.Fatalf("%v (LOCKSMITH_REQUIRE_JEPSEN=1)", err)
+		}
+		t.Skip(err)
+	}
+	if err := Sweep(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// newNet makes a Net of names and removes it when t ends.
+func newNet(t *testing.T, names ...string) *Net {
+	t.Helper()
+	n, err := NewNet(names...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := n.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	return n
+}
+
+// startServer starts redis-server in node, on its address, and kills it
+// when t ends; it returns once a client of from gets its PONG.
+func startServer(t *testing.T, node, from *Node) string {
+	t.Helper()
+	addr := net.JoinHostPort(node.IP, "6379")
+	cmd := node.Command(redistest.RequireBinary(t), "--bind", node.IP, "--port", "6379", "--save", "", "--appendonly", "no", "--protected-mode", "no")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		_ = cmd.Wait()
+	})
+	c := client(from, addr)
+	defer c.Close()
+	for start := time.Now(); ; time.Sleep(20 * time.Millisecond) {
+		err := c.Ping(context.Background()).Err()
+		if err == nil {
+			return addr
+		}
+		if time.Since(start) > 10*time.Second {
+			t.Fatalf("redis-server in %s: PING from %s = %v after 10 s, want PONG", node.Name, from.Name, err)
+		}
+	}
+}
+
+// client returns a go-redis client of addr that dials from node, with
+// short timeouts, so that a cut shows as no answer soon.
+func client(node *Node, addr string) *redis.Client {
+	return redis.NewClient(&redis.Options{
+		Addr: addr, Dialer: node.DialContext, MaxRetries: -1, ContextTimeoutEnabled: true,
+		DialTimeout: 200 * time.Millisecond, ReadTimeout: 200 * time.Millisecond, WriteTimeout: 200 * time.Millisecond,
+	})
+}
+
+func TestNet(t *testing.T) {
+	requireNet(t)
+	n := newNet(t, "server", "client")
+	srv, cli := n.Node("server"), n.Node("client")
+	addr := startServer(t, srv, cli)
+	ping := func() error {
+		c := client(cli, addr)
+		defer c.Close()
+		return c.Ping(context.Background()).Err()
+	}
+	t.Run("a node reaches another over the bridge", func(t *testing.T) {
+		if err := ping(); err != nil {
+			t.Errorf("PING = %v, want PONG", err)
+		}
+	})
+	t.Run("a node has no route but its bridge", func(t *testing.T) {
+		out, err := cli.Command("ip", "-4", "route").Output()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := strings.TrimSpace(string(out)); !strings.HasPrefix(got, "10.77.0.0/24 ") || strings.Contains(got, "\n") {
+			t.Errorf("routes of a node: got %q, want the bridge's 10.77.0.0/24 alone", got)
+		}
+	})
+	t.Run("a cut node gets nothing, until healed", func(t *testing.T) {
+		if err := srv.Cut(); err != nil {
+			t.Fatal(err)
+		}
+		err := ping()
+		if err2 := srv.Heal(); err2 != nil {
+			t.Fatal(err2)
+		}
+		var ne net.Error
+		if !errors.As(err, &ne) || !ne.Timeout() {
+			t.Errorf("PING of a cut node = %v, want a timeout", err)
+		}
+		if err := ping(); err != nil {
+			t.Errorf("PING once healed = %v, want PONG", err)
+		}
+	})
+	t.Run("Sweep removes the namespaces of a run that ended, and no others", func(t *testing.T) {
+		dead := 1 << 22 // above Linux's largest process ID: no process has it
+		gone, kept := fmt.Sprintf("j%d-1", dead), fmt.Sprintf("j%d-x", dead)
+		for _, ns := range []string{gone, kept} {
+			if err := ip("netns", "add", ns); err != nil {
+				t.Fatal(err)
+			}
+		}
+		defer ip("netns", "del", kept)
+		if err := Sweep(); err != nil {
+			t.Fatal(err)
+		}
+		for ns, want := range map[string]bool{gone: false, kept: true, srv.ns: true} {
+			_, err := os.Stat(filepath.Join(nsRun, ns))
+			if got := err == nil; got != want {
+				t.Errorf("namespace %s after Sweep: there %v, want %v", ns, got, want)
+			}
+		}
+	})
+	t.Run("a name holds the run's process ID", func(t *testing.T) {
+		for name, want := range map[string]int{"j42-sw": 42, "j42-3": 42, "j42-": 0, "jx-1": 0, "j42-sw1": 0, "k42-1": 0} {
+			if pid, ok := runPID(name); pid != want || ok != (want != 0) {
+				t.Errorf("runPID(%q) = %d, %v, want %d, %v", name, pid, ok, want, want != 0)
+			}
+		}
+	})
+}
+
+// TestPartitionedServer: clients of single on a server in a namespace of
+// its own take turns while the server is cut off from them for five TTLs,
+// and then healed: no two holders within their validity at once, no stale
+// write, no fence out of order, and the lock obtained again once healed.
+func TestPartitionedServer(t *testing.T) {
+	requireNet(t)
+	n := newNet(t, "server", "clients")
+	srv, clients := n.Node("server"), n.Node("clients")
+	addr := startServer(t, srv, clients)
+	c := client(clients, addr)
+	t.Cleanup(func() { c.Close() })
+	l, err := single.New(goredis.New(c))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const ttl = 300 * time.Millisecond
+	healed := make(chan time.Time, 1)
+	go func() {
+		time.Sleep(500 * time.Millisecond)
+		if err := srv.Cut(); err != nil {
+			t.Error(err)
+			return
+		}
+		time.Sleep(5 * ttl)
+		if err := srv.Heal(); err != nil {
+			t.Error(err)
+		}
+		healed <- time.Now()
+	}()
+	r := run(t, l, 4, 4*time.Second, ttl, func(int, int) time.Duration { return 2 * time.Millisecond })
+	t.Log(r)
+	if r.ValidityOverlaps != 0 || r.FencesIssuedTwice != 0 || r.FencesOutOfOrder != 0 {
+		t.Errorf("got %v, want no validity overlap and fences in order", r.Report)
+	}
+	if r.writes.Collisions != 0 {
+		t.Errorf("register %+v, want no collision", r.writes)
+	}
+	if r.noAnswer == 0 {
+		t.Errorf("Obtains without an answer: got 0, want some: the cut did not take")
+	}
+	if n := r.after(<-healed); n == 0 {
+		t.Errorf("holds obtained once healed: got 0, want some")
+	}
+}
