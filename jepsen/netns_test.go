@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -49,30 +50,48 @@ func newNet(t *testing.T, names ...string) *Net {
 	return n
 }
 
-// startServer starts redis-server in node, on its address, and kills it
-// when t ends; it returns once a client of from gets its PONG.
-func startServer(t *testing.T, node, from *Node) string {
+// A server is a redis-server in a node of a Net.
+type server struct {
+	t    *testing.T
+	node *Node
+	addr string
+	cmd  *exec.Cmd
+}
+
+// startServer starts redis-server in node, on its address, without
+// persistence, and kills it when t ends; it returns once a client of from
+// gets its PONG.
+func startServer(t *testing.T, node, from *Node) *server {
 	t.Helper()
-	addr := net.JoinHostPort(node.IP, "6379")
-	cmd := node.Command(redistest.RequireBinary(t), "--bind", node.IP, "--port", "6379", "--save", "", "--appendonly", "no", "--protected-mode", "no")
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
+	s := &server{t: t, node: node, addr: net.JoinHostPort(node.IP, "6379")}
+	s.start(from)
+	t.Cleanup(s.kill)
+	return s
+}
+
+func (s *server) start(from *Node) {
+	s.t.Helper()
+	s.cmd = s.node.Command(redistest.RequireBinary(s.t), "--bind", s.node.IP, "--port", "6379", "--save", "", "--appendonly", "no", "--protected-mode", "no")
+	if err := s.cmd.Start(); err != nil {
+		s.t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-		_ = cmd.Wait()
-	})
-	c := client(from, addr)
+	c := client(from, s.addr)
 	defer c.Close()
 	for start := time.Now(); ; time.Sleep(20 * time.Millisecond) {
 		err := c.Ping(context.Background()).Err()
 		if err == nil {
-			return addr
+			return
 		}
 		if time.Since(start) > 10*time.Second {
-			t.Fatalf("redis-server in %s: PING from %s = %v after 10 s, want PONG", node.Name, from.Name, err)
+			s.t.Fatalf("redis-server in %s: PING from %s = %v after 10 s, want PONG", s.node.Name, from.Name, err)
 		}
 	}
+}
+
+// kill ends the server at once (SIGKILL), and with it every key it held.
+func (s *server) kill() {
+	_ = syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL)
+	_ = s.cmd.Wait()
 }
 
 // client returns a go-redis client of addr that dials from node, with
@@ -88,7 +107,7 @@ func TestNet(t *testing.T) {
 	requireNet(t)
 	n := newNet(t, "server", "client")
 	srv, cli := n.Node("server"), n.Node("client")
-	addr := startServer(t, srv, cli)
+	addr := startServer(t, srv, cli).addr
 	ping := func() error {
 		c := client(cli, addr)
 		defer c.Close()
@@ -160,8 +179,7 @@ func TestPartitionedServer(t *testing.T) {
 	requireNet(t)
 	n := newNet(t, "server", "clients")
 	srv, clients := n.Node("server"), n.Node("clients")
-	addr := startServer(t, srv, clients)
-	c := client(clients, addr)
+	c := client(clients, startServer(t, srv, clients).addr)
 	t.Cleanup(func() { c.Close() })
 	l, err := single.New(goredis.New(c))
 	if err != nil {
