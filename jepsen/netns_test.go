@@ -15,6 +15,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/locksmith-go/lock"
 	"github.com/locksmith-go/lock/driver/goredis"
 	"github.com/locksmith-go/lock/internal/testing/redistest"
 	"github.com/locksmith-go/lock/strategy/single"
@@ -199,7 +200,7 @@ func TestPartitionedServer(t *testing.T) {
 		}
 		healed <- time.Now()
 	}()
-	r := run(t, l, 4, 4*time.Second, ttl, func(int, int) time.Duration { return 2 * time.Millisecond })
+	r := run(t, l, 4, 4*time.Second, ttl, func(int, int) time.Duration { return 2 * time.Millisecond }, lock.WithFencing())
 	t.Log(r)
 	if r.ValidityOverlaps != 0 || r.FencesIssuedTwice != 0 || r.FencesOutOfOrder != 0 {
 		t.Errorf("got %v, want no validity overlap and fences in order", r.Report)

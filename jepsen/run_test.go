@@ -30,7 +30,7 @@ func TestChecksOnARealRun(t *testing.T) {
 	t.Run("holds within the TTL: no overlap, no stale write, no update lost", func(t *testing.T) {
 		// A TTL far above the holds of 2 ms, so that a loaded machine's
 		// stall does not make a holder outlast it.
-		r := run(t, l, 4, 2*time.Second, 5*time.Second, func(int, int) time.Duration { return 2 * time.Millisecond })
+		r := run(t, l, 4, 2*time.Second, 5*time.Second, func(int, int) time.Duration { return 2 * time.Millisecond }, lock.WithFencing())
 		t.Log(r)
 		if r.Holds < 8 {
 			t.Fatalf("holds: got %d, want at least 8", r.Holds)
@@ -51,7 +51,7 @@ func TestChecksOnARealRun(t *testing.T) {
 			}
 			return 2 * time.Millisecond
 		}
-		r := run(t, l, 4, 3*time.Second, ttl, hold)
+		r := run(t, l, 4, 3*time.Second, ttl, hold, lock.WithFencing())
 		t.Log(r)
 		if r.RawOverlaps == 0 {
 			t.Errorf("raw overlaps: got 0, want some: the paused holder released after others obtained")
@@ -69,12 +69,13 @@ func TestChecksOnARealRun(t *testing.T) {
 }
 
 // run has clients holders take turns on one key for d, each hold obtained
-// through l with fencing and a TTL of ttl, lasting hold(client, n) for the
+// through l with a TTL of ttl and opts, lasting hold(client, n) for the
 // client's nth hold, between a read of a Counter and its write of one more,
-// and ended by a write to a FencedRegister; and returns what Check found in
+// and ended, when the lock has a fencing token (lock.WithFencing), by a
+// write to a FencedRegister; and returns what Check found in
 // their history, the register's writes and the updates lost. An Obtain
 // that gets no answer, as under a partition, is tried again.
-func run(t *testing.T, l lock.Locker, clients int, d, ttl time.Duration, hold func(client, n int) time.Duration) result {
+func run(t *testing.T, l lock.Locker, clients int, d, ttl time.Duration, hold func(client, n int) time.Duration, opts ...lock.Option) result {
 	t.Helper()
 	key := fmt.Sprintf("jepsen:%s:%d", t.Name(), time.Now().UnixNano())
 	start := time.Now()
@@ -96,7 +97,7 @@ func run(t *testing.T, l lock.Locker, clients int, d, ttl time.Duration, hold fu
 			holder := fmt.Sprint("client-", c)
 			for n := 0; ; n++ {
 				h := Hold{Key: key, Holder: holder, Invoked: since(time.Now())}
-				lk, err := l.Obtain(ctx, key, ttl, lock.WithFencing(), lock.WithRetry(lock.Linear(5*time.Millisecond)))
+				lk, err := l.Obtain(ctx, key, ttl, append([]lock.Option{lock.WithRetry(lock.Linear(5 * time.Millisecond))}, opts...)...)
 				if ctx.Err() != nil {
 					if err == nil {
 						_ = lk.Release(context.Background())
@@ -117,7 +118,9 @@ func run(t *testing.T, l lock.Locker, clients int, d, ttl time.Duration, hold fu
 				v := counter.Read()
 				time.Sleep(hold(c, n))
 				counter.Write(v + 1)
-				reg.Write(key, holder, h.Fence)
+				if h.Fence != 0 {
+					reg.Write(key, holder, h.Fence)
+				}
 				h.Released = since(time.Now())
 				if err := lk.Release(context.Background()); err != nil && !errors.Is(err, lock.ErrNotHeld) && !errors.Is(err, lock.ErrNoAnswer) {
 					t.Errorf("%s: Release = %v, want nil, ErrNotHeld or ErrNoAnswer", holder, err)
