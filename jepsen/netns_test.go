@@ -2,6 +2,7 @@ package jepsen
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -13,10 +14,15 @@ import (
 	"testing"
 	"time"
 
+	redigoredis "github.com/gomodule/redigo/redis"
 	"github.com/redis/go-redis/v9"
+	"github.com/redis/rueidis"
 
 	"github.com/locksmith-go/lock"
+	"github.com/locksmith-go/lock/driver"
 	"github.com/locksmith-go/lock/driver/goredis"
+	"github.com/locksmith-go/lock/driver/redigo"
+	rueidisdriver "github.com/locksmith-go/lock/driver/rueidis"
 	"github.com/locksmith-go/lock/internal/testing/redistest"
 	"github.com/locksmith-go/lock/strategy/single"
 )
@@ -104,6 +110,40 @@ func client(node *Node, addr string) *redis.Client {
 	})
 }
 
+// drivers are the drivers that the runs go over: a difference between
+// them is a bug.
+var drivers = []string{"goredis", "redigo", "rueidis"}
+
+// conn returns a locksmith driver of addr over drv, dialing from node, with
+// the short timeouts of client, closed when t ends.
+func conn(t *testing.T, drv string, node *Node, addr string) driver.Conn {
+	t.Helper()
+	switch drv {
+	case "goredis":
+		c := client(node, addr)
+		t.Cleanup(func() { c.Close() })
+		return goredis.New(c)
+	case "redigo":
+		p := &redigoredis.Pool{MaxIdle: 16, DialContext: func(ctx context.Context) (redigoredis.Conn, error) {
+			return redigoredis.DialContext(ctx, "tcp", addr, redigoredis.DialContextFunc(node.DialContext),
+				redigoredis.DialConnectTimeout(200*time.Millisecond), redigoredis.DialReadTimeout(200*time.Millisecond), redigoredis.DialWriteTimeout(200*time.Millisecond))
+		}}
+		t.Cleanup(func() { p.Close() })
+		return redigo.New(p)
+	case "rueidis":
+		return rueidisdriver.New(redistest.RueidisClient(t, rueidis.ClientOption{
+			InitAddress: []string{addr},
+			DialCtxFn: func(ctx context.Context, dst string, _ *net.Dialer, _ *tls.Config) (net.Conn, error) {
+				return node.DialContext(ctx, "tcp", dst)
+			},
+			Dialer:           net.Dialer{Timeout: 200 * time.Millisecond},
+			ConnWriteTimeout: 200 * time.Millisecond,
+		}))
+	}
+	t.Fatalf("no driver %q", drv)
+	return nil
+}
+
 func TestNet(t *testing.T) {
 	requireNet(t)
 	n := newNet(t, "server", "client")
@@ -174,44 +214,47 @@ func TestNet(t *testing.T) {
 
 // TestPartitionedServer: clients of single on a server in a namespace of
 // its own take turns while the server is cut off from them for five TTLs,
-// and then healed: no two holders within their validity at once, no stale
-// write, no fence out of order, and the lock obtained again once healed.
+// and then healed, over each driver: no two holders within their validity
+// at once, no stale write, no fence out of order, and the lock obtained
+// again once healed.
 func TestPartitionedServer(t *testing.T) {
 	requireNet(t)
-	n := newNet(t, "server", "clients")
-	srv, clients := n.Node("server"), n.Node("clients")
-	c := client(clients, startServer(t, srv, clients).addr)
-	t.Cleanup(func() { c.Close() })
-	l, err := single.New(goredis.New(c))
-	if err != nil {
-		t.Fatal(err)
-	}
-	const ttl = 300 * time.Millisecond
-	healed := make(chan time.Time, 1)
-	go func() {
-		time.Sleep(500 * time.Millisecond)
-		if err := srv.Cut(); err != nil {
-			t.Error(err)
-			return
-		}
-		time.Sleep(5 * ttl)
-		if err := srv.Heal(); err != nil {
-			t.Error(err)
-		}
-		healed <- time.Now()
-	}()
-	r := run(t, l, 4, 4*time.Second, ttl, func(int, int) time.Duration { return 2 * time.Millisecond }, lock.WithFencing())
-	t.Log(r)
-	if r.ValidityOverlaps != 0 || r.FencesIssuedTwice != 0 || r.FencesOutOfOrder != 0 {
-		t.Errorf("got %v, want no validity overlap and fences in order", r.Report)
-	}
-	if r.writes.Collisions != 0 {
-		t.Errorf("register %+v, want no collision", r.writes)
-	}
-	if r.noAnswer == 0 {
-		t.Errorf("Obtains without an answer: got 0, want some: the cut did not take")
-	}
-	if n := r.after(<-healed); n == 0 {
-		t.Errorf("holds obtained once healed: got 0, want some")
+	for _, drv := range drivers {
+		t.Run(drv, func(t *testing.T) {
+			n := newNet(t, "server", "clients")
+			srv, clients := n.Node("server"), n.Node("clients")
+			l, err := single.New(conn(t, drv, clients, startServer(t, srv, clients).addr))
+			if err != nil {
+				t.Fatal(err)
+			}
+			const ttl = 300 * time.Millisecond
+			healed := make(chan time.Time, 1)
+			go func() {
+				time.Sleep(500 * time.Millisecond)
+				if err := srv.Cut(); err != nil {
+					t.Error(err)
+					return
+				}
+				time.Sleep(5 * ttl)
+				if err := srv.Heal(); err != nil {
+					t.Error(err)
+				}
+				healed <- time.Now()
+			}()
+			r := run(t, l, 4, 4*time.Second, ttl, func(int, int) time.Duration { return 2 * time.Millisecond }, lock.WithFencing())
+			t.Log(r)
+			if r.ValidityOverlaps != 0 || r.FencesIssuedTwice != 0 || r.FencesOutOfOrder != 0 {
+				t.Errorf("got %v, want no validity overlap and fences in order", r.Report)
+			}
+			if r.writes.Collisions != 0 {
+				t.Errorf("register %+v, want no collision", r.writes)
+			}
+			if r.noAnswer == 0 {
+				t.Errorf("Obtains without an answer: got 0, want some: the cut did not take")
+			}
+			if n := r.after(<-healed); n == 0 {
+				t.Errorf("holds obtained once healed: got 0, want some")
+			}
+		})
 	}
 }

@@ -74,7 +74,8 @@ func TestChecksOnARealRun(t *testing.T) {
 // and ended, when the lock has a fencing token (lock.WithFencing), by a
 // write to a FencedRegister; and returns what Check found in
 // their history, the register's writes and the updates lost. An Obtain
-// that gets no answer, as under a partition, is tried again.
+// that gets no answer within a second, as under a partition, is tried
+// again.
 func run(t *testing.T, l lock.Locker, clients int, d, ttl time.Duration, hold func(client, n int) time.Duration, opts ...lock.Option) result {
 	t.Helper()
 	key := fmt.Sprintf("jepsen:%s:%d", t.Name(), time.Now().UnixNano())
@@ -88,7 +89,7 @@ func run(t *testing.T, l lock.Locker, clients int, d, ttl time.Duration, hold fu
 		mu      sync.Mutex
 		holds   []Hold
 		wg      sync.WaitGroup
-		unseen  atomic.Int64
+		unseen  atomic.Int64 // Obtains that got no answer in time
 	)
 	for c := range clients {
 		wg.Add(1)
@@ -97,14 +98,18 @@ func run(t *testing.T, l lock.Locker, clients int, d, ttl time.Duration, hold fu
 			holder := fmt.Sprint("client-", c)
 			for n := 0; ; n++ {
 				h := Hold{Key: key, Holder: holder, Invoked: since(time.Now())}
-				lk, err := l.Obtain(ctx, key, ttl, append([]lock.Option{lock.WithRetry(lock.Linear(5 * time.Millisecond))}, opts...)...)
+				// Each Obtain and Release has a second, as a client's
+				// request would: a partition then ends it.
+				attempt, cancel := context.WithTimeout(ctx, time.Second)
+				lk, err := l.Obtain(attempt, key, ttl, append([]lock.Option{lock.WithRetry(lock.Linear(5 * time.Millisecond))}, opts...)...)
+				cancel()
 				if ctx.Err() != nil {
 					if err == nil {
-						_ = lk.Release(context.Background())
+						release(lk)
 					}
 					return
 				}
-				if errors.Is(err, lock.ErrNoAnswer) { // a fault at work: try again
+				if errors.Is(err, lock.ErrNoAnswer) || errors.Is(err, context.DeadlineExceeded) { // a fault at work: try again
 					unseen.Add(1)
 					time.Sleep(10 * time.Millisecond)
 					continue
@@ -122,7 +127,7 @@ func run(t *testing.T, l lock.Locker, clients int, d, ttl time.Duration, hold fu
 					reg.Write(key, holder, h.Fence)
 				}
 				h.Released = since(time.Now())
-				if err := lk.Release(context.Background()); err != nil && !errors.Is(err, lock.ErrNotHeld) && !errors.Is(err, lock.ErrNoAnswer) {
+				if err := release(lk); err != nil && !errors.Is(err, lock.ErrNotHeld) && !errors.Is(err, lock.ErrNoAnswer) {
 					t.Errorf("%s: Release = %v, want nil, ErrNotHeld or ErrNoAnswer", holder, err)
 				}
 				mu.Lock()
@@ -135,12 +140,19 @@ func run(t *testing.T, l lock.Locker, clients int, d, ttl time.Duration, hold fu
 	return result{Check(holds), reg.Writes(), counter.LostUpdates(), int(unseen.Load()), holds, start}
 }
 
+// release releases lk within a second.
+func release(lk *lock.Lock) error {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	return lk.Release(ctx)
+}
+
 // result is what run found.
 type result struct {
 	Report
 	writes   Writes
 	lost     int    // updates of the counter lost
-	noAnswer int    // Obtains that got no answer
+	noAnswer int    // Obtains that got no answer in time
 	holds    []Hold // the history
 	start    time.Time
 }
