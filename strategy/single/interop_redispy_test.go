@@ -5,7 +5,7 @@ package single_test
 // ttl, with a random token, and a compare-and-delete release. It runs the
 // real library, from Debian's python3-redis or pip, through a small
 // script that acquires and releases on the commands it reads. The tests of
-// interoperability with bsm/redislock are in ./bsminterop.
+// interoperability with bsm/redislock are in internal/bsminterop.
 
 import (
 	"bufio"

@@ -16,7 +16,7 @@ package single_test
 //     background), or at its patience, capped by its deadline, at most.
 //
 // TestForeignClientsBargeIn, whose contenders include a bsm/redislock
-// client, is in ./bsminterop, with the other tests that import it.
+// client, is in internal/bsminterop, with the other tests that import it.
 
 import (
 	"bufio"
