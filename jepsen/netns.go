@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -65,10 +66,16 @@ func Supported() error {
 }
 
 // NewNet makes a namespace for each name, with the address 10.77.0.i
-// for the ith, on one bridge. Close removes them.
+// for the ith, on one bridge. Close removes them. The names must be
+// distinct and not empty, from 1 to 250 of them.
 func NewNet(names ...string) (*Net, error) {
 	if len(names) == 0 || len(names) > 250 {
 		return nil, fmt.Errorf("jepsen: NewNet of %d nodes, want 1 to 250", len(names))
+	}
+	for i, name := range names {
+		if name == "" || slices.Contains(names[:i], name) {
+			return nil, fmt.Errorf("jepsen: NewNet: node name %q, want names non-empty and distinct", name)
+		}
 	}
 	n := &Net{prefix: "j" + strconv.Itoa(os.Getpid())}
 	sw := n.prefix + "-sw"

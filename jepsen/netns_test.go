@@ -144,6 +144,16 @@ func conn(t *testing.T, drv string, node *Node, addr string) driver.Conn {
 	return nil
 }
 
+func TestNewNetRefusesBadNames(t *testing.T) {
+	for _, names := range [][]string{nil, {""}, {"a", "a"}, make([]string, 251)} {
+		n, err := NewNet(names...)
+		if err == nil {
+			n.Close()
+			t.Errorf("NewNet(%d names %q) = nil error, want one", len(names), names[:min(len(names), 3)])
+		}
+	}
+}
+
 func TestNet(t *testing.T) {
 	requireNet(t)
 	n := newNet(t, "server", "client")
