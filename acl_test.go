@@ -48,22 +48,22 @@ func TestACLRules(t *testing.T) {
 		name  string
 		rules []string // each as docs/acl.md gives it
 		opts  []lock.Option
-		newL  func(driver.Conn) (lock.Locker, error)
+		newL  func(driver.Conn) (*lock.Locker, error)
 	}{
 		{"single", []string{base}, nil, newSingle},
 		{"single WithFencing", []string{base, "+exists +time +incr"}, []lock.Option{lock.WithFencing()}, newSingle},
-		{"single WithReplicas", []string{base, "+wait"}, nil, func(c driver.Conn) (lock.Locker, error) {
+		{"single WithReplicas", []string{base, "+wait"}, nil, func(c driver.Conn) (*lock.Locker, error) {
 			return single.New(c, single.WithReplicas(1, 10*time.Second))
 		}},
-		{"setnx-getset", []string{"+set +get +getset +evalsha +eval +pexpire +pttl +del"}, nil, func(c driver.Conn) (lock.Locker, error) {
+		{"setnx-getset", []string{"+set +get +getset +evalsha +eval +pexpire +pttl +del"}, nil, func(c driver.Conn) (*lock.Locker, error) {
 			return setnxgetset.New(c, setnxgetset.WithSafetyTTL(time.Minute))
 		}},
 		{"setnx-getset WithoutScripts", []string{"+set +get +getset +pexpire +pttl +del +watch +multi +exec +unwatch +discard"}, nil, newSetnxGetsetWithoutScripts},
 		{"single WithoutScripts", []string{noScripts}, nil, newSingleWithoutScripts},
 		{"single WithoutScripts WithFencing", []string{noScripts, "+exists +time +incr"}, []lock.Option{lock.WithFencing()}, newSingleWithoutScripts},
-		{"redlock", []string{base}, nil, func(c driver.Conn) (lock.Locker, error) { return redlock.New([]driver.Conn{c}) }},
+		{"redlock", []string{base}, nil, func(c driver.Conn) (*lock.Locker, error) { return redlock.New([]driver.Conn{c}) }},
 		{"redlock WithoutScripts", []string{noScripts}, nil, newRedlockWithoutScripts},
-		{"redlock WithRestartGuard", []string{base, "+time"}, nil, func(c driver.Conn) (lock.Locker, error) {
+		{"redlock WithRestartGuard", []string{base, "+time"}, nil, func(c driver.Conn) (*lock.Locker, error) {
 			return redlock.New([]driver.Conn{c}, redlock.WithRestartGuard(time.Minute))
 		}},
 	} {
@@ -127,7 +127,7 @@ func TestACLInspect(t *testing.T) {
 			if _, err := srv.Command(ctx, "SET", "{"+key+"}:fence", "7"); err != nil {
 				t.Fatal(err)
 			}
-			for name, newL := range map[string]func(driver.Conn) (lock.Locker, error){"scripts": newSingle, "without scripts": newSingleWithoutScripts} {
+			for name, newL := range map[string]func(driver.Conn) (*lock.Locker, error){"scripts": newSingle, "without scripts": newSingleWithoutScripts} {
 				locker, err := newL(conn)
 				if err != nil {
 					t.Fatal(err)
@@ -173,7 +173,7 @@ func TestACLWaiting(t *testing.T) {
 	srv := redistest.Start(t, 1)[0]
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	newLocker := func(t *testing.T, user string, rules ...string) lock.Locker {
+	newLocker := func(t *testing.T, user string, rules ...string) *lock.Locker {
 		t.Helper()
 		l, err := single.New(aclConn(t, ctx, srv, user, append([]string{"~lock:*", "~{lock:*", "&{lock:*"}, rules...)...))
 		if err != nil {
@@ -229,15 +229,15 @@ func TestACLHints(t *testing.T) {
 	for _, c := range []struct {
 		name string
 		rule string // the strategy's, as docs/acl.md gives it
-		newL func(driver.Conn) (lock.Locker, error)
+		newL func(driver.Conn) (*lock.Locker, error)
 	}{
-		{"setnx-getset", "+set +get +getset +evalsha +eval +pexpire +pttl +del", func(c driver.Conn) (lock.Locker, error) {
+		{"setnx-getset", "+set +get +getset +evalsha +eval +pexpire +pttl +del", func(c driver.Conn) (*lock.Locker, error) {
 			return setnxgetset.New(c, setnxgetset.WithSafetyTTL(time.Minute))
 		}},
-		{"redlock", "+evalsha +eval +get +set +pexpire +pttl +del", func(c driver.Conn) (lock.Locker, error) { return redlock.New([]driver.Conn{c}) }},
+		{"redlock", "+evalsha +eval +get +set +pexpire +pttl +del", func(c driver.Conn) (*lock.Locker, error) { return redlock.New([]driver.Conn{c}) }},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			newLocker := func(user string) lock.Locker {
+			newLocker := func(user string) *lock.Locker {
 				l, err := c.newL(aclConn(t, ctx, srv, user, "~lock:*", "&{lock:*", c.rule, hints))
 				if err != nil {
 					t.Fatal(err)
@@ -288,7 +288,7 @@ func aclConnOver(t *testing.T, ctx context.Context, srv *redistest.Server, d, us
 // its subscription's confirmation) and has found the lock held again: it
 // is subscribed, and asleep for a minute unless a message comes. It returns
 // why the waiter woke, each time, once it got the lock.
-func wakeReasons(t *testing.T, ctx context.Context, holder, waiter lock.Locker, key string) []string {
+func wakeReasons(t *testing.T, ctx context.Context, holder, waiter *lock.Locker, key string) []string {
 	t.Helper()
 	lk, err := holder.Obtain(ctx, key, time.Minute)
 	if err != nil {
@@ -354,19 +354,19 @@ func aclSection(t *testing.T, heading string) string {
 }
 
 // newSingle is single.New with no options.
-func newSingle(c driver.Conn) (lock.Locker, error) { return single.New(c) }
+func newSingle(c driver.Conn) (*lock.Locker, error) { return single.New(c) }
 
-func newSingleWithoutScripts(c driver.Conn) (lock.Locker, error) {
+func newSingleWithoutScripts(c driver.Conn) (*lock.Locker, error) {
 	return single.New(c, single.WithoutScripts())
 }
 
-func newSetnxGetsetWithoutScripts(c driver.Conn) (lock.Locker, error) {
+func newSetnxGetsetWithoutScripts(c driver.Conn) (*lock.Locker, error) {
 	return setnxgetset.New(c, setnxgetset.WithSafetyTTL(time.Minute), setnxgetset.WithoutScripts())
 }
 
 // newRedlockWithoutScripts is a Redlock Locker of one node, without
 // scripts.
-func newRedlockWithoutScripts(c driver.Conn) (lock.Locker, error) {
+func newRedlockWithoutScripts(c driver.Conn) (*lock.Locker, error) {
 	return redlock.New([]driver.Conn{c}, redlock.WithoutScripts())
 }
 
@@ -397,10 +397,10 @@ func TestACLWithoutScripts(t *testing.T) {
 	for _, d := range drivers {
 		for _, c := range []struct {
 			combo matrix.Combo
-			newL  func(driver.Conn) (lock.Locker, error)
+			newL  func(driver.Conn) (*lock.Locker, error)
 		}{
 			{matrix.Prefix("single", matrix.SingleWithoutScripts(srv.Addr))[0], newSingleWithoutScripts},
-			{matrix.Prefix("setnx-getset", matrix.SetnxGetset(srv.Addr, setnxgetset.WithoutScripts()))[0], func(c driver.Conn) (lock.Locker, error) {
+			{matrix.Prefix("setnx-getset", matrix.SetnxGetset(srv.Addr, setnxgetset.WithoutScripts()))[0], func(c driver.Conn) (*lock.Locker, error) {
 				// The options of the combination, ms+safety-ttl.
 				return setnxgetset.New(c, setnxgetset.WithFormat(setnxgetset.Milliseconds), setnxgetset.WithSafetyTTL(time.Second), setnxgetset.WithoutScripts())
 			}},
@@ -413,7 +413,7 @@ func TestACLWithoutScripts(t *testing.T) {
 			// acquisitions over a one-node Redlock missed its 1s node
 			// timeout: "no quorum", 0 overlaps.)
 			c.combo.Harness.Acquisitions = 200
-			c.combo.Harness.NewLocker = func(t *testing.T) lock.Locker {
+			c.combo.Harness.NewLocker = func(t *testing.T) *lock.Locker {
 				l, err := c.newL(aclConnOver(t, t.Context(), srv, d, conformance.Key(t), "~*", "&*", "+@all", "-@scripting"))
 				if err != nil {
 					t.Fatal(err)
@@ -445,7 +445,7 @@ func TestACLShared(t *testing.T) {
 	srv := redistest.Start(t, 1)[0]
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	newLocker := func(t *testing.T, user string) lock.Locker {
+	newLocker := func(t *testing.T, user string) *lock.Locker {
 		t.Helper()
 		l, err := single.New(aclConn(t, ctx, srv, user, "~lock:*", "~{lock:*", "&{lock:*", base, wait, shared, "+incr"))
 		if err != nil {
@@ -547,7 +547,7 @@ func TestACLScriptsRefused(t *testing.T) {
 			redistest.StartReplica(t, srv.Addr) // for WithReplicas' WAIT
 			for _, d := range []string{"goredis", "redigo", "rueidis"} {
 				t.Run(d, func(t *testing.T) {
-					newLocker := func(t *testing.T, opts ...single.Option) lock.Locker {
+					newLocker := func(t *testing.T, opts ...single.Option) *lock.Locker {
 						t.Helper()
 						l, err := single.New(aclConnOver(t, ctx, srv, d, "refused-"+d, server.acl...), opts...)
 						if err != nil {

@@ -106,7 +106,7 @@ func (f *batchFake) sizes() []int {
 }
 
 // holdAll obtains n locks through l for ttl, and starts refreshing each.
-func holdAll(t *testing.T, l lock.Locker, n int, ttl time.Duration, opts ...lock.Option) []*lock.Lock {
+func holdAll(t *testing.T, l *lock.Locker, n int, ttl time.Duration, opts ...lock.Option) []*lock.Lock {
 	t.Helper()
 	locks := make([]*lock.Lock, n)
 	for i := range locks {

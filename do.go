@@ -6,43 +6,17 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/locksmith-go/lock/internal/background"
 	"github.com/locksmith-go/lock/strategy"
 )
 
-// Do runs fn while holding the lock on key, and releases it when fn returns.
-//
-// It obtains the lock with opts, as [Locker.Obtain] does (a ttl of 0 is the
-// Locker's default TTL, [WithTTL]), and refreshes it in the background
-// every [WithRefreshFraction] of ttl (a third by default), retrying a
-// failed refresh while the lock is still valid. fn's
-// context is cancelled as soon as the lock is lost: when a refresh finds it
-// gone or taken, or when its validity deadline ([Lock.ValidUntil], counted
-// from when the last successful refresh was sent) passes before a refresh
-// confirmed it. context.Cause on fn's context says why, and [FromContext]
-// returns the lock, for its fencing token ([Lock.Fence], with
-// [WithFencing]). [WithMaxHold] caps how long it is held.
-//
-// Cancelling ctx cancels fn's context and stops the refreshes. After fn
-// returns (or panics), Do stops the refreshes and releases the lock on a
-// context that outlives ctx's cancellation, bounded by 5s. It waits for the
-// release for 1s at most, and no later than 100ms past ctx's deadline, so
-// that it keeps the deadline; a release still on its way then goes on in
-// the background, and its outcome reaches the Op hooks (e.Op "release"),
-// while Do returns a release error matching context.DeadlineExceeded.
-//
-// Its error tells the cases apart:
-//   - Obtain's error when the lock was not obtained (fn did not run), such
-//     as one matching ErrNotObtained;
-//   - an error matching [ErrLost], and the cause (ErrExpired, ErrTaken or
-//     ErrLapsed, and after a refresh that failed, its error too: see
-//     [Lock.Err]), when the lock was lost before fn returned, or found
-//     gone by the release after it; it also wraps fn's error, if any, and
-//     says the cause once when fn returned it (context.Cause of its
-//     context), or an error that wraps it;
-//   - otherwise fn's error as it is, joined with the release's error if
-//     that failed too, or the release's error alone.
-func Do(ctx context.Context, l Locker, key string, ttl time.Duration, fn func(ctx context.Context) error, opts ...Option) error {
+// Do runs fn while holding the lock on key: it obtains it with opts, as
+// [Locker.Obtain] does (a ttl of 0 is the Locker's default TTL, [WithTTL]),
+// then holds it while fn runs and releases it, as [Hold] does. When the
+// lock is not obtained, fn does not run, and Do returns Obtain's error,
+// such as one matching ErrNotObtained. A lock of several keys, or of any
+// shape, is held with Hold: obtain it with [Locker.ObtainMany] and the
+// options of the shape, and pass it to Hold.
+func Do(ctx context.Context, l *Locker, key string, ttl time.Duration, fn func(ctx context.Context) error, opts ...Option) error {
 	if err := checkContext(ctx); err != nil {
 		return err
 	}
@@ -56,6 +30,57 @@ func Do(ctx context.Context, l Locker, key string, ttl time.Duration, fn func(ct
 	if err != nil {
 		return err
 	}
+	return hold(ctx, lk, fn)
+}
+
+// Hold runs fn while holding lk, a lock just obtained (of one key or
+// several, of any shape), and releases it when fn returns.
+//
+// It refreshes lk in the background every [WithRefreshFraction] of its
+// TTL (a third by default), retrying a failed refresh while the lock is
+// still valid. fn's context is cancelled as soon as the lock is lost: when
+// a refresh finds it gone or taken, or when its validity deadline
+// ([Lock.ValidUntil], counted from when the last successful refresh was
+// sent) passes before a refresh confirmed it. context.Cause on fn's
+// context says why, and [FromContext] returns the lock, for its fencing
+// token ([Lock.Fence], with [WithFencing]). [WithMaxHold] caps how long it
+// is held.
+//
+// Cancelling ctx cancels fn's context and stops the refreshes. After fn
+// returns (or panics), Hold stops the refreshes and releases the lock on a
+// context that outlives ctx's cancellation, bounded by 5s. It waits for the
+// release for 1s at most, and no later than 100ms past ctx's deadline, so
+// that it keeps the deadline; a release still on its way then goes on in
+// the background, and its outcome reaches the Op hooks (e.Op "release"),
+// while Hold returns a release error matching context.DeadlineExceeded.
+//
+// Its error tells the cases apart:
+//   - an error matching [ErrLost], and the cause (ErrExpired, ErrTaken or
+//     ErrLapsed, and after a refresh that failed, its error too: see
+//     [Lock.Err]), when the lock was lost before fn returned, or found
+//     gone by the release after it; it also wraps fn's error, if any, and
+//     says the cause once when fn returned it (context.Cause of its
+//     context), or an error that wraps it;
+//   - otherwise fn's error as it is, joined with the release's error if
+//     that failed too, or the release's error alone.
+//
+// A nil ctx or fn gives an [*ArgumentError], and lk is left as it was.
+func Hold(ctx context.Context, lk *Lock, fn func(ctx context.Context) error) error {
+	if err := checkContext(ctx); err != nil {
+		return err
+	}
+	switch {
+	case lk == nil:
+		return &ArgumentError{Name: "lock", Reason: "must not be nil"}
+	case fn == nil:
+		return &ArgumentError{Name: "fn", Reason: "must not be nil"}
+	}
+	return hold(ctx, lk, fn)
+}
+
+// hold is Hold, once its arguments are checked.
+func hold(ctx context.Context, lk *Lock, fn func(ctx context.Context) error) error {
+	name := lk.name()
 	fnCtx, cancel := lk.Context(ctx)
 	defer cancel()
 	returned := false
@@ -67,7 +92,7 @@ func Do(ctx context.Context, l Locker, key string, ttl time.Duration, fn func(ct
 	if err := lk.StartRefresh(ctx); err != nil {
 		returned = true
 		_ = release(ctx, lk)
-		return fmt.Errorf("%w %q: %w", ErrLost, key, err)
+		return fmt.Errorf("%w %s: %w", ErrLost, name, err)
 	}
 	fnErr := fn(fnCtx)
 	returned = true
@@ -79,11 +104,11 @@ func Do(ctx context.Context, l Locker, key string, ttl time.Duration, fn func(ct
 	switch {
 	case lost != nil && errors.Is(fnErr, lost):
 		// fn returned the cause (its context's), or wrapped it: say it once
-		return fmt.Errorf("%w %q: %w", ErrLost, key, fnErr)
+		return fmt.Errorf("%w %s: %w", ErrLost, name, fnErr)
 	case lost != nil && fnErr != nil:
-		return fmt.Errorf("%w %q: %w (fn returned: %w)", ErrLost, key, lost, fnErr)
+		return fmt.Errorf("%w %s: %w (fn returned: %w)", ErrLost, name, lost, fnErr)
 	case lost != nil:
-		return fmt.Errorf("%w %q: %w", ErrLost, key, lost)
+		return fmt.Errorf("%w %s: %w", ErrLost, name, lost)
 	case fnErr != nil && relErr != nil:
 		return errors.Join(fnErr, relErr)
 	case fnErr != nil:
@@ -106,7 +131,7 @@ func release(ctx context.Context, lk *Lock) error {
 		wait = dl.Add(releaseGrace)
 	}
 	done := make(chan error, 1)
-	background.Go(background.With(ctx, lk.bg), func() {
+	lk.bg.Go(func() {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), strategy.CleanupTimeout)
 		defer cancel()
 		done <- lk.Release(ctx)

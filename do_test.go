@@ -226,7 +226,7 @@ func TestDoErrors(t *testing.T) {
 		fn := func(context.Context) error { return nil }
 		for _, c := range []struct {
 			name   string
-			locker lock.Locker
+			locker *lock.Locker
 			fn     func(context.Context) error
 			opts   []lock.Option
 			arg    string

@@ -72,6 +72,11 @@ var (
 	// ErrNotHeld). fn's own errors never match it, unless fn returns it.
 	ErrLost = errors.New("lock: lost")
 
+	// ErrClosed is the error of a call on a Locker that was closed
+	// ([Locker.Close]), and what the errors of a config.Open Locker's locks
+	// match once its clients are closed.
+	ErrClosed = errors.New("lock: locker closed")
+
 	errReleased = fmt.Errorf("%w: already released", ErrNotHeld)
 
 	// errHoldLimit refuses a refresh once WithMaxHold's time is spent, and

@@ -19,13 +19,13 @@ import (
 // newLocker starts an in-process Redis and returns a single-instance Locker
 // on it, and a function that stops both. In an application, build the
 // go-redis client from your own configuration instead.
-func newLocker() (lock.Locker, func()) {
+func newLocker() (*lock.Locker, func()) {
 	locker, _, stop := newClientLocker()
 	return locker, stop
 }
 
 // newClientLocker is newLocker that also returns the client.
-func newClientLocker() (lock.Locker, *redis.Client, func()) {
+func newClientLocker() (*lock.Locker, *redis.Client, func()) {
 	s, err := locktest.StartServer()
 	if err != nil {
 		log.Fatal(err)

@@ -37,6 +37,7 @@ import (
 	"io"
 	"log/slog"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -68,7 +69,7 @@ type Lock struct {
 	fraction  float64   // the auto-refresh interval, as a fraction of the TTL
 	holdUntil time.Time // WithMaxHold's limit; zero: none
 	// bg counts the work that the lock's calls leave running in the
-	// background (internal/background): that of the Obtain's context.
+	// background: its Locker's, for Close.
 	bg *background.Group
 
 	// ops serializes Refresh, Release and TTL: a refresh can replace the
@@ -123,6 +124,14 @@ func (l *Lock) Keys() []string {
 		return []string{l.key}
 	}
 	return slices.Clone(l.many.keys)
+}
+
+// name names the lock in errors: its key quoted, or its keys.
+func (l *Lock) name() string {
+	if l.many == nil {
+		return strconv.Quote(l.key)
+	}
+	return fmt.Sprintf("%q", l.many.keys)
 }
 
 // keyCount returns how many keys a lock of several keys has, and 0 for a
@@ -415,7 +424,7 @@ func (l *Lock) abandon(ctx context.Context) {
 	l.mu.Lock()
 	value := l.value
 	l.released = true
-	discard(ctx, l.key, true, func(ctx context.Context) error { return releaseOp(ctx, l, value) })
+	discard(l.bg, ctx, l.key, true, func(ctx context.Context) error { return releaseOp(ctx, l, value) })
 	l.endLocked(errReleased)
 }
 
@@ -459,7 +468,6 @@ const maxUnsure = 8
 
 // op runs fn with value through the Op hooks.
 func (l *Lock) op(ctx context.Context, op string, ttl time.Duration, value string, fn func(ctx context.Context, l *Lock, value string) error) error {
-	ctx = background.With(ctx, l.bg)
 	if len(l.hooks) == 0 {
 		return fn(ctx, l, value) // no closure: an unhooked call allocates nothing here
 	}

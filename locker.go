@@ -8,88 +8,91 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/locksmith-go/lock/internal/background"
+	"github.com/locksmith-go/lock/internal/owned"
 	"github.com/locksmith-go/lock/internal/scope"
 	"github.com/locksmith-go/lock/strategy"
 )
 
-// Locker obtains distributed locks. Its methods, like those of [Lock] and
-// like [Do], refuse a nil ctx with an [*ArgumentError] named "ctx".
-type Locker interface {
-	// Obtain locks key for ttl; a ttl of 0 is the Locker's default TTL
-	// ([WithTTL]), and is refused where it has none. It makes one attempt,
-	// then waits and tries again as the retry policy says (see
-	// [WithRetry]; the default is [NoRetry]) until the lock is obtained,
-	// the policy gives up, or ctx is done.
-	//
-	// When an attempt found the key held by another owner, the error
-	// satisfies errors.Is(err, ErrNotObtained); when ctx ended the wait it
-	// also matches the context's error and cause (for example
-	// context.DeadlineExceeded). When the last attempt got no answer (a
-	// timeout, a dead connection, or ctx ending while it was on its way),
-	// the error matches [ErrNoAnswer] and the driver's error, and says
-	// that Redis did not answer; it matches ErrNotObtained only if an
-	// earlier attempt found the key held. So an Obtain against a server
-	// that never answers does not report the lock held. A ctx done before
-	// the first attempt gives its error alone: nothing is sent. Invalid
-	// arguments give an [*ArgumentError]. Other Redis and transport errors
-	// (an error reply, a refused connection) are wrapped with the
-	// operation's name.
-	Obtain(ctx context.Context, key string, ttl time.Duration, opts ...Option) (*Lock, error)
+// Locker obtains distributed locks with one strategy: a strategy
+// package's New returns it (single.New, redlock.New, …), and so do
+// config.Open and [New], for a strategy written elsewhere. Its methods,
+// like those of [Lock] and like [Do], refuse a nil ctx with an
+// [*ArgumentError] named "ctx". It is safe for concurrent use.
+//
+// A program that is done with a Locker calls [Locker.Close] before it
+// closes the clients the Locker uses, so that the work the Locker left
+// running in the background (clean-ups, a Redlock's calls to slow nodes)
+// ends first, and leaves no key behind.
+type Locker struct {
+	s        strategy.Strategy
+	defaults []Option
+	batch    *batcher // nil when s does not batch refreshes
+	life     *life    // shared with the Lockers With derives
+}
 
-	// ObtainMany locks several keys as one lock, for ttl (0: the Locker's
-	// default, as for Obtain): every key, with one token, or none. It
-	// takes them in one order whatever the order of keys (sorted,
-	// duplicates removed), so that two callers that name the same keys in
-	// other orders cannot block each other. The lock's
-	// Refresh extends every key or none, its Release deletes each key it
-	// still holds and reports the others, and it is lost when any key is
-	// lost; errors about one key are a [*KeyError] naming it. See the
-	// repository's docs/multi-key.md for what each strategy guarantees.
-	//
-	// It waits and fails as Obtain does. Keys must number from 1 to
-	// [MaxKeys], none empty, or it returns an [*ArgumentError] named
-	// "keys", sending nothing; one key (after removing duplicates) is an
-	// Obtain of that key. A strategy that cannot lock several keys as one
-	// (setnx-getset) gives an *ArgumentError named "keys" that says so.
-	ObtainMany(ctx context.Context, keys []string, ttl time.Duration, opts ...Option) (*Lock, error)
+// life is what a Locker shares with the Lockers With derives from it: its
+// calls in flight and the work they left running in the background, for
+// Close to wait for, and whether it is closed.
+type life struct {
+	bg      background.Group // the calls in flight, and the work they left running
+	mu      sync.Mutex       // guards closing
+	closing bool             // Close was called: calls get ErrClosed
+	close   func() error     // what else Close closes (config.Open's clients); nil: nothing
+}
 
-	// Inspect reads the state of the lock on key without holding it or
-	// changing it: whether it is held, for how long yet, by whom (a
-	// fingerprint of the holder's token, never the token, and its
-	// metadata), and what else the strategy can tell (see [State]). Invalid
-	// arguments give an [*ArgumentError]; Redis and transport errors are
-	// wrapped with the operation's name, "inspect" (matching [ErrNoAnswer]
-	// when Redis did not answer, as Obtain's do). A multi-node strategy
-	// that could not tell returns what it read, with its error.
-	//
-	// Of the options, only [WithHooks] applies: the Op hooks wrap the read
-	// (e.Op "inspect"), and the Node hooks see each node's answer, so that
-	// wrappers such as the otel package instrument it as they do Obtain.
-	// The others are ignored.
-	Inspect(ctx context.Context, key string, opts ...Option) (State, error)
+func init() {
+	owned.SetClose = func(l any, close func() error) { l.(*Locker).life.close = close }
+}
 
-	// Break deletes the lock on key without its holder's token, for an
-	// operator whose holder is gone: if the holder's fingerprint (the
-	// State.Fingerprint that Inspect read) is fingerprint, or whoever holds
-	// it when fingerprint is "". It deletes as the holder's Release would,
-	// waking the waiters, with a compare-and-delete of the value it read,
-	// so it never deletes a holder that came after that reading. It
-	// returns the State it read before. When the lock is free, the error
-	// matches [ErrExpired]; when another holder holds it, [ErrTaken], and
-	// nothing is deleted; both match [ErrNotHeld]. A fingerprint that is
-	// neither "" nor 16 hexadecimal digits (a token passed by mistake, say)
-	// gives an [*ArgumentError] named "fingerprint", and nothing is sent. A
-	// strategy that cannot break locks gives an error matching
-	// errors.ErrUnsupported. A live holder finds its lock gone at its next
-	// Refresh ([ErrExpired]); only fencing ([WithFencing]) protects the
-	// resource from what it does until then.
-	//
-	// Of the options, only [WithHooks] applies: the Op hooks wrap it (e.Op
-	// "break"), and the Node hooks see each node's answer.
-	Break(ctx context.Context, key, fingerprint string, opts ...Option) (State, error)
+// enter counts a call in flight, or returns ErrClosed after Close. The
+// caller calls l.life.bg.Done when the call returns.
+func (l *Locker) enter() error {
+	lf := l.life
+	lf.mu.Lock()
+	defer lf.mu.Unlock()
+	if lf.closing {
+		return ErrClosed
+	}
+	lf.bg.Add()
+	return nil
+}
+
+// Close waits for the Locker's calls in flight to return, and for the work
+// they and their locks left running in the background to end (the
+// clean-ups of attempts that got no answer, a waiter's leaving its queue,
+// Redlock's calls to the nodes that had not answered yet: each bounded,
+// by a node timeout or by strategy.CleanupTimeout), then closes what the
+// Locker owns: nothing for a Locker from New or a strategy's New, the
+// clients it opened for one from config.Open. Call it when the program is
+// done with the Locker, before it closes the clients it gave a strategy,
+// so that nothing is left on the servers until its TTL ends.
+//
+// Once Close is called, Obtain, ObtainMany, Inspect and Break return an
+// error matching [ErrClosed], on this Locker and on every Locker that
+// shares its strategy through With. The locks obtained before go on
+// working while their clients are open: release them first. Calling Close
+// again does nothing and returns nil.
+func (l *Locker) Close() error {
+	lf := l.life
+	lf.mu.Lock()
+	closing := lf.closing
+	lf.closing = true
+	lf.mu.Unlock()
+	if closing {
+		return nil
+	}
+	lf.bg.Wait()
+	if d, ok := l.s.(strategy.Drainer); ok {
+		d.Drain()
+	}
+	if lf.close != nil {
+		return lf.close()
+	}
+	return nil
 }
 
 // State is what [Locker.Inspect] read of a lock: whether it is held, its
@@ -103,21 +106,44 @@ type State = strategy.State
 // remaining lease, and its permit or whether it is the writer.
 type Holder = strategy.Holder
 
-// New returns the [Locker] for a strategy. Strategy packages call it;
+// New returns the Locker of a strategy. The strategy packages call it;
 // application code gets a Locker from them (single.New, redlock.New, …) or
 // from the config package. The defaults apply to every Obtain, before the
-// options of the call.
-func New(s strategy.Strategy, defaults ...Option) Locker {
-	return &locker{s: s, defaults: defaults, batch: newBatcher(s)}
+// options of the call. docs/extending.md shows how to write a strategy.
+func New(s strategy.Strategy, defaults ...Option) *Locker {
+	return &Locker{s: s, defaults: slices.Clip(defaults), batch: newBatcher(s), life: new(life)}
 }
 
-type locker struct {
-	s        strategy.Strategy
-	defaults []Option
-	batch    *batcher // nil when s does not batch refreshes
+// With returns a Locker that shares l's strategy and background work, and
+// whose defaults are l's followed by defaults: what a wrapper such as the
+// otel package uses to add its hooks, and a program to set a default TTL
+// or retry policy once.
+func (l *Locker) With(defaults ...Option) *Locker {
+	c := *l
+	c.defaults = slices.Concat(l.defaults, defaults)
+	return &c
 }
 
-func (l *locker) Obtain(ctx context.Context, key string, ttl time.Duration, opts ...Option) (*Lock, error) {
+// Obtain locks key for ttl; a ttl of 0 is the Locker's default TTL
+// ([WithTTL]), and is refused where it has none. It makes one attempt,
+// then waits and tries again as the retry policy says (see
+// [WithRetry]; the default is [NoRetry]) until the lock is obtained,
+// the policy gives up, or ctx is done.
+//
+// When an attempt found the key held by another owner, the error
+// satisfies errors.Is(err, ErrNotObtained); when ctx ended the wait it
+// also matches the context's error and cause (for example
+// context.DeadlineExceeded). When the last attempt got no answer (a
+// timeout, a dead connection, or ctx ending while it was on its way),
+// the error matches [ErrNoAnswer] and the driver's error, and says
+// that Redis did not answer; it matches ErrNotObtained only if an
+// earlier attempt found the key held. So an Obtain against a server
+// that never answers does not report the lock held. A ctx done before
+// the first attempt gives its error alone: nothing is sent. Invalid
+// arguments give an [*ArgumentError]. Other Redis and transport errors
+// (an error reply, a refused connection) are wrapped with the
+// operation's name.
+func (l *Locker) Obtain(ctx context.Context, key string, ttl time.Duration, opts ...Option) (*Lock, error) {
 	return l.obtainKeys(ctx, key, nil, ttl, opts)
 }
 
@@ -127,7 +153,22 @@ func (l *locker) Obtain(ctx context.Context, key string, ttl time.Duration, opts
 // per script on Redis 7.0, measured; see docs/multi-key.md).
 const MaxKeys = 1000
 
-func (l *locker) ObtainMany(ctx context.Context, keys []string, ttl time.Duration, opts ...Option) (*Lock, error) {
+// ObtainMany locks several keys as one lock, for ttl (0: the Locker's
+// default, as for Obtain): every key, with one token, or none. It
+// takes them in one order whatever the order of keys (sorted,
+// duplicates removed), so that two callers that name the same keys in
+// other orders cannot block each other. The lock's
+// Refresh extends every key or none, its Release deletes each key it
+// still holds and reports the others, and it is lost when any key is
+// lost; errors about one key are a [*KeyError] naming it. See the
+// repository's docs/multi-key.md for what each strategy guarantees.
+//
+// It waits and fails as Obtain does. Keys must number from 1 to
+// [MaxKeys], none empty, or it returns an [*ArgumentError] named
+// "keys", sending nothing; one key (after removing duplicates) is an
+// Obtain of that key. A strategy that cannot lock several keys as one
+// (setnx-getset) gives an *ArgumentError named "keys" that says so.
+func (l *Locker) ObtainMany(ctx context.Context, keys []string, ttl time.Duration, opts ...Option) (*Lock, error) {
 	if err := checkContext(ctx); err != nil {
 		return nil, err
 	}
@@ -140,7 +181,7 @@ func (l *locker) ObtainMany(ctx context.Context, keys []string, ttl time.Duratio
 	}
 	if _, ok := l.s.(strategy.Multi); !ok {
 		name, _ := describe(l.s)
-		return nil, &ArgumentError{Name: "keys", Reason: "several keys as one lock are not supported by " + name}
+		return nil, &ArgumentError{Name: "keys", Reason: "several keys as one lock are not supported by " + name, Err: errors.ErrUnsupported}
 	}
 	return l.obtainKeys(ctx, keys[0], keys, ttl, opts)
 }
@@ -166,10 +207,14 @@ func checkKeys(keys []string) ([]string, error) {
 
 // obtainKeys is Obtain of key, or, with keys, ObtainMany of keys (key is
 // keys[0]).
-func (l *locker) obtainKeys(ctx context.Context, key string, keys []string, ttl time.Duration, opts []Option) (*Lock, error) {
+func (l *Locker) obtainKeys(ctx context.Context, key string, keys []string, ttl time.Duration, opts []Option) (*Lock, error) {
 	if err := checkContext(ctx); err != nil {
 		return nil, err
 	}
+	if err := l.enter(); err != nil {
+		return nil, err
+	}
+	defer l.life.bg.Done()
 	if len(l.defaults) == 0 && len(opts) == 0 { // no options: nothing on the heap
 		return l.obtain(ctx, key, keys, ttl, defaultOptions(), new(acquisition))
 	}
@@ -203,7 +248,7 @@ func (l *locker) obtainKeys(ctx context.Context, key string, keys []string, ttl 
 // attempts, and the lock that its run obtained, until it is back through
 // every Obtain hook. One allocation holds them all, for the hooks' next.
 type obtainCall struct {
-	l    *locker
+	l    *Locker
 	key  string
 	keys []string
 	ttl  time.Duration
@@ -221,25 +266,25 @@ func (c *obtainCall) run(ctx context.Context) (*Lock, error) {
 
 // shared returns the locker of the shared locks sh (a semaphore, or a
 // side of a read-write lock): the one whose strategy is the Sharer's.
-func (l *locker) shared(sh strategy.Sharing, keys []string) (*locker, error) {
+func (l *Locker) shared(sh strategy.Sharing, keys []string) (*Locker, error) {
 	name, _ := describe(l.s)
 	if keys != nil {
 		return nil, &ArgumentError{Name: "keys", Reason: "a semaphore or read-write lock has one key; several keys as one lock cannot be shared"}
 	}
 	sharer, ok := l.s.(strategy.Sharer)
 	if !ok {
-		return nil, &ArgumentError{Name: "permits", Reason: "semaphores and read-write locks are not supported by " + name}
+		return nil, &ArgumentError{Name: "permits", Reason: "semaphores and read-write locks are not supported by " + name, Err: errors.ErrUnsupported}
 	}
 	s, err := sharer.Shared(sh)
 	if err != nil {
 		return nil, err
 	}
-	return &locker{s: s}, nil
+	return &Locker{s: s, life: l.life}, nil
 }
 
 // options returns the options of a call: the Locker's defaults, then the
 // call's.
-func (l *locker) options(opts []Option) (options, error) {
+func (l *Locker) options(opts []Option) (options, error) {
 	if len(l.defaults) == 0 && len(opts) == 0 {
 		return defaultOptions(), nil // no copy on the heap, as apply's would be
 	}
@@ -250,7 +295,7 @@ func (l *locker) options(opts []Option) (options, error) {
 
 // obtain obtains key (or keys) with the options o, in attempts that a
 // records: the caller's, so that it can share an allocation.
-func (l *locker) obtain(ctx context.Context, key string, keys []string, ttl time.Duration, o options, a *acquisition) (lk *Lock, err error) {
+func (l *Locker) obtain(ctx context.Context, key string, keys []string, ttl time.Duration, o options, a *acquisition) (lk *Lock, err error) {
 	if err := checkKeyTTL(key, ttl); err != nil {
 		return nil, err
 	}
@@ -264,7 +309,7 @@ func (l *locker) obtain(ctx context.Context, key string, keys []string, ttl time
 		if lk == nil && err == nil { // a hook panicked, or called runtime.Goexit
 			w.abandon(ctx)
 			if v, held := a.written(); v != "" {
-				discard(ctx, key, held, l.release(key, keys, v))
+				discard(&l.life.bg, ctx, key, held, l.release(key, keys, v))
 			}
 		}
 	}()
@@ -298,13 +343,16 @@ func (l *locker) obtain(ctx context.Context, key string, keys []string, ttl time
 			w.close(ctx, true)
 			l.cleanUp(ctx, o.hooks, key, l.release(key, keys, cmp.Or(g.Value, r.Value())))
 			name, _ := describe(l.s)
-			return nil, &ArgumentError{Name: "fencing", Reason: "not supported by " + name + ": it issued no fencing token"}
+			return nil, &ArgumentError{Name: "fencing", Reason: "not supported by " + name + ": it issued no fencing token", Err: errors.ErrUnsupported}
 		}
 		if err == nil {
 			w.obtained(ctx)
 			lk := &Lock{s: l.s, key: key, token: r.Token, metadata: r.Metadata, value: r.Value(),
-				refreshesLeft: o.maxRefreshes, hooks: o.hooks, obtained: sent, permit: g.Permit,
-				fraction: o.fraction, ttl: ttl, bg: background.From(ctx)}
+				refreshesLeft: o.maxRefreshes, hooks: o.hooks, obtained: sent,
+				fraction: o.fraction, ttl: ttl, bg: &l.life.bg}
+			if o.sharing.Permits > 0 { // a read or write lock has no permit
+				lk.permit = g.Permit
+			}
 			switch {
 			case keys != nil && r.Fencing:
 				lk.many = &many{keys, g.Fences}
@@ -406,7 +454,7 @@ func NewToken() (string, error) {
 
 // attempt runs one Acquire of r, the n-th, through the Attempt hooks, and
 // records it in a.
-func (l *locker) attempt(ctx context.Context, a *acquisition, r strategy.Request, n int, hs hookList) (strategy.Grant, error) {
+func (l *Locker) attempt(ctx context.Context, a *acquisition, r strategy.Request, n int, hs hookList) (strategy.Grant, error) {
 	*a = acquisition{s: a.s, r: r}
 	if len(hs) == 0 {
 		err := a.run(ctx)
@@ -452,7 +500,7 @@ func (a *acquisition) written() (value string, held bool) {
 
 // release returns the clean-up that deletes value, which an attempt may
 // have written under key, or under each of keys.
-func (l *locker) release(key string, keys []string, value string) func(context.Context) error {
+func (l *Locker) release(key string, keys []string, value string) func(context.Context) error {
 	if keys != nil {
 		return func(ctx context.Context) error { return l.s.(strategy.Multi).ReleaseKeys(ctx, keys, value) }
 	}
@@ -470,9 +518,9 @@ func fenced(g strategy.Grant, keys []string) bool {
 
 // cleanUp runs del, which undoes what an attempt on key may have done, with
 // strategy.CleanUp in the background, and waits for it while ctx allows.
-func (l *locker) cleanUp(ctx context.Context, hs hookList, key string, del func(context.Context) error) {
+func (l *Locker) cleanUp(ctx context.Context, hs hookList, key string, del func(context.Context) error) {
 	done := make(chan struct{})
-	background.Go(ctx, func() {
+	l.life.bg.Go(func() {
 		defer close(done)
 		ctx := ctx // its own: the select below reads the caller's
 		if len(hs) > 0 {
@@ -487,14 +535,14 @@ func (l *locker) cleanUp(ctx context.Context, hs hookList, key string, del func(
 }
 
 // discard runs del, which undoes what an Obtain that a panic interrupted
-// left on key, in the background and without the hooks: one of them may be
+// left on key, in the background (counted in g) and without the hooks: one of them may be
 // what panicked. del runs once, bounded by strategy.CleanupTimeout, when
 // what it deletes is held (there, and ours: a second delete could hit a
 // later holder whose value is the same, as setnx-getset's timestamps can
 // be), and otherwise with strategy.CleanUp, until the server has answered
 // twice.
-func discard(ctx context.Context, key string, held bool, del func(context.Context) error) {
-	background.Go(ctx, func() {
+func discard(g *background.Group, ctx context.Context, key string, held bool, del func(context.Context) error) {
+	g.Go(func() {
 		if !held {
 			_ = strategy.CleanUp(ctx, key, del)
 			return

@@ -23,6 +23,7 @@ type options struct {
 	fencing      bool
 	poll         bool
 	sharing      strategy.Sharing // a shared lock: WithPermits, WithRead, WithWrite
+	sharedBy     string           // the option that set sharing, for share's refusal
 	hooks        hookList
 	errs         []error
 }
@@ -160,14 +161,16 @@ const MaxPermits = 1000
 // holder gets the lowest free permit index ([Lock.Permit]), and with
 // [WithFencing] a fencing token for that index. n must be from 1 to
 // [MaxPermits]. The single strategy supports it; the others refuse it with
-// an [*ArgumentError] that says why. See the repository's
-// docs/semaphores.md.
+// an [*ArgumentError] that says why, and matches errors.ErrUnsupported.
+// Given with [WithRead], [WithWrite] or another n, in the defaults or the
+// call, it is refused with an *ArgumentError naming both, before anything
+// is sent. See the repository's docs/semaphores.md.
 func WithPermits(n int) Option {
 	return func(o *options) {
 		if n < 1 || n > MaxPermits {
 			o.errs = append(o.errs, &ArgumentError{Name: "permits", Reason: fmt.Sprintf("must be from 1 to %d (MaxPermits), got %d", MaxPermits, n)})
 		}
-		o.sharing = strategy.Sharing{Permits: n}
+		o.share(strategy.Sharing{Permits: n}, fmt.Sprintf("WithPermits(%d)", n))
 	}
 }
 
@@ -177,7 +180,7 @@ func WithPermits(n int) Option {
 // stream of readers cannot starve a writer. See [WithPermits] for where it
 // runs, and the repository's docs/semaphores.md.
 func WithRead() Option {
-	return func(o *options) { o.sharing = strategy.Sharing{Read: true} }
+	return func(o *options) { o.share(strategy.Sharing{Read: true}, "WithRead()") }
 }
 
 // WithWrite makes the lock the write side of a read-write lock on the key:
@@ -186,7 +189,19 @@ func WithRead() Option {
 // lock does ([WithFencing]), and readers with WithFencing read the
 // current fence. [Lock.Downgrade] turns it into a reader.
 func WithWrite() Option {
-	return func(o *options) { o.sharing = strategy.Sharing{Write: true} }
+	return func(o *options) { o.share(strategy.Sharing{Write: true}, "WithWrite()") }
+}
+
+// share makes the lock the shared lock sh, which the option by asked for,
+// and refuses a second shape: a lock is a semaphore of n permits, or a
+// side of a read-write lock, not two of them. The same option twice (as a
+// Locker's default and in the call, say) is no conflict.
+func (o *options) share(sh strategy.Sharing, by string) {
+	if o.sharedBy != "" && o.sharing != sh {
+		o.errs = append(o.errs, &ArgumentError{Name: sh.Option(), Reason: fmt.Sprintf(
+			"lock.%s and lock.%s cannot both hold: a lock is a semaphore of n permits, a read lock or a write lock, one of them", o.sharedBy, by)})
+	}
+	o.sharing, o.sharedBy = sh, by
 }
 
 // defaultOptions returns the options of a call that sets none.

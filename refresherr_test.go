@@ -236,7 +236,7 @@ func TestRefreshDeniedByACL(t *testing.T) {
 	// The words of the refusal: Redis 7.0's, Redis 7.2's and Valkey's.
 	refusal := []string{"NOPERM", "can't run this command", "ACL failure"}
 	for _, d := range []string{"goredis", "redigo", "rueidis"} {
-		for mode, newL := range map[string]func(driver.Conn) (lock.Locker, error){"scripts": newSingle, "without scripts": newSingleWithoutScripts} {
+		for mode, newL := range map[string]func(driver.Conn) (*lock.Locker, error){"scripts": newSingle, "without scripts": newSingleWithoutScripts} {
 			t.Run(d+"/"+mode, func(t *testing.T) {
 				user := "no-pexpire-" + d + "-" + strings.ReplaceAll(mode, " ", "-")
 				locker, err := newL(aclConnOver(t, ctx, srv, d, user, "~lock:*", "+evalsha +eval", strings.ReplaceAll(noScripts, "+pexpire ", "")))

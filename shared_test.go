@@ -3,6 +3,7 @@ package lock_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -95,8 +96,12 @@ func TestSharedObtain(t *testing.T) {
 			if len(s.asked) != 1 || s.asked[0] != c.want {
 				t.Errorf("Shared was asked for %+v, want [%+v]", s.asked, c.want)
 			}
-			if p, ok := lk.Permit(); p != 2 || !ok {
-				t.Errorf("Permit() = %d, %v, want 2, true (Grant.Permit 3)", p, ok)
+			wantPermit, wantOK := 2, true // Grant.Permit 3
+			if c.permits == 0 {
+				wantPermit, wantOK = 0, false // a read or write lock has no permit
+			}
+			if p, ok := lk.Permit(); p != wantPermit || ok != wantOK {
+				t.Errorf("Permit() = %d, %v, want %d, %v", p, ok, wantPermit, wantOK)
 			}
 			if _, err := lk.TTL(ctx); err != nil {
 				t.Errorf("TTL = %v, want nil", err)
@@ -143,7 +148,7 @@ func TestSharedRefused(t *testing.T) {
 	for _, c := range []struct {
 		name   string
 		s      strategy.Strategy
-		obtain func(lock.Locker) error
+		obtain func(*lock.Locker) error
 		want   string // the ArgumentError's Name
 		reason string // its Reason, if not ""
 	}{
@@ -153,7 +158,7 @@ func TestSharedRefused(t *testing.T) {
 		{"no Sharer", newFake(), obtainWith(lock.WithPermits(2)), "permits", "semaphores and read-write locks are not supported by *lock_test.fakeStrategy"},
 		{"no Sharer, read side", newFake(), obtainWith(lock.WithRead()), "permits", ""},
 		{"refused", &fakeSharer{fakeStrategy: newFake(), shared: newFake(), refuse: refusal}, obtainWith(lock.WithWrite()), "permits", refusal.Reason},
-		{"several keys", newSharer(), func(l lock.Locker) error {
+		{"several keys", newSharer(), func(l *lock.Locker) error {
 			_, err := l.ObtainMany(ctx, []string{"a", "b"}, time.Minute, lock.WithPermits(2))
 			return err
 		}, "keys", ""},
@@ -181,12 +186,62 @@ func TestSharedRefused(t *testing.T) {
 	}
 }
 
-// obtainWith returns an Obtain of "k" with opt.
-func obtainWith(opt lock.Option) func(lock.Locker) error {
-	return func(l lock.Locker) error {
-		_, err := l.Obtain(context.Background(), "k", time.Minute, opt)
+// obtainWith returns an Obtain of "k" with opts.
+func obtainWith(opts ...lock.Option) func(*lock.Locker) error {
+	return func(l *lock.Locker) error {
+		_, err := l.Obtain(context.Background(), "k", time.Minute, opts...)
 		return err
 	}
+}
+
+// TestSharedUnsupported: a strategy that cannot share locks refuses them
+// with an *ArgumentError that matches errors.ErrUnsupported; a mistake,
+// such as zero permits, does not match it.
+func TestSharedUnsupported(t *testing.T) {
+	if err := obtainWith(lock.WithRead())(lock.New(newFake())); !errors.Is(err, errors.ErrUnsupported) {
+		t.Errorf("WithRead on a strategy that is no Sharer = %v, want an error matching errors.ErrUnsupported", err)
+	}
+	if err := obtainWith(lock.WithPermits(0))(lock.New(newSharer())); errors.Is(err, errors.ErrUnsupported) {
+		t.Errorf("WithPermits(0) = %v, want an error that does not match errors.ErrUnsupported", err)
+	}
+}
+
+// TestSharedShapesConflict: two options that ask for different shapes are
+// refused with an *ArgumentError naming both, whether both are the call's
+// or one is a Locker's default, and nothing is sent; the same shape twice
+// is no conflict.
+func TestSharedShapesConflict(t *testing.T) {
+	for _, c := range []struct {
+		name           string
+		defaults, opts []lock.Option
+		both           [2]string
+	}{
+		{"permits, then read", nil, []lock.Option{lock.WithPermits(3), lock.WithRead()}, [2]string{"WithPermits(3)", "WithRead()"}},
+		{"permits, then write", nil, []lock.Option{lock.WithPermits(3), lock.WithWrite()}, [2]string{"WithPermits(3)", "WithWrite()"}},
+		{"read, then permits", nil, []lock.Option{lock.WithRead(), lock.WithPermits(2)}, [2]string{"WithRead()", "WithPermits(2)"}},
+		{"write, then permits", nil, []lock.Option{lock.WithWrite(), lock.WithPermits(2)}, [2]string{"WithWrite()", "WithPermits(2)"}},
+		{"read, then write", nil, []lock.Option{lock.WithRead(), lock.WithWrite()}, [2]string{"WithRead()", "WithWrite()"}},
+		{"write, then read", nil, []lock.Option{lock.WithWrite(), lock.WithRead()}, [2]string{"WithWrite()", "WithRead()"}},
+		{"two limits", nil, []lock.Option{lock.WithPermits(2), lock.WithPermits(3)}, [2]string{"WithPermits(2)", "WithPermits(3)"}},
+		{"a default and the call", []lock.Option{lock.WithRead()}, []lock.Option{lock.WithWrite()}, [2]string{"WithRead()", "WithWrite()"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s := newSharer()
+			err := obtainWith(c.opts...)(lock.New(s, c.defaults...))
+			var ae *lock.ArgumentError
+			if !errors.As(err, &ae) || !strings.Contains(ae.Reason, c.both[0]) || !strings.Contains(ae.Reason, c.both[1]) {
+				t.Fatalf("got %v, want an *ArgumentError naming %s and %s", err, c.both[0], c.both[1])
+			}
+			if calls := len(s.calls) + len(s.shared.calls) + len(s.asked); calls != 0 {
+				t.Errorf("calls to the strategy = %d, want 0", calls)
+			}
+		})
+	}
+	t.Run("the same shape twice", func(t *testing.T) {
+		if err := obtainWith(lock.WithRead())(lock.New(newSharer(), lock.WithRead())); err != nil {
+			t.Errorf("WithRead as a default and in the call = %v, want a lock", err)
+		}
+	})
 }
 
 // TestDowngrade: Downgrade calls the write side's Downgrade with the lock's

@@ -12,7 +12,7 @@ import (
 // waiter is the part of an Obtain that waits to try again: by notification
 // when the strategy notifies, by the retry policy's timer alone otherwise.
 type waiter struct {
-	l        *locker
+	l        *Locker
 	key      string
 	keys     []string // the keys of a lock of several keys; nil for one
 	hs       hookList
@@ -27,7 +27,7 @@ type waiter struct {
 
 // newWaiter returns the waiter of an Obtain of key, or of an ObtainMany of
 // keys.
-func (l *locker) newWaiter(key string, keys []string, o options) waiter {
+func (l *Locker) newWaiter(key string, keys []string, o options) waiter {
 	w := waiter{l: l, key: key, keys: keys, hs: o.hooks}
 	if n, ok := l.s.(strategy.Notifier); ok && !o.poll {
 		w.n = n
@@ -203,7 +203,7 @@ func (w *waiter) abandon(ctx context.Context) {
 	}
 	if w.id != "" {
 		w.mayHaveQueued()
-		discard(ctx, w.key, false, w.leave())
+		discard(&w.l.life.bg, ctx, w.key, false, w.leave())
 	}
 }
 

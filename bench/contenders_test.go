@@ -217,13 +217,13 @@ func subscribes(tb testing.TB, d, addr string) bool {
 
 // locksmithMutex obtains with a locksmith Locker.
 type locksmithMutex struct {
-	l    lock.Locker
+	l    *lock.Locker
 	wait []lock.Option // the options of an Obtain that waits
 }
 
 // locksmith returns the mutex of l, whose Obtain waits with the options
 // wait, and counts its wake-ups into cs when cs is not nil.
-func locksmith(tb testing.TB, l lock.Locker, err error, cs *counters, wait ...lock.Option) mutex {
+func locksmith(tb testing.TB, l *lock.Locker, err error, cs *counters, wait ...lock.Option) mutex {
 	if err != nil {
 		tb.Fatal(err)
 	}

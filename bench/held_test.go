@@ -143,7 +143,7 @@ func holdMany(b *testing.B, addr string, probe *redis.Client, mode string, n int
 	var trips atomic.Int64
 	client.AddHook(tripHook{&trips})
 	conn := goredis.New(client)
-	var l lock.Locker
+	var l *lock.Locker
 	switch mode {
 	case heldBatched:
 		var err error

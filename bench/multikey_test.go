@@ -17,7 +17,7 @@ import (
 // multiLocker names a Locker that BenchmarkMultiKey measures, and builds it.
 type multiLocker struct {
 	name string
-	new  func(tb testing.TB) lock.Locker
+	new  func(tb testing.TB) *lock.Locker
 }
 
 // BenchmarkMultiKey measures a lock of several keys, uncontended: one
@@ -32,7 +32,7 @@ func BenchmarkMultiKey(b *testing.B) {
 	addrs := servers(b)
 	var lockers []multiLocker
 	for _, d := range drivers {
-		lockers = append(lockers, multiLocker{d + "/single", func(tb testing.TB) lock.Locker {
+		lockers = append(lockers, multiLocker{d + "/single", func(tb testing.TB) *lock.Locker {
 			l, err := single.New(conn(tb, d, addrs[0], nil))
 			if err != nil {
 				tb.Fatal(err)
@@ -40,7 +40,7 @@ func BenchmarkMultiKey(b *testing.B) {
 			return l
 		}})
 	}
-	lockers = append(lockers, multiLocker{goredisDriver + "/redlock-3", func(tb testing.TB) lock.Locker {
+	lockers = append(lockers, multiLocker{goredisDriver + "/redlock-3", func(tb testing.TB) *lock.Locker {
 		conns := make([]driver.Conn, 3)
 		for i, a := range addrs[:3] {
 			conns[i] = conn(tb, goredisDriver, a, nil)

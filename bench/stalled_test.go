@@ -8,7 +8,6 @@ import (
 
 	"github.com/locksmith-go/lock"
 	"github.com/locksmith-go/lock/driver"
-	"github.com/locksmith-go/lock/internal/background"
 	"github.com/locksmith-go/lock/internal/testing/redistest"
 	"github.com/locksmith-go/lock/strategy/redlock"
 )
@@ -30,9 +29,8 @@ func BenchmarkStalledNode(b *testing.B) {
 	stalled := srv[3]
 	for _, d := range drivers {
 		b.Run(d, func(b *testing.B) {
-			var g background.Group
-			ctx := background.With(context.Background(), &g)
-			over := func(servers ...*redistest.Server) lock.Locker {
+			ctx := context.Background()
+			over := func(servers ...*redistest.Server) *lock.Locker {
 				conns := make([]driver.Conn, len(servers))
 				for i, s := range servers {
 					conns[i] = conn(b, d, s.Addr, nil)
@@ -45,7 +43,7 @@ func BenchmarkStalledNode(b *testing.B) {
 			}
 			ways := []struct {
 				name string
-				l    lock.Locker
+				l    *lock.Locker
 				key  string
 			}{
 				{"all-up", over(srv[0], srv[1], srv[2]), "stalled-node:" + d + "/all-up"},
@@ -66,7 +64,9 @@ func BenchmarkStalledNode(b *testing.B) {
 			stalled.Pause()
 			defer func() {
 				stalled.Resume()
-				g.Wait()
+				for _, w := range ways {
+					_ = w.l.Close() // waits for the calls to the stalled node
+				}
 			}()
 			spent := make([]time.Duration, len(ways))
 			iterations := 0

@@ -36,7 +36,7 @@ var otelKeys = map[string]bool{"omitted": true, "hashed": true, "raw": true}
 func init() {
 	RegisterStrategy("single", Strategy{
 		WithoutScripts: true,
-		New: func(c Config, conns []driver.Conn) (lock.Locker, error) {
+		New: func(c Config, conns []driver.Conn) (*lock.Locker, error) {
 			opts := []single.Option{single.WithReplicas(c.Replicas, cmp.Or(c.ReplicaTimeout, defaultReplicaTimeout))}
 			if c.WithoutScripts {
 				opts = append(opts, single.WithoutScripts())
@@ -52,7 +52,7 @@ func init() {
 			}
 			return nil
 		},
-		New: func(c Config, conns []driver.Conn) (lock.Locker, error) {
+		New: func(c Config, conns []driver.Conn) (*lock.Locker, error) {
 			opts := []setnxgetset.Option{setnxgetset.WithSafetyTTL(c.SafetyTTL), setnxgetset.WithClockSkew(c.ClockSkew)}
 			if c.TimestampFormat != "" {
 				opts = append(opts, setnxgetset.WithFormat(formats[c.TimestampFormat]))
@@ -67,7 +67,7 @@ func init() {
 		Nodes:          true,
 		WithoutScripts: true,
 		Check:          checkRedlock,
-		New: func(c Config, nodes []driver.Conn) (lock.Locker, error) {
+		New: func(c Config, nodes []driver.Conn) (*lock.Locker, error) {
 			opts := []redlock.Option{redlock.WithNodeTimeout(c.NodeTimeout), redlock.WithRestartGuard(c.RestartGuard)}
 			if c.Quorum != 0 {
 				opts = append(opts, redlock.WithQuorum(c.Quorum))

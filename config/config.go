@@ -6,7 +6,7 @@
 //	...
 //	locker, err := config.Open(cfg) // locker.Close closes the clients it opened
 //	...
-//	lk, err := locker.Obtain(ctx, "report:daily", locker.TTL())
+//	lk, err := locker.Obtain(ctx, "report:daily", 0) // 0: the configured TTL
 //
 // A [Config] comes from any of three forms, which carry the same settings
 // under the same names, or from Go code:
@@ -133,7 +133,7 @@ type Config struct {
 	// default is 10 per CPU (GOMAXPROCS), go-redis's default.
 	PoolSize int
 
-	// TTL is the default TTL of locks, which [Locker.TTL] returns, and
+	// TTL is the default TTL of locks, which [Config.Defaults] fills in, and
 	// which an Obtain, ObtainMany or lock.Do whose ttl is 0 uses (a ttl
 	// other than 0 wins). The default is 30s.
 	TTL time.Duration

@@ -295,14 +295,14 @@ func TestSecretsStayHidden(t *testing.T) {
 		t.Fatalf("json.Marshal: %v", err)
 	}
 	printed := map[string]string{
-		"String":        good.String(),
-		"fmt verbs":     fmt.Sprintf("%v %+v %#v %s %q %x %d", good, good, good, good, good, good, good),
-		"fmt pointer":   fmt.Sprintf("%v %+v %#v", &good, &good, &good),
-		"fmt nested":    fmt.Sprintf("%v %+v %#v", wrapper{good, &good}, wrapper{good, &good}, wrapper{good, &good}),
-		"Locker":        fmt.Sprintf("%s %v %+v %#v", l.String(), l, l, l),
-		"Locker.Config": l.Config().String(),
-		"log/slog":      logs.String(),
-		"JSON":          string(marshalled),
+		"String":      good.String(),
+		"fmt verbs":   fmt.Sprintf("%v %+v %#v %s %q %x %d", good, good, good, good, good, good, good),
+		"fmt pointer": fmt.Sprintf("%v %+v %#v", &good, &good, &good),
+		"fmt nested":  fmt.Sprintf("%v %+v %#v", wrapper{good, &good}, wrapper{good, &good}, wrapper{good, &good}),
+		"Locker":      fmt.Sprintf("%v %+v %#v", l, l, l),
+		"Defaults":    good.Defaults().String(),
+		"log/slog":    logs.String(),
+		"JSON":        string(marshalled),
 	}
 
 	badURL := "single://alice:" + password + "@" + addr + "?ttl=soon"
@@ -384,15 +384,15 @@ func TestLockerDefaults(t *testing.T) {
 	base := config.Config{Strategy: "single", Addrs: []string{addr}}
 
 	t.Run("TTL is 30s by default", func(t *testing.T) {
-		if got := open(t, base).TTL(); got != 30*time.Second {
-			t.Fatalf("TTL() = %v, want 30s", got)
+		if got := base.Defaults().TTL; got != 30*time.Second {
+			t.Fatalf("Defaults().TTL = %v, want 30s", got)
 		}
 	})
 	t.Run("TTL is the configured one", func(t *testing.T) {
 		c := base
 		c.TTL = 45 * time.Second
-		if got := open(t, c).TTL(); got != 45*time.Second {
-			t.Fatalf("TTL() = %v, want 45s", got)
+		if got := c.Defaults().TTL; got != 45*time.Second {
+			t.Fatalf("Defaults().TTL = %v, want 45s", got)
 		}
 	})
 
@@ -445,12 +445,11 @@ func TestLockerDefaults(t *testing.T) {
 			t.Fatalf("attempts = %d, want 3 (the configured max attempts)", n)
 		}
 	})
-	t.Run("Config returns a copy", func(t *testing.T) {
-		l := open(t, base)
-		c := l.Config()
+	t.Run("Defaults returns a copy", func(t *testing.T) {
+		c := base.Defaults()
 		c.Addrs[0] = "changed:1"
-		if got := l.Config().Addrs[0]; got != addr {
-			t.Fatalf("Config().Addrs[0] after changing a copy = %q, want %q", got, addr)
+		if got := base.Addrs[0]; got != addr {
+			t.Fatalf("Addrs[0] after changing the copy Defaults returned = %q, want %q", got, addr)
 		}
 	})
 	t.Run("Obtain and ObtainMany after Close are ErrClosed", func(t *testing.T) {
@@ -458,17 +457,11 @@ func TestLockerDefaults(t *testing.T) {
 		if err := l.Close(); err != nil {
 			t.Fatalf("Close: %v", err)
 		}
-		if _, err := l.Obtain(ctx, "closed", time.Second); !errors.Is(err, config.ErrClosed) {
+		if _, err := l.Obtain(ctx, "closed", time.Second); !errors.Is(err, lock.ErrClosed) {
 			t.Fatalf("Obtain after Close = %v, want ErrClosed", err)
 		}
-		if _, err := l.ObtainMany(ctx, []string{"closed:a", "closed:b"}, time.Second); !errors.Is(err, config.ErrClosed) {
+		if _, err := l.ObtainMany(ctx, []string{"closed:a", "closed:b"}, time.Second); !errors.Is(err, lock.ErrClosed) {
 			t.Fatalf("ObtainMany after Close = %v, want ErrClosed", err)
-		}
-	})
-	t.Run("a nil Locker prints as such", func(t *testing.T) {
-		var l *config.Locker
-		if got := fmt.Sprintf("%v %s", l, l); got != "locker <nil> locker <nil>" {
-			t.Fatalf("got %q, want %q", got, "locker <nil> locker <nil>")
 		}
 	})
 	t.Run("Close twice returns nil", func(t *testing.T) {
@@ -563,7 +556,7 @@ func init() {
 			return nil
 		},
 		Nodes: true,
-		New: func(c config.Config, conns []driver.Conn) (lock.Locker, error) {
+		New: func(c config.Config, conns []driver.Conn) (*lock.Locker, error) {
 			thirdParty.configs = append(thirdParty.configs, c)
 			return lock.New(nil), nil // never used to lock
 		},
@@ -693,8 +686,8 @@ func TestRegistry(t *testing.T) {
 	}
 }
 
-func nilNew(config.Config, []driver.Conn) (lock.Locker, error) { return nil, nil }
-func nilOpen(config.Endpoint) (driver.Conn, io.Closer, error)  { return nil, nil, nil }
+func nilNew(config.Config, []driver.Conn) (*lock.Locker, error) { return nil, nil }
+func nilOpen(config.Endpoint) (driver.Conn, io.Closer, error)   { return nil, nil, nil }
 
 // TestFileErrorsMatchTheirCause: a TLS file that cannot be read gives an
 // error that also matches the file system's.

@@ -136,7 +136,7 @@ func smoke(t *testing.T, h conformance.Harness) {
 // for planting and reading keys.
 func deployment(name string, c config.Config, unreachable func(*testing.T, *config.Config), conns ...func(*testing.T) driver.Conn) matrix.Combo {
 	return matrix.Combo{Name: name, Harness: conformance.Harness{
-		NewLocker: func(t *testing.T) lock.Locker { return open(t, c) },
+		NewLocker: func(t *testing.T) *lock.Locker { return open(t, c) },
 		Conns: func(t *testing.T) []driver.Conn {
 			cs := make([]driver.Conn, len(conns))
 			for i, conn := range conns {
@@ -144,12 +144,12 @@ func deployment(name string, c config.Config, unreachable func(*testing.T, *conf
 			}
 			return cs
 		},
-		NewUnreachable: func(t *testing.T) lock.Locker {
+		NewUnreachable: func(t *testing.T) *lock.Locker {
 			c := c
 			unreachable(t, &c)
 			return open(t, c)
 		},
-		NewWithNilConn: func() (lock.Locker, error) {
+		NewWithNilConn: func() (*lock.Locker, error) {
 			c := c
 			c.Driver = nilDriver
 			l, err := config.Open(c)
@@ -210,7 +210,7 @@ func TestSentinelFailover(t *testing.T) {
 					t.Fatalf("CLIENT KILL TYPE replica: %v", err)
 				}
 			}
-			lk, err := l.Obtain(ctx, "failover", l.TTL())
+			lk, err := l.Obtain(ctx, "failover", 0)
 			master.Kill()
 			replica.Resume()
 			if err != nil {
@@ -218,8 +218,8 @@ func TestSentinelFailover(t *testing.T) {
 			}
 			newMaster := redistest.WaitFailover(t, sentinels[0], master.Addr)
 			t.Logf("failover: %s -> %s", master.Addr, newMaster)
-			redistest.StartReplica(t, newMaster) // to acknowledge the refresh
-			err = refreshAfterFailover(t, ctx, lk, l.TTL())
+			redistest.StartReplica(t, newMaster)                   // to acknowledge the refresh
+			err = refreshAfterFailover(t, ctx, lk, 30*time.Second) // the default TTL
 			t.Logf("Refresh after the failover: %v", err)
 			if !errors.Is(err, c.want) {
 				t.Fatalf("Refresh after the failover: got %v, want %v", err, c.want)

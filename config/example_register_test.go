@@ -43,7 +43,7 @@ func init() {
 			return nil
 		},
 		// conns holds a client of the configured driver, which Close closes.
-		New: func(c config.Config, conns []driver.Conn) (lock.Locker, error) {
+		New: func(c config.Config, conns []driver.Conn) (*lock.Locker, error) {
 			return setnxgetset.New(conns[0], setnxgetset.WithFormat(units[c.Params["legacy_unit"]]),
 				setnxgetset.WithSafetyTTL(c.SafetyTTL), setnxgetset.WithClockSkew(c.ClockSkew))
 		},
@@ -68,7 +68,7 @@ func ExampleRegisterStrategy() {
 	defer locker.Close()
 
 	ctx := context.Background()
-	lk, err := locker.Obtain(ctx, "reports", locker.TTL())
+	lk, err := locker.Obtain(ctx, "reports", 0) // the configured TTL
 	if err != nil {
 		log.Fatal(err)
 	}

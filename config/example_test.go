@@ -7,7 +7,9 @@ import (
 	"log"
 	"os"
 	"strconv"
+	"time"
 
+	"github.com/locksmith-go/lock"
 	"github.com/locksmith-go/lock/config"
 	"github.com/locksmith-go/lock/locktest"
 )
@@ -36,7 +38,7 @@ func Example() {
 		if err != nil {
 			log.Fatal(err)
 		}
-		fmt.Printf("%s: %s\n", cfg.Strategy, lockInvoices(locker))
+		fmt.Printf("%s: %s\n", cfg.Strategy, lockInvoices(locker, cfg.Defaults().TTL))
 		locker.Close()
 	}
 	// Output:
@@ -44,9 +46,9 @@ func Example() {
 	// single: held "invoices" for 30s, under a random token
 }
 
-func lockInvoices(locker *config.Locker) string {
+func lockInvoices(locker *lock.Locker, ttl time.Duration) string {
 	ctx := context.Background()
-	lk, err := locker.Obtain(ctx, "invoices", locker.TTL())
+	lk, err := locker.Obtain(ctx, "invoices", ttl)
 	if err != nil {
 		return err.Error()
 	}
@@ -55,7 +57,7 @@ func lockInvoices(locker *config.Locker) string {
 	if _, err := strconv.ParseInt(lk.Token(), 10, 64); err == nil {
 		value = "a timestamp"
 	}
-	return fmt.Sprintf("held %q for %v, under %s", lk.Key(), locker.TTL(), value)
+	return fmt.Sprintf("held %q for %v, under %s", lk.Key(), ttl, value)
 }
 
 func ExampleParseURL() {

@@ -7,113 +7,136 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"os"
 	"runtime"
-	"slices"
 	"sync"
 	"time"
 
 	"github.com/locksmith-go/lock"
 	"github.com/locksmith-go/lock/driver"
-	"github.com/locksmith-go/lock/internal/background"
+	"github.com/locksmith-go/lock/internal/owned"
 )
 
-// ErrClosed is the error of Obtain on a [Locker] that was closed, and what
-// the errors of the operations of its locks match after Close.
-var ErrClosed = errors.New("config: locker closed")
-
-// Locker is the [lock.Locker] that [Open] builds from a Config. It owns the
-// clients it opened: Close closes them. It is safe for concurrent use. Like
-// every lock.Locker, it refuses a nil ctx with an *lock.ArgumentError, even
-// after Close.
-type Locker struct {
-	inner    lock.Locker
-	cfg      Config
-	ttl      time.Duration
-	defaults []lock.Option // the default TTL, retry policy and way to wait, before each call's options
-
+// clients are the clients that Open or OpenConns opened, and what holds
+// off their closing: the calls in flight on them. It is safe for
+// concurrent use.
+type clients struct {
 	mu       sync.Mutex
 	closers  []io.Closer
-	conns    []driver.Conn               // one per server, for Conns
 	sessions map[driver.Session]struct{} // the subscriber sessions open, for Close
 
 	// inFlight is held for reading by every call on a client, and for
-	// writing by Close, which so waits for the calls in flight. bg counts
-	// the work that the Locker's calls and locks left running in the
-	// background, such as clean-ups: Close waits for it too.
+	// writing by Close, which so waits for the calls in flight.
 	inFlight sync.RWMutex
-	bg       background.Group
-	closing  bool // Close was called: the Locker refuses new calls
 	closed   bool // the clients are closed
 }
 
-var _ lock.Locker = (*Locker)(nil)
-
 // Open builds the Locker that c describes: it checks c (see
 // [Config.Validate]), reads the TLS files, and opens a client of each server
-// with the configured driver. The goredis and redigo clients connect
-// lazily, on the first lock operation, as database/sql's Open does: Open
-// does not talk to Redis. A rueidis client connects when it is opened, so
-// a Sentinel or Cluster deployment that cannot be reached fails Open (see
-// config/rueidisconfig). Close the Locker to close them.
-func Open(c Config) (*Locker, error) {
-	if err := c.Validate(); err != nil {
+// with the configured driver, as [OpenConns] does. The goredis and redigo
+// clients connect lazily, on the first lock operation, as database/sql's
+// Open does: Open does not talk to Redis. A rueidis client connects when it
+// is opened, so a Sentinel or Cluster deployment that cannot be reached
+// fails Open (see config/rueidisconfig).
+//
+// The Locker owns the clients: its Close waits for the calls in flight and
+// for the work they left in the background, then closes them. Once they
+// are closed, the operations of its locks fail with an error matching
+// lock.ErrClosed: release the locks first. The Locker uses the Config's
+// TTL when an Obtain's ttl is 0, its retry policy unless a call chooses
+// one, and lock.WithPolling when its Wait is poll.
+func Open(c Config) (*lock.Locker, error) {
+	conns, cl, err := open(c)
+	if err != nil {
 		return nil, err
 	}
-	c = c.clone()
-	c.Addrs, _ = parseAddrs(c.Addrs) // checked; a Config built in Go may leave the port out
+	c = c.Defaults()
+	l, err := strategyOf(c).New(c, conns)
+	if err != nil {
+		_ = cl.Close()
+		return nil, err
+	}
+	if c.OTel {
+		l = otelOf()(l, c.OTelKeys)
+	}
+	defaults := []lock.Option{lock.WithTTL(c.TTL)}
+	if p, _ := parseRetry(c.Retry); p != nil {
+		if c.MaxAttempts != 0 {
+			p = lock.LimitAttempts(p, c.MaxAttempts)
+		}
+		defaults = append(defaults, lock.WithRetry(p))
+	}
+	l = l.With(append(defaults, waits[c.Wait]...)...)
+	owned.SetClose(l, cl.Close)
+	return l, nil
+}
+
+// OpenConns checks c and opens a client of each of its servers, as Open
+// does, for tools that send commands of their own with driver.Do, such as
+// the locksmith CLI's check-legacy, which reads INFO on every server. It
+// returns a connection to each: redlock's nodes in the order of c.Addrs or
+// c.Nodes, the one server of the other strategies. Close closes the
+// clients, once the calls in flight on them have returned; the calls after
+// it fail with an error matching lock.ErrClosed.
+func OpenConns(c Config) ([]driver.Conn, io.Closer, error) {
+	conns, cl, err := open(c)
+	if err != nil {
+		return nil, nil, err
+	}
+	return conns, cl, nil
+}
+
+// open opens the clients of c's servers.
+func open(c Config) ([]driver.Conn, *clients, error) {
+	if err := c.Validate(); err != nil {
+		return nil, nil, err
+	}
+	c = c.Defaults()
 	eps := c.endpoints()
 	for i := range eps {
 		var err error
 		if eps[i], err = eps[i].withTLS(c.TLS); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		eps[i].Config = c.withDefaults()
 		if eps[i].TLS != nil {
 			eps[i].handshakes = &handshakes{addr: eps[i].name()}
 		}
 	}
-	l := &Locker{cfg: c, ttl: c.ttl()}
-	l.defaults = append(l.defaults, lock.WithTTL(l.ttl))
-	if p, _ := parseRetry(c.Retry); p != nil {
-		if c.MaxAttempts != 0 {
-			p = lock.LimitAttempts(p, c.MaxAttempts)
-		}
-		l.defaults = append(l.defaults, lock.WithRetry(p))
-	}
-	l.defaults = append(l.defaults, waits[c.Wait]...)
+	cl := new(clients)
 	conns := make([]driver.Conn, len(eps))
 	for i, e := range eps {
 		conn, closer, err := driverOf(c).Open(e)
 		if closer != nil {
-			l.closers = append(l.closers, closer)
+			cl.closers = append(cl.closers, closer)
 		}
 		if err != nil {
-			_ = l.Close()
-			return nil, err
+			_ = cl.Close()
+			return nil, nil, err
 		}
 		conns[i] = conn
 		if driver.Check(conn) != nil {
 			continue // for the strategy to refuse
 		}
-		conns[i] = guarded{conn, l, e.handshakes}
+		conns[i] = guarded{conn, cl, e.handshakes}
 		if sub, ok := conn.(driver.Subscriber); ok {
-			conns[i] = guardedSubscriber{guarded{conn, l, e.handshakes}, sub}
+			conns[i] = guardedSubscriber{guarded{conn, cl, e.handshakes}, sub}
 		}
 	}
-	l.conns = conns
-	inner, err := strategyOf(c).New(c, conns)
-	if err != nil {
-		_ = l.Close()
-		return nil, err
-	}
-	if c.OTel {
-		inner = otelOf()(inner, c.OTelKeys)
-	}
-	l.inner = inner
-	return l, nil
+	return conns, cl, nil
+}
+
+// Defaults returns c with the defaults of what it leaves out: its TTL
+// (30s), ReadTimeout (3s) and the other timeouts, and each address's port.
+// A program reports with it the settings it runs with; a caller that must
+// not wait for a lock bounds its call with ReadTimeout, as the locksmith
+// CLI does: a server that stopped answering fails the call then.
+func (c Config) Defaults() Config {
+	c = c.clone().withDefaults()
+	c.Addrs, _ = parseAddrs(c.Addrs) // a Config built in Go may leave the port out
+	c.TTL = c.ttl()
+	return c
 }
 
 // withDefaults fills in what drivers need.
@@ -132,93 +155,17 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
-// Inspect implements [lock.Locker]. It returns ErrClosed after Close.
-func (l *Locker) Inspect(ctx context.Context, key string, opts ...lock.Option) (lock.State, error) {
-	if l.refuses(ctx) {
-		return lock.State{}, ErrClosed
-	}
-	return l.inner.Inspect(background.With(ctx, &l.bg), key, opts...)
-}
-
-// Break implements [lock.Locker]. It returns ErrClosed after Close.
-func (l *Locker) Break(ctx context.Context, key, fingerprint string, opts ...lock.Option) (lock.State, error) {
-	if l.refuses(ctx) {
-		return lock.State{}, ErrClosed
-	}
-	return l.inner.Break(background.With(ctx, &l.bg), key, fingerprint, opts...)
-}
-
-// Obtain implements [lock.Locker], with the configured TTL when ttl is 0
-// (lock.WithTTL), with the configured retry policy unless opts choose one,
-// and with lock.WithPolling when the Config's Wait is poll. It returns
-// ErrClosed after Close.
-func (l *Locker) Obtain(ctx context.Context, key string, ttl time.Duration, opts ...lock.Option) (*lock.Lock, error) {
-	if l.refuses(ctx) {
-		return nil, ErrClosed
-	}
-	if len(l.defaults) > 0 {
-		opts = append(slices.Clip(l.defaults), opts...)
-	}
-	return l.inner.Obtain(background.With(ctx, &l.bg), key, ttl, opts...)
-}
-
-// ObtainMany implements [lock.Locker] as Obtain does.
-func (l *Locker) ObtainMany(ctx context.Context, keys []string, ttl time.Duration, opts ...lock.Option) (*lock.Lock, error) {
-	if l.refuses(ctx) {
-		return nil, ErrClosed
-	}
-	if len(l.defaults) > 0 {
-		opts = append(slices.Clip(l.defaults), opts...)
-	}
-	return l.inner.ObtainMany(background.With(ctx, &l.bg), keys, ttl, opts...)
-}
-
-// TTL returns the configured default TTL (30s unless the Config sets one),
-// which Obtain, ObtainMany and lock.Do use when their ttl is 0:
-//
-//	lk, err := locker.Obtain(ctx, key, 0) // for locker.TTL()
-func (l *Locker) TTL() time.Duration { return l.ttl }
-
-// ReadTimeout returns how long one command waits for its reply: the
-// Config's ReadTimeout, or its default (3s) when it sets none. A caller that
-// must not wait for a lock bounds its call with it, as the locksmith CLI
-// does: a server that stopped answering fails the call then, and no
-// clean-up holds it longer.
-func (l *Locker) ReadTimeout() time.Duration { return l.cfg.withDefaults().ReadTimeout }
-
-// Config returns the Config the Locker was built from, with each address's
-// port: what a program reports it runs.
-func (l *Locker) Config() Config { return l.cfg.clone() }
-
-// Conns returns the Locker's connection to each of its servers: redlock's
-// nodes in the order of Config().Addrs or Config().Nodes, the one server
-// of the other strategies. They serve tools that send commands of their
-// own with driver.Do, such as the locksmith CLI's check-legacy, which reads
-// INFO on every server. Like the Locker's locks, they fail with ErrClosed
-// after Close.
-func (l *Locker) Conns() []driver.Conn { return slices.Clone(l.conns) }
-
-// Close waits for the calls in flight to end, and for the work they left
-// running in the background (the clean-ups of attempts that got no
-// answer, a waiter's leaving the queue, Redlock's calls to the nodes that
-// had not answered yet; each bounded by strategy.CleanupTimeout), then
-// closes every client the Locker opened, and returns their errors. Once
-// Close is called, Obtain, Inspect and Break return an error matching
-// ErrClosed; once it has closed the clients, so do the operations of its
-// locks: release the locks first. Calling Close again does nothing and
-// returns nil.
-func (l *Locker) Close() error {
-	l.inFlight.Lock()
-	l.closing = true
-	l.inFlight.Unlock()
-	l.bg.Wait()
-	l.inFlight.Lock()
-	l.closed = true
-	l.inFlight.Unlock()
-	l.mu.Lock()
-	closers, sessions := l.closers, l.sessions
-	l.closers, l.sessions = nil, nil
-	l.mu.Unlock()
+// Close waits for the calls in flight on the clients to return, then
+// closes every client, and returns their errors. Calling it again does
+// nothing and returns nil.
+func (cl *clients) Close() error {
+	cl.inFlight.Lock()
+	cl.closed = true
+	cl.inFlight.Unlock()
+	cl.mu.Lock()
+	closers, sessions := cl.closers, cl.sessions
+	cl.closers, cl.sessions = nil, nil
+	cl.mu.Unlock()
 	var errs []error
 	for s := range sessions {
 		_ = s.Close() // a session that ends with its Locker reports no error
@@ -229,25 +176,13 @@ func (l *Locker) Close() error {
 	return errors.Join(errs...)
 }
 
-// refuses reports whether a call on ctx gets ErrClosed: Close was
-// called. A nil ctx goes on to the inner Locker, which refuses it first,
-// as every Locker does, with an *lock.ArgumentError.
-func (l *Locker) refuses(ctx context.Context) bool {
-	if ctx == nil {
-		return false
-	}
-	l.inFlight.RLock()
-	defer l.inFlight.RUnlock()
-	return l.closing
-}
-
-// during runs call unless the Locker is closed, and keeps Close from
-// closing the clients until call returns.
-func (l *Locker) during(call func() error) error {
-	l.inFlight.RLock()
-	defer l.inFlight.RUnlock()
-	if l.closed {
-		return ErrClosed
+// during runs call unless the clients are closed, and keeps Close from
+// closing them until call returns.
+func (cl *clients) during(call func() error) error {
+	cl.inFlight.RLock()
+	defer cl.inFlight.RUnlock()
+	if cl.closed {
+		return lock.ErrClosed
 	}
 	return call()
 }
@@ -258,7 +193,7 @@ func (l *Locker) during(call func() error) error {
 // answer says when no handshake ever finished (see handshakes).
 type guarded struct {
 	c  driver.Conn
-	l  *Locker
+	l  *clients
 	hs *handshakes
 }
 
@@ -365,7 +300,7 @@ func (g guardedSubscriber) Listen(ctx context.Context, on func(driver.Event)) (d
 		s = tracked{s, g.l}
 		return nil
 	})
-	if errors.Is(err, ErrClosed) {
+	if errors.Is(err, lock.ErrClosed) {
 		return &inert{on: on}, nil
 	}
 	return s, err
@@ -378,7 +313,7 @@ func (g guardedSubscriber) Sharded() bool { return g.sub.Sharded() }
 // first.
 type tracked struct {
 	driver.Session
-	l *Locker
+	l *clients
 }
 
 func (t tracked) Close() error {
@@ -402,23 +337,6 @@ func (s *inert) Close() error {
 	s.once.Do(func() { s.on(driver.Event{Kind: driver.Closed}) })
 	return nil
 }
-
-// String describes the Locker by its Config, without the password. (fmt
-// would print the fields, the password among them.)
-func (l *Locker) String() string {
-	if l == nil {
-		return "locker <nil>"
-	}
-	return "locker " + l.cfg.String()
-}
-
-// Format writes String for every verb, so that none prints the fields (%#v
-// would).
-func (l *Locker) Format(f fmt.State, _ rune) { _, _ = io.WriteString(f, l.String()) }
-
-// LogValue makes log/slog record String, which its JSON handler would
-// otherwise record as {}.
-func (l *Locker) LogValue() slog.Value { return slog.StringValue(l.String()) }
 
 // clientConfig reads the TLS files and returns the configuration of
 // clients, or nil when TLS is off.

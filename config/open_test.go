@@ -27,7 +27,7 @@ import (
 )
 
 // open opens c and closes it when t ends.
-func open(t testing.TB, c config.Config) *config.Locker {
+func open(t testing.TB, c config.Config) *lock.Locker {
 	t.Helper()
 	l, err := config.Open(c)
 	if err != nil {
@@ -37,8 +37,8 @@ func open(t testing.TB, c config.Config) *config.Locker {
 	return l
 }
 
-func builder(c config.Config) func(t *testing.T, addrs []string) lock.Locker {
-	return func(t *testing.T, addrs []string) lock.Locker {
+func builder(c config.Config) func(t *testing.T, addrs []string) *lock.Locker {
+	return func(t *testing.T, addrs []string) *lock.Locker {
 		c := c
 		c.Addrs = addrs
 		return open(t, c)
@@ -82,7 +82,7 @@ func TestConformance(t *testing.T) {
 		// same strategies and drivers in their own packages: here a
 		// quarter checks that config builds them alike.
 		combo.Harness.Acquisitions = 500
-		combo.Harness.NewWithNilConn = func() (lock.Locker, error) {
+		combo.Harness.NewWithNilConn = func() (*lock.Locker, error) {
 			c := c
 			c.Addrs, c.Driver = addrs, nilDriver
 			l, err := config.Open(c)
@@ -151,7 +151,7 @@ func eventually(cond func() bool) bool {
 
 // contend has workers obtain and release keys at once, so that pools open
 // several connections.
-func contend(t *testing.T, l lock.Locker, workers int) {
+func contend(t *testing.T, l *lock.Locker, workers int) {
 	t.Helper()
 	ctx := context.Background()
 	var wg sync.WaitGroup
@@ -185,12 +185,8 @@ func contend(t *testing.T, l lock.Locker, workers int) {
 // without its port, as the URL may; Open does not connect, so no server is
 // touched.
 func TestOpenAddsTheDefaultPort(t *testing.T) {
-	l, err := config.Open(config.Config{Strategy: "single", Addrs: []string{"127.0.0.1"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	if got, want := l.Config().Addrs, []string{"127.0.0.1:6379"}; !slices.Equal(got, want) {
+	c := config.Config{Strategy: "single", Addrs: []string{"127.0.0.1"}}
+	if got, want := c.Defaults().Addrs, []string{"127.0.0.1:6379"}; !slices.Equal(got, want) {
 		t.Errorf("got %v, want %v", got, want)
 	}
 }
@@ -524,7 +520,7 @@ func TestCallsAfterClose(t *testing.T) {
 			if err := l.Close(); err != nil {
 				t.Fatalf("Close: %v", err)
 			}
-			if err := lk.Release(ctx); !errors.Is(err, config.ErrClosed) {
+			if err := lk.Release(ctx); !errors.Is(err, lock.ErrClosed) {
 				t.Fatalf("Release after Close = %v, want ErrClosed", err)
 			}
 		})
@@ -609,12 +605,8 @@ func TestWait(t *testing.T) {
 					t.Fatal(err)
 				}
 				defer l.Close()
-				// The Locker's own connection says whether it can subscribe:
-				// no other client is opened before the goroutines are
-				// counted, as one could start some later (rueidis's first
-				// keep-alive PING starts its pipeline's).
-				_, subscribes := l.Conns()[0].(driver.Subscriber)
-				polls := wait == "poll" || !subscribes
+				// Every built-in driver subscribes: only poll polls.
+				polls := wait == "poll"
 				retry := lock.WithRetry(lock.Linear(time.Minute))
 				if polls {
 					retry = lock.WithRetry(lock.Linear(10 * time.Millisecond))
@@ -682,17 +674,19 @@ func TestWait(t *testing.T) {
 	}
 }
 
-// TestConns: a Locker lends its connections, one per server in the order of
-// Addrs, to tools that send commands of their own; they fail with ErrClosed
-// after Close.
+// TestConns: OpenConns opens a connection per server in the order of
+// Addrs, for tools that send commands of their own; they fail with
+// ErrClosed after Close.
 func TestConns(t *testing.T) {
 	servers := redistest.Start(t, 3)
 	addrs := []string{servers[2].Addr, servers[0].Addr, servers[1].Addr}
 	ctx := context.Background()
 	for _, d := range drivers {
 		t.Run(d.name, func(t *testing.T) {
-			l := open(t, config.Config{Strategy: "redlock", Driver: d.name, Addrs: addrs})
-			conns := l.Conns()
+			conns, l, err := config.OpenConns(config.Config{Strategy: "redlock", Driver: d.name, Addrs: addrs})
+			if err != nil {
+				t.Fatal(err)
+			}
 			if len(conns) != len(addrs) {
 				t.Fatalf("Conns: got %d, want %d", len(conns), len(addrs))
 			}
@@ -710,7 +704,7 @@ func TestConns(t *testing.T) {
 			if err := l.Close(); err != nil {
 				t.Fatalf("Close: %v", err)
 			}
-			if _, err := driver.Do(ctx, conns[0], "PING"); !errors.Is(err, config.ErrClosed) {
+			if _, err := driver.Do(ctx, conns[0], "PING"); !errors.Is(err, lock.ErrClosed) {
 				t.Errorf("Do after Close: got %v, want ErrClosed", err)
 			}
 		})

@@ -19,8 +19,10 @@ import (
 type Strategy struct {
 	// New builds the Locker that c describes over conns: a connection to
 	// each of its servers, a client of the configured driver that the
-	// [Locker] Open returns closes. Required.
-	New func(c Config, conns []driver.Conn) (lock.Locker, error)
+	// Close of the Locker Open returns closes. Open adds the configured
+	// TTL, retry policy and way to wait to its defaults (lock.Locker.With).
+	// Required.
+	New func(c Config, conns []driver.Conn) (*lock.Locker, error)
 	// Nodes says that the strategy locks on several independent servers,
 	// as redlock does: one per address of Addrs, or per URL of Nodes.
 	// Otherwise it locks on one server (which a Sentinel or Cluster
@@ -206,7 +208,7 @@ var linkable = map[string]string{"redigo": "github.com/locksmith-go/lock/config/
 // config/otelconfig registers.
 var otelWrap struct {
 	sync.RWMutex
-	wrap func(l lock.Locker, keys string) lock.Locker
+	wrap func(l *lock.Locker, keys string) *lock.Locker
 }
 
 // RegisterOTel makes [Open] honour the otel and otel_keys settings with
@@ -215,7 +217,7 @@ var otelWrap struct {
 // github.com/locksmith-go/lock/config/otelconfig calls it: import it for
 // its side effect, so that a program that does not only compiles none of
 // OpenTelemetry. It panics if called twice.
-func RegisterOTel(wrap func(l lock.Locker, keys string) lock.Locker) {
+func RegisterOTel(wrap func(l *lock.Locker, keys string) *lock.Locker) {
 	otelWrap.Lock()
 	defer otelWrap.Unlock()
 	if otelWrap.wrap != nil || wrap == nil {
@@ -225,7 +227,7 @@ func RegisterOTel(wrap func(l lock.Locker, keys string) lock.Locker) {
 }
 
 // otelOf returns the registered instrumentation, or nil.
-func otelOf() func(lock.Locker, string) lock.Locker {
+func otelOf() func(*lock.Locker, string) *lock.Locker {
 	otelWrap.RLock()
 	defer otelWrap.RUnlock()
 	return otelWrap.wrap

@@ -35,7 +35,7 @@ var refreshMany = lock.WithRefreshFraction(manyFraction)
 // obtainEach obtains n locks through l, each on a key of its own from
 // keyOf, for ttl with opts, and starts refreshing each; they are released
 // when the test ends.
-func (s suite) obtainEach(t *testing.T, ctx context.Context, l lock.Locker, n int, keyOf func(int) string, ttl time.Duration, opts ...lock.Option) []*lock.Lock {
+func (s suite) obtainEach(t *testing.T, ctx context.Context, l *lock.Locker, n int, keyOf func(int) string, ttl time.Duration, opts ...lock.Option) []*lock.Lock {
 	t.Helper()
 	locks := make([]*lock.Lock, n)
 	for i := range locks {

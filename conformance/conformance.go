@@ -64,7 +64,7 @@ type Harness struct {
 	// subtest must contend on the same keyspace (the same server, cluster or
 	// set of nodes), as separate clients would. Close what it opens with
 	// t.Cleanup.
-	NewLocker func(t *testing.T) lock.Locker
+	NewLocker func(t *testing.T) *lock.Locker
 
 	// Conns returns a connection to every server behind the Locker (one
 	// for a single server or cluster, one per node for a multi-node
@@ -73,11 +73,11 @@ type Harness struct {
 
 	// NewUnreachable returns a Locker whose Redis is unreachable, such as a
 	// client of a closed loopback port.
-	NewUnreachable func(t *testing.T) lock.Locker
+	NewUnreachable func(t *testing.T) *lock.Locker
 
 	// NewWithNilConn builds the Locker over a nil driver and returns what
 	// the constructor returned.
-	NewWithNilConn func() (lock.Locker, error)
+	NewWithNilConn func() (*lock.Locker, error)
 
 	// ShortTTL is the TTL of locks that the suite lets expire. It must be
 	// long enough for one attempt to complete on a loaded machine. The
@@ -475,7 +475,7 @@ func (d *Detector) Hold(inside time.Duration) {
 	}
 }
 
-func (s suite) obtain(t *testing.T, ctx context.Context, l lock.Locker, key string, ttl time.Duration, opts ...lock.Option) *lock.Lock {
+func (s suite) obtain(t *testing.T, ctx context.Context, l *lock.Locker, key string, ttl time.Duration, opts ...lock.Option) *lock.Lock {
 	t.Helper()
 	lk, err := l.Obtain(ctx, key, ttl, opts...)
 	if err != nil {
@@ -525,7 +525,7 @@ func (s suite) expiryLimit() time.Duration { return s.h.ShortTTL + s.h.ExtraTTL 
 
 // expiredLock obtains key on l for Harness.ShortTTL, and returns the lock
 // once it has expired, as waitExpired finds.
-func (s suite) expiredLock(t *testing.T, ctx context.Context, l lock.Locker, key string) *lock.Lock {
+func (s suite) expiredLock(t *testing.T, ctx context.Context, l *lock.Locker, key string) *lock.Lock {
 	t.Helper()
 	lk := s.obtain(t, ctx, l, key, s.h.ShortTTL)
 	s.waitExpired(t, ctx, lk)

@@ -352,7 +352,7 @@ func (s suite) fencingTokens(t *testing.T, ctx context.Context) {
 
 // fencesIncreaseInTurn: the holders after first, which crashes and lets its
 // lock expire, get increasing tokens, across a release too.
-func (s suite) fencesIncreaseInTurn(t *testing.T, ctx context.Context, l lock.Locker, first *lock.Lock) {
+func (s suite) fencesIncreaseInTurn(t *testing.T, ctx context.Context, l *lock.Locker, first *lock.Lock) {
 	last, ok := first.Fence()
 	if !ok || last <= 0 {
 		t.Fatalf("Fence() = %d, %v; want a positive token", last, ok)

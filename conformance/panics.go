@@ -191,7 +191,7 @@ func (s suite) survivesHookPanics(t *testing.T, ctx context.Context) {
 // obtainPanics runs an Obtain of key on l, with hooks h and opts, whose
 // hook panics, and returns what it panicked with: nil, after releasing the
 // lock, when it returned.
-func (s suite) obtainPanics(t *testing.T, ctx context.Context, l lock.Locker, key string, h *lock.Hooks, opts ...lock.Option) any {
+func (s suite) obtainPanics(t *testing.T, ctx context.Context, l *lock.Locker, key string, h *lock.Hooks, opts ...lock.Option) any {
 	t.Helper()
 	var lk *lock.Lock
 	var err error
@@ -211,7 +211,7 @@ func (s suite) obtainPanics(t *testing.T, ctx context.Context, l lock.Locker, ke
 // waiting with a retry policy for the clean-ups that what left in the
 // background; it fails t, without hanging, if l does not. t releases the
 // lock when it ends.
-func (s suite) stillObtains(t *testing.T, ctx context.Context, l lock.Locker, key, what string) *lock.Lock {
+func (s suite) stillObtains(t *testing.T, ctx context.Context, l *lock.Locker, key, what string) *lock.Lock {
 	t.Helper()
 	lk, _ := s.stillObtainsOrHangs(t, ctx, l, key, what)
 	if lk == nil {
@@ -223,7 +223,7 @@ func (s suite) stillObtains(t *testing.T, ctx context.Context, l lock.Locker, ke
 // stillObtainsOrHangs is stillObtains that reports, rather than stops at,
 // a failure: the lock, or nil; and false when the Obtain did not return
 // within hangMargin of its deadline, leaving the Locker wedged.
-func (s suite) stillObtainsOrHangs(t *testing.T, ctx context.Context, l lock.Locker, key, what string) (*lock.Lock, bool) {
+func (s suite) stillObtainsOrHangs(t *testing.T, ctx context.Context, l *lock.Locker, key, what string) (*lock.Lock, bool) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(ctx, afterPanicBound)
 	defer cancel()

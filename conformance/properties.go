@@ -30,7 +30,7 @@ const winnerTTL = 2 * subtestTimeout
 func (s suite) exactlyOneWinner(t *testing.T, ctx context.Context) {
 	const n = 32
 	key := Key(t)
-	lockers := make([]lock.Locker, n)
+	lockers := make([]*lock.Locker, n)
 	for i := range lockers {
 		lockers[i] = s.h.NewLocker(t)
 	}
@@ -451,7 +451,7 @@ func (s suite) retryPolicies(t *testing.T, ctx context.Context) {
 
 // givesUp: an Obtain of the held key with policy p fails with
 // ErrNotObtained after want attempts.
-func givesUp(t *testing.T, ctx context.Context, l lock.Locker, key string, p lock.RetryPolicy, want int64) {
+func givesUp(t *testing.T, ctx context.Context, l *lock.Locker, key string, p lock.RetryPolicy, want int64) {
 	var n atomic.Int64
 	_, err := l.Obtain(ctx, key, longTTL, lock.WithRetry(counting{p, &n}))
 	if !errors.Is(err, lock.ErrNotObtained) {
@@ -465,7 +465,7 @@ func givesUp(t *testing.T, ctx context.Context, l lock.Locker, key string, p loc
 // waitsForRelease: an Obtain of holder's key with policy p waits through
 // a few attempts while holder holds it, and obtains it once holder
 // releases it. It returns the new holder.
-func waitsForRelease(t *testing.T, ctx context.Context, l lock.Locker, holder *lock.Lock, p lock.RetryPolicy) *lock.Lock {
+func waitsForRelease(t *testing.T, ctx context.Context, l *lock.Locker, holder *lock.Lock, p lock.RetryPolicy) *lock.Lock {
 	t.Helper()
 	type result struct {
 		lk  *lock.Lock

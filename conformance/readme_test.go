@@ -24,8 +24,8 @@ var myredis = struct{ New func(driver.Conn) driver.Conn }{
 
 // mystrategy stands in for a third party's strategy package.
 var mystrategy = struct {
-	New func(driver.Conn) (lock.Locker, error)
-}{New: func(c driver.Conn) (lock.Locker, error) { return single.New(c) }}
+	New func(driver.Conn) (*lock.Locker, error)
+}{New: func(c driver.Conn) (*lock.Locker, error) { return single.New(c) }}
 
 // startRedis returns the address of a server started for t.
 func startRedis(t *testing.T) string {
@@ -43,7 +43,7 @@ func closedAddr(t *testing.T) string { return redistest.ClosedAddr(t) }
 
 func TestConformance(t *testing.T) {
 	addr := startRedis(t) // your own server, started for the test
-	newLocker := func(t *testing.T, addr string) lock.Locker {
+	newLocker := func(t *testing.T, addr string) *lock.Locker {
 		l, err := mystrategy.New(myredis.New(newClient(t, addr)))
 		if err != nil {
 			t.Fatal(err)
@@ -52,14 +52,14 @@ func TestConformance(t *testing.T) {
 	}
 	conformance.RunDriver(t, func(t *testing.T) driver.Conn { return myredis.New(newClient(t, addr)) })
 	conformance.Run(t, conformance.Harness{
-		NewLocker: func(t *testing.T) lock.Locker { return newLocker(t, addr) },
+		NewLocker: func(t *testing.T) *lock.Locker { return newLocker(t, addr) },
 		// Every server behind the Locker, to plant and inspect keys.
 		Conns: func(t *testing.T) []driver.Conn {
 			return []driver.Conn{myredis.New(newClient(t, addr))}
 		},
 		// A Locker whose Redis is down: here, a client of a closed port.
-		NewUnreachable: func(t *testing.T) lock.Locker { return newLocker(t, closedAddr(t)) },
+		NewUnreachable: func(t *testing.T) *lock.Locker { return newLocker(t, closedAddr(t)) },
 		// What your constructor returns for a nil driver.
-		NewWithNilConn: func() (lock.Locker, error) { return mystrategy.New(nil) },
+		NewWithNilConn: func() (*lock.Locker, error) { return mystrategy.New(nil) },
 	})
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"slices"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -16,13 +15,13 @@ import (
 // The shared-lock properties apply to a Locker whose strategy shares locks
 // (lock.WithPermits, lock.WithRead, lock.WithWrite, through a
 // strategy.Sharer): they skip, saying why, for one that refuses them with an
-// *ArgumentError that says they are not supported (Redlock, setnx-getset,
+// *ArgumentError that matches errors.ErrUnsupported (Redlock, setnx-getset,
 // single without scripts). Those about the order of waiters also need a
 // strategy that queues them, as WaitersObtainInTurn does.
 
 // needShared skips t unless the Locker shares locks: its Obtain of a free
 // key with lock.WithPermits(2) gives a lock, or an *ArgumentError named
-// "permits" that says it is not supported, and then t skips. Any other
+// "permits" that matches errors.ErrUnsupported, and then t skips. Any other
 // answer fails t, so that a Locker that shares locks never skips their
 // properties.
 func (s suite) needShared(t *testing.T, ctx context.Context) {
@@ -35,10 +34,10 @@ func (s suite) needShared(t *testing.T, ctx context.Context) {
 			t.Fatalf("Release of a semaphore's permit = %v, want nil", err)
 		}
 		return
-	case errors.As(err, &ae) && ae.Name == "permits" && strings.Contains(ae.Reason, "not supported"):
+	case errors.As(err, &ae) && ae.Name == "permits" && errors.Is(err, errors.ErrUnsupported):
 		t.Skipf("the Locker does not share locks (%v): the shared-lock properties do not apply", err)
 	}
-	t.Fatalf("Obtain of a free key WithPermits(2) = %v, want a lock, or an *ArgumentError named permits saying that the strategy does not support it", err)
+	t.Fatalf("Obtain of a free key WithPermits(2) = %v, want a lock, or an *ArgumentError named permits matching errors.ErrUnsupported", err)
 }
 
 // holders counts the holders inside a shared lock, and the entries that
@@ -132,7 +131,7 @@ func (h *holders) rule() string {
 // contend runs the Harness's goroutines, each on a Locker of its own, each
 // taking turns at one until turns are spent; turn reports an error to stop
 // its goroutine.
-func (s suite) contend(t *testing.T, turns *turns, turn func(l lock.Locker, n int64) error) {
+func (s suite) contend(t *testing.T, turns *turns, turn func(l *lock.Locker, n int64) error) {
 	t.Helper()
 	var wg sync.WaitGroup
 	for range s.h.Goroutines {
@@ -180,7 +179,7 @@ func (s suite) semaphoreNeverMoreThanN(t *testing.T, ctx context.Context) {
 		}
 	}
 	h := &holders{limit: n}
-	s.contend(t, newTurns(max(s.h.Acquisitions/4, 4*s.h.Goroutines)), func(l lock.Locker, turn int64) error {
+	s.contend(t, newTurns(max(s.h.Acquisitions/4, 4*s.h.Goroutines)), func(l *lock.Locker, turn int64) error {
 		crash := turn%8 == 7
 		ttl := longTTL
 		if crash {
@@ -385,7 +384,7 @@ func (s suite) readWriteExclusion(t *testing.T, ctx context.Context) {
 	// At least 16 turns a goroutine: with fewer (50 in the quick run),
 	// the mutant readers-apart-from-writers once found no reader beside a
 	// writer on a loaded embedded server.
-	s.contend(t, newTurns(max(s.h.Acquisitions/4, 16*s.h.Goroutines)), func(l lock.Locker, turn int64) error {
+	s.contend(t, newTurns(max(s.h.Acquisitions/4, 16*s.h.Goroutines)), func(l *lock.Locker, turn int64) error {
 		write, downgrade := turn%4 < 2, turn%4 == 1
 		side := lock.WithRead()
 		if write {

@@ -182,7 +182,7 @@ type waiter struct {
 // wait starts an Obtain of key on l that waits as retry says, bounded by
 // waitBound, with its trace recorded in tr, and opts. then, if not nil,
 // runs with the lock once it is obtained.
-func wait(ctx context.Context, l lock.Locker, key string, retry lock.RetryPolicy, tr *waitTrace, then func(*lock.Lock), opts ...lock.Option) *waiter {
+func wait(ctx context.Context, l *lock.Locker, key string, retry lock.RetryPolicy, tr *waitTrace, then func(*lock.Lock), opts ...lock.Option) *waiter {
 	w := &waiter{trace: tr, done: make(chan struct{})}
 	opts = append([]lock.Option{lock.WithRetry(retry), tr.option()}, opts...)
 	go func() {

@@ -76,7 +76,7 @@ func TestChecksOnARealRun(t *testing.T) {
 // their history, the register's writes and the updates lost. An Obtain
 // that gets no answer within a second, as under a partition, is tried
 // again.
-func run(t *testing.T, l lock.Locker, clients int, d, ttl time.Duration, hold func(client, n int) time.Duration, opts ...lock.Option) result {
+func run(t *testing.T, l *lock.Locker, clients int, d, ttl time.Duration, hold func(client, n int) time.Duration, opts ...lock.Option) result {
 	t.Helper()
 	key := fmt.Sprintf("jepsen:%s:%d", t.Name(), time.Now().UnixNano())
 	start := time.Now()

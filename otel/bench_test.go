@@ -24,14 +24,14 @@ import (
 
 // variants returns bare, and bare wrapped with no-op providers and with a
 // recording SDK.
-func variants(b *testing.B, bare lock.Locker) []struct {
+func variants(b *testing.B, bare *lock.Locker) []struct {
 	name string
-	l    lock.Locker
+	l    *lock.Locker
 } {
 	tp, mp := providers(b)
 	return []struct {
 		name string
-		l    lock.Locker
+		l    *lock.Locker
 	}{
 		{"bare", bare},
 		{"otel-noop", lockotel.NewLocker(bare, lockotel.WithTracerProvider(tracenoop.NewTracerProvider()), lockotel.WithMeterProvider(metricnoop.NewMeterProvider()))},
@@ -51,7 +51,7 @@ func providers(b *testing.B) (*sdktrace.TracerProvider, *sdkmetric.MeterProvider
 	return tp, mp
 }
 
-func obtainRelease(b *testing.B, l lock.Locker) {
+func obtainRelease(b *testing.B, l *lock.Locker) {
 	ctx := context.Background()
 	lk, err := l.Obtain(ctx, "bench:otel", time.Minute)
 	if err != nil {
@@ -64,7 +64,7 @@ func obtainRelease(b *testing.B, l lock.Locker) {
 
 // realServer returns a single-strategy locker over a real server (or the
 // embedded one).
-func realServer(b *testing.B) lock.Locker {
+func realServer(b *testing.B) *lock.Locker {
 	addr, _ := redistest.Addr(b)
 	return singleLocker(b, addr)
 }

@@ -135,19 +135,21 @@ var (
 	clientKind = []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindClient)} // one slice: no allocation per span
 )
 
-// NewLocker returns l instrumented: its Obtain, Inspect and Break calls,
-// and the locks Obtain returns, produce the spans and metrics of the
-// package doc. A span is a child of the span in its call's context;
-// auto-refresh's lock.refresh spans are children of the context given to
-// lock.Do or Lock.StartRefresh. It works on every Locker built by
-// lock.New, and on wrappers that pass the options of Obtain, Inspect and
-// Break on.
+// NewLocker returns l instrumented: its Obtain, ObtainMany, Inspect and
+// Break calls, and the locks they return, produce the spans and metrics of
+// the package doc. It is l.With(lock.WithHooks(h)), for hooks h of its own:
+// l is left as it was, and the two share their strategy. A span is a child
+// of the span in its call's context; auto-refresh's lock.refresh spans are
+// children of the context given to lock.Do or Lock.StartRefresh. The
+// lock.inspect and lock.break spans record the read, not what it found: no
+// holder's fingerprint or metadata, which identify holders that no other
+// span names, and which the caller has in the lock.State.
 //
 // Given the no-op providers of the OpenTelemetry API (trace/noop and
 // metric/noop), which record nothing, it returns l itself, which then
 // costs nothing more. The global providers are always instrumented, since
 // an SDK can be installed in them later.
-func NewLocker(l lock.Locker, opts ...Option) lock.Locker {
+func NewLocker(l *lock.Locker, opts ...Option) *lock.Locker {
 	c := config{tp: otel.GetTracerProvider(), mp: otel.GetMeterProvider()}
 	for _, o := range opts {
 		o.apply(&c)
@@ -158,7 +160,7 @@ func NewLocker(l lock.Locker, opts ...Option) lock.Locker {
 		return l
 	}
 	t := newTelemetry(c)
-	return &locker{inner: l, hooks: []lock.Option{lock.WithHooks(&lock.Hooks{
+	return l.With(lock.WithHooks(&lock.Hooks{
 		Obtain:  t.obtain,
 		Attempt: t.attempt,
 		Op:      t.op,
@@ -166,28 +168,7 @@ func NewLocker(l lock.Locker, opts ...Option) lock.Locker {
 		Node:    t.node,
 		Wait:    t.wait,
 		Ended:   t.ended,
-	})}}
-}
-
-type locker struct {
-	inner lock.Locker
-	hooks []lock.Option // WithHooks alone; never appended to in place
-}
-
-func (l *locker) Obtain(ctx context.Context, key string, ttl time.Duration, opts ...lock.Option) (*lock.Lock, error) {
-	return l.inner.Obtain(ctx, key, ttl, l.with(opts)...)
-}
-
-func (l *locker) ObtainMany(ctx context.Context, keys []string, ttl time.Duration, opts ...lock.Option) (*lock.Lock, error) {
-	return l.inner.ObtainMany(ctx, keys, ttl, l.with(opts)...)
-}
-
-// with returns opts followed by the hooks, without touching opts' array.
-func (l *locker) with(opts []lock.Option) []lock.Option {
-	if len(opts) == 0 {
-		return l.hooks
-	}
-	return append(opts[:len(opts):len(opts)], l.hooks...)
+	}))
 }
 
 type telemetry struct {

@@ -46,7 +46,7 @@ func newRecording(t *testing.T, opts ...lockotel.Option) *recording {
 	return r
 }
 
-func (r *recording) wrap(l lock.Locker) lock.Locker { return lockotel.NewLocker(l, r.opts...) }
+func (r *recording) wrap(l *lock.Locker) *lock.Locker { return lockotel.NewLocker(l, r.opts...) }
 
 // ended returns the ended spans named name.
 func (r *recording) ended(name string) []sdktrace.ReadOnlySpan {
@@ -109,7 +109,7 @@ func only(t *testing.T, spans []sdktrace.ReadOnlySpan, name string) sdktrace.Rea
 }
 
 // heldKey returns a key that l holds until the test ends.
-func heldKey(t *testing.T, l lock.Locker) string {
+func heldKey(t *testing.T, l *lock.Locker) string {
 	t.Helper()
 	key := conformance.Key(t)
 	held, err := l.Obtain(context.Background(), key, time.Minute)
@@ -120,7 +120,7 @@ func heldKey(t *testing.T, l lock.Locker) string {
 	return key
 }
 
-func singleLocker(t testing.TB, addr string) lock.Locker {
+func singleLocker(t testing.TB, addr string) *lock.Locker {
 	l, err := single.New(goredis.New(redistest.GoRedis(t, addr, 3)))
 	if err != nil {
 		t.Fatal(err)
@@ -503,7 +503,7 @@ func TestConformance(t *testing.T) {
 	rec := newRecording(t)
 	combos := matrix.EachStrategy(t)
 	for i, c := range combos {
-		combos[i] = c.Wrap(func(_ *testing.T, l lock.Locker) lock.Locker { return rec.wrap(l) })
+		combos[i] = c.Wrap(func(_ *testing.T, l *lock.Locker) *lock.Locker { return rec.wrap(l) })
 		// MutualExclusion at its full size (2000 acquisitions) runs on the
 		// same strategies in their own packages: here a quarter checks that
 		// the instrumentation keeps them exclusive.
@@ -514,7 +514,7 @@ func TestConformance(t *testing.T) {
 
 // redlockOneNodeDown returns a Redlock Locker over 3 nodes, and the nodes'
 // servers, the third of which is killed.
-func redlockOneNodeDown(t *testing.T) (lock.Locker, []*redistest.Server) {
+func redlockOneNodeDown(t *testing.T) (*lock.Locker, []*redistest.Server) {
 	t.Helper()
 	servers := redistest.Start(t, 3)
 	servers[2].Kill()

@@ -93,3 +93,14 @@ func ReportNode(ctx context.Context, node, outcome string, err error) {
 		sc.Node(ctx, node, outcome, err)
 	}
 }
+
+// A Drainer is a Strategy that leaves calls running after the call that
+// made them returned, such as a multi-node strategy's calls to the nodes
+// that had not answered when a quorum had. A lock.Locker's Close calls
+// Drain, which returns once they have ended; each must be bounded (by a
+// node timeout, or by CleanupTimeout for a clean-up), so that Drain is.
+type Drainer interface {
+	Strategy
+	// Drain waits for the calls the Strategy left running.
+	Drain()
+}

@@ -35,12 +35,20 @@ var (
 type ArgumentError struct {
 	Name   string // the argument or option, for example "key" or "ttl"
 	Reason string // what is wrong, and what is allowed
+	// Err is errors.ErrUnsupported when the argument asks for what the
+	// strategy cannot do (several keys, a shape, fencing, metadata), so
+	// that errors.Is tells "not supported here" from a mistake; nil
+	// otherwise.
+	Err error
 }
 
 // Error returns "lock: invalid <Name>: <Reason>".
 func (e *ArgumentError) Error() string {
 	return "lock: invalid " + e.Name + ": " + e.Reason
 }
+
+// Unwrap returns Err.
+func (e *ArgumentError) Unwrap() error { return e.Err }
 
 // ReplicaError reports a write that the master applied but fewer replicas
 // than asked acknowledged, within the wait (Redis's WAIT): a failover now

@@ -38,7 +38,7 @@ func main() {
 	}
 }
 
-func run(ctx context.Context, locker lock.Locker, workers int) error {
+func run(ctx context.Context, locker *lock.Locker, workers int) error {
 	start := time.Now()
 	since := func() string { return fmt.Sprintf("%6.1fms", float64(time.Since(start).Microseconds())/1000) }
 	key := "demo:report"

@@ -136,11 +136,11 @@ func args(min, max int) cobra.PositionalArgs {
 }
 
 // closeGrace is how long locksmith waits, as it exits, for the clean-ups
-// still on their way (config.Locker.Close waits for them): past it, what
+// still on their way (the Locker's Close waits for them): past it, what
 // they were to delete expires with its TTL, and locksmith says which lock's.
 // A call that does not wait for a lock (-n, inspect, break, refresh,
 // release) is bounded by the configured read timeout (see
-// config.Locker.ReadTimeout): so it returns within that timeout, its --wait
+// config.Config.ReadTimeout): so it returns within that timeout, its --wait
 // and this grace, whether or not Redis answers.
 const closeGrace = 250 * time.Millisecond
 
@@ -211,28 +211,23 @@ func configured() bool {
 	return false
 }
 
-// opened is the Locker that a subcommand opened: the configuration's,
-// whose Obtain calls record what they may leave behind.
+// opened is what a subcommand opened: the configuration's Locker, whose
+// Obtain calls record what they may leave behind, and the configuration.
 type opened struct {
-	*config.Locker
+	locker   *lock.Locker  // with the hooks of cleanups
+	cfg      config.Config // with its defaults (config.Config.Defaults)
 	cleanups *cleanups
 }
 
-// Obtain implements lock.Locker: config.Locker's, with the hooks of
-// cleanups.
-func (l opened) Obtain(ctx context.Context, key string, ttl time.Duration, opts ...lock.Option) (*lock.Lock, error) {
-	return l.Locker.Obtain(ctx, key, ttl, append(slices.Clip(opts), lock.WithHooks(l.cleanups.hooks))...)
-}
-
-// ObtainMany implements lock.Locker: config.Locker's, with the hooks of
-// cleanups, which name the lock by its first key (its hooks' Event.Key).
-func (l opened) ObtainMany(ctx context.Context, keys []string, ttl time.Duration, opts ...lock.Option) (*lock.Lock, error) {
+// obtainMany is the Locker's ObtainMany, which first records keys for
+// cleanups, whose hooks name a lock by its first key (Event.Key).
+func (l opened) obtainMany(ctx context.Context, keys []string, ttl time.Duration, opts ...lock.Option) (*lock.Lock, error) {
 	if names := slices.Compact(slices.Sorted(slices.Values(keys))); len(names) > 1 {
 		l.cleanups.mu.Lock()
 		l.cleanups.key(names[0]).names = names
 		l.cleanups.mu.Unlock()
 	}
-	return l.Locker.ObtainMany(ctx, keys, ttl, append(slices.Clip(opts), lock.WithHooks(l.cleanups.hooks))...)
+	return l.locker.ObtainMany(ctx, keys, ttl, opts...)
 }
 
 // cleanups records, by key, what the Obtain calls of a subcommand, and
@@ -345,12 +340,13 @@ func (a *app) open(ctx context.Context) (l opened, done func(), err error) {
 		}
 		return opened{}, nil, exit(exitConfig, err)
 	}
-	l = opened{cl, newCleanups()}
+	cs := newCleanups()
+	l = opened{cl.With(lock.WithHooks(cs.hooks)), c.Defaults(), cs}
 	return l, func() {
 		closed := make(chan struct{})
 		go func() {
 			defer close(closed)
-			_ = l.Close()
+			_ = l.locker.Close()
 		}()
 		t := time.NewTimer(closeGrace)
 		select {
@@ -381,7 +377,7 @@ func (a *app) openCall(ctx context.Context) (l opened, call context.Context, don
 	if err != nil {
 		return opened{}, ctx, nil, err
 	}
-	call, cancel := context.WithTimeout(ctx, l.ReadTimeout())
+	call, cancel := context.WithTimeout(ctx, l.cfg.ReadTimeout)
 	return l, call, func() { cancel(); closeLocker() }, nil
 }
 

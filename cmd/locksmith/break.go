@@ -112,11 +112,11 @@ func (a *app) breakLock(ctx context.Context, name string, f breakFlags) error {
 	fingerprint := f.fingerprint // "" with --force: whoever holds it
 	var st lock.State
 	if f.olderThan > 0 {
-		st, err = oldHolder(ctx, l, name, f.olderThan)
+		st, err = oldHolder(ctx, l.locker, name, f.olderThan)
 		fingerprint = st.Fingerprint
 	}
 	if err == nil {
-		st, err = l.Break(ctx, name, fingerprint)
+		st, err = l.locker.Break(ctx, name, fingerprint)
 	}
 	switch {
 	case errors.Is(err, errors.ErrUnsupported):
@@ -174,7 +174,7 @@ func brokenOn(n strategy.NodeState, i int, fingerprint string, err error) bool {
 // oldHolder returns the state of the lock on name if its holder is a
 // locksmith holder that obtained it more than d ago, and an error (exit
 // code 1) that says why not otherwise.
-func oldHolder(ctx context.Context, l lock.Locker, name string, d time.Duration) (lock.State, error) {
+func oldHolder(ctx context.Context, l *lock.Locker, name string, d time.Duration) (lock.State, error) {
 	st, err := l.Inspect(ctx, name)
 	if err != nil {
 		return st, err

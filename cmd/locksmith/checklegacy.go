@@ -14,6 +14,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/locksmith-go/lock/config"
 	"github.com/locksmith-go/lock/driver"
 	"github.com/locksmith-go/lock/internal/glob"
 	setnxgetset "github.com/locksmith-go/lock/strategy/setnx-getset"
@@ -131,12 +132,15 @@ func (a *app) checkLegacy(ctx context.Context, c legacyCheck) error {
 	case c.scanLimit < 1:
 		return exit(exitUsage, fmt.Errorf("check-legacy: --scan-limit %d: want at least 1", c.scanLimit))
 	}
-	l, closeLocker, err := a.open(ctx)
+	cfg, err := a.config()
 	if err != nil {
 		return err
 	}
-	defer closeLocker()
-	conns := l.Conns()
+	conns, clients, err := config.OpenConns(cfg)
+	if err != nil {
+		return exit(exitConfig, err)
+	}
+	defer clients.Close()
 	servers := make([]*serverReport, len(conns))
 	for i, conn := range conns {
 		servers[i] = &serverReport{Addr: driver.Addr(conn), Clients: []legacyClient{}, Keys: []legacyKey{}}

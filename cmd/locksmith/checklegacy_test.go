@@ -414,7 +414,7 @@ func TestCheckLegacy(t *testing.T) {
 }
 
 // openLocker opens a Locker of url in the test, closed when it ends.
-func openLocker(t *testing.T, url string) *config.Locker {
+func openLocker(t *testing.T, url string) *lock.Locker {
 	t.Helper()
 	c, err := config.ParseURL(url)
 	if err != nil {

@@ -95,7 +95,7 @@ func waitRetry(c config.Config, noWait bool) lock.Option {
 // (setnx-getset stores a timestamp, and only single issues fencing tokens)
 // refuses it before writing anything, with an *lock.ArgumentError that
 // names it, and obtain asks again without it.
-func obtain(ctx context.Context, l lock.Locker, names []string, ttl time.Duration, h holder, opts ...lock.Option) (*lock.Lock, error) {
+func obtain(ctx context.Context, l opened, names []string, ttl time.Duration, h holder, opts ...lock.Option) (*lock.Lock, error) {
 	fencing, metadata := true, true
 	for {
 		o := opts
@@ -105,7 +105,7 @@ func obtain(ctx context.Context, l lock.Locker, names []string, ttl time.Duratio
 		if metadata {
 			o = append(o, lock.WithMetadata(h.String()))
 		}
-		lk, err := l.ObtainMany(ctx, names, ttl, o...)
+		lk, err := l.obtainMany(ctx, names, ttl, o...)
 		var arg *lock.ArgumentError
 		switch {
 		case err == nil || !errors.As(err, &arg):

@@ -94,7 +94,7 @@ func (a *app) inspect(ctx context.Context, names []string) error {
 		free       bool
 	)
 	for _, name := range names {
-		st, err := l.Inspect(ctx, name)
+		st, err := l.locker.Inspect(ctx, name)
 		if err != nil && st.Nodes == nil {
 			return unavailable(err)
 		}

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/locksmith-go/lock"
-	"github.com/locksmith-go/lock/config"
 	"github.com/locksmith-go/lock/internal/testing/redistest"
 	"github.com/locksmith-go/lock/strategy"
 )
@@ -30,7 +29,7 @@ func servers(t *testing.T, strategy string, n int) (env string, srvs []*redistes
 
 // locker opens, in the test process, the Locker of env's LOCKSMITH_URL: a
 // library client of the same servers as locksmith's.
-func locker(t *testing.T, env string) *config.Locker {
+func locker(t *testing.T, env string) *lock.Locker {
 	t.Helper()
 	return openLocker(t, strings.TrimPrefix(env, "LOCKSMITH_URL="))
 }

@@ -133,7 +133,7 @@ func (a *app) acquire(ctx context.Context, names []string, ttl time.Duration, no
 	}
 	defer closeLocker()
 	if ttl == 0 {
-		ttl = l.TTL()
+		ttl = l.cfg.TTL
 	}
 	token, err := lock.NewToken()
 	if err != nil {
@@ -141,13 +141,13 @@ func (a *app) acquire(ctx context.Context, names []string, ttl time.Duration, no
 	}
 	interrupted := ctx // ended by a signal: see app.interruptible
 	opts := []lock.Option{lock.WithToken(token)}
-	if retry := waitRetry(l.Config(), noWait); retry != nil {
+	if retry := waitRetry(l.cfg, noWait); retry != nil {
 		opts = append(opts, retry)
 	}
 	switch {
 	case noWait:
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, l.ReadTimeout())
+		ctx, cancel = context.WithTimeout(ctx, l.cfg.ReadTimeout)
 		defer cancel()
 	case wait > 0:
 		var cancel context.CancelFunc
@@ -162,7 +162,7 @@ func (a *app) acquire(ctx context.Context, names []string, ttl time.Duration, no
 	switch {
 	case errors.As(err, &arg) && arg.Name == "token":
 		return exit(exitUsage, fmt.Errorf("acquire: the %s strategy cannot hand a lock from one process to the next "+
-			"(%s): use locksmith run", l.Config().Strategy, arg.Reason))
+			"(%s): use locksmith run", l.cfg.Strategy, arg.Reason))
 	case errors.Is(err, lock.ErrMismatch):
 		return exit(exitUsage, fmt.Errorf("acquire %s: %w: acquire takes plain locks; take a semaphore's permit with locksmith run --permits, "+
 			"or give another NAME", name, err))
@@ -195,7 +195,7 @@ func (a *app) acquire(ctx context.Context, names []string, ttl time.Duration, no
 	if err != nil {
 		// Nobody can refresh or release a lock whose handle was not handed
 		// out, or whose caller takes it for not obtained: give it back.
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.ReadTimeout())
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.cfg.ReadTimeout)
 		defer cancel()
 		_ = lk.Release(rctx)
 		return exit(exitInternal, fmt.Errorf("acquire %s: handing out the handle: %w (the lock was released)", name, err))
@@ -383,13 +383,13 @@ func (a *app) handOver(ctx context.Context, op string, args []string, ttl time.D
 	}
 	defer done()
 	if ttl == 0 {
-		ttl = l.TTL()
+		ttl = l.cfg.TTL
 	}
 	var lost []*lock.KeyError
 	if op == "release" {
-		lost, err = release(ctx, l, names, strategy.Fingerprint(h.token))
+		lost, err = release(ctx, l.locker, names, strategy.Fingerprint(h.token))
 	} else {
-		lost, err = refresh(ctx, l, names, ttl, h)
+		lost, err = refresh(ctx, l.locker, names, ttl, h)
 	}
 	switch {
 	case err != nil:
@@ -429,7 +429,7 @@ func notHeldAnyMore(op string, names []string, lost []*lock.KeyError) error {
 // release deletes each lock of names that the token whose fingerprint is
 // fingerprint holds, as its holder's Release would, and returns the errors
 // of those it found gone or taken.
-func release(ctx context.Context, l lock.Locker, names []string, fingerprint string) ([]*lock.KeyError, error) {
+func release(ctx context.Context, l *lock.Locker, names []string, fingerprint string) ([]*lock.KeyError, error) {
 	var lost []*lock.KeyError
 	for _, name := range names {
 		// Break, by the token's fingerprint, deletes the lock as its
@@ -451,7 +451,7 @@ func release(ctx context.Context, l lock.Locker, names []string, fingerprint str
 // which resets the TTL of keys that hold them, and takes nothing from
 // another holder. It returns the errors of the keys that h does not hold
 // (lock.ErrExpired, lock.ErrTaken), and then refreshes none.
-func refresh(ctx context.Context, l lock.Locker, names []string, ttl time.Duration, h lockHandle) ([]*lock.KeyError, error) {
+func refresh(ctx context.Context, l *lock.Locker, names []string, ttl time.Duration, h lockHandle) ([]*lock.KeyError, error) {
 	var lost []*lock.KeyError
 	for _, name := range names {
 		st, err := l.Inspect(ctx, name)

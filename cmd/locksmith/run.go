@@ -229,14 +229,14 @@ func (a *app) runUnderLock(cmd *cobra.Command, f *runFlags, args []string) (err 
 		return err
 	}
 	defer closeLocker()
-	if err := r.setTTL(l.TTL()); err != nil {
+	if err := r.setTTL(l.cfg.TTL); err != nil {
 		return exit(exitUsage, err)
 	}
 	limit := f.wait // -w; -n waits for one attempt's answer at most
 	if f.noWait {
-		limit = l.ReadTimeout()
+		limit = l.cfg.ReadTimeout
 	}
-	lk, err := r.obtain(cmd.Context(), l, sigs, waitRetry(l.Config(), f.noWait), limit)
+	lk, err := r.obtain(cmd.Context(), l, sigs, waitRetry(l.cfg, f.noWait), limit)
 	if err != nil {
 		return err
 	}
@@ -356,7 +356,7 @@ func (e *signalError) code() int { return exitSignal + signum(e.sig) }
 
 // obtain obtains the lock, waiting as the flags say, for limit at most
 // (0: no limit); a terminating signal gives up the wait.
-func (r *runner) obtain(ctx context.Context, l lock.Locker, sigs <-chan os.Signal, retry lock.Option, limit time.Duration) (*lock.Lock, error) {
+func (r *runner) obtain(ctx context.Context, l opened, sigs <-chan os.Signal, retry lock.Option, limit time.Duration) (*lock.Lock, error) {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	if limit > 0 {

@@ -92,7 +92,7 @@ type job struct {
 // run starts every job at once. Each runs in a span of its own (a "job"
 // span, as an application's would be), so that its lock spans are its
 // children.
-func run(ctx context.Context, tp *sdktrace.TracerProvider, locker lock.Locker, jobs []job, hold time.Duration) error {
+func run(ctx context.Context, tp *sdktrace.TracerProvider, locker *lock.Locker, jobs []job, hold time.Duration) error {
 	tracer := tp.Tracer("tracedemo")
 	var wg sync.WaitGroup
 	errs := make(chan error, len(jobs))

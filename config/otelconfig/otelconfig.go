@@ -21,7 +21,7 @@ var keys = map[string]lockotel.KeyPolicy{
 }
 
 func init() {
-	config.RegisterOTel(func(l lock.Locker, policy string) lock.Locker {
+	config.RegisterOTel(func(l *lock.Locker, policy string) *lock.Locker {
 		return lockotel.NewLocker(l, lockotel.WithKeys(keys[policy]))
 	})
 }

@@ -41,7 +41,7 @@ const (
 // interopPeers is our Locker and a bsm/redislock client of the same server,
 // each over its own connections, as two processes would be.
 type interopPeers struct {
-	ours lock.Locker
+	ours *lock.Locker
 	bsm  *redislock.Client
 	raw  *redis.Client // for inspecting keys
 }

@@ -35,7 +35,7 @@ func TestForeignClientsBargeIn(t *testing.T) {
 	// notified returns a Locker like another process's, over a go-redis
 	// client of its own, whose waiters do not wake on their subscription's
 	// confirmation (waittest.MessagesOnly).
-	notified := func() lock.Locker {
+	notified := func() *lock.Locker {
 		s, err := single.NewStrategy(goredis.New(redistest.GoRedis(t, srv.Addr, 3)))
 		if err != nil {
 			t.Fatalf("NewStrategy: %v", err)

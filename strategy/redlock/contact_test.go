@@ -44,7 +44,7 @@ func TestColdStartBurst(t *testing.T) {
 				t.Fatalf("the holder's Obtain = %v, want a lock", err)
 			}
 			defer holder.Release(ctx)
-			ls := make([]lock.Locker, lockers)
+			ls := make([]*lock.Locker, lockers)
 			for i := range ls {
 				ls[i] = newLocker(t, connect(t, servers, c.drivers...))
 			}
@@ -86,7 +86,7 @@ func TestDuplicateNodes(t *testing.T) {
 	// refused obtains with fresh keys until the nodes' first contacts have
 	// all ended, and returns the error; a node reached only after a quorum
 	// may miss the first call, but never votes before it is checked.
-	refused := func(t *testing.T, l lock.Locker, servers []*redistest.Server) error {
+	refused := func(t *testing.T, l *lock.Locker, servers []*redistest.Server) error {
 		t.Helper()
 		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); {
 			key := conformance.Key(t)

@@ -9,7 +9,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/locksmith-go/lock/internal/background"
 	"github.com/locksmith-go/lock/strategy"
 )
 
@@ -371,7 +370,7 @@ func (f *fan) run(ctx context.Context, i int, n node, op func(ctx context.Contex
 }
 
 // follow runs then for node i, whose answer fanOut took, and sends i on
-// undone; done ends its count in ctx's background.Group.
+// undone; done ends its count in the Strategy's background work.
 func (f *fan) follow(ctx context.Context, done func(), i int, n node, then after, failed bool) {
 	defer done()
 	then.do(ctx, i, n, f.slots[i].err, failed)
@@ -406,7 +405,7 @@ func (s *Strategy) fanOut(ctx context.Context, timeout time.Duration,
 		f.undone = make(chan int, len(s.nodes))
 	}
 	for i, n := range s.nodes {
-		n.work.do(job{f: f, ctx: ctx, i: i, n: n, op: op, then: then})
+		n.work.do(job{f: f, ctx: ctx, i: i, n: n, op: op, then: then, done: s.bg.Start()}) // the job may outlive the call
 	}
 
 	t := tally{pending: len(s.nodes)}
@@ -493,7 +492,7 @@ func (s *Strategy) fanOut(ctx context.Context, timeout time.Duration,
 			if answered(sl.Outcome) {
 				wait++
 			}
-			go f.follow(ctx, background.Start(ctx), i, s.nodes[i], then, failed)
+			go f.follow(ctx, s.bg.Start(), i, s.nodes[i], then, failed)
 		}
 		for wait > 0 {
 			select {
@@ -531,7 +530,7 @@ type job struct {
 	n    node
 	op   func(ctx context.Context, i int, n node) error
 	then after
-	done func() // ends the job's count in its context's background.Group
+	done func() // ends the job's count in its Strategy's background work
 }
 
 // workerIdle is how long a worker waits for another job before it ends.
@@ -545,7 +544,6 @@ type workers struct{ jobs chan job } // unbuffered: a send finds an idle worker
 // do runs j on an idle worker, or on a new one when none is idle: a job
 // never waits for another.
 func (w *workers) do(j job) {
-	j.done = background.Start(j.ctx) // the job may outlive the call
 	select {
 	case w.jobs <- j:
 	default:

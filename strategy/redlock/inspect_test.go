@@ -33,7 +33,7 @@ func TestInspect(t *testing.T) {
 		}
 		return conns
 	}
-	inspect := func(t *testing.T, l lock.Locker, key string) lock.State {
+	inspect := func(t *testing.T, l *lock.Locker, key string) lock.State {
 		t.Helper()
 		st, err := l.Inspect(ctx, key)
 		if err != nil {

@@ -2,6 +2,7 @@ package redlock
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"time"
 
@@ -27,7 +28,7 @@ var _ strategy.Multi = (*Strategy)(nil)
 func (s *Strategy) AcquireKeys(ctx context.Context, r strategy.Request) (strategy.Grant, error) {
 	if slices.Contains(s.plain, true) {
 		return strategy.Grant{Undone: true}, &strategy.ArgumentError{Name: "keys", Reason: "not supported with WithoutScripts: " +
-			"several keys as one lock are taken on each node in one script, all or none"}
+			"several keys as one lock are taken on each node in one script, all or none", Err: errors.ErrUnsupported}
 	}
 	if s.sharded() && slices.ContainsFunc(r.Keys, func(k string) bool { return cas.Slot(k) != cas.Slot(r.Key) }) {
 		return strategy.Grant{Undone: true}, &strategy.ArgumentError{Name: "keys", Reason: "must be in one hash slot " +

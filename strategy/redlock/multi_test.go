@@ -90,7 +90,7 @@ func TestMulti(t *testing.T) {
 	conns := connect(t, servers, redistest.Drivers()...)
 	l := newLocker(t, conns)
 	// obtain obtains keys, on every node that the test does not change.
-	obtain := func(t *testing.T, l lock.Locker, keys []string) *lock.Lock {
+	obtain := func(t *testing.T, l *lock.Locker, keys []string) *lock.Lock {
 		t.Helper()
 		lk, err := l.ObtainMany(ctx, keys, time.Minute)
 		if err != nil {

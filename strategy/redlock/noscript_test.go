@@ -125,7 +125,7 @@ func TestWithoutScriptsContendsWithScripts(t *testing.T) {
 	var d conformance.Detector
 	var wg sync.WaitGroup
 	for i := range workers {
-		l := []lock.Locker{scripted, plain}[i%2]
+		l := []*lock.Locker{scripted, plain}[i%2]
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

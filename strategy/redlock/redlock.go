@@ -107,7 +107,17 @@ type Strategy struct {
 	mu      sync.Mutex    // guards peers (but known), dup and changed
 	dup     error         // two nodes found to be one server
 	changed chan struct{} // closed, and replaced, whenever a contact ends
+
+	// bg counts the calls to nodes that outlive the call that made them,
+	// for Drain.
+	bg background.Group
 }
+
+// Drain implements [strategy.Drainer]: it waits for the calls to nodes
+// that outlived the call that made them (the nodes that had not answered
+// when a quorum had, and the clean-ups after them), each bounded by the
+// node timeout or by strategy.CleanupTimeout.
+func (s *Strategy) Drain() { s.bg.Wait() }
 
 type node struct {
 	name string
@@ -213,7 +223,7 @@ func WithoutScriptsOn(nodes ...int) Option {
 // New returns a [lock.Locker] that takes Redlock locks on the nodes, which
 // must be independent masters (not replicas of each other, nor members of
 // one cluster), over any mix of drivers.
-func New(nodes []driver.Conn, opts ...Option) (lock.Locker, error) {
+func New(nodes []driver.Conn, opts ...Option) (*lock.Locker, error) {
 	s, err := NewStrategy(nodes, opts...)
 	if err != nil {
 		return nil, err
@@ -316,7 +326,7 @@ func (s *Strategy) String() string { return "redlock" }
 func (s *Strategy) Shared(sh strategy.Sharing) (strategy.SharedStrategy, error) {
 	return nil, &strategy.ArgumentError{Name: sh.Option(), Reason: "semaphores and read-write locks are not supported by redlock: " +
 		"their holders are counted atomically on one server, which a quorum of independent masters cannot do " +
-		"(two clients could each count a free permit on a different majority); use the single strategy"}
+		"(two clients could each count a free permit on a different majority); use the single strategy", Err: errors.ErrUnsupported}
 }
 
 // Addr returns the nodes' names, joined by commas.
@@ -368,7 +378,7 @@ func (s *Strategy) Acquire(ctx context.Context, r strategy.Request) (strategy.Gr
 // when the nodes that found the lock held name a key (see lost).
 func (s *Strategy) acquire(ctx context.Context, r strategy.Request, take func(ctx context.Context, i int, n node) error) (strategy.Grant, error) {
 	if r.Fencing {
-		return strategy.Grant{Undone: true}, &strategy.ArgumentError{Name: "fencing", Reason: noFencing}
+		return strategy.Grant{Undone: true}, &strategy.ArgumentError{Name: "fencing", Reason: noFencing, Err: errors.ErrUnsupported}
 	}
 	timeout, allowance, err := s.timeouts(r.TTL)
 	if err != nil {
@@ -511,7 +521,7 @@ func (s *Strategy) dropLost(ctx context.Context, r strategy.Request, value strin
 				<-acq.idle // within the acquire's node timeout, for a driver that honours its context
 			}
 			drop(ctx, n, r, value, timeout)
-		}(s.nodes[i], background.Start(ctx))
+		}(s.nodes[i], s.bg.Start())
 	}
 }
 

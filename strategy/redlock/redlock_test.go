@@ -33,7 +33,7 @@ func connect(t testing.TB, servers []*redistest.Server, drivers ...redistest.Dri
 	return conns
 }
 
-func newLocker(t testing.TB, conns []driver.Conn, opts ...redlock.Option) lock.Locker {
+func newLocker(t testing.TB, conns []driver.Conn, opts ...redlock.Option) *lock.Locker {
 	t.Helper()
 	l, err := redlock.New(conns, opts...)
 	if err != nil {
@@ -356,7 +356,7 @@ func TestDeafNodes(t *testing.T) {
 	t.Cleanup(func() { close(gone) }) // after the Lockers' clean-ups
 	// newDeaf returns a Locker over servers, nodes 1 and 2 deaf once *on
 	// is set.
-	newDeaf := func(on *atomic.Bool) lock.Locker {
+	newDeaf := func(on *atomic.Bool) *lock.Locker {
 		conns := connect(t, servers, redistest.Drivers()...)
 		for i := 1; i < 3; i++ {
 			conns[i] = deaf{Conn: conns[i], deaf: on, gone: gone}
@@ -399,7 +399,7 @@ func TestDeafNodes(t *testing.T) {
 // lock is still valid. With the delayed restart, it does not happen.
 func TestRestartHazard(t *testing.T) {
 	ctx := context.Background()
-	scenario := func(t *testing.T, ttl time.Duration, opts ...redlock.Option) (a *lock.Lock, b lock.Locker, servers []*redistest.Server, key string) {
+	scenario := func(t *testing.T, ttl time.Duration, opts ...redlock.Option) (a *lock.Lock, b *lock.Locker, servers []*redistest.Server, key string) {
 		servers = redistest.Start(t, nodes)
 		for _, s := range servers { // long-running nodes, for the guard
 			if _, err := s.Command(ctx, "SET", redlock.GuardKey, "0"); err != nil {
@@ -802,7 +802,7 @@ func TestNoAnswer(t *testing.T) {
 	const noAnswer = "Redis did not answer"
 	// over starts 3 servers and a Locker over them through d, and holds a
 	// lock of key there, before the nodes fail.
-	over := func(t *testing.T, d redistest.Driver) (servers []*redistest.Server, l lock.Locker, held *lock.Lock, key string) {
+	over := func(t *testing.T, d redistest.Driver) (servers []*redistest.Server, l *lock.Locker, held *lock.Lock, key string) {
 		servers = redistest.Start(t, 3)
 		l = newLocker(t, connect(t, servers, d))
 		key = conformance.Key(t)
@@ -822,7 +822,7 @@ func TestNoAnswer(t *testing.T) {
 	}
 	// every checks that each call on a lock of key, and on held, got no
 	// answer.
-	every := func(t *testing.T, l lock.Locker, held *lock.Lock, key string) {
+	every := func(t *testing.T, l *lock.Locker, held *lock.Lock, key string) {
 		t.Helper()
 		_, err := l.Obtain(ctx, key, time.Minute)
 		unanswered(t, "Obtain", err)

@@ -11,7 +11,6 @@ import (
 	"github.com/locksmith-go/lock"
 	"github.com/locksmith-go/lock/conformance"
 	"github.com/locksmith-go/lock/driver"
-	"github.com/locksmith-go/lock/internal/background"
 	"github.com/locksmith-go/lock/internal/testing/redistest"
 	"github.com/locksmith-go/lock/strategy/redlock"
 )
@@ -203,7 +202,7 @@ func TestObtainAfterRelease(t *testing.T) {
 }
 
 // lockerOver returns a Redlock Locker over servers, through d's clients.
-func lockerOver(t *testing.T, d redistest.Driver, servers []*redistest.Server) lock.Locker {
+func lockerOver(t *testing.T, d redistest.Driver, servers []*redistest.Server) *lock.Locker {
 	t.Helper()
 	conns := make([]driver.Conn, len(servers))
 	for i, s := range servers {
@@ -229,8 +228,7 @@ func TestRelockWithStalledNode(t *testing.T) {
 	stalled := servers[2]
 	for _, d := range redistest.Drivers() {
 		t.Run(d.Name, func(t *testing.T) {
-			var g background.Group
-			ctx := background.With(context.Background(), &g)
+			ctx := context.Background()
 			s, err := redlock.NewStrategy(connect(t, servers, d), redlock.WithNodeTimeout(20*time.Second))
 			if err != nil {
 				t.Fatal(err)
@@ -262,7 +260,9 @@ func TestRelockWithStalledNode(t *testing.T) {
 			if !pending {
 				t.Errorf("when the second Obtain with a stalled node returned, the Release before it was still on its way = false, want true: the Obtain waited for the stalled node's delete")
 			}
-			g.Wait()
+			if err := l.Close(); err != nil { // waits for the clean-ups
+				t.Fatalf("Close = %v, want nil", err)
+			}
 			for _, srv := range servers {
 				if n, err := srv.Command(context.Background(), "EXISTS", key); n != "0" {
 					t.Errorf("once the node resumed and the clean-ups ended, EXISTS %s on %s = %q, %v; want 0", key, srv.Addr, n, err)
@@ -284,8 +284,7 @@ func TestRelockWithStalledNodeLeavesNoKeys(t *testing.T) {
 	const nodeTimeout = 100 * time.Millisecond
 	for _, d := range redistest.Drivers() {
 		t.Run(d.Name, func(t *testing.T) {
-			var g background.Group
-			ctx := background.With(context.Background(), &g)
+			ctx := context.Background()
 			l := newLocker(t, connect(t, servers, d), redlock.WithNodeTimeout(nodeTimeout))
 			key := conformance.Key(t)
 			cycle := func(what string) {
@@ -306,7 +305,9 @@ func TestRelockWithStalledNodeLeavesNoKeys(t *testing.T) {
 			}
 			time.Sleep(3 * nodeTimeout) // not a bound: the commands to the node time out, most likely, and their clean-ups begin
 			stalled.Resume()
-			g.Wait()
+			if err := l.Close(); err != nil { // waits for the clean-ups
+				t.Fatalf("Close = %v, want nil", err)
+			}
 			for _, srv := range servers {
 				if n, err := srv.Command(context.Background(), "EXISTS", key); n != "0" {
 					t.Errorf("once the node resumed and the clean-ups ended, EXISTS %s on %s = %q, %v; want 0", key, srv.Addr, n, err)

@@ -26,7 +26,7 @@ func TestInspect(t *testing.T) {
 		t.Run(d.Name, func(t *testing.T) {
 			conn := d.Conn(t, srv.Addr)
 			l := newLocker(t, conn, ms)
-			inspect := func(t *testing.T, l lock.Locker, key string) lock.State {
+			inspect := func(t *testing.T, l *lock.Locker, key string) lock.State {
 				t.Helper()
 				st, err := l.Inspect(ctx, key)
 				if err != nil {

@@ -163,7 +163,7 @@ func NewStrategy(conn driver.Conn, opts ...Option) (*Strategy, error) {
 }
 
 // New returns a [lock.Locker] that takes legacy locks on conn.
-func New(conn driver.Conn, opts ...Option) (lock.Locker, error) {
+func New(conn driver.Conn, opts ...Option) (*lock.Locker, error) {
 	s, err := NewStrategy(conn, opts...)
 	if err != nil {
 		return nil, err
@@ -182,7 +182,7 @@ func (s *Strategy) String() string { return "setnx-getset" }
 // has moved off the legacy lock.
 func (s *Strategy) Shared(sh strategy.Sharing) (strategy.SharedStrategy, error) {
 	return nil, &strategy.ArgumentError{Name: sh.Option(), Reason: "semaphores and read-write locks are not supported by setnx-getset: " +
-		"its legacy format is one timestamp that legacy clients read as one holder, with no place for several; use the single strategy"}
+		"its legacy format is one timestamp that legacy clients read as one holder, with no place for several; use the single strategy", Err: errors.ErrUnsupported}
 }
 
 // Addr returns the server's address, where the driver knows it.
@@ -195,12 +195,12 @@ func (s *Strategy) Acquire(ctx context.Context, r strategy.Request) (strategy.Gr
 	refused := strategy.Grant{Undone: true} // nothing was written
 	switch {
 	case r.Metadata != "":
-		return refused, &strategy.ArgumentError{Name: "metadata", Reason: "not supported: the value is a bare timestamp, which legacy readers parse"}
+		return refused, &strategy.ArgumentError{Name: "metadata", Reason: "not supported: the value is a bare timestamp, which legacy readers parse", Err: errors.ErrUnsupported}
 	case r.CallerToken:
-		return refused, &strategy.ArgumentError{Name: "token", Reason: "not supported: the value is the expiry timestamp"}
+		return refused, &strategy.ArgumentError{Name: "token", Reason: "not supported: the value is the expiry timestamp", Err: errors.ErrUnsupported}
 	case r.Fencing:
 		return refused, &strategy.ArgumentError{Name: "fencing", Reason: "not supported by setnx-getset: legacy clients take the lock without a counter, " +
-			"so no token could order their holders and ours; fence with the single strategy once the fleet has moved to it"}
+			"so no token could order their holders and ours; fence with the single strategy once the fleet has moved to it", Err: errors.ErrUnsupported}
 	}
 	if err := s.checkTTL(r.TTL); err != nil {
 		return refused, err

@@ -22,7 +22,7 @@ import (
 	"github.com/locksmith-go/lock/strategy/single"
 )
 
-func newLocker(t testing.TB, c driver.Conn, opts ...setnxgetset.Option) lock.Locker {
+func newLocker(t testing.TB, c driver.Conn, opts ...setnxgetset.Option) *lock.Locker {
 	t.Helper()
 	l, err := setnxgetset.New(c, opts...)
 	if err != nil {
@@ -140,7 +140,7 @@ func contend(t *testing.T, keys []string, n int64, sides map[string][]func(ctx c
 	return count
 }
 
-func strategyWorker(l lock.Locker) func(ctx context.Context, key string) (func() error, error) {
+func strategyWorker(l *lock.Locker) func(ctx context.Context, key string) (func() error, error) {
 	retry := lock.WithRetry(lock.Exponential(time.Millisecond, 4*time.Millisecond))
 	return func(ctx context.Context, key string) (func() error, error) {
 		lk, err := l.Obtain(ctx, key, 10*time.Second, retry)
@@ -650,7 +650,7 @@ func TestTTLLimits(t *testing.T) {
 	for _, d := range redistest.Drivers() {
 		t.Run(d.Name, func(t *testing.T) {
 			conn := d.Conn(t, srv.Addr)
-			refused := func(t *testing.T, l lock.Locker, ttl time.Duration, name, limit string) {
+			refused := func(t *testing.T, l *lock.Locker, ttl time.Duration, name, limit string) {
 				t.Helper()
 				key := conformance.Key(t)
 				lk, err := l.Obtain(ctx, key, ttl)
@@ -685,7 +685,7 @@ func TestTTLLimits(t *testing.T) {
 			l := newLocker(t, conn, setnxgetset.WithClockSkew(time.Second))
 			for _, tc := range []struct {
 				name string
-				l    lock.Locker
+				l    *lock.Locker
 				ttl  time.Duration
 			}{
 				{"just more than the clock skew", l, time.Second + time.Millisecond},

@@ -17,7 +17,7 @@ import (
 // waitingLocker returns a Locker of srv whose waiters hear messages, but
 // not their subscription's confirmation (waittest.MessagesOnly): a test
 // that publishes once srv counts the subscriber knows why a waiter woke.
-func waitingLocker(t *testing.T, srv *redistest.Server) lock.Locker {
+func waitingLocker(t *testing.T, srv *redistest.Server) *lock.Locker {
 	t.Helper()
 	s, err := setnxgetset.NewStrategy(goredis.New(redistest.GoRedis(t, srv.Addr, 3)))
 	if err != nil {
@@ -28,7 +28,7 @@ func waitingLocker(t *testing.T, srv *redistest.Server) lock.Locker {
 
 // obtainLater runs Obtain in the background, releasing what it obtains,
 // and returns its error.
-func obtainLater(ctx context.Context, l lock.Locker, key string, opts ...lock.Option) <-chan error {
+func obtainLater(ctx context.Context, l *lock.Locker, key string, opts ...lock.Option) <-chan error {
 	got := make(chan error, 1)
 	go func() {
 		lk, err := l.Obtain(ctx, key, time.Minute, opts...)

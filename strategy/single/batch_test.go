@@ -53,7 +53,7 @@ func refreshers(t *testing.T) int {
 
 // holdMany obtains n locks through l for ttl, with opts, and starts
 // refreshing each, eight at a time; they are released when the test ends.
-func holdMany(t *testing.T, ctx context.Context, l lock.Locker, n int, ttl time.Duration, opts ...lock.Option) []*lock.Lock {
+func holdMany(t *testing.T, ctx context.Context, l *lock.Locker, n int, ttl time.Duration, opts ...lock.Option) []*lock.Lock {
 	t.Helper()
 	prefix := conformance.Key(t)
 	locks := make([]*lock.Lock, n)
@@ -221,7 +221,7 @@ func TestHeldLocksUnderLoad(t *testing.T) {
 	}
 	lockers := []struct {
 		name string
-		l    lock.Locker
+		l    *lock.Locker
 	}{
 		{"batched", lock.New(s)},
 		{"a goroutine per lock", lock.New(struct{ strategy.Strategy }{s})},
@@ -242,7 +242,7 @@ func TestHeldLocksUnderLoad(t *testing.T) {
 // held, its key holding its token, or lost by its own cause (ErrLapsed, or
 // ErrExpired when a refresh found its key gone), with Done closed, and
 // that cause reported once by its Ended hooks.
-func holdUnderLoad(t *testing.T, conn driver.Conn, l lock.Locker, n int, ttl time.Duration, loops int, d time.Duration) (lost, of int) {
+func holdUnderLoad(t *testing.T, conn driver.Conn, l *lock.Locker, n int, ttl time.Duration, loops int, d time.Duration) (lost, of int) {
 	t.Helper()
 	ctx := context.Background()
 	var mu sync.Mutex

@@ -92,14 +92,14 @@ func threeMasters(t *testing.T, cluster *redistest.Cluster, prefix string) []str
 
 func runMulti(t *testing.T, s multiSetup) {
 	ctx := context.Background()
-	newLocker := func(t *testing.T) lock.Locker {
+	newLocker := func(t *testing.T) *lock.Locker {
 		l, err := single.New(s.conn(t), s.opts...)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return l
 	}
-	obtain := func(t *testing.T, l lock.Locker, keys []string, opts ...lock.Option) *lock.Lock {
+	obtain := func(t *testing.T, l *lock.Locker, keys []string, opts ...lock.Option) *lock.Lock {
 		t.Helper()
 		lk, err := l.ObtainMany(ctx, keys, time.Minute, opts...)
 		if err != nil {
@@ -361,7 +361,7 @@ func runMulti(t *testing.T, s multiSetup) {
 }
 
 // obtainOne obtains key with a Locker of its own, until the test ends.
-func obtainOne(t *testing.T, l lock.Locker, key string) *lock.Lock {
+func obtainOne(t *testing.T, l *lock.Locker, key string) *lock.Lock {
 	t.Helper()
 	lk, err := l.Obtain(context.Background(), key, time.Minute)
 	if err != nil {

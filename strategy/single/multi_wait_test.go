@@ -22,7 +22,7 @@ import (
 // multiWaitSetup returns a Locker of single over go-redis that waits by
 // notification, a client that reads the queues, and the keys of a set,
 // {k}:a and {k}:b.
-func multiWaitSetup(t *testing.T) (lock.Locker, redis.UniversalClient, []string) {
+func multiWaitSetup(t *testing.T) (*lock.Locker, redis.UniversalClient, []string) {
 	t.Helper()
 	addr, _ := redistest.Addr(t)
 	rdb := redistest.GoRedis(t, addr, 3)
@@ -40,10 +40,10 @@ func multiWaitSetup(t *testing.T) (lock.Locker, redis.UniversalClient, []string)
 // slot, and keys[0] and keys[1] are the first two in that order.
 var multiWaitSetups = []struct {
 	name  string
-	setup func(t *testing.T) (lock.Locker, redis.UniversalClient, []string)
+	setup func(t *testing.T) (*lock.Locker, redis.UniversalClient, []string)
 }{
 	{"one slot", multiWaitSetup},
-	{"three slots", func(t *testing.T) (lock.Locker, redis.UniversalClient, []string) {
+	{"three slots", func(t *testing.T) (*lock.Locker, redis.UniversalClient, []string) {
 		cluster := redistest.StartCluster(t, 3)
 		rdb := redistest.GoRedisCluster(t, cluster.Addrs())
 		l, err := single.New(goredis.New(redistest.GoRedisCluster(t, cluster.Addrs())))
@@ -77,7 +77,7 @@ func TestMultiWaitIsFair(t *testing.T) {
 	}
 }
 
-func isFair(t *testing.T, setup func(t *testing.T) (lock.Locker, redis.UniversalClient, []string)) {
+func isFair(t *testing.T, setup func(t *testing.T) (*lock.Locker, redis.UniversalClient, []string)) {
 	l, _, keys := setup(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
@@ -133,7 +133,7 @@ func TestMultiWaitKeepsItsPlace(t *testing.T) {
 	}
 }
 
-func keepsItsPlace(t *testing.T, setup func(t *testing.T) (lock.Locker, redis.UniversalClient, []string)) {
+func keepsItsPlace(t *testing.T, setup func(t *testing.T) (*lock.Locker, redis.UniversalClient, []string)) {
 	l, rdb, keys := setup(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
@@ -210,7 +210,7 @@ func TestMultiWaitLeavesTheQueues(t *testing.T) {
 	}
 }
 
-func leavesTheQueues(t *testing.T, setup func(t *testing.T) (lock.Locker, redis.UniversalClient, []string)) {
+func leavesTheQueues(t *testing.T, setup func(t *testing.T) (*lock.Locker, redis.UniversalClient, []string)) {
 	l, rdb, keys := setup(t)
 	ctx := context.Background()
 	holder, err := l.Obtain(ctx, keys[1], time.Minute)

@@ -37,7 +37,7 @@ func TestWithoutScriptsConformance(t *testing.T) {
 
 // noScriptLocker returns a Locker without scripts over conn, and its
 // Strategy.
-func noScriptLocker(t *testing.T, conn driver.Conn) (lock.Locker, *single.Strategy) {
+func noScriptLocker(t *testing.T, conn driver.Conn) (*lock.Locker, *single.Strategy) {
 	t.Helper()
 	s, err := single.NewStrategy(conn, single.WithoutScripts())
 	if err != nil {
@@ -193,7 +193,7 @@ func TestWithoutScriptsContendsWithScripts(t *testing.T) {
 	var d conformance.Detector
 	var wg sync.WaitGroup
 	for i := range workers {
-		l := []lock.Locker{scripted, plain}[i%2]
+		l := []*lock.Locker{scripted, plain}[i%2]
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -217,7 +217,7 @@ func TestWithoutScriptsContendsWithScripts(t *testing.T) {
 
 // obtainAndHold obtains key, waiting, holds it inside d briefly, and
 // releases it.
-func obtainAndHold(ctx context.Context, l lock.Locker, key string, d *conformance.Detector) error {
+func obtainAndHold(ctx context.Context, l *lock.Locker, key string, d *conformance.Detector) error {
 	lk, err := l.Obtain(ctx, key, 10*time.Second, lock.WithRetry(lock.Linear(time.Millisecond)))
 	if err != nil {
 		return fmt.Errorf("Obtain = %w, want a lock", err)

@@ -301,7 +301,7 @@ func failoverConn(t *testing.T, sentinels []*redistest.Server) driver.Conn {
 
 // newReplicated returns a Locker over conn with WithReplicas(n, timeout),
 // and opts.
-func newReplicated(t *testing.T, conn driver.Conn, n int, timeout time.Duration, opts ...single.Option) lock.Locker {
+func newReplicated(t *testing.T, conn driver.Conn, n int, timeout time.Duration, opts ...single.Option) *lock.Locker {
 	l, err := single.New(conn, append([]single.Option{single.WithReplicas(n, timeout)}, opts...)...)
 	if err != nil {
 		t.Fatalf("single.New: %v", err)

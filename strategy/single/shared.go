@@ -32,9 +32,9 @@ func (s *Strategy) Shared(sh strategy.Sharing) (strategy.SharedStrategy, error) 
 	switch {
 	case s.noScripts:
 		return nil, &strategy.ArgumentError{Name: name, Reason: "semaphores and read-write locks need scripts (each step reaps " +
-			"expired holders and counts the others atomically): not supported by single WithoutScripts"}
+			"expired holders and counts the others atomically): not supported by single WithoutScripts", Err: errors.ErrUnsupported}
 	case s.ack.Replicas > 0:
-		return nil, &strategy.ArgumentError{Name: name, Reason: "semaphores and read-write locks are not supported by single WithReplicas"}
+		return nil, &strategy.ArgumentError{Name: name, Reason: "semaphores and read-write locks are not supported by single WithReplicas", Err: errors.ErrUnsupported}
 	}
 	if err := s.srv.NeedsScripts(nil, sharedLocks); err != nil {
 		return nil, err

@@ -28,7 +28,7 @@ import (
 
 // sharedLocker returns a single Locker over a go-redis client of its own,
 // as another process would have.
-func sharedLocker(t *testing.T, addr string) lock.Locker {
+func sharedLocker(t *testing.T, addr string) *lock.Locker {
 	t.Helper()
 	l, err := single.New(goredis.New(redistest.GoRedis(t, addr, 3)))
 	if err != nil {
@@ -50,13 +50,13 @@ func TestSemaphoreServerPaused(t *testing.T) {
 	redistest.ParallelUnlessFull(t)
 	t.Run("one server", func(t *testing.T) {
 		srv := redistest.Start(t, 1)[0]
-		newLocker := func(t *testing.T) lock.Locker { return sharedLocker(t, srv.Addr) }
+		newLocker := func(t *testing.T) *lock.Locker { return sharedLocker(t, srv.Addr) }
 		semaphorePaused(t, newLocker, srv, redistest.GoRedis(t, srv.Addr, 3), conformance.Key(t))
 	})
 	t.Run("a Cluster master", func(t *testing.T) {
 		redistest.RequireFull(t, "a Cluster")
 		cluster := redistest.StartCluster(t, 3)
-		newLocker := func(t *testing.T) lock.Locker {
+		newLocker := func(t *testing.T) *lock.Locker {
 			l, err := single.New(goredis.New(redistest.GoRedisCluster(t, cluster.Addrs())))
 			if err != nil {
 				t.Fatalf("single.New: %v", err)
@@ -71,7 +71,7 @@ func TestSemaphoreServerPaused(t *testing.T) {
 
 // semaphorePaused is TestSemaphoreServerPaused on the server srv, which
 // holds key, with Lockers from newLocker; rdb reads the keys left.
-func semaphorePaused(t *testing.T, newLocker func(*testing.T) lock.Locker, srv *redistest.Server, rdb redis.UniversalClient, key string) {
+func semaphorePaused(t *testing.T, newLocker func(*testing.T) *lock.Locker, srv *redistest.Server, rdb redis.UniversalClient, key string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	const permits, contenders = 2, 4

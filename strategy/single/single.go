@@ -227,7 +227,7 @@ func (s *Strategy) withoutScripts() error {
 }
 
 // New returns a [lock.Locker] that locks keys on conn.
-func New(conn driver.Conn, opts ...Option) (lock.Locker, error) {
+func New(conn driver.Conn, opts ...Option) (*lock.Locker, error) {
 	s, err := NewStrategy(conn, opts...)
 	if err != nil {
 		return nil, err

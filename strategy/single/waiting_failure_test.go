@@ -74,7 +74,7 @@ func (wc waitCase) strategy() *single.Strategy {
 // locker returns a Locker like another process's, whose waiters do not
 // wake on their subscription's confirmation (waittest.MessagesOnly): a
 // wake-up is then a message, a resubscription or the timer.
-func (wc waitCase) locker() lock.Locker { return lock.New(waittest.MessagesOnly(wc.strategy())) }
+func (wc waitCase) locker() *lock.Locker { return lock.New(waittest.MessagesOnly(wc.strategy())) }
 
 // hold obtains the lock for ttl with a Locker of its own.
 func (wc waitCase) hold(ttl time.Duration) *lock.Lock {

@@ -17,7 +17,7 @@ import (
 // when it is set, and otherwise on a new embedded server, which it announces
 // on stdout. close closes the client and stops the server. The demos use
 // it for their -addr flag.
-func Single(addr string) (_ lock.Locker, close func(), err error) {
+func Single(addr string) (_ *lock.Locker, close func(), err error) {
 	var client *redis.Client
 	if addr == "" {
 		s, err := locktest.StartServer()

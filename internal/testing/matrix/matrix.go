@@ -28,11 +28,11 @@ type Combo struct {
 
 // Wrap returns the combination with every Locker it builds passed through
 // wrap, as the otel and config tests do.
-func (c Combo) Wrap(wrap func(t *testing.T, l lock.Locker) lock.Locker) Combo {
+func (c Combo) Wrap(wrap func(t *testing.T, l *lock.Locker) *lock.Locker) Combo {
 	newLocker, unreachable := c.Harness.NewLocker, c.Harness.NewUnreachable
-	c.Harness.NewLocker = func(t *testing.T) lock.Locker { return wrap(t, newLocker(t)) }
+	c.Harness.NewLocker = func(t *testing.T) *lock.Locker { return wrap(t, newLocker(t)) }
 	if unreachable != nil {
-		c.Harness.NewUnreachable = func(t *testing.T) lock.Locker { return wrap(t, unreachable(t)) }
+		c.Harness.NewUnreachable = func(t *testing.T) *lock.Locker { return wrap(t, unreachable(t)) }
 	}
 	return c
 }
@@ -86,7 +86,7 @@ func AtOnce(real bool) int {
 	return 1
 }
 
-func must(t testing.TB, l lock.Locker, err error) lock.Locker {
+func must(t testing.TB, l *lock.Locker, err error) *lock.Locker {
 	t.Helper()
 	if err != nil {
 		t.Fatalf("building the locker: %v", err)
@@ -95,12 +95,12 @@ func must(t testing.TB, l lock.Locker, err error) lock.Locker {
 }
 
 // harness builds a combination over connections that open returns.
-func harness(open func(t testing.TB) []driver.Conn, unreachable func(t testing.TB) []driver.Conn, build func([]driver.Conn) (lock.Locker, error)) conformance.Harness {
+func harness(open func(t testing.TB) []driver.Conn, unreachable func(t testing.TB) []driver.Conn, build func([]driver.Conn) (*lock.Locker, error)) conformance.Harness {
 	return conformance.Harness{
-		NewLocker:      func(t *testing.T) lock.Locker { l, err := build(open(t)); return must(t, l, err) },
+		NewLocker:      func(t *testing.T) *lock.Locker { l, err := build(open(t)); return must(t, l, err) },
 		Conns:          func(t *testing.T) []driver.Conn { return open(t) },
-		NewUnreachable: func(t *testing.T) lock.Locker { l, err := build(unreachable(t)); return must(t, l, err) },
-		NewWithNilConn: func() (lock.Locker, error) { return build([]driver.Conn{nil}) },
+		NewUnreachable: func(t *testing.T) *lock.Locker { l, err := build(unreachable(t)); return must(t, l, err) },
+		NewWithNilConn: func() (*lock.Locker, error) { return build([]driver.Conn{nil}) },
 	}
 }
 
@@ -110,9 +110,9 @@ func harness(open func(t testing.TB) []driver.Conn, unreachable func(t testing.T
 // and inspecting keys. build closes what it opens when t ends. The caller
 // sets Harness.NewWithNilConn, which only it knows how to build: without it,
 // the suite fails NilDriver.
-func FromAddrs(name string, addrs []string, d redistest.Driver, build func(t *testing.T, addrs []string) lock.Locker) Combo {
+func FromAddrs(name string, addrs []string, d redistest.Driver, build func(t *testing.T, addrs []string) *lock.Locker) Combo {
 	return Combo{name, conformance.Harness{
-		NewLocker: func(t *testing.T) lock.Locker { return build(t, addrs) },
+		NewLocker: func(t *testing.T) *lock.Locker { return build(t, addrs) },
 		Conns: func(t *testing.T) []driver.Conn {
 			conns := make([]driver.Conn, len(addrs))
 			for i, a := range addrs {
@@ -120,7 +120,7 @@ func FromAddrs(name string, addrs []string, d redistest.Driver, build func(t *te
 			}
 			return conns
 		},
-		NewUnreachable: func(t *testing.T) lock.Locker {
+		NewUnreachable: func(t *testing.T) *lock.Locker {
 			return build(t, redistest.ClosedAddrs(t, len(addrs)))
 		},
 	}}
@@ -153,7 +153,7 @@ func SingleUnix(path string) []Combo {
 // singleOver returns single with opts × drivers, on the server at addr;
 // unreachable ones get an address from closedAddr.
 func singleOver(drivers []redistest.Driver, addr string, closedAddr func(testing.TB) string, opts ...single.Option) []Combo {
-	build := func(c []driver.Conn) (lock.Locker, error) { return single.New(c[0], opts...) }
+	build := func(c []driver.Conn) (*lock.Locker, error) { return single.New(c[0], opts...) }
 	var combos []Combo
 	for _, d := range drivers {
 		combos = append(combos, Combo{d.Name, harness(one(d, fixed(addr)), one(d, closedAddr), build)})
@@ -164,7 +164,7 @@ func singleOver(drivers []redistest.Driver, addr string, closedAddr func(testing
 // SingleCluster returns single with opts × go-redis and × rueidis on the
 // cluster of addrs.
 func SingleCluster(addrs []string, opts ...single.Option) []Combo {
-	build := func(c []driver.Conn) (lock.Locker, error) { return single.New(c[0], opts...) }
+	build := func(c []driver.Conn) (*lock.Locker, error) { return single.New(c[0], opts...) }
 	return []Combo{
 		onCluster("goredis-cluster", goRedisCluster, goRedisCluster, addrs, build),
 		onCluster("rueidis-cluster", rueidisCluster, rueidisClosed, addrs, build),
@@ -190,7 +190,7 @@ func rueidisClosed(t testing.TB, addrs []string) driver.Conn {
 // safety TTL × go-redis on the cluster of addrs, with the skips and extra
 // TTL of that format on one server.
 func SetnxGetsetCluster(addrs []string) Combo {
-	c := onCluster("goredis-cluster", goRedisCluster, goRedisCluster, addrs, func(c []driver.Conn) (lock.Locker, error) { return setnxgetset.New(c[0], setnxgetsetMs...) })
+	c := onCluster("goredis-cluster", goRedisCluster, goRedisCluster, addrs, func(c []driver.Conn) (*lock.Locker, error) { return setnxgetset.New(c[0], setnxgetsetMs...) })
 	c.Harness.ExtraTTL, c.Harness.Skip = setnxgetsetMsExtra, SetnxGetsetSkips
 	return c
 }
@@ -200,7 +200,7 @@ func SetnxGetsetCluster(addrs []string) Combo {
 // unreachable ones from what unreachable opens of a closed address.
 // (Redlock has none: its nodes must be independent masters, and a
 // Cluster's masters each own a share of the slots instead.)
-func onCluster(name string, open, unreachable func(testing.TB, []string) driver.Conn, addrs []string, build func([]driver.Conn) (lock.Locker, error)) Combo {
+func onCluster(name string, open, unreachable func(testing.TB, []string) driver.Conn, addrs []string, build func([]driver.Conn) (*lock.Locker, error)) Combo {
 	return Combo{name, harness(
 		func(t testing.TB) []driver.Conn { return []driver.Conn{open(t, addrs)} },
 		func(t testing.TB) []driver.Conn { return []driver.Conn{unreachable(t, []string{closed(t)})} },
@@ -236,7 +236,7 @@ func SetnxGetset(addr string, opts ...setnxgetset.Option) []Combo {
 		{"seconds", nil, 2 * time.Second},
 		{"float-seconds+safety-ttl", []setnxgetset.Option{setnxgetset.WithFormat(setnxgetset.FloatSeconds), setnxgetset.WithSafetyTTL(time.Second)}, time.Millisecond},
 	} {
-		build := func(c []driver.Conn) (lock.Locker, error) {
+		build := func(c []driver.Conn) (*lock.Locker, error) {
 			return setnxgetset.New(c[0], slices.Concat(f.opts, opts)...)
 		}
 		for _, d := range redistest.Drivers() {
@@ -287,7 +287,7 @@ func Redlock(addrs []string, opts ...redlock.Option) []Combo {
 			return conns
 		}
 	}
-	build := func(c []driver.Conn) (lock.Locker, error) { return redlock.New(c, opts...) }
+	build := func(c []driver.Conn) (*lock.Locker, error) { return redlock.New(c, opts...) }
 	var combos []Combo
 	for _, c := range []struct {
 		name    string

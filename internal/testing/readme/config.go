@@ -21,7 +21,7 @@ func Config(ctx context.Context) error {
 	}
 	defer locker.Close() // closes every client Open opened
 
-	lk, err := locker.Obtain(ctx, "report:daily", locker.TTL()) // the configured TTL
+	lk, err := locker.Obtain(ctx, "report:daily", 0) // 0: the configured TTL
 	if err != nil {
 		return err
 	}

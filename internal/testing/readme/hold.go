@@ -9,7 +9,7 @@ import (
 )
 
 // Do is docs/safety.md's "Run work under a lock: lock.Do".
-func Do(ctx context.Context, locker lock.Locker) {
+func Do(ctx context.Context, locker *lock.Locker) {
 	err := lock.Do(ctx, locker, "report:daily", 30*time.Second, func(ctx context.Context) error {
 		return writeReport(ctx) // stop when ctx is done: the lock was lost
 	})
@@ -26,7 +26,7 @@ func Do(ctx context.Context, locker lock.Locker) {
 func writeReport(ctx context.Context) error { return ctx.Err() }
 
 // Fencing is docs/safety.md's "Fencing tokens".
-func Fencing(ctx context.Context, locker lock.Locker, invoices Store, invoice string) error {
+func Fencing(ctx context.Context, locker *lock.Locker, invoices Store, invoice string) error {
 	lk, err := locker.Obtain(ctx, "invoice:42", 30*time.Second, lock.WithFencing())
 	if err != nil {
 		return err

@@ -9,7 +9,7 @@ import (
 )
 
 // Inspect is docs/locking.md's "Inspecting a lock".
-func Inspect(ctx context.Context, locker lock.Locker, lk *lock.Lock) error {
+func Inspect(ctx context.Context, locker *lock.Locker, lk *lock.Lock) error {
 	st, err := locker.Inspect(ctx, "invoice:42")
 	if err != nil {
 		return err // Redlock: a *redlock.QuorumError when too few nodes answered; st.Nodes says what each did

@@ -21,7 +21,7 @@ func Legacy(ctx context.Context, client *redis.Client) error {
 	if err != nil {
 		return err // an *lock.ArgumentError that names the option
 	}
-	lk, err := locker.Obtain(ctx, "lock.invoices", 30*time.Second) // the same lock.Locker
+	lk, err := locker.Obtain(ctx, "lock.invoices", 30*time.Second) // the same *lock.Locker
 	if err != nil {
 		return err
 	}

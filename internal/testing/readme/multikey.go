@@ -9,7 +9,7 @@ import (
 )
 
 // Transfer is docs/multi-key.md's first fragment.
-func Transfer(ctx context.Context, locker lock.Locker, from, to string) error {
+func Transfer(ctx context.Context, locker *lock.Locker, from, to string) error {
 	lk, err := locker.ObtainMany(ctx, []string{"{stock}:" + from, "{stock}:" + to}, 10*time.Second,
 		lock.WithRetry(lock.Linear(100*time.Millisecond)))
 	var held *lock.KeyError
@@ -27,7 +27,7 @@ func Transfer(ctx context.Context, locker lock.Locker, from, to string) error {
 func move(ctx context.Context, _, _ string) error { return ctx.Err() }
 
 // FencesPerKey is docs/multi-key.md's "Fencing" fragment.
-func FencesPerKey(ctx context.Context, locker lock.Locker, keys []string, store Store) error {
+func FencesPerKey(ctx context.Context, locker *lock.Locker, keys []string, store Store) error {
 	lk, err := locker.ObtainMany(ctx, keys, 30*time.Second, lock.WithFencing())
 	if err != nil {
 		return err

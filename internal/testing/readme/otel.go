@@ -10,7 +10,7 @@ import (
 )
 
 // OTel is docs/observability.md's first fragment.
-func OTel(locker lock.Locker, tp trace.TracerProvider, mp metric.MeterProvider) lock.Locker {
+func OTel(locker *lock.Locker, tp trace.TracerProvider, mp metric.MeterProvider) *lock.Locker {
 	locker = lockotel.NewLocker(locker) // the global TracerProvider and MeterProvider
 
 	// or choose the providers, and how keys are recorded:

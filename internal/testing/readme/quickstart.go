@@ -17,7 +17,7 @@ import (
 // QuickStart is README.md's "Quick start".
 func QuickStart(ctx context.Context) error {
 	client := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379", ContextTimeoutEnabled: true})
-	locker, err := single.New(goredis.New(client)) // a lock.Locker
+	locker, err := single.New(goredis.New(client)) // a *lock.Locker
 	if err != nil {
 		return err // a nil client, for example
 	}

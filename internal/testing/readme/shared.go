@@ -8,7 +8,7 @@ import (
 )
 
 // PartnerAPI is docs/semaphores.md's first fragment.
-func PartnerAPI(ctx context.Context, locker lock.Locker) error {
+func PartnerAPI(ctx context.Context, locker *lock.Locker) error {
 	lk, err := locker.Obtain(ctx, "partner-api", 30*time.Second, lock.WithPermits(3),
 		lock.WithRetry(lock.Linear(time.Second)))
 	if err != nil {

@@ -20,7 +20,7 @@ func TestInvoices(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	billing := invoices.NewService(locker) // your code, given a lock.Locker
+	billing := invoices.NewService(locker) // your code, given a *lock.Locker
 	if err := billing.Settle(context.Background(), 42); err != nil {
 		t.Fatalf("Settle = %v, want nil", err)
 	}
@@ -28,8 +28,8 @@ func TestInvoices(t *testing.T) {
 
 // invoices stands for the user's package under test.
 var invoices = struct {
-	NewService func(lock.Locker) Service
-}{func(lock.Locker) Service { return nil }}
+	NewService func(*lock.Locker) Service
+}{func(*lock.Locker) Service { return nil }}
 
 // Service is the user's code that takes locks.
 type Service interface {
@@ -42,7 +42,7 @@ func TestConformance(t *testing.T) {
 	addr := startRedis(t) // your own server, started for the test
 	conformance.RunDriver(t, func(t *testing.T) driver.Conn { return myredis.New(newClient(t, addr)) })
 	conformance.Run(t, conformance.Harness{
-		NewLocker: func(t *testing.T) lock.Locker {
+		NewLocker: func(t *testing.T) *lock.Locker {
 			l, err := mystrategy.New(myredis.New(newClient(t, addr)))
 			if err != nil {
 				t.Fatal(err)
@@ -65,6 +65,6 @@ var (
 		New func(*redis.Client) driver.Conn
 	}{func(c *redis.Client) driver.Conn { return goredis.New(c) }}
 	mystrategy = struct {
-		New func(driver.Conn) (lock.Locker, error)
-	}{func(c driver.Conn) (lock.Locker, error) { return single.New(c) }}
+		New func(driver.Conn) (*lock.Locker, error)
+	}{func(c driver.Conn) (*lock.Locker, error) { return single.New(c) }}
 )

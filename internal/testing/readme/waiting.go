@@ -8,7 +8,7 @@ import (
 )
 
 // Waiting is docs/waiting.md's first fragment.
-func Waiting(ctx context.Context, locker lock.Locker) (*lock.Lock, error) {
+func Waiting(ctx context.Context, locker *lock.Locker) (*lock.Lock, error) {
 	lk, err := locker.Obtain(ctx, "report:daily", 30*time.Second,
 		lock.WithRetry(lock.Linear(100*time.Millisecond)), // the safety net: at most 100ms late per lost message
 	)

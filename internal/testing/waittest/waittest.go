@@ -85,7 +85,7 @@ func (r *Recorder) String() string {
 // the error that stopped it. An Obtain whose error matches Again (when
 // set) is made once more.
 type Contender struct {
-	L     lock.Locker
+	L     *lock.Locker
 	Rec   Recorder
 	Opts  []lock.Option
 	Again func(error) bool
