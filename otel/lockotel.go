@@ -135,13 +135,13 @@ var (
 	clientKind = []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindClient)} // one slice: no allocation per span
 )
 
-// NewLocker returns l instrumented: its Obtain, Inspect and Break calls,
-// and the locks Obtain returns, produce the spans and metrics of the
-// package doc. A span is a child of the span in its call's context;
-// auto-refresh's lock.refresh spans are children of the context given to
-// lock.Do or Lock.StartRefresh. It works on every Locker built by
-// lock.New, and on wrappers that pass the options of Obtain, Inspect and
-// Break on.
+// NewLocker returns l instrumented: its Obtain, ObtainMany, Inspect and
+// Break calls, and the locks Obtain and ObtainMany return, produce the
+// spans and metrics of the package doc. A span is a child of the span in
+// its call's context; auto-refresh's lock.refresh spans are children of
+// the context given to lock.Do or Lock.StartRefresh. It works on every
+// Locker built by lock.New, and on wrappers that pass the options of
+// Obtain, ObtainMany, Inspect and Break on.
 //
 // Given the no-op providers of the OpenTelemetry API (trace/noop and
 // metric/noop), which record nothing, it returns l itself, which then
