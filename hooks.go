@@ -41,11 +41,12 @@ type Hooks struct {
 	// returns nil when the attempt obtained the lock, an error matching
 	// ErrNotObtained when the lock was held, or another error.
 	Attempt func(ctx context.Context, e Event, next func(context.Context) error) error
-	// Op wraps Refresh (auto-refresh's too), Release and TTL (e.Op) on a
-	// held lock (e.Lock), and each clean-up (e.Op "cleanup", e.Lock nil)
-	// that deletes what a failed attempt may have written: next returns
-	// nil once it is done, or why it gave up (see strategy.CleanUp). It
-	// wraps Inspect and Break too (e.Op "inspect" or "break", e.Lock nil).
+	// Op wraps Refresh (auto-refresh's too), Release, TTL and Downgrade
+	// (e.Op) on a held lock (e.Lock), and each clean-up (e.Op "cleanup",
+	// e.Lock nil) that deletes what a failed attempt may have written: next
+	// returns nil once it is done, or why it gave up (see strategy.CleanUp).
+	// It wraps Inspect and Break too (e.Op "inspect" or "break", e.Lock
+	// nil).
 	Op func(ctx context.Context, e Event, next func(context.Context) error) error
 	// Wait reports the progress of an Obtain that waits: e.Op "enqueued"
 	// when it first joined the lock's queue (e.Rank its place, 1 for the
@@ -78,14 +79,14 @@ type Hooks struct {
 type Event struct {
 	Strategy string            // the strategy's name, such as "single"
 	Server   string            // the server address(es), where the strategy knows them
-	Op       string            // obtain, attempt, refresh, release, ttl, cleanup, inspect, break, node, enqueued, woken, missed, batch or ended
+	Op       string            // obtain, attempt, refresh, release, ttl, downgrade, cleanup, inspect, break, node, enqueued, woken, missed, batch or ended
 	Key      string            // the lock's key; a multi-key lock's first; "" for a batch
 	Keys     int               // how many keys a multi-key lock (Locker.ObtainMany) has; 0 for one key; the locks of a batch
 	Permits  int               // a semaphore's limit (WithPermits); 0 for other locks
 	Side     string            // a read-write lock's side, "read" or "write" (WithRead, WithWrite); "" for other locks
 	TTL      time.Duration     // the TTL asked for (obtain, attempt, refresh)
 	Attempt  int               // the attempt's number, from 1
-	Lock     *Lock             // the lock (refresh, release, ttl, ended)
+	Lock     *Lock             // the lock (refresh, release, ttl, downgrade, ended)
 	Node     string            // the node (node)
 	Outcome  string            // the node's answer (node)
 	Err      error             // the node's error (node), or why the lock ended

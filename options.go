@@ -7,9 +7,10 @@ import (
 	"github.com/locksmith-go/lock/strategy"
 )
 
-// Option configures a call of [Locker.Obtain] (and, of the options, only
-// [WithHooks] a call of [Locker.Inspect] or [Locker.Break]); given to [New],
-// it is a default of every call of that Locker.
+// Option configures a call of [Locker.Obtain] or [Locker.ObtainMany] (and,
+// of the options, only [WithHooks] a call of [Locker.Inspect] or
+// [Locker.Break]); given to [New], it is a default of every call of that
+// Locker.
 type Option func(*options)
 
 type options struct {

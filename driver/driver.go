@@ -7,16 +7,16 @@
 // shows how.
 //
 // Conn is a small command surface: SET NX, GET and GETSET, which the
-// strategies send; EVALSHA and EVAL, which run their scripts; and DEL and
-// PTTL, with which the conformance suite plants and inspects keys. Everything the
-// adapters would otherwise repeat lives here, once: script hashing and
-// the EVALSHA-then-EVAL fallback ([Script]), reply normalisation, the
-// translation of a PTTL reply ([FromPTTL]), the refusal of a nil client
-// ([NotNil]), and the check of a Conn that strategy constructors run
-// ([Check]). Optional
-// capabilities are separate interfaces that callers detect by type
-// assertion, such as [Addresser] and [Validator]; adding one never breaks an
-// existing driver.
+// strategies send; EVALSHA and EVAL, which run their scripts; PTTL, with
+// which the script-free mode reads the time left to a key's holder; and
+// DEL, with which (and PTTL) the conformance suite plants and inspects
+// keys. Everything the adapters would otherwise repeat lives here, once:
+// script hashing and the EVALSHA-then-EVAL fallback ([Script]), reply
+// normalisation, the translation of a PTTL reply ([FromPTTL]), the refusal
+// of a nil client ([NotNil]), and the check of a Conn that strategy
+// constructors run ([Check]). Optional capabilities are separate
+// interfaces that callers detect by type assertion, such as [Addresser],
+// [Commander] and [Validator]; adding one never breaks an existing driver.
 package driver
 
 import (
@@ -74,10 +74,16 @@ type Addresser interface {
 	Addr() string
 }
 
-// Commander is an optional interface of a [Conn] that sends any command,
-// for tools that read a server's state (INFO, CLIENT LIST, SCAN), such as
-// the locksmith CLI's check-legacy. The strategies use it only to send WAIT
-// over a pinned Conn (see [Pinner]).
+// Commander is an optional interface of a [Conn] that sends any command.
+// The strategies send through it every command that is neither a script
+// nor one of Conn's own: those of the script-free mode (the conditional
+// commands, and WATCH, MULTI and EXEC over a pinned Conn, see [Pinner],
+// which a [Pipeliner] may send in one round trip), the wake-up message
+// (PUBLISH or SPUBLISH) that follows a release without scripts, WAIT for
+// the replicas' acknowledgement, and Redlock's INFO server, which reads a
+// node's run id without scripts. Tools that read a server's state (INFO,
+// CLIENT LIST, SCAN), such as the locksmith CLI's check-legacy, use it
+// too.
 type Commander interface {
 	// Do sends the command args[0] (a string) with the arguments args[1:],
 	// and returns the reply as the client decoded it, with a nil reply as
