@@ -255,6 +255,47 @@ func ExampleDo() {
 	// report written, lock released
 }
 
+func ExampleHold() {
+	locker, stop := newLocker()
+	defer stop()
+	ctx := context.Background()
+
+	// A transfer locks both accounts as one lock, then holds it while it
+	// runs: refreshed in the background, released when it returns.
+	lk, err := locker.ObtainMany(ctx, []string{"account:bob", "account:alice"}, 30*time.Second)
+	if err != nil {
+		fmt.Println("not obtained:", err)
+		return
+	}
+	err = lock.Hold(ctx, lk, func(ctx context.Context) error {
+		fmt.Println("moving money between", lk.Keys())
+		return nil
+	})
+	fmt.Println("released:", err == nil)
+	// Output:
+	// moving money between [account:alice account:bob]
+	// released: true
+}
+
+func ExampleLocker_Close() {
+	locker, stop := newLocker()
+	defer stop() // closes the client, after Close
+	ctx := context.Background()
+
+	if lk, err := locker.Obtain(ctx, "job", 30*time.Second); err == nil {
+		_ = lk.Release(ctx)
+	}
+	// Close waits for what the Locker's calls left running in the
+	// background, such as a clean-up, before the client goes.
+	if err := locker.Close(); err != nil {
+		fmt.Println("close:", err)
+	}
+	_, err := locker.Obtain(ctx, "job", 30*time.Second)
+	fmt.Println(errors.Is(err, lock.ErrClosed))
+	// Output:
+	// true
+}
+
 func ExampleDo_lost() {
 	locker, client, stop := newClientLocker()
 	defer stop()
