@@ -51,7 +51,7 @@ const (
 	// the safety net for a lost one. It is above the fair wait of the
 	// largest contention case on a fast machine (63 holds of 1 ms and
 	// their handoffs), so that a timer seldom fires before the message;
-	// see README.
+	// see docs/design/performance.md.
 	notifyTimer = 200 * time.Millisecond
 	// nodeTimeout bounds one Redlock node's answer: redsync's bound at
 	// this TTL (5% of it), rather than the default 1%, which a loaded

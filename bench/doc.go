@@ -4,7 +4,8 @@
 // never enter the library's go.mod.
 //
 // The package holds only benchmarks (see its _test.go files); cmd/report
-// runs them several times and writes the table of medians into README.md:
+// runs them several times and writes their results, medians over the
+// rounds, and the targets table into README.md:
 //
 //	cd bench && go run ./cmd/report
 package bench
