@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/locksmith-go/lock/internal/background"
-	"github.com/locksmith-go/lock/internal/owned"
+	"github.com/locksmith-go/lock/internal/reach"
 	"github.com/locksmith-go/lock/internal/scope"
 	"github.com/locksmith-go/lock/strategy"
 )
@@ -45,7 +45,8 @@ type life struct {
 }
 
 func init() {
-	owned.SetClose = func(l any, close func() error) { l.(*Locker).life.close = close }
+	reach.SetClose = func(l any, close func() error) { l.(*Locker).life.close = close }
+	reach.Strategy = func(l any) strategy.Strategy { return l.(*Locker).s }
 }
 
 // enter counts a call in flight, or returns ErrClosed after Close. The
@@ -100,11 +101,6 @@ func (l *Locker) Close() error {
 // counter, and for some strategies more: each Redlock node's answer, a
 // legacy lock's decoded timestamp and whether it can be taken over now.
 type State = strategy.State
-
-// Holder is one holder of a shared lock ([WithPermits], [WithRead],
-// [WithWrite]) in a [State]: its token's fingerprint, metadata and
-// remaining lease, and its permit or whether it is the writer.
-type Holder = strategy.Holder
 
 // New returns the Locker of a strategy. The strategy packages call it;
 // application code gets a Locker from them (single.New, redlock.New, …) or

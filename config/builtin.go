@@ -75,13 +75,14 @@ func init() {
 			if c.DriftFactor != 0 {
 				opts = append(opts, redlock.WithDriftFactor(c.DriftFactor))
 			}
-			if c.MaxExtensions != 0 {
-				opts = append(opts, redlock.WithMaxExtensions(c.MaxExtensions))
-			}
 			if c.WithoutScripts {
 				opts = append(opts, redlock.WithoutScripts())
 			}
-			return redlock.New(nodes, opts...)
+			l, err := redlock.New(nodes, opts...)
+			if err == nil && c.MaxExtensions != 0 {
+				l = l.With(lock.WithMaxRefreshes(c.MaxExtensions))
+			}
+			return l, err
 		},
 	})
 	RegisterDriver("goredis", Driver{Open: openGoRedis, Topologies: []string{sentinel, cluster}})
@@ -122,7 +123,7 @@ func checkRedlock(c Config) error {
 }
 
 // checkQuorum asks redlock, which has the rule, whether c.Quorum suits the
-// nodes, before any is opened: redlock.NewStrategy checks its options and
+// nodes, before any is opened: redlock.New checks its options and
 // contacts no node (the first Obtain does), so unopened nodes stand in for
 // them. Its error names the setting, "quorum".
 func checkQuorum(c Config) error {
@@ -134,11 +135,11 @@ func checkQuorum(c Config) error {
 	for i := range nodes {
 		nodes[i] = unopened{i: i}
 	}
-	_, err := redlock.NewStrategy(nodes, redlock.WithQuorum(c.Quorum))
+	_, err := redlock.New(nodes, redlock.WithQuorum(c.Quorum))
 	return err
 }
 
-// unopened stands for node i, not opened: a Conn that redlock.NewStrategy
+// unopened stands for node i, not opened: a Conn that redlock.New
 // counts and never calls.
 type unopened struct {
 	driver.Conn

@@ -15,7 +15,7 @@ import (
 
 	"github.com/locksmith-go/lock"
 	"github.com/locksmith-go/lock/driver"
-	"github.com/locksmith-go/lock/internal/owned"
+	"github.com/locksmith-go/lock/internal/reach"
 )
 
 // clients are the clients that Open or OpenConns opened, and what holds
@@ -68,7 +68,7 @@ func Open(c Config) (*lock.Locker, error) {
 		defaults = append(defaults, lock.WithRetry(p))
 	}
 	l = l.With(append(defaults, waits[c.Wait]...)...)
-	owned.SetClose(l, cl.Close)
+	reach.SetClose(l, cl.Close)
 	return l, nil
 }
 

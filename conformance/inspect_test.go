@@ -19,5 +19,5 @@ func (blindInspect) Inspect(context.Context, string) (strategy.State, error) {
 type blindBreak struct{ base }
 
 func (s blindBreak) Break(ctx context.Context, key, _ string) (strategy.State, error) {
-	return s.Strategy.Break(ctx, key, "")
+	return s.singleStrategy.Break(ctx, key, "")
 }

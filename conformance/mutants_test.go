@@ -18,6 +18,7 @@ import (
 	"github.com/locksmith-go/lock"
 	"github.com/locksmith-go/lock/driver"
 	"github.com/locksmith-go/lock/driver/goredis"
+	"github.com/locksmith-go/lock/internal/reach"
 	"github.com/locksmith-go/lock/internal/testing/redistest"
 	"github.com/locksmith-go/lock/strategy"
 	"github.com/locksmith-go/lock/strategy/single"
@@ -146,8 +147,8 @@ var lockMutants = []mutant{
 	// Constructors.
 	{name: "constructor-accepts-nil", kills: []string{"NilDriver"},
 		nilConn: func() (*lock.Locker, error) {
-			s, _ := single.NewStrategy(nil) // the error dropped
-			return lock.New(s), nil
+			l, _ := single.New(nil) // the error dropped
+			return l, nil
 		}},
 
 	// Drivers.
@@ -383,10 +384,11 @@ func newClusterConn(t testing.TB, addrs string) driver.Conn {
 func (m mutant) harness(addr string) Harness {
 	build := func(t *testing.T, addr string) *lock.Locker {
 		conn := newConn(t, addr)
-		s, err := single.NewStrategy(conn)
+		l, err := single.New(conn)
 		if err != nil {
-			t.Fatalf("single.NewStrategy: %v", err)
+			t.Fatalf("single.New: %v", err)
 		}
+		s := reach.Strategy(l).(singleStrategy)
 		var st strategy.Strategy = s
 		if m.strategy != nil {
 			st = m.strategy(base{s, conn})
@@ -395,7 +397,7 @@ func (m mutant) harness(addr string) Harness {
 		if m.poll {
 			defaults = append(defaults, lock.WithPolling())
 		}
-		l := lock.New(st, defaults...)
+		l = lock.New(st, defaults...)
 		if m.locker != nil {
 			l = m.locker(l)
 		}
@@ -517,10 +519,23 @@ func TestMissingCapability(t *testing.T) {
 
 // The broken strategies: each embeds the real one and breaks one method.
 
+// singleStrategy is what single's strategy implements, and so what a
+// broken one embeds.
+type singleStrategy interface {
+	strategy.Strategy
+	strategy.Multi
+	strategy.Sharer
+	strategy.Batcher
+	strategy.Breaker
+	strategy.Notifier
+	driver.Addresser
+	fmt.Stringer
+}
+
 // base is the real strategy, with the connection it runs on, which the
 // broken methods use.
 type base struct {
-	*single.Strategy
+	singleStrategy
 	conn driver.Conn
 }
 
@@ -613,7 +628,7 @@ func (noRelease) Release(context.Context, string, string) error { return nil }
 type ttlTimes1000 struct{ base }
 
 func (s ttlTimes1000) TTL(ctx context.Context, key, value string) (time.Duration, error) {
-	d, err := s.Strategy.TTL(ctx, key, value)
+	d, err := s.singleStrategy.TTL(ctx, key, value)
 	return d * 1000, err
 }
 
@@ -631,16 +646,16 @@ func swap(err error) error {
 }
 
 func (s swapped) Refresh(ctx context.Context, key, value string, ttl time.Duration) (strategy.Grant, error) {
-	g, err := s.Strategy.Refresh(ctx, key, value, ttl)
+	g, err := s.singleStrategy.Refresh(ctx, key, value, ttl)
 	return g, swap(err)
 }
 
 func (s swapped) Release(ctx context.Context, key, value string) error {
-	return swap(s.Strategy.Release(ctx, key, value))
+	return swap(s.singleStrategy.Release(ctx, key, value))
 }
 
 func (s swapped) TTL(ctx context.Context, key, value string) (time.Duration, error) {
-	d, err := s.Strategy.TTL(ctx, key, value)
+	d, err := s.singleStrategy.TTL(ctx, key, value)
 	return d, swap(err)
 }
 
@@ -649,7 +664,7 @@ type noMetadata struct{ base }
 
 func (s noMetadata) Acquire(ctx context.Context, r strategy.Request) (strategy.Grant, error) {
 	r.Metadata = ""
-	g, err := s.Strategy.Acquire(ctx, r)
+	g, err := s.singleStrategy.Acquire(ctx, r)
 	g.Value = r.Token
 	return g, err
 }
@@ -661,7 +676,7 @@ func (s ownToken) Acquire(ctx context.Context, r strategy.Request) (strategy.Gra
 	if r.CallerToken {
 		r.Token = rand.Text()
 	}
-	g, err := s.Strategy.Acquire(ctx, r)
+	g, err := s.singleStrategy.Acquire(ctx, r)
 	g.Value = r.Value()
 	return g, err
 }
@@ -670,7 +685,7 @@ func (s ownToken) Acquire(ctx context.Context, r strategy.Request) (strategy.Gra
 type leaky struct{ base }
 
 func (s leaky) Refresh(ctx context.Context, key, value string, ttl time.Duration) (strategy.Grant, error) {
-	g, err := s.Strategy.Refresh(ctx, key, value, ttl)
+	g, err := s.singleStrategy.Refresh(ctx, key, value, ttl)
 	if err != nil {
 		err = fmt.Errorf("refresh %s=%s: %w", key, value, err)
 	}
@@ -678,7 +693,7 @@ func (s leaky) Refresh(ctx context.Context, key, value string, ttl time.Duration
 }
 
 func (s leaky) Release(ctx context.Context, key, value string) error {
-	if err := s.Strategy.Release(ctx, key, value); err != nil {
+	if err := s.singleStrategy.Release(ctx, key, value); err != nil {
 		return fmt.Errorf("release %s=%s: %w", key, value, err)
 	}
 	return nil
@@ -688,7 +703,7 @@ func (s leaky) Release(ctx context.Context, key, value string) error {
 type failsOpen struct{ base }
 
 func (s failsOpen) Acquire(ctx context.Context, r strategy.Request) (strategy.Grant, error) {
-	g, err := s.Strategy.Acquire(ctx, r)
+	g, err := s.singleStrategy.Acquire(ctx, r)
 	if err != nil && !errors.Is(err, lock.ErrNotObtained) {
 		return strategy.Grant{}, nil
 	}
@@ -699,7 +714,7 @@ func (s failsOpen) Acquire(ctx context.Context, r strategy.Request) (strategy.Gr
 type constantFence struct{ base }
 
 func (s constantFence) Acquire(ctx context.Context, r strategy.Request) (strategy.Grant, error) {
-	g, err := s.Strategy.Acquire(ctx, r)
+	g, err := s.singleStrategy.Acquire(ctx, r)
 	if r.Fencing && err == nil {
 		g.Fence = 1
 	}

@@ -35,7 +35,7 @@ func (s newestFirst) Acquire(ctx context.Context, r strategy.Request) (strategy.
 			return strategy.Grant{Undone: true}, err
 		}
 	}
-	return s.Strategy.Acquire(ctx, r)
+	return s.singleStrategy.Acquire(ctx, r)
 }
 
 // noHolderTTL is the mutant holder-ttl-unreported: a waiter queued behind
@@ -44,7 +44,7 @@ func (s newestFirst) Acquire(ctx context.Context, r strategy.Request) (strategy.
 type noHolderTTL struct{ base }
 
 func (s noHolderTTL) Acquire(ctx context.Context, r strategy.Request) (strategy.Grant, error) {
-	g, err := s.Strategy.Acquire(ctx, r)
+	g, err := s.singleStrategy.Acquire(ctx, r)
 	g.HolderTTL = 0
 	return g, err
 }
@@ -57,7 +57,7 @@ func (s patient) Acquire(ctx context.Context, r strategy.Request) (strategy.Gran
 	if r.Waiter != "" {
 		r.Patience = time.Hour
 	}
-	return s.Strategy.Acquire(ctx, r)
+	return s.singleStrategy.Acquire(ctx, r)
 }
 
 // stays is the mutant leave-does-nothing: a waiter that gives up stays in

@@ -12,6 +12,7 @@ import (
 	"github.com/locksmith-go/lock/driver/goredis"
 	"github.com/locksmith-go/lock/driver/redigo"
 	"github.com/locksmith-go/lock/internal/cas"
+	"github.com/locksmith-go/lock/internal/reach"
 	"github.com/locksmith-go/lock/internal/testing/redistest"
 	"github.com/locksmith-go/lock/internal/testing/waittest"
 	"github.com/locksmith-go/lock/strategy/single"
@@ -36,11 +37,11 @@ func TestForeignClientsBargeIn(t *testing.T) {
 	// client of its own, whose waiters do not wake on their subscription's
 	// confirmation (waittest.MessagesOnly).
 	notified := func() *lock.Locker {
-		s, err := single.NewStrategy(goredis.New(redistest.GoRedis(t, srv.Addr, 3)))
+		l, err := single.New(goredis.New(redistest.GoRedis(t, srv.Addr, 3)))
 		if err != nil {
-			t.Fatalf("NewStrategy: %v", err)
+			t.Fatalf("single.New: %v", err)
 		}
-		return lock.New(waittest.MessagesOnly(s))
+		return lock.New(waittest.MessagesOnly(reach.Strategy(l)))
 	}
 	polling, err := single.New(redigo.New(redistest.Redigo(t, srv.Addr)))
 	if err != nil {

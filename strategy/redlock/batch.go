@@ -11,11 +11,11 @@ import (
 	"github.com/locksmith-go/lock/strategy"
 )
 
-var _ strategy.Batcher = (*Strategy)(nil)
+var _ strategy.Batcher = (*redlock)(nil)
 
 // Batches implements [strategy.Batcher]: a Strategy batches the refreshes
 // of its auto-refreshed locks, on nodes with scripts or without.
-func (s *Strategy) Batches() bool { return true }
+func (s *redlock) Batches() bool { return true }
 
 // RefreshBatch implements [strategy.Batcher]: Refresh for every lock of the
 // batch at once. Each node gets one script (cas.PExpireBatch) that extends
@@ -45,7 +45,7 @@ func (s *Strategy) Batches() bool { return true }
 // or why it did not (timeout, refused, error); a lock's answers are in
 // its *QuorumError. As Refresh, it writes nothing on the nodes that did
 // not extend a lock.
-func (s *Strategy) RefreshBatch(ctx context.Context, batch []strategy.Refresh) {
+func (s *redlock) RefreshBatch(ctx context.Context, batch []strategy.Refresh) {
 	var gs []*batchGroup
 	for i := range batch {
 		timeout, allowance, err := s.timeouts(batch[i].TTL)
@@ -86,7 +86,7 @@ type batchGroup struct {
 
 // refreshGroup extends the locks of g on every node, one fan-out with g's
 // node timeout, and sets their Grant and Err.
-func (s *Strategy) refreshGroup(ctx context.Context, batch []strategy.Refresh, g *batchGroup) {
+func (s *redlock) refreshGroup(ctx context.Context, batch []strategy.Refresh, g *batchGroup) {
 	keys, values := make([]string, len(g.at)), make([]string, len(g.at))
 	ttls := make([]time.Duration, len(g.at))
 	for j, i := range g.at {

@@ -48,7 +48,7 @@ type peer struct {
 // server of its own. Until then every command returns the contact's error.
 type gated struct {
 	driver.Conn
-	s *Strategy
+	s *redlock
 	i int
 }
 
@@ -148,7 +148,7 @@ func (g gated) Pin(ctx context.Context, key string, f func(driver.Conn) error) e
 // Opening a connection (a TCP dial, go-redis's HELLO) is thus bounded by
 // the caller's context and contactTimeout, never by the node timeout, which
 // is left to the commands on open connections.
-func (s *Strategy) contact(ctx context.Context, grace time.Duration) error {
+func (s *redlock) contact(ctx context.Context, grace time.Duration) error {
 	if int(s.known.Load()) == len(s.nodes) {
 		return nil
 	}
@@ -190,7 +190,7 @@ func (s *Strategy) contact(ctx context.Context, grace time.Duration) error {
 // startContacts starts, on ctx, the first contact with every node that is
 // neither reached nor being contacted. It returns the error of two nodes
 // found to be one server, if any.
-func (s *Strategy) startContacts(ctx context.Context) error {
+func (s *redlock) startContacts(ctx context.Context) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.dup != nil {
@@ -208,7 +208,7 @@ func (s *Strategy) startContacts(ctx context.Context) error {
 // progress returns the state of the first contacts: the channel closed
 // when a contact next ends, how many are under way, and the error of two
 // nodes found to be one server, if any.
-func (s *Strategy) progress() (changed <-chan struct{}, pending int, dup error) {
+func (s *redlock) progress() (changed <-chan struct{}, pending int, dup error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for i := range s.peers {
@@ -222,7 +222,7 @@ func (s *Strategy) progress() (changed <-chan struct{}, pending int, dup error) 
 // runID reads node i's run id: with the runID script, or, on a node
 // without scripts, with INFO server, whose refusal (an ACL that denies
 // INFO, a proxy that lacks it) reads as "", as in the script.
-func (s *Strategy) runID(ctx context.Context, i int) (string, error) {
+func (s *redlock) runID(ctx context.Context, i int) (string, error) {
 	n := s.nodes[i]
 	if n.srv.Plain == nil {
 		reply, err := runID.Run(ctx, n.raw, nil)
@@ -244,13 +244,13 @@ func (s *Strategy) runID(ctx context.Context, i int) (string, error) {
 
 // contactBound bounds a first contact: contactTimeout, or the node timeout
 // when that is longer.
-func (s *Strategy) contactBound() time.Duration { return max(contactTimeout, s.nodeTimeout) }
+func (s *redlock) contactBound() time.Duration { return max(contactTimeout, s.nodeTimeout) }
 
 // reach makes first contact with node i: it reads the server's run id and,
 // unless another node reported the same one, lets the node vote. A contact
 // that timed out (a dial on a loaded machine can overrun the client's dial
 // timeout) is tried again within contactTimeout; a refused one is not.
-func (s *Strategy) reach(ctx context.Context, i int) {
+func (s *redlock) reach(ctx context.Context, i int) {
 	ctx, cancel := context.WithTimeout(ctx, s.contactBound())
 	defer cancel()
 	id, err := s.runID(ctx, i)

@@ -44,10 +44,11 @@ func ExampleNew() {
 		nodes = append(nodes, goredis.New(client))
 	}
 
-	locker, err := redlock.New(nodes, redlock.WithMaxExtensions(10))
+	locker, err := redlock.New(nodes)
 	if err != nil {
 		log.Fatal(err)
 	}
+	locker = locker.With(lock.WithMaxRefreshes(10)) // as the specification asks
 	ctx := context.Background()
 	lk, err := locker.Obtain(ctx, "payments:settle", 10*time.Second,
 		lock.WithRetry(lock.Exponential(10*time.Millisecond, 200*time.Millisecond)))

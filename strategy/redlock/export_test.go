@@ -26,3 +26,9 @@ func (s *Strategy) Releasing(key string) bool {
 		return true
 	}
 }
+
+// Strategy is the strategy New builds, and NewStrategy builds it, for the
+// tests that call its methods.
+type Strategy = redlock
+
+var NewStrategy = newStrategy

@@ -390,7 +390,7 @@ func (f *fan) follow(ctx context.Context, done func(), i int, n node, then after
 // free as soon as it answered. The fan it returns tells when each op
 // returned. It does not report the nodes' answers: its caller defers
 // [report].
-func (s *Strategy) fanOut(ctx context.Context, timeout time.Duration,
+func (s *redlock) fanOut(ctx context.Context, timeout time.Duration,
 	op func(ctx context.Context, i int, n node) error, then after, decide func(tally) decision,
 ) (res []*NodeError, failed bool, f *fan) {
 	f = &fan{answers: make(chan answer, len(s.nodes)), slots: make([]slot, len(s.nodes)), idle: make(chan struct{})}

@@ -20,13 +20,13 @@ import (
 //
 // The lock is held when a quorum of nodes hold values with one
 // fingerprint; Fingerprint and Metadata are then the holder's, and TTL the
-// time until fewer than a quorum of nodes will hold it, as [Strategy.TTL]
+// time until fewer than a quorum of nodes will hold it, as Locker's TTL
 // computes it. The Verdict says "held on 3 of 5 nodes (quorum 3)", "free"
 // (no node holds a value), or "no quorum: held on 1 of 5 nodes" (an
 // acquisition or a clean-up under way, or a lock expiring node by node).
 // When too few nodes answered to tell, it returns the State, with Nodes,
 // and a [*QuorumError] whose Op is "inspect".
-func (s *Strategy) Inspect(ctx context.Context, key string) (strategy.State, error) {
+func (s *redlock) Inspect(ctx context.Context, key string) (strategy.State, error) {
 	st, _, err := s.inspect(ctx, key)
 	return st, err
 }
@@ -40,7 +40,7 @@ func (s *Strategy) Inspect(ctx context.Context, key string) (strategy.State, err
 // did not may hold its copy until it expires. Otherwise it returns
 // ErrExpired when no node held a value, and ErrTaken when the nodes held
 // only another holder's.
-func (s *Strategy) Break(ctx context.Context, key, fingerprint string) (strategy.State, error) {
+func (s *redlock) Break(ctx context.Context, key, fingerprint string) (strategy.State, error) {
 	st, readings, err := s.inspect(ctx, key)
 	if readings == nil {
 		return st, err
@@ -75,7 +75,7 @@ func (s *Strategy) Break(ctx context.Context, key, fingerprint string) (strategy
 
 // inspect reads the lock on every node, and returns its State and each
 // node's reading; nil readings when no node could be reached.
-func (s *Strategy) inspect(ctx context.Context, key string) (strategy.State, []cas.Reading, error) {
+func (s *redlock) inspect(ctx context.Context, key string) (strategy.State, []cas.Reading, error) {
 	timeout := s.opTimeout()
 	if err := s.contact(ctx, timeout); err != nil {
 		return strategy.State{}, nil, err
@@ -132,7 +132,7 @@ func (s *Strategy) inspect(ctx context.Context, key string) (strategy.State, []c
 // quorum of them), the time until fewer than a quorum will: the quorum-th
 // longest. A negative TTL (no expiry) outlasts every other; the result is
 // negative if a quorum have none. TTL and Inspect use it.
-func (s *Strategy) quorumTTL(ttls []time.Duration) time.Duration {
+func (s *redlock) quorumTTL(ttls []time.Duration) time.Duration {
 	ttls = slices.Clone(ttls)
 	for i, ttl := range ttls {
 		if ttl < 0 {

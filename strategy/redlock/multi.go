@@ -11,7 +11,7 @@ import (
 	"github.com/locksmith-go/lock/strategy"
 )
 
-var _ strategy.Multi = (*Strategy)(nil)
+var _ strategy.Multi = (*redlock)(nil)
 
 // AcquireKeys implements [strategy.Multi]: Acquire's attempt, in which each
 // node takes every key or none, in one script, and the quorum counts the
@@ -25,7 +25,7 @@ var _ strategy.Multi = (*Strategy)(nil)
 // scripts ([WithoutScripts], [WithoutScriptsOn]), and keys in several
 // hash slots over a node that is a Cluster client, before anything is
 // written.
-func (s *Strategy) AcquireKeys(ctx context.Context, r strategy.Request) (strategy.Grant, error) {
+func (s *redlock) AcquireKeys(ctx context.Context, r strategy.Request) (strategy.Grant, error) {
 	if slices.Contains(s.plain, true) {
 		return strategy.Grant{Undone: true}, &strategy.ArgumentError{Name: "keys", Reason: "not supported with WithoutScripts: " +
 			"several keys as one lock are taken on each node in one script, all or none", Err: errors.ErrUnsupported}
@@ -50,7 +50,7 @@ func (s *Strategy) AcquireKeys(ctx context.Context, r strategy.Request) (strateg
 
 // sharded reports whether a node is a Cluster client: one whose channels
 // are shard channels.
-func (s *Strategy) sharded() bool {
+func (s *redlock) sharded() bool {
 	return slices.ContainsFunc(s.nodes, func(n node) bool { return n.wake == notify.SPublish })
 }
 
@@ -60,7 +60,7 @@ func (s *Strategy) sharded() bool {
 // quorum can hold the lock, the error names the keys that the most nodes
 // found so (a *strategy.KeyError each, joined), and the lock is deleted,
 // in the background, from the nodes that extended every key.
-func (s *Strategy) RefreshKeys(ctx context.Context, keys []string, value string, ttl time.Duration) (strategy.Grant, error) {
+func (s *redlock) RefreshKeys(ctx context.Context, keys []string, value string, ttl time.Duration) (strategy.Grant, error) {
 	return s.refresh(ctx, strategy.Request{Key: keys[0], Keys: keys}, value, ttl, func(ctx context.Context, _ int, n node) error {
 		return cas.PExpireKeys(ctx, n.conn, keys, value, ttl)
 	})
@@ -71,13 +71,13 @@ func (s *Strategy) RefreshKeys(ctx context.Context, keys []string, value string,
 // to wake its waiters. A node that found a key gone or taken counts as not
 // holding the lock; when so many did that no quorum held it, the error
 // names the keys that the most nodes found so, as RefreshKeys's does.
-func (s *Strategy) ReleaseKeys(ctx context.Context, keys []string, value string) error {
+func (s *redlock) ReleaseKeys(ctx context.Context, keys []string, value string) error {
 	return s.release(ctx, keys[0], keys, value, [notify.Wakes]*cas.Call{})
 }
 
 // TTLKeys implements [strategy.Multi]: TTL's, over the least TTL of the
 // keys on each node that holds every key, with RefreshKeys's errors.
-func (s *Strategy) TTLKeys(ctx context.Context, keys []string, value string) (time.Duration, error) {
+func (s *redlock) TTLKeys(ctx context.Context, keys []string, value string) (time.Duration, error) {
 	return s.ttl(ctx, func(ctx context.Context, n node) (time.Duration, error) {
 		return cas.PTTLKeys(ctx, n.conn, keys, value)
 	})

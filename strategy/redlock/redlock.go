@@ -15,9 +15,10 @@
 // where drift = TTL × factor + 2ms ([WithDriftFactor]). A failed attempt
 // releases on all nodes, and the next comes after a random delay, which
 // lock.Exponential draws. Refresh extends on all nodes and succeeds only
-// with a quorum and within the new validity; [WithMaxExtensions] caps how
-// often; the locks that a Locker refreshes in the background are refreshed
-// in batches, one script per node for many locks ([Strategy.RefreshBatch]).
+// with a quorum and within the new validity; lock.WithMaxRefreshes caps how
+// often, as the specification asks (locker.With(lock.WithMaxRefreshes(n))
+// makes it a default); the locks that a Locker refreshes in the background
+// are refreshed in batches, one script per node for many locks.
 // Release releases on all nodes. A TTL that the drift would use up
 // (2.02ms or less at the default factor) is refused with an
 // *strategy.ArgumentError named "ttl", before anything is written.
@@ -42,7 +43,7 @@
 // each node, in one script, and count only the nodes that took all of them
 // toward the quorum; Refresh extends every key or none on each node, and the
 // errors name the keys that the most nodes found held, gone or taken (see
-// [Strategy.AcquireKeys], and "Locks on several keys" in
+// ObtainMany, and "Locks on several keys" in
 // docs/design/redlock.md). They need scripts on every node.
 //
 // [WithoutScripts] makes every node send no script, and [WithoutScriptsOn]
@@ -77,18 +78,17 @@ import (
 const noFencing = "not supported by redlock: no counter spans independent nodes without consensus; " +
 	"use the single strategy for fencing tokens, or have the resource compare-and-set on the lock's unique token"
 
-// Strategy is the Redlock [strategy.Strategy] over independent nodes.
-type Strategy struct {
-	nodes         []node
-	addr          string // the nodes' names, joined by commas
-	quorum        int
-	driftFactor   float64
-	nodeTimeout   time.Duration // 0: derived from the TTL
-	maxExtensions int           // -1: no limit
-	guard         time.Duration // restart quarantine; 0: off
-	plain         []bool        // plain[i]: node i runs without scripts
-	bad           []int         // the indexes out of range given to WithoutScriptsOn
-	now           func() time.Time
+// redlock is the Redlock [strategy.Strategy] over independent nodes.
+type redlock struct {
+	nodes       []node
+	addr        string // the nodes' names, joined by commas
+	quorum      int
+	driftFactor float64
+	nodeTimeout time.Duration // 0: derived from the TTL
+	guard       time.Duration // restart quarantine; 0: off
+	plain       []bool        // plain[i]: node i runs without scripts
+	bad         []int         // the indexes out of range given to WithoutScriptsOn
+	now         func() time.Time
 
 	// inflight holds, by key and value, the fan-out of each lock obtained
 	// while some of its nodes' acquires were still on their way, until
@@ -117,7 +117,7 @@ type Strategy struct {
 // that outlived the call that made them (the nodes that had not answered
 // when a quorum had, and the clean-ups after them), each bounded by the
 // node timeout or by strategy.CleanupTimeout.
-func (s *Strategy) Drain() { s.bg.Wait() }
+func (s *redlock) Drain() { s.bg.Wait() }
 
 type node struct {
 	name string
@@ -129,21 +129,21 @@ type node struct {
 }
 
 var (
-	_ strategy.Strategy = (*Strategy)(nil)
-	_ strategy.Notifier = (*Strategy)(nil)
+	_ strategy.Strategy = (*redlock)(nil)
+	_ strategy.Notifier = (*redlock)(nil)
 )
 
 // Option configures a Strategy.
-type Option func(*Strategy)
+type Option func(*redlock)
 
 // WithQuorum sets how many nodes must grant the lock. It must be a majority,
 // N/2+1, which is the default, or more, up to N.
-func WithQuorum(q int) Option { return func(s *Strategy) { s.quorum = q } }
+func WithQuorum(q int) Option { return func(s *redlock) { s.quorum = q } }
 
 // WithDriftFactor sets the clock-drift factor: validity = TTL − elapsed −
 // (TTL × factor + 2ms). It must be in [0, 1); the default is 0.01, the
 // factor of the specification.
-func WithDriftFactor(f float64) Option { return func(s *Strategy) { s.driftFactor = f } }
+func WithDriftFactor(f float64) Option { return func(s *redlock) { s.driftFactor = f } }
 
 // WithNodeTimeout sets how long one node may take to answer a command on an
 // open connection. It must be less than every TTL used. The default is
@@ -154,13 +154,7 @@ func WithDriftFactor(f float64) Option { return func(s *Strategy) { s.driftFacto
 // attempt, whatever the TTL (the TTL × 0.05 of a 100-year TTL is 5 years).
 // A value set here has no ceiling; the caller's context bounds every call.
 // Release and TTL, which carry no TTL, use it too, or 500ms by default.
-func WithNodeTimeout(d time.Duration) Option { return func(s *Strategy) { s.nodeTimeout = d } }
-
-// WithMaxExtensions caps how many times a lock may be refreshed, as the
-// specification asks, so that a holder cannot keep others out forever (see
-// lock.WithMaxRefreshes, which a call can override it with). The default is
-// no limit.
-func WithMaxExtensions(n int) Option { return func(s *Strategy) { s.maxExtensions = n } }
+func WithNodeTimeout(d time.Duration) Option { return func(s *redlock) { s.nodeTimeout = d } }
 
 // GuardKey is the key in which each node records, under [WithRestartGuard],
 // when a client first found it empty.
@@ -176,14 +170,14 @@ const GuardKey = "locksmith:redlock:up-since"
 // operator seeds GuardKey with 0 on each node. The nodes must not be
 // Cluster clients (the acquire script names two keys). The default is off:
 // follow the rule operationally instead.
-func WithRestartGuard(maxTTL time.Duration) Option { return func(s *Strategy) { s.guard = maxTTL } }
+func WithRestartGuard(maxTTL time.Duration) Option { return func(s *redlock) { s.guard = maxTTL } }
 
 // WithoutScripts makes every node send no script (EVAL, EVALSHA, FCALL,
 // SCRIPT), for servers that forbid them: an ACL without @scripting, a
 // proxy, a managed service. See [WithoutScriptsOn], which does so for some
 // nodes only.
 func WithoutScripts() Option {
-	return func(s *Strategy) {
+	return func(s *redlock) {
 		for i := range s.plain {
 			s.plain[i] = true
 		}
@@ -205,11 +199,11 @@ func WithoutScripts() Option {
 // IFEQ, or a WATCH transaction with PEXPIRE; TTL and Inspect a MULTI, GET,
 // PTTL, EXEC snapshot; and the first contact reads the run id with INFO
 // server (a refusal reads as none). Transactions need one connection for
-// their length: NewStrategy refuses a node whose driver cannot pin one
+// their length: New refuses a node whose driver cannot pin one
 // ([driver.Pinner]), and [WithRestartGuard], whose acquisition is a script,
 // with an *strategy.ArgumentError. See the repository's docs/strategies.md.
 func WithoutScriptsOn(nodes ...int) Option {
-	return func(s *Strategy) {
+	return func(s *redlock) {
 		for _, i := range nodes {
 			if i < 0 || i >= len(s.plain) {
 				s.bad = append(s.bad, i)
@@ -224,28 +218,20 @@ func WithoutScriptsOn(nodes ...int) Option {
 // must be independent masters (not replicas of each other, nor members of
 // one cluster), over any mix of drivers.
 func New(nodes []driver.Conn, opts ...Option) (*lock.Locker, error) {
-	s, err := NewStrategy(nodes, opts...)
+	s, err := newStrategy(nodes, opts...)
 	if err != nil {
 		return nil, err
 	}
-	var defaults []lock.Option
-	if s.maxExtensions >= 0 {
-		defaults = append(defaults, lock.WithMaxRefreshes(s.maxExtensions))
-	}
-	return lock.New(s, defaults...), nil
+	return lock.New(s), nil
 }
 
-// NewStrategy returns the Strategy over the nodes, for [lock.New]: a Locker
-// built with lock.New(s, defaults...) applies the defaults (a retry policy,
-// say) to every Obtain, before the call's own options. [New] is that with
-// lock.WithMaxRefreshes(n) as the one default when [WithMaxExtensions] sets
-// n, which is what most callers want: with NewStrategy, pass it among the
-// defaults yourself.
-func NewStrategy(nodes []driver.Conn, opts ...Option) (*Strategy, error) {
+// newStrategy returns the strategy over the nodes, which New gives
+// lock.New.
+func newStrategy(nodes []driver.Conn, opts ...Option) (*redlock, error) {
 	if len(nodes) == 0 {
 		return nil, &strategy.ArgumentError{Name: "nodes", Reason: "must list at least one node"}
 	}
-	s := &Strategy{quorum: len(nodes)/2 + 1, driftFactor: drift.DefaultFactor, maxExtensions: -1, now: time.Now,
+	s := &redlock{quorum: len(nodes)/2 + 1, driftFactor: drift.DefaultFactor, now: time.Now,
 		peers: make([]peer, len(nodes)), changed: make(chan struct{}), plain: make([]bool, len(nodes))}
 	for i, c := range nodes {
 		var ae *strategy.ArgumentError
@@ -274,8 +260,6 @@ func NewStrategy(nodes []driver.Conn, opts ...Option) (*Strategy, error) {
 		return nil, &strategy.ArgumentError{Name: "drift factor", Reason: fmt.Sprintf("must be in [0, 1), got %v", s.driftFactor)}
 	case s.nodeTimeout < 0:
 		return nil, &strategy.ArgumentError{Name: "node timeout", Reason: fmt.Sprintf("must be positive, got %v", s.nodeTimeout)}
-	case s.maxExtensions < -1:
-		return nil, &strategy.ArgumentError{Name: "max extensions", Reason: fmt.Sprintf("must not be negative, got %d", s.maxExtensions)}
 	case s.guard < 0:
 		return nil, &strategy.ArgumentError{Name: "restart guard", Reason: fmt.Sprintf("must not be negative, got %v", s.guard)}
 	case len(s.bad) > 0:
@@ -307,14 +291,14 @@ func nodeName(i int, c driver.Conn) string {
 func isAddr(c driver.Conn) bool { return driver.Addr(c) != "" }
 
 // Quorum returns how many nodes must grant a lock.
-func (s *Strategy) Quorum() int { return s.quorum }
+func (s *redlock) Quorum() int { return s.quorum }
 
 // ReportsNodes implements [strategy.NodeReporter]: each node's answer reaches
 // the Node hooks (the otel package records them as span events).
-func (s *Strategy) ReportsNodes() bool { return true }
+func (s *redlock) ReportsNodes() bool { return true }
 
 // String returns the strategy's name, "redlock".
-func (s *Strategy) String() string { return "redlock" }
+func (s *redlock) String() string { return "redlock" }
 
 // Shared implements [strategy.Sharer] to refuse semaphores and read-write
 // locks (lock.WithPermits, lock.WithRead, lock.WithWrite) with an
@@ -323,14 +307,14 @@ func (s *Strategy) String() string { return "redlock" }
 // share. Two clients could each count a free permit on a different
 // majority of nodes, and a node that restarted empty would forget its
 // holders. Use the single strategy.
-func (s *Strategy) Shared(sh strategy.Sharing) (strategy.SharedStrategy, error) {
+func (s *redlock) Shared(sh strategy.Sharing) (strategy.SharedStrategy, error) {
 	return nil, &strategy.ArgumentError{Name: sh.Option(), Reason: "semaphores and read-write locks are not supported by redlock: " +
 		"their holders are counted atomically on one server, which a quorum of independent masters cannot do " +
 		"(two clients could each count a free permit on a different majority); use the single strategy", Err: errors.ErrUnsupported}
 }
 
 // Addr returns the nodes' names, joined by commas.
-func (s *Strategy) Addr() string { return s.addr }
+func (s *redlock) Addr() string { return s.addr }
 
 // The default node timeout is the TTL × 0.05, as in redsync, from
 // minNodeTimeout to maxNodeTimeout, and at most half the TTL (see
@@ -343,7 +327,7 @@ const (
 // timeouts returns the per-node timeout and the drift allowance for ttl, or
 // an error if ttl leaves no validity after the allowance, or the node
 // timeout is not less than ttl.
-func (s *Strategy) timeouts(ttl time.Duration) (timeout, allowance time.Duration, err error) {
+func (s *redlock) timeouts(ttl time.Duration) (timeout, allowance time.Duration, err error) {
 	allowance, err = drift.Allowance(ttl, s.driftFactor)
 	if err != nil {
 		return 0, 0, err
@@ -359,7 +343,7 @@ func (s *Strategy) timeouts(ttl time.Duration) (timeout, allowance time.Duration
 }
 
 // Acquire implements [strategy.Strategy].
-func (s *Strategy) Acquire(ctx context.Context, r strategy.Request) (strategy.Grant, error) {
+func (s *redlock) Acquire(ctx context.Context, r strategy.Request) (strategy.Grant, error) {
 	value := r.Value()
 	// One call for every node (the drivers do not modify its arguments).
 	// A first attempt starts with a bare SET NX PX (see Cost in
@@ -376,7 +360,7 @@ func (s *Strategy) Acquire(ctx context.Context, r strategy.Request) (strategy.Gr
 // AcquireKeys's, with r.Keys. take acquires on a node. When no quorum is
 // reached, the error is a *QuorumError; wrapped in a *strategy.KeyError
 // when the nodes that found the lock held name a key (see lost).
-func (s *Strategy) acquire(ctx context.Context, r strategy.Request, take func(ctx context.Context, i int, n node) error) (strategy.Grant, error) {
+func (s *redlock) acquire(ctx context.Context, r strategy.Request, take func(ctx context.Context, i int, n node) error) (strategy.Grant, error) {
 	if r.Fencing {
 		return strategy.Grant{Undone: true}, &strategy.ArgumentError{Name: "fencing", Reason: noFencing, Err: errors.ErrUnsupported}
 	}
@@ -463,7 +447,7 @@ func (s *Strategy) acquire(ctx context.Context, r strategy.Request, take func(ct
 
 // releases returns the fan-outs of this Strategy's releases of r's keys
 // that are still on their way, or nil.
-func (s *Strategy) releases(r strategy.Request) []*fan {
+func (s *redlock) releases(r strategy.Request) []*fan {
 	keys := r.Keys
 	if keys == nil {
 		keys = []string{r.Key}
@@ -505,7 +489,7 @@ func drop(ctx context.Context, n node, r strategy.Request, value string, timeout
 // extended it (res's OK ones), and from those where its acquire was still
 // on its way, once that returned. Left there, our token would count against
 // every contender's quorum until its TTL ends.
-func (s *Strategy) dropLost(ctx context.Context, r strategy.Request, value string, res []*NodeError, timeout time.Duration, err error) {
+func (s *redlock) dropLost(ctx context.Context, r strategy.Request, value string, res []*NodeError, timeout time.Duration, err error) {
 	if !errors.Is(err, strategy.ErrNotHeld) {
 		return
 	}
@@ -530,14 +514,14 @@ func (s *Strategy) dropLost(ctx context.Context, r strategy.Request, value strin
 // it deletes it, in the background, from the nodes that it extended, and
 // from those where the lock's acquire was still on its way, once that
 // returned.
-func (s *Strategy) Refresh(ctx context.Context, key, value string, ttl time.Duration) (strategy.Grant, error) {
+func (s *redlock) Refresh(ctx context.Context, key, value string, ttl time.Duration) (strategy.Grant, error) {
 	call := cas.PExpireCall(key, value, ttl)
 	return s.refresh(ctx, strategy.Request{Key: key}, value, ttl, func(ctx context.Context, _ int, n node) error { return n.srv.Run(ctx, call) })
 }
 
 // refresh extends the lock r, held with value, for ttl on every node with
 // extend, as Refresh does.
-func (s *Strategy) refresh(ctx context.Context, r strategy.Request, value string, ttl time.Duration, extend func(ctx context.Context, i int, n node) error) (strategy.Grant, error) {
+func (s *redlock) refresh(ctx context.Context, r strategy.Request, value string, ttl time.Duration, extend func(ctx context.Context, i int, n node) error) (strategy.Grant, error) {
 	timeout, allowance, err := s.timeouts(ttl)
 	if err != nil {
 		return strategy.Grant{}, err
@@ -556,7 +540,7 @@ func (s *Strategy) refresh(ctx context.Context, r strategy.Request, value string
 // any validity (TTL − elapsed − allowance), and otherwise the Grant with
 // the drift allowance. Refresh and RefreshBatch (for each of its locks)
 // share it.
-func (s *Strategy) extended(res []*NodeError, start time.Time, ttl, allowance time.Duration) (strategy.Grant, error) {
+func (s *redlock) extended(res []*NodeError, start time.Time, ttl, allowance time.Duration) (strategy.Grant, error) {
 	if err := s.checkHeld("refresh", res); err != nil {
 		return strategy.Grant{}, err
 	}
@@ -595,7 +579,7 @@ func (s *Strategy) extended(res []*NodeError, start time.Time, ttl, allowance ti
 // may find the stragglers, for about a round trip, as it finds any holder:
 // its retry policy applies. A process that exits right after Release
 // leaves them until their TTL ends, on a minority of the nodes.
-func (s *Strategy) Release(ctx context.Context, key, value string) error {
+func (s *redlock) Release(ctx context.Context, key, value string) error {
 	// One call for each way the nodes wake waiters, built once.
 	var calls [notify.Wakes]*cas.Call
 	for _, n := range s.nodes {
@@ -611,7 +595,7 @@ func (s *Strategy) Release(ctx context.Context, key, value string) error {
 // with value, on every node, as Release does: with the node's call of
 // calls (one per way of waking waiters) for key alone, and with
 // notify.DeleteKeysWaking for keys.
-func (s *Strategy) release(ctx context.Context, key string, keys []string, value string, calls [notify.Wakes]*cas.Call) error {
+func (s *redlock) release(ctx context.Context, key string, keys []string, value string, calls [notify.Wakes]*cas.Call) error {
 	acq := s.inflight.load(lockName{key, value})
 	op := func(ctx context.Context, i int, n node) error {
 		if err := acq.returnedOn(ctx, i); err != nil {
@@ -642,7 +626,7 @@ func (s *Strategy) release(ctx context.Context, key string, keys []string, value
 // of key on every node whose driver can subscribe. It returns nil when none
 // can, or key has no channel (a key with '}' but no hash tag), and the
 // waiter polls.
-func (s *Strategy) Listen(key, id string) strategy.Listener {
+func (s *redlock) Listen(key, id string) strategy.Listener {
 	conns := make([]driver.Conn, len(s.nodes))
 	for i, n := range s.nodes {
 		conns[i] = n.raw
@@ -652,17 +636,17 @@ func (s *Strategy) Listen(key, id string) strategy.Listener {
 
 // Leave implements [strategy.Notifier]: Redlock keeps no queue (see
 // docs/design/redlock.md), so there is nothing to leave.
-func (s *Strategy) Leave(context.Context, string, string) error { return nil }
+func (s *redlock) Leave(context.Context, string, string) error { return nil }
 
 // TTL implements [strategy.Strategy]: the time until fewer than a quorum of
 // nodes will hold the lock.
-func (s *Strategy) TTL(ctx context.Context, key, value string) (time.Duration, error) {
+func (s *redlock) TTL(ctx context.Context, key, value string) (time.Duration, error) {
 	return s.ttl(ctx, func(ctx context.Context, n node) (time.Duration, error) { return n.srv.PTTL(ctx, key, value) })
 }
 
 // ttl returns the time until fewer than a quorum of nodes will hold a
 // lock, whose remaining time on a node pttl reads, as TTL does.
-func (s *Strategy) ttl(ctx context.Context, pttl func(context.Context, node) (time.Duration, error)) (time.Duration, error) {
+func (s *redlock) ttl(ctx context.Context, pttl func(context.Context, node) (time.Duration, error)) (time.Duration, error) {
 	ttls := make([]time.Duration, len(s.nodes))
 	res, _, _ := s.fanOut(ctx, s.opTimeout(), func(ctx context.Context, i int, n node) (err error) {
 		ttls[i], err = pttl(ctx, n)
@@ -687,7 +671,7 @@ func (s *Strategy) ttl(ctx context.Context, pttl func(context.Context, node) (ti
 // deletes going on in the background (a refused connection answers at
 // once; a paused node costs the whole bound), and a loaded machine must
 // not turn a slow answer into a failed release.
-func (s *Strategy) opTimeout() time.Duration {
+func (s *redlock) opTimeout() time.Duration {
 	return cmp.Or(s.nodeTimeout, 500*time.Millisecond)
 }
 
@@ -696,7 +680,7 @@ func (s *Strategy) opTimeout() time.Duration {
 // ours that no quorum can), or a QuorumError (too many nodes failed to
 // tell). For a lock of several keys, the error is those of the keys that
 // the most nodes found gone or taken (see lost).
-func (s *Strategy) checkHeld(op string, res []*NodeError) error {
+func (s *redlock) checkHeld(op string, res []*NodeError) error {
 	var t tally
 	for _, r := range res {
 		t.add(r.Outcome)

@@ -111,7 +111,6 @@ func TestBadConfiguration(t *testing.T) {
 		{"a negative drift factor", conns, []redlock.Option{redlock.WithDriftFactor(-0.1)}, "drift factor"},
 		{"a drift factor of 1", conns, []redlock.Option{redlock.WithDriftFactor(1)}, "drift factor"},
 		{"a negative node timeout", conns, []redlock.Option{redlock.WithNodeTimeout(-time.Second)}, "node timeout"},
-		{"negative max extensions", conns, []redlock.Option{redlock.WithMaxExtensions(-2)}, "max extensions"},
 		{"a nil option", conns, []redlock.Option{nil}, "option"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -677,7 +676,7 @@ func (c lateSetNX) SetNX(ctx context.Context, key, value string, ttl time.Durati
 func TestMaxExtensions(t *testing.T) {
 	servers := redistest.Start(t, 3)
 	ctx := context.Background()
-	l := newLocker(t, connect(t, servers, redistest.Drivers()...), redlock.WithMaxExtensions(2))
+	l := newLocker(t, connect(t, servers, redistest.Drivers()...)).With(lock.WithMaxRefreshes(2))
 	lk, err := l.Obtain(ctx, conformance.Key(t), 10*time.Second)
 	if err != nil {
 		t.Fatal(err)

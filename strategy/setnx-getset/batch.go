@@ -10,11 +10,11 @@ import (
 	"github.com/locksmith-go/lock/strategy"
 )
 
-var _ strategy.Batcher = (*Strategy)(nil)
+var _ strategy.Batcher = (*legacy)(nil)
 
 // Batches implements [strategy.Batcher]: a Strategy batches the refreshes
 // of its auto-refreshed locks, with scripts or [WithoutScripts].
-func (s *Strategy) Batches() bool { return true }
+func (s *legacy) Batches() bool { return true }
 
 // RefreshBatch implements [strategy.Batcher]: Refresh for every lock of the
 // batch, in one script (cas.SetBatch), or one per hash slot over a Cluster
@@ -25,7 +25,7 @@ func (s *Strategy) Batches() bool { return true }
 // an earlier refresh whose reply was lost may have written (strategy.Refresh's
 // Unsure); Grant.Value is the new timestamp, also when the call got no
 // answer.
-func (s *Strategy) RefreshBatch(ctx context.Context, batch []strategy.Refresh) {
+func (s *legacy) RefreshBatch(ctx context.Context, batch []strategy.Refresh) {
 	now := s.now()
 	var keys, values, nexts []string
 	var unsures [][]string
@@ -58,7 +58,7 @@ func (s *Strategy) RefreshBatch(ctx context.Context, batch []strategy.Refresh) {
 
 // next returns the timestamp that a refresh of ttl at now writes, or why
 // Refresh would refuse ttl.
-func (s *Strategy) next(ttl time.Duration, now time.Time) (string, error) {
+func (s *legacy) next(ttl time.Duration, now time.Time) (string, error) {
 	if err := s.checkTTL(ttl); err != nil {
 		return "", err
 	}

@@ -17,7 +17,7 @@ import (
 // when it has none, as legacy clients write it. Another value is held by a
 // non-legacy owner and never taken over; its Fingerprint and Metadata are
 // read as the other strategies read theirs ([strategy.SplitValue]).
-func (s *Strategy) Inspect(ctx context.Context, key string) (strategy.State, error) {
+func (s *legacy) Inspect(ctx context.Context, key string) (strategy.State, error) {
 	st, _, err := s.inspect(ctx, key)
 	return st, err
 }
@@ -25,14 +25,14 @@ func (s *Strategy) Inspect(ctx context.Context, key string) (strategy.State, err
 // Break implements [strategy.Breaker]: it reads the lock as Inspect does,
 // and deletes the value it read with a compare-and-delete, publishing the
 // release as Release does. Legacy clients' locks can be broken so too.
-func (s *Strategy) Break(ctx context.Context, key, fingerprint string) (strategy.State, error) {
+func (s *legacy) Break(ctx context.Context, key, fingerprint string) (strategy.State, error) {
 	read := func(ctx context.Context) (strategy.State, cas.Reading, error) { return s.inspect(ctx, key) }
 	return cas.Break(ctx, fingerprint, read, func(ctx context.Context, value string) error {
 		return notify.DeleteWaking(ctx, s.srv, s.conn, key, value)
 	})
 }
 
-func (s *Strategy) inspect(ctx context.Context, key string) (strategy.State, cas.Reading, error) {
+func (s *legacy) inspect(ctx context.Context, key string) (strategy.State, cas.Reading, error) {
 	r, err := s.srv.Inspect(ctx, key, "", "")
 	if err != nil {
 		return strategy.State{}, r, err
@@ -41,7 +41,7 @@ func (s *Strategy) inspect(ctx context.Context, key string) (strategy.State, cas
 }
 
 // state is the State of a reading.
-func (s *Strategy) state(r cas.Reading) strategy.State {
+func (s *legacy) state(r cas.Reading) strategy.State {
 	if !r.Exists {
 		return strategy.State{Verdict: "free"}
 	}

@@ -63,8 +63,8 @@ import (
 // Obtain's error matches it together with strategy.ErrNotObtained.
 var ErrNotTimestamp = errors.New("setnxgetset: the key holds a value that is not a timestamp of this format, so it is left to its owner")
 
-// Strategy is the legacy [strategy.Strategy].
-type Strategy struct {
+// legacy is the legacy [strategy.Strategy].
+type legacy struct {
 	conn   driver.Conn
 	srv    cas.Server // conn's operations: scripts, or Plain with WithoutScripts
 	plain  bool       // WithoutScripts
@@ -75,31 +75,31 @@ type Strategy struct {
 }
 
 var (
-	_ strategy.Strategy = (*Strategy)(nil)
-	_ strategy.Notifier = (*Strategy)(nil)
+	_ strategy.Strategy = (*legacy)(nil)
+	_ strategy.Notifier = (*legacy)(nil)
 )
 
 // Option configures a Strategy.
-type Option func(*Strategy)
+type Option func(*legacy)
 
 // WithFormat sets the format of the timestamps. The default is [Seconds],
 // as in the Redis documentation.
-func WithFormat(f Format) Option { return func(s *Strategy) { s.format = f } }
+func WithFormat(f Format) Option { return func(s *legacy) { s.format = f } }
 
 // WithSafetyTTL makes every key this strategy writes expire grace after its
 // timestamp (SET NX PX, and PEXPIRE after a takeover), so a crashed holder
 // never leaves an immortal key. grace must cover the fleet's clock skew.
 // The default is no TTL, as legacy clients write.
-func WithSafetyTTL(grace time.Duration) Option { return func(s *Strategy) { s.grace = grace } }
+func WithSafetyTTL(grace time.Duration) Option { return func(s *legacy) { s.grace = grace } }
 
 // WithClockSkew sets how far apart the fleet's clocks may be. A timestamp
 // counts as expired only once it is that far in the past, and the handle's
 // ValidUntil ends that much before the TTL. The default is 0.
-func WithClockSkew(d time.Duration) Option { return func(s *Strategy) { s.skew = d } }
+func WithClockSkew(d time.Duration) Option { return func(s *legacy) { s.skew = d } }
 
 // WithClock sets the wall clock that timestamps are written and judged by.
 // The default is time.Now; tests use it to play a skewed client.
-func WithClock(now func() time.Time) Option { return func(s *Strategy) { s.now = now } }
+func WithClock(now func() time.Time) Option { return func(s *legacy) { s.now = now } }
 
 // WithoutScripts makes the Strategy send no script (EVAL, EVALSHA, FCALL,
 // SCRIPT), for a server that forbids them: an ACL without @scripting, a
@@ -123,20 +123,17 @@ func WithClock(now func() time.Time) Option { return func(s *Strategy) { s.now =
 //
 // The first call of each kind tries the server's conditional command, and
 // takes the transaction where the server lacks it. Transactions need one
-// connection for their length: NewStrategy refuses, with an
+// connection for their length: New refuses, with an
 // *strategy.ArgumentError, a driver that cannot pin one ([driver.Pinner]).
 // See the repository's docs/strategies.md.
-func WithoutScripts() Option { return func(s *Strategy) { s.plain = true } }
+func WithoutScripts() Option { return func(s *legacy) { s.plain = true } }
 
-// NewStrategy returns the Strategy over conn, for [lock.New]: a Locker
-// built with lock.New(s, defaults...) applies the defaults (a retry policy,
-// say) to every Obtain, before the call's own options. [New] is lock.New(s)
-// with no defaults, which is what most callers want.
-func NewStrategy(conn driver.Conn, opts ...Option) (*Strategy, error) {
+// newStrategy returns the strategy over conn, which New gives lock.New.
+func newStrategy(conn driver.Conn, opts ...Option) (*legacy, error) {
 	if err := cas.CheckConn("conn", conn); err != nil {
 		return nil, err
 	}
-	s := &Strategy{conn: conn, format: Seconds, now: time.Now}
+	s := &legacy{conn: conn, format: Seconds, now: time.Now}
 	for _, opt := range opts {
 		if opt == nil {
 			return nil, &strategy.ArgumentError{Name: "option", Reason: "must not be nil"}
@@ -164,7 +161,7 @@ func NewStrategy(conn driver.Conn, opts ...Option) (*Strategy, error) {
 
 // New returns a [lock.Locker] that takes legacy locks on conn.
 func New(conn driver.Conn, opts ...Option) (*lock.Locker, error) {
-	s, err := NewStrategy(conn, opts...)
+	s, err := newStrategy(conn, opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -172,7 +169,7 @@ func New(conn driver.Conn, opts ...Option) (*lock.Locker, error) {
 }
 
 // String returns the strategy's name, "setnx-getset".
-func (s *Strategy) String() string { return "setnx-getset" }
+func (s *legacy) String() string { return "setnx-getset" }
 
 // Shared implements [strategy.Sharer] to refuse semaphores and read-write
 // locks (lock.WithPermits, lock.WithRead, lock.WithWrite) with an
@@ -180,18 +177,18 @@ func (s *Strategy) String() string { return "setnx-getset" }
 // timestamp under the key, which every legacy client reads as one holder,
 // and has no place for several. Use the single strategy once the fleet
 // has moved off the legacy lock.
-func (s *Strategy) Shared(sh strategy.Sharing) (strategy.SharedStrategy, error) {
+func (s *legacy) Shared(sh strategy.Sharing) (strategy.SharedStrategy, error) {
 	return nil, &strategy.ArgumentError{Name: sh.Option(), Reason: "semaphores and read-write locks are not supported by setnx-getset: " +
 		"its legacy format is one timestamp that legacy clients read as one holder, with no place for several; use the single strategy", Err: errors.ErrUnsupported}
 }
 
 // Addr returns the server's address, where the driver knows it.
-func (s *Strategy) Addr() string { return driver.Addr(s.conn) }
+func (s *legacy) Addr() string { return driver.Addr(s.conn) }
 
 // Acquire implements [strategy.Strategy]. It refuses, with an
 // [*strategy.ArgumentError] and before writing anything, a TTL that is not more
 // than the clock skew, or too long for the format.
-func (s *Strategy) Acquire(ctx context.Context, r strategy.Request) (strategy.Grant, error) {
+func (s *legacy) Acquire(ctx context.Context, r strategy.Request) (strategy.Grant, error) {
 	refused := strategy.Grant{Undone: true} // nothing was written
 	switch {
 	case r.Metadata != "":
@@ -235,7 +232,7 @@ func (s *Strategy) Acquire(ctx context.Context, r strategy.Request) (strategy.Gr
 
 // current reads the key; the error matches ErrNotObtained (and
 // ErrNotTimestamp) when it holds a value of a non-legacy owner.
-func (s *Strategy) current(ctx context.Context, key string) (held string, gone bool, err error) {
+func (s *legacy) current(ctx context.Context, key string) (held string, gone bool, err error) {
 	held, ok, err := s.conn.Get(ctx, key)
 	switch {
 	case err != nil:
@@ -250,7 +247,7 @@ func (s *Strategy) current(ctx context.Context, key string) (held string, gone b
 }
 
 // takeOver replaces the expired value held with GETSET.
-func (s *Strategy) takeOver(ctx context.Context, r strategy.Request, held string) (strategy.Grant, error) {
+func (s *legacy) takeOver(ctx context.Context, r strategy.Request, held string) (strategy.Grant, error) {
 	now := s.now()
 	value, err := s.encode(now, r.TTL)
 	if err != nil {
@@ -288,7 +285,7 @@ var lostReply = strategy.Grant{Undone: true}
 
 // checkTTL refuses a TTL that the clock-skew margin uses up: the lock would
 // be handed back with its ValidUntil already passed.
-func (s *Strategy) checkTTL(ttl time.Duration) error {
+func (s *legacy) checkTTL(ttl time.Duration) error {
 	if ttl <= s.skew {
 		return &strategy.ArgumentError{Name: "ttl", Reason: fmt.Sprintf("must be more than the clock skew of WithClockSkew, %v, "+
 			"which ValidUntil ends before the TTL; got %v", s.skew, ttl)}
@@ -300,7 +297,7 @@ func (s *Strategy) checkTTL(ttl time.Duration) error {
 // an *strategy.ArgumentError if the format's timestamp does not read back as
 // a time at or after now+ttl: a TTL too long for the format (the built-in
 // formats end at maxUnixNano), or a Format that breaks its contract.
-func (s *Strategy) encode(now time.Time, ttl time.Duration) (string, error) {
+func (s *legacy) encode(now time.Time, ttl time.Duration) (string, error) {
 	value := s.format.Encode(now, ttl)
 	expiry, ok := s.format.Decode(value)
 	switch {
@@ -315,19 +312,19 @@ func (s *Strategy) encode(now time.Time, ttl time.Duration) (string, error) {
 	return value, nil
 }
 
-func (s *Strategy) grant(value string) strategy.Grant {
+func (s *legacy) grant(value string) strategy.Grant {
 	return strategy.Grant{Value: value, Drift: s.skew}
 }
 
 // expired reports whether a timestamp of the format is skew in the past.
-func (s *Strategy) expired(value string) bool {
+func (s *legacy) expired(value string) bool {
 	expiry, ok := s.format.Decode(value)
 	return ok && s.now().After(expiry.Add(s.skew))
 }
 
 // safetyTTL is the PX of a key holding value, written at now: grace after
 // its timestamp, or 0 (no expiry) without a safety TTL.
-func (s *Strategy) safetyTTL(value string, now time.Time) time.Duration {
+func (s *legacy) safetyTTL(value string, now time.Time) time.Duration {
 	expiry, ok := s.format.Decode(value)
 	if s.grace == 0 || !ok {
 		return 0
@@ -338,7 +335,7 @@ func (s *Strategy) safetyTTL(value string, now time.Time) time.Duration {
 // restoreTTL is the PX for putting back a value our GETSET overwrote, which
 // stripped its TTL: a timestamp gets its safety TTL; a value we cannot judge
 // gets the TTL we asked for, plus the grace.
-func (s *Strategy) restoreTTL(old string, ttl time.Duration) time.Duration {
+func (s *legacy) restoreTTL(old string, ttl time.Duration) time.Duration {
 	if _, ok := s.format.Decode(old); ok {
 		return s.safetyTTL(old, s.now())
 	}
@@ -350,7 +347,7 @@ func (s *Strategy) restoreTTL(old string, ttl time.Duration) time.Duration {
 // refuses the TTLs that Acquire refuses, before writing anything. When the
 // reply is lost, it reports the timestamp it may have written in
 // Grant.Value, with the error.
-func (s *Strategy) Refresh(ctx context.Context, key, value string, ttl time.Duration) (strategy.Grant, error) {
+func (s *legacy) Refresh(ctx context.Context, key, value string, ttl time.Duration) (strategy.Grant, error) {
 	now := s.now()
 	next, err := s.next(ttl, now)
 	if err != nil {
@@ -372,7 +369,7 @@ func (s *Strategy) Refresh(ctx context.Context, key, value string, ttl time.Dura
 // deleted even if its timestamp has passed, and then Release reports
 // ErrExpired. The deletion wakes the lock's waiters (see Waiting in
 // docs/design/setnx-getset.md).
-func (s *Strategy) Release(ctx context.Context, key, value string) error {
+func (s *legacy) Release(ctx context.Context, key, value string) error {
 	expired := s.expired(value)
 	if err := notify.DeleteWaking(ctx, s.srv, s.conn, key, value); err != nil {
 		return err
@@ -387,16 +384,16 @@ func (s *Strategy) Release(ctx context.Context, key, value string) error {
 // of key that publish (see Waiting in docs/design/setnx-getset.md). It
 // returns nil when the driver cannot subscribe, or key has no channel (a
 // key with '}' but no hash tag), and the waiter polls.
-func (s *Strategy) Listen(key, id string) strategy.Listener {
+func (s *legacy) Listen(key, id string) strategy.Listener {
 	return notify.ListenLock([]driver.Conn{s.conn}, key, id)
 }
 
 // Leave implements [strategy.Notifier]: there is no queue to leave.
-func (s *Strategy) Leave(context.Context, string, string) error { return nil }
+func (s *legacy) Leave(context.Context, string, string) error { return nil }
 
 // TTL implements [strategy.Strategy]: the time until the lock's timestamp, by
 // this client's clock.
-func (s *Strategy) TTL(ctx context.Context, key, value string) (time.Duration, error) {
+func (s *legacy) TTL(ctx context.Context, key, value string) (time.Duration, error) {
 	if _, err := s.srv.PTTL(ctx, key, value); err != nil {
 		return 0, err
 	}

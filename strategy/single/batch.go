@@ -9,11 +9,11 @@ import (
 	"github.com/locksmith-go/lock/strategy"
 )
 
-var _ strategy.Batcher = (*Strategy)(nil)
+var _ strategy.Batcher = (*single)(nil)
 
 // Batches implements [strategy.Batcher]: a Strategy batches the refreshes
 // of its auto-refreshed locks, with scripts or [WithoutScripts].
-func (s *Strategy) Batches() bool { return true }
+func (s *single) Batches() bool { return true }
 
 // RefreshBatch implements [strategy.Batcher]: one script refreshes the
 // locks of the batch, or, over a Cluster client, one per hash slot (keys
@@ -25,7 +25,7 @@ func (s *Strategy) Batches() bool { return true }
 // in two round trips. With [WithReplicas], each script or transaction is
 // followed by WAIT, as Refresh's is, and a refresh that too few replicas
 // acknowledged fails with a *ReplicaError.
-func (s *Strategy) RefreshBatch(ctx context.Context, batch []strategy.Refresh) {
+func (s *single) RefreshBatch(ctx context.Context, batch []strategy.Refresh) {
 	var keys, values []string
 	var ttls []time.Duration
 	var at []int

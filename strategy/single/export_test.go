@@ -8,3 +8,9 @@ func Support(s *Strategy) map[string]bool {
 	}
 	return s.srv.Plain.Support()
 }
+
+// Strategy is the strategy New builds, and NewStrategy builds it, for the
+// tests that call its methods.
+type Strategy = single
+
+var NewStrategy = newStrategy

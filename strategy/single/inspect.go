@@ -16,11 +16,11 @@ import (
 // Verdict ("free" or "held"). A key of another type gives the server's
 // WRONGTYPE error.
 //
-// A key that holds a semaphore or a read-write lock (see [Strategy.Shared])
+// A key that holds a semaphore or a read-write lock (lock.WithPermits, lock.WithRead, lock.WithWrite)
 // is read as one, in a second script: Permits or ReadWrite, Holders (with
 // their fingerprints, metadata, leases and permits), Waiters, the write
 // side's Fence, and a Verdict such as "semaphore: 2 of 3 permits held".
-func (s *Strategy) Inspect(ctx context.Context, key string) (strategy.State, error) {
+func (s *single) Inspect(ctx context.Context, key string) (strategy.State, error) {
 	st, _, err := s.inspect(ctx, key)
 	if s.isShared(err) {
 		st, _, err = s.inspectShared(ctx, key)
@@ -31,7 +31,7 @@ func (s *Strategy) Inspect(ctx context.Context, key string) (strategy.State, err
 // isShared reports whether err, the error of a plain lock's read, says the
 // key is of another type, which may be a shared lock: a server that runs
 // scripts can then read it as one.
-func (s *Strategy) isShared(err error) bool {
+func (s *single) isShared(err error) bool {
 	return err != nil && s.srv.Scripts() && isWrongType(err)
 }
 
@@ -42,7 +42,7 @@ func (s *Strategy) isShared(err error) bool {
 // Of a semaphore or a read-write lock, it ends the lease of the holder whose
 // fingerprint is fingerprint, or of every holder when fingerprint is "",
 // as their Release would, waking the head of the queue.
-func (s *Strategy) Break(ctx context.Context, key, fingerprint string) (strategy.State, error) {
+func (s *single) Break(ctx context.Context, key, fingerprint string) (strategy.State, error) {
 	read := func(ctx context.Context) (strategy.State, cas.Reading, error) { return s.inspect(ctx, key) }
 	st, err := cas.Break(ctx, fingerprint, read, func(ctx context.Context, value string) error {
 		return s.Release(ctx, key, value)
@@ -54,7 +54,7 @@ func (s *Strategy) Break(ctx context.Context, key, fingerprint string) (strategy
 }
 
 // breakShared is Break of a shared lock.
-func (s *Strategy) breakShared(ctx context.Context, key, fingerprint string) (strategy.State, error) {
+func (s *single) breakShared(ctx context.Context, key, fingerprint string) (strategy.State, error) {
 	st, r, err := s.inspectShared(ctx, key)
 	if err != nil {
 		return st, err
@@ -79,7 +79,7 @@ func (s *Strategy) breakShared(ctx context.Context, key, fingerprint string) (st
 	return st, errors.Join(errs...)
 }
 
-func (s *Strategy) inspect(ctx context.Context, key string) (strategy.State, cas.Reading, error) {
+func (s *single) inspect(ctx context.Context, key string) (strategy.State, cas.Reading, error) {
 	fenceKey, _ := FenceKey(key) // "" when refused: no counter can exist
 	var queueKey string
 	if q, ok := s.queue(key); ok {

@@ -12,7 +12,7 @@ import (
 	"github.com/locksmith-go/lock/strategy"
 )
 
-var _ strategy.Multi = (*Strategy)(nil)
+var _ strategy.Multi = (*single)(nil)
 
 // group is the keys of a lock of several keys that one script (or, with
 // WithoutScripts, one transaction) takes: all of them, or, on a Cluster,
@@ -26,7 +26,7 @@ type group struct {
 // every key, or, over a Cluster client, one per hash slot, by slot, each
 // with its keys in their order. A standalone server takes keys of any slot
 // in one script; a Cluster refuses a script whose keys span slots.
-func (s *Strategy) groups(keys []string) []group {
+func (s *single) groups(keys []string) []group {
 	var gs []group
 	for _, at := range cas.Groups(keys, s.sharded) {
 		gs = append(gs, group{cas.Pick(keys, at), at})
@@ -37,7 +37,7 @@ func (s *Strategy) groups(keys []string) []group {
 // write runs f with the Strategy's server or, with [WithReplicas], with its
 // operations over one connection to the master of g's keys, followed by
 // WAIT.
-func (s *Strategy) write(ctx context.Context, g group, f func(cas.Server) error) error {
+func (s *single) write(ctx context.Context, g group, f func(cas.Server) error) error {
 	if s.ack.Replicas == 0 {
 		return f(s.srv)
 	}
@@ -66,7 +66,7 @@ func (s *Strategy) write(ctx context.Context, g group, f func(cas.Server) error)
 // and then leaves the queues: three scripts per slot for an attempt that
 // obtains the lock. With a key that has no queue (a key with '}' but no
 // hash tag), or [WithoutScripts], it polls.
-func (s *Strategy) AcquireKeys(ctx context.Context, r strategy.Request) (strategy.Grant, error) {
+func (s *single) AcquireKeys(ctx context.Context, r strategy.Request) (strategy.Grant, error) {
 	d, err := drift.Allowance(r.TTL, drift.DefaultFactor)
 	if err != nil {
 		return strategy.Grant{Undone: true}, err
@@ -120,7 +120,7 @@ func (s *Strategy) AcquireKeys(ctx context.Context, r strategy.Request) (strateg
 // queuesOf returns the queue of each key of r, when r's waiter can queue:
 // it waits by notification, the Strategy's waiters queue (see queues), and
 // every key has a queue (see cas.NewQueue). Otherwise the waiter polls.
-func (s *Strategy) queuesOf(r strategy.Request) ([]cas.Queue, bool) {
+func (s *single) queuesOf(r strategy.Request) ([]cas.Queue, bool) {
 	if r.Waiter == "" || !s.queues() {
 		return nil, false
 	}
@@ -138,7 +138,7 @@ func (s *Strategy) queuesOf(r strategy.Request) ([]cas.Queue, bool) {
 // every key of r, with their queues qs (see cas.AcquireKeysQueued), into
 // grant. ok is false when the server refuses scripts, having written
 // nothing, and the caller takes the keys without them.
-func (s *Strategy) acquireQueued(ctx context.Context, r strategy.Request, g group, qs []cas.Queue, fenceKeys []string, grant strategy.Grant) (strategy.Grant, bool, error) {
+func (s *single) acquireQueued(ctx context.Context, r strategy.Request, g group, qs []cas.Queue, fenceKeys []string, grant strategy.Grant) (strategy.Grant, bool, error) {
 	var fences []int64
 	var e cas.Enqueued
 	err := s.write(ctx, g, func(srv cas.Server) (err error) {
@@ -171,7 +171,7 @@ func (s *Strategy) acquireQueued(ctx context.Context, r strategy.Request, g grou
 // returns g and err, with g.Undone set, when nothing is left behind. When
 // the deletion fails, it returns its error, and the Locker deletes every key
 // in the background.
-func (s *Strategy) undo(ctx context.Context, gs []group, value string, g strategy.Grant, err error) (strategy.Grant, error) {
+func (s *single) undo(ctx context.Context, gs []group, value string, g strategy.Grant, err error) (strategy.Grant, error) {
 	if len(gs) > 0 {
 		if _, failed := s.release(ctx, gs, value); failed != nil {
 			return strategy.Grant{}, fmt.Errorf("lock: %v, and undoing the keys taken before: %w", err, failed)
@@ -198,7 +198,7 @@ func pick(all []string, at []int) []string {
 // are extended, all or none, by a script of their own: when one slot's
 // fail, the others' are still extended, and the lock, reported lost, keeps
 // those keys until it releases them or they expire.
-func (s *Strategy) RefreshKeys(ctx context.Context, keys []string, value string, ttl time.Duration) (strategy.Grant, error) {
+func (s *single) RefreshKeys(ctx context.Context, keys []string, value string, ttl time.Duration) (strategy.Grant, error) {
 	d, err := drift.Allowance(ttl, drift.DefaultFactor)
 	if err != nil {
 		return strategy.Grant{}, err
@@ -216,7 +216,7 @@ func (s *Strategy) RefreshKeys(ctx context.Context, keys []string, value string,
 // each key it deletes, as Release does. When a Cluster slot's keys could
 // not be released (a transport error), it returns that error alone, rather
 // than the keys found gone or taken, so that a clean-up tries again.
-func (s *Strategy) ReleaseKeys(ctx context.Context, keys []string, value string) error {
+func (s *single) ReleaseKeys(ctx context.Context, keys []string, value string) error {
 	lost, failed := s.release(ctx, s.groups(keys), value)
 	if failed != nil {
 		return failed
@@ -226,7 +226,7 @@ func (s *Strategy) ReleaseKeys(ctx context.Context, keys []string, value string)
 
 // release deletes the keys of gs that hold value, and returns the errors of
 // the keys found gone or taken (lost), and of the groups whose call failed.
-func (s *Strategy) release(ctx context.Context, gs []group, value string) (lost, failed error) {
+func (s *single) release(ctx context.Context, gs []group, value string) (lost, failed error) {
 	var losts, fails []error
 	for _, g := range gs {
 		var err error
@@ -248,7 +248,7 @@ func (s *Strategy) release(ctx context.Context, gs []group, value string) (lost,
 
 // TTLKeys implements [strategy.Multi]: the least TTL of the keys, read in
 // one script, or one per Cluster slot.
-func (s *Strategy) TTLKeys(ctx context.Context, keys []string, value string) (time.Duration, error) {
+func (s *single) TTLKeys(ctx context.Context, keys []string, value string) (time.Duration, error) {
 	least := time.Duration(-1)
 	var errs []error
 	for _, g := range s.groups(keys) {

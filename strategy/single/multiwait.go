@@ -15,7 +15,7 @@ import (
 // leaves the queues (see cas.Waiter). ok is false when the ACL does not
 // allow the queues, or the server refuses scripts, and the caller takes
 // the keys without them.
-func (s *Strategy) acquireSlots(ctx context.Context, r strategy.Request, gs []group, qs []cas.Queue, fenceKeys []string, grant strategy.Grant) (strategy.Grant, bool, error) {
+func (s *single) acquireSlots(ctx context.Context, r strategy.Request, gs []group, qs []cas.Queue, fenceKeys []string, grant strategy.Grant) (strategy.Grant, bool, error) {
 	w := cas.Waiter{ID: s.member(r.Waiter), Poll: r.Poll, Patience: r.Patience}
 	queued := func(e cas.Enqueued, err error) (strategy.Grant, bool, error) {
 		if held := (*strategy.KeyError)(nil); errors.As(err, &held) {
@@ -75,7 +75,7 @@ func (s *Strategy) acquireSlots(ctx context.Context, r strategy.Request, gs []gr
 // leaveSlots takes w out of the queues of the keys of gs, which an earlier
 // attempt may have reserved: it keeps places only up to the key it waits
 // for. Best effort: a place left behind is dropped after its patience.
-func (s *Strategy) leaveSlots(ctx context.Context, w cas.Waiter, gs []group, qs []cas.Queue) {
+func (s *single) leaveSlots(ctx context.Context, w cas.Waiter, gs []group, qs []cas.Queue) {
 	for _, g := range gs {
 		_ = w.Leave(ctx, s.conn, g.keys, pickQueues(qs, g.at))
 	}

@@ -13,7 +13,7 @@ import (
 )
 
 var (
-	_ strategy.Sharer     = (*Strategy)(nil)
+	_ strategy.Sharer     = (*single)(nil)
 	_ strategy.Notifier   = (*shared)(nil)
 	_ strategy.Downgrader = writer{}
 )
@@ -27,7 +27,7 @@ var (
 // *strategy.ArgumentError. On a server that refuses scripts (see
 // [WithoutScripts]), their operations fail with an error that says so,
 // which matches errors.ErrUnsupported.
-func (s *Strategy) Shared(sh strategy.Sharing) (strategy.SharedStrategy, error) {
+func (s *single) Shared(sh strategy.Sharing) (strategy.SharedStrategy, error) {
 	name := sh.Option()
 	switch {
 	case s.noScripts:
@@ -53,7 +53,7 @@ const sharedLocks = "semaphores and read-write locks"
 // shared is the Strategy of one shape of shared locks over a Strategy's
 // connection.
 type shared struct {
-	s    *Strategy
+	s    *single
 	sh   strategy.Sharing
 	mode string // cas.Mode(sh)
 }
@@ -134,7 +134,7 @@ func (v *shared) Inspect(ctx context.Context, key string) (strategy.State, error
 // channel name, a dot, the mode's letter, and id.
 func (v *shared) member(id string) string { return v.s.wakeTo + "." + v.mode + id }
 
-// Listen implements [strategy.Notifier], as [Strategy.Listen] does.
+// Listen implements [strategy.Notifier], as the plain strategy's Listen does.
 func (v *shared) Listen(key, id string) strategy.Listener { return v.s.listen(key, v.member(id)) }
 
 // Leave implements [strategy.Notifier].
@@ -159,7 +159,7 @@ func (w writer) Downgrade(ctx context.Context, key, value string) error {
 }
 
 // inspectShared reads the shared lock on key.
-func (s *Strategy) inspectShared(ctx context.Context, key string) (strategy.State, cas.SharedReading, error) {
+func (s *single) inspectShared(ctx context.Context, key string) (strategy.State, cas.SharedReading, error) {
 	k, ok := cas.NewShared(key, s.sharded)
 	if !ok {
 		return strategy.State{}, cas.SharedReading{}, fmt.Errorf("the key holds a shared lock, which a key with '}' but no hash tag cannot")

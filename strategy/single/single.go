@@ -36,7 +36,7 @@
 //
 // lock.Locker.ObtainMany locks several keys as one lock, all of them or none,
 // with single's value under each key (so that bsm/redislock sees each one
-// held), through [Strategy.AcquireKeys]: on one server, or with every key
+// held), through ObtainMany: on one server, or with every key
 // in one Cluster slot (give them one hash tag), one script takes every key
 // or none, and with lock.WithFencing increments each key's counter. Over a
 // Cluster client (go-redis's *redis.ClusterClient, a rueidis Cluster
@@ -72,8 +72,8 @@ import (
 	"github.com/locksmith-go/lock/strategy"
 )
 
-// Strategy is the single-instance [strategy.Strategy] over one [driver.Conn].
-type Strategy struct {
+// single is the single-instance [strategy.Strategy] over one [driver.Conn].
+type single struct {
 	conn    driver.Conn
 	notify  bool    // conn can subscribe, and scripts run: waiters queue and are woken
 	sharded bool    // conn's channels are shard channels: conn is a Cluster client, and a lock of several keys takes them slot by slot
@@ -90,7 +90,7 @@ type Strategy struct {
 type ReplicaError = strategy.ReplicaError
 
 // Option configures a Strategy.
-type Option func(*Strategy)
+type Option func(*single)
 
 // WithReplicas makes an acquisition, and every refresh, count only once n
 // replicas acknowledge it: after the write, the Strategy sends WAIT n
@@ -100,7 +100,7 @@ type Option func(*Strategy)
 // WAIT; n > 0 needs a positive timeout, and a driver that can pin a
 // connection ([driver.Pinner]: redigo; go-redis's *redis.Client,
 // standalone or failover, *redis.ClusterClient and *redis.Ring; every
-// rueidis client), or NewStrategy refuses with an *strategy.ArgumentError.
+// rueidis client), or New refuses with an *strategy.ArgumentError.
 // On a Cluster, the write and WAIT go to the master of the key's slot, and
 // WAIT counts that master's replicas.
 //
@@ -121,7 +121,7 @@ type Option func(*Strategy)
 // acknowledgement". It costs one more round trip per acquisition and
 // refresh, and up to timeout when replicas lag.
 func WithReplicas(n int, timeout time.Duration) Option {
-	return func(s *Strategy) { s.ack = cas.Ack{Replicas: n, Timeout: timeout} }
+	return func(s *single) { s.ack = cas.Ack{Replicas: n, Timeout: timeout} }
 }
 
 // WithoutScripts makes the Strategy send no script (EVAL, EVALSHA, FCALL,
@@ -164,27 +164,24 @@ func WithReplicas(n int, timeout time.Duration) Option {
 // and the waiters take the lock in no particular order. Transactions need
 // one connection for their length: the driver must pin one to the key's
 // server ([driver.Pinner]; on a Cluster, the master of the key's slot).
-// NewStrategy refuses a driver that cannot with an *strategy.ArgumentError.
+// New refuses a driver that cannot with an *strategy.ArgumentError.
 // With [WithReplicas], an acquisition and a refresh run all their commands
 // on one pinned connection, then WAIT on it.
 func WithoutScripts() Option {
-	return func(s *Strategy) { s.noScripts = true }
+	return func(s *single) { s.noScripts = true }
 }
 
 var (
-	_ strategy.Strategy = (*Strategy)(nil)
-	_ strategy.Notifier = (*Strategy)(nil)
+	_ strategy.Strategy = (*single)(nil)
+	_ strategy.Notifier = (*single)(nil)
 )
 
-// NewStrategy returns the Strategy over conn, for [lock.New]: a Locker
-// built with lock.New(s, defaults...) applies the defaults (a retry policy,
-// say) to every Obtain, before the call's own options. [New] is lock.New(s)
-// with no defaults, which is what most callers want.
-func NewStrategy(conn driver.Conn, opts ...Option) (*Strategy, error) {
+// newStrategy returns the strategy over conn, which New gives lock.New.
+func newStrategy(conn driver.Conn, opts ...Option) (*single, error) {
 	if err := cas.CheckConn("conn", conn); err != nil {
 		return nil, err
 	}
-	s := &Strategy{conn: conn}
+	s := &single{conn: conn}
 	for _, opt := range opts {
 		if opt == nil {
 			return nil, &strategy.ArgumentError{Name: "option", Reason: "must not be nil"}
@@ -216,7 +213,7 @@ func NewStrategy(conn driver.Conn, opts ...Option) (*Strategy, error) {
 }
 
 // withoutScripts sets up [WithoutScripts], or says why it cannot.
-func (s *Strategy) withoutScripts() error {
+func (s *single) withoutScripts() error {
 	srv, err := cas.NewServer(s.conn, true)
 	if err != nil {
 		return &strategy.ArgumentError{Name: "conn", Reason: fmt.Sprintf(
@@ -228,7 +225,7 @@ func (s *Strategy) withoutScripts() error {
 
 // New returns a [lock.Locker] that locks keys on conn.
 func New(conn driver.Conn, opts ...Option) (*lock.Locker, error) {
-	s, err := NewStrategy(conn, opts...)
+	s, err := newStrategy(conn, opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -236,17 +233,17 @@ func New(conn driver.Conn, opts ...Option) (*lock.Locker, error) {
 }
 
 // String returns the strategy's name, "single".
-func (s *Strategy) String() string { return "single" }
+func (s *single) String() string { return "single" }
 
 // Addr returns the server's address, where the driver knows it.
-func (s *Strategy) Addr() string { return driver.Addr(s.conn) }
+func (s *single) Addr() string { return driver.Addr(s.conn) }
 
 // Acquire implements [strategy.Strategy]. It refuses a TTL that the drift
 // allowance uses up with an [*strategy.ArgumentError]. A key (or fencing
 // counter) of another type gives the server's WRONGTYPE error; a key that
-// holds a semaphore or a read-write lock (see [Strategy.Shared]), an error
+// holds a semaphore or a read-write lock (lock.WithPermits, lock.WithRead, lock.WithWrite), an error
 // matching strategy.ErrMismatch that says which, having written nothing.
-func (s *Strategy) Acquire(ctx context.Context, r strategy.Request) (strategy.Grant, error) {
+func (s *single) Acquire(ctx context.Context, r strategy.Request) (strategy.Grant, error) {
 	g, err := s.acquireOne(ctx, r)
 	if err == nil || !s.srv.Scripts() || !isWrongType(err) {
 		return g, err
@@ -266,7 +263,7 @@ func (s *Strategy) Acquire(ctx context.Context, r strategy.Request) (strategy.Gr
 func isWrongType(err error) bool { return strings.Contains(err.Error(), "WRONGTYPE") }
 
 // acquireOne is Acquire, but for what a key of another type gives.
-func (s *Strategy) acquireOne(ctx context.Context, r strategy.Request) (strategy.Grant, error) {
+func (s *single) acquireOne(ctx context.Context, r strategy.Request) (strategy.Grant, error) {
 	d, err := drift.Allowance(r.TTL, drift.DefaultFactor)
 	if err != nil {
 		return strategy.Grant{Undone: true}, err
@@ -295,7 +292,7 @@ func (s *Strategy) acquireOne(ctx context.Context, r strategy.Request) (strategy
 
 // acquire makes one attempt on srv, with the drift allowance d and, for a
 // fenced request, the counter fenceKey.
-func (s *Strategy) acquire(ctx context.Context, srv cas.Server, r strategy.Request, d time.Duration, fenceKey string) (strategy.Grant, error) {
+func (s *single) acquire(ctx context.Context, srv cas.Server, r strategy.Request, d time.Duration, fenceKey string) (strategy.Grant, error) {
 	if r.Waiter != "" {
 		if q, ok := s.queue(r.Key); ok {
 			n, e, err := cas.AcquireQueued(ctx, srv.Conn, q, fenceKey, r.Value(), s.member(r.Waiter), r.TTL, r.Poll, r.Patience)
@@ -315,7 +312,7 @@ func (s *Strategy) acquire(ctx context.Context, srv cas.Server, r strategy.Reque
 // queue returns the wait queue of key, if waiters of key can be woken: the
 // driver can subscribe, the server runs scripts, and key has companion
 // names in its Cluster slot.
-func (s *Strategy) queue(key string) (cas.Queue, bool) {
+func (s *single) queue(key string) (cas.Queue, bool) {
 	if !s.queues() {
 		return cas.Queue{}, false
 	}
@@ -328,11 +325,11 @@ func (s *Strategy) queue(key string) (cas.Queue, bool) {
 // wake-up channel of its own for each lock, {key}:wake:<random>, so that a
 // release's message reaches the one subscriber whose waiter it wakes, not
 // every process that waits for the lock.
-func (s *Strategy) Listen(key, id string) strategy.Listener { return s.listen(key, s.member(id)) }
+func (s *single) Listen(key, id string) strategy.Listener { return s.listen(key, s.member(id)) }
 
 // listen returns the Listener of the waiter whose id in key's queue is
 // member, or nil when its waiters cannot be woken (see Listen).
-func (s *Strategy) listen(key, member string) strategy.Listener {
+func (s *single) listen(key, member string) strategy.Listener {
 	if !s.queues() {
 		return nil
 	}
@@ -348,10 +345,10 @@ func (s *Strategy) listen(key, member string) strategy.Listener {
 
 // member returns the id in the queue of the waiter id: the Strategy's
 // channel name, a dot, and id.
-func (s *Strategy) member(id string) string { return s.wakeTo + "." + id }
+func (s *single) member(id string) string { return s.wakeTo + "." + id }
 
 // Leave implements [strategy.Notifier].
-func (s *Strategy) Leave(ctx context.Context, key, id string) error {
+func (s *single) Leave(ctx context.Context, key, id string) error {
 	q, ok := s.queue(key)
 	if !ok {
 		return nil
@@ -364,7 +361,7 @@ func (s *Strategy) Leave(ctx context.Context, key, id string) error {
 
 // queues reports whether the waiters of the Strategy's locks queue: the
 // driver can subscribe, and the server runs scripts (see cas.Detecting).
-func (s *Strategy) queues() bool { return s.notify && s.srv.Scripts() }
+func (s *single) queues() bool { return s.notify && s.srv.Scripts() }
 
 // FenceKey returns the key of the counter that issues the fencing tokens of
 // key (see lock.WithFencing). It is in key's Redis Cluster hash slot, so
@@ -383,7 +380,7 @@ func FenceKey(key string) (string, error) {
 
 // Refresh implements [strategy.Strategy]. It refuses a TTL that the drift
 // allowance uses up, as Acquire does.
-func (s *Strategy) Refresh(ctx context.Context, key, value string, ttl time.Duration) (strategy.Grant, error) {
+func (s *single) Refresh(ctx context.Context, key, value string, ttl time.Duration) (strategy.Grant, error) {
 	d, err := drift.Allowance(ttl, drift.DefaultFactor)
 	if err != nil {
 		return strategy.Grant{}, err
@@ -397,7 +394,7 @@ func (s *Strategy) Refresh(ctx context.Context, key, value string, ttl time.Dura
 }
 
 // Release implements [strategy.Strategy].
-func (s *Strategy) Release(ctx context.Context, key, value string) error {
+func (s *single) Release(ctx context.Context, key, value string) error {
 	if q, ok := s.queue(key); ok {
 		if err := cas.DeleteQueued(ctx, s.conn, q, value); !s.srv.Refuses(err) {
 			return err
@@ -407,6 +404,6 @@ func (s *Strategy) Release(ctx context.Context, key, value string) error {
 }
 
 // TTL implements [strategy.Strategy].
-func (s *Strategy) TTL(ctx context.Context, key, value string) (time.Duration, error) {
+func (s *single) TTL(ctx context.Context, key, value string) (time.Duration, error) {
 	return s.srv.PTTL(ctx, key, value)
 }
