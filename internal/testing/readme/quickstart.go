@@ -21,6 +21,7 @@ func QuickStart(ctx context.Context) error {
 	if err != nil {
 		return err // a nil client, for example
 	}
+	defer locker.Close() // at the end, before the client closes: waits for the Locker's clean-ups
 
 	lk, err := locker.Obtain(ctx, "report:daily", 30*time.Second,
 		lock.WithRetry(lock.Linear(100*time.Millisecond)), // wait while it is held: woken by the release...
