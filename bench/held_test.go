@@ -12,6 +12,7 @@ import (
 
 	"github.com/locksmith-go/lock"
 	"github.com/locksmith-go/lock/driver/goredis"
+	"github.com/locksmith-go/lock/internal/reach"
 	"github.com/locksmith-go/lock/internal/testing/redistest"
 	"github.com/locksmith-go/lock/strategy"
 	"github.com/locksmith-go/lock/strategy/single"
@@ -151,11 +152,11 @@ func holdMany(b *testing.B, addr string, probe *redis.Client, mode string, n int
 			b.Fatal(err)
 		}
 	case heldUnbatched:
-		s, err := single.NewStrategy(conn)
+		batched, err := single.New(conn)
 		if err != nil {
 			b.Fatal(err)
 		}
-		l = lock.New(unbatched{s})
+		l = lock.New(unbatched{reach.Strategy(batched)})
 	}
 	prefix := "held:" + mode + "/" + strconv.Itoa(n) + ":"
 	refreshing, stop := context.WithCancel(ctx)
