@@ -48,7 +48,7 @@ func TestAcquireKeysGuarded(t *testing.T) {
 
 	t.Run("a node up for less than the quarantine: restarting, nothing taken", func(t *testing.T) {
 		defer clean()
-		if _, err := cas.AcquireKeysGuarded(ctx, c, keys, guard, "v", time.Minute, time.Hour); !errors.Is(err, cas.ErrRestarting) {
+		if _, err := acquireKeysGuarded(ctx, c, keys, guard, "v", time.Minute, time.Hour); !errors.Is(err, cas.ErrRestarting) {
 			t.Errorf("AcquireKeysGuarded = %v, want ErrRestarting", err)
 		}
 		if got := existing(t, rdb, append(slices.Clone(keys), guard)...); !slices.Equal(got, []string{guard}) {
@@ -60,7 +60,7 @@ func TestAcquireKeysGuarded(t *testing.T) {
 		if err := rdb.Set(ctx, guard, "0", 0).Err(); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := cas.AcquireKeysGuarded(ctx, c, keys, guard, "v", time.Minute, time.Hour); err != nil {
+		if _, err := acquireKeysGuarded(ctx, c, keys, guard, "v", time.Minute, time.Hour); err != nil {
 			t.Fatalf("AcquireKeysGuarded = %v, want nil", err)
 		}
 		for _, k := range keys {
@@ -77,7 +77,7 @@ func TestAcquireKeysGuarded(t *testing.T) {
 		if err := rdb.Set(ctx, keys[1], "other", time.Minute).Err(); err != nil {
 			t.Fatal(err)
 		}
-		held, err := cas.AcquireKeysGuarded(ctx, c, keys, guard, "v", time.Minute, time.Hour)
+		held, err := acquireKeysGuarded(ctx, c, keys, guard, "v", time.Minute, time.Hour)
 		var ke *strategy.KeyError
 		if !errors.Is(err, lock.ErrNotObtained) || !errors.As(err, &ke) || ke.Key != keys[1] {
 			t.Errorf("AcquireKeysGuarded = %v, want ErrNotObtained in a KeyError naming %q", err, keys[1])
@@ -99,7 +99,9 @@ func TestDeleteKeysHinting(t *testing.T) {
 	c := goredis.New(rdb)
 	ctx := context.Background()
 	keys := []string{"cas-hinting:a", "cas-hinting:b", "cas-hinting:c"}
-	channels := []string{"cas-hinting:a:wake", "", "cas-hinting:c:wake"}
+	chA, _ := cas.WakeChannel(keys[0])
+	chC, _ := cas.WakeChannel(keys[2])
+	channels := []string{chA, "", chC}
 	t.Cleanup(func() { rdb.Del(context.Background(), keys...) })
 	sub := rdb.Subscribe(ctx, channels[0], channels[2])
 	defer sub.Close()
@@ -118,7 +120,7 @@ func TestDeleteKeysHinting(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	err := cas.DeleteKeysHinting(ctx, c, keys, channels, "v", "*", false)
+	_, err := run(ctx, c, cas.Delete(cas.Lock{Key: keys[0], Keys: keys, Value: "v", Hint: "*"}))
 	var ke *strategy.KeyError
 	if !errors.Is(err, lock.ErrTaken) || !errors.As(err, &ke) || ke.Key != keys[1] {
 		t.Errorf("DeleteKeysHinting = %v, want ErrTaken in a KeyError naming %q", err, keys[1])

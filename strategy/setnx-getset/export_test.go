@@ -1,10 +1,7 @@
 package setnxgetset
 
 // Support returns what the script-free operations of s found the server to
-// have (cas.Plain.Support), or nil for a Strategy that runs scripts.
+// have (cas.Server.Support), or nil for a Strategy that runs scripts.
 func Support(s *Strategy) map[string]bool {
-	if s.srv.Plain == nil {
-		return nil
-	}
-	return s.srv.Plain.Support()
+	return s.srv.Support()
 }

@@ -113,12 +113,21 @@ func SetBatch(keys, values []string, unsures [][]string, nexts []string, ttls []
 // With scripts, every call is sent in one round trip, and in one more
 // those whose server lacked the script (driver.Script.RunEach), over a
 // Conn that pipelines; otherwise one after another. Without scripts, each
-// call is a transaction (see [Plain.each]), side by side as Scatter sends
+// call is a transaction (see plain.each), side by side as Scatter sends
 // them.
 //
 // A Server from Detecting whose server refuses scripts runs the calls
 // that it refused without scripts.
-func (s Server) Batch(ctx context.Context, b Batch) ([]error, []bool) {
+//
+// With ack.Replicas, each call runs on a connection pinned to the master
+// of its keys, followed by WAIT there (see [Acked]), the calls side by side
+// as [Scatter] sends them. A call that too few replicas acknowledged gives
+// each of its locks, but those that failed on their own, the
+// *strategy.ReplicaError.
+func (s Server) Batch(ctx context.Context, b Batch, ack Ack) ([]error, []bool) {
+	if ack.Replicas > 0 {
+		return s.batchAcked(ctx, b, ack)
+	}
 	if !s.Scripts() {
 		return s.batchPlain(ctx, b, b.parts)
 	}
@@ -176,12 +185,8 @@ func (s Server) batchPlain(ctx context.Context, b Batch, parts [][]int) ([]error
 	})
 }
 
-// BatchAcked runs b on the server as [Server.Batch] does, but each call on
-// a connection pinned to the master of its keys, followed by WAIT there
-// (see [Acked]), the calls side by side as [Scatter] sends them. A call
-// that too few replicas acknowledged gives each of its locks, but those
-// that failed on their own, the *strategy.ReplicaError.
-func (s Server) BatchAcked(ctx context.Context, b Batch, ack Ack) ([]error, []bool) {
+// batchAcked is Batch with ack.Replicas.
+func (s Server) batchAcked(ctx context.Context, b Batch, ack Ack) ([]error, []bool) {
 	return Scatter(len(b.keys), b.parts, func(at []int) (es []error, err error) {
 		err = Acked(ctx, s.Conn, b.keys[at[0]], ack, func(one driver.Conn) (err error) {
 			es, err = s.Over(one).part(ctx, b, at)
@@ -202,7 +207,7 @@ func (s Server) part(ctx context.Context, b Batch, at []int) (es []error, err er
 		}
 		es, err = eachReply(b.script, call.Keys, reply, nil)
 		return err
-	}, func(p *Plain) (err error) {
+	}, func(p *plain) (err error) {
 		es, err = p.each(ctx, b, at)
 		return err
 	})
@@ -285,7 +290,7 @@ func eachReply(s *driver.Script, keys []string, reply any, err error) ([]error, 
 // aborted is run once more; after a second abort, each lock is run in a
 // transaction of its own, so that a lock whose key keeps changing (lost,
 // or released) does not fail the others.
-func (p *Plain) each(ctx context.Context, b Batch, at []int) ([]error, error) {
+func (p *plain) each(ctx context.Context, b Batch, at []int) ([]error, error) {
 	for range 2 {
 		errs, err := resend(ctx, func() (errs []error, err error) {
 			err = p.session(ctx, b.keys[at[0]], func(s *session) error {
