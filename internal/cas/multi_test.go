@@ -143,3 +143,67 @@ func TestDeleteKeysHinting(t *testing.T) {
 		t.Errorf("channels that heard the release = %q, want %q", heard, []string{channels[0], channels[2]})
 	}
 }
+
+// TestSliceOfOne: a lock of Key alone and a lock of Keys of that one key run
+// the same scripts, with and without scripts, and answer alike: every
+// operation on a key held by another value finds it so, a lock of Keys
+// naming it in a *strategy.KeyError, and a lock of Key alone with the bare
+// error; a fenced acquisition issues a token either way.
+func TestSliceOfOne(t *testing.T) {
+	addr, _ := redistest.Addr(t)
+	rdb := redistest.GoRedis(t, addr, 3)
+	ctx := context.Background()
+	const key, fence = "{cas-one}", "{cas-one}:fence"
+	t.Cleanup(func() { rdb.Del(context.Background(), key, fence) })
+	scripts := cas.Server{Conn: goredis.New(rdb)}
+	scriptless, err := cas.NewServer(goredis.New(rdb), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, srv := range []struct {
+		name string
+		s    cas.Server
+	}{{"scripts", scripts}, {"without scripts", scriptless}} {
+		for _, keys := range [][]string{nil, {key}} {
+			name := srv.name + ", Key alone"
+			if keys != nil {
+				name = srv.name + ", Keys of one"
+			}
+			t.Run(name, func(t *testing.T) {
+				if err := rdb.Set(ctx, key, "other", time.Minute).Err(); err != nil {
+					t.Fatal(err)
+				}
+				held := cas.Lock{Key: key, Keys: keys, Value: "v", TTL: time.Minute, Start: cas.ByScript}
+				for _, c := range []struct {
+					op   string
+					call cas.Call
+					want error
+				}{
+					{"Acquire", cas.Acquire(held), lock.ErrNotObtained},
+					{"PExpire", cas.PExpire(held), lock.ErrTaken},
+					{"PTTL", cas.PTTL(held), lock.ErrTaken},
+					{"Delete", cas.Delete(held), lock.ErrTaken},
+				} {
+					_, err := srv.s.Run(ctx, c.call)
+					var ke *strategy.KeyError
+					if !errors.Is(err, c.want) || errors.As(err, &ke) != (keys != nil) {
+						t.Errorf("%s = %v, want %v, in a KeyError: %v", c.op, err, c.want, keys != nil)
+					}
+				}
+				rdb.Del(ctx, key)
+				fenced := held
+				fenced.Fences = []string{fence}
+				r, err := srv.s.Run(ctx, cas.Acquire(fenced))
+				if err != nil || len(r.Fences) != 1 || r.Fences[0] <= 0 {
+					t.Errorf("fenced Acquire = %v, %v; want one token", r, err)
+				}
+				if r, err := srv.s.Run(ctx, cas.PTTL(held)); err != nil || r.TTL <= 0 {
+					t.Errorf("PTTL = %v, %v; want a TTL", r.TTL, err)
+				}
+				if _, err := srv.s.Run(ctx, cas.Delete(held)); err != nil {
+					t.Errorf("Delete = %v, want nil", err)
+				}
+			})
+		}
+	}
+}

@@ -21,26 +21,29 @@ import (
 // the best that the server offers, and answers as its script does, with the
 // whole stored value compared:
 //
-//   - Acquire: SET key value NX PX ttl; when the key exists, a transaction
-//     that sets it again if it holds value (a retry, or a lock handed over).
+//   - Acquire of Key alone: SET key value NX PX ttl; when the key exists,
+//     a transaction that sets it again if it holds value (a retry, or a
+//     lock handed over).
+//   - Acquire, fenced or of several keys: a transaction that WATCHes the
+//     keys and the counters, then sets the keys and increments the
+//     counters.
 //   - Delete: DELEX key IFEQ value, or DELIFEQ key value, or else a
 //     transaction: WATCH key, GET key, compared here, then MULTI, DEL, EXEC.
-//   - PExpire: SET key value IFEQ value PX ttl, or else a transaction with
-//     PEXPIRE.
-//   - AcquireFenced: a transaction that WATCHes the key and the counter,
-//     then sets the key and increments the counter.
-//   - PTTL and Inspect: a MULTI, GET, PTTL, EXEC snapshot, compared here.
+//   - PExpire: SET key value IFEQ value PX ttl, or else (and for several
+//     keys, all or none) a transaction with PEXPIRE.
+//   - PTTL and Inspect: a MULTI, GET, PTTL (of each key), EXEC snapshot,
+//     compared here.
 //   - Set: SET key next IFEQ value PX ttl, or else a transaction with SET.
 //
 // A conditional command that fails (DELEX IFEQ, say) is followed by a GET,
 // which tells ErrExpired from ErrTaken: the lock was lost either way, and
 // which one is what the key held an instant later.
 //
-// Detection: Plain tries a conditional command on first use. A server that
+// Detection: plain tries a conditional command on first use. A server that
 // lacks it refuses it without effect, as an unknown command (DELEX,
 // DELIFEQ) or as a syntax error (SET … IFEQ), and so does an ACL that
-// denies it (NOPERM); Plain then takes the transaction, and tries the
-// command again only after [Reprobe], so that a rolling upgrade is found.
+// denies it (NOPERM); plain then takes the transaction, and tries the
+// command again only after reprobe, so that a rolling upgrade is found.
 // A server that stops having it (a failover to an older replica) refuses
 // it again, and the call takes the transaction. Such a refusal never
 // becomes ErrNotHeld; a transaction's own command refused so is an error
@@ -56,16 +59,16 @@ import (
 // lost; the same value: only the TTL changed) and decides again.
 type plain struct {
 	conn   driver.Conn
-	pinned bool // conn is one connection, pinned already (Over)
-	*found      // shared with the Plains of Over
+	pinned bool // conn is one connection, pinned already (over)
+	*found      // shared with the plains of over
 }
 
 // found is what a server was found to have, per conditional command.
 type found struct{ setIfEq, delex, delifeq support }
 
-// Reprobe is how long Plain takes a conditional command that the server
+// reprobe is how long plain takes a conditional command that the server
 // refused for missing, before it tries it again.
-const Reprobe = time.Minute
+const reprobe = time.Minute
 
 // newPlain returns the script-free operations over c. c must send commands
 // of its choice (driver.Commander) over one connection ([driver.Pinnable]):
@@ -90,7 +93,7 @@ func (p *plain) over(one driver.Conn) *plain {
 
 // support is what plain found a server to have, per conditional command:
 // true when the server ran it, false when it refused it as missing (within
-// Reprobe), absent when it was never tried. For tests and diagnostics.
+// reprobe), absent when it was never tried. For tests and diagnostics.
 func (p *plain) support() map[string]bool {
 	m := map[string]bool{}
 	for name, s := range map[string]*support{"SET IFEQ": &p.setIfEq, "DELEX": &p.delex, "DELIFEQ": &p.delifeq} {
@@ -118,14 +121,14 @@ func (s *support) known() (ok, known bool) {
 }
 
 // missing reports whether the command was refused as missing less than
-// Reprobe ago.
+// reprobe ago.
 func (s *support) missing() bool {
 	ok, known := s.known()
 	return known && !ok
 }
 
 // try sends the conditional command args, unless the server was found to
-// lack it less than Reprobe ago. It reports done false, and the caller
+// lack it less than reprobe ago. It reports done false, and the caller
 // takes the transaction, when the server lacks it, now or then.
 func (p *plain) try(ctx context.Context, s *support, args ...any) (reply any, done bool, err error) {
 	if s.missing() {
@@ -134,7 +137,7 @@ func (p *plain) try(ctx context.Context, s *support, args ...any) (reply any, do
 	reply, err = resend(ctx, func() (any, error) { return driver.Do(ctx, p.conn, args...) })
 	switch {
 	case lacks(err) || denied(err):
-		s.state.Store(time.Now().Add(Reprobe).UnixNano())
+		s.state.Store(time.Now().Add(reprobe).UnixNano())
 		return nil, false, nil
 	case err == nil:
 		s.state.Store(1)
@@ -421,7 +424,7 @@ var errChanged = errors.New("lock: a transaction was aborted: a key it watched c
 // failed (WRONGTYPE, say) is the error, and decide does not run. A
 // transaction aborted by a change of a watched key (a nil EXEC) is run
 // once more, reads included; a second abort is errChanged. A transaction
-// whose connection was dead is run once more too (see call.run).
+// whose connection was dead is run once more too (see resend).
 func (p *plain) transact(ctx context.Context, key string, keys []string, reads [][]any, decide func(s *session, got []any) ([][]any, error)) ([]any, error) {
 	watch := make([][]any, 1, 1+len(reads))
 	watch[0] = make([]any, 1, 1+len(keys))

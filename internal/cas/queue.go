@@ -201,7 +201,8 @@ local function leave(key, id)
 end
 `
 
-// The waiter of a lock of several keys queues in the FIFO queue of each key
+// The waiter of a lock queues in the FIFO queue of each key (a lock of one
+// key is one of several with one: the same script, queuedScript). It queues
 // in the lock's order, one key at a time, and keeps its place: it joins the
 // queue of the first key that it cannot take (held, or free but promised
 // to another waiter, the head of its queue), after the queues of the keys
@@ -232,9 +233,9 @@ const (
 	leaveMode   = "leave"   // leave every queue
 )
 
-// queuedScript is the acquire of the waiter ARGV[4] of a lock of
-// ARGV[3] = n keys (one, for a lock of one key), KEYS[1..n], with their queues: KEYS[n+2i-1] and
-// KEYS[n+2i] are Q and W of key i; the fencing counters, when there are,
+// queuedScript is the acquire of the waiter ARGV[4] of a lock of ARGV[3] =
+// n keys, KEYS[1..n], with their queues: KEYS[n+2i-1] and KEYS[n+2i] are Q
+// and W of key i; the fencing counters, when there are,
 // follow, one per key. ARGV[1] is our value, ARGV[2] the TTL (ms), ARGV[5]
 // the waiter's poll (ms), ARGV[6] its patience (ms, 0: none) and ARGV[7]
 // the mode. It replies {1, fences...} when it took every key, {2} when it
@@ -323,14 +324,14 @@ func shard(sharded bool) int {
 	return 0
 }
 
-// ErrNoQueue is the error of a Waiter's reservation, or taking, whose user
+// ErrNoQueue is the error of a Waiter's Hold whose user
 // the ACL does not allow the queues: its caller polls instead.
 var ErrNoQueue = errors.New("the ACL does not allow the wait queues")
 
 // A Waiter is a waiter in the queues of a lock's keys: with Lock.Waiter, an
 // acquisition queues it (see Acquire). A lock of several keys in several
 // Cluster slots keeps its places in the queues of each slot's keys (a
-// group) with Reserve, Take and Leave: see the comment at the top of this
+// group) with Hold and Leave: see the comment at the top of this
 // part of the file.
 type Waiter struct {
 	ID             string        // the waiter's id in the queues
@@ -355,19 +356,19 @@ func (w Waiter) args(l Lock, mode string) []any {
 		max(w.Poll.Milliseconds(), 1), max(w.Patience.Milliseconds(), 0), mode, shard(l.Sharded)}
 }
 
-// Reserve makes the waiter head the queue of each of l's keys, a group,
-// taking nothing, if it may take every key; and otherwise queues it, as
-// Acquire does, with the same error.
-func (w Waiter) Reserve(ctx context.Context, c driver.Conn, l Lock) (Result, error) {
-	l.Value = ""
-	return w.run(ctx, c, l, reserveMode, l.queueKeys(), w.args(l, reserveMode))
-}
-
-// Take takes every key of a group that the waiter reserved, as Acquire
-// does, but keeps the waiter's places in their queues: Leave, claiming,
-// takes it out once every group is taken.
-func (w Waiter) Take(ctx context.Context, c driver.Conn, l Lock) (Result, error) {
-	return w.run(ctx, c, l, holdMode, l.queueKeys(), w.args(l, holdMode))
+// Hold keeps the waiter's places in the queues of l's keys, a group of a
+// lock over several Cluster slots: reserving (taking false), it makes the
+// waiter head the queue of each key, taking nothing, if it may take every
+// key; taking, it takes every key of a group that it reserved, as Acquire
+// does, and keeps its places, which Leave, claiming, ends once every group
+// is taken. Either queues the waiter, as Acquire does, with the same error,
+// when it may not.
+func (w Waiter) Hold(ctx context.Context, c driver.Conn, l Lock, taking bool) (Result, error) {
+	mode := holdMode
+	if !taking {
+		mode, l.Value = reserveMode, ""
+	}
+	return w.run(ctx, c, l, mode, l.queueKeys(), w.args(l, mode))
 }
 
 // Leave takes the waiter out of the queues of l's keys, waking the next

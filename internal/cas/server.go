@@ -15,7 +15,7 @@ import (
 // Server is one server's operations: the scripts over Conn, or, when plain
 // is set, the same operations without scripts. A strategy that runs either
 // way, per Locker or per node, keeps one Server per server, so that what
-// Plain detects is a server's own. A Server from [Detecting] runs the
+// plain detects is a server's own. A Server from [Detecting] runs the
 // scripts where the server runs them, and the operations without scripts
 // where it refuses them.
 type Server struct {
@@ -50,7 +50,7 @@ func NewServer(c driver.Conn, scriptless bool) (Server, error) {
 // runs them, and the operations without scripts (NewServer(c, true)'s)
 // where it refuses them: where a script's error is such a refusal (see
 // [Server.Refuses]), the operation runs again without scripts, and so do
-// the operations after it, for [Reprobe]; then scripts are tried again.
+// the operations after it, for reprobe; then scripts are tried again.
 // Until a script has run, an acquisition starts with the acquire script
 // rather than a bare SET, which a server that refuses scripts would apply:
 // the first contact with the server tells, before anything is written,
@@ -61,7 +61,7 @@ func NewServer(c driver.Conn, scriptless bool) (Server, error) {
 // The record is per Conn: on a Cluster, one for every node, which share
 // one user's ACL as a rule; a node that refuses scripts while the others
 // run them turns the Server to the operations without scripts, on every
-// node, for Reprobe each time it is met. Both kinds of operation store the
+// node, for reprobe each time it is met. Both kinds of operation store the
 // same value and answer alike, so a lock taken by one is refreshed and
 // released by the other.
 func Detecting(c driver.Conn) Server {
@@ -90,7 +90,7 @@ func (s Server) Over(one driver.Conn) Server {
 
 // Scripts reports whether the Server runs scripts now: it is not without
 // scripts, nor from Detecting with a server found to refuse them less than
-// Reprobe ago. The operations that only scripts have (the wait queue) are
+// reprobe ago. The operations that only scripts have (the wait queue) are
 // for such a Server alone.
 func (s Server) Scripts() bool {
 	return s.plain == nil && (s.auto == nil || !s.auto.scripts.missing())
@@ -99,7 +99,7 @@ func (s Server) Scripts() bool {
 // Refuses reports whether err, the error of a script run on the Server's
 // server, is the server's refusal of scripts themselves, for a Server from
 // Detecting, and records it: the Server then runs without scripts for
-// Reprobe. An answer of the script (nil, strategy.ErrNotObtained or
+// reprobe. An answer of the script (nil, strategy.ErrNotObtained or
 // strategy.ErrNotHeld) records that the server runs them. The refusals
 // are those of an ACL that denies EVALSHA or EVAL (NOPERM, in the words of
 // Redis 7.0, 7.2 and later, and Valkey 8) and of a server that does not
@@ -119,7 +119,7 @@ func (s Server) Refuses(err error) bool {
 	if w := refusal(err); w != "" {
 		said := w // on the heap only here
 		s.auto.refusal.Store(&said)
-		s.auto.scripts.state.Store(time.Now().Add(Reprobe).UnixNano())
+		s.auto.scripts.state.Store(time.Now().Add(reprobe).UnixNano())
 		return true
 	}
 	return false
@@ -148,7 +148,7 @@ func refusal(err error) string {
 
 // either runs script, or plain where the Server runs without scripts: it
 // is without scripts, or from Detecting and its server refuses them, as
-// script's error says (plain then runs), or as was found less than Reprobe
+// script's error says (plain then runs), or as was found less than reprobe
 // ago.
 func (s Server) either(script func() error, plain func(*plain) error) error {
 	if s.Scripts() {
@@ -194,7 +194,7 @@ func (a *auto) said() string {
 // what (semaphores, say), and that cannot run on the Server's server: err,
 // the operation's error, is the server's refusal of scripts (see
 // Server.Refuses), which s records; or, with err nil, s found the server
-// to refuse them less than Reprobe ago. It returns nil otherwise, and err
+// to refuse them less than reprobe ago. It returns nil otherwise, and err
 // when err is another error. The error says that the mode without scripts
 // has no form of the operation, matches errors.ErrUnsupported, and holds
 // the refusal's words, no argument of the command.
@@ -253,7 +253,7 @@ func (s Server) Inspect(ctx context.Context, key, fenceKey, queueKey string) (r 
 
 // Support is what the Server, without scripts, found its server to have,
 // per conditional command: true when the server ran it, false when it
-// refused it as missing (within Reprobe), absent when it was never tried;
+// refused it as missing (within reprobe), absent when it was never tried;
 // nil for a Server with scripts. For tests and diagnostics.
 func (s Server) Support() map[string]bool {
 	if s.plain == nil {

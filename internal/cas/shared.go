@@ -505,9 +505,9 @@ func NewShared(key string, sharded bool) (Shared, bool) {
 	return Shared{Queue: q, M: m, Fence: f, Fences: fs}, true
 }
 
-// Limit returns how a shared lock states its shape in M: a semaphore's
+// limitOf returns how a shared lock states its shape in M: a semaphore's
 // permits, or "rw" for a read-write lock.
-func Limit(sh strategy.Sharing) string {
+func limitOf(sh strategy.Sharing) string {
 	if sh.Permits > 0 {
 		return strconv.Itoa(sh.Permits)
 	}
@@ -547,7 +547,7 @@ func (s Shared) Acquire(ctx context.Context, c driver.Conn, r SharedRequest) (fe
 	if r.Fencing {
 		fencing = "1"
 	}
-	limit := Limit(r.Sharing)
+	limit := limitOf(r.Sharing)
 	reply, err := resend(ctx, func() (any, error) {
 		keys := s.keys()
 		if r.Sharing.Permits > 0 {

@@ -27,7 +27,7 @@ func (s *Strategy) acquireSlots(ctx context.Context, r strategy.Request, gs []gr
 		return grant, true, err
 	}
 	for i, g := range gs {
-		e, err := w.Reserve(ctx, s.conn, s.lock(g, r.TTL))
+		e, err := w.Hold(ctx, s.conn, s.lock(g, r.TTL), false)
 		switch {
 		case errors.Is(err, cas.ErrNoQueue) || s.srv.Refuses(err):
 			return strategy.Grant{}, false, nil
@@ -45,7 +45,7 @@ func (s *Strategy) acquireSlots(ctx context.Context, r strategy.Request, gs []gr
 		err := s.write(ctx, g, func(srv cas.Server) (err error) {
 			l := s.lock(g, r.TTL)
 			l.Value, l.Fences = value, pick(fenceKeys, g.at)
-			e, err = w.Take(ctx, srv.Conn, l)
+			e, err = w.Hold(ctx, srv.Conn, l, true)
 			fences = e.Fences
 			return err
 		})
