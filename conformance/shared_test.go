@@ -3,6 +3,7 @@ package conformance
 import (
 	"context"
 	"errors"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -23,7 +24,7 @@ var sharedMutants = []mutant{
 		strategy: sharesBroken(func(_ base, _ strategy.Sharing, v view) strategy.SharedStrategy { return endless{v} })},
 	{name: "semaphore-per-limit", kills: []string{"SemaphoreLimitMismatch"},
 		strategy: sharesBroken(func(_ base, sh strategy.Sharing, v view) strategy.SharedStrategy {
-			return elsewhere{v, ":" + cas.Limit(sh)}
+			return elsewhere{v, ":" + limitOf(sh)}
 		})},
 	{name: "permit-unreported", kills: []string{"SemaphorePermits"},
 		strategy: sharesBroken(func(_ base, _ strategy.Sharing, v view) strategy.SharedStrategy { return noPermit{v} })},
@@ -277,4 +278,13 @@ type leavesHash struct {
 func (v leavesHash) Release(ctx context.Context, key, value string) error {
 	_, err := zrem.Run(ctx, v.conn, []string{key}, value)
 	return err
+}
+
+// limitOf is how a shared lock states its shape: a semaphore's permits, or
+// "rw" for a read-write lock.
+func limitOf(sh strategy.Sharing) string {
+	if sh.Permits > 0 {
+		return strconv.Itoa(sh.Permits)
+	}
+	return "rw"
 }

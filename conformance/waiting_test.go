@@ -18,7 +18,8 @@ import (
 type silentRelease struct{ base }
 
 func (s silentRelease) Release(ctx context.Context, key, value string) error {
-	return cas.Delete(ctx, s.conn, key, value)
+	_, err := cas.Server{Conn: s.conn}.Run(ctx, cas.Delete(cas.Lock{Key: key, Value: value}))
+	return err
 }
 
 // countdown takes one from a queue's ticket counter, KEYS[1] field "#",

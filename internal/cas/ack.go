@@ -20,7 +20,7 @@ type Ack struct {
 // replicas that acknowledged its writes. It returns write's error, WAIT's,
 // or an *strategy.ReplicaError when fewer than ack.Replicas acknowledged.
 // Like a call, the whole is sent once more, on another connection, when its
-// connection was dead (see call.run); write must be safe to send twice.
+// connection was dead (see resend); write must be safe to send twice.
 func Acked(ctx context.Context, c driver.Conn, key string, ack Ack, write func(driver.Conn) error) error {
 	_, err := resend(ctx, func() (struct{}, error) {
 		return struct{}{}, driver.Pin(ctx, c, key, func(one driver.Conn) error {

@@ -87,7 +87,7 @@ func TestAcquireStarts(t *testing.T) {
 					t.Fatal(err)
 				}
 				c := &counting{Conn: goredis.New(rdb)}
-				err := cas.Acquire(ctx, c, key, "v", time.Minute, start)
+				err := acquire(ctx, c, key, "v", time.Minute, start)
 				switch {
 				case w.errText != "":
 					if err == nil || errors.Is(err, lock.ErrNotObtained) || !strings.Contains(err.Error(), w.errText) {

@@ -1,17 +1,21 @@
-// Package cas holds the compare-and-act scripts that strategies share: each
-// acts on a key only while it holds the caller's value, atomically, and
-// tells "gone" from "held by another value". GET fails with WRONGTYPE on a
-// key of another type, so a misused key gives a clear error. A call whose
-// pooled connection turns out dead is sent once more (see call.run).
-// [Plain] runs the same operations without scripts, for servers that
-// forbid them.
+// Package cas holds the compare-and-act operations that strategies share:
+// each acts on a lock's keys only while they hold the caller's value,
+// atomically, and tells "gone" from "held by another value". A lock of one
+// key is a lock of several with one, from the [Lock] that names it down to
+// the Lua: one [Call] for each operation ([Acquire], [PExpire], [PTTL],
+// [Delete], [Set]), run by [Server.Run] with scripts (scripts.go) or
+// without them, for servers that forbid them (plain.go). Only a lock of one
+// key that neither fences, nor guards, nor waits starts with a bare SET NX
+// PX, the cheapest command for a free key. A call whose pooled connection
+// turns out dead is sent once more (see resend).
 package cas
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
+	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/locksmith-go/lock/driver"
@@ -19,178 +23,50 @@ import (
 	"github.com/locksmith-go/lock/strategy"
 )
 
-// The scripts reply with a non-negative number when the key holds our value,
-// noKey when it is gone and otherOwner when another value holds it.
-const (
-	noKey      = -2
-	otherOwner = -3
-)
+// Lock is a lock on one server, or on one Cluster slot, and what an
+// operation on it needs. A lock of one key is a slice of one: Key, with
+// Keys nil, so that it allocates no slice. A lock of several keys has
+// Keys, and Key their first. On a Cluster, every key that a Lock names
+// (its keys, their counters, queues and the guard's record) must be in one
+// slot.
+type Lock struct {
+	Key   string
+	Keys  []string
+	Value string
+	TTL   time.Duration // an acquisition's, a PExpire's, a Set's (0: no expiry)
 
-// ownerScript returns the script that runs body when the key holds our
-// value (ARGV[1]), and replies with noKey or otherOwner otherwise.
-func ownerScript(body string) *driver.Script { return scriptIf(`v == ARGV[1]`, body) }
+	// An acquisition's.
+	Start      Start         // how a lock of one key that neither fences, guards nor waits starts (see StartOf)
+	Fences     []string      // the fencing counters, one per key; nil: no fencing
+	GuardKey   string        // the restart guard's record, with Quarantine; "": no guard
+	Quarantine time.Duration // how long the node must have been up, by GuardKey's record
+	Waiter     Waiter        // with an ID: the waiter, which queues in each key's queue (NewQueue)
 
-// scriptIf returns the script that runs body when ours, a Lua condition on
-// the key's value v, holds, and replies with noKey or otherOwner otherwise.
-func scriptIf(ours, body string) *driver.Script {
-	return driver.NewScript(`local v = redis.call('GET', KEYS[1])
-if ` + ours + ` then
-	` + body + `
-elseif v then
-	return ` + strconv.Itoa(otherOwner) + `
-end
-return ` + strconv.Itoa(noKey))
+	// A release's, and a queued acquisition's.
+	Queued  bool   // a release wakes the head of each key's queue
+	Hint    string // a release without a queue publishes Hint, if not "", on each key's channel (WakeChannel)
+	Sharded bool   // publish with SPUBLISH (a Redis Cluster 7+), not PUBLISH
 }
 
-// takeBody: SET NX PX; if the key exists and already holds our value (a
-// retried attempt, or a lock handed over with lock.WithToken), reset its
-// TTL. It leaves in ours whether the lock is ours.
-const takeBody = `local ours = redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2])
-if not ours and redis.call('GET', KEYS[1]) == ARGV[1] then
-	ours = redis.call('PEXPIRE', KEYS[1], ARGV[2]) == 1
-end
-`
-
-// acquireBody replies 1 when the lock is ours and 0 when another owner holds
-// it.
-const acquireBody = takeBody + `if ours then
-	return 1
-end
-return 0`
-
-// fenceLib is the Lua of nextFence, which increments the fencing counter
-// key and returns its new value. A counter that does not exist (new, or
-// lost with a restart of a server without persistence) starts from the
-// server's clock in microseconds, so that tokens keep increasing across
-// such restarts as long as the clock does not step back. The counter never
-// expires.
-const fenceLib = `local function nextFence(key)
-	if redis.call('EXISTS', key) == 0 then
-		local t = redis.call('TIME')
-		redis.call('SET', key, t[1] .. string.format('%06d', tonumber(t[2])))
-	end
-	return redis.call('INCR', key)
-end
-`
-
-// restarting is the reply of the guarded acquire on a node in quarantine.
-const restarting = -4
-
-// guard returns the Lua that starts a guarded acquire: it replies with
-// refusal, a Lua expression, on a node that has not been up for quarantine
-// ms, and goes on otherwise. The key named by record holds the server time,
-// in ms, when a client first found the node without it, that is, since it
-// last started empty. record and quarantine are Lua expressions.
-func guard(record, quarantine, refusal string) string {
-	return `local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local since = tonumber(redis.call('GET', ` + record + `))
-if not since then
-	since = now
-	redis.call('SET', ` + record + `, now)
-end
-if now - since < tonumber(` + quarantine + `) then
-	return ` + refusal + `
-end
-`
+// keys returns the lock's keys: Keys, or Key alone.
+func (l Lock) keys() []string {
+	if l.Keys != nil {
+		return l.Keys
+	}
+	return []string{l.Key}
 }
 
-var (
-	acquireScript = driver.NewScript(acquireBody)
-
-	// guardedScript runs acquireBody only on a node that has been up for
-	// ARGV[3] ms (see guard), by the record in KEYS[2].
-	guardedScript = driver.NewScript(guard(`KEYS[2]`, `ARGV[3]`, strconv.Itoa(restarting)) + acquireBody)
-
-	// fencedScript is acquireBody that, when the lock is ours, increments
-	// the counter KEYS[2] and replies with its new value, the fencing token
-	// (see fenceLib).
-	fencedScript = driver.NewScript(fenceLib + takeBody + `if not ours then
-	return 0
-end
-return nextFence(KEYS[2])`)
-
-	delScript     = ownerScript(`return redis.call('DEL', KEYS[1])`)
-	pexpireScript = ownerScript(`return redis.call('PEXPIRE', KEYS[1], ARGV[2])`)
-	pttlScript    = ownerScript(`return redis.call('PTTL', KEYS[1])`)
-	// setScript replaces our value with ARGV[2], expiring after ARGV[3] ms
-	// when that is positive, and never otherwise. A key that already holds
-	// ARGV[2] is taken as ours: the same set was applied before and only
-	// its reply was lost (a timeout, or run sending it twice), and it gets
-	// the expiry again. Had another client written that very value, it took
-	// over our lock, expired, with the very timestamp we were writing, in
-	// the same second or millisecond: the ambiguity of legacy locks whose
-	// values are timestamps, which Acquire already has (see
-	// docs/design/setnx-getset.md).
-	setScript = scriptIf(`v == ARGV[1] or v == ARGV[2]`, `if tonumber(ARGV[3]) > 0 then
-		redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
-	else
-		redis.call('SET', KEYS[1], ARGV[2])
-	end
-	return 1`)
-)
-
-// ErrRestarting is a guarded acquisition's error on a node that started
-// empty too recently.
-var ErrRestarting = errors.New("the node restarted empty less than the restart guard ago")
-
-// A call is a script with its keys and arguments.
-type call struct {
-	script *driver.Script
-	keys   []string
-	args   []any
+// keysAnd returns the lock's keys followed by more, with room for extra
+// more, in one allocation.
+func (l Lock) keysAnd(extra int, more ...string) []string {
+	all := make([]string, 0, max(len(l.Keys), 1)+len(more)+extra)
+	if l.Keys == nil {
+		all = append(all, l.Key)
+	}
+	return append(append(all, l.Keys...), more...)
 }
 
-// run runs the call on conn. A call that fails because its connection was
-// dead (neterr.Dead) is sent once more, on another connection, while ctx
-// lasts: a pool can hand out a connection that the server closed while it
-// sat idle, for example across a restart, and the error would then be a
-// bare EOF rather than the answer of the live server.
-//
-// Every call is safe to send twice, even if the first one was applied and
-// only its reply lost. An acquisition finds the key holding our value and
-// resets its TTL; a fenced one increments the counter once more, and fencing
-// tokens only need to increase. A deletion finds the key gone and reports
-// ErrExpired; a PEXPIRE resets the same TTL; a PTTL only reads. A Set finds
-// the key holding next, and succeeds (see setScript).
-func (c call) run(ctx context.Context, conn driver.Conn) (int64, error) {
-	return resend(ctx, func() (int64, error) { return c.script.Int(ctx, conn, c.keys, c.args...) })
-}
-
-// Call is a call built once, with its keys and arguments, for a strategy
-// that sends it to several connections (Redlock sends one to each node;
-// drivers must not modify keys and arguments, see driver.Conn.EvalSha).
-// Its Run returns what the function that built it documents.
-type Call struct {
-	call
-	reply func(int64, error) error // acquired or owned
-	// op is what RunPlain runs, from the fields below.
-	op op
-	// An acquisition that starts with a SET builds its script's call only
-	// when the SET is refused: on a free key, the SET's arguments are all
-	// it allocates.
-	start      Start
-	key, value string
-	ttl        time.Duration
-	hint       hint // a delete's wake-up message, if any
-}
-
-// op is the operation a Call runs without scripts (see RunPlain).
-type op uint8
-
-const (
-	opNone    op = iota // none: the guarded acquire has no form without scripts
-	opAcquire           // Plain.Acquire
-	opDelete            // Plain.Delete, then the hint, if any
-	opPExpire           // Plain.PExpire
-)
-
-// hint is a message published after a delete without scripts
-// (DeleteHintingCall): its command (PUBLISH or SPUBLISH), channel and
-// payload. The zero hint publishes nothing.
-type hint struct{ command, channel, payload string }
-
-// Start says how an acquisition starts.
+// Start says how an acquisition of one key starts.
 type Start int
 
 // The ways an acquisition starts.
@@ -227,142 +103,307 @@ func StartOf(r strategy.Request) Start {
 	return BySet
 }
 
-// Run sends the call on conn. An acquisition starts as its Start says. A
-// SET whose connection was dead (it may have been applied) is followed by
-// the script, which finds our value if it was.
-func (c Call) Run(ctx context.Context, conn driver.Conn) error {
-	if c.start != ByScript {
-		ok, err := conn.SetNX(ctx, c.key, c.value, c.ttl)
-		switch {
-		case err == nil && ok:
-			return nil
-		case err != nil && !(neterr.Dead(err) && ctx.Err() == nil):
-			return err
-		case err == nil && c.start == BySetOnly:
-			return strategy.ErrNotObtained
-		}
-		c.call = acquireScriptCall(c.key, c.value, c.ttl)
-	}
-	return c.reply(c.run(ctx, conn))
+// ErrRestarting is a guarded acquisition's error on a node that started
+// empty too recently.
+var ErrRestarting = errors.New("the node restarted empty less than the restart guard ago")
+
+// Result is what a Call learnt besides its error.
+type Result struct {
+	Fences    []int64       // an acquisition's fencing tokens, one per key, with Lock.Fences
+	Position  int           // a queued waiter's rank in the queue it waits in, 1 for the head
+	HolderTTL time.Duration // the holder's remaining TTL, when a lock of several keys, or a waiter, was not obtained; 0 when the key is free but another waiter heads its queue
+	TTL       time.Duration // PTTL's: the least TTL of the keys, negative when none has an expiry
 }
 
-// RunPlain sends the call without scripts, over p, as the [Plain]
-// operation of the same name does. A call that has no form without
-// scripts (the guarded acquire) returns an error that matches
-// errors.ErrUnsupported.
-func (c Call) RunPlain(ctx context.Context, p *Plain) error {
-	switch c.op {
-	case opAcquire:
-		return p.Acquire(ctx, c.key, c.value, c.ttl, c.start)
-	case opPExpire:
-		return p.PExpire(ctx, c.key, c.value, c.ttl)
-	case opDelete:
-		if err := p.Delete(ctx, c.key, c.value); err != nil || c.hint.command == "" {
-			return err
-		}
-		_, _ = driver.Do(ctx, p.conn, c.hint.command, c.hint.channel, c.hint.payload) // best effort, as the script's
-		return nil
+// A Call is an operation on a Lock, built once, for a strategy that sends
+// it to several connections (Redlock sends one to each node; drivers must
+// not modify keys and arguments, see driver.Conn.EvalSha). [Server.Run]
+// runs it. Every call is safe to send twice, even if the first one was
+// applied and only its reply lost: an acquisition finds the keys holding
+// our value and resets their TTL (a fenced one increments the counters
+// once more, and fencing tokens only need to increase); a deletion finds
+// the keys gone and reports ErrExpired; a PEXPIRE resets the same TTL; a
+// PTTL only reads; a Set finds the key holding next, and succeeds (see
+// setScript).
+type Call struct {
+	l    Lock
+	op   op
+	next string // Set's
+
+	// The script's call. An acquisition that starts with a SET builds it
+	// only when the SET is refused: on a free key, the SET's arguments are
+	// all it allocates.
+	script *driver.Script
+	keys   []string
+	args   []any
+}
+
+// op is the operation of a Call.
+type op uint8
+
+const (
+	opAcquire op = iota
+	opDelete
+	opPExpire
+	opPTTL
+	opSet
+)
+
+// Acquire is the Call that sets each of l's keys to l.Value for l.TTL, if
+// each is free or holds the value already (a retry, or lock.WithToken:
+// its TTL is reset), and none otherwise, starting as l.Start says. With
+// l.Fences it also increments each counter and returns their new values,
+// the fencing tokens. With l.GuardKey it runs only on a node that has been
+// up for l.Quarantine by that record, and returns ErrRestarting on a
+// younger node; it has no form without scripts. With l.Waiter's ID, it
+// grants the lock only when every key's queue is empty or headed by the
+// waiter, and queues the waiter otherwise (see queue.go); a user whose ACL
+// denies the queues, or a Server without scripts, gets the acquisition
+// unqueued.
+//
+// When another value holds a key, it returns strategy.ErrNotObtained; for
+// a lock of several keys, or a waiter's, wrapped in a *strategy.KeyError
+// that names the key, with the holder's TTL and the waiter's place in the
+// Result.
+func Acquire(l Lock) Call {
+	c := Call{l: l, op: opAcquire}
+	if !c.setFirst() {
+		c.script, c.keys, c.args = l.acquireCall()
 	}
-	return fmt.Errorf("lock: this call has no form without scripts: %w", errors.ErrUnsupported)
+	return c
+}
+
+// setFirst reports whether the acquisition starts with a bare SET.
+func (c Call) setFirst() bool {
+	l := c.l
+	return c.op == opAcquire && l.Keys == nil && l.Start != ByScript && l.Fences == nil && l.GuardKey == "" && l.Waiter.ID == ""
+}
+
+// acquireCall returns the acquire script's call.
+func (l Lock) acquireCall() (*driver.Script, []string, []any) {
+	n := len(l.Keys) // 0: Key alone, whose script replies with a number
+	ttl := l.TTL.Milliseconds()
+	switch {
+	case l.Waiter.ID != "":
+		return queuedScript, l.queueKeys(), l.Waiter.args(l, takeMode)
+	case l.GuardKey != "":
+		return guardedScript, l.keysAnd(0, l.GuardKey), []any{l.Value, ttl, n, l.Quarantine.Milliseconds()}
+	case l.Fences != nil:
+		return acquireScript, l.keysAnd(0, l.Fences...), []any{l.Value, ttl, n}
+	}
+	return acquireScript, l.keys(), []any{l.Value, ttl, n}
+}
+
+// Delete is the Call that deletes each of l's keys that holds l.Value, and
+// returns the errors of those that do not (see keyErrors). With l.Queued,
+// it also wakes the head of the queue of each key it deletes that has one
+// (see NewQueue); a user whose ACL does not allow the queues gets the
+// delete alone. With l.Hint, it publishes the hint on the channel of each
+// key it deletes that has one, best effort; without scripts, as a command
+// of its own after the delete.
+func Delete(l Lock) Call {
+	n := max(len(l.Keys), 1)
+	var all []string
+	mask := []byte(nil) // one character per key; a lock of one key's, boxed once (masks)
+	if n > 1 {
+		mask = []byte(strings.Repeat("0", n))
+	}
+	queued := false
+	if l.Queued {
+		all = l.keysAnd(2 * n)
+		for i, k := range all[:n] {
+			if q, ok := NewQueue(k, l.Sharded); ok {
+				all, queued = append(all, q.Q, q.W), true
+				if mask != nil {
+					mask[i] = '1'
+				}
+			}
+		}
+	} else {
+		all = l.keys()
+	}
+	var m any
+	switch {
+	case mask != nil:
+		m = string(mask)
+	case queued:
+		m = masks[1]
+	default:
+		m = masks[0]
+	}
+	if l.Hint == "" {
+		return Call{l: l, op: opDelete, script: deleteScript, keys: all, args: []any{l.Value, m, shard(l.Sharded)}}
+	}
+	args := append(make([]any, 0, 4+n), l.Value, m, shard(l.Sharded), boxHint(l.Hint))
+	for _, k := range all[:n] {
+		ch, _ := WakeChannel(k)
+		args = append(args, ch)
+	}
+	return Call{l: l, op: opDelete, script: deleteScript, keys: all, args: args}
+}
+
+// lastHint is the hint that boxHint boxed last.
+var lastHint atomic.Pointer[any]
+
+// boxHint returns h as an argument of a script: the one boxed last when it
+// is the same, as every release's is, so that it allocates nothing.
+func boxHint(h string) any {
+	if p := lastHint.Load(); p != nil && (*p).(string) == h {
+		return *p
+	}
+	v := any(h)
+	lastHint.Store(&v)
+	return v
+}
+
+// masks are deleteScript's masks of a lock of one key, without a queue
+// and with one, boxed once.
+var masks = [2]any{"0", "1"}
+
+// PExpire is the Call that sets the TTL of each of l's keys to l.TTL if
+// every one holds l.Value, and changes nothing otherwise; it then returns
+// the errors of the keys that did not (see keyErrors).
+func PExpire(l Lock) Call {
+	return Call{l: l, op: opPExpire, script: pexpireScript, keys: l.keys(), args: []any{l.Value, l.TTL.Milliseconds()}}
+}
+
+// PTTL is the Call that returns the least TTL of l's keys (Result.TTL) if
+// every one holds l.Value, ignoring those without an expiry (negative when
+// none has one), and otherwise the errors of those that do not (see
+// keyErrors).
+func PTTL(l Lock) Call {
+	return Call{l: l, op: opPTTL, script: pttlScript, keys: l.keys(), args: []any{l.Value}}
+}
+
+// Set is the Call that replaces l.Value with next if l's key, one, holds
+// it, expiring after l.TTL (no expiry when it is 0).
+func Set(l Lock, next string) Call {
+	return Call{l: l, op: opSet, next: next, script: setScript, keys: l.keys(), args: []any{l.Value, next, l.TTL.Milliseconds()}}
+}
+
+// run sends the call on conn, with scripts. An acquisition starts as its
+// Start says. A SET whose connection was dead (it may have been applied) is
+// followed by the script, which finds our value if it was.
+func (c Call) run(ctx context.Context, conn driver.Conn) (Result, error) {
+	if c.script == nil {
+		ok, err := conn.SetNX(ctx, c.l.Key, c.l.Value, c.l.TTL)
+		switch {
+		case err == nil && ok:
+			return Result{}, nil
+		case err != nil && !(neterr.Dead(err) && ctx.Err() == nil):
+			return Result{}, err
+		case err == nil && c.l.Start == BySetOnly:
+			return Result{}, strategy.ErrNotObtained
+		}
+		c.script, c.keys, c.args = c.l.acquireCall()
+	}
+	switch {
+	case c.op == opAcquire && c.l.Waiter.ID != "":
+		r, err := c.l.Waiter.run(ctx, conn, c.l, takeMode, c.keys, c.args)
+		if denied(err) { // a user that never waits need not be allowed the queues
+			c.l.Waiter = Waiter{}
+			c.l.Start = ByScript
+			return Acquire(c.l).run(ctx, conn)
+		}
+		return r, err
+	case c.op == opDelete && c.l.Queued:
+		r, err := c.send(ctx, conn)
+		if denied(err) {
+			c.l.Queued = false
+			return Delete(c.l).send(ctx, conn)
+		}
+		return r, err
+	}
+	return c.send(ctx, conn)
+}
+
+// send runs the call's script, sending it once more when its connection
+// was dead, and turns its reply into the call's answer: a number for a
+// lock of one key (an acquisition's: of Key alone), an array of them for
+// several.
+func (c Call) send(ctx context.Context, conn driver.Conn) (Result, error) {
+	if c.l.Keys == nil || c.op != opAcquire && len(c.l.Keys) == 1 {
+		n, err := resend(ctx, func() (int64, error) { return c.script.Int(ctx, conn, c.keys, c.args...) })
+		return c.reply(n, err)
+	}
+	n, err := runInts(ctx, conn, c.script, c.keys, c.args...)
+	if err != nil {
+		return Result{}, err
+	}
+	return c.replies(n)
+}
+
+// reply is the answer of a lock of one key whose script replied n, or
+// failed with err.
+func (c Call) reply(n int64, err error) (Result, error) {
+	if c.op != opAcquire {
+		if err := owned(n, err); err != nil {
+			if c.l.Keys != nil && errors.Is(err, strategy.ErrNotHeld) {
+				err = errors.Join(&strategy.KeyError{Key: c.l.Keys[0], Err: err}) // as keyErrors
+			}
+			return Result{}, err
+		}
+		if c.op == opPTTL {
+			return Result{TTL: time.Duration(n) * time.Millisecond}, nil
+		}
+		return Result{}, nil
+	}
+	switch {
+	case err != nil:
+		return Result{}, err
+	case n == restarting:
+		return Result{}, ErrRestarting
+	case n == 0:
+		return Result{}, strategy.ErrNotObtained
+	case c.l.Fences != nil:
+		return Result{Fences: []int64{n}}, nil
+	}
+	return Result{}, nil
+}
+
+// replies is the answer of a lock of several keys whose script replied n.
+func (c Call) replies(n []int64) (Result, error) {
+	keys := c.l.Keys
+	if c.op == opAcquire {
+		switch {
+		case len(n) == 1+len(c.l.Fences) && n[0] == 1:
+			return Result{Fences: n[1:]}, nil
+		case len(n) == 1 && n[0] == restarting:
+			return Result{}, ErrRestarting
+		case len(n) == 3 && n[0] == 0 && 1 <= n[1] && n[1] <= int64(len(keys)):
+			held := &strategy.KeyError{Key: keys[n[1]-1], Err: strategy.ErrNotObtained}
+			return Result{HolderTTL: time.Duration(max(n[2], 0)) * time.Millisecond}, held
+		}
+		return Result{}, fmt.Errorf("acquire of %d keys: got reply %v, want {1, fences...} or {0, key, pttl}", len(keys), n)
+	}
+	if len(n) != len(keys) {
+		return Result{}, fmt.Errorf("script of %d keys: got %d replies, want one per key", len(keys), len(n))
+	}
+	if err := keyErrors(keys, n); err != nil {
+		return Result{}, err
+	}
+	if c.op != opPTTL {
+		return Result{}, nil
+	}
+	least := int64(-1)
+	for _, m := range n {
+		if m >= 0 && (least < 0 || m < least) {
+			least = m
+		}
+	}
+	return Result{TTL: time.Duration(least) * time.Millisecond}, nil
 }
 
 // resend returns send's result, sending once more when its connection was
-// dead, while ctx lasts (see call.run).
+// dead, while ctx lasts: a pool can hand out a connection that the server
+// closed while it sat idle, for example across a restart, and the error
+// would then be a bare EOF rather than the answer of the live server.
 func resend[T any](ctx context.Context, send func() (T, error)) (T, error) {
 	r, err := send()
 	if err != nil && neterr.Dead(err) && ctx.Err() == nil {
 		r, err = send()
 	}
 	return r, err
-}
-
-// Acquire sets key to value for ttl if it is free (or already holds value),
-// starting as start says. It returns strategy.ErrNotObtained when another
-// value holds it.
-func Acquire(ctx context.Context, c driver.Conn, key, value string, ttl time.Duration, start Start) error {
-	return AcquireCall(key, value, ttl, start).Run(ctx, c)
-}
-
-// AcquireCall is [Acquire], built once.
-func AcquireCall(key, value string, ttl time.Duration, start Start) Call {
-	c := Call{reply: acquired, op: opAcquire, start: start, key: key, value: value, ttl: ttl}
-	if start == ByScript {
-		c.call = acquireScriptCall(key, value, ttl)
-	}
-	return c
-}
-
-// acquireScriptCall is the acquire script's call.
-func acquireScriptCall(key, value string, ttl time.Duration) call {
-	return call{acquireScript, []string{key}, []any{value, ttl.Milliseconds()}}
-}
-
-// AcquireGuardedCall is an Acquire call for a node that has been up, by
-// guardKey's record, for at least quarantine; on a younger node it returns
-// ErrRestarting.
-func AcquireGuardedCall(key, guardKey, value string, ttl, quarantine time.Duration) Call {
-	return Call{call: call{guardedScript, []string{key, guardKey}, []any{value, ttl.Milliseconds(), quarantine.Milliseconds()}}, reply: acquired}
-}
-
-// AcquireFenced is Acquire that also increments the counter at fenceKey, in
-// the same script, and returns its new value: the fencing token. On a
-// Cluster, fenceKey must be in key's hash slot.
-func AcquireFenced(ctx context.Context, c driver.Conn, key, fenceKey, value string, ttl time.Duration) (int64, error) {
-	n, err := call{fencedScript, []string{key, fenceKey}, []any{value, ttl.Milliseconds()}}.run(ctx, c)
-	if err := acquired(n, err); err != nil {
-		return 0, err
-	}
-	return n, nil
-}
-
-// acquired turns an acquire script's reply into nil, ErrRestarting,
-// ErrNotObtained or err.
-func acquired(n int64, err error) error {
-	switch {
-	case err != nil:
-		return err
-	case n == restarting:
-		return ErrRestarting
-	case n == 0:
-		return strategy.ErrNotObtained
-	}
-	return nil
-}
-
-// Delete deletes key if it holds value.
-func Delete(ctx context.Context, c driver.Conn, key, value string) error {
-	return DeleteCall(key, value).Run(ctx, c)
-}
-
-// DeleteCall is [Delete], built once.
-func DeleteCall(key, value string) Call {
-	return Call{call: call{delScript, []string{key}, []any{value}}, reply: owned, op: opDelete, key: key, value: value}
-}
-
-// PExpire sets key's TTL if it holds value.
-func PExpire(ctx context.Context, c driver.Conn, key, value string, ttl time.Duration) error {
-	return PExpireCall(key, value, ttl).Run(ctx, c)
-}
-
-// PExpireCall is [PExpire], built once.
-func PExpireCall(key, value string, ttl time.Duration) Call {
-	return Call{call: call{pexpireScript, []string{key}, []any{value, ttl.Milliseconds()}}, reply: owned, op: opPExpire, key: key, value: value, ttl: ttl}
-}
-
-// PTTL returns key's TTL if it holds value; it is negative when the key has
-// no expiry.
-func PTTL(ctx context.Context, c driver.Conn, key, value string) (time.Duration, error) {
-	ms, err := call{pttlScript, []string{key}, []any{value}}.run(ctx, c)
-	if err := owned(ms, err); err != nil {
-		return 0, err
-	}
-	return time.Duration(ms) * time.Millisecond, nil
-}
-
-// Set replaces value with next if key holds value, expiring after ttl (no
-// expiry when ttl is 0).
-func Set(ctx context.Context, c driver.Conn, key, value, next string, ttl time.Duration) error {
-	return owned(call{setScript, []string{key}, []any{value, next, ttl.Milliseconds()}}.run(ctx, c))
 }
 
 // owned turns a script reply into nil, ErrExpired, ErrTaken or err.
@@ -376,6 +417,48 @@ func owned(n int64, err error) error {
 		return strategy.ErrTaken
 	}
 	return nil
+}
+
+// keyErrors returns one *strategy.KeyError per key whose state is noKey
+// (wrapping strategy.ErrExpired) or otherOwner (strategy.ErrTaken), joined
+// with errors.Join, in the order of keys; nil when there is none.
+func keyErrors(keys []string, states []int64) error {
+	var errs []error
+	for i, n := range states {
+		if err := owned(n, nil); err != nil {
+			errs = append(errs, &strategy.KeyError{Key: keys[i], Err: err})
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// runInts runs s, sending it once more when its connection was dead (see
+// resend), and returns its reply: an array of integers.
+func runInts(ctx context.Context, c driver.Conn, s *driver.Script, keys []string, args ...any) ([]int64, error) {
+	reply, err := resend(ctx, func() (any, error) { return s.Run(ctx, c, keys, args...) })
+	if err != nil {
+		return nil, err
+	}
+	n, ok := ints(reply)
+	if !ok {
+		return nil, fmt.Errorf("script %.8s: got reply %v, want an array of integers", s.SHA1(), reply)
+	}
+	return n, nil
+}
+
+// ints returns reply as integers, if it is an array of them.
+func ints(reply any) ([]int64, bool) {
+	r, ok := reply.([]any)
+	if !ok {
+		return nil, false
+	}
+	n := make([]int64, len(r))
+	for i, v := range r {
+		if n[i], ok = v.(int64); !ok {
+			return nil, false
+		}
+	}
+	return n, true
 }
 
 // CheckConn returns driver.Check's complaint about c, the argument name, as

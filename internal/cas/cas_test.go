@@ -56,32 +56,23 @@ func opErr(err error) error {
 // TestDeadConnectionRetried: every compare-and-act call that fails because
 // its connection was dead is sent once more; other failures are not.
 func TestDeadConnectionRetried(t *testing.T) {
-	calls := map[string]func(context.Context, driver.Conn) error{
-		"Acquire": func(ctx context.Context, c driver.Conn) error {
-			return Acquire(ctx, c, "k", "v", time.Second, ByScript)
-		},
-		"Acquire, SET first": func(ctx context.Context, c driver.Conn) error { return Acquire(ctx, c, "k", "v", time.Second, BySet) },
-		"Acquire, SET alone": func(ctx context.Context, c driver.Conn) error {
-			return Acquire(ctx, c, "k", "v", time.Second, BySetOnly)
-		},
-		"AcquireFenced": func(ctx context.Context, c driver.Conn) error {
-			_, err := AcquireFenced(ctx, c, "k", "f", "v", time.Second)
-			return err
-		},
-		"AcquireGuarded": func(ctx context.Context, c driver.Conn) error {
-			return AcquireGuardedCall("k", "g", "v", time.Second, time.Second).Run(ctx, c)
-		},
-		"Delete":  func(ctx context.Context, c driver.Conn) error { return Delete(ctx, c, "k", "v") },
-		"PExpire": func(ctx context.Context, c driver.Conn) error { return PExpire(ctx, c, "k", "v", time.Second) },
-		"PTTL":    func(ctx context.Context, c driver.Conn) error { _, err := PTTL(ctx, c, "k", "v"); return err },
-		"Set":     func(ctx context.Context, c driver.Conn) error { return Set(ctx, c, "k", "v", "w", time.Second) },
+	calls := map[string]Call{
+		"Acquire":            Acquire(Lock{Key: "k", Value: "v", TTL: time.Second, Start: ByScript}),
+		"Acquire, SET first": Acquire(Lock{Key: "k", Value: "v", TTL: time.Second, Start: BySet}),
+		"Acquire, SET alone": Acquire(Lock{Key: "k", Value: "v", TTL: time.Second, Start: BySetOnly}),
+		"Acquire, fenced":    Acquire(Lock{Key: "k", Value: "v", TTL: time.Second, Fences: []string{"f"}}),
+		"Acquire, guarded":   Acquire(Lock{Key: "k", Value: "v", TTL: time.Second, GuardKey: "g", Quarantine: time.Second}),
+		"Delete":             Delete(Lock{Key: "k", Value: "v"}),
+		"PExpire":            PExpire(Lock{Key: "k", Value: "v", TTL: time.Second}),
+		"PTTL":               PTTL(Lock{Key: "k", Value: "v"}),
+		"Set":                Set(Lock{Key: "k", Value: "v", TTL: time.Second}, "w"),
 	}
 	for name, call := range calls {
 		t.Run(name, func(t *testing.T) {
 			for _, dead := range []error{io.EOF, io.ErrUnexpectedEOF, opErr(syscall.ECONNRESET), opErr(syscall.EPIPE),
 				fmt.Errorf("use of closed connection: %w", net.ErrClosed)} {
 				c := &replies{errs: []error{dead}}
-				if err := call(context.Background(), c); err != nil || c.calls != 2 {
+				if _, err := call.run(context.Background(), c); err != nil || c.calls != 2 {
 					t.Errorf("after %v: %s = %v in %d calls, want nil in 2", dead, name, err, c.calls)
 				}
 			}
@@ -91,7 +82,7 @@ func TestDeadConnectionRetried(t *testing.T) {
 
 func TestRetriedOnlyOnce(t *testing.T) {
 	c := &replies{errs: []error{io.EOF, io.EOF}}
-	if err := Delete(context.Background(), c, "k", "v"); !errors.Is(err, io.EOF) || c.calls != 2 {
+	if err := del(context.Background(), c); !errors.Is(err, io.EOF) || c.calls != 2 {
 		t.Errorf("Delete after two dead connections = %v in %d calls, want EOF in 2", err, c.calls)
 	}
 }
@@ -109,7 +100,7 @@ func TestNotRetried(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := &replies{errs: []error{tc.err}}
-			if err := Delete(context.Background(), c, "k", "v"); !errors.Is(err, tc.err) || c.calls != 1 {
+			if err := del(context.Background(), c); !errors.Is(err, tc.err) || c.calls != 1 {
 				t.Errorf("Delete = %v in %d calls, want %v in 1", err, c.calls, tc.err)
 			}
 		})
@@ -118,8 +109,14 @@ func TestNotRetried(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel()
 		c := &replies{errs: []error{io.EOF}}
-		if err := Delete(ctx, c, "k", "v"); !errors.Is(err, io.EOF) || c.calls != 1 {
+		if err := del(ctx, c); !errors.Is(err, io.EOF) || c.calls != 1 {
 			t.Errorf("Delete = %v in %d calls, want EOF in 1", err, c.calls)
 		}
 	})
+}
+
+// del runs the Delete of "k" holding "v" over c.
+func del(ctx context.Context, c driver.Conn) error {
+	_, err := Delete(Lock{Key: "k", Value: "v"}).run(ctx, c)
+	return err
 }

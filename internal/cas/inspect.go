@@ -42,21 +42,16 @@ type Reading struct {
 	Queued int           // the entries of the wait queue; 0 when none was asked for
 }
 
-// Inspect reads key, its TTL, the fencing counter at fenceKey when it is
-// not "", and the length of the wait queue at queueKey when it is not "",
-// atomically and without changing anything. On a Cluster, fenceKey and
-// queueKey must be in key's hash slot. A user whose ACL does not allow them
-// (one that never fences or waits need not be allowed them) gets the
-// reading of key alone, with Fence and Queued 0. A key of another type gives the
-// server's WRONGTYPE error. A read whose pooled connection was dead is sent
-// once more, as every call of the package is (see call.run).
-func Inspect(ctx context.Context, c driver.Conn, key, fenceKey, queueKey string) (Reading, error) {
-	reply, err := inspect(ctx, c, key, fenceKey, queueKey)
+// inspect is Server.Inspect with scripts. A read whose pooled connection
+// was dead is sent once more, as every call of the package is (see
+// resend).
+func inspect(ctx context.Context, c driver.Conn, key, fenceKey, queueKey string) (Reading, error) {
+	reply, err := inspectReply(ctx, c, key, fenceKey, queueKey)
 	if err != nil && queueKey != "" && denied(err) { // a user that never waits need not be allowed the queue
-		reply, err = inspect(ctx, c, key, fenceKey, "")
+		reply, err = inspectReply(ctx, c, key, fenceKey, "")
 	}
 	if err != nil && fenceKey != "" && denied(err) { // nor one that never fences the counter
-		reply, err = inspect(ctx, c, key, "", "")
+		reply, err = inspectReply(ctx, c, key, "", "")
 	}
 	if err != nil {
 		return Reading{}, err
@@ -91,8 +86,8 @@ func (r Reading) Holder() (fingerprint, metadata string) {
 	return strategy.Fingerprint(token), metadata
 }
 
-// inspect runs inspectScript, once more when its connection was dead.
-func inspect(ctx context.Context, c driver.Conn, key, fenceKey, queueKey string) (any, error) {
+// inspectReply runs inspectScript, once more when its connection was dead.
+func inspectReply(ctx context.Context, c driver.Conn, key, fenceKey, queueKey string) (any, error) {
 	keys, flags := []string{key}, [2]string{"0", "0"}
 	for i, k := range []string{fenceKey, queueKey} {
 		if k != "" {

@@ -15,32 +15,35 @@ import (
 	"github.com/locksmith-go/lock/strategy"
 )
 
-// Plain runs the package's operations without scripts, for servers that
+// plain runs the package's operations without scripts, for servers that
 // forbid them (an ACL without @scripting, a proxy, a managed service):
 // nothing it sends is EVAL, EVALSHA, FCALL or SCRIPT. Each operation uses
 // the best that the server offers, and answers as its script does, with the
 // whole stored value compared:
 //
-//   - Acquire: SET key value NX PX ttl; when the key exists, a transaction
-//     that sets it again if it holds value (a retry, or a lock handed over).
+//   - Acquire of Key alone: SET key value NX PX ttl; when the key exists,
+//     a transaction that sets it again if it holds value (a retry, or a
+//     lock handed over).
+//   - Acquire, fenced or of several keys: a transaction that WATCHes the
+//     keys and the counters, then sets the keys and increments the
+//     counters.
 //   - Delete: DELEX key IFEQ value, or DELIFEQ key value, or else a
 //     transaction: WATCH key, GET key, compared here, then MULTI, DEL, EXEC.
-//   - PExpire: SET key value IFEQ value PX ttl, or else a transaction with
-//     PEXPIRE.
-//   - AcquireFenced: a transaction that WATCHes the key and the counter,
-//     then sets the key and increments the counter.
-//   - PTTL and Inspect: a MULTI, GET, PTTL, EXEC snapshot, compared here.
+//   - PExpire: SET key value IFEQ value PX ttl, or else (and for several
+//     keys, all or none) a transaction with PEXPIRE.
+//   - PTTL and Inspect: a MULTI, GET, PTTL (of each key), EXEC snapshot,
+//     compared here.
 //   - Set: SET key next IFEQ value PX ttl, or else a transaction with SET.
 //
 // A conditional command that fails (DELEX IFEQ, say) is followed by a GET,
 // which tells ErrExpired from ErrTaken: the lock was lost either way, and
 // which one is what the key held an instant later.
 //
-// Detection: Plain tries a conditional command on first use. A server that
+// Detection: plain tries a conditional command on first use. A server that
 // lacks it refuses it without effect, as an unknown command (DELEX,
 // DELIFEQ) or as a syntax error (SET … IFEQ), and so does an ACL that
-// denies it (NOPERM); Plain then takes the transaction, and tries the
-// command again only after [Reprobe], so that a rolling upgrade is found.
+// denies it (NOPERM); plain then takes the transaction, and tries the
+// command again only after reprobe, so that a rolling upgrade is found.
 // A server that stops having it (a failover to an older replica) refuses
 // it again, and the call takes the transaction. Such a refusal never
 // becomes ErrNotHeld; a transaction's own command refused so is an error
@@ -54,44 +57,44 @@ import (
 // since Redis 6.0.9 an expiry counts) is never success: it is run once
 // more, and reads what changed (the key gone, or another value: the lock
 // lost; the same value: only the TTL changed) and decides again.
-type Plain struct {
+type plain struct {
 	conn   driver.Conn
-	pinned bool // conn is one connection, pinned already (Over)
-	*found      // shared with the Plains of Over
+	pinned bool // conn is one connection, pinned already (over)
+	*found      // shared with the plains of over
 }
 
 // found is what a server was found to have, per conditional command.
 type found struct{ setIfEq, delex, delifeq support }
 
-// Reprobe is how long Plain takes a conditional command that the server
+// reprobe is how long plain takes a conditional command that the server
 // refused for missing, before it tries it again.
-const Reprobe = time.Minute
+const reprobe = time.Minute
 
-// NewPlain returns the script-free operations over c. c must send commands
+// newPlain returns the script-free operations over c. c must send commands
 // of its choice (driver.Commander) over one connection ([driver.Pinnable]):
 // a transaction needs one connection for its length. It returns Pinnable's
 // error otherwise. On a Cluster, a transaction pins the connection of its
 // key's master, and keeps to that key's slot.
-func NewPlain(c driver.Conn) (*Plain, error) {
+func newPlain(c driver.Conn) (*plain, error) {
 	if err := driver.Pinnable(c); err != nil {
 		return nil, err
 	}
-	return &Plain{conn: c, found: new(found)}, nil
+	return &plain{conn: c, found: new(found)}, nil
 }
 
-// Over returns p's operations over one, a connection that the caller has
+// over returns p's operations over one, a connection that the caller has
 // pinned to the server of the key they are for, as [Acked] does: they send
 // every command there, their transactions included, so that a WAIT that
 // follows on one counts the replicas of their writes. What p found the
 // server to have is shared.
-func (p *Plain) Over(one driver.Conn) *Plain {
-	return &Plain{conn: one, pinned: true, found: p.found}
+func (p *plain) over(one driver.Conn) *plain {
+	return &plain{conn: one, pinned: true, found: p.found}
 }
 
-// Support is what Plain found a server to have, per conditional command:
+// support is what plain found a server to have, per conditional command:
 // true when the server ran it, false when it refused it as missing (within
-// Reprobe), absent when it was never tried. For tests and diagnostics.
-func (p *Plain) Support() map[string]bool {
+// reprobe), absent when it was never tried. For tests and diagnostics.
+func (p *plain) support() map[string]bool {
 	m := map[string]bool{}
 	for name, s := range map[string]*support{"SET IFEQ": &p.setIfEq, "DELEX": &p.delex, "DELIFEQ": &p.delifeq} {
 		if ok, known := s.known(); known {
@@ -118,23 +121,23 @@ func (s *support) known() (ok, known bool) {
 }
 
 // missing reports whether the command was refused as missing less than
-// Reprobe ago.
+// reprobe ago.
 func (s *support) missing() bool {
 	ok, known := s.known()
 	return known && !ok
 }
 
 // try sends the conditional command args, unless the server was found to
-// lack it less than Reprobe ago. It reports done false, and the caller
+// lack it less than reprobe ago. It reports done false, and the caller
 // takes the transaction, when the server lacks it, now or then.
-func (p *Plain) try(ctx context.Context, s *support, args ...any) (reply any, done bool, err error) {
+func (p *plain) try(ctx context.Context, s *support, args ...any) (reply any, done bool, err error) {
 	if s.missing() {
 		return nil, false, nil
 	}
 	reply, err = resend(ctx, func() (any, error) { return driver.Do(ctx, p.conn, args...) })
 	switch {
 	case lacks(err) || denied(err):
-		s.state.Store(time.Now().Add(Reprobe).UnixNano())
+		s.state.Store(time.Now().Add(reprobe).UnixNano())
 		return nil, false, nil
 	case err == nil:
 		s.state.Store(1)
@@ -153,12 +156,13 @@ func lacks(err error) bool {
 	return strings.HasPrefix(msg, "unknown command") || strings.HasPrefix(msg, "syntax error")
 }
 
-// Acquire is the package's [Acquire] without scripts: SET NX PX, and when
-// the key exists, unless start is BySetOnly, a GET, which finds it held by
-// another value (ErrNotObtained) or of another type (WRONGTYPE) in one
-// more round trip, and otherwise a transaction that sets it if it is free
-// or holds value. A retry (ByScript) starts with the SET too.
-func (p *Plain) Acquire(ctx context.Context, key, value string, ttl time.Duration, start Start) error {
+// acquireOne is Acquire without scripts, for a lock of Key alone that
+// neither fences nor guards: SET NX PX, and when the key exists, unless
+// start is BySetOnly, a GET, which finds it held by another value
+// (ErrNotObtained) or of another type (WRONGTYPE) in one more round trip,
+// and otherwise a transaction that sets it if it is free or holds value.
+// A retry (ByScript) starts with the SET too.
+func (p *plain) acquireOne(ctx context.Context, key, value string, ttl time.Duration, start Start) error {
 	ok, err := p.conn.SetNX(ctx, key, value, ttl)
 	switch {
 	case err == nil && ok:
@@ -175,68 +179,87 @@ func (p *Plain) Acquire(ctx context.Context, key, value string, ttl time.Duratio
 	case err != nil && !errors.Is(err, strategy.ErrExpired):
 		return err
 	}
-	_, err = p.take(ctx, key, "", value, ttl)
+	_, err = p.take(ctx, Lock{Key: key, Value: value, TTL: ttl})
 	return err
 }
 
-// AcquireFenced is the package's [AcquireFenced] without scripts, in one
-// transaction that WATCHes key and fenceKey. A counter that does not exist
-// starts, as the script's does, from the server's clock in microseconds,
-// read (TIME) with the WATCH and before the MULTI, a round trip before the
-// transaction runs rather than within it: a counter that another client
-// creates meanwhile aborts the transaction, which reads it again.
-func (p *Plain) AcquireFenced(ctx context.Context, key, fenceKey, value string, ttl time.Duration) (int64, error) {
-	return p.take(ctx, key, fenceKey, value, ttl)
-}
-
-// take sets key to value for ttl, in a transaction, if key is free or
-// holds value; with a fenceKey, it also increments that counter and returns
-// its new value. It returns ErrNotObtained when another value holds key,
-// or when other clients wrote key or the counter during each of the
-// transaction's two runs: they were taking the lock.
-func (p *Plain) take(ctx context.Context, key, fenceKey, value string, ttl time.Duration) (int64, error) {
-	keys := []string{key}
-	if fenceKey != "" {
-		keys = append(keys, fenceKey)
+// take is Acquire without scripts: one transaction that WATCHes l's keys
+// and counters and sets every key, if each is free or holds the value,
+// and, with fencing counters, increments each. A counter that does not
+// exist starts, as the script's does, from the server's clock in
+// microseconds, read (TIME) with the WATCH and before the MULTI, a round
+// trip before the transaction runs rather than within it: a counter that
+// another client creates meanwhile aborts the transaction, which reads it
+// again. When another value holds a key, it returns ErrNotObtained: for a
+// lock of several keys, the *strategy.KeyError of the first such key,
+// wrapping it, and that key's remaining TTL. When other clients wrote a
+// watched key during both of the transaction's runs, it returns
+// strategy.ErrNotObtained: they were taking the lock.
+func (p *plain) take(ctx context.Context, l Lock) (r Result, err error) {
+	keys, fenceKeys, value, ttl := l.keys(), l.Fences, l.Value, l.TTL
+	watch := append(append(make([]string, 0, len(keys)+len(fenceKeys)), keys...), fenceKeys...)
+	reads := make([][]any, 0, len(keys)+len(fenceKeys)+1)
+	for _, k := range keys {
+		reads = append(reads, []any{"GET", k})
 	}
-	reads := [][]any{{"GET", key}}
-	if fenceKey != "" {
-		reads = append(reads, []any{"EXISTS", fenceKey}, []any{"TIME"})
+	for _, f := range fenceKeys {
+		reads = append(reads, []any{"EXISTS", f})
 	}
-	replies, err := p.transact(ctx, key, keys, reads, func(_ *session, got []any) ([][]any, error) {
-		if v, ok := got[0].(string); ok && v != value {
-			return nil, strategy.ErrNotObtained
-		}
-		cmds := [][]any{{"SET", key, value, "PX", ttl.Milliseconds()}}
-		if fenceKey == "" {
-			return cmds, nil
-		}
-		if got[1] == int64(0) {
-			now, err := serverTime(got[2])
-			if err != nil {
-				return nil, err
+	if fenceKeys != nil {
+		reads = append(reads, []any{"TIME"})
+	}
+	replies, err := p.transact(ctx, keys[0], watch, reads, func(s *session, got []any) ([][]any, error) {
+		cmds := make([][]any, 0, len(keys)+2*len(fenceKeys))
+		for i, k := range keys {
+			if v, ok := got[i].(string); ok && v != value {
+				if l.Keys == nil {
+					return nil, strategy.ErrNotObtained
+				}
+				ttl, _, err := s.c.PTTL(ctx, k)
+				if err != nil {
+					return nil, err
+				}
+				r.HolderTTL = max(ttl, 0)
+				return nil, &strategy.KeyError{Key: k, Err: strategy.ErrNotObtained}
 			}
-			cmds = append(cmds, []any{"SET", fenceKey, now})
+			cmds = append(cmds, []any{"SET", k, value, "PX", ttl.Milliseconds()})
 		}
-		return append(cmds, []any{"INCR", fenceKey}), nil
+		for j, f := range fenceKeys {
+			if got[len(keys)+j] == int64(0) {
+				now, err := serverTime(got[len(got)-1])
+				if err != nil {
+					return nil, err
+				}
+				cmds = append(cmds, []any{"SET", f, now})
+			}
+			cmds = append(cmds, []any{"INCR", f})
+		}
+		return cmds, nil
 	})
-	if errors.Is(err, errChanged) {
-		// Other clients wrote the key or the counter during both
-		// transactions: they were taking the lock.
-		err = strategy.ErrNotObtained
+	switch {
+	case errors.Is(err, errChanged):
+		return Result{}, strategy.ErrNotObtained
+	case err != nil:
+		return r, err
+	case fenceKeys == nil:
+		return Result{}, nil
 	}
-	if err != nil || fenceKey == "" {
-		return 0, err
+	// After the SETs of the keys, each counter has its INCR's reply, an
+	// integer, preceded by its SET's ("OK") when it started from the clock.
+	var fences []int64
+	for _, reply := range replies[len(keys):] {
+		if n, ok := reply.(int64); ok {
+			fences = append(fences, n)
+		}
 	}
-	n, ok := replies[len(replies)-1].(int64)
-	if !ok {
-		return 0, fmt.Errorf("INCR: got reply %T, want an integer", replies[len(replies)-1])
+	if len(fences) != len(fenceKeys) {
+		return Result{}, fmt.Errorf("EXEC: got %d integers, want one per fencing counter, %d", len(fences), len(fenceKeys))
 	}
-	return n, nil
+	return Result{Fences: fences}, nil
 }
 
-// Delete is the package's [Delete] without scripts.
-func (p *Plain) Delete(ctx context.Context, key, value string) error {
+// deleteOne is Delete without scripts, of one key.
+func (p *plain) deleteOne(ctx context.Context, key, value string) error {
 	for _, d := range []struct {
 		s    *support
 		args []any
@@ -251,8 +274,9 @@ func (p *Plain) Delete(ctx context.Context, key, value string) error {
 	return err
 }
 
-// PExpire is the package's [PExpire] without scripts.
-func (p *Plain) PExpire(ctx context.Context, key, value string, ttl time.Duration) error {
+// pexpireOne is PExpire without scripts, of Key alone: SET IFEQ where the
+// server has it.
+func (p *plain) pexpireOne(ctx context.Context, key, value string, ttl time.Duration) error {
 	ms := ttl.Milliseconds()
 	if reply, done, err := p.try(ctx, &p.setIfEq, "SET", key, value, "IFEQ", value, "PX", ms); done {
 		return p.answer(ctx, key, reply == "OK", err)
@@ -263,11 +287,11 @@ func (p *Plain) PExpire(ctx context.Context, key, value string, ttl time.Duratio
 	return err
 }
 
-// Set is the package's [Set] without scripts. As setScript does, it takes
+// set is Set without scripts. As setScript does, it takes
 // a key that already holds next for ours (a set whose reply was lost), and
 // sets it again: where the server has SET IFEQ, a set conditioned on value
 // that did not apply is followed by one conditioned on next.
-func (p *Plain) Set(ctx context.Context, key, value, next string, ttl time.Duration) error {
+func (p *plain) set(ctx context.Context, key, value, next string, ttl time.Duration) error {
 	set := []any{"SET", key, next}
 	if ttl > 0 {
 		set = append(set, "PX", ttl.Milliseconds())
@@ -289,7 +313,7 @@ func (p *Plain) Set(ctx context.Context, key, value, next string, ttl time.Durat
 
 // answer turns a conditional command's outcome into nil, err, or, when it
 // did not apply, ErrExpired or ErrTaken as a GET finds the key.
-func (p *Plain) answer(ctx context.Context, key string, applied bool, err error) error {
+func (p *plain) answer(ctx context.Context, key string, applied bool, err error) error {
 	if err != nil || applied {
 		return err
 	}
@@ -335,34 +359,20 @@ func ownerOf(reply any, ours ...string) error {
 	return fmt.Errorf("GET: got reply %T, want a string", reply)
 }
 
-// PTTL is the package's [PTTL] without scripts.
-func (p *Plain) PTTL(ctx context.Context, key, value string) (time.Duration, error) {
-	r, err := p.Inspect(ctx, key, "")
-	switch {
-	case err != nil:
-		return 0, err
-	case !r.Exists:
-		return 0, strategy.ErrExpired
-	case r.Value != value:
-		return 0, strategy.ErrTaken
-	}
-	return r.TTL, nil
-}
-
-// Inspect is the package's [Inspect] without scripts and without a queue
+// inspect is Server.Inspect without scripts and without a queue
 // (its waiters poll): MULTI, GET key, PTTL key, GET fenceKey when it is not
 // "", EXEC. A user whose ACL denies the counter gets the reading of key
 // alone, with Fence 0. A read whose connection was dead is sent once
-// more, as every call of the package is (see call.run).
-func (p *Plain) Inspect(ctx context.Context, key, fenceKey string) (Reading, error) {
-	r, err := p.inspect(ctx, key, fenceKey)
+// more, as every call of the package is (see resend).
+func (p *plain) inspect(ctx context.Context, key, fenceKey string) (Reading, error) {
+	r, err := p.read(ctx, key, fenceKey)
 	if err != nil && fenceKey != "" && denied(err) {
-		r, err = p.inspect(ctx, key, "")
+		r, err = p.read(ctx, key, "")
 	}
 	return r, err
 }
 
-func (p *Plain) inspect(ctx context.Context, key, fenceKey string) (Reading, error) {
+func (p *plain) read(ctx context.Context, key, fenceKey string) (Reading, error) {
 	cmds := [][]any{{"GET", key}, {"PTTL", key}}
 	if fenceKey != "" {
 		cmds = append(cmds, []any{"GET", fenceKey})
@@ -414,8 +424,8 @@ var errChanged = errors.New("lock: a transaction was aborted: a key it watched c
 // failed (WRONGTYPE, say) is the error, and decide does not run. A
 // transaction aborted by a change of a watched key (a nil EXEC) is run
 // once more, reads included; a second abort is errChanged. A transaction
-// whose connection was dead is run once more too (see call.run).
-func (p *Plain) transact(ctx context.Context, key string, keys []string, reads [][]any, decide func(s *session, got []any) ([][]any, error)) ([]any, error) {
+// whose connection was dead is run once more too (see resend).
+func (p *plain) transact(ctx context.Context, key string, keys []string, reads [][]any, decide func(s *session, got []any) ([][]any, error)) ([]any, error) {
 	watch := make([][]any, 1, 1+len(reads))
 	watch[0] = make([]any, 1, 1+len(keys))
 	watch[0][0] = "WATCH"
@@ -453,7 +463,7 @@ func (p *Plain) transact(ctx context.Context, key string, keys []string, reads [
 
 // session runs f with a session over one connection of p's, for key:
 // p's own when it is pinned already, or one pinned for f.
-func (p *Plain) session(ctx context.Context, key string, f func(*session) error) error {
+func (p *plain) session(ctx context.Context, key string, f func(*session) error) error {
 	run := func(c driver.Conn) error {
 		s := &session{c: c}
 		defer s.close(ctx)
@@ -573,4 +583,167 @@ func (s *session) close(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), abortTimeout)
 	defer cancel()
 	_, _ = driver.Do(ctx, s.c, s.undo)
+}
+
+// pexpire is PExpire without scripts: for Key alone, pexpireOne; for
+// several keys, one transaction that sets the TTL of every key if each
+// holds value, and changes nothing otherwise. (SET IFEQ, which would spare
+// the transaction, extends one key at a time: not all or none.)
+func (p *plain) pexpire(ctx context.Context, l Lock) error {
+	if l.Keys == nil {
+		return p.pexpireOne(ctx, l.Key, l.Value, l.TTL)
+	}
+	keys, value, ttl := l.Keys, l.Value, l.TTL
+	reads := make([][]any, len(keys))
+	for i, k := range keys {
+		reads[i] = []any{"GET", k}
+	}
+	_, err := p.transact(ctx, keys[0], keys, reads, func(_ *session, got []any) ([][]any, error) {
+		cmds := make([][]any, len(keys))
+		for i, k := range keys {
+			cmds[i] = []any{"PEXPIRE", k, ttl.Milliseconds()}
+		}
+		return cmds, ownersOf(keys, got, value)
+	})
+	return err
+}
+
+// ownersOf returns nil if every one of keys holds value, as the replies
+// of their GETs, got, say, and otherwise the *strategy.KeyError of each
+// that does not, wrapping what ownerOf found, joined in the order of keys.
+func ownersOf(keys []string, got []any, value string) error {
+	var errs []error
+	for i, k := range keys {
+		err := ownerOf(got[i], value)
+		switch {
+		case errors.Is(err, strategy.ErrNotHeld):
+			errs = append(errs, &strategy.KeyError{Key: k, Err: err})
+		case err != nil:
+			return err
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// delete is Delete without scripts: a deleteOne of each key, which
+// deletes it only if it holds value (DELEX IFEQ, DELIFEQ, or a
+// transaction, as the server offers), then, with l.Hint, a PUBLISH (or
+// SPUBLISH) of the hint on the channel of each key it deleted, best
+// effort, as the script's. A release needs no more than
+// that: unlike an acquisition or a refresh, it has nothing to undo when
+// some keys are not ours. It returns the first error that is not about a
+// key (a transport error), after trying every key, so that the caller tries
+// again; otherwise the errors of the keys found gone or taken.
+func (p *plain) delete(ctx context.Context, l Lock) error {
+	if l.Keys == nil {
+		err := p.deleteOne(ctx, l.Key, l.Value)
+		if err == nil {
+			p.hint(ctx, l, l.Key)
+		}
+		return err
+	}
+	var lost []error
+	var failed error
+	for _, k := range l.Keys {
+		err := p.deleteOne(ctx, k, l.Value)
+		if err == nil {
+			p.hint(ctx, l, k)
+		}
+		switch {
+		case errors.Is(err, strategy.ErrNotHeld):
+			lost = append(lost, &strategy.KeyError{Key: k, Err: err})
+		case err != nil && failed == nil:
+			failed = err
+		}
+	}
+	if failed != nil {
+		return failed
+	}
+	return errors.Join(lost...)
+}
+
+// hint publishes l.Hint, if any, on the channel of key, if it has one.
+func (p *plain) hint(ctx context.Context, l Lock, key string) {
+	if l.Hint == "" {
+		return
+	}
+	if channel, ok := WakeChannel(key); ok {
+		publish := "PUBLISH"
+		if l.Sharded {
+			publish = "SPUBLISH"
+		}
+		_, _ = driver.Do(ctx, p.conn, publish, channel, l.Hint) // best effort, as the script's
+	}
+}
+
+// pttl is PTTL without scripts: a snapshot, MULTI, GET and PTTL of each
+// key, EXEC, compared here.
+func (p *plain) pttl(ctx context.Context, l Lock) (time.Duration, error) {
+	keys, value := l.keys(), l.Value
+	cmds := make([][]any, 0, 2*len(keys))
+	for _, k := range keys {
+		cmds = append(cmds, []any{"GET", k}, []any{"PTTL", k})
+	}
+	replies, err := resend(ctx, func() (replies []any, err error) {
+		err = p.session(ctx, keys[0], func(s *session) (err error) {
+			replies, err = s.exec(ctx, cmds)
+			return err
+		})
+		return replies, err
+	})
+	if err != nil {
+		return 0, err
+	}
+	// The replies hold the values, and so tokens: never show them in an error.
+	least := time.Duration(-1)
+	var errs []error
+	for i, k := range keys {
+		ms, ok := replies[2*i+1].(int64)
+		if !ok {
+			return 0, fmt.Errorf("PTTL: got reply %T, want an integer", replies[2*i+1])
+		}
+		ttl, exists := driver.FromPTTL(ms)
+		v, _ := replies[2*i].(string)
+		switch {
+		case !exists:
+			errs = append(errs, &strategy.KeyError{Key: k, Err: strategy.ErrExpired})
+		case v != value:
+			errs = append(errs, &strategy.KeyError{Key: k, Err: strategy.ErrTaken})
+		case ttl >= 0 && (least < 0 || ttl < least):
+			least = ttl
+		}
+	}
+	switch {
+	case errs != nil && l.Keys == nil:
+		return 0, errs[0].(*strategy.KeyError).Err
+	case errs != nil:
+		return 0, errors.Join(errs...)
+	}
+	return least, nil
+}
+
+// runPlain runs c without scripts, over p, as the operation that built it
+// says. The guarded acquire has no form without scripts: it returns an
+// error that matches errors.ErrUnsupported. A waiter's acquisition goes
+// unqueued: there is no queue without scripts.
+func (c Call) runPlain(ctx context.Context, p *plain) (Result, error) {
+	l := c.l
+	switch c.op {
+	case opAcquire:
+		switch {
+		case l.GuardKey != "":
+			return Result{}, fmt.Errorf("lock: this call has no form without scripts: %w", errors.ErrUnsupported)
+		case l.Keys == nil && l.Fences == nil:
+			return Result{}, p.acquireOne(ctx, l.Key, l.Value, l.TTL, l.Start)
+		}
+		return p.take(ctx, l)
+	case opDelete:
+		return Result{}, p.delete(ctx, l)
+	case opPExpire:
+		return Result{}, p.pexpire(ctx, l)
+	case opPTTL:
+		ttl, err := p.pttl(ctx, l)
+		return Result{TTL: ttl}, err
+	}
+	return Result{}, p.set(ctx, l.Key, l.Value, c.next, l.TTL)
 }

@@ -88,14 +88,56 @@ func noSetIfEq(args []any) error {
 	return nil
 }
 
-func plain(t *testing.T, c driver.Conn) *cas.Plain {
+func plain(t *testing.T, c driver.Conn) plainOps {
 	t.Helper()
-	p, err := cas.NewPlain(c)
+	s, err := cas.NewServer(c, true)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return p
+	return plainOps{s}
 }
+
+// plainOps runs the operations of one key on a Server without scripts.
+type plainOps struct{ s cas.Server }
+
+func (p plainOps) run(ctx context.Context, c cas.Call) (cas.Result, error) { return p.s.Run(ctx, c) }
+
+func (p plainOps) Acquire(ctx context.Context, key, value string, ttl time.Duration, start cas.Start) error {
+	_, err := p.run(ctx, cas.Acquire(cas.Lock{Key: key, Value: value, TTL: ttl, Start: start}))
+	return err
+}
+
+func (p plainOps) AcquireFenced(ctx context.Context, key, fence, value string, ttl time.Duration) (int64, error) {
+	r, err := p.run(ctx, cas.Acquire(cas.Lock{Key: key, Value: value, TTL: ttl, Fences: []string{fence}}))
+	if err != nil {
+		return 0, err
+	}
+	return r.Fences[0], nil
+}
+
+func (p plainOps) Delete(ctx context.Context, key, value string) error {
+	_, err := p.run(ctx, cas.Delete(cas.Lock{Key: key, Value: value}))
+	return err
+}
+
+func (p plainOps) PExpire(ctx context.Context, key, value string, ttl time.Duration) error {
+	_, err := p.run(ctx, cas.PExpire(cas.Lock{Key: key, Value: value, TTL: ttl}))
+	return err
+}
+
+func (p plainOps) PTTL(ctx context.Context, key, value string) (time.Duration, error) {
+	r, err := p.run(ctx, cas.PTTL(cas.Lock{Key: key, Value: value}))
+	return r.TTL, err
+}
+
+func (p plainOps) Set(ctx context.Context, key, value, next string, ttl time.Duration) error {
+	_, err := p.run(ctx, cas.Set(cas.Lock{Key: key, Value: value, TTL: ttl}, next))
+	return err
+}
+
+func (p plainOps) Support() map[string]bool { return p.s.Support() }
+
+func (p plainOps) Over(one driver.Conn) plainOps { return plainOps{p.s.Over(one)} }
 
 // TestPlainDetection: on the embedded server, which has DELEX, a Delete
 // sends it; a server that refuses it as unknown, such as an older replica
@@ -259,16 +301,16 @@ func TestPlainOver(t *testing.T) {
 	const key, fence = "plain:over", "{plain:over}:fence"
 	for _, c := range []struct {
 		name string
-		op   func(q *cas.Plain) error
+		op   func(q plainOps) error
 	}{
-		{"Acquire", func(q *cas.Plain) error { return q.Acquire(ctx, key, "v", time.Minute, cas.ByScript) }},
-		{"AcquireFenced, a transaction", func(q *cas.Plain) error {
+		{"Acquire", func(q plainOps) error { return q.Acquire(ctx, key, "v", time.Minute, cas.ByScript) }},
+		{"AcquireFenced, a transaction", func(q plainOps) error {
 			_, err := q.AcquireFenced(ctx, key, fence, "v", time.Minute)
 			return err
 		}},
-		{"PExpire", func(q *cas.Plain) error { return q.PExpire(ctx, key, "v", time.Minute) }},
-		{"PTTL, a snapshot", func(q *cas.Plain) error { _, err := q.PTTL(ctx, key, "v"); return err }},
-		{"Delete", func(q *cas.Plain) error { return q.Delete(ctx, key, "v") }},
+		{"PExpire", func(q plainOps) error { return q.PExpire(ctx, key, "v", time.Minute) }},
+		{"PTTL, a snapshot", func(q plainOps) error { _, err := q.PTTL(ctx, key, "v"); return err }},
+		{"Delete", func(q plainOps) error { return q.Delete(ctx, key, "v") }},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			err := driver.Pin(ctx, conn, key, func(one driver.Conn) error { return c.op(p.Over(commander{one})) })

@@ -2,6 +2,7 @@ package cas
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -90,14 +91,16 @@ func hasHashTag(key string) bool {
 
 // queueLib is the Lua that the queue scripts share. Its functions act on
 // the queue Q, W, which are KEYS[2] and KEYS[3] unless the script sets
-// them to another lock's (deleteKeysScript releases several). The last
-// argument is 1 to publish with SPUBLISH, 0 with PUBLISH. A message for
+// them to another lock's (queuedScript and deleteScript act on several).
+// The last argument is 1 to publish with SPUBLISH, 0 with PUBLISH, unless
+// the script sets sharded itself. A message for
 // the waiter "to.id" goes to the channel of its listener, to (see
 // WakeChannelOf), and one for a waiter with no "." in its id to the lock's
 // channel (WakeChannel): Q's name with "wake" for its final "q". The
 // queue's commands go through call, so a script that uses it must start
 // with aclLib.
 const queueLib = `local Q, W = KEYS[2], KEYS[3]
+local sharded = ARGV[#ARGV] == '1'
 local function clock()
 	local t = call('TIME')
 	return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -133,7 +136,7 @@ local function tidy()
 end
 local function publish(member, msg)
 	local cmd = 'PUBLISH'
-	if ARGV[#ARGV] == '1' then
+	if sharded then
 		cmd = 'SPUBLISH'
 	end
 	local channel = string.sub(Q, 1, -2) .. 'wake'
@@ -198,77 +201,120 @@ local function leave(key, id)
 end
 `
 
-var (
-	// queuedScript is the acquire of the waiter ARGV[3], which polls every
-	// ARGV[4] ms at the head, and whose deadline is ARGV[5] ms away (0:
-	// none). It grants the lock when the key is free and the queue empty or
-	// headed by the waiter, or the key already holds our value, ARGV[1];
-	// with a fourth key, the fencing counter, it also increments it. It
-	// replies {1, fence} when the lock is ours, and {0, rank, holder's
-	// PTTL} when the waiter is queued.
-	queuedScript = driver.NewScript(aclLib + queueLib + fenceLib + `local now = clock()
-local id, poll, cap = ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[5])
-local queued = here(id, poll, now)
-local head = prune(now)
-local v = redis.call('GET', KEYS[1])
-local ours = v == ARGV[1]
-if ours then
-	redis.call('PEXPIRE', KEYS[1], ARGV[2])
-elseif not v and (not head or head == id) then
-	redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
-	ours = true
-end
-if ours then
-	claimed(id)
-	local fence = 0
-	if #KEYS > 3 then
-		fence = nextFence(KEYS[4])
-	end
-	return {1, fence}
-end
-local rank = enqueue(id, queued, poll, cap, now)
-local pttl = 0
-if v then
-	pttl = redis.call('PTTL', KEYS[1])
-elseif head then
-	wake(head, now)
-end
-return {0, rank, pttl}`)
+// The waiter of a lock queues in the FIFO queue of each key (a lock of one
+// key is one of several with one: the same script, queuedScript). It queues
+// in the lock's order, one key at a time, and keeps its place: it joins the
+// queue of the first key that it cannot take (held, or free but promised
+// to another waiter, the head of its queue), after the queues of the keys
+// before it, which it heads, so that no later waiter takes them. It takes
+// every key once each is free and it heads each queue. A waiter holds its
+// places only in the lock's order, so no two waiters can each hold a place
+// the other waits for, and each queue is FIFO, so none waits for ever while
+// the keys are released. Queueing behind another waiter at a key, it leaves
+// the queues of the keys after it, which it may have joined in an earlier
+// attempt.
+//
+// On a Cluster, a lock's keys in several slots take one script per slot,
+// in the order of the slots (see strategy/single), so the waiter's places
+// are kept slot by slot: it reserves the keys of each slot in turn (heads
+// their queues, takes nothing), stopping at the first slot with a key it
+// cannot take, and leaving the queues of the slots after it; once every
+// slot is reserved, it takes the keys slot by slot, keeping its places,
+// and then leaves the queues. A key that a client outside the queues (one
+// that does not wait, or polls) took in between undoes the slots taken,
+// and the waiter, which kept its places, tries again.
 
-	// releaseScript deletes the key if it holds our value, ARGV[1], and
-	// wakes the head of the queue. It touches the queue before it deletes
-	// the key, so that a user whose ACL denies the queue is refused before
-	// anything is written, and DeleteQueued can fall back to Delete. With no
-	// queue, it is a compare-and-delete and one EXISTS: the queue's Lua is
-	// not even run.
-	releaseScript = ownerScript(aclLib + `if call('EXISTS', KEYS[2]) == 0 then
-		return redis.call('DEL', KEYS[1])
-	end
-	` + queueLib + `local now = clock()
-	local head = prune(now)
-	redis.call('DEL', KEYS[1])
-	if head then
-		wake(head, now)
-	end
-	return 1`)
-
-	// leaveScript takes the waiter ARGV[1] out of the queue, and wakes the
-	// next head when it was the head and the key is free.
-	leaveScript = driver.NewScript(aclLib + queueLib + `leave(KEYS[1], ARGV[1])
-return 1`)
-
-	// hintScript deletes the key if it holds our value, ARGV[1], and
-	// publishes ARGV[2] on channel ARGV[3] (with SPUBLISH when ARGV[4] is
-	// 1): the release of a strategy without a queue, whose message wakes
-	// every waiter.
-	hintScript = ownerScript(`redis.call('DEL', KEYS[1])
-	local cmd = 'PUBLISH'
-	if ARGV[4] == '1' then
-		cmd = 'SPUBLISH'
-	end
-	redis.pcall(cmd, ARGV[3], ARGV[2])
-	return 1`)
+// The modes of queuedScript, ARGV[7].
+const (
+	takeMode    = "take"    // take every key, or queue
+	reserveMode = "reserve" // head every key's queue, or queue
+	holdMode    = "hold"    // take every key, keeping the places, or queue
+	claimMode   = "claim"   // leave every queue, telling each next waiter that it heads it
+	leaveMode   = "leave"   // leave every queue
 )
+
+// queuedScript is the acquire of the waiter ARGV[4] of a lock of ARGV[3] =
+// n keys, KEYS[1..n], with their queues: KEYS[n+2i-1] and KEYS[n+2i] are Q
+// and W of key i; the fencing counters, when there are,
+// follow, one per key. ARGV[1] is our value, ARGV[2] the TTL (ms), ARGV[5]
+// the waiter's poll (ms), ARGV[6] its patience (ms, 0: none) and ARGV[7]
+// the mode. It replies {1, fences...} when it took every key, {2} when it
+// reserved them, left or claimed the queues, and {0, i, rank, PTTL} when
+// the waiter waits in the queue of key i, at rank, for a holder with that
+// PTTL (0 when the key is free and another waiter heads its queue). A
+// lock of one key takes the waiter out of its queue whenever it takes the
+// key, and leaves the queue without looking for the waiter first.
+var queuedScript = driver.NewScript(aclLib + queueLib + fenceLib + `local value, ttl, n = ARGV[1], ARGV[2], tonumber(ARGV[3])
+local id, poll, cap, mode = ARGV[4], tonumber(ARGV[5]), tonumber(ARGV[6]), ARGV[7]
+local function use(i)
+	Q, W = KEYS[n + 2 * i - 1], KEYS[n + 2 * i]
+end
+if mode == 'claim' or mode == 'leave' then
+	for i = 1, n do
+		use(i)
+		if (n == 1 and mode == 'leave') or call('ZSCORE', Q, id) then
+			if mode == 'claim' then
+				claimed(id)
+			else
+				leave(KEYS[i], id)
+			end
+		end
+	end
+	return {2}
+end
+local now = clock()
+local vals, heads, queued, busy = {}, {}, {}, nil
+for i = 1, n do
+	use(i)
+	queued[i] = here(id, poll, now)
+	heads[i] = prune(now)
+	local v = redis.call('GET', KEYS[i])
+	vals[i] = v
+	if not busy and v ~= value and (v or (heads[i] and heads[i] ~= id)) then
+		busy = i
+	end
+end
+if not busy and mode == 'reserve' then
+	for i = 1, n do
+		use(i)
+		enqueue(id, queued[i], poll, cap, now)
+	end
+	return {2}
+end
+if not busy then
+	for i = 1, n do
+		if vals[i] == value then
+			redis.call('PEXPIRE', KEYS[i], ttl)
+		else
+			redis.call('SET', KEYS[i], value, 'PX', ttl)
+		end
+		use(i)
+		if (queued[i] or n == 1) and mode == 'take' then
+			claimed(id)
+		end
+	end
+	local reply = {1}
+	for i = 3 * n + 1, #KEYS do
+		reply[#reply + 1] = nextFence(KEYS[i])
+	end
+	return reply
+end
+local rank, pttl = 0, 0
+for i = 1, n do
+	use(i)
+	if i <= busy then
+		rank = enqueue(id, queued[i], poll, cap, now)
+	elseif queued[i] then
+		leave(KEYS[i], id)
+	end
+end
+use(busy)
+if vals[busy] then
+	pttl = redis.call('PTTL', KEYS[busy])
+elseif heads[busy] then
+	wake(heads[busy], now)
+end
+return {0, busy, rank, pttl}`)
 
 // shard is the last argument of the scripts that publish: 1 for SPUBLISH.
 func shard(sharded bool) int {
@@ -278,76 +324,89 @@ func shard(sharded bool) int {
 	return 0
 }
 
-// Enqueued is what an attempt of a queued waiter learnt when the lock was
-// not free.
-type Enqueued struct {
-	Position  int           // the waiter's rank in the queue, 1 for the head
-	HolderTTL time.Duration // the holder's remaining TTL; 0 when the key is free but another waiter is the head
+// ErrNoQueue is the error of a Waiter's Hold whose user
+// the ACL does not allow the queues: its caller polls instead.
+var ErrNoQueue = errors.New("the ACL does not allow the wait queues")
+
+// A Waiter is a waiter in the queues of a lock's keys: with Lock.Waiter, an
+// acquisition queues it (see Acquire). A lock of several keys in several
+// Cluster slots keeps its places in the queues of each slot's keys (a
+// group) with Hold and Leave: see the comment at the top of this
+// part of the file.
+type Waiter struct {
+	ID             string        // the waiter's id in the queues
+	Poll, Patience time.Duration // it polls every Poll at the head of a queue, rank × Poll behind it, and gives up after Patience (0: when it is dropped)
 }
 
-// AcquireQueued is Acquire for the waiter id, which polls every poll at the
-// head of the queue, and rank × poll behind it, and gives up after
-// patience (0: when it is dropped): it grants the lock only when the queue
-// is empty or id is its head, and queues id otherwise. With a fenceKey (not
-// ""), it also issues a fencing token, as AcquireFenced does. It returns
-// strategy.ErrNotObtained and where id stands when the lock was not
-// granted. A user whose ACL denies the queue gets Acquire (or
-// AcquireFenced), unqueued.
-func AcquireQueued(ctx context.Context, c driver.Conn, q Queue, fenceKey, value, id string, ttl, poll, patience time.Duration) (fence int64, e Enqueued, err error) {
-	keys := []string{q.Key, q.Q, q.W}
-	if fenceKey != "" {
-		keys = append(keys, fenceKey)
+// queueKeys returns the keys of the queued acquisition of l: its keys,
+// their queues (Q, W each) and its fencing counters.
+func (l Lock) queueKeys() []string {
+	n := max(len(l.Keys), 1)
+	all := l.keysAnd(2*n + len(l.Fences))
+	for _, k := range all[:n] {
+		q, _ := NewQueue(k, l.Sharded)
+		all = append(all, q.Q, q.W)
 	}
-	reply, err := resend(ctx, func() (any, error) {
-		return queuedScript.Run(ctx, c, keys, value, ttl.Milliseconds(), id, max(poll.Milliseconds(), 1), max(patience.Milliseconds(), 0), shard(q.Sharded))
-	})
-	if denied(err) {
-		if fenceKey != "" {
-			fence, err = AcquireFenced(ctx, c, q.Key, fenceKey, value, ttl)
-			return fence, e, err
-		}
-		return 0, e, Acquire(ctx, c, q.Key, value, ttl, ByScript)
+	return append(all, l.Fences...)
+}
+
+// args returns the arguments of queuedScript for l in mode.
+func (w Waiter) args(l Lock, mode string) []any {
+	return []any{l.Value, l.TTL.Milliseconds(), max(len(l.Keys), 1), w.ID,
+		max(w.Poll.Milliseconds(), 1), max(w.Patience.Milliseconds(), 0), mode, shard(l.Sharded)}
+}
+
+// Hold keeps the waiter's places in the queues of l's keys, a group of a
+// lock over several Cluster slots: reserving (taking false), it makes the
+// waiter head the queue of each key, taking nothing, if it may take every
+// key; taking, it takes every key of a group that it reserved, as Acquire
+// does, and keeps its places, which Leave, claiming, ends once every group
+// is taken. Either queues the waiter, as Acquire does, with the same error,
+// when it may not.
+func (w Waiter) Hold(ctx context.Context, c driver.Conn, l Lock, taking bool) (Result, error) {
+	mode := holdMode
+	if !taking {
+		mode, l.Value = reserveMode, ""
 	}
-	if err != nil {
-		return 0, e, err
+	return w.run(ctx, c, l, mode, l.queueKeys(), w.args(l, mode))
+}
+
+// Leave takes the waiter out of the queues of l's keys, waking the next
+// head of a queue that it headed when that key is free; or, claiming,
+// after it took them, telling each next waiter that it heads the queue.
+func (w Waiter) Leave(ctx context.Context, c driver.Conn, l Lock, claiming bool) error {
+	mode := leaveMode
+	if claiming {
+		mode = claimMode
 	}
-	n, _ := ints(reply)
+	l.Value, l.TTL, l.Fences = "", 0, nil
+	_, err := w.run(ctx, c, l, mode, l.queueKeys(), w.args(l, mode))
+	return err
+}
+
+// run runs queuedScript in mode, over keys with args, for l.
+func (w Waiter) run(ctx context.Context, c driver.Conn, l Lock, mode string, keys []string, args []any) (Result, error) {
+	n, err := runInts(ctx, c, queuedScript, keys, args...)
+	if denied(err) && (mode == reserveMode || mode == holdMode) {
+		return Result{}, ErrNoQueue
+	}
+	nk := max(len(l.Keys), 1)
 	switch {
-	case len(n) == 2 && n[0] == 1:
-		return n[1], e, nil
-	case len(n) == 3 && n[0] == 0:
-		return 0, Enqueued{Position: int(n[1]), HolderTTL: time.Duration(max(n[2], 0)) * time.Millisecond}, strategy.ErrNotObtained
+	case err != nil:
+		return Result{}, err
+	case len(n) == 1+len(l.Fences) && n[0] == 1:
+		if len(n) == 1 {
+			return Result{}, nil
+		}
+		return Result{Fences: n[1:]}, nil
+	case len(n) == 1 && n[0] == 2 && mode != takeMode && mode != holdMode:
+		return Result{}, nil
+	case len(n) == 4 && n[0] == 0 && 1 <= n[1] && n[1] <= int64(nk):
+		r := Result{Position: int(n[2]), HolderTTL: time.Duration(max(n[3], 0)) * time.Millisecond}
+		if l.Keys == nil {
+			return r, strategy.ErrNotObtained
+		}
+		return r, &strategy.KeyError{Key: l.Keys[n[1]-1], Err: strategy.ErrNotObtained}
 	}
-	return 0, e, fmt.Errorf("queued acquire: got reply %v, want {1, fence} or {0, position, pttl}", reply)
-}
-
-// DeleteQueued is Delete that also wakes the head of key's queue. A user
-// whose ACL does not allow the queue's keys or commands gets Delete.
-func DeleteQueued(ctx context.Context, c driver.Conn, q Queue, value string) error {
-	err := owned(call{releaseScript, []string{q.Key, q.Q, q.W}, []any{value, shard(q.Sharded)}}.run(ctx, c))
-	if denied(err) {
-		return Delete(ctx, c, q.Key, value)
-	}
-	return err
-}
-
-// Leave takes the waiter id out of key's queue, waking the next head if id
-// was the head and the lock is free.
-func Leave(ctx context.Context, c driver.Conn, q Queue, id string) error {
-	_, err := call{leaveScript, []string{q.Key, q.Q, q.W}, []any{id, shard(q.Sharded)}}.run(ctx, c)
-	return err
-}
-
-// DeleteHintingCall is a Delete call that also publishes a message that
-// wakes every waiter of the lock (payload all) on channel: the release of a
-// strategy without a queue. The publish is best effort: it fails silently
-// where the server refuses it. Without scripts (RunPlain), it is sent after
-// a Delete that deleted, as a command of its own.
-func DeleteHintingCall(key, value, channel, all string, sharded bool) Call {
-	publish := "PUBLISH"
-	if sharded {
-		publish = "SPUBLISH"
-	}
-	return Call{call: call{hintScript, []string{key}, []any{value, all, channel, shard(sharded)}}, reply: owned,
-		op: opDelete, key: key, value: value, hint: hint{publish, channel, all}}
+	return Result{}, fmt.Errorf("queued acquire of %d keys (%s): got reply %v, want {1, fences...}, {2} or {0, key, rank, pttl}", nk, mode, n)
 }

@@ -50,19 +50,19 @@ func newQueueTest(t *testing.T, srv *redistest.Server, d redistest.Driver) queue
 // hold takes the lock for id, with value "v-"+id, outside the queue.
 func (qt queueTest) hold(id string) {
 	qt.t.Helper()
-	if err := cas.Acquire(qt.ctx, qt.c, qt.q.Key, "v-"+id, patience, cas.ByScript); err != nil {
+	if err := acquire(qt.ctx, qt.c, qt.q.Key, "v-"+id, patience, cas.ByScript); err != nil {
 		qt.t.Fatalf("Acquire(%q) = %v, want nil", "v-"+id, err)
 	}
 }
 
 // try is one attempt of the waiter id, for value "v-"+id.
-func (qt queueTest) try(id string, patience time.Duration) (cas.Enqueued, error) {
-	_, e, err := cas.AcquireQueued(qt.ctx, qt.c, qt.q, "", "v-"+id, id, patience, patience, patience)
+func (qt queueTest) try(id string, patience time.Duration) (cas.Result, error) {
+	_, e, err := acquireQueued(qt.ctx, qt.c, qt.q, "", "v-"+id, id, patience, patience, patience)
 	return e, err
 }
 
 // queue makes an attempt of id that must leave it queued, at position.
-func (qt queueTest) queue(id string, patience time.Duration, position int) cas.Enqueued {
+func (qt queueTest) queue(id string, patience time.Duration, position int) cas.Result {
 	qt.t.Helper()
 	e, err := qt.try(id, patience)
 	if !errors.Is(err, strategy.ErrNotObtained) || e.Position != position {
@@ -82,7 +82,7 @@ func (qt queueTest) grant(id string) {
 // release releases value, which must hold the lock.
 func (qt queueTest) release(value string) {
 	qt.t.Helper()
-	if err := cas.DeleteQueued(qt.ctx, qt.c, qt.q, value); err != nil {
+	if err := deleteQueued(qt.ctx, qt.c, qt.q, value); err != nil {
 		qt.t.Fatalf("DeleteQueued(%q) = %v, want nil", value, err)
 	}
 }
@@ -202,7 +202,7 @@ func TestQueue(t *testing.T) {
 				qt.queue("b", patience, 2)
 				qt.release("v-h")
 				qt.heard(ps, "a")
-				if err := cas.Leave(qt.ctx, qt.c, qt.q, "a"); err != nil {
+				if err := leave(qt.ctx, qt.c, qt.q, "a"); err != nil {
 					t.Fatalf("Leave(a) = %v, want nil", err)
 				}
 				qt.heard(ps, "b")
@@ -215,7 +215,7 @@ func TestQueue(t *testing.T) {
 				qt.hold("h")
 				qt.queue("a", patience, 1)
 				qt.queue("b", patience, 2)
-				if err := cas.Leave(qt.ctx, qt.c, qt.q, "a"); err != nil {
+				if err := leave(qt.ctx, qt.c, qt.q, "a"); err != nil {
 					t.Fatalf("Leave(a) = %v, want nil", err)
 				}
 				qt.queue("b", patience, 1)
@@ -274,13 +274,13 @@ func TestQueue(t *testing.T) {
 				var last int64
 				for _, id := range []string{"a", "b", "c"} {
 					if id != "a" {
-						_, e, err := cas.AcquireQueued(qt.ctx, qt.c, qt.q, fenceKey, "v-"+id, id, patience, patience, patience)
+						_, e, err := acquireQueued(qt.ctx, qt.c, qt.q, fenceKey, "v-"+id, id, patience, patience, patience)
 						if !errors.Is(err, strategy.ErrNotObtained) || e.Position != 1 {
 							t.Fatalf("AcquireQueued(%s) behind a holder = %+v, %v; want position 1", id, e, err)
 						}
 						qt.release(qt.command("GET", qt.q.Key))
 					}
-					fence, _, err := cas.AcquireQueued(qt.ctx, qt.c, qt.q, fenceKey, "v-"+id, id, patience, patience, patience)
+					fence, _, err := acquireQueued(qt.ctx, qt.c, qt.q, fenceKey, "v-"+id, id, patience, patience, patience)
 					if err != nil || fence <= last {
 						t.Fatalf("AcquireQueued(%s) = %d, %v; want a token above %d", id, fence, err, last)
 					}
@@ -314,7 +314,7 @@ func TestQueueLeavesNothing(t *testing.T) {
 					for i := range each {
 						id := fmt.Sprintf("w%d-%d", w, i)
 						for {
-							_, _, err := cas.AcquireQueued(qt.ctx, qt.c, qt.q, "", "v-"+id, id, patience, 5*time.Second, 5*time.Second)
+							_, _, err := acquireQueued(qt.ctx, qt.c, qt.q, "", "v-"+id, id, patience, 5*time.Second, 5*time.Second)
 							if err == nil {
 								break
 							}
@@ -329,7 +329,7 @@ func TestQueueLeavesNothing(t *testing.T) {
 							return
 						}
 						inside.Unlock()
-						if err := cas.DeleteQueued(qt.ctx, qt.c, qt.q, "v-"+id); err != nil {
+						if err := deleteQueued(qt.ctx, qt.c, qt.q, "v-"+id); err != nil {
 							t.Errorf("DeleteQueued(%s) = %v, want nil", id, err)
 							return
 						}
@@ -354,10 +354,10 @@ func TestDeleteQueuedDenied(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			key := "plain:" + name
 			q, _ := cas.NewQueue(key, false)
-			if err := cas.Acquire(ctx, c, key, "v", patience, cas.ByScript); err != nil {
+			if err := acquire(ctx, c, key, "v", patience, cas.ByScript); err != nil {
 				t.Fatalf("Acquire = %v, want nil", err)
 			}
-			if err := cas.DeleteQueued(ctx, c, q, "v"); err != nil {
+			if err := deleteQueued(ctx, c, q, "v"); err != nil {
 				t.Fatalf("DeleteQueued by a user denied %s = %v, want nil (a plain delete)", q.Q, err)
 			}
 			if got, _ := srv.Command(ctx, "EXISTS", key); got != "0" {
@@ -383,7 +383,7 @@ func TestQueueCommandsDenied(t *testing.T) {
 			key := "plain:" + name
 			q, _ := cas.NewQueue(key, false)
 			t.Run("a waiting attempt falls back to a plain one", func(t *testing.T) {
-				if _, _, err := cas.AcquireQueued(ctx, c, q, "", "v", "w", patience, patience, patience); err != nil {
+				if _, _, err := acquireQueued(ctx, c, q, "", "v", "w", patience, patience, patience); err != nil {
 					t.Fatalf("AcquireQueued = %v, want nil (a plain acquire)", err)
 				}
 				if got, _ := srv.Command(ctx, "GET", key); got != "v" {
@@ -391,13 +391,13 @@ func TestQueueCommandsDenied(t *testing.T) {
 				}
 			})
 			t.Run("Inspect counts no waiters", func(t *testing.T) {
-				r, err := cas.Inspect(ctx, c, key, "", q.Q)
+				r, err := inspect(ctx, c, key, "", q.Q)
 				if err != nil || !r.Exists || r.Value != "v" || r.Queued != 0 {
 					t.Errorf("Inspect = %+v, %v; want the lock's value, no waiters, nil", r, err)
 				}
 			})
 			t.Run("a release falls back to a plain delete", func(t *testing.T) {
-				if err := cas.DeleteQueued(ctx, c, q, "v"); err != nil {
+				if err := deleteQueued(ctx, c, q, "v"); err != nil {
 					t.Fatalf("DeleteQueued = %v, want nil (a plain delete)", err)
 				}
 				if got, _ := srv.Command(ctx, "EXISTS", key); got != "0" {

@@ -24,22 +24,22 @@ func TestAfterARestart(t *testing.T) {
 		want error
 	}{
 		{"Acquire", func(ctx context.Context, c driver.Conn) error {
-			return cas.Acquire(ctx, c, "k", "v", time.Minute, cas.ByScript)
+			return acquire(ctx, c, "k", "v", time.Minute, cas.ByScript)
 		}, nil},
 		{"Acquire, SET first", func(ctx context.Context, c driver.Conn) error {
-			return cas.Acquire(ctx, c, "k", "v", time.Minute, cas.BySet)
+			return acquire(ctx, c, "k", "v", time.Minute, cas.BySet)
 		}, nil},
 		{"Acquire, SET alone", func(ctx context.Context, c driver.Conn) error {
-			return cas.Acquire(ctx, c, "k", "v", time.Minute, cas.BySetOnly)
+			return acquire(ctx, c, "k", "v", time.Minute, cas.BySetOnly)
 		}, nil},
 		{"AcquireFenced", func(ctx context.Context, c driver.Conn) error {
-			_, err := cas.AcquireFenced(ctx, c, "{k}", "{k}:fence", "v", time.Minute)
+			_, err := acquireFenced(ctx, c, "{k}", "{k}:fence", "v", time.Minute)
 			return err
 		}, nil},
-		{"Delete", func(ctx context.Context, c driver.Conn) error { return cas.Delete(ctx, c, "k", "v") }, lock.ErrExpired},
-		{"PExpire", func(ctx context.Context, c driver.Conn) error { return cas.PExpire(ctx, c, "k", "v", time.Minute) }, lock.ErrExpired},
-		{"PTTL", func(ctx context.Context, c driver.Conn) error { _, err := cas.PTTL(ctx, c, "k", "v"); return err }, lock.ErrExpired},
-		{"Set", func(ctx context.Context, c driver.Conn) error { return cas.Set(ctx, c, "k", "v", "w", time.Minute) }, lock.ErrExpired},
+		{"Delete", func(ctx context.Context, c driver.Conn) error { return deleteKey(ctx, c, "k", "v") }, lock.ErrExpired},
+		{"PExpire", func(ctx context.Context, c driver.Conn) error { return pexpire(ctx, c, "k", "v", time.Minute) }, lock.ErrExpired},
+		{"PTTL", func(ctx context.Context, c driver.Conn) error { _, err := pttl(ctx, c, "k", "v"); return err }, lock.ErrExpired},
+		{"Set", func(ctx context.Context, c driver.Conn) error { return set(ctx, c, "k", "v", "w", time.Minute) }, lock.ErrExpired},
 	}
 	for _, d := range redistest.Drivers() {
 		t.Run(d.Name, func(t *testing.T) {
@@ -48,7 +48,7 @@ func TestAfterARestart(t *testing.T) {
 					ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 					defer cancel()
 					c := d.Conn(t, srv.Addr)
-					if err := cas.Acquire(ctx, c, "k", "v", time.Minute, cas.ByScript); err != nil {
+					if err := acquire(ctx, c, "k", "v", time.Minute, cas.ByScript); err != nil {
 						t.Fatalf("Acquire before the restart = %v, want nil", err)
 					}
 					if err := srv.Restart(); err != nil {

@@ -10,7 +10,6 @@ import (
 
 	"github.com/locksmith-go/lock"
 	"github.com/locksmith-go/lock/driver/goredis"
-	"github.com/locksmith-go/lock/internal/cas"
 	"github.com/locksmith-go/lock/internal/testing/redistest"
 )
 
@@ -27,7 +26,7 @@ func TestSetTwice(t *testing.T) {
 		set  func(ctx context.Context, key, value, next string, ttl time.Duration) error
 	}{
 		{"scripts", func(ctx context.Context, key, value, next string, ttl time.Duration) error {
-			return cas.Set(ctx, c, key, value, next, ttl)
+			return set(ctx, c, key, value, next, ttl)
 		}},
 		{"without scripts", plain(t, c).Set},
 		{"without scripts, by transaction", plain(t, &faulty{Conn: c, refuse: noSetIfEq}).Set},

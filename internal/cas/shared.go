@@ -505,9 +505,9 @@ func NewShared(key string, sharded bool) (Shared, bool) {
 	return Shared{Queue: q, M: m, Fence: f, Fences: fs}, true
 }
 
-// Limit returns how a shared lock states its shape in M: a semaphore's
+// limitOf returns how a shared lock states its shape in M: a semaphore's
 // permits, or "rw" for a read-write lock.
-func Limit(sh strategy.Sharing) string {
+func limitOf(sh strategy.Sharing) string {
 	if sh.Permits > 0 {
 		return strconv.Itoa(sh.Permits)
 	}
@@ -542,12 +542,12 @@ type SharedRequest struct {
 // ours, strategy.ErrNotObtained and where the waiter stands when not, and
 // an error matching strategy.ErrMismatch, having written nothing, when the
 // key holds a lock of another shape.
-func (s Shared) Acquire(ctx context.Context, c driver.Conn, r SharedRequest) (fence int64, permit int, e Enqueued, err error) {
+func (s Shared) Acquire(ctx context.Context, c driver.Conn, r SharedRequest) (fence int64, permit int, e Result, err error) {
 	fencing := "0"
 	if r.Fencing {
 		fencing = "1"
 	}
-	limit := Limit(r.Sharing)
+	limit := limitOf(r.Sharing)
 	reply, err := resend(ctx, func() (any, error) {
 		keys := s.keys()
 		if r.Sharing.Permits > 0 {
@@ -567,7 +567,7 @@ func (s Shared) Acquire(ctx context.Context, c driver.Conn, r SharedRequest) (fe
 	case len(n) == 3 && n[0] == 1:
 		return n[1], int(n[2]), e, nil
 	case len(n) == 3 && n[0] == 0:
-		return 0, 0, Enqueued{Position: int(n[1]), HolderTTL: time.Duration(max(n[2], 0)) * time.Millisecond}, strategy.ErrNotObtained
+		return 0, 0, Result{Position: int(n[1]), HolderTTL: time.Duration(max(n[2], 0)) * time.Millisecond}, strategy.ErrNotObtained
 	}
 	return 0, 0, e, fmt.Errorf("shared acquire: got reply %v, want {1, fence, permit} or {0, position, pttl}", reply)
 }
@@ -603,33 +603,40 @@ func (s Shared) keys() []string { return []string{s.Key, s.Q, s.W, s.M, s.Fence}
 
 // Refresh extends value's lease to ttl from now.
 func (s Shared) Refresh(ctx context.Context, c driver.Conn, value string, ttl time.Duration) error {
-	return owned(call{sharedRefreshScript, s.keys(), []any{value, ttl.Milliseconds(), shard(s.Sharded)}}.run(ctx, c))
+	return owned(s.run(ctx, c, sharedRefreshScript, value, ttl.Milliseconds()))
 }
 
 // TTL returns what is left of value's lease.
 func (s Shared) TTL(ctx context.Context, c driver.Conn, value string) (time.Duration, error) {
-	n, err := call{sharedTTLScript, s.keys(), []any{value, shard(s.Sharded)}}.run(ctx, c)
+	n, err := s.run(ctx, c, sharedTTLScript, value)
 	if err := owned(n, err); err != nil {
 		return 0, err
 	}
 	return time.Duration(n) * time.Millisecond, nil
 }
 
-// Release ends value's lease, and wakes the head of the queue if it may
-// enter now.
-func (s Shared) Release(ctx context.Context, c driver.Conn, value string) error {
-	return owned(call{sharedReleaseScript, s.keys(), []any{value, "1", shard(s.Sharded)}}.run(ctx, c))
+// Release ends value's lease or, downgrading, makes the writer value a
+// reader, keeping its lease; either way it wakes the head of the queue if
+// it may enter now.
+func (s Shared) Release(ctx context.Context, c driver.Conn, value string, downgrading bool) error {
+	end := "1"
+	if downgrading {
+		end = "0"
+	}
+	return owned(s.run(ctx, c, sharedReleaseScript, value, end))
 }
 
-// Downgrade makes the writer value a reader, keeping its lease, and wakes
-// the head of the queue if it may enter now.
-func (s Shared) Downgrade(ctx context.Context, c driver.Conn, value string) error {
-	return owned(call{sharedReleaseScript, s.keys(), []any{value, "0", shard(s.Sharded)}}.run(ctx, c))
+// run runs script over the lock's keys with args and the last argument
+// of the scripts that publish, once more when its connection was dead.
+func (s Shared) run(ctx context.Context, c driver.Conn, script *driver.Script, args ...any) (int64, error) {
+	args = append(args, shard(s.Sharded))
+	keys := s.keys()
+	return resend(ctx, func() (int64, error) { return script.Int(ctx, c, keys, args...) })
 }
 
 // Leave takes the waiter id out of the queue.
 func (s Shared) Leave(ctx context.Context, c driver.Conn, id string) error {
-	_, err := call{sharedLeaveScript, s.keys(), []any{id, shard(s.Sharded)}}.run(ctx, c)
+	_, err := s.run(ctx, c, sharedLeaveScript, id)
 	return err
 }
 

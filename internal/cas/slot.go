@@ -6,18 +6,18 @@ import (
 	"sync"
 )
 
-// Slots is the number of Redis Cluster hash slots.
-const Slots = 16384
+// slots is the number of Redis Cluster hash slots.
+const slots = 16384
 
 // Slot returns the Redis Cluster hash slot of key, as the Cluster computes
 // it: CRC16 (XMODEM) of its hash tag, or of the whole key when it has none,
-// modulo [Slots]. Keys of one slot live on one master, and one script can
+// modulo slots. Keys of one slot live on one master, and one script can
 // name them all.
 func Slot(key string) int {
 	if tag, ok := hashTag(key); ok {
 		key = tag
 	}
-	return int(crc16(key) % Slots)
+	return int(crc16(key) % slots)
 }
 
 // hashTag returns the part of key that Redis Cluster hashes, when it is not
@@ -52,10 +52,10 @@ func crc16(s string) uint16 {
 	return crc
 }
 
-// SlotGroups returns the indexes of keys grouped by Cluster hash slot, in
+// slotGroups returns the indexes of keys grouped by Cluster hash slot, in
 // the order of the slots, each group's in the order of keys: the keys that
 // one script can name on a Cluster.
-func SlotGroups(keys []string) [][]int {
+func slotGroups(keys []string) [][]int {
 	at := make([]int, len(keys))
 	slot := make([]int, len(keys))
 	for i, k := range keys {
@@ -72,20 +72,20 @@ func SlotGroups(keys []string) [][]int {
 	return gs
 }
 
-// SlotWorkers is how many scripts of one call, one per Cluster hash slot,
-// [EachSlot] sends at once.
-const SlotWorkers = 16
+// slotWorkers is how many scripts of one call, one per Cluster hash slot,
+// eachSlot sends at once.
+const slotWorkers = 16
 
-// EachSlot runs f(i) for each i from 0 to n-1, up to SlotWorkers at once,
+// eachSlot runs f(i) for each i from 0 to n-1, up to slotWorkers at once,
 // and returns when every call has: the scripts of n hash slots, side by
 // side. One call runs on the caller's goroutine.
-func EachSlot(n int, f func(i int)) {
+func eachSlot(n int, f func(i int)) {
 	if n == 1 {
 		f(0)
 		return
 	}
 	var wg sync.WaitGroup
-	sem := make(chan struct{}, SlotWorkers)
+	sem := make(chan struct{}, slotWorkers)
 	for i := range n {
 		sem <- struct{}{}
 		wg.Add(1)
@@ -99,10 +99,10 @@ func EachSlot(n int, f func(i int)) {
 
 // Groups returns the indexes of keys in groups that one script each can
 // name: one group of every key, or, over a Cluster client (sharded),
-// SlotGroups'.
+// slotGroups'.
 func Groups(keys []string, sharded bool) [][]int {
 	if sharded {
-		return SlotGroups(keys)
+		return slotGroups(keys)
 	}
 	at := make([]int, len(keys))
 	for i := range at {
@@ -111,16 +111,16 @@ func Groups(keys []string, sharded bool) [][]int {
 	return [][]int{at}
 }
 
-// Scatter runs call for each group of gs, the indexes of n items (as
-// Groups returns them), as EachSlot does, and returns each item's error and
+// scatter runs call for each group of gs, the indexes of n items (as
+// Groups returns them), as eachSlot does, and returns each item's error and
 // whether its call got an answer. call returns one error per item of its
 // group, and the group's: an item's error is its own, else the group's
 // (nil, or a failure of the whole group, such as too few replicas
 // acknowledging); when the call got no answer (no errors per item), the
 // group's error is each item's. An empty group is not called.
-func Scatter(n int, gs [][]int, call func(at []int) ([]error, error)) (errs []error, answered []bool) {
+func scatter(n int, gs [][]int, call func(at []int) ([]error, error)) (errs []error, answered []bool) {
 	errs, answered = make([]error, n), make([]bool, n)
-	EachSlot(len(gs), func(g int) {
+	eachSlot(len(gs), func(g int) {
 		if len(gs[g]) != 0 {
 			es, err := call(gs[g])
 			spread(errs, answered, gs[g], es, err)
@@ -130,7 +130,7 @@ func Scatter(n int, gs [][]int, call func(at []int) ([]error, error)) (errs []er
 }
 
 // spread sets errs and answered of the items at from their call's answer,
-// as Scatter says.
+// as scatter says.
 func spread(errs []error, answered []bool, at []int, es []error, err error) {
 	for k, j := range at {
 		answered[j] = es != nil
@@ -142,9 +142,9 @@ func spread(errs []error, answered []bool, at []int, es []error, err error) {
 	}
 }
 
-// Pick returns the elements of all at the indexes at, in increasing order:
+// pick returns the elements of all at the indexes at, in increasing order:
 // all itself when at is every index.
-func Pick[T any](all []T, at []int) []T {
+func pick[T any](all []T, at []int) []T {
 	if len(at) == len(all) {
 		return all
 	}

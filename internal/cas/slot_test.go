@@ -1,4 +1,4 @@
-package cas_test
+package cas
 
 import (
 	"errors"
@@ -6,11 +6,10 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/locksmith-go/lock/internal/cas"
 	"github.com/locksmith-go/lock/internal/testing/redistest"
 )
 
-// TestSlot: cas.Slot is the Redis Cluster hash slot, hash tags included,
+// TestSlot: Slot is the Redis Cluster hash slot, hash tags included,
 // by the examples of the Cluster specification and by a Cluster's own
 // CLUSTER KEYSLOT.
 func TestSlot(t *testing.T) {
@@ -24,10 +23,10 @@ func TestSlot(t *testing.T) {
 		{"", 0},
 		{"{foo}:lock", 12182}, // the hash tag alone
 		{"x{bar}{foo}", 5061}, // the first tag
-		{"foo{{bar}}zap", cas.Slot("{bar")},
-		{"foo{}{bar}", cas.Slot("foo{}{bar}")}, // an empty tag: the whole key
+		{"foo{{bar}}zap", Slot("{bar")},
+		{"foo{}{bar}", Slot("foo{}{bar}")}, // an empty tag: the whole key
 	} {
-		if got := cas.Slot(tc.key); got != tc.want {
+		if got := Slot(tc.key); got != tc.want {
 			t.Errorf("Slot(%q) = %d, want %d", tc.key, got, tc.want)
 		}
 	}
@@ -38,7 +37,7 @@ func TestSlot(t *testing.T) {
 			if i%3 == 0 {
 				key = fmt.Sprintf("multi:%d:{}", i)
 			}
-			if got, want := cas.Slot(key), cluster.KeySlot(t, key); got != want {
+			if got, want := Slot(key), cluster.KeySlot(t, key); got != want {
 				t.Errorf("Slot(%q) = %d, want %d (CLUSTER KEYSLOT)", key, got, want)
 			}
 		}
@@ -51,7 +50,7 @@ func TestSlot(t *testing.T) {
 func TestScatter(t *testing.T) {
 	errOwn, errGroup, errNone := errors.New("own"), errors.New("group"), errors.New("no answer")
 	gs := [][]int{{0, 2}, {1}, {}, {3}}
-	errs, answered := cas.Scatter(4, gs, func(at []int) ([]error, error) {
+	errs, answered := scatter(4, gs, func(at []int) ([]error, error) {
 		switch at[0] {
 		case 0:
 			return []error{errOwn, nil}, errGroup // item 2: the group's
@@ -69,10 +68,10 @@ func TestScatter(t *testing.T) {
 	if want := []bool{true, true, true, false}; !slices.Equal(answered, want) {
 		t.Errorf("answered = %v, want %v", answered, want)
 	}
-	if got := cas.Pick([]string{"a", "b", "c"}, []int{0, 2}); !slices.Equal(got, []string{"a", "c"}) {
-		t.Errorf("Pick = %q, want [a c]", got)
+	if got := pick([]string{"a", "b", "c"}, []int{0, 2}); !slices.Equal(got, []string{"a", "c"}) {
+		t.Errorf("pick = %q, want [a c]", got)
 	}
-	if got := cas.Groups([]string{"a", "b"}, false); len(got) != 1 || !slices.Equal(got[0], []int{0, 1}) {
+	if got := Groups([]string{"a", "b"}, false); len(got) != 1 || !slices.Equal(got[0], []int{0, 1}) {
 		t.Errorf("Groups, not sharded = %v, want [[0 1]]", got)
 	}
 }

@@ -26,10 +26,11 @@ func ListenLock(conns []driver.Conn, key, id string) strategy.Listener {
 // DeleteWaking is cas.Delete, on srv, for a strategy without a queue, whose
 // release wakes every waiter of the lock: when raw, the connection under
 // srv's, can subscribe and key has a channel, the same script publishes
-// [Everyone] on it (cas.DeleteHintingCall), best effort; without scripts,
-// a PUBLISH follows the delete.
+// [Everyone] on it (cas.Lock.Hint), best effort; without scripts, a
+// PUBLISH follows the delete.
 func DeleteWaking(ctx context.Context, srv cas.Server, raw driver.Conn, key, value string) error {
-	return srv.Run(ctx, DeleteWakingCall(Waking(raw), key, value))
+	_, err := srv.Run(ctx, DeleteWakingCall(Waking(raw), key, nil, value))
+	return err
 }
 
 // Wake says how a release over a connection wakes the lock's waiters.
@@ -56,27 +57,13 @@ func Waking(raw driver.Conn) Wake {
 }
 
 // DeleteWakingCall is [DeleteWaking], built once, for connections that
-// wake waiters by w.
-func DeleteWakingCall(w Wake, key, value string) cas.Call {
-	channel, named := cas.WakeChannel(key)
-	if w == NoWake || !named {
-		return cas.DeleteCall(key, value)
+// wake waiters by w, of the lock of key alone (keys nil) or of keys (key is
+// the first): when w is not NoWake, the script publishes [Everyone] on the
+// channel of each key it deletes that has one.
+func DeleteWakingCall(w Wake, key string, keys []string, value string) cas.Call {
+	l := cas.Lock{Key: key, Keys: keys, Value: value}
+	if w != NoWake {
+		l.Hint, l.Sharded = Everyone, w == SPublish
 	}
-	return cas.DeleteHintingCall(key, value, channel, Everyone, w == SPublish)
-}
-
-// DeleteKeysWaking is cas.DeleteKeys, over c, for a strategy without a
-// queue: when its connection wakes waiters by w (not NoWake), the same
-// script publishes [Everyone] on the channel of each key it deletes that
-// has one (cas.DeleteKeysHinting), best effort, as DeleteWaking does for
-// one key.
-func DeleteKeysWaking(ctx context.Context, c driver.Conn, w Wake, keys []string, value string) error {
-	if w == NoWake {
-		return cas.DeleteKeys(ctx, c, keys, value)
-	}
-	channels := make([]string, len(keys))
-	for i, k := range keys {
-		channels[i], _ = cas.WakeChannel(k)
-	}
-	return cas.DeleteKeysHinting(ctx, c, keys, channels, value, Everyone, w == SPublish)
+	return cas.Delete(l)
 }

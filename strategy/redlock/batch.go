@@ -164,7 +164,7 @@ func (e *partialError) Unwrap() error { return e.err }
 // client, gives each of its locks the call's error, and the node's error
 // is then a *partialError.
 func extendEach(ctx context.Context, n node, b cas.Batch) ([]error, error) {
-	errs, answered := n.srv.Batch(ctx, b)
+	errs, answered := n.srv.Batch(ctx, b, cas.Ack{})
 	first := slices.Index(answered, false)
 	switch {
 	case first < 0:

@@ -224,7 +224,7 @@ func (s *redlock) progress() (changed <-chan struct{}, pending int, dup error) {
 // INFO, a proxy that lacks it) reads as "", as in the script.
 func (s *redlock) runID(ctx context.Context, i int) (string, error) {
 	n := s.nodes[i]
-	if n.srv.Plain == nil {
+	if n.srv.Scripts() {
 		reply, err := runID.Run(ctx, n.raw, nil)
 		id, _ := reply.(string)
 		return id, err

@@ -34,18 +34,15 @@ func (s *redlock) AcquireKeys(ctx context.Context, r strategy.Request) (strategy
 		return strategy.Grant{Undone: true}, &strategy.ArgumentError{Name: "keys", Reason: "must be in one hash slot " +
 			"(give them one hash tag) over a node that is a Cluster client: each node takes every key in one script"}
 	}
-	value := r.Value()
-	take := func(ctx context.Context, _ int, n node) error {
-		_, _, err := cas.AcquireKeys(ctx, n.conn, r.Keys, nil, value, r.TTL)
-		return err
-	}
+	l := cas.Lock{Key: r.Key, Keys: r.Keys, Value: r.Value(), TTL: r.TTL}
 	if s.guard > 0 {
-		take = func(ctx context.Context, _ int, n node) error {
-			_, err := cas.AcquireKeysGuarded(ctx, n.conn, r.Keys, GuardKey, value, r.TTL, s.guard)
-			return err
-		}
+		l.GuardKey, l.Quarantine = GuardKey, s.guard
 	}
-	return s.acquire(ctx, r, take)
+	call := cas.Acquire(l) // one call for every node
+	return s.acquire(ctx, r, func(ctx context.Context, _ int, n node) error {
+		_, err := n.srv.Run(ctx, call)
+		return err
+	})
 }
 
 // sharded reports whether a node is a Cluster client: one whose channels
@@ -61,8 +58,10 @@ func (s *redlock) sharded() bool {
 // found so (a *strategy.KeyError each, joined), and the lock is deleted,
 // in the background, from the nodes that extended every key.
 func (s *redlock) RefreshKeys(ctx context.Context, keys []string, value string, ttl time.Duration) (strategy.Grant, error) {
+	call := cas.PExpire(cas.Lock{Key: keys[0], Keys: keys, Value: value, TTL: ttl})
 	return s.refresh(ctx, strategy.Request{Key: keys[0], Keys: keys}, value, ttl, func(ctx context.Context, _ int, n node) error {
-		return cas.PExpireKeys(ctx, n.conn, keys, value, ttl)
+		_, err := n.srv.Run(ctx, call)
+		return err
 	})
 }
 
@@ -72,13 +71,15 @@ func (s *redlock) RefreshKeys(ctx context.Context, keys []string, value string, 
 // holding the lock; when so many did that no quorum held it, the error
 // names the keys that the most nodes found so, as RefreshKeys's does.
 func (s *redlock) ReleaseKeys(ctx context.Context, keys []string, value string) error {
-	return s.release(ctx, keys[0], keys, value, [notify.Wakes]*cas.Call{})
+	return s.release(ctx, keys[0], keys, value)
 }
 
 // TTLKeys implements [strategy.Multi]: TTL's, over the least TTL of the
 // keys on each node that holds every key, with RefreshKeys's errors.
 func (s *redlock) TTLKeys(ctx context.Context, keys []string, value string) (time.Duration, error) {
+	call := cas.PTTL(cas.Lock{Key: keys[0], Keys: keys, Value: value})
 	return s.ttl(ctx, func(ctx context.Context, n node) (time.Duration, error) {
-		return cas.PTTLKeys(ctx, n.conn, keys, value)
+		r, err := n.srv.Run(ctx, call)
+		return r.TTL, err
 	})
 }

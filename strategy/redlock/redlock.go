@@ -349,11 +349,15 @@ func (s *redlock) Acquire(ctx context.Context, r strategy.Request) (strategy.Gra
 	// A first attempt starts with a bare SET NX PX (see Cost in
 	// docs/design/redlock.md, and cas.StartOf); the guarded acquire is a
 	// script of its own.
-	call := cas.AcquireCall(r.Key, value, r.TTL, cas.StartOf(r))
+	l := cas.Lock{Key: r.Key, Value: value, TTL: r.TTL, Start: cas.StartOf(r)}
 	if s.guard > 0 {
-		call = cas.AcquireGuardedCall(r.Key, GuardKey, value, r.TTL, s.guard)
+		l.GuardKey, l.Quarantine = GuardKey, s.guard
 	}
-	return s.acquire(ctx, r, func(ctx context.Context, _ int, n node) error { return n.srv.Run(ctx, call) })
+	call := cas.Acquire(l)
+	return s.acquire(ctx, r, func(ctx context.Context, _ int, n node) error {
+		_, err := n.srv.Run(ctx, call)
+		return err
+	})
 }
 
 // acquire makes one attempt to lock r: Acquire's, with r.Key, or
@@ -463,10 +467,8 @@ func (s *redlock) releases(r strategy.Request) []*fan {
 
 // undoOn deletes what an attempt of r may have written on n.
 func undoOn(ctx context.Context, n node, r strategy.Request, value string) error {
-	if r.Keys != nil {
-		return cas.DeleteKeys(ctx, n.conn, r.Keys, value)
-	}
-	return n.srv.Run(ctx, cas.DeleteCall(r.Key, value))
+	_, err := n.srv.Run(ctx, cas.Delete(cas.Lock{Key: r.Key, Keys: r.Keys, Value: value}))
+	return err
 }
 
 // drop deletes what the lock r, held with value, holds on n, a node that
@@ -515,8 +517,11 @@ func (s *redlock) dropLost(ctx context.Context, r strategy.Request, value string
 // from those where the lock's acquire was still on its way, once that
 // returned.
 func (s *redlock) Refresh(ctx context.Context, key, value string, ttl time.Duration) (strategy.Grant, error) {
-	call := cas.PExpireCall(key, value, ttl)
-	return s.refresh(ctx, strategy.Request{Key: key}, value, ttl, func(ctx context.Context, _ int, n node) error { return n.srv.Run(ctx, call) })
+	call := cas.PExpire(cas.Lock{Key: key, Value: value, TTL: ttl})
+	return s.refresh(ctx, strategy.Request{Key: key}, value, ttl, func(ctx context.Context, _ int, n node) error {
+		_, err := n.srv.Run(ctx, call)
+		return err
+	})
 }
 
 // refresh extends the lock r, held with value, for ttl on every node with
@@ -580,31 +585,28 @@ func (s *redlock) extended(res []*NodeError, start time.Time, ttl, allowance tim
 // its retry policy applies. A process that exits right after Release
 // leaves them until their TTL ends, on a minority of the nodes.
 func (s *redlock) Release(ctx context.Context, key, value string) error {
-	// One call for each way the nodes wake waiters, built once.
+	return s.release(ctx, key, nil, value)
+}
+
+// release deletes the lock on key alone (keys nil), or on keys (key is the
+// first), held with value, on every node, as Release does: with the node's
+// call of notify.DeleteWakingCall, built once for each way the nodes wake
+// waiters.
+func (s *redlock) release(ctx context.Context, key string, keys []string, value string) error {
 	var calls [notify.Wakes]*cas.Call
 	for _, n := range s.nodes {
 		if calls[n.wake] == nil {
-			c := notify.DeleteWakingCall(n.wake, key, value)
+			c := notify.DeleteWakingCall(n.wake, key, keys, value)
 			calls[n.wake] = &c
 		}
 	}
-	return s.release(ctx, key, nil, value, calls)
-}
-
-// release deletes the lock on key, or on keys (key is the first), held
-// with value, on every node, as Release does: with the node's call of
-// calls (one per way of waking waiters) for key alone, and with
-// notify.DeleteKeysWaking for keys.
-func (s *redlock) release(ctx context.Context, key string, keys []string, value string, calls [notify.Wakes]*cas.Call) error {
 	acq := s.inflight.load(lockName{key, value})
 	op := func(ctx context.Context, i int, n node) error {
 		if err := acq.returnedOn(ctx, i); err != nil {
 			return err
 		}
-		if keys != nil {
-			return notify.DeleteKeysWaking(ctx, n.conn, n.wake, keys, value)
-		}
-		return n.srv.Run(ctx, *calls[n.wake])
+		_, err := n.srv.Run(ctx, *calls[n.wake])
+		return err
 	}
 	res, _, f := s.fanOut(ctx, s.opTimeout(), op, after{needed: func(err error, _ bool) bool { return !answered(outcome(err)) },
 		do: func(ctx context.Context, i int, n node, _ error, _ bool) {
@@ -641,7 +643,11 @@ func (s *redlock) Leave(context.Context, string, string) error { return nil }
 // TTL implements [strategy.Strategy]: the time until fewer than a quorum of
 // nodes will hold the lock.
 func (s *redlock) TTL(ctx context.Context, key, value string) (time.Duration, error) {
-	return s.ttl(ctx, func(ctx context.Context, n node) (time.Duration, error) { return n.srv.PTTL(ctx, key, value) })
+	call := cas.PTTL(cas.Lock{Key: key, Value: value})
+	return s.ttl(ctx, func(ctx context.Context, n node) (time.Duration, error) {
+		r, err := n.srv.Run(ctx, call)
+		return r.TTL, err
+	})
 }
 
 // ttl returns the time until fewer than a quorum of nodes will hold a

@@ -47,7 +47,7 @@ func (s *legacy) RefreshBatch(ctx context.Context, batch []strategy.Refresh) {
 	}
 	sub, ok := s.conn.(driver.Subscriber)
 	gs := cas.Groups(keys, ok && sub.Sharded())
-	errs, answered := s.srv.Batch(ctx, cas.SetBatch(keys, values, unsures, nexts, ttls, gs))
+	errs, answered := s.srv.Batch(ctx, cas.SetBatch(keys, values, unsures, nexts, ttls, gs), cas.Ack{})
 	for j, i := range at {
 		if errs[j] != nil && answered[j] {
 			batch[i].Grant = strategy.Grant{} // answered: nothing was written

@@ -263,13 +263,13 @@ func (s *legacy) takeOver(ctx context.Context, r strategy.Request, held string) 
 		// winner wrote the very value we did (the same second), there is
 		// nothing to put back.
 		if old != value {
-			_ = s.srv.Set(ctx, r.Key, value, old, s.restoreTTL(old, r.TTL))
+			_, _ = s.srv.Run(ctx, cas.Set(cas.Lock{Key: r.Key, Value: value, TTL: s.restoreTTL(old, r.TTL)}, old))
 		}
 		return strategy.Grant{}, strategy.ErrNotObtained
 	}
 	// GETSET stripped any TTL.
 	if ttl := s.safetyTTL(value, now); ttl > 0 {
-		if err := s.srv.Run(ctx, cas.PExpireCall(r.Key, value, ttl)); err != nil && !errors.Is(err, strategy.ErrNotHeld) {
+		if _, err := s.srv.Run(ctx, cas.PExpire(cas.Lock{Key: r.Key, Value: value, TTL: ttl})); err != nil && !errors.Is(err, strategy.ErrNotHeld) {
 			return lostReply, err
 		}
 	}
@@ -356,7 +356,7 @@ func (s *legacy) Refresh(ctx context.Context, key, value string, ttl time.Durati
 	if s.expired(value) {
 		return strategy.Grant{}, strategy.ErrExpired
 	}
-	if err := s.srv.Set(ctx, key, value, next, s.safetyTTL(next, now)); err != nil {
+	if _, err := s.srv.Run(ctx, cas.Set(cas.Lock{Key: key, Value: value, TTL: s.safetyTTL(next, now)}, next)); err != nil {
 		if errors.Is(err, strategy.ErrNotHeld) {
 			return strategy.Grant{}, err
 		}
@@ -394,7 +394,7 @@ func (s *legacy) Leave(context.Context, string, string) error { return nil }
 // TTL implements [strategy.Strategy]: the time until the lock's timestamp, by
 // this client's clock.
 func (s *legacy) TTL(ctx context.Context, key, value string) (time.Duration, error) {
-	if _, err := s.srv.PTTL(ctx, key, value); err != nil {
+	if _, err := s.srv.Run(ctx, cas.PTTL(cas.Lock{Key: key, Value: value})); err != nil {
 		return 0, err
 	}
 	expiry, _ := s.format.Decode(value)

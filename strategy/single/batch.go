@@ -38,12 +38,7 @@ func (s *single) RefreshBatch(ctx context.Context, batch []strategy.Refresh) {
 		}
 	}
 	b := cas.PExpireBatch(keys, values, ttls, cas.Groups(keys, s.sharded))
-	var errs []error
-	if s.ack.Replicas == 0 {
-		errs, _ = s.srv.Batch(ctx, b)
-	} else {
-		errs, _ = s.srv.BatchAcked(ctx, b, s.ack)
-	}
+	errs, _ := s.srv.Batch(ctx, b, s.ack)
 	for j, i := range at {
 		batch[i].Err = errs[j]
 	}

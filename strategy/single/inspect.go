@@ -68,7 +68,7 @@ func (s *single) breakShared(ctx context.Context, key, fingerprint string) (stra
 	for i, h := range r.Holders {
 		if fingerprint == "" || st.Holders[i].Fingerprint == fingerprint {
 			broke = true
-			if err := k.Release(ctx, s.conn, h.Value); !errors.Is(err, strategy.ErrExpired) {
+			if err := k.Release(ctx, s.conn, h.Value, false); !errors.Is(err, strategy.ErrExpired) {
 				errs = append(errs, s.srv.NeedsScripts(err, sharedLocks))
 			}
 		}

@@ -29,7 +29,7 @@ type group struct {
 func (s *single) groups(keys []string) []group {
 	var gs []group
 	for _, at := range cas.Groups(keys, s.sharded) {
-		gs = append(gs, group{cas.Pick(keys, at), at})
+		gs = append(gs, group{pick(keys, at), at})
 	}
 	return gs
 }
@@ -53,7 +53,7 @@ func (s *single) write(ctx context.Context, g group, f func(cas.Server) error) e
 // finds a key held it deletes what the earlier slots took before it
 // returns: exclusive per key, but not atomic across slots, so that another
 // client may see some keys held for a moment. [WithoutScripts] runs one
-// transaction where a script would run (see cas.Plain.AcquireKeys). It
+// transaction where a script would run (see cas.Acquire). It
 // refuses, with an [*strategy.ArgumentError], a TTL that the drift
 // allowance uses up, and, with lock.WithFencing, a key that [FenceKey]
 // refuses, before anything is written.
@@ -86,12 +86,12 @@ func (s *single) AcquireKeys(ctx context.Context, r strategy.Request) (strategy.
 	}
 	value := r.Value()
 	gs := s.groups(r.Keys)
-	if qs, ok := s.queuesOf(r); ok && len(gs) == 1 {
-		if g, ok, err := s.acquireQueued(ctx, r, gs[0], qs, fenceKeys, grant); ok {
+	if ok := s.queuesOf(r); ok && len(gs) == 1 {
+		if g, ok, err := s.acquireQueued(ctx, r, gs[0], fenceKeys, grant); ok {
 			return g, err
 		}
 	} else if ok {
-		if g, ok, err := s.acquireSlots(ctx, r, gs, qs, fenceKeys, grant); ok {
+		if g, ok, err := s.acquireSlots(ctx, r, gs, fenceKeys, grant); ok {
 			return g, err
 		}
 	}
@@ -99,7 +99,8 @@ func (s *single) AcquireKeys(ctx context.Context, r strategy.Request) (strategy.
 		var fences []int64
 		var held time.Duration
 		err := s.write(ctx, g, func(srv cas.Server) (err error) {
-			fences, held, err = srv.AcquireKeys(ctx, g.keys, pick(fenceKeys, g.at), value, r.TTL)
+			res, err := srv.Run(ctx, cas.Acquire(cas.Lock{Key: g.keys[0], Keys: g.keys, Value: value, TTL: r.TTL, Fences: pick(fenceKeys, g.at)}))
+			fences, held = res.Fences, res.HolderTTL
 			return err
 		})
 		switch {
@@ -117,38 +118,36 @@ func (s *single) AcquireKeys(ctx context.Context, r strategy.Request) (strategy.
 	return grant, nil
 }
 
-// queuesOf returns the queue of each key of r, when r's waiter can queue:
+// queuesOf reports whether r's waiter can queue in the queue of each key:
 // it waits by notification, the Strategy's waiters queue (see queues), and
 // every key has a queue (see cas.NewQueue). Otherwise the waiter polls.
-func (s *single) queuesOf(r strategy.Request) ([]cas.Queue, bool) {
+func (s *single) queuesOf(r strategy.Request) bool {
 	if r.Waiter == "" || !s.queues() {
-		return nil, false
+		return false
 	}
-	qs := make([]cas.Queue, len(r.Keys))
-	for i, k := range r.Keys {
-		var ok bool
-		if qs[i], ok = s.queue(k); !ok {
-			return nil, false
+	for _, k := range r.Keys {
+		if _, ok := s.queue(k); !ok {
+			return false
 		}
 	}
-	return qs, true
+	return true
 }
 
 // acquireQueued makes the attempt of r's waiter to take the keys of g,
-// every key of r, with their queues qs (see cas.AcquireKeysQueued), into
-// grant. ok is false when the server refuses scripts, having written
-// nothing, and the caller takes the keys without them.
-func (s *single) acquireQueued(ctx context.Context, r strategy.Request, g group, qs []cas.Queue, fenceKeys []string, grant strategy.Grant) (strategy.Grant, bool, error) {
+// every key of r, with their queues (see cas.Acquire), into grant; where
+// the server refuses scripts, without the queues. ok is always true.
+func (s *single) acquireQueued(ctx context.Context, r strategy.Request, g group, fenceKeys []string, grant strategy.Grant) (strategy.Grant, bool, error) {
 	var fences []int64
-	var e cas.Enqueued
+	var e cas.Result
+	l := cas.Lock{Key: r.Key, Keys: r.Keys, Value: r.Value(), TTL: r.TTL, Fences: fenceKeys, Sharded: s.sharded,
+		Waiter: cas.Waiter{ID: s.member(r.Waiter), Poll: r.Poll, Patience: r.Patience}}
 	err := s.write(ctx, g, func(srv cas.Server) (err error) {
-		fences, e, err = cas.AcquireKeysQueued(ctx, srv.Conn, r.Keys, qs, fenceKeys, r.Value(), s.member(r.Waiter), r.TTL, r.Poll, r.Patience)
+		e, err = srv.Run(ctx, cas.Acquire(l)) // unqueued where the server refuses scripts
+		fences = e.Fences
 		return err
 	})
 	var held *strategy.KeyError
 	switch {
-	case s.srv.Refuses(err):
-		return strategy.Grant{}, false, nil
 	case errors.As(err, &held) && errors.Is(err, strategy.ErrNotObtained):
 		grant.Position, grant.HolderTTL, grant.Queue = e.Position, e.HolderTTL, held.Key
 		if held.Key != r.Keys[0] {
@@ -206,7 +205,8 @@ func (s *single) RefreshKeys(ctx context.Context, keys []string, value string, t
 	var errs []error
 	for _, g := range s.groups(keys) {
 		errs = append(errs, s.write(ctx, g, func(srv cas.Server) error {
-			return srv.PExpireKeys(ctx, g.keys, value, ttl)
+			_, err := srv.Run(ctx, cas.PExpire(cas.Lock{Key: g.keys[0], Keys: g.keys, Value: value, TTL: ttl}))
+			return err
 		}))
 	}
 	return strategy.Grant{Drift: d}, errors.Join(errs...)
@@ -229,14 +229,7 @@ func (s *single) ReleaseKeys(ctx context.Context, keys []string, value string) e
 func (s *single) release(ctx context.Context, gs []group, value string) (lost, failed error) {
 	var losts, fails []error
 	for _, g := range gs {
-		var err error
-		queued := s.queues()
-		if queued {
-			err = cas.DeleteKeysQueued(ctx, s.conn, g.keys, value, s.sharded)
-		}
-		if !queued || s.srv.Refuses(err) {
-			err = s.srv.DeleteKeys(ctx, g.keys, value)
-		}
+		_, err := s.srv.Run(ctx, cas.Delete(cas.Lock{Key: g.keys[0], Keys: g.keys, Value: value, Queued: s.queues(), Sharded: s.sharded}))
 		if errors.Is(err, strategy.ErrNotHeld) {
 			losts = append(losts, err)
 		} else if err != nil {
@@ -252,7 +245,8 @@ func (s *single) TTLKeys(ctx context.Context, keys []string, value string) (time
 	least := time.Duration(-1)
 	var errs []error
 	for _, g := range s.groups(keys) {
-		ttl, err := s.srv.PTTLKeys(ctx, g.keys, value)
+		r, err := s.srv.Run(ctx, cas.PTTL(cas.Lock{Key: g.keys[0], Keys: g.keys, Value: value}))
+		ttl := r.TTL
 		if err != nil {
 			errs = append(errs, err)
 		} else if ttl >= 0 && (least < 0 || ttl < least) {

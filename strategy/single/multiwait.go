@@ -3,21 +3,21 @@ package single
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/locksmith-go/lock/internal/cas"
 	"github.com/locksmith-go/lock/strategy"
 )
 
 // acquireSlots makes the attempt of r's waiter to take r's keys in several
-// Cluster slots, the groups gs, whose queues are qs (one per key of r),
-// into grant: it reserves each group in turn, stopping at the first with a
+// Cluster slots, the groups gs, with their queues, into grant: it reserves each group in turn, stopping at the first with a
 // key it cannot take, then takes each group, keeping its places, and then
 // leaves the queues (see cas.Waiter). ok is false when the ACL does not
 // allow the queues, or the server refuses scripts, and the caller takes
 // the keys without them.
-func (s *single) acquireSlots(ctx context.Context, r strategy.Request, gs []group, qs []cas.Queue, fenceKeys []string, grant strategy.Grant) (strategy.Grant, bool, error) {
+func (s *single) acquireSlots(ctx context.Context, r strategy.Request, gs []group, fenceKeys []string, grant strategy.Grant) (strategy.Grant, bool, error) {
 	w := cas.Waiter{ID: s.member(r.Waiter), Poll: r.Poll, Patience: r.Patience}
-	queued := func(e cas.Enqueued, err error) (strategy.Grant, bool, error) {
+	queued := func(e cas.Result, err error) (strategy.Grant, bool, error) {
 		if held := (*strategy.KeyError)(nil); errors.As(err, &held) {
 			grant.Position, grant.HolderTTL, grant.Queue = e.Position, e.HolderTTL, held.Key
 			if held.Key != gs[0].keys[0] {
@@ -27,12 +27,12 @@ func (s *single) acquireSlots(ctx context.Context, r strategy.Request, gs []grou
 		return grant, true, err
 	}
 	for i, g := range gs {
-		e, err := w.Reserve(ctx, s.conn, g.keys, pickQueues(qs, g.at), r.TTL)
+		e, err := w.Hold(ctx, s.conn, s.lock(g, r.TTL), false)
 		switch {
 		case errors.Is(err, cas.ErrNoQueue) || s.srv.Refuses(err):
 			return strategy.Grant{}, false, nil
 		case errors.Is(err, strategy.ErrNotObtained):
-			s.leaveSlots(ctx, w, gs[i+1:], qs)
+			s.leaveSlots(ctx, w, gs[i+1:])
 			return queued(e, err)
 		case err != nil:
 			return strategy.Grant{}, true, err
@@ -41,14 +41,17 @@ func (s *single) acquireSlots(ctx context.Context, r strategy.Request, gs []grou
 	value := r.Value()
 	for i, g := range gs {
 		var fences []int64
-		var e cas.Enqueued
+		var e cas.Result
 		err := s.write(ctx, g, func(srv cas.Server) (err error) {
-			fences, e, err = w.Take(ctx, srv.Conn, g.keys, pickQueues(qs, g.at), pick(fenceKeys, g.at), value, r.TTL)
+			l := s.lock(g, r.TTL)
+			l.Value, l.Fences = value, pick(fenceKeys, g.at)
+			e, err = w.Hold(ctx, srv.Conn, l, true)
+			fences = e.Fences
 			return err
 		})
 		switch {
 		case errors.Is(err, strategy.ErrNotObtained): // a client outside the queues took a key
-			s.leaveSlots(ctx, w, gs[i+1:], qs)
+			s.leaveSlots(ctx, w, gs[i+1:])
 			undone, err := s.undo(ctx, gs[:i], value, strategy.Grant{}, err)
 			if !undone.Undone {
 				return undone, true, err
@@ -67,7 +70,7 @@ func (s *single) acquireSlots(ctx context.Context, r strategy.Request, gs []grou
 		}
 	}
 	for _, g := range gs { // best effort: a place left behind is dropped after its patience
-		_ = w.Claim(ctx, s.conn, g.keys, pickQueues(qs, g.at))
+		_ = w.Leave(ctx, s.conn, s.lock(g, 0), true)
 	}
 	return grant, true, nil
 }
@@ -75,17 +78,13 @@ func (s *single) acquireSlots(ctx context.Context, r strategy.Request, gs []grou
 // leaveSlots takes w out of the queues of the keys of gs, which an earlier
 // attempt may have reserved: it keeps places only up to the key it waits
 // for. Best effort: a place left behind is dropped after its patience.
-func (s *single) leaveSlots(ctx context.Context, w cas.Waiter, gs []group, qs []cas.Queue) {
+func (s *single) leaveSlots(ctx context.Context, w cas.Waiter, gs []group) {
 	for _, g := range gs {
-		_ = w.Leave(ctx, s.conn, g.keys, pickQueues(qs, g.at))
+		_ = w.Leave(ctx, s.conn, s.lock(g, 0), false)
 	}
 }
 
-// pickQueues returns the queues of qs at the indexes at.
-func pickQueues(qs []cas.Queue, at []int) []cas.Queue {
-	picked := make([]cas.Queue, len(at))
-	for i, j := range at {
-		picked[i] = qs[j]
-	}
-	return picked
+// lock returns the lock of the keys of g, with their queues, for ttl.
+func (s *single) lock(g group, ttl time.Duration) cas.Lock {
+	return cas.Lock{Key: g.keys[0], Keys: g.keys, TTL: ttl, Sharded: s.sharded}
 }

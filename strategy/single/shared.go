@@ -114,7 +114,7 @@ func (v *shared) Release(ctx context.Context, key, value string) error {
 	if err != nil {
 		return err
 	}
-	return v.s.srv.NeedsScripts(k.Release(ctx, v.s.conn, value), sharedLocks)
+	return v.s.srv.NeedsScripts(k.Release(ctx, v.s.conn, value, false), sharedLocks)
 }
 
 func (v *shared) TTL(ctx context.Context, key, value string) (time.Duration, error) {
@@ -155,7 +155,7 @@ func (w writer) Downgrade(ctx context.Context, key, value string) error {
 	if err != nil {
 		return err
 	}
-	return w.s.srv.NeedsScripts(k.Downgrade(ctx, w.s.conn, value), sharedLocks)
+	return w.s.srv.NeedsScripts(k.Release(ctx, w.s.conn, value, true), sharedLocks)
 }
 
 // inspectShared reads the shared lock on key.

@@ -293,20 +293,21 @@ func (s *single) acquireOne(ctx context.Context, r strategy.Request) (strategy.G
 // acquire makes one attempt on srv, with the drift allowance d and, for a
 // fenced request, the counter fenceKey.
 func (s *single) acquire(ctx context.Context, srv cas.Server, r strategy.Request, d time.Duration, fenceKey string) (strategy.Grant, error) {
+	l := cas.Lock{Key: r.Key, Value: r.Value(), TTL: r.TTL, Start: cas.StartOf(r), Sharded: s.sharded}
+	if r.Fencing {
+		l.Fences = []string{fenceKey}
+	}
 	if r.Waiter != "" {
-		if q, ok := s.queue(r.Key); ok {
-			n, e, err := cas.AcquireQueued(ctx, srv.Conn, q, fenceKey, r.Value(), s.member(r.Waiter), r.TTL, r.Poll, r.Patience)
-			if !srv.Refuses(err) {
-				return strategy.Grant{Fence: n, Drift: d, Position: e.Position, HolderTTL: e.HolderTTL}, err
-			}
-			// The server refuses scripts: the attempt goes unqueued, without.
+		if _, ok := s.queue(r.Key); ok {
+			l.Waiter = cas.Waiter{ID: s.member(r.Waiter), Poll: r.Poll, Patience: r.Patience}
 		}
 	}
-	if !r.Fencing {
-		return strategy.Grant{Drift: d}, srv.Run(ctx, cas.AcquireCall(r.Key, r.Value(), r.TTL, cas.StartOf(r)))
+	res, err := srv.Run(ctx, cas.Acquire(l))
+	g := strategy.Grant{Drift: d, Position: res.Position, HolderTTL: res.HolderTTL}
+	if res.Fences != nil {
+		g.Fence = res.Fences[0]
 	}
-	n, err := srv.AcquireFenced(ctx, r.Key, fenceKey, r.Value(), r.TTL)
-	return strategy.Grant{Fence: n, Drift: d}, err
+	return g, err
 }
 
 // queue returns the wait queue of key, if waiters of key can be woken: the
@@ -353,7 +354,8 @@ func (s *single) Leave(ctx context.Context, key, id string) error {
 	if !ok {
 		return nil
 	}
-	if err := cas.Leave(ctx, s.conn, q, s.member(id)); !s.srv.Refuses(err) {
+	w := cas.Waiter{ID: s.member(id)}
+	if err := w.Leave(ctx, s.conn, cas.Lock{Key: q.Key, Sharded: q.Sharded}, false); !s.srv.Refuses(err) {
 		return err
 	}
 	return nil // without scripts, no queue
@@ -385,25 +387,25 @@ func (s *single) Refresh(ctx context.Context, key, value string, ttl time.Durati
 	if err != nil {
 		return strategy.Grant{}, err
 	}
+	call := cas.PExpire(cas.Lock{Key: key, Value: value, TTL: ttl})
 	if s.ack.Replicas == 0 {
-		return strategy.Grant{Drift: d}, s.srv.Run(ctx, cas.PExpireCall(key, value, ttl))
+		_, err := s.srv.Run(ctx, call)
+		return strategy.Grant{Drift: d}, err
 	}
 	return strategy.Grant{Drift: d}, cas.Acked(ctx, s.conn, key, s.ack, func(c driver.Conn) error {
-		return s.srv.Over(c).Run(ctx, cas.PExpireCall(key, value, ttl))
+		_, err := s.srv.Over(c).Run(ctx, call)
+		return err
 	})
 }
 
 // Release implements [strategy.Strategy].
 func (s *single) Release(ctx context.Context, key, value string) error {
-	if q, ok := s.queue(key); ok {
-		if err := cas.DeleteQueued(ctx, s.conn, q, value); !s.srv.Refuses(err) {
-			return err
-		}
-	}
-	return s.srv.Run(ctx, cas.DeleteCall(key, value))
+	_, err := s.srv.Run(ctx, cas.Delete(cas.Lock{Key: key, Value: value, Queued: s.queues(), Sharded: s.sharded}))
+	return err
 }
 
 // TTL implements [strategy.Strategy].
 func (s *single) TTL(ctx context.Context, key, value string) (time.Duration, error) {
-	return s.srv.PTTL(ctx, key, value)
+	r, err := s.srv.Run(ctx, cas.PTTL(cas.Lock{Key: key, Value: value}))
+	return r.TTL, err
 }

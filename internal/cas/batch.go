@@ -24,7 +24,7 @@ const PerScript = 1000
 // A Batch is a batched refresh on one server (strategy.Batcher): what to
 // do to each of its locks' keys, if the key holds one of the lock's
 // values, and how the locks are split into calls, one per group of keys
-// that one script can name (see [Groups]), a group of more than PerScript
+// that one script can name (see Groups), a group of more than PerScript
 // locks into several. [Server.Batch] runs it.
 type Batch struct {
 	keys  []string
@@ -71,7 +71,7 @@ var (
 )
 
 // PExpireBatch is the batch that sets the TTL of each of keys, keys[i] to
-// ttls[i], if it holds values[i], in groups gs (see [Groups]).
+// ttls[i], if it holds values[i], in groups gs (see Groups).
 func PExpireBatch(keys, values []string, ttls []time.Duration, gs [][]int) Batch {
 	return Batch{
 		keys: keys, parts: split(gs), script: pexpireEachScript,
@@ -82,7 +82,7 @@ func PExpireBatch(keys, values []string, ttls []time.Duration, gs [][]int) Batch
 }
 
 // SetBatch is the batch that does [Set] to each of keys, in groups gs (see
-// [Groups]): keys[i]'s value, if it is values[i], one of unsures[i], or
+// Groups): keys[i]'s value, if it is values[i], one of unsures[i], or
 // nexts[i] already, becomes nexts[i], expiring after ttls[i] (never when it
 // is 0).
 func SetBatch(keys, values []string, unsures [][]string, nexts []string, ttls []time.Duration, gs [][]int) Batch {
@@ -108,17 +108,26 @@ func SetBatch(keys, values []string, unsures [][]string, nexts []string, ttls []
 // Batch runs b on the server, and returns each lock's error (nil,
 // strategy.ErrExpired, strategy.ErrTaken, the server's error about its
 // key, or the error of a call that got no answer) and whether its call got
-// an answer, as [Scatter] does.
+// an answer, as scatter does.
 //
 // With scripts, every call is sent in one round trip, and in one more
 // those whose server lacked the script (driver.Script.RunEach), over a
 // Conn that pipelines; otherwise one after another. Without scripts, each
-// call is a transaction (see [Plain.each]), side by side as Scatter sends
+// call is a transaction (see plain.each), side by side as scatter sends
 // them.
 //
 // A Server from Detecting whose server refuses scripts runs the calls
 // that it refused without scripts.
-func (s Server) Batch(ctx context.Context, b Batch) ([]error, []bool) {
+//
+// With ack.Replicas, each call runs on a connection pinned to the master
+// of its keys, followed by WAIT there (see [Acked]), the calls side by side
+// as scatter sends them. A call that too few replicas acknowledged gives
+// each of its locks, but those that failed on their own, the
+// *strategy.ReplicaError.
+func (s Server) Batch(ctx context.Context, b Batch, ack Ack) ([]error, []bool) {
+	if ack.Replicas > 0 {
+		return s.batchAcked(ctx, b, ack)
+	}
 	if !s.Scripts() {
 		return s.batchPlain(ctx, b, b.parts)
 	}
@@ -165,10 +174,10 @@ func (s Server) Batch(ctx context.Context, b Batch) ([]error, []bool) {
 }
 
 // batchPlain runs the calls of b's locks in parts without scripts, side by
-// side, as [Scatter] sends them.
+// side, as scatter sends them.
 func (s Server) batchPlain(ctx context.Context, b Batch, parts [][]int) ([]error, []bool) {
 	p, err := s.scriptless()
-	return Scatter(len(b.keys), parts, func(at []int) ([]error, error) {
+	return scatter(len(b.keys), parts, func(at []int) ([]error, error) {
 		if err != nil {
 			return nil, err
 		}
@@ -176,13 +185,9 @@ func (s Server) batchPlain(ctx context.Context, b Batch, parts [][]int) ([]error
 	})
 }
 
-// BatchAcked runs b on the server as [Server.Batch] does, but each call on
-// a connection pinned to the master of its keys, followed by WAIT there
-// (see [Acked]), the calls side by side as [Scatter] sends them. A call
-// that too few replicas acknowledged gives each of its locks, but those
-// that failed on their own, the *strategy.ReplicaError.
-func (s Server) BatchAcked(ctx context.Context, b Batch, ack Ack) ([]error, []bool) {
-	return Scatter(len(b.keys), b.parts, func(at []int) (es []error, err error) {
+// batchAcked is Batch with ack.Replicas.
+func (s Server) batchAcked(ctx context.Context, b Batch, ack Ack) ([]error, []bool) {
+	return scatter(len(b.keys), b.parts, func(at []int) (es []error, err error) {
 		err = Acked(ctx, s.Conn, b.keys[at[0]], ack, func(one driver.Conn) (err error) {
 			es, err = s.Over(one).part(ctx, b, at)
 			return err
@@ -202,7 +207,7 @@ func (s Server) part(ctx context.Context, b Batch, at []int) (es []error, err er
 		}
 		es, err = eachReply(b.script, call.Keys, reply, nil)
 		return err
-	}, func(p *Plain) (err error) {
+	}, func(p *plain) (err error) {
 		es, err = p.each(ctx, b, at)
 		return err
 	})
@@ -215,7 +220,7 @@ func (b Batch) call(at []int) driver.Call {
 	for _, i := range at {
 		args = append(args, b.args(i)...)
 	}
-	return driver.Call{Keys: Pick(b.keys, at), Args: args}
+	return driver.Call{Keys: pick(b.keys, at), Args: args}
 }
 
 // eachScript returns the script of many locks, each with its own
@@ -285,7 +290,7 @@ func eachReply(s *driver.Script, keys []string, reply any, err error) ([]error, 
 // aborted is run once more; after a second abort, each lock is run in a
 // transaction of its own, so that a lock whose key keeps changing (lost,
 // or released) does not fail the others.
-func (p *Plain) each(ctx context.Context, b Batch, at []int) ([]error, error) {
+func (p *plain) each(ctx context.Context, b Batch, at []int) ([]error, error) {
 	for range 2 {
 		errs, err := resend(ctx, func() (errs []error, err error) {
 			err = p.session(ctx, b.keys[at[0]], func(s *session) error {
@@ -307,7 +312,7 @@ func (p *Plain) each(ctx context.Context, b Batch, at []int) ([]error, error) {
 	return errs, nil
 }
 
-// each is Plain.each's transaction, once, over the session's connection.
+// each is plain.each's transaction, once, over the session's connection.
 func (s *session) each(ctx context.Context, b Batch, at []int) ([]error, error) {
 	read := make([][]any, 1, 1+len(at))
 	read[0] = []any{"WATCH"}
