@@ -1,10 +1,10 @@
-// Package jepsen tests locksmith's locks the way Jepsen tests databases:
+// Package harness tests locksmith's locks the way Jepsen tests databases:
 // clients hold locks while faults hit the network, the servers and the
 // clients themselves, and a checker reads the history of the run for two
 // holders of a key at once.
 //
-// It is a module of its own, so that the repository's test command does not
-// run it. So far it holds the checks, which need no fault to be tested, and
+// It is internal to the jepsen module, a module of its own so that the
+// repository's test command does not run it. So far it holds the checks, which need no fault to be tested, and
 // a test of them on a real run with paused holders:
 //
 //   - [Check] sweeps a history's holds for overlaps per key, raw (from an
@@ -22,4 +22,4 @@
 // node's link cut and healed as the first fault. The other faults, and
 // clients in processes of their own, come next; README.md, beside this
 // package, says what the harness will be.
-package jepsen
+package harness

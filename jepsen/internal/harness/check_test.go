@@ -1,4 +1,4 @@
-package jepsen
+package harness
 
 import (
 	"fmt"
