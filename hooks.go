@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/locksmith-go/lock/driver"
 	"github.com/locksmith-go/lock/internal/scope"
 	"github.com/locksmith-go/lock/strategy"
 )
@@ -139,16 +138,19 @@ func (sc *hookScope) Op(ctx context.Context, op, key string, fn func(context.Con
 // hookList is the hooks of one Obtain and its lock, outermost first.
 type hookList []*Hooks
 
+// addresser is driver.Addresser, which the root package does not import: a
+// strategy that reports its servers' addresses, as a driver.Conn does.
+type addresser interface{ Addr() string }
+
 // describe returns a strategy's name and server: its String method and its
-// Addr method (a strategy reports its servers' addresses as a driver.Conn
-// does), where it has them.
+// Addr method (see addresser), where it has them.
 func describe(s strategy.Strategy) (name, server string) {
 	if n, ok := s.(fmt.Stringer); ok {
 		name = n.String()
 	} else {
 		name = fmt.Sprintf("%T", s)
 	}
-	if a, ok := s.(driver.Addresser); ok {
+	if a, ok := s.(addresser); ok {
 		server = a.Addr()
 	}
 	return name, server

@@ -44,5 +44,5 @@ func ExampleCheck() {
 	client := redis.NewClient(&redis.Options{Addr: "10.0.0.1:6379"}) // no ContextTimeoutEnabled
 	defer client.Close()
 	fmt.Println(driver.Check(goredis.New(client)))
-	// Output: lock: invalid go-redis client: redis.Options.ContextTimeoutEnabled must be true: without it go-redis bounds each command by its ReadTimeout (5s by default), not by the context's deadline
+	// Output: goredis: redis.Options.ContextTimeoutEnabled must be true: without it go-redis bounds each command by its ReadTimeout (5s by default), not by the context's deadline
 }

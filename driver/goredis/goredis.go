@@ -36,7 +36,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/locksmith-go/lock/driver"
-	"github.com/locksmith-go/lock/strategy"
 )
 
 // commands are the commands a Conn sends: a client's, or those of one
@@ -69,7 +68,7 @@ var (
 // New returns a Conn that sends commands through c. If c is nil, or its
 // options would let a command outlive its context, the Conn reports it
 // from Validate and from every command, and strategy constructors refuse
-// it with its [*strategy.ArgumentError], which names the option.
+// it with its error, which names the option.
 //
 // Every lock call must end by its context's deadline, whatever the server
 // does, so the client's options must let the context bound each command:
@@ -93,18 +92,18 @@ func New(c redis.UniversalClient) *Conn {
 	return &Conn{c: c, cmd: c, err: check(c)}
 }
 
-// check returns an *strategy.ArgumentError if c is nil, or if its options let a
-// command outlive its context's deadline.
+// check returns an error if c is nil, or if its options let a command
+// outlive its context's deadline.
 func check(c redis.UniversalClient) error {
 	if err := driver.NotNil(c); err != nil {
-		return &strategy.ArgumentError{Name: "go-redis client", Reason: err.Error()}
+		return fmt.Errorf("goredis: client %v", err)
 	}
 	o, ok := optionsOf(c)
 	if !ok {
 		return nil // not ours to check: it must honour the context itself
 	}
 	invalid := func(option, reason string) error {
-		return &strategy.ArgumentError{Name: "go-redis client", Reason: o.name + "." + option + " " + reason}
+		return errors.New("goredis: " + o.name + "." + option + " " + reason)
 	}
 	const noDeadlines = "must not be -2, which turns off socket deadlines, the context's too (-1 means no timeout of the client's own)"
 	switch {
@@ -159,9 +158,8 @@ func given(d time.Duration) time.Duration {
 	return d
 }
 
-// Validate implements [driver.Validator]: it returns the
-// [*strategy.ArgumentError] that New found, naming the option to change, or
-// nil.
+// Validate implements [driver.Validator]: it returns the error that New
+// found, naming the option to change, or nil.
 func (c *Conn) Validate() error { return c.err }
 
 // SetNX implements [driver.Conn].
@@ -229,7 +227,7 @@ func (c *Conn) Eval(ctx context.Context, src string, keys []string, args ...any)
 	return nilReply(await(ctx, &c.sending, func() (any, error) { return c.cmd.Eval(ctx, src, keys, args...).Result() }))
 }
 
-// scriptKeys returns c.err, or an *strategy.ArgumentError when c is a
+// scriptKeys returns c.err, or an error naming the keys when c is a
 // *redis.Ring and keys hash to more than one of its shards: a Ring sends a
 // script to the shard of its first key alone, where the others would be
 // keys of the wrong shard, so a lock of several keys over a Ring needs one
@@ -266,8 +264,8 @@ func (c *Conn) scriptKeys(keys []string) error {
 	first := ringHashed(keys[0])
 	for _, k := range keys[1:] {
 		if ringHashed(k) != first {
-			return &strategy.ArgumentError{Name: "keys", Reason: "a *redis.Ring runs a script on the shard of its first key: " +
-				"the keys of one lock need one hash tag there, such as {order:42}:stock and {order:42}:payment"}
+			return errors.New("goredis: keys of one lock need one hash tag over a *redis.Ring, which runs a script on the shard of its first key: " +
+				"such as {order:42}:stock and {order:42}:payment")
 		}
 	}
 	return nil

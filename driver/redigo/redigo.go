@@ -41,7 +41,6 @@ import (
 	"github.com/gomodule/redigo/redis"
 
 	"github.com/locksmith-go/lock/driver"
-	"github.com/locksmith-go/lock/strategy"
 )
 
 // Pool hands out connections; *redis.Pool implements it, and so can a
@@ -77,8 +76,7 @@ func WithAddr(addr string) Option { return func(c *Conn) { c.addr = addr } }
 // New returns a Conn that takes a connection from p for every command. If
 // p is nil, or is a *redis.Pool that would run something the context does
 // not bound, the Conn reports it from Validate and from every command, and
-// strategy constructors refuse it with its [*strategy.ArgumentError], which
-// names the field.
+// strategy constructors refuse it with its error, which names the field.
 //
 // Every lock call must end by its context's deadline, whatever the server
 // does, so a *redis.Pool must not run anything that takes no context:
@@ -100,28 +98,28 @@ func New(p Pool, opts ...Option) *Conn {
 	return c
 }
 
-// check returns an *strategy.ArgumentError if p is nil, or is a *redis.Pool
-// with a function that takes no context.
+// check returns an error if p is nil, or is a *redis.Pool with a function
+// that takes no context.
 func check(p Pool) error {
 	if err := driver.NotNil(p); err != nil {
-		return &strategy.ArgumentError{Name: "redigo pool", Reason: err.Error()}
+		return fmt.Errorf("redigo: pool %v", err)
 	}
 	rp, ok := p.(*redis.Pool)
 	switch {
 	case !ok:
 		return nil // not ours to check: it must honour the context itself
 	case rp.DialContext == nil:
-		return &strategy.ArgumentError{Name: "redigo pool", Reason: "redis.Pool.DialContext must be set: Pool.Dial takes no context, " +
-			"so a dial, and the AUTH or SELECT it sends, would not end by the caller's deadline"}
+		return errors.New("redigo: redis.Pool.DialContext must be set: Pool.Dial takes no context, " +
+			"so a dial, and the AUTH or SELECT it sends, would not end by the caller's deadline")
 	case rp.TestOnBorrow != nil:
-		return &strategy.ArgumentError{Name: "redigo pool", Reason: "redis.Pool.TestOnBorrow must be nil: it takes no context, " +
-			"so a command it sends would not end by the caller's deadline; use TestOnBorrowContext, with redis.DoContext"}
+		return errors.New("redigo: redis.Pool.TestOnBorrow must be nil: it takes no context, " +
+			"so a command it sends would not end by the caller's deadline; use TestOnBorrowContext, with redis.DoContext")
 	}
 	return nil
 }
 
-// Validate implements [driver.Validator]: it returns the
-// [*strategy.ArgumentError] that New found, naming the field to change, or nil.
+// Validate implements [driver.Validator]: it returns the error that New
+// found, naming the field to change, or nil.
 func (c *Conn) Validate() error { return c.err }
 
 // Addr implements [driver.Addresser]: the address given with WithAddr, or "".

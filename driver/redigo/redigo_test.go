@@ -40,9 +40,10 @@ func (g getContext) GetContext(ctx context.Context) (redigoredis.Conn, error) {
 }
 
 // TestRefusedPools: New refuses a nil pool, and a *redis.Pool that would
-// run a function that takes no context. The strategy constructors report an
-// *lock.ArgumentError that names the field, and the Conn's commands return
-// it without talking to Redis (or panicking).
+// run a function that takes no context, with an error that names the
+// field. The strategy constructors report it in an *lock.ArgumentError,
+// and the Conn's commands return it without talking to Redis
+// (or panicking).
 func TestRefusedPools(t *testing.T) {
 	dial := func() (redigoredis.Conn, error) { return nil, errors.New("never dialled") }
 	dialContext := func(context.Context) (redigoredis.Conn, error) { return nil, errors.New("never dialled") }
@@ -51,9 +52,9 @@ func TestRefusedPools(t *testing.T) {
 		pool   redigo.Pool
 		reason string
 	}{
-		{"nil", nil, "must not be nil"},
-		{"nil *redis.Pool", (*redigoredis.Pool)(nil), "must not be a nil *redis.Pool"},
-		{"nil Pool of another type", (*recordingPool)(nil), "must not be a nil *redigo_test.recordingPool"},
+		{"nil", nil, "pool must not be nil"},
+		{"nil *redis.Pool", (*redigoredis.Pool)(nil), "pool must not be a nil *redis.Pool"},
+		{"nil Pool of another type", (*recordingPool)(nil), "pool must not be a nil *redigo_test.recordingPool"},
 		{"Dial without DialContext", &redigoredis.Pool{Dial: dial}, "redis.Pool.DialContext must be set"},
 		{"no dial function", &redigoredis.Pool{}, "redis.Pool.DialContext must be set"},
 		{"TestOnBorrow", &redigoredis.Pool{DialContext: dialContext, TestOnBorrow: func(redigoredis.Conn, time.Time) error { return nil }},
@@ -61,10 +62,14 @@ func TestRefusedPools(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			conn := redigo.New(tc.pool)
+			want := "redigo: " + tc.reason
+			if err := conn.Validate(); err == nil || !strings.HasPrefix(err.Error(), want) {
+				t.Fatalf("Validate = %v, want %s...", err, want)
+			}
 			l, err := single.New(conn)
 			var ae *lock.ArgumentError
-			if l != nil || !errors.As(err, &ae) || ae.Name != "redigo pool" || !strings.HasPrefix(ae.Reason, tc.reason) {
-				t.Fatalf("single.New = %v, %v; want nil and an ArgumentError naming the redigo pool: %s...", l, err, tc.reason)
+			if l != nil || !errors.As(err, &ae) || !strings.Contains(err.Error(), conn.Validate().Error()) {
+				t.Fatalf("single.New = %v, %v; want nil and an *lock.ArgumentError that says %v", l, err, conn.Validate())
 			}
 			t.Log(err)
 			if _, _, err := conn.Get(context.Background(), "k"); err != conn.Validate() {

@@ -43,7 +43,6 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/locksmith-go/lock/driver"
-	"github.com/locksmith-go/lock/strategy"
 )
 
 // Conn is a [driver.Conn] over a rueidis client.
@@ -89,7 +88,7 @@ func WithAddr(addr string) Option { return func(c *Conn) { c.addr = addr } }
 func New(c rueidis.Client, opts ...Option) *Conn {
 	conn := &Conn{c: c, cmd: c}
 	if err := driver.NotNil(c); err != nil {
-		conn.err = &strategy.ArgumentError{Name: "rueidis client", Reason: err.Error()}
+		conn.err = fmt.Errorf("rueidis: client %v", err)
 		return conn
 	}
 	if c.Mode() == rueidis.ClientModeStandalone {
@@ -241,8 +240,8 @@ func (h *shaking) SetDeadline(t time.Time) error {
 	return h.Conn.SetDeadline(t)
 }
 
-// Validate implements [driver.Validator]: it returns the
-// [*strategy.ArgumentError] of a nil client, or nil.
+// Validate implements [driver.Validator]: it returns the error of a nil
+// client, or nil.
 func (c *Conn) Validate() error { return c.err }
 
 // Addr implements [driver.Addresser]: the address given with WithAddr, or
