@@ -211,8 +211,8 @@ func (l *Locker) obtainKeys(ctx context.Context, key string, keys []string, ttl 
 		return nil, err
 	}
 	defer l.life.bg.Done()
-	if len(l.defaults) == 0 && len(opts) == 0 { // no options: nothing on the heap
-		return l.obtain(ctx, key, keys, ttl, defaultOptions(), new(acquisition))
+	if len(l.defaults) == 0 && len(opts) == 0 { // no options: nothing else on the heap
+		return l.obtain(ctx, key, keys, ttl, defaultOptions(), new(pending))
 	}
 	c := &obtainCall{l: l, key: key, keys: keys, o: defaultOptions()}
 	if err := c.o.apply(l.defaults, opts); err != nil {
@@ -226,7 +226,7 @@ func (l *Locker) obtainKeys(ctx context.Context, key string, keys []string, ttl 
 		}
 	}
 	if len(c.o.hooks) == 0 {
-		return c.l.obtain(ctx, key, keys, c.ttl, c.o, &c.a)
+		return c.l.obtain(ctx, key, keys, c.ttl, c.o, &c.p)
 	}
 	e := c.o.hooks.event(c.l.s, "obtain", key)
 	e.TTL, e.Keys = c.ttl, len(keys)
@@ -249,13 +249,20 @@ type obtainCall struct {
 	keys []string
 	ttl  time.Duration
 	o    options
-	a    acquisition
+	p    pending
 	got  *Lock
+}
+
+// pending is an Obtain's attempts, and the lock they obtain: one
+// allocation for both.
+type pending struct {
+	a  acquisition
+	lk Lock
 }
 
 // run runs the Obtain within the Obtain hooks.
 func (c *obtainCall) run(ctx context.Context) (*Lock, error) {
-	lk, err := c.l.obtain(ctx, c.key, c.keys, c.ttl, c.o, &c.a)
+	lk, err := c.l.obtain(ctx, c.key, c.keys, c.ttl, c.o, &c.p)
 	c.got = lk
 	return lk, err
 }
@@ -289,9 +296,11 @@ func (l *Locker) options(opts []Option) (options, error) {
 	return o, err
 }
 
-// obtain obtains key (or keys) with the options o, in attempts that a
-// records: the caller's, so that it can share an allocation.
-func (l *Locker) obtain(ctx context.Context, key string, keys []string, ttl time.Duration, o options, a *acquisition) (lk *Lock, err error) {
+// obtain obtains key (or keys) with the options o, in attempts that p
+// records, and in p's lock: the caller's, so that it can share an
+// allocation.
+func (l *Locker) obtain(ctx context.Context, key string, keys []string, ttl time.Duration, o options, p *pending) (lk *Lock, err error) {
+	a := &p.a
 	if err := checkKeyTTL(key, ttl); err != nil {
 		return nil, err
 	}
@@ -343,9 +352,10 @@ func (l *Locker) obtain(ctx context.Context, key string, keys []string, ttl time
 		}
 		if err == nil {
 			w.obtained(ctx)
-			lk := &Lock{s: l.s, key: key, token: r.Token, metadata: r.Metadata, value: r.Value(),
+			p.lk = Lock{s: l.s, key: key, token: r.Token, metadata: r.Metadata, value: r.Value(),
 				refreshesLeft: o.maxRefreshes, hooks: o.hooks, obtained: sent,
 				fraction: o.fraction, ttl: ttl, bg: &l.life.bg}
+			lk := &p.lk
 			if o.sharing.Permits > 0 { // a read or write lock has no permit
 				lk.permit = g.Permit
 			}
