@@ -462,8 +462,10 @@ func ints(reply any) ([]int64, bool) {
 }
 
 // CheckConn returns driver.Check's complaint about c, the argument name, as
-// an *strategy.ArgumentError: the driver's own, which names its client and
-// the option to change, or one named name.
+// an *strategy.ArgumentError named name whose reason is the driver's plain
+// error (the built-in drivers' name their client and the option to
+// change); a driver written elsewhere that returns an *ArgumentError of its
+// own has it returned as it is.
 func CheckConn(name string, c driver.Conn) error {
 	err := driver.Check(c)
 	var ae *strategy.ArgumentError
