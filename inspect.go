@@ -103,6 +103,10 @@ func (l *Locker) read(ctx context.Context, op, key string, opts []Option, do fun
 	if err != nil {
 		return State{}, err
 	}
+	if err := l.enter(); err != nil {
+		return State{}, err
+	}
+	defer l.life.bg.Done()
 	if ctx.Err() != nil {
 		return State{}, notSent(ctx, op, key)
 	}

@@ -430,3 +430,33 @@ func TestObtainTokens(t *testing.T) {
 		}
 	})
 }
+
+// TestCloseRefusesCalls: after Close, Obtain, ObtainMany, Inspect and Break
+// return an error matching ErrClosed and send nothing, on the Locker and on
+// one derived from it with With; a second Close returns nil.
+func TestCloseRefusesCalls(t *testing.T) {
+	ctx := context.Background()
+	f := newFake()
+	l := lock.New(f)
+	derived := l.With(lock.WithTTL(time.Minute))
+	if err := l.Close(); err != nil {
+		t.Fatalf("Close = %v, want nil", err)
+	}
+	for _, l := range []*lock.Locker{l, derived} {
+		calls := map[string]error{}
+		_, calls["Obtain"] = l.Obtain(ctx, "k", time.Minute)
+		_, calls["ObtainMany"] = l.ObtainMany(ctx, []string{"a", "b"}, time.Minute)
+		_, calls["Inspect"] = l.Inspect(ctx, "k")
+		for name, err := range calls {
+			if !errors.Is(err, lock.ErrClosed) {
+				t.Errorf("%s after Close = %v, want an error matching ErrClosed", name, err)
+			}
+		}
+	}
+	if n := len(f.calls); n != 0 {
+		t.Errorf("calls to the strategy after Close = %d, want 0", n)
+	}
+	if err := derived.Close(); err != nil {
+		t.Errorf("a second Close = %v, want nil", err)
+	}
+}
