@@ -1,23 +1,10 @@
 // Command report runs the benchmarks of the bench module and writes their
-// results into bench/README.md, between its report markers, and to
-// standard output.
+// results into bench/README.md, between its report markers (the rest is the
+// README's own), and to standard output. Run it from the bench directory;
+// the README says how it measures, and with which flags:
 //
-// It compiles the benchmarks once, then runs BenchmarkLock,
-// BenchmarkInterleaved, BenchmarkMultiKey, BenchmarkSemaphore and
-// BenchmarkStalledNode for several rounds, one after another, so that a
-// slow moment of a noisy machine hits every contender alike, and takes the
-// median of each figure; each time is also given as a ratio to the raw
-// baseline of the same run. Then it runs BenchmarkContention and
-// BenchmarkSemaphoreContention once, and BenchmarkHeld once, and writes
-// the tables and the targets table. Run it from the bench directory:
-//
-//	go run ./cmd/report                 # 9 rounds of 150ms per case
-//	go run ./cmd/report -rounds 9 -benchtime 1s
-//	go run ./cmd/report -only held      # BenchmarkHeld alone: its section and its targets only
-//	go run ./cmd/report -only semaphore # the same for the semaphore benchmarks; stalled and noscript too
-//
-// The text outside the markers is the README's own, which the command
-// leaves as it is.
+//	go run ./cmd/report                 # every benchmark
+//	go run ./cmd/report -only held      # one section alone, and its rows of the targets table
 package main
 
 import (
@@ -370,11 +357,8 @@ func loadAverage() string {
 }
 
 func cpuModel() string {
-	b, err := os.ReadFile("/proc/cpuinfo")
-	if err != nil {
-		return "unknown CPU"
-	}
-	for _, line := range strings.Split(string(b), "\n") {
+	b, _ := os.ReadFile("/proc/cpuinfo") // none: unknown
+	for line := range strings.Lines(string(b)) {
 		if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
 			return strings.TrimSpace(v)
 		}

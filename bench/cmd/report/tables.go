@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"maps"
 	"path"
 	"slices"
 	"strconv"
@@ -44,25 +43,17 @@ func uncontended(b *strings.Builder, r results) {
 // against taking them one by one, each pair from the same iterations; a
 // row per driver and strategy, and columns for each number of keys.
 func multiKey(b *strings.Builder, r results) {
-	cases := map[string]map[int]string{} // driver/strategy → n → benchmark
+	var cases []string // driver/strategy
 	var counts []int
 	for name := range r {
 		rest, ok := strings.CutPrefix(name, "BenchmarkMultiKey/")
-		if !ok {
-			continue
+		if n, err := strconv.Atoi(strings.TrimSuffix(path.Base(rest), "-keys")); ok && err == nil {
+			cases, counts = append(cases, path.Dir(rest)), append(counts, n)
 		}
-		n, err := strconv.Atoi(strings.TrimSuffix(path.Base(rest), "-keys"))
-		if err != nil {
-			continue
-		}
-		if cases[path.Dir(rest)] == nil {
-			cases[path.Dir(rest)] = map[int]string{}
-		}
-		cases[path.Dir(rest)][n] = name
-		counts = append(counts, n)
 	}
+	slices.SortFunc(cases, byRank(contenders))
 	slices.Sort(counts)
-	counts = slices.Compact(counts)
+	cases, counts = slices.Compact(cases), slices.Compact(counts)
 	if len(counts) == 0 {
 		counts = []int{2, 10} // the head of an empty table
 	}
@@ -74,14 +65,13 @@ func multiKey(b *strings.Builder, r results) {
 		"BenchmarkMultiKey: one ObtainMany of n keys sharing a hash tag and its Release ([Locks on several keys](../docs/multi-key.md)), against n Obtain calls in the keys' order and n Releases, which take the same keys one by one, without atomicity; uncontended, the two taking turns in a random order within each iteration. "+
 			"Time per iteration, median over the rounds; × separate: one lock's time over the separate locks'. No peer is measured: bsm/redislock's `ObtainMulti` came after v0.9.4, the newest version the Go module proxy serves here.",
 		columns, 2)
-	for _, c := range slices.SortedFunc(maps.Keys(cases), byRank(contenders)) {
+	for _, c := range cases {
 		driver, strategy, _ := strings.Cut(c, "/")
 		cells := []string{driver, strategy}
 		for _, n := range counts {
-			bench, ok := cases[c][n]
+			bench := fmt.Sprintf("BenchmarkMultiKey/%s/%d-keys", c, n)
 			one, ook := r.median(bench, "one-lock-ns/op")
 			sep, sok := r.median(bench, "separate-ns/op")
-			ook, sok = ook && ok, sok && ok
 			cells = append(cells, fig(one/1e3, ook, "%.1f"), fig(sep/1e3, sok, "%.1f"), fig(one/sep, ook && sok, "%.2f"))
 		}
 		row(b, cells...)
