@@ -71,9 +71,6 @@ var heldColumns = []column{
 	{"client CPU %", "client-cpu-%", "%.1f", 0}, {"lost", "lost", "%.0f", 0},
 }
 
-// heldCounts are the numbers of locks of BenchmarkHeld's targets.
-var heldCounts = []int{100, 1000, 10000}
-
 // heldRoundTrips is the most round trips per round of refreshes that n
 // batched locks on one server may take: one up to a script's 1000 locks,
 // and beyond, one per 1000 and one more for the sends that split a round
@@ -85,11 +82,14 @@ func heldRoundTrips(n int) float64 {
 	return float64((n+999)/1000 + 1)
 }
 
-// heldBounds writes the bounds of heldRoundTrips for heldCounts.
-func heldBounds() string {
-	var s []string
-	for _, n := range heldCounts {
-		s = append(s, fmt.Sprintf("%g", heldRoundTrips(n)))
+// heldRounds is the target of the held locks' round trips: 100, 1000 and
+// 10,000 locks, each against its bound.
+func heldRounds() target {
+	var bounds []string
+	var cells []cell
+	for _, n := range []int{100, 1000, 10000} {
+		bounds = append(bounds, fmt.Sprintf("%g", heldRoundTrips(n)))
+		cells = append(cells, bounded(heldFig(n, "roundtrips/round"), heldRoundTrips(n), true, "%.2f"))
 	}
-	return "≤ " + strings.Join(s, " / ")
+	return target{"held locks on one server: round trips per round of refreshes, 100 / 1000 / 10,000 locks", "≤ " + strings.Join(bounds, " / "), "held", each(cells...)}
 }

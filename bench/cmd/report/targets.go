@@ -132,16 +132,6 @@ func heldFig(n int, unit string) figure {
 	return only("goredis", in(heldCase{"batched", n}.bench(), unit))
 }
 
-// heldRounds is the cell of the held locks' round trips: each count of
-// locks against its own bound.
-func heldRounds() cell {
-	var cells []cell
-	for _, n := range heldCounts {
-		cells = append(cells, bounded(heldFig(n, "roundtrips/round"), heldRoundTrips(n), true, "%.2f"))
-	}
-	return each(cells...)
-}
-
 // allocs reads the allocations of contender name in BenchmarkLock, serially.
 func allocs(name string) figure { return in("BenchmarkLock/*/"+name+"/serial", "allocs/op") }
 
@@ -162,7 +152,7 @@ var targets = []target{
 	{"single waiting, 8 Lockers / 8 processes / 64 Lockers: commands per acquisition", "≤ 4", "", inShapes("cmds/acq", 4, true, "%.2f", "8-lockers", "8-procs", "64-lockers")},
 	{"single waiting, 8 Lockers / 8 processes: worst wait ÷ fair ideal", "≤ 3×", "", inShapes("worst/ideal", 3, true, "%.2f", "8-lockers", "8-procs")},
 	{"single waiting, 8 Lockers / 8 processes: handoff p99", "≤ 1000 µs", "", inShapes("handoff-p99-us", 1000, true, "%.0f", "8-lockers", "8-procs")},
-	{"held locks on one server: round trips per round of refreshes, 100 / 1000 / 10,000 locks", heldBounds(), "held", heldRounds()},
+	heldRounds(),
 	{"10,000 held locks: client CPU", "≤ 10 %", "held", bounded(heldFig(10000, "client-cpu-%"), 10, true, "%.1f")},
 }
 
