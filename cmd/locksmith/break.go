@@ -67,7 +67,7 @@ that is not 16 hexadecimal digits; a strategy that cannot break locks;
 --older-than on a semaphore or read-write lock); 78 configuration.`,
 		Args: args(1, 1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := f.guard(func(name string) bool { return cmd.Flags().Changed(name) }); err != nil {
+			if err := f.guard(cmd.Flags().Changed); err != nil {
 				return err
 			}
 			return a.breakLock(cmd.Context(), args[0], f)

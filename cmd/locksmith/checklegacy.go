@@ -153,8 +153,13 @@ func (a *app) checkLegacy(ctx context.Context, c legacyCheck) error {
 		each(conns, func(i int, conn driver.Conn) {
 			s := servers[i]
 			s.scan(ctx, conn, c, end.Add(scanGrace))
-			if !s.down() && sleepUntil(ctx, end) {
+			if s.down() {
+				return
+			}
+			select {
+			case <-time.After(time.Until(end)):
 				s.read(ctx, conn)
+			case <-ctx.Done():
 			}
 		})
 	}
@@ -185,18 +190,6 @@ func each(conns []driver.Conn, f func(i int, conn driver.Conn)) {
 		}()
 	}
 	wg.Wait()
-}
-
-// sleepUntil waits until t, and reports false if ctx ended first.
-func sleepUntil(ctx context.Context, t time.Time) bool {
-	timer := time.NewTimer(time.Until(t))
-	defer timer.Stop()
-	select {
-	case <-timer.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
 }
 
 // legacyReport is check-legacy's report, as --json prints it.

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -325,10 +326,7 @@ func (r lockReport) table(w io.Writer) error {
 // fingerprint and TTL, and who it is, from locksmith's metadata ("-" where
 // there is none), and any other client's metadata, quoted.
 func (r lockReport) holdersTable(tw io.Writer) {
-	raw := false
-	for _, h := range r.Holders {
-		raw = raw || h.Metadata != ""
-	}
+	raw := slices.ContainsFunc(r.Holders, func(h sharedHolderReport) bool { return h.Metadata != "" })
 	first := "SIDE"
 	if r.Permits > 0 {
 		first = "PERMIT"
