@@ -40,10 +40,6 @@ type app struct {
 	notes   []string                  // warnings for the end of the output, after the error
 }
 
-func newApp(stdin io.Reader, stdout, stderr io.Writer) *app {
-	return &app{stdin: stdin, stdout: stdout, stderr: stderr}
-}
-
 // execute parses args and runs the subcommand they name.
 func (a *app) execute(ctx context.Context, args []string) error {
 	root := a.command()
@@ -136,12 +132,10 @@ func args(min, max int) cobra.PositionalArgs {
 }
 
 // closeGrace is how long locksmith waits, as it exits, for the clean-ups
-// still on their way (the Locker's Close waits for them): past it, what
-// they were to delete expires with its TTL, and locksmith says which lock's.
-// A call that does not wait for a lock (-n, inspect, break, refresh,
-// release) is bounded by the configured read timeout (see
-// config.Config.ReadTimeout): so it returns within that timeout, its --wait
-// and this grace, whether or not Redis answers.
+// on their way (Close waits for them): past it, their keys expire with
+// their TTL, and locksmith says which. A call that does not wait for a lock
+// (-n, inspect, break, refresh, release) is bounded by the read timeout: so
+// locksmith returns within it, --wait and this grace, whatever Redis does.
 const closeGrace = 250 * time.Millisecond
 
 // interrupts are the signals that end a subcommand, with exit code 128+N.
@@ -192,23 +186,14 @@ func (a *app) config() (config.Config, error) {
 		}()
 	}
 	c, err := config.FromEnv(envPrefix)
-	if err != nil {
-		if c.Strategy == "" && len(c.Addrs) == 0 && !configured() {
-			return c, exit(exitConfig, errors.New("no lock servers configured: pass --url or set LOCKSMITH_URL, such as single://127.0.0.1:6379"))
-		}
+	configured := slices.ContainsFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, envPrefix) })
+	switch {
+	case err != nil && c.Strategy == "" && len(c.Addrs) == 0 && !configured:
+		return c, exit(exitConfig, errors.New("no lock servers configured: pass --url or set LOCKSMITH_URL, such as single://127.0.0.1:6379"))
+	case err != nil:
 		return c, exit(exitConfig, err)
 	}
 	return c, nil
-}
-
-// configured reports whether any LOCKSMITH_ variable sets the config.
-func configured() bool {
-	for _, kv := range os.Environ() {
-		if strings.HasPrefix(kv, envPrefix) {
-			return true
-		}
-	}
-	return false
 }
 
 // opened is what a subcommand opened: the configuration's Locker, whose
@@ -219,22 +204,10 @@ type opened struct {
 	cleanups *cleanups
 }
 
-// obtainMany is the Locker's ObtainMany, which first records keys for
-// cleanups, whose hooks name a lock by its first key (Event.Key).
-func (l opened) obtainMany(ctx context.Context, keys []string, ttl time.Duration, opts ...lock.Option) (*lock.Lock, error) {
-	if names := slices.Compact(slices.Sorted(slices.Values(keys))); len(names) > 1 {
-		l.cleanups.mu.Lock()
-		l.cleanups.key(names[0]).names = names
-		l.cleanups.mu.Unlock()
-	}
-	return l.locker.ObtainMany(ctx, keys, ttl, opts...)
-}
-
-// cleanups records, by key, what the Obtain calls of a subcommand, and
-// their locks, may leave behind: an attempt that got no answer may have
-// written its key, which stays until its TTL ends unless a clean-up
-// deletes it (see strategy.CleanUp); so may a clean-up that gave up, or
-// that is still on its way when locksmith exits.
+// cleanups records, by key, what a subcommand's Obtain calls may leave
+// behind: an attempt that got no answer may have written its key, which
+// stays until its TTL unless a clean-up deletes it (strategy.CleanUp), and
+// a clean-up may give up, or still be on its way when locksmith exits.
 type cleanups struct {
 	hooks *lock.Hooks
 
@@ -308,19 +281,21 @@ func (c *cleanups) unfinished() []string {
 		if k.running == 0 && !k.failed && (!k.unsure || k.done) {
 			continue
 		}
-		names, what := []string{key}, "its key may stay until its TTL"
+		names, what, ttl := []string{key}, "its key may stay until its TTL", ""
 		if k.names != nil {
 			names, what = k.names, "its keys may stay until their TTL"
 		}
-		notes = append(notes, fmt.Sprintf("%s: Redis did not answer, and %s%s ends", label(names), what, ttlOf(k.ttl)))
+		if k.ttl != 0 {
+			ttl = " (" + k.ttl.String() + ")"
+		}
+		notes = append(notes, fmt.Sprintf("%s: Redis did not answer, and %s%s ends", label(names), what, ttl))
 	}
 	return notes
 }
 
 // open opens the Locker of the configuration, with OpenTelemetry when the
-// OTEL_* variables ask for it. done closes it, waiting closeGrace at most
-// for the clean-ups on their way, warns of the keys whose clean-ups did not
-// finish, and flushes the telemetry.
+// OTEL_* variables ask for it. done closes it (waiting closeGrace at most),
+// notes the keys whose clean-ups did not finish, and flushes the telemetry.
 func (a *app) open(ctx context.Context) (l opened, done func(), err error) {
 	c, err := a.config()
 	if err != nil {
@@ -348,25 +323,15 @@ func (a *app) open(ctx context.Context) (l opened, done func(), err error) {
 			defer close(closed)
 			_ = l.locker.Close()
 		}()
-		t := time.NewTimer(closeGrace)
 		select {
 		case <-closed:
-		case <-t.C:
+		case <-time.After(closeGrace):
 		}
-		t.Stop()
 		a.notes = append(a.notes, l.cleanups.unfinished()...)
 		if shutdown != nil {
 			shutdown()
 		}
 	}, nil
-}
-
-// ttlOf returns " (d)" for a known TTL d, and "" for 0.
-func ttlOf(d time.Duration) string {
-	if d == 0 {
-		return ""
-	}
-	return " (" + d.String() + ")"
 }
 
 // openCall opens the Locker for one call of inspect, break, refresh or
@@ -391,8 +356,8 @@ func (a *app) flushNotes() {
 
 // logf reports a step on stderr with -v.
 func (a *app) logf(format string, args ...any) {
-	if a.verbose && !a.quiet {
-		fmt.Fprintf(a.stderr, "locksmith: "+format+"\n", args...)
+	if a.verbose {
+		a.warnf(format, args...)
 	}
 }
 
@@ -400,16 +365,5 @@ func (a *app) logf(format string, args ...any) {
 func (a *app) warnf(format string, args ...any) {
 	if !a.quiet {
 		fmt.Fprintf(a.stderr, "locksmith: "+format+"\n", args...)
-	}
-}
-
-// unavailable wraps the error of a lock operation that did not reach Redis,
-// or that Redis refused, for exit code 69; others keep their own code.
-func unavailable(err error) error {
-	switch codeOf(err) {
-	case exitUnavailable:
-		return exit(exitUnavailable, err)
-	default:
-		return err
 	}
 }

@@ -67,7 +67,7 @@ that is not 16 hexadecimal digits; a strategy that cannot break locks;
 --older-than on a semaphore or read-write lock); 78 configuration.`,
 		Args: args(1, 1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := f.guard(func(name string) bool { return cmd.Flags().Changed(name) }); err != nil {
+			if err := f.guard(cmd.Flags().Changed); err != nil {
 				return err
 			}
 			return a.breakLock(cmd.Context(), args[0], f)
@@ -128,7 +128,7 @@ func (a *app) breakLock(ctx context.Context, name string, f breakFlags) error {
 	case errors.Is(err, lock.ErrNotHeld):
 		err = exit(exitNotHeld, fmt.Errorf("break %s: not held: nothing to break", name))
 	case err != nil && st.Nodes == nil && codeOf(err) != exitNotHeld:
-		return unavailable(err)
+		return err
 	}
 	r := breakReport{Broken: err == nil, lockReport: newReport(name, st, nil)}
 	some := r.Broken
@@ -153,13 +153,12 @@ func (a *app) breakLock(ctx context.Context, name string, f breakFlags) error {
 	if perr := a.printBreak(r); perr != nil {
 		return perr
 	}
-	return unavailable(err)
+	return err
 }
 
 // brokenOn reports whether Break, which returned err, deleted the lock on
-// n, node i of a multi-node strategy, as fingerprint guarded it: Redlock
-// breaks the lock on every node whose holder matches, and reports each
-// node's outcome in its error when a node failed.
+// n, node i of a multi-node strategy, as fingerprint guarded it: Redlock's
+// error gives each node's outcome when a node failed.
 func brokenOn(n strategy.NodeState, i int, fingerprint string, err error) bool {
 	var q *redlock.QuorumError
 	switch {
@@ -197,9 +196,8 @@ func oldHolder(ctx context.Context, l *lock.Locker, name string, d time.Duration
 	return st, nil
 }
 
-// breakReport is what break shows: the report of the state it read before
-// it broke the lock (or found that it could not), whether it broke it, and
-// what a live holder does next.
+// breakReport is what break shows: the state it read before it broke the
+// lock (or could not), whether it broke it, and what a live holder does next.
 type breakReport struct {
 	Broken bool   `json:"broken"`
 	Note   string `json:"note,omitempty"`
@@ -212,7 +210,7 @@ func (a *app) printBreak(r breakReport) error {
 	if a.json {
 		return writeJSON(a.stdout, r)
 	}
-	r.extra = [][2]string{{"broken", map[bool]string{true: "yes", false: "no"}[r.Broken]}}
+	r.extra = [][2]string{{"broken", yesNo(r.Broken)}}
 	if err := r.table(a.stdout); err != nil {
 		return err
 	}

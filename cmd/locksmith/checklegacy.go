@@ -153,8 +153,13 @@ func (a *app) checkLegacy(ctx context.Context, c legacyCheck) error {
 		each(conns, func(i int, conn driver.Conn) {
 			s := servers[i]
 			s.scan(ctx, conn, c, end.Add(scanGrace))
-			if !s.down() && sleepUntil(ctx, end) {
+			if s.down() {
+				return
+			}
+			select {
+			case <-time.After(time.Until(end)):
 				s.read(ctx, conn)
+			case <-ctx.Done():
 			}
 		})
 	}
@@ -171,7 +176,7 @@ func (a *app) checkLegacy(ctx context.Context, c legacyCheck) error {
 	} else {
 		r.print(a.stdout)
 	}
-	return exit(r.code(), nil)
+	return exit(r.code, nil)
 }
 
 // each runs f for every connection, at once, and waits for them all.
@@ -187,18 +192,6 @@ func each(conns []driver.Conn, f func(i int, conn driver.Conn)) {
 	wg.Wait()
 }
 
-// sleepUntil waits until t, and reports false if ctx ended first.
-func sleepUntil(ctx context.Context, t time.Time) bool {
-	timer := time.NewTimer(time.Until(t))
-	defer timer.Stop()
-	select {
-	case <-timer.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
-}
-
 // legacyReport is check-legacy's report, as --json prints it.
 type legacyReport struct {
 	Verdict   string          `json:"verdict"` // clean, legacy activity found, inconclusive, unavailable
@@ -207,6 +200,7 @@ type legacyReport struct {
 	Prefix    string          `json:"prefix"`
 	ScanLimit int             `json:"scan_limit"`
 	Servers   []*serverReport `json:"servers"`
+	code      int             // the exit code of the verdict
 }
 
 // serverReport is what check-legacy found on one server.
@@ -314,11 +308,8 @@ func (s *serverReport) read(ctx context.Context, conn driver.Conn) {
 		} else if s.stats != nil {
 			s.Calls = make(map[string]int64, len(counted))
 			for _, cmd := range counted {
-				// A counter that went down was reset during the window (a
-				// restart, CONFIG RESETSTAT): it counts since then.
-				if d := stats[cmd] - s.stats[cmd]; d >= 0 {
-					s.Calls[cmd] = d
-				} else {
+				s.Calls[cmd] = stats[cmd] - s.stats[cmd]
+				if s.Calls[cmd] < 0 { // reset during the window (a restart, CONFIG RESETSTAT): counts since
 					s.Calls[cmd] = stats[cmd]
 				}
 			}
@@ -518,39 +509,22 @@ func report(servers []*serverReport, c legacyCheck) legacyReport {
 	}
 	switch {
 	case len(found) > 0:
-		r.Verdict, r.Reasons = verdictFound, found
+		r.Verdict, r.Reasons, r.code = verdictFound, found, exitLegacyFound
 	case len(down) > 0:
-		r.Verdict, r.Reasons = verdictUnavailable, down
+		r.Verdict, r.Reasons, r.code = verdictUnavailable, down, exitUnavailable
 	case len(denied) > 0:
-		r.Verdict, r.Reasons = verdictInconclusive, denied
+		r.Verdict, r.Reasons, r.code = verdictInconclusive, denied, exitInconclusive
 	default:
+		on := "1 server"
+		if len(servers) != 1 {
+			on = fmt.Sprintf("%d servers", len(servers))
+		}
 		r.Verdict = verdictClean
 		r.Reasons = []string{fmt.Sprintf("no SETNX or GETSET call in %v, no client whose last command was one, and no legacy timestamp without a TTL among the %d keys scanned, on %s",
-			c.window, scanned, count(len(servers), "server"))}
+			c.window, scanned, on)}
 	}
 	r.Reasons = append(r.Reasons, notes...)
 	return r
-}
-
-// count returns n things, such as "1 server" or "3 servers".
-func count(n int, thing string) string {
-	if n == 1 {
-		return "1 " + thing
-	}
-	return fmt.Sprintf("%d %ss", n, thing)
-}
-
-// code is the exit code of the verdict.
-func (r legacyReport) code() int {
-	switch r.Verdict {
-	case verdictFound:
-		return exitLegacyFound
-	case verdictUnavailable:
-		return exitUnavailable
-	case verdictInconclusive:
-		return exitInconclusive
-	}
-	return exitOK
 }
 
 // print prints the report for people: what each server showed, then the
@@ -588,14 +562,10 @@ func (r legacyReport) print(w io.Writer) {
 
 func (c legacyClient) String() string {
 	s := fmt.Sprintf("id=%d addr=%s", c.ID, c.Addr)
-	if c.Name != "" {
-		s += " name=" + c.Name
-	}
-	if c.User != "" {
-		s += " user=" + c.User
-	}
-	if c.Lib != "" {
-		s += " lib=" + c.Lib
+	for _, f := range [][2]string{{"name", c.Name}, {"user", c.User}, {"lib", c.Lib}} {
+		if f[1] != "" {
+			s += " " + f[0] + "=" + f[1]
+		}
 	}
 	return s
 }

@@ -45,11 +45,9 @@ func (e *exitError) Unwrap() error { return e.err }
 func exit(code int, err error) error { return &exitError{code, err} }
 
 // codeOf returns the exit code for err: an exitError's own code, 75 for a
-// lock that was not obtained because another owner held it (an error
-// matching lock.ErrNotObtained, even when Redis then did not answer), 64 for
-// an invalid argument, and 69 for any other error of a lock operation,
-// which the library wraps from Redis or the network (lock.ErrNoAnswer among
-// them: Redis did not answer).
+// lock that another owner held (lock.ErrNotObtained, even when Redis then
+// did not answer), 64 for an invalid argument, and 69 for any other error
+// of a lock operation, from Redis or the network.
 func codeOf(err error) int {
 	var e *exitError
 	switch {

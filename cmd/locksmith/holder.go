@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"runtime/debug"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -71,31 +70,35 @@ func version() string {
 }
 
 // waitPoll is how often a waiting run or acquire tries again when no
-// release wakes it first: the safety-net timer of waiting by notification
-// (a release's message wakes the waiter at once), and the delay between
-// tries when waiting by polling (wait=poll in the configuration).
+// release wakes it first: the safety-net timer of waiting by notification,
+// and the delay between tries of wait=poll.
 const waitPoll = 200 * time.Millisecond
 
-// waitRetry is the retry policy of a run or acquire: none with -n (noWait);
-// the configuration's own when it sets one (nil); lock.Linear(waitPoll)
-// otherwise. The caller's context bounds the wait (-w).
-func waitRetry(c config.Config, noWait bool) lock.Option {
+// waiting returns how a run or acquire waits: the retry policy (none with
+// -n, noWait; the configuration's own when it sets one; lock.Linear(waitPoll)
+// otherwise), and the limit of the wait, 0 for none: -w's, or with -n one
+// attempt's answer (the read timeout).
+func waiting(c config.Config, noWait bool, wait time.Duration) (retry []lock.Option, limit time.Duration) {
 	switch {
 	case noWait:
-		return lock.WithRetry(lock.NoRetry())
+		return []lock.Option{lock.WithRetry(lock.NoRetry())}, c.ReadTimeout
 	case c.Retry != "" && c.Retry != "none":
-		return nil
+		return nil, wait
 	}
-	return lock.WithRetry(lock.Linear(waitPoll))
+	return []lock.Option{lock.WithRetry(lock.Linear(waitPoll))}, wait
 }
 
-// obtain obtains the lock of names for ttl with opts (Locker.ObtainMany:
-// one name is an Obtain), and with the holder's metadata and a fencing
-// token where the strategy supports them: a strategy that refuses either
-// (setnx-getset stores a timestamp, and only single issues fencing tokens)
-// refuses it before writing anything, with an *lock.ArgumentError that
-// names it, and obtain asks again without it.
-func obtain(ctx context.Context, l opened, names []string, ttl time.Duration, h holder, opts ...lock.Option) (*lock.Lock, error) {
+// obtain obtains the lock of names (see lockNames) for ttl with opts, and
+// with the holder's metadata and a fencing token where the strategy takes
+// them: one that refuses either (setnx-getset stores a timestamp, only
+// single fences) does so before writing anything, with an
+// *lock.ArgumentError naming it, and obtain asks again without it.
+func (l opened) obtain(ctx context.Context, names []string, ttl time.Duration, h holder, opts ...lock.Option) (*lock.Lock, error) {
+	if len(names) > 1 { // the cleanups' hooks see its first key only
+		l.cleanups.mu.Lock()
+		l.cleanups.key(names[0]).names = names
+		l.cleanups.mu.Unlock()
+	}
 	fencing, metadata := true, true
 	for {
 		o := opts
@@ -105,7 +108,7 @@ func obtain(ctx context.Context, l opened, names []string, ttl time.Duration, h 
 		if metadata {
 			o = append(o, lock.WithMetadata(h.String()))
 		}
-		lk, err := l.obtainMany(ctx, names, ttl, o...)
+		lk, err := l.locker.ObtainMany(ctx, names, ttl, o...)
 		var arg *lock.ArgumentError
 		switch {
 		case err == nil || !errors.As(err, &arg):
@@ -120,18 +123,9 @@ func obtain(ctx context.Context, l opened, names []string, ttl time.Duration, h 
 	}
 }
 
-// permits writes n permits for people: "1 permit", "2 permits".
-func permits(n int) string {
-	if n == 1 {
-		return "1 permit"
-	}
-	return strconv.Itoa(n) + " permits"
-}
-
 // lockNames checks the NAMEs that cmd was given for one lock, and returns
-// them in the order the lock takes them (as Locker.ObtainMany does): sorted,
-// without duplicates. A lock of several names is one lock of their keys,
-// all or nothing.
+// them in the order Locker.ObtainMany takes them: sorted, without
+// duplicates.
 func lockNames(cmd string, args []string) ([]string, error) {
 	if slices.Contains(args, "") {
 		return nil, exit(exitUsage, fmt.Errorf("%s: a lock's NAME must not be empty", cmd))
@@ -149,8 +143,7 @@ func label(names []string) string {
 }
 
 // several returns names when there are several, for the fields that only a
-// lock of several names has ("locks"), and nil, which leaves them out,
-// otherwise.
+// lock of several names has ("locks"), and nil otherwise.
 func several(names []string) []string {
 	if len(names) < 2 {
 		return nil
@@ -164,14 +157,11 @@ type fences map[string]int64
 // String returns the fences as LOCKSMITH_FENCES has them: name=N, sorted by
 // name, joined by spaces.
 func (f fences) String() string {
-	var b strings.Builder
-	for i, name := range slices.Sorted(maps.Keys(f)) {
-		if i > 0 {
-			b.WriteByte(' ')
-		}
-		fmt.Fprintf(&b, "%s=%d", name, f[name])
+	var s []string
+	for _, name := range slices.Sorted(maps.Keys(f)) {
+		s = append(s, fmt.Sprintf("%s=%d", name, f[name]))
 	}
-	return b.String()
+	return strings.Join(s, " ")
 }
 
 // fencesOf returns the fencing token of each of lk's keys, for a lock of

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -96,7 +97,7 @@ func (a *app) inspect(ctx context.Context, names []string) error {
 	for _, name := range names {
 		st, err := l.locker.Inspect(ctx, name)
 		if err != nil && st.Nodes == nil {
-			return unavailable(err)
+			return err
 		}
 		reports = append(reports, newReport(name, st, err))
 		incomplete = incomplete || err != nil
@@ -265,47 +266,36 @@ func writeJSON(w io.Writer, v any) error {
 // under Redlock, a row per node.
 func (r lockReport) table(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	row := func(name, value string) { fmt.Fprintf(tw, "%s\t%s\n", name, value) }
-	row("lock", printable(r.Name))
-	row("state", r.Verdict)
-	for _, e := range r.extra {
-		row(e[0], e[1])
-	}
-	if r.Held {
-		row("ttl", ttlString(time.Duration(r.TTL)*time.Millisecond))
-	}
-	if r.Held && !r.shared() { // a shared lock's holders have a table of their own
-		row("fingerprint", r.Fingerprint)
-	}
-	if h := r.Holder; h != nil && !r.shared() {
-		row("host", printable(h.Host))
-		row("pid", h.pid())
-		row("user", printable(h.User))
-		if h.Cmd != "" {
-			row("command", printable(h.Cmd))
+	row := func(show bool, name, value string) {
+		if show {
+			fmt.Fprintf(tw, "%s\t%s\n", name, value)
 		}
-		row("started", h.started())
-		row("by", printable(h.By)+", "+printable(h.Via))
 	}
-	if r.Metadata != "" && !r.shared() {
-		row("metadata", strconv.Quote(r.Metadata))
+	own := !r.shared() // a shared lock's holders have a table of their own
+	row(true, "lock", printable(r.Name))
+	row(true, "state", r.Verdict)
+	for _, e := range r.extra {
+		row(true, e[0], e[1])
 	}
-	if r.Permits > 0 {
-		row("permits", strconv.Itoa(r.Permits))
+	row(r.Held, "ttl", ttlString(time.Duration(r.TTL)*time.Millisecond))
+	row(r.Held && own, "fingerprint", r.Fingerprint)
+	if h := r.Holder; h != nil && own {
+		row(true, "host", printable(h.Host))
+		row(true, "pid", h.pid())
+		row(true, "user", printable(h.User))
+		row(h.Cmd != "", "command", printable(h.Cmd))
+		row(true, "started", h.started())
+		row(true, "by", printable(h.By)+", "+printable(h.Via))
 	}
-	if r.Fence != 0 {
-		row("fence", strconv.FormatInt(r.Fence, 10))
-	}
-	if r.Waiters > 0 || r.shared() {
-		row("waiters", strconv.Itoa(r.Waiters))
-	}
+	row(r.Metadata != "" && own, "metadata", strconv.Quote(r.Metadata))
+	row(r.Permits > 0, "permits", strconv.Itoa(r.Permits))
+	row(r.Fence != 0, "fence", strconv.FormatInt(r.Fence, 10))
+	row(r.Waiters > 0 || !own, "waiters", strconv.Itoa(r.Waiters))
 	if r.Expiry != nil {
-		row("expiry", fmt.Sprintf("%s (%s)", r.Expiry.Format(stamp), relative(r.Expiry.Sub(r.now))))
-		row("takeover", map[bool]string{true: "possible now", false: "not yet"}[*r.Takeover])
+		row(true, "expiry", fmt.Sprintf("%s (%s)", r.Expiry.Format(stamp), relative(r.Expiry.Sub(r.now))))
+		row(true, "takeover", map[bool]string{true: "possible now", false: "not yet"}[*r.Takeover])
 	}
-	if r.Error != "" {
-		row("error", r.Error)
-	}
+	row(r.Error != "", "error", r.Error)
 	if len(r.Holders) > 0 {
 		r.holdersTable(tw)
 	}
@@ -336,10 +326,7 @@ func (r lockReport) table(w io.Writer) error {
 // fingerprint and TTL, and who it is, from locksmith's metadata ("-" where
 // there is none), and any other client's metadata, quoted.
 func (r lockReport) holdersTable(tw io.Writer) {
-	raw := false
-	for _, h := range r.Holders {
-		raw = raw || h.Metadata != ""
-	}
+	raw := slices.ContainsFunc(r.Holders, func(h sharedHolderReport) bool { return h.Metadata != "" })
 	first := "SIDE"
 	if r.Permits > 0 {
 		first = "PERMIT"

@@ -52,7 +52,7 @@ func (quiet) Printf(context.Context, string, ...any) {}
 
 // run runs the command line args and returns the exit code.
 func run(ctx context.Context, args []string) int {
-	a := newApp(os.Stdin, os.Stdout, os.Stderr)
+	a := &app{stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr}
 	err := a.execute(ctx, args)
 	defer a.flushNotes()
 	if err == nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -29,7 +30,7 @@ var otelVars = []string{
 // otelVars is set and OTEL_SDK_DISABLED is not true. It returns nil when it
 // installed nothing, and otherwise what flushes and stops them, bounded.
 func startOTel(ctx context.Context) (shutdown func(), err error) {
-	if strings.EqualFold(os.Getenv("OTEL_SDK_DISABLED"), "true") || !anySet(otelVars) {
+	if strings.EqualFold(os.Getenv("OTEL_SDK_DISABLED"), "true") || !slices.ContainsFunc(otelVars, func(v string) bool { return os.Getenv(v) != "" }) {
 		return nil, nil
 	}
 	res, err := resource.New(ctx,
@@ -59,13 +60,4 @@ func startOTel(ctx context.Context) (shutdown func(), err error) {
 		defer cancel()
 		_ = errors.Join(tp.Shutdown(ctx), mp.Shutdown(ctx))
 	}, nil
-}
-
-func anySet(names []string) bool {
-	for _, n := range names {
-		if os.Getenv(n) != "" {
-			return true
-		}
-	}
-	return false
 }

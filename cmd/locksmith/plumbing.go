@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -122,9 +123,8 @@ by signal N while waiting.`,
 	return cmd
 }
 
-// acquire obtains the lock of names (see lockNames) and hands its handle
-// out. A zero ttl is the configured TTL; noWait or a positive wait bound the
-// wait.
+// acquire obtains the lock of names (see lockNames), for ttl (0: the
+// configured TTL), and hands its handle out.
 func (a *app) acquire(ctx context.Context, names []string, ttl time.Duration, noWait bool, wait time.Duration, handleFile string) error {
 	name := subject(names)
 	l, closeLocker, err := a.open(ctx)
@@ -132,32 +132,23 @@ func (a *app) acquire(ctx context.Context, names []string, ttl time.Duration, no
 		return err
 	}
 	defer closeLocker()
-	if ttl == 0 {
-		ttl = l.cfg.TTL
-	}
+	ttl = cmp.Or(ttl, l.cfg.TTL)
 	token, err := lock.NewToken()
 	if err != nil {
 		return exit(exitInternal, err)
 	}
 	interrupted := ctx // ended by a signal: see app.interruptible
-	opts := []lock.Option{lock.WithToken(token)}
-	if retry := waitRetry(l.cfg, noWait); retry != nil {
-		opts = append(opts, retry)
-	}
-	switch {
-	case noWait:
+	retry, limit := waiting(l.cfg, noWait, wait)
+	opts := append([]lock.Option{lock.WithToken(token)}, retry...)
+	if limit > 0 {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, l.cfg.ReadTimeout)
-		defer cancel()
-	case wait > 0:
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, wait)
+		ctx, cancel = context.WithTimeout(ctx, limit)
 		defer cancel()
 	}
 	a.logf("acquire %s: obtaining it for %v", name, ttl)
 	h := me("acquire", "")
 	h.PID = os.Getppid() // acquire exits at once: the holder is its caller
-	lk, err := obtain(ctx, l, names, ttl, h, opts...)
+	lk, err := l.obtain(ctx, names, ttl, h, opts...)
 	var arg *lock.ArgumentError
 	switch {
 	case errors.As(err, &arg) && arg.Name == "token":
@@ -167,7 +158,7 @@ func (a *app) acquire(ctx context.Context, names []string, ttl time.Duration, no
 		return exit(exitUsage, fmt.Errorf("acquire %s: %w: acquire takes plain locks; take a semaphore's permit with locksmith run --permits, "+
 			"or give another NAME", name, err))
 	case err != nil:
-		return unavailable(fmt.Errorf("acquire %s: %w", name, err))
+		return fmt.Errorf("acquire %s: %w", name, err)
 	}
 	handle := lockHandle{token, lk.Metadata(), several(names)}.String()
 	out := struct {
@@ -226,11 +217,10 @@ func writeHandle(name, h string) error {
 	return errors.Join(err, f.Close())
 }
 
-// lockHandle is what refresh and release need to act on a lock that
-// acquire obtained: its token and its metadata, since the stored value is
-// both, and ownership is equality of values; and, for a lock of several
-// names, the names. It reads <token>.<metadata in base64url>, then, for
-// several names, .<their JSON array in base64url>.
+// lockHandle is what refresh and release need of a lock that acquire
+// obtained: its token and metadata (ownership is equality of the stored
+// value, both), and the names of a lock of several. It reads
+// <token>.<metadata in base64url>[.<the names' JSON array in base64url>].
 type lockHandle struct {
 	token, metadata string
 	names           []string // a lock of several names, sorted; nil for one
@@ -382,9 +372,7 @@ func (a *app) handOver(ctx context.Context, op string, args []string, ttl time.D
 		return err
 	}
 	defer done()
-	if ttl == 0 {
-		ttl = l.cfg.TTL
-	}
+	ttl = cmp.Or(ttl, l.cfg.TTL)
 	var lost []*lock.KeyError
 	if op == "release" {
 		lost, err = release(ctx, l.locker, names, strategy.Fingerprint(h.token))
@@ -393,7 +381,7 @@ func (a *app) handOver(ctx context.Context, op string, args []string, ttl time.D
 	}
 	switch {
 	case err != nil:
-		return unavailable(err)
+		return err
 	case lost != nil:
 		return exit(exitLost, notHeldAnyMore(op, names, lost))
 	}
@@ -432,9 +420,7 @@ func notHeldAnyMore(op string, names []string, lost []*lock.KeyError) error {
 func release(ctx context.Context, l *lock.Locker, names []string, fingerprint string) ([]*lock.KeyError, error) {
 	var lost []*lock.KeyError
 	for _, name := range names {
-		// Break, by the token's fingerprint, deletes the lock as its
-		// holder's release would, in one compare-and-delete.
-		_, err := l.Break(ctx, name, fingerprint)
+		_, err := l.Break(ctx, name, fingerprint) // one compare-and-delete
 		switch {
 		case errors.Is(err, lock.ErrNotHeld):
 			lost = append(lost, &lock.KeyError{Key: name, Err: err})
@@ -445,12 +431,10 @@ func release(ctx context.Context, l *lock.Locker, names []string, fingerprint st
 	return lost, nil
 }
 
-// refresh resets the TTL of the lock of names to ttl, if the handle h holds
-// every one: it checks that first, so that a lock that expired is not taken
-// again, and then obtains the lock with the handle's token and metadata,
-// which resets the TTL of keys that hold them, and takes nothing from
-// another holder. It returns the errors of the keys that h does not hold
-// (lock.ErrExpired, lock.ErrTaken), and then refreshes none.
+// refresh resets the TTL of the lock of names to ttl if the handle h holds
+// every one, checked first so that a lock that expired is not taken again,
+// by obtaining it with the handle's token and metadata; otherwise it
+// refreshes none, and returns the errors of the keys that h does not hold.
 func refresh(ctx context.Context, l *lock.Locker, names []string, ttl time.Duration, h lockHandle) ([]*lock.KeyError, error) {
 	var lost []*lock.KeyError
 	for _, name := range names {

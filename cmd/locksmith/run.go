@@ -232,11 +232,8 @@ func (a *app) runUnderLock(cmd *cobra.Command, f *runFlags, args []string) (err 
 	if err := r.setTTL(l.cfg.TTL); err != nil {
 		return exit(exitUsage, err)
 	}
-	limit := f.wait // -w; -n waits for one attempt's answer at most
-	if f.noWait {
-		limit = l.cfg.ReadTimeout
-	}
-	lk, err := r.obtain(cmd.Context(), l, sigs, waitRetry(l.cfg, f.noWait), limit)
+	retry, limit := waiting(l.cfg, f.noWait, f.wait)
+	lk, err := r.obtain(cmd.Context(), l, sigs, retry, limit)
 	if err != nil {
 		return err
 	}
@@ -304,14 +301,8 @@ const killMargin = 100 * time.Millisecond
 // interval to refresh it again before SIGTERM would be due.
 func (r *runner) setTTL(def time.Duration) error {
 	f := r.f
-	r.ttl = f.ttl
-	if r.ttl == 0 {
-		r.ttl = def
-	}
-	refresh := f.refresh
-	if refresh == 0 {
-		refresh = r.ttl / 3
-	}
+	r.ttl = cmp.Or(f.ttl, def)
+	refresh := cmp.Or(f.refresh, r.ttl/3)
 	if refresh >= r.ttl {
 		return fmt.Errorf("run: --refresh %v must be shorter than --ttl %v", refresh, r.ttl)
 	}
@@ -351,12 +342,9 @@ type signalError struct{ sig os.Signal }
 
 func (e *signalError) Error() string { return "interrupted by " + signalName(e.sig) }
 
-// code is the exit code for a signal: 128+N.
-func (e *signalError) code() int { return exitSignal + signum(e.sig) }
-
 // obtain obtains the lock, waiting as the flags say, for limit at most
 // (0: no limit); a terminating signal gives up the wait.
-func (r *runner) obtain(ctx context.Context, l opened, sigs <-chan os.Signal, retry lock.Option, limit time.Duration) (*lock.Lock, error) {
+func (r *runner) obtain(ctx context.Context, l opened, sigs <-chan os.Signal, retry []lock.Option, limit time.Duration) (*lock.Lock, error) {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	if limit > 0 {
@@ -364,10 +352,7 @@ func (r *runner) obtain(ctx context.Context, l opened, sigs <-chan os.Signal, re
 		ctx, stop = context.WithTimeout(ctx, limit)
 		defer stop()
 	}
-	opts := []lock.Option{lock.WithHooks(r.events.hooks()), lock.WithRefreshFraction(float64(r.refresh) / float64(r.ttl))}
-	if retry != nil {
-		opts = append(opts, retry)
-	}
+	opts := append([]lock.Option{lock.WithHooks(r.events.hooks()), lock.WithRefreshFraction(float64(r.refresh) / float64(r.ttl))}, retry...)
 	var n any // the semaphore's limit: nil for a plain lock, left out of the event
 	if r.f.permits > 0 {
 		opts = append(opts, lock.WithPermits(r.f.permits))
@@ -380,7 +365,7 @@ func (r *runner) obtain(ctx context.Context, l opened, sigs <-chan os.Signal, re
 	done := make(chan result, 1)
 	start := time.Now()
 	go func() {
-		lk, err := obtain(ctx, l, r.names, r.ttl, me("run", r.argv[0]), opts...)
+		lk, err := l.obtain(ctx, r.names, r.ttl, me("run", r.argv[0]), opts...)
 		done <- result{lk, err}
 	}()
 	r.events.emit("waiting", "lock", r.name, "locks", r.events.locks, "permits", n, "ttl_ms", r.ttl.Milliseconds())
@@ -401,7 +386,7 @@ func (r *runner) obtain(ctx context.Context, l opened, sigs <-chan os.Signal, re
 					cancel()
 				}
 				r.events.left()
-				return nil, exit(se.code(), se)
+				return nil, exit(exitSignal+signum(se.sig), se)
 			}
 			switch {
 			case errors.Is(o.err, lock.ErrNotObtained):
@@ -413,7 +398,7 @@ func (r *runner) obtain(ctx context.Context, l opened, sigs <-chan os.Signal, re
 				return nil, exit(exitUsage, fmt.Errorf("%s not obtained: %w; give its holders' --permits (none for a plain lock), "+
 					"or another NAME", r.label(), o.err))
 			case o.err != nil:
-				return nil, unavailable(fmt.Errorf("obtaining %s: %w", r.label(), o.err))
+				return nil, fmt.Errorf("obtaining %s: %w", r.label(), o.err)
 			}
 			return o.lk, nil
 		}
@@ -423,8 +408,11 @@ func (r *runner) obtain(ctx context.Context, l opened, sigs <-chan os.Signal, re
 // label names the lock in run's messages: as label does, or, with
 // --permits, as the semaphore it is.
 func (r *runner) label() string {
-	if r.f.permits > 0 {
-		return fmt.Sprintf("semaphore %q (%s)", r.name, permits(r.f.permits))
+	switch {
+	case r.f.permits == 1:
+		return fmt.Sprintf("semaphore %q (1 permit)", r.name)
+	case r.f.permits > 1:
+		return fmt.Sprintf("semaphore %q (%d permits)", r.name, r.f.permits)
 	}
 	return label(r.names)
 }

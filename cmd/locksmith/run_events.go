@@ -87,7 +87,10 @@ func (ev *events) hooks() *lock.Hooks {
 			case e.Op == "refresh":
 				ev.emit("refresh_failed", "error", err.Error())
 			case e.Op == "cleanup":
-				signalNonBlocking(ev.cleanups)
+				select {
+				case ev.cleanups <- struct{}{}:
+				default: // one is pending already
+				}
 			}
 			return err
 		},
@@ -109,13 +112,5 @@ func (ev *events) left() {
 	select {
 	case <-ev.cleanups:
 	case <-time.After(leaveTimeout):
-	}
-}
-
-// signalNonBlocking sends on c unless a signal is already pending there.
-func signalNonBlocking(c chan struct{}) {
-	select {
-	case c <- struct{}{}:
-	default:
 	}
 }

@@ -76,11 +76,8 @@ func writeFile(path string, v any) error {
 		return err
 	}
 	defer os.Remove(f.Name()) // after a failure
-	if _, err := f.Write(append(b, '\n')); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
+	_, err = f.Write(append(b, '\n'))
+	if err := errors.Join(err, f.Close()); err != nil {
 		return err
 	}
 	return os.Rename(f.Name(), path)

@@ -56,37 +56,20 @@ func heldSection(b *strings.Builder, r results, intro string) {
 			"Server commands: what the server ran per second (INFO commandstats), the scripts' own included; round trips: the client's per second (a command, or a pipeline of several); refreshes: the locks refreshed (the scripts' PEXPIRE calls) per lock and second, 1 when each is refreshed once per interval; "+
 			"round trips and scripts per round: those that refreshing every lock once takes (over the refreshes ÷ n). Batched refreshes come in bursts, so the rates per second vary by up to a sixth between runs; the figures per round do not. "+
 			"Client CPU: the benchmark process's CPU time over the window, in % of one core. Lost: locks whose `Err` was not nil at the end; one fails the benchmark.",
-		[]string{"Locks", "Mode", "goroutines/lock", "heap KB/lock", "stack KB/lock", "connections", "server cmds/s", "round trips/s", "refreshes/lock/s", "round trips/round", "scripts/round", "client CPU %", "lost"}, 2)
+		titles([]string{"Locks", "Mode"}, heldColumns), 2)
 	for _, c := range r.heldCases() {
-		bench := c.bench()
-		get := func(unit string) (float64, bool) { return r.median(bench, unit) }
-		gor, gok := get("goroutines/lock")
-		heap, hok := get("heap-B/lock")
-		stack, sok := get("stack-B/lock")
-		cmds, cok := get("server-cmds/s")
-		rt, rok := get("roundtrips/s")
-		cpu, pok := get("client-cpu-%")
-		conns, nok := get("conns")
-		refreshes, fok := get("refreshes/lock/s")
-		round, dok := get("roundtrips/round")
-		scripts, tok := get("scripts/round")
-		lost, lok := get("lost")
-		rtFormat, roundFormat := "%.1f", "%.1f"
-		if rt >= 100 {
-			rtFormat = "%.0f"
-		}
-		if round >= 100 {
-			roundFormat = "%.0f"
-		}
-		row(b, strconv.Itoa(c.n), c.mode,
-			fig(gor, gok, "%.2f"), fig(heap/1e3, hok, "%.1f"), fig(stack/1e3, sok, "%.1f"), fig(conns, nok, "%.0f"), fig(cmds, cok, "%.0f"),
-			fig(rt, rok, rtFormat), fig(refreshes, fok, "%.2f"), fig(round, dok, roundFormat), fig(scripts, tok, "%.0f"), fig(cpu, pok, "%.1f"), fig(lost, lok, "%.0f"))
+		row(b, r.cells(c.bench(), []string{strconv.Itoa(c.n), c.mode}, heldColumns)...)
 	}
 	b.WriteString("\n")
 }
 
-// heldCounts are the numbers of locks of BenchmarkHeld's targets.
-var heldCounts = []int{100, 1000, 10000}
+// heldColumns are the figures of BenchmarkHeld's table; KB are 1000 bytes.
+var heldColumns = []column{
+	{"goroutines/lock", "goroutines/lock", "%.2f", 0}, {"heap KB/lock", "heap-B/lock", "%.1f", 1e3}, {"stack KB/lock", "stack-B/lock", "%.1f", 1e3},
+	{"connections", "conns", "%.0f", 0}, {"server cmds/s", "server-cmds/s", "%.0f", 0}, {"round trips/s", "roundtrips/s", "", 0},
+	{"refreshes/lock/s", "refreshes/lock/s", "%.2f", 0}, {"round trips/round", "roundtrips/round", "", 0}, {"scripts/round", "scripts/round", "%.0f", 0},
+	{"client CPU %", "client-cpu-%", "%.1f", 0}, {"lost", "lost", "%.0f", 0},
+}
 
 // heldRoundTrips is the most round trips per round of refreshes that n
 // batched locks on one server may take: one up to a script's 1000 locks,
@@ -99,11 +82,14 @@ func heldRoundTrips(n int) float64 {
 	return float64((n+999)/1000 + 1)
 }
 
-// heldBounds writes the bounds of heldRoundTrips for heldCounts.
-func heldBounds() string {
-	var s []string
-	for _, n := range heldCounts {
-		s = append(s, fmt.Sprintf("%g", heldRoundTrips(n)))
+// heldRounds is the target of the held locks' round trips: 100, 1000 and
+// 10,000 locks, each against its bound.
+func heldRounds() target {
+	var bounds []string
+	var cells []cell
+	for _, n := range []int{100, 1000, 10000} {
+		bounds = append(bounds, fmt.Sprintf("%g", heldRoundTrips(n)))
+		cells = append(cells, bounded(heldFig(n, "roundtrips/round"), heldRoundTrips(n), true, "%.2f"))
 	}
-	return "≤ " + strings.Join(s, " / ")
+	return target{"held locks on one server: round trips per round of refreshes, 100 / 1000 / 10,000 locks", "≤ " + strings.Join(bounds, " / "), "held", each(cells...)}
 }

@@ -1,28 +1,15 @@
 // Command report runs the benchmarks of the bench module and writes their
-// results into bench/README.md, between its report markers, and to
-// standard output.
+// results into bench/README.md, between its report markers (the rest is the
+// README's own), and to standard output. Run it from the bench directory;
+// the README says how it measures, and with which flags:
 //
-// It compiles the benchmarks once, then runs BenchmarkLock,
-// BenchmarkInterleaved, BenchmarkMultiKey, BenchmarkSemaphore and
-// BenchmarkStalledNode for several rounds, one after another, so that a
-// slow moment of a noisy machine hits every contender alike, and takes the
-// median of each figure; each time is also given as a ratio to the raw
-// baseline of the same run. Then it runs BenchmarkContention and
-// BenchmarkSemaphoreContention once, and BenchmarkHeld once, and writes
-// the tables and the targets table. Run it from the bench directory:
-//
-//	go run ./cmd/report                 # 9 rounds of 150ms per case
-//	go run ./cmd/report -rounds 9 -benchtime 1s
-//	go run ./cmd/report -only held      # BenchmarkHeld alone: its section and its targets only
-//	go run ./cmd/report -only semaphore # the same for the semaphore benchmarks; stalled and noscript too
-//
-// The text outside the markers is the README's own, which the command
-// leaves as it is.
+//	go run ./cmd/report                 # every benchmark
+//	go run ./cmd/report -only held      # one section alone, and its rows of the targets table
 package main
 
 import (
-	"bufio"
 	"bytes"
+	"cmp"
 	"errors"
 	"flag"
 	"fmt"
@@ -56,14 +43,9 @@ func main() {
 	readme := flag.String("readme", "README.md", "the file whose report to rewrite; empty for none")
 	flag.BoolVar(&o.short, "short", false, "a quick check that every benchmark runs (with -rounds 1 -benchtime 1x): 100 locks in the contention benchmarks, at most 1000 held locks")
 	flag.Parse()
-	var err error
-	switch {
-	case o.rounds < 1:
-		err = errors.New("-rounds must be at least 1")
-	case *only == "":
-		err = run(o, *readme)
-	default:
-		err = runAlone(*only, o, *readme)
+	err := errors.New("-rounds must be at least 1")
+	if o.rounds >= 1 {
+		err = run(o, *only, *readme)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "report:", err)
@@ -74,38 +56,22 @@ func main() {
 // uncontendedPattern is the -test.bench of the rounds of a full run.
 const uncontendedPattern = "^(BenchmarkLock|BenchmarkInterleaved|BenchmarkMultiKey|BenchmarkSemaphore|BenchmarkStalledNode)$"
 
-func run(o options, readme string) error {
-	loadBefore := loadAverage()
-	dir, bin, err := build()
-	if err != nil {
-		return err
-	}
-	defer os.RemoveAll(dir)
-
-	res := results{}
-	if err := res.rounds(bin, uncontendedPattern, o); err != nil {
+// measure runs the benchmarks of a full run.
+func measure(bin string, r results, o options) error {
+	if err := r.rounds(bin, uncontendedPattern, o); err != nil {
 		return err
 	}
 	if o.contention {
 		fmt.Fprintln(os.Stderr, "--- contention")
-		if err := res.once(bin, "^(BenchmarkContention|BenchmarkSemaphoreContention)$", o.short); err != nil {
+		if err := r.once(bin, "^(BenchmarkContention|BenchmarkSemaphoreContention)$", o.short); err != nil {
 			return err
 		}
 	}
-	if o.held {
-		fmt.Fprintln(os.Stderr, "--- held locks")
-		if err := res.once(bin, "^BenchmarkHeld$", o.short); err != nil {
-			return err
-		}
-	}
-	var b strings.Builder
-	machine(&b, command(), o, loadBefore, loadAverage())
-	page(&b, res, o)
-	fmt.Print(b.String())
-	if readme == "" {
+	if !o.held {
 		return nil
 	}
-	return rewrite(readme, func(s string) (string, error) { return splice(s, b.String(), begin, end) })
+	fmt.Fprintln(os.Stderr, "--- held locks")
+	return r.once(bin, "^BenchmarkHeld$", o.short)
 }
 
 // page writes every section of the report, and the targets table.
@@ -147,15 +113,19 @@ var parts = []part{
 	}, noscriptSection},
 }
 
-// runAlone runs the benchmarks of the part named name alone, and rewrites
-// its section of readme (which a full run wrote), and its rows of the
-// targets table; with readme "", it only prints them.
-func runAlone(name string, o options, readme string) error {
-	i := slices.IndexFunc(parts, func(p part) bool { return p.name == name })
-	if i < 0 {
-		return fmt.Errorf(`-only %q: the sections that run alone are "held", "semaphore", "stalled" and "noscript"`, name)
+// run runs the benchmarks, of the part named only or else of every
+// section, prints their report and rewrites readme with it ("" for none):
+// the whole text between the markers, or that part's section and its rows
+// of the targets table (which a full run wrote).
+func run(o options, only, readme string) error {
+	p := part{measure: measure}
+	if only != "" {
+		i := slices.IndexFunc(parts, func(p part) bool { return p.name == only })
+		if i < 0 {
+			return fmt.Errorf(`-only %q: the sections that run alone are "held", "semaphore", "stalled" and "noscript"`, only)
+		}
+		p = parts[i]
 	}
-	p := parts[i]
 	loadBefore := loadAverage()
 	dir, bin, err := build()
 	if err != nil {
@@ -167,20 +137,28 @@ func runAlone(name string, o options, readme string) error {
 		return err
 	}
 	var b strings.Builder
-	p.write(&b, res, fmt.Sprintf("Run alone with `cd bench && %s` on %s (load average %s before, %s after), on the machine above. ",
-		command(), time.Now().UTC().Format("2006-01-02"), loadBefore, loadAverage()))
-	rows := targetRows(res, p.name)
+	var rows []string
+	edit := func(s string) (string, error) { return splice(s, b.String(), begin, end) }
+	if only == "" {
+		machine(&b, command(), o, loadBefore, loadAverage())
+		page(&b, res, o)
+	} else {
+		p.write(&b, res, fmt.Sprintf("Run alone with `cd bench && %s` on %s (load average %s before, %s after), on the machine above. ",
+			command(), time.Now().UTC().Format("2006-01-02"), loadBefore, loadAverage()))
+		rows = targetRows(res, p.name)
+		edit = func(s string) (string, error) {
+			s, err := spliceSection(s, p.title, b.String())
+			if err != nil {
+				return "", err
+			}
+			return spliceRows(s, rows)
+		}
+	}
 	fmt.Print(b.String(), strings.Join(rows, ""))
 	if readme == "" {
 		return nil
 	}
-	return rewrite(readme, func(s string) (string, error) {
-		s, err := spliceSection(s, p.title, b.String())
-		if err != nil {
-			return "", err
-		}
-		return spliceRows(s, rows)
-	})
+	return rewrite(readme, edit)
 }
 
 // command is the command line that this run was started with.
@@ -240,11 +218,10 @@ func (r results) bench(bin string, args ...string) error {
 	if err := execute(io.MultiWriter(&out, os.Stderr), bin, args...); err != nil {
 		return fmt.Errorf("%s %s: %w", bin, strings.Join(args, " "), err)
 	}
-	sc := bufio.NewScanner(&out)
-	for sc.Scan() {
-		r.parse(sc.Text())
+	for line := range strings.Lines(out.String()) {
+		r.parse(line)
 	}
-	return sc.Err()
+	return nil
 }
 
 // parse adds the figures of one line of benchmark output, such as
@@ -290,27 +267,18 @@ func median(v []float64) float64 {
 	return v[len(v)/2]
 }
 
-// interleaved returns the median time per operation of contender c
+// versus returns the median time per operation of contender c
 // (driver/name) in BenchmarkInterleaved's mode (serial or parallel), and
-// the median over the rounds of its ratio to the raw baseline that took
-// turns with it in the same round: the pairing is what the interleaving is
-// for.
-func (r results) interleaved(c, mode string) (ns, ratio float64, ok bool) {
-	return r.versus(c, "raw", mode)
-}
-
-// versus is interleaved against another contender of c's group, other,
-// rather than the raw baseline.
+// the median over the rounds of its ratio to another contender of its
+// group, other (such as the raw baseline), which took turns with it in the
+// same round: the pairing is what the interleaving is for.
 func (r results) versus(c, other, mode string) (ns, ratio float64, ok bool) {
 	driver, name, _ := strings.Cut(c, "/")
 	for _, group := range []string{"one-node", "quorum"} {
 		bench := "BenchmarkInterleaved/" + driver + "/" + group + "/" + mode
-		ratios := r.ratios(bench, name, other)
-		if len(ratios) == 0 {
-			continue
+		if ratios := r.ratios(bench, name, other); len(ratios) > 0 {
+			return median(r[bench][name+"-ns/op"]), median(ratios), true
 		}
-		ns, _ = r.median(bench, name+"-ns/op")
-		return ns, median(ratios), true
 	}
 	return 0, 0, false
 }
@@ -318,64 +286,54 @@ func (r results) versus(c, other, mode string) (ns, ratio float64, ok bool) {
 // ratios returns, for each round of bench, contender num's time over
 // contender den's, which took turns with it in that round.
 func (r results) ratios(bench, num, den string) []float64 {
-	v, o := r[bench][num+"-ns/op"], r[bench][den+"-ns/op"]
-	if len(v) == 0 || len(v) != len(o) {
+	return perRound(r[bench][num+"-ns/op"], r[bench][den+"-ns/op"])
+}
+
+// perRound returns, for each round, the figure num over den, which ran in
+// the same round; nil unless both ran in every round.
+func perRound(num, den []float64) []float64 {
+	if len(num) == 0 || len(num) != len(den) {
 		return nil
 	}
-	ratios := make([]float64, len(v))
-	for i := range v {
-		ratios[i] = v[i] / o[i]
+	ratios := make([]float64, len(num))
+	for i := range num {
+		ratios[i] = num[i] / den[i]
 	}
 	return ratios
 }
 
-// paired returns the median over the rounds of the ratio of unit between
-// two benchmarks that ran in every round, one after the other.
-func (r results) paired(num, den, unit string) (float64, bool) {
-	n, d := r[num][unit], r[den][unit]
-	if len(n) == 0 || len(n) != len(d) {
-		return 0, false
-	}
-	ratios := make([]float64, len(n))
-	for i := range n {
-		ratios[i] = n[i] / d[i]
-	}
-	return median(ratios), true
-}
-
-// contenders returns the driver/name of every contender of bench, in the
-// order of the tables.
-func (r results) contenders(bench string) []string {
-	var names []string
+// cases returns the driver/name cases of bench, less the /serial or
+// /parallel of their sub-benchmarks, by driver and then in the order of
+// names.
+func (r results) cases(bench string, names []string) []string {
+	var cs []string
 	for name := range r {
 		if rest, ok := strings.CutPrefix(name, bench+"/"); ok {
-			rest = strings.TrimSuffix(strings.TrimSuffix(rest, "/serial"), "/parallel")
-			names = append(names, rest)
+			cs = append(cs, strings.TrimSuffix(strings.TrimSuffix(rest, "/serial"), "/parallel"))
 		}
 	}
-	slices.SortStableFunc(names, func(a, b string) int { return order(a) - order(b) })
-	return slices.Compact(names)
+	slices.SortFunc(cs, byRank(names))
+	return slices.Compact(cs)
 }
 
-// order ranks a contender for the tables: by driver, then baseline first,
-// locksmith's strategies, then the peers.
-func order(c string) int {
-	driver, name, _ := strings.Cut(c, "/")
-	rank := slices.Index([]string{"raw", "single", "single-noscript", "raw-watch", "single-poll", "setnx-getset", "otel-noop", "otel-sdk", "otel-floor", "bsm-redislock",
-		"bsm-redislock-10ms", "redsync-default", "redlock-3", "redsync-3", "redlock-5", "redsync-5"}, name)
-	rank += 100 * slices.Index(driverNames, driver)
-	return rank
+// byRank orders driver/name cases for the tables: by driver, then by the
+// place of name in names.
+func byRank(names []string) func(a, b string) int {
+	rank := func(c string) int {
+		driver, name, _ := strings.Cut(c, "/")
+		return 100*slices.Index(driverNames, driver) + slices.Index(names, name)
+	}
+	return func(a, b string) int { return cmp.Or(rank(a)-rank(b), strings.Compare(a, b)) }
 }
+
+// contenders are BenchmarkLock's contenders, in the order of the tables:
+// the baseline first, locksmith's strategies, then the peers.
+var contenders = []string{"raw", "single", "single-noscript", "raw-watch", "single-poll", "setnx-getset", "otel-noop", "otel-sdk", "otel-floor",
+	"bsm-redislock", "bsm-redislock-10ms", "redsync-default", "redlock-3", "redsync-3", "redlock-5", "redsync-5"}
 
 // driverNames are the drivers, in the order of the tables' rows and of the
 // targets table's columns.
 var driverNames = []string{"goredis", "redigo", "rueidis"}
-
-// baseline returns the raw baseline of contender c: the one of its driver.
-func baseline(c string) string {
-	driver, _, _ := strings.Cut(c, "/")
-	return driver + "/raw"
-}
 
 // machine writes what the run ran on and how.
 func machine(b *strings.Builder, cmd string, o options, loadBefore, loadAfter string) {
@@ -399,11 +357,8 @@ func loadAverage() string {
 }
 
 func cpuModel() string {
-	b, err := os.ReadFile("/proc/cpuinfo")
-	if err != nil {
-		return "unknown CPU"
-	}
-	for _, line := range strings.Split(string(b), "\n") {
+	b, _ := os.ReadFile("/proc/cpuinfo") // none: unknown
+	for line := range strings.Lines(string(b)) {
 		if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
 			return strings.TrimSpace(v)
 		}
@@ -436,6 +391,48 @@ func fig(v float64, ok bool, format string) string {
 		return "–"
 	}
 	return fmt.Sprintf(format, v)
+}
+
+// A column is a column of a table's figures: the median of unit, over div
+// (1 when 0), in format ("" for %.1f below 100, %.0f above).
+type column struct {
+	title, unit, format string
+	div                 float64
+}
+
+// titles returns the titles of left, columns and right.
+func titles(left []string, columns []column, right ...string) []string {
+	for _, c := range columns {
+		left = append(left, c.title)
+	}
+	return append(left, right...)
+}
+
+// cells returns the cells of left, then of columns for bench.
+func (r results) cells(bench string, left []string, columns []column) []string {
+	for _, c := range columns {
+		v, ok := r.median(bench, c.unit)
+		format := c.format
+		if format == "" && v < 100 {
+			format = "%.1f"
+		} else if format == "" {
+			format = "%.0f"
+		}
+		left = append(left, fig(v/cmp.Or(c.div, 1), ok, format))
+	}
+	return left
+}
+
+// cell is the median of unit in bench, in format.
+func (r results) cell(bench, unit, format string) string {
+	v, ok := r.median(bench, unit)
+	return fig(v, ok, format)
+}
+
+// cpu is the cell of the CPU time per operation of bench, in its process
+// and in the servers it used.
+func (r results) cpu(bench string) string {
+	return r.cell(bench, "client-cpu-us/op", "%.0f") + " + " + r.cell(bench, "server-cpu-us/op", "%.0f")
 }
 
 // header writes a section's heading and the note under it, and the head

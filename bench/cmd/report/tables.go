@@ -1,7 +1,6 @@
 package main
 
 import (
-	"cmp"
 	"fmt"
 	"path"
 	"slices"
@@ -19,28 +18,23 @@ func uncontended(b *strings.Builder, r results) {
 			"B/op, allocs/op and CPU: BenchmarkLock's serial case; CPU is the time per operation in the benchmark's process (getrusage) and in the servers it used (INFO CPU).",
 		[]string{"Driver", "Contender", "Serial µs/op", "× raw", "Parallel kop/s", "× raw", "Interleaved serial µs/op", "× raw", "Interleaved parallel kop/s", "× raw",
 			"B/op", "allocs/op", "allocs − raw", "CPU µs/op: client + servers"}, 2)
-	for _, c := range r.contenders("BenchmarkLock") {
-		s, base := "BenchmarkLock/"+c+"/serial", "BenchmarkLock/"+baseline(c)+"/serial"
-		p, pbase := "BenchmarkLock/"+c+"/parallel", "BenchmarkLock/"+baseline(c)+"/parallel"
+	for _, c := range r.cases("BenchmarkLock", contenders) {
+		driver, name, _ := strings.Cut(c, "/")
+		s, base := "BenchmarkLock/"+c+"/serial", "BenchmarkLock/"+driver+"/raw/serial" // the baseline of its driver
 		ns, ok := r.median(s, "ns/op")
 		bns, bok := r.median(base, "ns/op")
-		pns, pok := r.median(p, "ns/op")
-		pbns, pbok := r.median(pbase, "ns/op")
-		ins, ix, iok := r.interleaved(c, "serial")
-		ipns, ipx, ipok := r.interleaved(c, "parallel")
-		bytes, byok := r.median(s, "B/op")
+		pns, pok := r.median("BenchmarkLock/"+c+"/parallel", "ns/op")
+		pbns, pbok := r.median("BenchmarkLock/"+driver+"/raw/parallel", "ns/op")
+		ins, ix, iok := r.versus(c, "raw", "serial")
+		ipns, ipx, ipok := r.versus(c, "raw", "parallel")
 		allocs, aok := r.median(s, "allocs/op")
 		ballocs, baok := r.median(base, "allocs/op")
-		client, cok := r.median(s, "client-cpu-us/op")
-		server, sok := r.median(s, "server-cpu-us/op")
-		driver, name, _ := strings.Cut(c, "/")
 		row(b, driver, name,
 			fig(ns/1e3, ok, "%.1f"), fig(ns/bns, ok && bok, "%.2f"),
 			fig(1e6/pns, pok, "%.1f"), fig(pbns/pns, pok && pbok, "%.2f"),
 			fig(ins/1e3, iok, "%.1f"), fig(ix, iok, "%.2f"),
 			fig(1e6/ipns, ipok, "%.1f"), fig(1/ipx, ipok, "%.2f"),
-			fig(bytes, byok, "%.0f"), fig(allocs, aok, "%.0f"), fig(allocs-ballocs, aok && baok, "%+.0f"),
-			fig(client, cok, "%.0f")+" + "+fig(server, sok, "%.0f"))
+			r.cell(s, "B/op", "%.0f"), fig(allocs, aok, "%.0f"), fig(allocs-ballocs, aok && baok, "%+.0f"), r.cpu(s))
 	}
 	b.WriteString("\n")
 }
@@ -49,25 +43,17 @@ func uncontended(b *strings.Builder, r results) {
 // against taking them one by one, each pair from the same iterations; a
 // row per driver and strategy, and columns for each number of keys.
 func multiKey(b *strings.Builder, r results) {
-	cases := map[string]map[int]string{} // driver/strategy → n → benchmark
+	var cases []string // driver/strategy
 	var counts []int
 	for name := range r {
 		rest, ok := strings.CutPrefix(name, "BenchmarkMultiKey/")
-		if !ok {
-			continue
+		if n, err := strconv.Atoi(strings.TrimSuffix(path.Base(rest), "-keys")); ok && err == nil {
+			cases, counts = append(cases, path.Dir(rest)), append(counts, n)
 		}
-		n, err := strconv.Atoi(strings.TrimSuffix(path.Base(rest), "-keys"))
-		if err != nil {
-			continue
-		}
-		if cases[path.Dir(rest)] == nil {
-			cases[path.Dir(rest)] = map[int]string{}
-		}
-		cases[path.Dir(rest)][n] = name
-		counts = append(counts, n)
 	}
+	slices.SortFunc(cases, byRank(contenders))
 	slices.Sort(counts)
-	counts = slices.Compact(counts)
+	cases, counts = slices.Compact(cases), slices.Compact(counts)
 	if len(counts) == 0 {
 		counts = []int{2, 10} // the head of an empty table
 	}
@@ -79,19 +65,13 @@ func multiKey(b *strings.Builder, r results) {
 		"BenchmarkMultiKey: one ObtainMany of n keys sharing a hash tag and its Release ([Locks on several keys](../docs/multi-key.md)), against n Obtain calls in the keys' order and n Releases, which take the same keys one by one, without atomicity; uncontended, the two taking turns in a random order within each iteration. "+
 			"Time per iteration, median over the rounds; × separate: one lock's time over the separate locks'. No peer is measured: bsm/redislock's `ObtainMulti` came after v0.9.4, the newest version the Go module proxy serves here.",
 		columns, 2)
-	var rows []string
-	for c := range cases {
-		rows = append(rows, c)
-	}
-	slices.SortFunc(rows, func(a, b string) int { return cmp.Compare(order(a), order(b)) })
-	for _, c := range rows {
+	for _, c := range cases {
 		driver, strategy, _ := strings.Cut(c, "/")
 		cells := []string{driver, strategy}
 		for _, n := range counts {
-			bench, ok := cases[c][n]
+			bench := fmt.Sprintf("BenchmarkMultiKey/%s/%d-keys", c, n)
 			one, ook := r.median(bench, "one-lock-ns/op")
 			sep, sok := r.median(bench, "separate-ns/op")
-			ook, sok = ook && ok, sok && ok
 			cells = append(cells, fig(one/1e3, ook, "%.1f"), fig(sep/1e3, sok, "%.1f"), fig(one/sep, ook && sok, "%.2f"))
 		}
 		row(b, cells...)
@@ -119,20 +99,11 @@ func contended(b *strings.Builder, r results) {
 			"Commands: what the clients sent per acquisition, failed attempts, releases and a subscriber's SUBSCRIBE included, handshakes left out (not counted over rueidis, which has no hooks: no rueidis row). "+
 			"Woke: why locksmith's notified waiters woke over the run (lock.Hooks Wait): a message naming the waiter, the confirmation of its subscription, a resubscription after a failure, or its timer; missed: locks obtained after a timer woke the waiter before the holder's key would have expired (a notification lost, or beaten by the timer). "+
 			"Overlaps: turns whose holding intervals, from obtain's return to the call of release, intersect; one fails the benchmark.",
-		[]string{"Shape", "Driver", "Contender", "acq/s", "handoff p50 µs", "handoff p99 µs", "wait p99 ms", "wait max ms", "worst ÷ ideal", "most passed", "other %", "commands/acq",
-			"woke: message / subscribed / resubscribed / timer", "missed", "overlaps"}, 3)
+		titles([]string{"Shape", "Driver", "Contender"}, contendedColumns, "woke: message / subscribed / resubscribed / timer", "missed", "overlaps"), 3)
 	for _, s := range shapes {
-		for _, c := range r.contenders("BenchmarkContention/" + s) {
+		for _, c := range r.cases("BenchmarkContention/"+s, contenders) {
 			bench := "BenchmarkContention/" + s + "/" + c
 			driver, name, _ := strings.Cut(c, "/")
-			cells := []string{s, driver, name}
-			for _, m := range []struct{ unit, format string }{
-				{"acq/s", "%.0f"}, {"handoff-p50-us", "%.0f"}, {"handoff-p99-us", "%.0f"}, {"wait-p99-ms", "%.1f"},
-				{"wait-max-ms", "%.1f"}, {"worst/ideal", "%.1f"}, {"max-passed", "%.0f"}, {"other-%", "%.0f"}, {"cmds/acq", "%.1f"},
-			} {
-				v, ok := r.median(bench, m.unit)
-				cells = append(cells, fig(v, ok, m.format))
-			}
 			woke, missed := "–", "–"
 			var wakes []string
 			total := 0.0
@@ -143,14 +114,21 @@ func contended(b *strings.Builder, r results) {
 			}
 			if total > 0 { // a contender that waited by notification
 				woke = strings.Join(wakes, " / ")
-				v, ok := r.median(bench, "missed")
-				missed = fig(v, ok, "%.0f")
+				missed = r.cell(bench, "missed", "%.0f")
 			}
-			v, ok := r.median(bench, "overlaps")
-			row(b, append(cells, woke, missed, fig(v, ok, "%.0f"))...)
+			cells := r.cells(bench, []string{s, driver, name}, contendedColumns)
+			row(b, append(cells, woke, missed, r.cell(bench, "overlaps", "%.0f"))...)
 		}
 	}
 	b.WriteString("\n")
+}
+
+// contendedColumns are the figures of BenchmarkContention's table, but for
+// the wakes.
+var contendedColumns = []column{
+	{"acq/s", "acq/s", "%.0f", 0}, {"handoff p50 µs", "handoff-p50-us", "%.0f", 0}, {"handoff p99 µs", "handoff-p99-us", "%.0f", 0},
+	{"wait p99 ms", "wait-p99-ms", "%.1f", 0}, {"wait max ms", "wait-max-ms", "%.1f", 0}, {"worst ÷ ideal", "worst/ideal", "%.1f", 0},
+	{"most passed", "max-passed", "%.0f", 0}, {"other %", "other-%", "%.0f", 0}, {"commands/acq", "cmds/acq", "%.1f", 0},
 }
 
 // semaphoreTitle is the heading of the semaphores' section, which -only
@@ -160,23 +138,6 @@ const semaphoreTitle = "Semaphores"
 // semaphoreWays are the locks of BenchmarkSemaphore and
 // BenchmarkSemaphoreContention, in the order of their rows.
 var semaphoreWays = []string{"plain", "3-permits", "3-permits-2-held", "1000-permits-999-held", "3-permits-poll"}
-
-// semaphoreCases returns the <driver>/<lock> cases of bench, by driver and
-// then in the order of semaphoreWays.
-func (r results) semaphoreCases(bench string) []string {
-	var names []string
-	for name := range r {
-		if rest, ok := strings.CutPrefix(name, bench+"/"); ok {
-			names = append(names, rest)
-		}
-	}
-	rank := func(c string) int {
-		driver, way, _ := strings.Cut(c, "/")
-		return 100*slices.Index(driverNames, driver) + slices.Index(semaphoreWays, way)
-	}
-	slices.SortFunc(names, func(a, b string) int { return rank(a) - rank(b) })
-	return names
-}
 
 // semaphoreSection writes BenchmarkSemaphore's table, one permit of a
 // semaphore against a plain lock, uncontended, and
@@ -188,53 +149,38 @@ func semaphoreSection(b *strings.Builder, r results, intro string) {
 			"Time: median over the rounds; × plain: median over the rounds of the ratio to the plain lock of the same round. Commands: what the client sent per acquire and release, a script counting as one (not counted over rueidis). "+
 			"Server calls: what the server ran (INFO commandstats), the commands that the scripts ran included. Script µs: the server's time in the scripts (the usec of EVALSHA). CPU: in the benchmark's process and in the server (INFO CPU).",
 		[]string{"Driver", "Lock", "µs/op", "× plain", "B/op", "allocs/op", "allocs − plain", "commands/op", "server calls/op", "script µs/op", "CPU µs/op: client + server"}, 2)
-	for _, c := range r.semaphoreCases("BenchmarkSemaphore") {
+	for _, c := range r.cases("BenchmarkSemaphore", semaphoreWays) {
 		bench := "BenchmarkSemaphore/" + c
 		driver, way, _ := strings.Cut(c, "/")
 		plain := "BenchmarkSemaphore/" + driver + "/plain"
 		ns, ok := r.median(bench, "ns/op")
-		x, xok := r.paired(bench, plain, "ns/op")
-		bytes, byok := r.median(bench, "B/op")
+		x := perRound(r[bench]["ns/op"], r[plain]["ns/op"])
 		allocs, aok := r.median(bench, "allocs/op")
 		pallocs, paok := r.median(plain, "allocs/op")
-		cmds, cok := r.median(bench, "cmds/op")
-		calls, sok := r.median(bench, "server-calls/op")
-		script, scok := r.median(bench, "script-us/op")
-		client, clok := r.median(bench, "client-cpu-us/op")
-		server, svok := r.median(bench, "server-cpu-us/op")
 		row(b, driver, way,
-			fig(ns/1e3, ok, "%.1f"), fig(x, xok, "%.2f"), fig(bytes, byok, "%.0f"), fig(allocs, aok, "%.0f"),
-			fig(allocs-pallocs, aok && paok, "%+.0f"), fig(cmds, cok, "%.1f"), fig(calls, sok, "%.1f"),
-			fig(script, scok, "%.0f"), fig(client, clok, "%.0f")+" + "+fig(server, svok, "%.0f"))
+			fig(ns/1e3, ok, "%.1f"), fig(median(x), len(x) > 0, "%.2f"), r.cell(bench, "B/op", "%.0f"),
+			fig(allocs, aok, "%.0f"), fig(allocs-pallocs, aok && paok, "%+.0f"), r.cell(bench, "cmds/op", "%.1f"),
+			r.cell(bench, "server-calls/op", "%.1f"), r.cell(bench, "script-us/op", "%.0f"), r.cpu(bench))
 	}
 	b.WriteString("\n")
-	contended := r.semaphoreCases("BenchmarkSemaphoreContention")
+	contended := r.cases("BenchmarkSemaphoreContention", semaphoreWays)
 	if len(contended) == 0 {
 		return
 	}
 	b.WriteString("BenchmarkSemaphoreContention: 16 contenders, each a Locker of `single` over a client of its own, take permits of a semaphore of 3, each holding one for 1 ms, until 2000 were taken in all (100 with `-short`): `3-permits` waits by notification, with a 200 ms timer, `3-permits-poll` polls every 1 ms, and `plain`, for reference, is a plain lock of the same contenders, waiting by notification. " +
 		"The figures are BenchmarkContention's, but for these. Handoff: from the release of a permit to its next acquisition returning. Fair ideal: the wait in a FIFO queue of contenders that ask again as soon as they released, (contenders ÷ permits − 1) × (hold + median handoff): 4.33 holds and handoffs for the semaphore, 15 for the plain lock; with 3 permits, released at staggered times, a FIFO queue's waits spread around it, up to 5 holds and handoffs (1.15 × the ideal). " +
 		"Server calls: what the server ran per acquisition. Timer: waiters woken by their timer rather than a message. Overlaps: acquisitions that began while as many others as the lock admits held it.\n\n")
-	columns := []struct{ title, unit, format string }{
-		{"acq/s", "acq/s", "%.0f"}, {"handoff p50 µs", "handoff-p50-us", "%.0f"}, {"handoff p99 µs", "handoff-p99-us", "%.0f"},
-		{"wait p50 ms", "wait-p50-ms", "%.1f"}, {"wait p99 ms", "wait-p99-ms", "%.1f"}, {"wait max ms", "wait-max-ms", "%.1f"}, {"fair ideal ms", "ideal-ms", "%.1f"},
-		{"p99 ÷ ideal", "p99/ideal", "%.2f"}, {"worst ÷ ideal", "worst/ideal", "%.2f"}, {"most passed", "max-passed", "%.0f"},
-		{"commands/acq", "cmds/acq", "%.1f"}, {"server calls/acq", "server-calls/acq", "%.1f"}, {"timer", "wake-timer", "%.0f"},
-		{"overlaps", "overlaps", "%.0f"},
+	columns := []column{
+		{"acq/s", "acq/s", "%.0f", 0}, {"handoff p50 µs", "handoff-p50-us", "%.0f", 0}, {"handoff p99 µs", "handoff-p99-us", "%.0f", 0},
+		{"wait p50 ms", "wait-p50-ms", "%.1f", 0}, {"wait p99 ms", "wait-p99-ms", "%.1f", 0}, {"wait max ms", "wait-max-ms", "%.1f", 0}, {"fair ideal ms", "ideal-ms", "%.1f", 0},
+		{"p99 ÷ ideal", "p99/ideal", "%.2f", 0}, {"worst ÷ ideal", "worst/ideal", "%.2f", 0}, {"most passed", "max-passed", "%.0f", 0},
+		{"commands/acq", "cmds/acq", "%.1f", 0}, {"server calls/acq", "server-calls/acq", "%.1f", 0}, {"timer", "wake-timer", "%.0f", 0},
+		{"overlaps", "overlaps", "%.0f", 0},
 	}
-	titles := []string{"Driver", "Lock"}
-	for _, c := range columns {
-		titles = append(titles, c.title)
-	}
-	table(b, titles, 2)
+	table(b, titles([]string{"Driver", "Lock"}, columns), 2)
 	for _, c := range contended {
 		driver, way, _ := strings.Cut(c, "/")
-		cells := []string{driver, way}
-		for _, col := range columns {
-			v, ok := r.median("BenchmarkSemaphoreContention/"+c, col.unit)
-			cells = append(cells, fig(v, ok, col.format))
-		}
-		row(b, cells...)
+		row(b, r.cells("BenchmarkSemaphoreContention/"+c, []string{driver, way}, columns)...)
 	}
 	b.WriteString("\n")
 }

@@ -2,6 +2,8 @@ package main
 
 import (
 	"fmt"
+	"math"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -18,7 +20,7 @@ type target struct {
 	// part is the section whose run alone (-only) measures the figures;
 	// "" for those of the full run only.
 	part string
-	cell func(r results, driver string) string
+	cell cell
 }
 
 // A figure reads a figure of the results for a driver, and whether it was
@@ -44,29 +46,29 @@ func check(v float64, ok bool, limit float64, atMost bool, format string) string
 	return s + " ✅"
 }
 
+// A cell is a target's cell for a driver.
+type cell func(r results, driver string) string
+
 // bounded is the cell of a target on one figure.
-func bounded(f figure, limit float64, atMost bool, format string) func(results, string) string {
+func bounded(f figure, limit float64, atMost bool, format string) cell {
 	return func(r results, driver string) string {
 		v, ok := f(r, driver)
 		return check(v, ok, limit, atMost, format)
 	}
 }
 
-// each is the cell of a target on several figures, each against the same
+// each is the cell of a target on several figures, each against its
 // bound: "a / b", or "–" when none was measured.
-func each(fs []figure, limit float64, atMost bool, format string) func(results, string) string {
+func each(cells ...cell) cell {
 	return func(r results, driver string) string {
-		var cells []string
-		measured := false
-		for _, f := range fs {
-			v, ok := f(r, driver)
-			measured = measured || ok
-			cells = append(cells, check(v, ok, limit, atMost, format))
+		var s []string
+		for _, c := range cells {
+			s = append(s, c(r, driver))
 		}
-		if !measured {
+		if slices.IndexFunc(s, func(c string) bool { return c != "–" }) < 0 {
 			return "–"
 		}
-		return strings.Join(cells, " / ")
+		return strings.Join(s, " / ")
 	}
 }
 
@@ -84,35 +86,27 @@ func timeRatio(num, den, mode string, inverse bool) figure {
 	}
 }
 
-// allocRatio compares the allocations of two contenders, serially.
-func allocRatio(num, den string) figure {
+// in reads unit of the benchmark bench, whose * is the driver.
+func in(bench, unit string) figure {
 	return func(r results, driver string) (float64, bool) {
-		n, ok1 := r.median("BenchmarkLock/"+driver+"/"+num+"/serial", "allocs/op")
-		d, ok2 := r.median("BenchmarkLock/"+driver+"/"+den+"/serial", "allocs/op")
-		return n / d, ok1 && ok2 && d != 0
+		return r.median(strings.Replace(bench, "*", driver, 1), unit)
 	}
 }
 
-// allocsOver is the allocations of a contender less those of another,
-// serially.
-func allocsOver(a, b string) figure {
+// combine is f of the figures a and b, measured if both were and f's
+// value is finite.
+func combine(f func(a, b float64) float64, a, b figure) figure {
 	return func(r results, driver string) (float64, bool) {
-		x, ok1 := r.median("BenchmarkLock/"+driver+"/"+a+"/serial", "allocs/op")
-		y, ok2 := r.median("BenchmarkLock/"+driver+"/"+b+"/serial", "allocs/op")
-		return x - y, ok1 && ok2
+		x, ok1 := a(r, driver)
+		y, ok2 := b(r, driver)
+		v := f(x, y)
+		return v, ok1 && ok2 && !math.IsInf(v, 0) && !math.IsNaN(v)
 	}
 }
 
-// throughputVs compares the parallel throughput of contender name over the
-// driver of the column with that of contender other over driver, in
-// BenchmarkLock: the interleaved runs pair contenders of one driver only.
-func throughputVs(name, driver, other string) figure {
-	return func(r results, column string) (float64, bool) {
-		n, ok1 := r.median("BenchmarkLock/"+column+"/"+name+"/parallel", "ns/op")
-		d, ok2 := r.median("BenchmarkLock/"+driver+"/"+other+"/parallel", "ns/op")
-		return d / n, ok1 && ok2 && n != 0
-	}
-}
+func quotient(a, b float64) float64 { return a / b }
+
+func difference(a, b float64) float64 { return a - b }
 
 // only restricts a figure to the column of one driver.
 func only(driver string, f figure) figure {
@@ -124,79 +118,41 @@ func only(driver string, f figure) figure {
 	}
 }
 
-// noscriptRatio is the median over the rounds of the ratio of a contender's time
-// to the raw baseline's in BenchmarkInterleaved's one-node group, as the
-// section of single without scripts gives it.
-func noscriptRatio(name, mode string) figure {
-	return func(r results, driver string) (float64, bool) {
-		ratios := r.ratios("BenchmarkInterleaved/"+driver+"/one-node/"+mode, name, "raw")
-		return median(ratios), len(ratios) > 0
-	}
-}
-
-// stalledRatio is BenchmarkStalledNode's ratio of the stalled Locker's
-// time to the one whose nodes are all up.
-func stalledRatio(r results, driver string) (float64, bool) {
-	v := r["BenchmarkStalledNode/"+driver]["stalled-ratio"]
-	return median(v), len(v) > 0
-}
-
-// contendedFig reads a figure of the contention benchmark: unit, of
-// contender name in shape.
-func contendedFig(shape, name, unit string) figure {
-	return func(r results, driver string) (float64, bool) {
-		return r.median("BenchmarkContention/"+shape+"/"+driver+"/"+name, unit)
-	}
-}
-
-// inShapes reads one figure of single in each of shapes.
-func inShapes(unit string, shapes ...string) []figure {
-	var fs []figure
+// inShapes is the cell of a target on a figure of single in each of shapes.
+func inShapes(unit string, limit float64, atMost bool, format string, shapes ...string) cell {
+	var cells []cell
 	for _, s := range shapes {
-		fs = append(fs, contendedFig(s, "single", unit))
+		cells = append(cells, bounded(in("BenchmarkContention/"+s+"/*/single", unit), limit, atMost, format))
 	}
-	return fs
+	return each(cells...)
 }
 
 // heldFig reads a figure of BenchmarkHeld's batched locks, n of them.
 func heldFig(n int, unit string) figure {
-	return only("goredis", func(r results, _ string) (float64, bool) {
-		return r.median(heldCase{"batched", n}.bench(), unit)
-	})
+	return only("goredis", in(heldCase{"batched", n}.bench(), unit))
 }
 
-// heldRounds is the cell of the held locks' round trips: each count of
-// locks against its own bound.
-func heldRounds(r results, driver string) string {
-	var cells []string
-	measured := false
-	for _, n := range heldCounts {
-		v, ok := heldFig(n, "roundtrips/round")(r, driver)
-		measured = measured || ok
-		cells = append(cells, check(v, ok, heldRoundTrips(n), true, "%.2f"))
-	}
-	if !measured {
-		return "–"
-	}
-	return strings.Join(cells, " / ")
-}
+// allocs reads the allocations of contender name in BenchmarkLock, serially.
+func allocs(name string) figure { return in("BenchmarkLock/*/"+name+"/serial", "allocs/op") }
 
 // targets are the rows of the targets table.
 var targets = []target{
 	{"single time ÷ raw time", "≤ 1.1×", "", bounded(timeRatio("single", "raw", "serial", false), 1.1, true, "%.2f")},
 	{"single parallel throughput ÷ raw's", "≥ 0.95×", "", bounded(timeRatio("single", "raw", "parallel", true), 0.95, false, "%.2f")},
-	{"single allocs − raw allocs", "≤ +5", "", bounded(allocsOver("single", "raw"), 5, true, "%+.0f")},
-	{"single over rueidis: parallel throughput ÷ raw go-redis's (BenchmarkLock)", "≥ 1.5×", "", bounded(only("rueidis", throughputVs("single", "goredis", "raw")), 1.5, false, "%.2f")},
-	{"single-noscript time ÷ raw time, serial / parallel", "≤ 2×", "noscript", each([]figure{noscriptRatio("single-noscript", "serial"), noscriptRatio("single-noscript", "parallel")}, 2, true, "%.2f")},
-	{"redlock-5 allocs ÷ redsync-5 allocs", "≤ 1×", "", bounded(allocRatio("redlock-5", "redsync-5"), 1, true, "%.2f")},
+	{"single allocs − raw allocs", "≤ +5", "", bounded(combine(difference, allocs("single"), allocs("raw")), 5, true, "%+.0f")},
+	{"single over rueidis: parallel throughput ÷ raw go-redis's (BenchmarkLock)", "≥ 1.5×", "", bounded(only("rueidis",
+		combine(quotient, in("BenchmarkLock/goredis/raw/parallel", "ns/op"), in("BenchmarkLock/*/single/parallel", "ns/op"))), 1.5, false, "%.2f")},
+	{"single-noscript time ÷ raw time, serial / parallel", "≤ 2×", "noscript", each(bounded(timeRatio("single-noscript", "raw", "serial", false), 2, true, "%.2f"),
+		bounded(timeRatio("single-noscript", "raw", "parallel", false), 2, true, "%.2f"))},
+	{"redlock-5 allocs ÷ redsync-5 allocs", "≤ 1×", "", bounded(combine(quotient, allocs("redlock-5"), allocs("redsync-5")), 1, true, "%.2f")},
 	{"redlock-5 parallel throughput ÷ redsync-5's", "≥ 1×", "", bounded(timeRatio("redlock-5", "redsync-5", "parallel", true), 1, false, "%.2f")},
-	{"redlock-3 with one node stalled: time ÷ all up", "≤ 2×", "stalled", bounded(stalledRatio, 2, true, "%.2f")},
+	{"redlock-3 with one node stalled: time ÷ all up", "≤ 2×", "stalled", bounded(in("BenchmarkStalledNode/*", "stalled-ratio"), 2, true, "%.2f")},
 	{"otel-sdk time ÷ single time", "≤ 1.1×", "", bounded(timeRatio("otel-sdk", "single", "serial", false), 1.1, true, "%.2f")},
-	{"single waiting, 8 Lockers / 8 processes: handoff to another waiter", "≥ 80 %", "", each(inShapes("other-%", "8-lockers", "8-procs"), 80, false, "%.0f")},
-	{"single waiting, 8 Lockers / 8 processes / 64 Lockers: commands per acquisition", "≤ 4", "", each(inShapes("cmds/acq", "8-lockers", "8-procs", "64-lockers"), 4, true, "%.2f")},
-	{"single waiting, 8 Lockers / 8 processes: worst wait ÷ fair ideal", "≤ 3×", "", each(inShapes("worst/ideal", "8-lockers", "8-procs"), 3, true, "%.2f")},
-	{"single waiting, 8 Lockers / 8 processes: handoff p99", "≤ 1000 µs", "", each(inShapes("handoff-p99-us", "8-lockers", "8-procs"), 1000, true, "%.0f")},
-	{"held locks on one server: round trips per round of refreshes, 100 / 1000 / 10,000 locks", heldBounds(), "held", heldRounds},
+	{"single waiting, 8 Lockers / 8 processes: handoff to another waiter", "≥ 80 %", "", inShapes("other-%", 80, false, "%.0f", "8-lockers", "8-procs")},
+	{"single waiting, 8 Lockers / 8 processes / 64 Lockers: commands per acquisition", "≤ 4", "", inShapes("cmds/acq", 4, true, "%.2f", "8-lockers", "8-procs", "64-lockers")},
+	{"single waiting, 8 Lockers / 8 processes: worst wait ÷ fair ideal", "≤ 3×", "", inShapes("worst/ideal", 3, true, "%.2f", "8-lockers", "8-procs")},
+	{"single waiting, 8 Lockers / 8 processes: handoff p99", "≤ 1000 µs", "", inShapes("handoff-p99-us", 1000, true, "%.0f", "8-lockers", "8-procs")},
+	heldRounds(),
 	{"10,000 held locks: client CPU", "≤ 10 %", "held", bounded(heldFig(10000, "client-cpu-%"), 10, true, "%.1f")},
 }
 
