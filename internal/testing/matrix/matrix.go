@@ -24,6 +24,42 @@ import (
 type Combo struct {
 	Name    string // such as "goredis-resp3", under the strategy's name
 	Harness conformance.Harness
+
+	open, unreachable func(t testing.TB) []driver.Conn          // the connections of NewLocker and NewUnreachable
+	build             func([]driver.Conn) (*lock.Locker, error) // the Locker over them
+}
+
+// WithoutScripts returns the combination with its Lockers built over
+// connections marked driver.WithoutScripts, as [Marked] marks them.
+func (c Combo) WithoutScripts(nodes ...int) Combo {
+	build := c.build
+	mark := func(conns []driver.Conn) (*lock.Locker, error) { return build(Marked(conns, nodes...)) }
+	h := combo(c.Name, c.open, c.unreachable, mark).Harness
+	c.Harness.NewLocker, c.Harness.NewUnreachable, c.Harness.NewWithNilConn = h.NewLocker, h.NewUnreachable, h.NewWithNilConn
+	c.build = mark
+	return c
+}
+
+// Marked returns a copy of conns with those at the indexes of nodes
+// (Redlock's) marked driver.WithoutScripts, or every one when none is
+// given.
+func Marked(conns []driver.Conn, nodes ...int) []driver.Conn {
+	conns = slices.Clone(conns)
+	for i := range conns {
+		if len(nodes) == 0 || slices.Contains(nodes, i) {
+			conns[i] = driver.WithoutScripts(conns[i])
+		}
+	}
+	return conns
+}
+
+// WithoutScripts returns each combination's WithoutScripts(nodes...).
+func WithoutScripts(combos []Combo, nodes ...int) []Combo {
+	out := make([]Combo, len(combos))
+	for i, c := range combos {
+		out[i] = c.WithoutScripts(nodes...)
+	}
+	return out
 }
 
 // Wrap returns the combination with every Locker it builds passed through
@@ -94,14 +130,15 @@ func must(t testing.TB, l *lock.Locker, err error) *lock.Locker {
 	return l
 }
 
-// harness builds a combination over connections that open returns.
-func harness(open func(t testing.TB) []driver.Conn, unreachable func(t testing.TB) []driver.Conn, build func([]driver.Conn) (*lock.Locker, error)) conformance.Harness {
-	return conformance.Harness{
+// combo builds the combination named name over connections that open
+// returns.
+func combo(name string, open func(t testing.TB) []driver.Conn, unreachable func(t testing.TB) []driver.Conn, build func([]driver.Conn) (*lock.Locker, error)) Combo {
+	return Combo{name, conformance.Harness{
 		NewLocker:      func(t *testing.T) *lock.Locker { l, err := build(open(t)); return must(t, l, err) },
 		Conns:          func(t *testing.T) []driver.Conn { return open(t) },
 		NewUnreachable: func(t *testing.T) *lock.Locker { l, err := build(unreachable(t)); return must(t, l, err) },
 		NewWithNilConn: func() (*lock.Locker, error) { return build([]driver.Conn{nil}) },
-	}
+	}, open, unreachable, build}
 }
 
 // FromAddrs returns the combination whose lockers build makes from server
@@ -111,7 +148,7 @@ func harness(open func(t testing.TB) []driver.Conn, unreachable func(t testing.T
 // sets Harness.NewWithNilConn, which only it knows how to build: without it,
 // the suite fails NilDriver.
 func FromAddrs(name string, addrs []string, d redistest.Driver, build func(t *testing.T, addrs []string) *lock.Locker) Combo {
-	return Combo{name, conformance.Harness{
+	return Combo{Name: name, Harness: conformance.Harness{
 		NewLocker: func(t *testing.T) *lock.Locker { return build(t, addrs) },
 		Conns: func(t *testing.T) []driver.Conn {
 			conns := make([]driver.Conn, len(addrs))
@@ -138,12 +175,6 @@ func closed(t testing.TB) string { return redistest.ClosedAddr(t) }
 // Single returns single × every driver, on the server at addr.
 func Single(addr string) []Combo { return singleOver(redistest.Drivers(), addr, closed) }
 
-// SingleWithoutScripts returns single with [single.WithoutScripts] ×
-// every driver, on the server at addr.
-func SingleWithoutScripts(addr string) []Combo {
-	return singleOver(redistest.Drivers(), addr, closed, single.WithoutScripts())
-}
-
 // SingleUnix returns single × go-redis and × redigo, on the server that
 // listens on the Unix socket at path.
 func SingleUnix(path string) []Combo {
@@ -156,7 +187,7 @@ func singleOver(drivers []redistest.Driver, addr string, closedAddr func(testing
 	build := func(c []driver.Conn) (*lock.Locker, error) { return single.New(c[0], opts...) }
 	var combos []Combo
 	for _, d := range drivers {
-		combos = append(combos, Combo{d.Name, harness(one(d, fixed(addr)), one(d, closedAddr), build)})
+		combos = append(combos, combo(d.Name, one(d, fixed(addr)), one(d, closedAddr), build))
 	}
 	return combos
 }
@@ -201,10 +232,10 @@ func SetnxGetsetCluster(addrs []string) Combo {
 // (Redlock has none: its nodes must be independent masters, and a
 // Cluster's masters each own a share of the slots instead.)
 func onCluster(name string, open, unreachable func(testing.TB, []string) driver.Conn, addrs []string, build func([]driver.Conn) (*lock.Locker, error)) Combo {
-	return Combo{name, harness(
+	return combo(name,
 		func(t testing.TB) []driver.Conn { return []driver.Conn{open(t, addrs)} },
 		func(t testing.TB) []driver.Conn { return []driver.Conn{unreachable(t, []string{closed(t)})} },
-		build)}
+		build)
 }
 
 // SetnxGetsetSkips are the contract points the legacy algorithm cannot meet.
@@ -223,8 +254,7 @@ var (
 
 // SetnxGetset returns setnx-getset in the milliseconds format with a safety
 // TTL × every driver, and in the seconds and float-seconds formats over
-// go-redis, on the server at addr; each with opts besides, such as
-// [setnxgetset.WithoutScripts].
+// go-redis, on the server at addr; each with opts besides.
 func SetnxGetset(addr string, opts ...setnxgetset.Option) []Combo {
 	var combos []Combo
 	for _, f := range []struct {
@@ -243,9 +273,9 @@ func SetnxGetset(addr string, opts ...setnxgetset.Option) []Combo {
 			if f.name != "ms+safety-ttl" && d.Name != "goredis-resp3" {
 				continue // the formats differ only in the strategy: one driver is enough
 			}
-			h := harness(one(d, fixed(addr)), one(d, closed), build)
-			h.ExtraTTL, h.Skip = f.extra, SetnxGetsetSkips
-			combos = append(combos, Combo{f.name + "/" + d.Name, h})
+			c := combo(f.name+"/"+d.Name, one(d, fixed(addr)), one(d, closed), build)
+			c.Harness.ExtraTTL, c.Harness.Skip = f.extra, SetnxGetsetSkips
+			combos = append(combos, c)
 		}
 	}
 	return combos
@@ -298,12 +328,12 @@ func Redlock(addrs []string, opts ...redlock.Option) []Combo {
 		{"rueidis", []redistest.Driver{named["rueidis"]}},
 		{"mixed", []redistest.Driver{named["goredis-resp2"], named["redigo"], named["rueidis"], named["goredis-resp3"]}},
 	} {
-		h := harness(
+		cb := combo(c.name,
 			connect(c.drivers, func(testing.TB) []string { return addrs }),
 			connect(c.drivers, func(t testing.TB) []string { return redistest.ClosedAddrs(t, len(addrs)) }),
 			build)
-		h.ShortTTL, h.Skip = RedlockShortTTL, RedlockSkips
-		combos = append(combos, Combo{c.name, h})
+		cb.Harness.ShortTTL, cb.Harness.Skip = RedlockShortTTL, RedlockSkips
+		combos = append(combos, cb)
 	}
 	return combos
 }
