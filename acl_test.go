@@ -370,7 +370,7 @@ func newRedlockWithoutScripts(c driver.Conn) (*lock.Locker, error) {
 	return redlock.New([]driver.Conn{driver.WithoutScripts(c)})
 }
 
-// noScripts is the ACL rule of single.WithoutScripts and of Redlock's
+// noScripts is the ACL rule of single without scripts and of Redlock's
 // nodes without scripts, as docs/acl.md gives it for a server without
 // DELEX, DELIFEQ and SET … IFEQ's own commands.
 const noScripts = "+get +set +pexpire +pttl +del +watch +multi +exec +unwatch +discard"
