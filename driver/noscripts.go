@@ -16,12 +16,12 @@ import (
 // docs/strategies.md ("single without scripts") says what each operation
 // sends.
 //
-// The Conn returned sends every call to c, and has the optional
-// interfaces of c: a Subscriber if c is one, and the others as the
-// package's functions see them ([Do], [Addr], [Pin], [Pipeline], [Check]
-// find in it what c has). Its EvalSha and Eval, and [Script]'s Run and
-// RunEach over it, send nothing and return an error that says scripts are
-// off, matching errors.ErrUnsupported. Marking a marked Conn returns it.
+// The Conn returned sends every call to c, and has c's optional
+// interfaces: it is a Subscriber if c is one, and the package's functions
+// ([Do], [Addr], [Pin], [Pipeline], [Check]) find in it what c has. Its
+// EvalSha and Eval, and [Script]'s Run and RunEach over it, send nothing
+// and return an error that says scripts are off, matching
+// errors.ErrUnsupported. Marking a marked Conn returns it.
 func WithoutScripts(c Conn) Conn {
 	if ScriptsOff(c) {
 		return c
@@ -38,8 +38,8 @@ func ScriptsOff(c Conn) bool {
 	return ok
 }
 
-// errScriptsOff is the error of a script on a Conn marked WithoutScripts.
-var errScriptsOff = fmt.Errorf("driver: scripts are off on this connection (WithoutScripts; config: without_scripts): %w", errors.ErrUnsupported)
+// errOff is the error of a script on a Conn marked WithoutScripts.
+var errOff = fmt.Errorf("driver: scripts are off on this connection (WithoutScripts; config: without_scripts): %w", errors.ErrUnsupported)
 
 // scriptless is a Conn marked by WithoutScripts.
 type scriptless struct{ Conn }
@@ -50,26 +50,12 @@ type scriptlessSubscriber struct {
 	Subscriber
 }
 
-var (
-	_ Addresser  = scriptless{}
-	_ Commander  = scriptless{}
-	_ Pinner     = scriptless{}
-	_ Pipeliner  = scriptless{}
-	_ Validator  = scriptless{}
-	_ Subscriber = scriptlessSubscriber{}
-)
-
-func (scriptless) scriptsOff() {}
-
-func (scriptless) EvalSha(context.Context, string, []string, ...any) (any, error) {
-	return nil, errScriptsOff
-}
-
-func (scriptless) Eval(context.Context, string, []string, ...any) (any, error) {
-	return nil, errScriptsOff
-}
-
-func (s scriptless) Addr() string { return Addr(s.Conn) }
+func (scriptless) scriptsOff()                                                    {}
+func (scriptless) EvalSha(context.Context, string, []string, ...any) (any, error) { return nil, errOff }
+func (scriptless) Eval(context.Context, string, []string, ...any) (any, error)    { return nil, errOff }
+func (s scriptless) Addr() string                                                 { return Addr(s.Conn) }
+func (s scriptless) Pinnable() error                                              { return Pinnable(s.Conn) }
+func (s scriptless) Validate() error                                              { return Check(s.Conn) }
 
 func (s scriptless) Do(ctx context.Context, args ...any) (any, error) {
 	return Do(ctx, s.Conn, args...)
@@ -79,11 +65,7 @@ func (s scriptless) Pipeline(ctx context.Context, cmds [][]any) ([]any, error) {
 	return Pipeline(ctx, s.Conn, cmds)
 }
 
-func (s scriptless) Pinnable() error { return Pinnable(s.Conn) }
-
 // Pin runs f with the pinned Conn marked too.
 func (s scriptless) Pin(ctx context.Context, key string, f func(Conn) error) error {
 	return Pin(ctx, s.Conn, key, func(one Conn) error { return f(WithoutScripts(one)) })
 }
-
-func (s scriptless) Validate() error { return Check(s.Conn) }

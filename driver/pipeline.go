@@ -106,7 +106,7 @@ type Call struct {
 func (s *Script) RunEach(ctx context.Context, c Conn, calls []Call) {
 	if ScriptsOff(c) {
 		for i := range calls {
-			calls[i].Err = errScriptsOff
+			calls[i].Err = errOff
 		}
 		return
 	}

@@ -83,7 +83,7 @@ func (s *Script) digest(ctx context.Context, c Conn) string {
 // a Conn marked [WithoutScripts], it sends nothing and returns an error.
 func (s *Script) Run(ctx context.Context, c Conn, keys []string, args ...any) (any, error) {
 	if ScriptsOff(c) {
-		return nil, errScriptsOff
+		return nil, errOff
 	}
 	var reply any
 	err := errNoScript

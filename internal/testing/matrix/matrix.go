@@ -29,17 +29,6 @@ type Combo struct {
 	build             func([]driver.Conn) (*lock.Locker, error) // the Locker over them
 }
 
-// WithoutScripts returns the combination with its Lockers built over
-// connections marked driver.WithoutScripts, as [Marked] marks them.
-func (c Combo) WithoutScripts(nodes ...int) Combo {
-	build := c.build
-	mark := func(conns []driver.Conn) (*lock.Locker, error) { return build(Marked(conns, nodes...)) }
-	h := combo(c.Name, c.open, c.unreachable, mark).Harness
-	c.Harness.NewLocker, c.Harness.NewUnreachable, c.Harness.NewWithNilConn = h.NewLocker, h.NewUnreachable, h.NewWithNilConn
-	c.build = mark
-	return c
-}
-
 // Marked returns a copy of conns with those at the indexes of nodes
 // (Redlock's) marked driver.WithoutScripts, or every one when none is
 // given.
@@ -53,11 +42,14 @@ func Marked(conns []driver.Conn, nodes ...int) []driver.Conn {
 	return conns
 }
 
-// WithoutScripts returns each combination's WithoutScripts(nodes...).
+// WithoutScripts returns the combinations with their Lockers built over
+// connections marked driver.WithoutScripts, as [Marked] marks them.
 func WithoutScripts(combos []Combo, nodes ...int) []Combo {
 	out := make([]Combo, len(combos))
 	for i, c := range combos {
-		out[i] = c.WithoutScripts(nodes...)
+		h := combo(c.Name, c.open, c.unreachable, func(conns []driver.Conn) (*lock.Locker, error) { return c.build(Marked(conns, nodes...)) }).Harness
+		c.Harness.NewLocker, c.Harness.NewUnreachable, c.Harness.NewWithNilConn = h.NewLocker, h.NewUnreachable, h.NewWithNilConn
+		out[i] = c
 	}
 	return out
 }
@@ -181,24 +173,24 @@ func SingleUnix(path string) []Combo {
 	return singleOver(redistest.UnixDrivers(), path, redistest.ClosedSocket)
 }
 
-// singleOver returns single with opts × drivers, on the server at addr;
-// unreachable ones get an address from closedAddr.
-func singleOver(drivers []redistest.Driver, addr string, closedAddr func(testing.TB) string, opts ...single.Option) []Combo {
-	build := func(c []driver.Conn) (*lock.Locker, error) { return single.New(c[0], opts...) }
+// singleOver returns single × drivers, on the server at addr; unreachable
+// ones get an address from closedAddr.
+func singleOver(drivers []redistest.Driver, addr string, closedAddr func(testing.TB) string) []Combo {
 	var combos []Combo
 	for _, d := range drivers {
-		combos = append(combos, combo(d.Name, one(d, fixed(addr)), one(d, closedAddr), build))
+		combos = append(combos, combo(d.Name, one(d, fixed(addr)), one(d, closedAddr), newSingle))
 	}
 	return combos
 }
 
-// SingleCluster returns single with opts × go-redis and × rueidis on the
-// cluster of addrs.
-func SingleCluster(addrs []string, opts ...single.Option) []Combo {
-	build := func(c []driver.Conn) (*lock.Locker, error) { return single.New(c[0], opts...) }
+func newSingle(c []driver.Conn) (*lock.Locker, error) { return single.New(c[0]) }
+
+// SingleCluster returns single × go-redis and × rueidis on the cluster of
+// addrs.
+func SingleCluster(addrs []string) []Combo {
 	return []Combo{
-		onCluster("goredis-cluster", goRedisCluster, goRedisCluster, addrs, build),
-		onCluster("rueidis-cluster", rueidisCluster, rueidisClosed, addrs, build),
+		onCluster("goredis-cluster", goRedisCluster, goRedisCluster, addrs, newSingle),
+		onCluster("rueidis-cluster", rueidisCluster, rueidisClosed, addrs, newSingle),
 	}
 }
 
@@ -254,8 +246,8 @@ var (
 
 // SetnxGetset returns setnx-getset in the milliseconds format with a safety
 // TTL × every driver, and in the seconds and float-seconds formats over
-// go-redis, on the server at addr; each with opts besides.
-func SetnxGetset(addr string, opts ...setnxgetset.Option) []Combo {
+// go-redis, on the server at addr.
+func SetnxGetset(addr string) []Combo {
 	var combos []Combo
 	for _, f := range []struct {
 		name  string
@@ -266,9 +258,7 @@ func SetnxGetset(addr string, opts ...setnxgetset.Option) []Combo {
 		{"seconds", nil, 2 * time.Second},
 		{"float-seconds+safety-ttl", []setnxgetset.Option{setnxgetset.WithFormat(setnxgetset.FloatSeconds), setnxgetset.WithSafetyTTL(time.Second)}, time.Millisecond},
 	} {
-		build := func(c []driver.Conn) (*lock.Locker, error) {
-			return setnxgetset.New(c[0], slices.Concat(f.opts, opts)...)
-		}
+		build := func(c []driver.Conn) (*lock.Locker, error) { return setnxgetset.New(c[0], f.opts...) }
 		for _, d := range redistest.Drivers() {
 			if f.name != "ms+safety-ttl" && d.Name != "goredis-resp3" {
 				continue // the formats differ only in the strategy: one driver is enough
@@ -299,10 +289,10 @@ const redlockWakes = "a waiter listens on every node, and each node confirms its
 	"a confirmation that comes after the release wakes the waiter first, so which wake-up let it in " +
 	"cannot be told from the Locker; the strategy's own tests check its release's hints"
 
-// Redlock returns redlock with opts over the servers of addrs × go-redis,
-// × redigo, × rueidis, and × a mix of the three (go-redis RESP2, redigo,
-// rueidis, go-redis RESP3, in turn).
-func Redlock(addrs []string, opts ...redlock.Option) []Combo {
+// Redlock returns redlock over the servers of addrs × go-redis, × redigo,
+// × rueidis, and × a mix of the three (go-redis RESP2, redigo, rueidis,
+// go-redis RESP3, in turn).
+func Redlock(addrs []string) []Combo {
 	named := map[string]redistest.Driver{}
 	for _, d := range redistest.Drivers() {
 		named[d.Name] = d
@@ -317,7 +307,7 @@ func Redlock(addrs []string, opts ...redlock.Option) []Combo {
 			return conns
 		}
 	}
-	build := func(c []driver.Conn) (*lock.Locker, error) { return redlock.New(c, opts...) }
+	build := func(c []driver.Conn) (*lock.Locker, error) { return redlock.New(c) }
 	var combos []Combo
 	for _, c := range []struct {
 		name    string
