@@ -357,20 +357,20 @@ func aclSection(t *testing.T, heading string) string {
 func newSingle(c driver.Conn) (*lock.Locker, error) { return single.New(c) }
 
 func newSingleWithoutScripts(c driver.Conn) (*lock.Locker, error) {
-	return single.New(c, single.WithoutScripts())
+	return single.New(driver.WithoutScripts(c))
 }
 
 func newSetnxGetsetWithoutScripts(c driver.Conn) (*lock.Locker, error) {
-	return setnxgetset.New(c, setnxgetset.WithSafetyTTL(time.Minute), setnxgetset.WithoutScripts())
+	return setnxgetset.New(driver.WithoutScripts(c), setnxgetset.WithSafetyTTL(time.Minute))
 }
 
 // newRedlockWithoutScripts is a Redlock Locker of one node, without
 // scripts.
 func newRedlockWithoutScripts(c driver.Conn) (*lock.Locker, error) {
-	return redlock.New([]driver.Conn{c}, redlock.WithoutScripts())
+	return redlock.New([]driver.Conn{driver.WithoutScripts(c)})
 }
 
-// noScripts is the ACL rule of single.WithoutScripts and of Redlock's
+// noScripts is the ACL rule of single without scripts and of Redlock's
 // nodes without scripts, as docs/acl.md gives it for a server without
 // DELEX, DELIFEQ and SET … IFEQ's own commands.
 const noScripts = "+get +set +pexpire +pttl +del +watch +multi +exec +unwatch +discard"
@@ -399,12 +399,12 @@ func TestACLWithoutScripts(t *testing.T) {
 			combo matrix.Combo
 			newL  func(driver.Conn) (*lock.Locker, error)
 		}{
-			{matrix.Prefix("single", matrix.SingleWithoutScripts(srv.Addr))[0], newSingleWithoutScripts},
-			{matrix.Prefix("setnx-getset", matrix.SetnxGetset(srv.Addr, setnxgetset.WithoutScripts()))[0], func(c driver.Conn) (*lock.Locker, error) {
+			{matrix.Prefix("single", matrix.WithoutScripts(matrix.Single(srv.Addr)))[0], newSingleWithoutScripts},
+			{matrix.Prefix("setnx-getset", matrix.WithoutScripts(matrix.SetnxGetset(srv.Addr)))[0], func(c driver.Conn) (*lock.Locker, error) {
 				// The options of the combination, ms+safety-ttl.
-				return setnxgetset.New(c, setnxgetset.WithFormat(setnxgetset.Milliseconds), setnxgetset.WithSafetyTTL(time.Second), setnxgetset.WithoutScripts())
+				return setnxgetset.New(driver.WithoutScripts(c), setnxgetset.WithFormat(setnxgetset.Milliseconds), setnxgetset.WithSafetyTTL(time.Second))
 			}},
-			{matrix.Prefix("redlock", matrix.Redlock([]string{srv.Addr}, redlock.WithoutScripts()))[0], newRedlockWithoutScripts},
+			{matrix.Prefix("redlock", matrix.WithoutScripts(matrix.Redlock([]string{srv.Addr})))[0], newRedlockWithoutScripts},
 		} {
 			// MutualExclusion at a tenth of its size under LOCKSMITH_FULL=1
 			// too: this test checks that each property runs without a

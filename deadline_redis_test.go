@@ -14,8 +14,6 @@ import (
 	"github.com/locksmith-go/lock/internal/testing/matrix"
 	"github.com/locksmith-go/lock/internal/testing/redistest"
 	"github.com/locksmith-go/lock/strategy"
-	"github.com/locksmith-go/lock/strategy/redlock"
-	setnxgetset "github.com/locksmith-go/lock/strategy/setnx-getset"
 )
 
 // deadline is the context deadline of the calls against paused servers, and
@@ -54,12 +52,12 @@ func pausedCases(t *testing.T) []pausedCase {
 		}
 	}
 	add("single", matrix.Single(one[0].Addr), one, 1, "")
-	add("single-without-scripts", matrix.SingleWithoutScripts(one[0].Addr), one, 1, "")
+	add("single-without-scripts", matrix.WithoutScripts(matrix.Single(one[0].Addr)), one, 1, "")
 	const legacyStrays = "its timestamps are not unique: deleting one could delete another holder's lock, so a stray one expires as a crashed holder's does"
 	add("setnx-getset", legacy(matrix.SetnxGetset(one[0].Addr)), one, 1, legacyStrays)
-	add("setnx-getset-without-scripts", legacy(matrix.SetnxGetset(one[0].Addr, setnxgetset.WithoutScripts())), one, 1, legacyStrays)
+	add("setnx-getset-without-scripts", legacy(matrix.WithoutScripts(matrix.SetnxGetset(one[0].Addr))), one, 1, legacyStrays)
 	add("redlock", matrix.Redlock(addrs), three, 2, "")
-	add("redlock-without-scripts", matrix.Redlock(addrs, redlock.WithoutScripts()), three, 2, "")
+	add("redlock-without-scripts", matrix.WithoutScripts(matrix.Redlock(addrs)), three, 2, "")
 	return cases
 }
 

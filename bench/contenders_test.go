@@ -119,7 +119,7 @@ func contenders() []contender {
 				return locksmith(tb, l, err, cs, lock.WithRetry(lock.Linear(notifyTimer)))
 			}},
 			contender{driver: d, name: "single-noscript", nodes: 1, uncontendedOnly: true, new: func(tb testing.TB, addrs []string, cs *counters) mutex {
-				l, err := single.New(conn(tb, d, addrs[0], cs), single.WithoutScripts())
+				l, err := single.New(driver.WithoutScripts(conn(tb, d, addrs[0], cs)))
 				return locksmith(tb, l, err, cs)
 			}},
 		)
@@ -507,7 +507,7 @@ func (l *rawRueidisLock) Release(ctx context.Context) error {
 }
 
 // rawRueidisWatch is the raw rueidis client releasing without a script, as
-// single.WithoutScripts does on a server without DELEX or DELIFEQ (Redis
+// single without scripts does on a server without DELEX or DELIFEQ (Redis
 // 7.0): WATCH and GET, then MULTI, DEL and EXEC, in two pipelines over a
 // dedicated connection. It is the floor of single-noscript's release over
 // rueidis, whose raw baseline multiplexes every goroutine over one

@@ -35,17 +35,11 @@ var otelKeys = map[string]bool{"omitted": true, "hashed": true, "raw": true}
 
 func init() {
 	RegisterStrategy("single", Strategy{
-		WithoutScripts: true,
 		New: func(c Config, conns []driver.Conn) (*lock.Locker, error) {
-			opts := []single.Option{single.WithReplicas(c.Replicas, cmp.Or(c.ReplicaTimeout, defaultReplicaTimeout))}
-			if c.WithoutScripts {
-				opts = append(opts, single.WithoutScripts())
-			}
-			return single.New(conns[0], opts...)
+			return single.New(conns[0], single.WithReplicas(c.Replicas, cmp.Or(c.ReplicaTimeout, defaultReplicaTimeout)))
 		},
 	})
 	RegisterStrategy("setnx-getset", Strategy{
-		WithoutScripts: true,
 		Check: func(c Config) error {
 			if c.SafetyTTL != 0 && c.SafetyTTL < c.ClockSkew {
 				return invalid("safety_ttl", fmt.Errorf("must cover clock_skew: %v is less than %v", c.SafetyTTL, c.ClockSkew))
@@ -57,16 +51,12 @@ func init() {
 			if c.TimestampFormat != "" {
 				opts = append(opts, setnxgetset.WithFormat(formats[c.TimestampFormat]))
 			}
-			if c.WithoutScripts {
-				opts = append(opts, setnxgetset.WithoutScripts())
-			}
 			return setnxgetset.New(conns[0], opts...)
 		},
 	})
 	RegisterStrategy("redlock", Strategy{
-		Nodes:          true,
-		WithoutScripts: true,
-		Check:          checkRedlock,
+		Nodes: true,
+		Check: checkRedlock,
 		New: func(c Config, nodes []driver.Conn) (*lock.Locker, error) {
 			opts := []redlock.Option{redlock.WithNodeTimeout(c.NodeTimeout), redlock.WithRestartGuard(c.RestartGuard)}
 			if c.Quorum != 0 {
@@ -74,9 +64,6 @@ func init() {
 			}
 			if c.DriftFactor != 0 {
 				opts = append(opts, redlock.WithDriftFactor(c.DriftFactor))
-			}
-			if c.WithoutScripts {
-				opts = append(opts, redlock.WithoutScripts())
 			}
 			l, err := redlock.New(nodes, opts...)
 			if err == nil && c.MaxExtensions != 0 {

@@ -151,15 +151,16 @@ type Config struct {
 	// every Obtain that waits: under Retry, or under the call's own
 	// lock.WithRetry.
 	Wait string
-	// WithoutScripts makes the strategy send no script (EVAL, EVALSHA,
-	// FCALL, SCRIPT), for servers that forbid them: an ACL without
-	// @scripting, a proxy, a managed service. Locks then use the servers'
-	// conditional commands where they have them, and transactions where
-	// not. The built-in strategies support it: single (its waiters poll,
-	// in no particular order), setnx-getset and redlock (on every node), as
-	// their WithoutScripts options; a strategy that does not (Strategy's
-	// WithoutScripts) is refused, and so is redlock's restart_guard, whose
-	// acquisition is a script. The default is off: scripts.
+	// WithoutScripts marks every connection to the servers
+	// driver.WithoutScripts, for servers that forbid scripts: an ACL
+	// without @scripting, a proxy, a managed service. The built-in
+	// strategies then send no script (EVAL, EVALSHA, FCALL, SCRIPT), but
+	// the servers' conditional commands where they have them, and
+	// transactions where not; single's waiters poll, in no particular
+	// order. A registered strategy that runs a script over such a
+	// connection gets an error that says scripts are off, and redlock's
+	// restart_guard, whose acquisition is a script, is refused. The
+	// default is off: scripts.
 	WithoutScripts bool
 	// OTel wraps the Locker with OpenTelemetry instrumentation (package
 	// lockotel), with the global providers. A program enables it with a
@@ -374,12 +375,6 @@ var rules = []func(c Config) (string, error){
 			return "replica_timeout", fmt.Errorf("is set but replicas is 0: set replicas too")
 		case c.ReplicaTimeout >= ttl:
 			return "replica_timeout", fmt.Errorf("must be less than ttl: %v is not less than %v", c.ReplicaTimeout, ttl)
-		}
-		return "", nil
-	},
-	func(c Config) (string, error) {
-		if c.WithoutScripts && !strategyOf(c).WithoutScripts {
-			return "without_scripts", fmt.Errorf("is not supported by %s yet: it runs scripts (the built-in strategies can run without)", c.Strategy)
 		}
 		return "", nil
 	},

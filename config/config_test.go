@@ -537,6 +537,7 @@ const (
 // thirdParty records what the registered strategy and driver were given.
 var thirdParty struct {
 	configs   []config.Config
+	conns     [][]driver.Conn
 	endpoints []config.Endpoint
 	closed    int
 	failAfter int // the driver fails once it has opened this many (0: never)
@@ -557,7 +558,7 @@ func init() {
 		},
 		Nodes: true,
 		New: func(c config.Config, conns []driver.Conn) (*lock.Locker, error) {
-			thirdParty.configs = append(thirdParty.configs, c)
+			thirdParty.configs, thirdParty.conns = append(thirdParty.configs, c), append(thirdParty.conns, conns)
 			return lock.New(nil), nil // never used to lock
 		},
 	})
@@ -577,7 +578,7 @@ func init() {
 // TestRegistry: strategies and drivers of third parties, by name.
 func TestRegistry(t *testing.T) {
 	reset := func() {
-		thirdParty.configs, thirdParty.endpoints, thirdParty.closed, thirdParty.failAfter = nil, nil, 0, 0
+		thirdParty.configs, thirdParty.conns, thirdParty.endpoints, thirdParty.closed, thirdParty.failAfter = nil, nil, nil, 0, 0
 	}
 
 	t.Run("the built-in names are known", func(t *testing.T) {
@@ -596,8 +597,20 @@ func TestRegistry(t *testing.T) {
 		checkBad(t, badCase{load: fromURL("nope://h"), setting: "strategy", reason: thirdStrategy})
 		checkBad(t, badCase{load: fromURL("single://h?driver=nope"), setting: "driver", reason: thirdDriver})
 	})
-	t.Run("without_scripts is refused by a strategy that does not declare it", func(t *testing.T) {
-		checkBad(t, badCase{load: fromURL(thirdStrategy + "://h?without_scripts=true"), setting: "without_scripts", reason: "is not supported by " + thirdStrategy + " yet"})
+	t.Run("without_scripts marks every connection they get", func(t *testing.T) {
+		for _, without := range []bool{false, true} {
+			reset()
+			l, err := config.Open(config.Config{Strategy: thirdStrategy, Driver: thirdDriver, Addrs: []string{"h1", "h2"}, WithoutScripts: without})
+			if err != nil {
+				t.Fatalf("Open: %v", err)
+			}
+			defer l.Close()
+			for i, c := range thirdParty.conns[0] {
+				if got := driver.ScriptsOff(c); got != without {
+					t.Errorf("with without_scripts=%v, conn %d: got ScriptsOff %v, want %v", without, i, got, without)
+				}
+			}
+		}
 	})
 	t.Run("their parameters load from every form", func(t *testing.T) {
 		want := map[string]string{"third_level": "high", "third_zone": "eu-1"}

@@ -76,7 +76,8 @@ func Open(c Config) (*lock.Locker, error) {
 // does, for tools that send commands of their own with driver.Do, such as
 // the locksmith CLI's check-legacy, which reads INFO on every server. It
 // returns a connection to each: redlock's nodes in the order of c.Addrs or
-// c.Nodes, the one server of the other strategies. Close closes the
+// c.Nodes, the one server of the other strategies, marked
+// driver.WithoutScripts under c.WithoutScripts, as Open's are. Close closes the
 // clients, once the calls in flight on them have returned; the calls after
 // it fail with an error matching lock.ErrClosed.
 func OpenConns(c Config) ([]driver.Conn, io.Closer, error) {
@@ -115,14 +116,17 @@ func open(c Config) ([]driver.Conn, *clients, error) {
 			_ = cl.Close()
 			return nil, nil, err
 		}
+		if driver.Check(conn) == nil { // else for the strategy to refuse
+			g := guarded{conn, cl, e.handshakes}
+			conn = g
+			if sub, ok := g.c.(driver.Subscriber); ok {
+				conn = guardedSubscriber{g, sub}
+			}
+		}
+		if c.WithoutScripts {
+			conn = driver.WithoutScripts(conn)
+		}
 		conns[i] = conn
-		if driver.Check(conn) != nil {
-			continue // for the strategy to refuse
-		}
-		conns[i] = guarded{conn, cl, e.handshakes}
-		if sub, ok := conn.(driver.Subscriber); ok {
-			conns[i] = guardedSubscriber{guarded{conn, cl, e.handshakes}, sub}
-		}
 	}
 	return conns, cl, nil
 }

@@ -750,9 +750,9 @@ func TestReplicas(t *testing.T) {
 	}
 }
 
-// TestWithoutScripts: without_scripts=true from a URL reaches the
-// WithoutScripts option of single, setnx-getset and redlock, over each
-// driver: a user denied @scripting obtains, refreshes and releases, where
+// TestWithoutScripts: without_scripts=true from a URL marks the
+// connections of single, setnx-getset and redlock driver.WithoutScripts,
+// over each driver: a user denied @scripting obtains, refreshes and releases, where
 // the same URL without the setting obtains (by SET NX) but cannot release:
 // the server refuses the script; but for single, which finds the refusal
 // at its first contact and locks without scripts there.

@@ -28,10 +28,6 @@ type Strategy struct {
 	// Otherwise it locks on one server (which a Sentinel or Cluster
 	// deployment is), and Open refuses a Config that names more.
 	Nodes bool
-	// WithoutScripts says that New honours Config.WithoutScripts: the
-	// Locker it then builds sends no script. Validate refuses
-	// without_scripts for a strategy that does not.
-	WithoutScripts bool
 	// Check checks c for this strategy without connecting, and returns an
 	// *lock.ArgumentError naming the setting at fault. Optional.
 	Check func(c Config) error

@@ -100,8 +100,16 @@ type Call struct {
 // RunEach runs the script once for each call, and sets each one's Reply
 // and Err: in one round trip through c's [Pipeline] (EVALSHA for each
 // call), and one more for the calls whose server lacked the script
-// (NOSCRIPT), with EVAL; with EVAL alone where Run would send it.
+// (NOSCRIPT), with EVAL; with EVAL alone where Run would send it. Over a
+// Conn marked [WithoutScripts], it sends nothing, and each call gets Run's
+// error.
 func (s *Script) RunEach(ctx context.Context, c Conn, calls []Call) {
+	if ScriptsOff(c) {
+		for i := range calls {
+			calls[i].Err = errOff
+		}
+		return
+	}
 	which := make([]int, len(calls)) // the calls to send EVAL for
 	for i := range which {
 		which[i] = i

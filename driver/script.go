@@ -79,8 +79,12 @@ func (s *Script) digest(ctx context.Context, c Conn) string {
 
 // Run runs the script on c with EVALSHA and, if the server does not have it
 // cached (NOSCRIPT), with EVAL, which also caches it. The reply is
-// normalised: nil, int64, string (never []byte), or []any of those.
+// normalised: nil, int64, string (never []byte), or []any of those. Over
+// a Conn marked [WithoutScripts], it sends nothing and returns an error.
 func (s *Script) Run(ctx context.Context, c Conn, keys []string, args ...any) (any, error) {
+	if ScriptsOff(c) {
+		return nil, errOff
+	}
 	var reply any
 	err := errNoScript
 	if sha := s.digest(ctx, c); sha != "" {

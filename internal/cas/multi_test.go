@@ -156,7 +156,7 @@ func TestSliceOfOne(t *testing.T) {
 	const key, fence = "{cas-one}", "{cas-one}:fence"
 	t.Cleanup(func() { rdb.Del(context.Background(), key, fence) })
 	scripts := cas.Server{Conn: goredis.New(rdb)}
-	scriptless, err := cas.NewServer(goredis.New(rdb), true)
+	scriptless, err := cas.NewServer("conn", goredis.New(rdb), true)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -90,7 +90,7 @@ func noSetIfEq(args []any) error {
 
 func plain(t *testing.T, c driver.Conn) plainOps {
 	t.Helper()
-	s, err := cas.NewServer(c, true)
+	s, err := cas.NewServer("conn", c, true)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -33,21 +33,26 @@ type auto struct {
 	why     error                   // why plain is nil
 }
 
-// NewServer returns the Server of c, without scripts when plain is true. It
-// returns driver.Pinnable's error when c cannot run without scripts: they
-// need commands of their choice (driver.Commander) over one connection, for
-// a transaction's length. On a Cluster, a transaction pins the connection
-// of its key's master, and keeps to that key's slot.
-func NewServer(c driver.Conn, scriptless bool) (Server, error) {
+// NewServer returns the Server of c, without scripts when scriptless is
+// true (the strategies pass driver.ScriptsOff of the Conn they were
+// given). Without scripts, it needs commands of c's choice
+// (driver.Commander) over one connection, for a transaction's length, and
+// returns an *strategy.ArgumentError named name, with driver.Pinnable's
+// error, when c cannot. On a Cluster, a transaction pins the connection of
+// its key's master, and keeps to that key's slot.
+func NewServer(name string, c driver.Conn, scriptless bool) (Server, error) {
 	if !scriptless {
 		return Server{Conn: c}, nil
 	}
 	p, err := newPlain(c)
-	return Server{Conn: c, plain: p}, err
+	if err != nil {
+		return Server{}, &strategy.ArgumentError{Name: name, Reason: "driver.WithoutScripts runs transactions over one connection, which it cannot: " + err.Error()}
+	}
+	return Server{Conn: c, plain: p}, nil
 }
 
 // Detecting returns the Server of c that runs the scripts where the server
-// runs them, and the operations without scripts (NewServer(c, true)'s)
+// runs them, and the operations without scripts (NewServer's without scripts)
 // where it refuses them: where a script's error is such a refusal (see
 // [Server.Refuses]), the operation runs again without scripts, and so do
 // the operations after it, for reprobe; then scripts are tried again.
@@ -179,7 +184,7 @@ func (s Server) scriptless() (*plain, error) {
 // which a's Conn cannot run without them: it writes nothing.
 func (a *auto) refused() error {
 	return fmt.Errorf("lock: the server refuses scripts (%s), and this driver cannot lock without them "+
-		"(single.WithoutScripts needs a driver that pins a connection): %w", a.said(), a.why)
+		"(driver.WithoutScripts needs a driver that pins a connection): %w", a.said(), a.why)
 }
 
 // said returns what the last refusal of scripts said.
@@ -211,8 +216,8 @@ func (s Server) NeedsScripts(err error, what string) error {
 	default:
 		w = s.auto.said()
 	}
-	return fmt.Errorf("lock: the server refuses scripts (%s), and %s need them: single.WithoutScripts, "+
-		"the mode without scripts, has no form of them: %w", w, what, errors.ErrUnsupported)
+	return fmt.Errorf("lock: the server refuses scripts (%s), and %s need them: the mode without scripts "+
+		"(driver.WithoutScripts) has no form of them: %w", w, what, errors.ErrUnsupported)
 }
 
 // Run runs the call, with scripts or without them, where the Server runs

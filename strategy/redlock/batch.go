@@ -23,8 +23,8 @@ func (s *redlock) Batches() bool { return true }
 // lock; over a node that is a Cluster client, one script per hash slot;
 // one per cas.PerScript locks of a larger group; all in one round trip
 // over a node's driver that pipelines (driver.Pipeliner). A node without
-// scripts gets a transaction instead of each script, as single's
-// WithoutScripts does. All the nodes are sent theirs at once, bounded by
+// scripts gets a transaction instead of each script, as single's does
+// without scripts. All the nodes are sent theirs at once, bounded by
 // the node timeout, as Refresh's are, and each lock's Grant and Err are
 // what Refresh would return for it alone: nil with a quorum of nodes that
 // extended it and validity left (its TTL, less the time since the batch

@@ -13,6 +13,7 @@ import (
 	"github.com/locksmith-go/lock/conformance"
 	"github.com/locksmith-go/lock/driver"
 	"github.com/locksmith-go/lock/driver/goredis"
+	"github.com/locksmith-go/lock/internal/testing/matrix"
 	"github.com/locksmith-go/lock/internal/testing/redistest"
 	"github.com/locksmith-go/lock/strategy"
 	"github.com/locksmith-go/lock/strategy/redlock"
@@ -85,12 +86,12 @@ func TestRefreshBatch(t *testing.T) {
 
 	t.Run("a node without scripts extends the batch by a transaction", func(t *testing.T) {
 		d := driverNamed("goredis-resp3")
-		s, err := redlock.NewStrategy(connect(t, servers, d), redlock.WithoutScriptsOn(1))
+		s, err := redlock.NewStrategy(matrix.Marked(connect(t, servers, d), 1))
 		if err != nil {
 			t.Fatal(err)
 		}
 		if !s.Batches() {
-			t.Errorf("Batches() with WithoutScriptsOn(1) = false, want true")
+			t.Errorf("Batches() with node 1 without scripts = false, want true")
 		}
 		batch := batchOf(t, s, servers, conformance.Key(t), 4, 10*time.Second, time.Minute)
 		plant(t, servers[1:], batch[2].Key, "another owner")

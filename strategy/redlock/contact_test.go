@@ -14,6 +14,7 @@ import (
 	"github.com/locksmith-go/lock/conformance"
 	"github.com/locksmith-go/lock/driver"
 	"github.com/locksmith-go/lock/driver/redigo"
+	"github.com/locksmith-go/lock/internal/testing/matrix"
 	"github.com/locksmith-go/lock/internal/testing/redistest"
 	"github.com/locksmith-go/lock/locktest"
 	"github.com/locksmith-go/lock/strategy"
@@ -132,7 +133,7 @@ func TestDuplicateNodes(t *testing.T) {
 		localhost := net.JoinHostPort("localhost", strconv.Itoa(servers[0].Port))
 		for _, d := range redistest.Drivers() {
 			t.Run(d.Name, func(t *testing.T) {
-				l := newLocker(t, []driver.Conn{d.Conn(t, servers[0].Addr), d.Conn(t, servers[1].Addr), d.Conn(t, localhost)}, redlock.WithoutScripts())
+				l := newLocker(t, matrix.Marked([]driver.Conn{d.Conn(t, servers[0].Addr), d.Conn(t, servers[1].Addr), d.Conn(t, localhost)}))
 				wantDuplicate(t, refused(t, l, servers), "nodes[2]", servers[0].Addr, localhost)
 			})
 		}

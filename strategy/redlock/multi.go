@@ -21,13 +21,13 @@ var _ strategy.Multi = (*redlock)(nil)
 // nodes found a key held, the *QuorumError is wrapped in a
 // *strategy.KeyError that names the key the most nodes found held.
 //
-// It refuses, with an *strategy.ArgumentError named "keys", nodes without
-// scripts ([WithoutScripts], [WithoutScriptsOn]), and keys in several
+// It refuses, with an *strategy.ArgumentError named "keys", nodes marked
+// driver.WithoutScripts, and keys in several
 // hash slots over a node that is a Cluster client, before anything is
 // written.
 func (s *redlock) AcquireKeys(ctx context.Context, r strategy.Request) (strategy.Grant, error) {
 	if slices.Contains(s.plain, true) {
-		return strategy.Grant{Undone: true}, &strategy.ArgumentError{Name: "keys", Reason: "not supported with WithoutScripts: " +
+		return strategy.Grant{Undone: true}, &strategy.ArgumentError{Name: "keys", Reason: "not supported with nodes marked driver.WithoutScripts: " +
 			"several keys as one lock are taken on each node in one script, all or none", Err: errors.ErrUnsupported}
 	}
 	if s.sharded() && slices.ContainsFunc(r.Keys, func(k string) bool { return cas.Slot(k) != cas.Slot(r.Key) }) {

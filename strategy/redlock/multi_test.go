@@ -14,6 +14,7 @@ import (
 	"github.com/locksmith-go/lock/conformance"
 	"github.com/locksmith-go/lock/driver"
 	"github.com/locksmith-go/lock/internal/cas"
+	"github.com/locksmith-go/lock/internal/testing/matrix"
 	"github.com/locksmith-go/lock/internal/testing/redistest"
 	"github.com/locksmith-go/lock/internal/testing/waittest"
 	"github.com/locksmith-go/lock/locktest"
@@ -293,15 +294,15 @@ func TestMulti(t *testing.T) {
 	})
 
 	for _, c := range []struct {
-		name string
-		opt  redlock.Option
+		name  string
+		nodes []int
 	}{
-		{"without scripts: refused", redlock.WithoutScripts()},
-		{"without scripts on one node: refused", redlock.WithoutScriptsOn(1)},
+		{"without scripts: refused", nil},
+		{"without scripts on one node: refused", []int{1}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			keys := threeKeys(t)
-			_, err := newLocker(t, conns, c.opt).ObtainMany(ctx, keys, time.Minute)
+			_, err := newLocker(t, matrix.Marked(conns, c.nodes...)).ObtainMany(ctx, keys, time.Minute)
 			var ae *lock.ArgumentError
 			if !errors.As(err, &ae) || ae.Name != "keys" || !strings.Contains(ae.Reason, "WithoutScripts") {
 				t.Errorf("ObtainMany = %v, want an *ArgumentError named keys that names WithoutScripts", err)

@@ -30,20 +30,21 @@ func TestWithoutScriptsConformance(t *testing.T) {
 	for i, s := range servers {
 		addrs[i] = s.Addr
 	}
-	combos := onlyMixed(matrix.Prefix("all", matrix.Redlock(addrs, redlock.WithoutScripts())))
+	combos := onlyMixed(matrix.Prefix("all", matrix.WithoutScripts(matrix.Redlock(addrs))))
 	if redistest.Full() {
-		combos = append(combos, onlyMixed(matrix.Prefix("some", matrix.Redlock(addrs, redlock.WithoutScriptsOn(1, 3))))...)
+		combos = append(combos, onlyMixed(matrix.Prefix("some", matrix.WithoutScripts(matrix.Redlock(addrs), 1, 3)))...)
 	}
 	matrix.Run(t, combos, 1)
 }
 
-// TestWithoutScriptsOnSomeNodes: with WithoutScriptsOn(0, 2), every
+// TestWithoutScriptsOnSomeNodes: with nodes 0 and 2 marked
+// driver.WithoutScripts, every
 // operation sends no script to nodes 0 and 2 (INFO commandstats), and
 // scripts to node 1 as ever.
 func TestWithoutScriptsOnSomeNodes(t *testing.T) {
 	servers := redistest.Start(t, 3)
 	ctx := context.Background()
-	l := newLocker(t, connect(t, servers, redistest.Drivers()...), redlock.WithoutScriptsOn(0, 2))
+	l := newLocker(t, matrix.Marked(connect(t, servers, redistest.Drivers()...), 0, 2))
 	key := conformance.Key(t)
 	lk, err := l.Obtain(ctx, key, time.Minute)
 	if err != nil {
@@ -72,9 +73,9 @@ func TestWithoutScriptsOnSomeNodes(t *testing.T) {
 	}
 }
 
-// TestWithoutScriptsRefusals: New refuses, with an *ArgumentError, an
-// index of WithoutScriptsOn out of range, WithRestartGuard (its acquisition
-// is a script) with a node without scripts, and a node without scripts
+// TestWithoutScriptsRefusals: New refuses, with an *ArgumentError,
+// WithRestartGuard (its acquisition is a script) with a node without
+// scripts, and a node without scripts
 // whose driver cannot pin a connection (driver.Pinner), which transactions
 // need; a node with scripts needs no such driver.
 func TestWithoutScriptsRefusals(t *testing.T) {
@@ -86,10 +87,8 @@ func TestWithoutScriptsRefusals(t *testing.T) {
 		opts  []redlock.Option
 		arg   string
 	}{
-		{"an index past the last node", conns, []redlock.Option{redlock.WithoutScriptsOn(0, 3)}, "without scripts"},
-		{"a negative index", conns, []redlock.Option{redlock.WithoutScriptsOn(-1)}, "without scripts"},
-		{"WithRestartGuard", conns, []redlock.Option{redlock.WithoutScriptsOn(2), redlock.WithRestartGuard(time.Minute)}, "restart guard"},
-		{"a node whose driver cannot pin", unpinned, []redlock.Option{redlock.WithoutScripts()}, "nodes[1]"},
+		{"WithRestartGuard", matrix.Marked(conns, 2), []redlock.Option{redlock.WithRestartGuard(time.Minute)}, "restart guard"},
+		{"a node whose driver cannot pin", matrix.Marked(unpinned), nil, "nodes[1]"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			l, err := redlock.New(c.nodes, c.opts...)
@@ -100,7 +99,7 @@ func TestWithoutScriptsRefusals(t *testing.T) {
 		})
 	}
 	t.Run("a node with scripts whose driver cannot pin", func(t *testing.T) {
-		if _, err := redlock.New(unpinned, redlock.WithoutScriptsOn(0, 2)); err != nil {
+		if _, err := redlock.New(matrix.Marked(unpinned, 0, 2)); err != nil {
 			t.Errorf("New = %v, want nil", err)
 		}
 	})
@@ -114,7 +113,7 @@ func TestWithoutScriptsContendsWithScripts(t *testing.T) {
 	servers := redistest.Start(t, 3)
 	drivers := redistest.Drivers()
 	scripted := newLocker(t, connect(t, servers, drivers[1], drivers[3]))
-	plain := newLocker(t, connect(t, servers, drivers[2], drivers[0]), redlock.WithoutScriptsOn(0, 1))
+	plain := newLocker(t, matrix.Marked(connect(t, servers, drivers[2], drivers[0]), 0, 1))
 	workers, each := 4, 25
 	if redistest.Full() {
 		each = 250

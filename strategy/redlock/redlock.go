@@ -46,9 +46,14 @@
 // ObtainMany, and "Locks on several keys" in
 // docs/design/redlock.md). They need scripts on every node.
 //
-// [WithoutScripts] makes every node send no script, and [WithoutScriptsOn]
-// some of them: conditional commands and transactions instead, for servers
-// that forbid scripts.
+// A node marked driver.WithoutScripts, a server that forbids scripts, sends
+// none: conditional commands and transactions instead, as single does
+// without scripts, and its first contact reads the run id with INFO server.
+// Mark some nodes or all: a fleet may differ, or move off scripts a node
+// at a time. New refuses, with an *strategy.ArgumentError, such a node
+// whose driver cannot pin a connection (driver.Pinner), and
+// [WithRestartGuard], whose acquisition is a script, with any such node.
+// The repository's docs/strategies.md says what each operation sends.
 package redlock
 
 import (
@@ -86,8 +91,7 @@ type redlock struct {
 	driftFactor float64
 	nodeTimeout time.Duration // 0: derived from the TTL
 	guard       time.Duration // restart quarantine; 0: off
-	plain       []bool        // plain[i]: node i runs without scripts
-	bad         []int         // the indexes out of range given to WithoutScriptsOn
+	plain       []bool        // plain[i]: node i is marked driver.WithoutScripts
 	now         func() time.Time
 
 	// inflight holds, by key and value, the fan-out of each lock obtained
@@ -172,48 +176,6 @@ const GuardKey = "locksmith:redlock:up-since"
 // follow the rule operationally instead.
 func WithRestartGuard(maxTTL time.Duration) Option { return func(s *redlock) { s.guard = maxTTL } }
 
-// WithoutScripts makes every node send no script (EVAL, EVALSHA, FCALL,
-// SCRIPT), for servers that forbid them: an ACL without @scripting, a
-// proxy, a managed service. See [WithoutScriptsOn], which does so for some
-// nodes only.
-func WithoutScripts() Option {
-	return func(s *redlock) {
-		for i := range s.plain {
-			s.plain[i] = true
-		}
-	}
-}
-
-// WithoutScriptsOn makes the nodes at the given indexes, in the order given
-// to New, send no script, and the others send scripts as ever: for a fleet
-// whose servers differ (one behind a proxy, say), or that moves to scripts,
-// or off them, a node at a time. An index out of range is refused with an
-// *strategy.ArgumentError; no index changes nothing.
-//
-// Each such node runs the operations of the single strategy's
-// WithoutScripts on its own server, and finds on its own what that server
-// offers: an acquisition sends SET key value NX PX ttl (when the key
-// exists, GET key, and a transaction where it is gone or holds our value);
-// Release DELEX, DELIFEQ, or a WATCH transaction with DEL, followed, over a
-// driver that can subscribe, by a PUBLISH of the release hint; Refresh SET
-// IFEQ, or a WATCH transaction with PEXPIRE; TTL and Inspect a MULTI, GET,
-// PTTL, EXEC snapshot; and the first contact reads the run id with INFO
-// server (a refusal reads as none). Transactions need one connection for
-// their length: New refuses a node whose driver cannot pin one
-// ([driver.Pinner]), and [WithRestartGuard], whose acquisition is a script,
-// with an *strategy.ArgumentError. See the repository's docs/strategies.md.
-func WithoutScriptsOn(nodes ...int) Option {
-	return func(s *redlock) {
-		for _, i := range nodes {
-			if i < 0 || i >= len(s.plain) {
-				s.bad = append(s.bad, i)
-				continue
-			}
-			s.plain[i] = true
-		}
-	}
-}
-
 // New returns a [lock.Locker] that takes Redlock locks on the nodes, which
 // must be independent masters (not replicas of each other, nor members of
 // one cluster), over any mix of drivers.
@@ -245,6 +207,7 @@ func newStrategy(nodes []driver.Conn, opts ...Option) (*redlock, error) {
 			}
 		}
 		s.nodes = append(s.nodes, n)
+		s.plain[i] = driver.ScriptsOff(c)
 	}
 	for _, opt := range opts {
 		if opt == nil {
@@ -262,19 +225,14 @@ func newStrategy(nodes []driver.Conn, opts ...Option) (*redlock, error) {
 		return nil, &strategy.ArgumentError{Name: "node timeout", Reason: fmt.Sprintf("must be positive, got %v", s.nodeTimeout)}
 	case s.guard < 0:
 		return nil, &strategy.ArgumentError{Name: "restart guard", Reason: fmt.Sprintf("must not be negative, got %v", s.guard)}
-	case len(s.bad) > 0:
-		return nil, &strategy.ArgumentError{Name: "without scripts", Reason: fmt.Sprintf("node indexes must be from 0 to %d, got %v", n-1, s.bad)}
 	case s.guard > 0 && slices.Contains(s.plain, true):
-		return nil, &strategy.ArgumentError{Name: "restart guard", Reason: "WithRestartGuard's acquisition is a script: it cannot be used with WithoutScripts"}
+		return nil, &strategy.ArgumentError{Name: "restart guard", Reason: "WithRestartGuard's acquisition is a script: it cannot be used with nodes marked driver.WithoutScripts"}
 	}
 	for i := range s.nodes {
-		n := &s.nodes[i]
-		srv, err := cas.NewServer(n.conn, s.plain[i])
-		if err != nil {
-			return nil, &strategy.ArgumentError{Name: fmt.Sprintf("nodes[%d]", i), Reason: fmt.Sprintf(
-				"WithoutScripts runs transactions over one connection, which %T cannot: %v", n.raw, err)}
+		var err error
+		if s.nodes[i].srv, err = cas.NewServer(fmt.Sprintf("nodes[%d]", i), s.nodes[i].conn, s.plain[i]); err != nil {
+			return nil, err
 		}
-		n.srv = srv
 	}
 	names := make([]string, len(s.nodes))
 	for i, n := range s.nodes {

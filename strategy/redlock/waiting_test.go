@@ -8,7 +8,9 @@ import (
 
 	"github.com/locksmith-go/lock"
 	"github.com/locksmith-go/lock/conformance"
+	"github.com/locksmith-go/lock/driver"
 	"github.com/locksmith-go/lock/internal/cas"
+	"github.com/locksmith-go/lock/internal/testing/matrix"
 	"github.com/locksmith-go/lock/internal/testing/redistest"
 	"github.com/locksmith-go/lock/internal/testing/waittest"
 	"github.com/locksmith-go/lock/strategy/redlock"
@@ -26,16 +28,16 @@ func TestReleaseWakesWaiters(t *testing.T) {
 	d := driverNamed("goredis-resp3")
 	for _, h := range []struct {
 		name string
-		opts []redlock.Option
+		mark func([]driver.Conn, ...int) []driver.Conn
 	}{
-		{"with scripts", nil},
-		{"without scripts", []redlock.Option{redlock.WithoutScripts()}},
+		{"with scripts", func(c []driver.Conn, _ ...int) []driver.Conn { return c }},
+		{"without scripts", matrix.Marked},
 	} {
 		t.Run(h.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second) // a hang detector
 			defer cancel()
 			key := conformance.Key(t)
-			holder := newLocker(t, connect(t, servers, d), h.opts...)
+			holder := newLocker(t, h.mark(connect(t, servers, d)))
 			lk, err := holder.Obtain(ctx, key, time.Minute)
 			if err != nil {
 				t.Fatalf("holder: Obtain = %v, want a lock", err)

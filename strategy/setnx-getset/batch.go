@@ -13,13 +13,13 @@ import (
 var _ strategy.Batcher = (*legacy)(nil)
 
 // Batches implements [strategy.Batcher]: a Strategy batches the refreshes
-// of its auto-refreshed locks, with scripts or [WithoutScripts].
+// of its auto-refreshed locks, with scripts or without.
 func (s *legacy) Batches() bool { return true }
 
 // RefreshBatch implements [strategy.Batcher]: Refresh for every lock of the
 // batch, in one script (cas.SetBatch), or one per hash slot over a Cluster
 // client, one per cas.PerScript locks of a larger group, all in one round
-// trip over a driver that pipelines (driver.Pipeliner); [WithoutScripts],
+// trip over a driver that pipelines (driver.Pipeliner); without scripts,
 // a transaction instead of each script, as single's does. Each lock's key gets a new
 // timestamp, as Refresh writes, if it holds the lock's value, or one that
 // an earlier refresh whose reply was lost may have written (strategy.Refresh's

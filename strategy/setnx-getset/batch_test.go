@@ -25,9 +25,9 @@ import (
 func TestRefreshBatch(t *testing.T) {
 	addr, _ := redistest.Addr(t)
 	conn := goredis.New(redistest.GoRedis(t, addr, 3))
-	for name, opts := range map[string][]setnxgetset.Option{"scripts": nil, "without scripts": {setnxgetset.WithoutScripts()}} {
+	for name, conn := range map[string]driver.Conn{"scripts": conn, "without scripts": driver.WithoutScripts(conn)} {
 		t.Run(name, func(t *testing.T) {
-			s, err := setnxgetset.NewStrategy(conn, append(opts, setnxgetset.WithFormat(setnxgetset.Milliseconds))...)
+			s, err := setnxgetset.NewStrategy(conn, setnxgetset.WithFormat(setnxgetset.Milliseconds))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -22,7 +22,7 @@ import (
 func TestWithoutScriptsConformance(t *testing.T) {
 	redistest.ParallelUnlessFull(t)
 	addr, real := redistest.Addr(t)
-	matrix.Run(t, matrix.SetnxGetset(addr, setnxgetset.WithoutScripts()), matrix.AtOnce(real))
+	matrix.Run(t, matrix.WithoutScripts(matrix.SetnxGetset(addr)), matrix.AtOnce(real))
 }
 
 // TestWithoutScriptsSendsNoScript: over every driver, every operation
@@ -44,7 +44,7 @@ func TestWithoutScriptsSendsNoScript(t *testing.T) {
 	for _, d := range redistest.Drivers() {
 		t.Run(d.Name, func(t *testing.T) {
 			conn := d.Conn(t, srv.Addr)
-			s, err := setnxgetset.NewStrategy(conn, setnxgetset.WithoutScripts(), setnxgetset.WithFormat(setnxgetset.Milliseconds), setnxgetset.WithSafetyTTL(time.Minute))
+			s, err := setnxgetset.NewStrategy(driver.WithoutScripts(conn), setnxgetset.WithFormat(setnxgetset.Milliseconds), setnxgetset.WithSafetyTTL(time.Minute))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -88,7 +88,7 @@ func TestWithoutScriptsSendsNoScript(t *testing.T) {
 // choice over a pinned connection, which transactions need.
 func TestWithoutScriptsRefusesADriverThatCannotPin(t *testing.T) {
 	conn := struct{ driver.Conn }{goredis.New(redistest.GoRedis(t, redistest.ClosedAddr(t), 3))}
-	_, err := setnxgetset.New(conn, setnxgetset.WithoutScripts())
+	_, err := setnxgetset.New(driver.WithoutScripts(conn))
 	var ae *lock.ArgumentError
 	if !errors.As(err, &ae) || ae.Name != "conn" {
 		t.Errorf("New = %v, want an ArgumentError named conn", err)
@@ -107,7 +107,7 @@ func TestWithoutScriptsMixedFleet(t *testing.T) {
 		sides["legacy"] = append(sides["legacy"], legacyWorker(legacy))
 		scripted := newLocker(t, goredis.New(redistest.GoRedis(t, addr, 3)), opts...)
 		sides["scripts"] = append(sides["scripts"], strategyWorker(scripted))
-		plain := newLocker(t, goredis.New(redistest.GoRedis(t, addr, 3)), append(opts, setnxgetset.WithoutScripts())...)
+		plain := newLocker(t, driver.WithoutScripts(goredis.New(redistest.GoRedis(t, addr, 3))), opts...)
 		sides["without scripts"] = append(sides["without scripts"], strategyWorker(plain))
 	}
 	count := contend(t, keys(t, 1), 600, sides)

@@ -32,11 +32,14 @@
 // repository's docs/design/setnx-getset.md gives each rule and its reason.
 //
 // A release wakes the waiters of the lock, best effort, over a driver that
-// can subscribe; there is no queue, so no fairness. [WithoutScripts] sends
-// no script: conditional commands and transactions instead, for a server
-// that forbids scripts. The value is a
-// timestamp, not a secret token, so metadata, caller-chosen tokens and
-// lock.WithFencing are refused.
+// can subscribe; there is no queue, so no fairness. Over a conn marked
+// driver.WithoutScripts, for a server that forbids scripts, it sends no
+// script: the acquisition is the legacy one as ever, and the owner-checked
+// operations send conditional commands and transactions, as single does
+// without scripts, over a driver that pins a connection (driver.Pinner;
+// New refuses another); the repository's docs/strategies.md says what
+// each sends. The value is a timestamp, not a secret token, so metadata,
+// caller-chosen tokens and lock.WithFencing are refused.
 //
 // It cannot lock several keys as one lock (lock.Locker.ObtainMany refuses
 // two keys or more with an *lock.ArgumentError named "keys"): the legacy
@@ -66,8 +69,7 @@ var ErrNotTimestamp = errors.New("setnxgetset: the key holds a value that is not
 // legacy is the legacy [strategy.Strategy].
 type legacy struct {
 	conn   driver.Conn
-	srv    cas.Server // conn's operations: scripts, or Plain with WithoutScripts
-	plain  bool       // WithoutScripts
+	srv    cas.Server // conn's operations: scripts, or none if conn is marked driver.WithoutScripts
 	format Format
 	grace  time.Duration // the safety TTL beyond the timestamp; 0 for none
 	skew   time.Duration
@@ -101,33 +103,6 @@ func WithClockSkew(d time.Duration) Option { return func(s *legacy) { s.skew = d
 // The default is time.Now; tests use it to play a skewed client.
 func WithClock(now func() time.Time) Option { return func(s *legacy) { s.now = now } }
 
-// WithoutScripts makes the Strategy send no script (EVAL, EVALSHA, FCALL,
-// SCRIPT), for a server that forbids them: an ACL without @scripting, a
-// proxy, a managed service. The acquisition is the legacy one (SETNX, GET,
-// GETSET) as ever, and what goes on the wire for legacy clients does not
-// change; the owner-checked operations send the best that the server
-// offers and compare the whole stored value, as the single strategy's
-// WithoutScripts does:
-//
-//   - Refresh (and the putting back of a value that a losing GETSET
-//     overwrote): SET key next IFEQ value PX ttl, or else WATCH key, GET
-//     key, MULTI, SET key next PX ttl, EXEC. A key that already holds next
-//     counts as ours, as with scripts.
-//   - The safety TTL after a GETSET takeover: SET key value IFEQ value PX
-//     ttl, or else a transaction with PEXPIRE.
-//   - Release, Break: DELEX key IFEQ value, or DELIFEQ key value, or else
-//     WATCH key, GET key, MULTI, DEL key, EXEC; then, over a driver that
-//     can subscribe, PUBLISH of the release hint, a command of its own
-//     rather than inside the delete's script: best effort, as ever.
-//   - TTL, Inspect: MULTI, GET key, PTTL key, EXEC.
-//
-// The first call of each kind tries the server's conditional command, and
-// takes the transaction where the server lacks it. Transactions need one
-// connection for their length: New refuses, with an
-// *strategy.ArgumentError, a driver that cannot pin one ([driver.Pinner]).
-// See the repository's docs/strategies.md.
-func WithoutScripts() Option { return func(s *legacy) { s.plain = true } }
-
 // newStrategy returns the strategy over conn, which New gives lock.New.
 func newStrategy(conn driver.Conn, opts ...Option) (*legacy, error) {
 	if err := cas.CheckConn("conn", conn); err != nil {
@@ -150,13 +125,9 @@ func newStrategy(conn driver.Conn, opts ...Option) (*legacy, error) {
 	case s.now == nil:
 		return nil, &strategy.ArgumentError{Name: "clock", Reason: "must not be nil"}
 	}
-	srv, err := cas.NewServer(conn, s.plain)
-	if err != nil {
-		return nil, &strategy.ArgumentError{Name: "conn", Reason: fmt.Sprintf(
-			"WithoutScripts runs transactions over one connection, which %T cannot: %v", conn, err)}
-	}
-	s.srv = srv
-	return s, nil
+	var err error
+	s.srv, err = cas.NewServer("conn", conn, driver.ScriptsOff(conn))
+	return s, err
 }
 
 // New returns a [lock.Locker] that takes legacy locks on conn.

@@ -7,6 +7,7 @@ import (
 
 	"github.com/locksmith-go/lock"
 	"github.com/locksmith-go/lock/conformance"
+	"github.com/locksmith-go/lock/driver"
 	"github.com/locksmith-go/lock/driver/goredis"
 	"github.com/locksmith-go/lock/internal/cas"
 	"github.com/locksmith-go/lock/internal/testing/redistest"
@@ -48,16 +49,16 @@ func TestWaiting(t *testing.T) {
 
 	for _, h := range []struct {
 		name string
-		opts []setnxgetset.Option
+		mark func(driver.Conn) driver.Conn
 	}{
-		{"our release wakes a waiter at once", nil},
-		{"our release without scripts, which publishes after its delete, wakes a waiter at once", []setnxgetset.Option{setnxgetset.WithoutScripts()}},
+		{"our release wakes a waiter at once", func(c driver.Conn) driver.Conn { return c }},
+		{"our release without scripts, which publishes after its delete, wakes a waiter at once", driver.WithoutScripts},
 	} {
 		t.Run(h.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second) // a hang detector
 			defer cancel()
 			key := conformance.Key(t)
-			lk, err := newLocker(t, goredis.New(redistest.GoRedis(t, srv.Addr, 3)), h.opts...).Obtain(ctx, key, time.Minute)
+			lk, err := newLocker(t, h.mark(goredis.New(redistest.GoRedis(t, srv.Addr, 3)))).Obtain(ctx, key, time.Minute)
 			if err != nil {
 				t.Fatalf("holder: Obtain = %v, want a lock", err)
 			}

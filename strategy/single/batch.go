@@ -12,14 +12,14 @@ import (
 var _ strategy.Batcher = (*single)(nil)
 
 // Batches implements [strategy.Batcher]: a Strategy batches the refreshes
-// of its auto-refreshed locks, with scripts or [WithoutScripts].
+// of its auto-refreshed locks, with scripts or without.
 func (s *single) Batches() bool { return true }
 
 // RefreshBatch implements [strategy.Batcher]: one script refreshes the
 // locks of the batch, or, over a Cluster client, one per hash slot (keys
 // that share a hash tag share a script), each carrying at most
 // cas.PerScript locks; a driver that pipelines (driver.Pipeliner) sends
-// them all in one round trip, to each server. [WithoutScripts], each
+// them all in one round trip, to each server. Without scripts, each
 // script is a transaction instead: WATCH and GET of its keys, then
 // MULTI, a PEXPIRE for each key that holds its lock's value, and EXEC,
 // in two round trips. With [WithReplicas], each script or transaction is

@@ -15,7 +15,7 @@ import (
 var _ strategy.Multi = (*single)(nil)
 
 // group is the keys of a lock of several keys that one script (or, with
-// WithoutScripts, one transaction) takes: all of them, or, on a Cluster,
+// without scripts, one transaction) takes: all of them, or, on a Cluster,
 // those of one hash slot.
 type group struct {
 	keys []string
@@ -52,8 +52,8 @@ func (s *single) write(ctx context.Context, g group, f func(cas.Server) error) e
 // the order of the slots, each slot's keys in one script, and when a slot
 // finds a key held it deletes what the earlier slots took before it
 // returns: exclusive per key, but not atomic across slots, so that another
-// client may see some keys held for a moment. [WithoutScripts] runs one
-// transaction where a script would run (see cas.Acquire). It
+// client may see some keys held for a moment. Without scripts, one
+// transaction runs where a script would (see cas.Acquire). It
 // refuses, with an [*strategy.ArgumentError], a TTL that the drift
 // allowance uses up, and, with lock.WithFencing, a key that [FenceKey]
 // refuses, before anything is written.
@@ -65,7 +65,7 @@ func (s *single) write(ctx context.Context, g group, f func(cas.Server) error) e
 // reserves its places slot by slot, then takes the slots, one script each,
 // and then leaves the queues: three scripts per slot for an attempt that
 // obtains the lock. With a key that has no queue (a key with '}' but no
-// hash tag), or [WithoutScripts], it polls.
+// hash tag), or without scripts, it polls.
 func (s *single) AcquireKeys(ctx context.Context, r strategy.Request) (strategy.Grant, error) {
 	d, err := drift.Allowance(r.TTL, drift.DefaultFactor)
 	if err != nil {

@@ -31,7 +31,6 @@ type multiSetup struct {
 	// slots on three masters.
 	keys    func(t *testing.T) []string
 	cluster bool
-	opts    []single.Option // the Locker's
 }
 
 // TestMulti: ObtainMany over single, with scripts and without, on one
@@ -46,7 +45,7 @@ func TestMulti(t *testing.T) {
 			redistest.GoRedis(t, addr, 3), func(t *testing.T) []string {
 				k := conformance.Key(t)
 				return []string{k + ":c", k + ":a", k + ":b"}
-			}, false, nil})
+			}, false})
 	}
 	for _, s := range setups {
 		t.Run(s.name, func(t *testing.T) { runMulti(t, s) })
@@ -57,10 +56,10 @@ func TestMulti(t *testing.T) {
 		keys := func(t *testing.T) []string { return threeMasters(t, cluster, conformance.Key(t)) }
 		raw := redistest.GoRedisCluster(t, cluster.Addrs())
 		for _, s := range []multiSetup{
-			{"goredis", func(t *testing.T) driver.Conn { return goredis.New(redistest.GoRedisCluster(t, cluster.Addrs())) }, raw, keys, true, nil},
+			{"goredis", func(t *testing.T) driver.Conn { return goredis.New(redistest.GoRedisCluster(t, cluster.Addrs())) }, raw, keys, true},
 			{"rueidis", func(t *testing.T) driver.Conn {
 				return rueidisdriver.New(redistest.RueidisCluster(t, cluster.Addrs()))
-			}, raw, keys, true, nil},
+			}, raw, keys, true},
 		} {
 			t.Run(s.name, func(t *testing.T) { runMulti(t, s) })
 			t.Run(s.name+"/without scripts", func(t *testing.T) { runMulti(t, withoutScripts(s)) })
@@ -68,9 +67,11 @@ func TestMulti(t *testing.T) {
 	})
 }
 
-// withoutScripts returns s with a Locker WithoutScripts.
+// withoutScripts returns s with a Locker over a Conn marked
+// driver.WithoutScripts.
 func withoutScripts(s multiSetup) multiSetup {
-	s.opts = []single.Option{single.WithoutScripts()}
+	conn := s.conn
+	s.conn = func(t *testing.T) driver.Conn { return driver.WithoutScripts(conn(t)) }
 	return s
 }
 
@@ -93,7 +94,7 @@ func threeMasters(t *testing.T, cluster *redistest.Cluster, prefix string) []str
 func runMulti(t *testing.T, s multiSetup) {
 	ctx := context.Background()
 	newLocker := func(t *testing.T) *lock.Locker {
-		l, err := single.New(s.conn(t), s.opts...)
+		l, err := single.New(s.conn(t))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -437,18 +438,18 @@ func TestMultiWithReplicas(t *testing.T) {
 	t.Parallel()
 	for _, v := range []struct {
 		name string
-		opts []single.Option
-	}{{"scripts", nil}, {"without scripts", []single.Option{single.WithoutScripts()}}} {
-		t.Run(v.name, func(t *testing.T) { testMultiWithReplicas(t, v.opts) })
+		mark func(driver.Conn) driver.Conn
+	}{{"scripts", withScripts}, {"without scripts", driver.WithoutScripts}} {
+		t.Run(v.name, func(t *testing.T) { testMultiWithReplicas(t, v.mark) })
 	}
 }
 
-func testMultiWithReplicas(t *testing.T, opts []single.Option) {
+func testMultiWithReplicas(t *testing.T, mark func(driver.Conn) driver.Conn) {
 	keys := []string{"replicas-multi:a", "replicas-multi:b"}
 	t.Run("a replica acknowledges: obtained and refreshed", func(t *testing.T) {
 		master := redistest.Start(t, 1)[0]
 		redistest.StartReplica(t, master.Addr)
-		l := newReplicated(t, goredis.New(redistest.GoRedis(t, master.Addr, 3)), 1, replicaWait, opts...)
+		l := newReplicated(t, mark(goredis.New(redistest.GoRedis(t, master.Addr, 3))), 1, replicaWait)
 		ctx := testContext(t)
 		lk, err := l.ObtainMany(ctx, keys, time.Minute)
 		if err != nil {
@@ -463,7 +464,7 @@ func testMultiWithReplicas(t *testing.T, opts []single.Option) {
 	})
 	t.Run("no replica: a *ReplicaError, and nothing left behind", func(t *testing.T) {
 		master := redistest.Start(t, 1)[0]
-		l := newReplicated(t, goredis.New(redistest.GoRedis(t, master.Addr, 3)), 1, 50*time.Millisecond, opts...)
+		l := newReplicated(t, mark(goredis.New(redistest.GoRedis(t, master.Addr, 3))), 1, 50*time.Millisecond)
 		ctx := testContext(t)
 		_, err := l.ObtainMany(ctx, keys, time.Minute)
 		var re *single.ReplicaError

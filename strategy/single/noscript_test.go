@@ -27,19 +27,23 @@ import (
 func TestWithoutScriptsConformance(t *testing.T) {
 	redistest.ParallelUnlessFull(t)
 	addr, real := redistest.Addr(t)
-	matrix.Run(t, matrix.SingleWithoutScripts(addr), matrix.AtOnce(real))
+	matrix.Run(t, matrix.WithoutScripts(matrix.Single(addr)), matrix.AtOnce(real))
 	t.Run("cluster", func(t *testing.T) {
 		t.Parallel()
 		redistest.RequireBinary(t)
-		matrix.Run(t, matrix.SingleCluster(redistest.StartCluster(t, 3).Addrs(), single.WithoutScripts()), 0)
+		matrix.Run(t, matrix.WithoutScripts(matrix.SingleCluster(redistest.StartCluster(t, 3).Addrs())), 0)
 	})
 }
 
-// noScriptLocker returns a Locker without scripts over conn, and its
-// Strategy.
+// withScripts leaves a Conn as it is: the mode with scripts, beside
+// driver.WithoutScripts.
+func withScripts(c driver.Conn) driver.Conn { return c }
+
+// noScriptLocker returns a Locker over conn marked driver.WithoutScripts,
+// and its Strategy.
 func noScriptLocker(t *testing.T, conn driver.Conn) (*lock.Locker, *single.Strategy) {
 	t.Helper()
-	s, err := single.NewStrategy(conn, single.WithoutScripts())
+	s, err := single.NewStrategy(driver.WithoutScripts(conn))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -165,7 +169,7 @@ func TestWithoutScriptsDELEX(t *testing.T) {
 // (driver.Commander) over a pinned connection.
 func TestWithoutScriptsRefusals(t *testing.T) {
 	conn := struct{ driver.Conn }{redistest.Drivers()[0].Conn(t, redistest.ClosedAddr(t))}
-	_, err := single.New(conn, single.WithoutScripts())
+	_, err := single.New(driver.WithoutScripts(conn))
 	var ae *lock.ArgumentError
 	if !errors.As(err, &ae) || ae.Name != "conn" {
 		t.Errorf("New = %v, want an ArgumentError named conn", err)

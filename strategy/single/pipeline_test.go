@@ -12,6 +12,7 @@ import (
 
 	"github.com/locksmith-go/lock"
 	"github.com/locksmith-go/lock/conformance"
+	"github.com/locksmith-go/lock/driver"
 	"github.com/locksmith-go/lock/driver/goredis"
 	"github.com/locksmith-go/lock/internal/cas"
 	"github.com/locksmith-go/lock/internal/testing/redistest"
@@ -121,10 +122,9 @@ func TestBatchPipelined(t *testing.T) {
 	trips := &roundTrips{}
 	client.AddHook(trips)
 	const n = 2*cas.PerScript + 500 // three parts
-	strategies := map[string][]single.Option{"scripts": nil, "without scripts": {single.WithoutScripts()}}
 
 	t.Run("with scripts, one round trip", func(t *testing.T) {
-		s, err := single.NewStrategy(goredis.New(client), strategies["scripts"]...)
+		s, err := single.NewStrategy(goredis.New(client))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -139,7 +139,7 @@ func TestBatchPipelined(t *testing.T) {
 		}
 	})
 	t.Run("without scripts, two round trips per transaction", func(t *testing.T) {
-		s, err := single.NewStrategy(goredis.New(client), strategies["without scripts"]...)
+		s, err := single.NewStrategy(driver.WithoutScripts(goredis.New(client)))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -152,9 +152,9 @@ func TestBatchPipelined(t *testing.T) {
 			t.Errorf("round trips for %d locks in 3 transactions = %d, %d of them pipelines; want 6, 6", n, got, len(pipelines))
 		}
 	})
-	for name, opts := range strategies {
+	for name, mark := range map[string]func(driver.Conn) driver.Conn{"scripts": withScripts, "without scripts": driver.WithoutScripts} {
 		t.Run(name+", a lock taken or gone is reported so", func(t *testing.T) {
-			s, err := single.NewStrategy(goredis.New(client), opts...)
+			s, err := single.NewStrategy(mark(goredis.New(client)))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -180,7 +180,7 @@ func TestBatchPipelined(t *testing.T) {
 		})
 	}
 	t.Run("without scripts, a transaction aborted twice gives way to one per lock", func(t *testing.T) {
-		s, err := single.NewStrategy(goredis.New(client), single.WithoutScripts())
+		s, err := single.NewStrategy(driver.WithoutScripts(goredis.New(client)))
 		if err != nil {
 			t.Fatal(err)
 		}

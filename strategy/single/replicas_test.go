@@ -22,12 +22,12 @@ import (
 // acknowledges; it only bounds the wait for one that cannot.
 const replicaWait = 10 * time.Second
 
-// modes are the ways the Strategy talks to the server: scripts, and
-// WithoutScripts.
+// modes are the ways the Strategy talks to the server: scripts, and over
+// a Conn marked driver.WithoutScripts.
 var modes = []struct {
 	name string
-	opts []single.Option
-}{{"scripts", nil}, {"without-scripts", []single.Option{single.WithoutScripts()}}}
+	mark func(driver.Conn) driver.Conn
+}{{"scripts", withScripts}, {"without-scripts", driver.WithoutScripts}}
 
 // TestWithReplicas: with WithReplicas(1, ...), an acquisition and a refresh
 // count only once a replica acknowledges them (WAIT), over every driver,
@@ -39,18 +39,20 @@ func TestWithReplicas(t *testing.T) {
 		for _, d := range redistest.Drivers() {
 			t.Run(m.name+"/"+d.Name, func(t *testing.T) {
 				t.Parallel()
-				testWithReplicas(t, d, m.opts)
+				testWithReplicas(t, d, m.mark)
 			})
 		}
 	}
 }
 
-// testWithReplicas is TestWithReplicas over d, with opts.
-func testWithReplicas(t *testing.T, d redistest.Driver, opts []single.Option) {
+// testWithReplicas is TestWithReplicas over d's connections, marked by
+// mark.
+func testWithReplicas(t *testing.T, d redistest.Driver, mark func(driver.Conn) driver.Conn) {
 	t.Run("a replica acknowledges: obtained and refreshed", func(t *testing.T) {
 		master := redistest.Start(t, 1)[0]
 		redistest.StartReplica(t, master.Addr)
-		l := newReplicated(t, d.Conn(t, master.Addr), 1, replicaWait, opts...)
+		conn := mark(d.Conn(t, master.Addr))
+		l := newReplicated(t, conn, 1, replicaWait)
 		ctx := testContext(t)
 		lk, err := l.Obtain(ctx, "replicas:ok", time.Minute)
 		if err != nil {
@@ -62,13 +64,13 @@ func testWithReplicas(t *testing.T, d redistest.Driver, opts []single.Option) {
 		if err := lk.Release(ctx); err != nil {
 			t.Errorf("Release: got %v, want nil", err)
 		}
-		if len(opts) > 0 {
+		if driver.ScriptsOff(conn) {
 			sentNoScript(t, master)
 		}
 	})
 	t.Run("no replica: a *ReplicaError, and nothing left behind", func(t *testing.T) {
 		master := redistest.Start(t, 1)[0]
-		l := newReplicated(t, d.Conn(t, master.Addr), 1, 50*time.Millisecond, opts...)
+		l := newReplicated(t, mark(d.Conn(t, master.Addr)), 1, 50*time.Millisecond)
 		ctx := testContext(t)
 		lk, err := l.Obtain(ctx, "replicas:none", time.Minute)
 		var re *single.ReplicaError
@@ -85,7 +87,7 @@ func testWithReplicas(t *testing.T, d redistest.Driver, opts []single.Option) {
 	t.Run("the replica stops answering: Refresh fails with a *ReplicaError, the lock still held", func(t *testing.T) {
 		master := redistest.Start(t, 1)[0]
 		replica := redistest.StartReplica(t, master.Addr)
-		l := newReplicated(t, d.Conn(t, master.Addr), 1, replicaWait, opts...)
+		l := newReplicated(t, mark(d.Conn(t, master.Addr)), 1, replicaWait)
 		ctx := testContext(t)
 		lk, err := l.Obtain(ctx, "replicas:refresh", time.Minute)
 		if err != nil {
@@ -108,7 +110,7 @@ func testWithReplicas(t *testing.T, d redistest.Driver, opts []single.Option) {
 	})
 	t.Run("WAIT's timeout is cut to the caller's deadline", func(t *testing.T) {
 		master := redistest.Start(t, 1)[0]
-		l := newReplicated(t, d.Conn(t, master.Addr), 1, time.Hour, opts...)
+		l := newReplicated(t, mark(d.Conn(t, master.Addr)), 1, time.Hour)
 		ctx, cancel := context.WithTimeout(testContext(t), 100*time.Millisecond)
 		defer cancel()
 		// testContext's minute is the hang detector: WAIT 1 3600000
@@ -149,7 +151,7 @@ func TestWithReplicasOnACluster(t *testing.T) {
 		} {
 			t.Run(m.name+"/"+c.name, func(t *testing.T) {
 				t.Run("a key of the master with a replica: obtained and refreshed", func(t *testing.T) {
-					l := newReplicated(t, c.conn(t), 1, replicaWait, m.opts...)
+					l := newReplicated(t, m.mark(c.conn(t)), 1, replicaWait)
 					ctx := testContext(t)
 					lk, err := l.Obtain(ctx, replicated+m.name+c.name, time.Minute)
 					if err != nil {
@@ -163,7 +165,7 @@ func TestWithReplicasOnACluster(t *testing.T) {
 					}
 				})
 				t.Run("a key of a master without one: a *ReplicaError, and nothing left behind", func(t *testing.T) {
-					l := newReplicated(t, c.conn(t), 1, 50*time.Millisecond, m.opts...)
+					l := newReplicated(t, m.mark(c.conn(t)), 1, 50*time.Millisecond)
 					ctx := testContext(t)
 					key := alone + m.name + c.name
 					lk, err := l.Obtain(ctx, key, time.Minute)
@@ -299,10 +301,9 @@ func failoverConn(t *testing.T, sentinels []*redistest.Server) driver.Conn {
 	return goredis.New(c)
 }
 
-// newReplicated returns a Locker over conn with WithReplicas(n, timeout),
-// and opts.
-func newReplicated(t *testing.T, conn driver.Conn, n int, timeout time.Duration, opts ...single.Option) *lock.Locker {
-	l, err := single.New(conn, append([]single.Option{single.WithReplicas(n, timeout)}, opts...)...)
+// newReplicated returns a Locker over conn with WithReplicas(n, timeout).
+func newReplicated(t *testing.T, conn driver.Conn, n int, timeout time.Duration) *lock.Locker {
+	l, err := single.New(conn, single.WithReplicas(n, timeout))
 	if err != nil {
 		t.Fatalf("single.New: %v", err)
 	}

@@ -21,18 +21,18 @@ var (
 // Shared implements [strategy.Sharer]: semaphores (lock.WithPermits) and
 // read-write locks (lock.WithRead, lock.WithWrite) on one server, or on a
 // Cluster, where every key of a name is in its slot. See the repository's
-// docs/semaphores.md. It refuses them under [WithoutScripts] (each step
-// must reap expired holders and count the rest atomically, which only a
-// script does) and [WithReplicas] (not implemented for them), with an
-// *strategy.ArgumentError. On a server that refuses scripts (see
-// [WithoutScripts]), their operations fail with an error that says so,
-// which matches errors.ErrUnsupported.
+// docs/semaphores.md. It refuses them over a conn marked
+// driver.WithoutScripts (each step must reap expired holders and count
+// the rest atomically, which only a script does) and with [WithReplicas]
+// (not implemented for them), with an *strategy.ArgumentError. On a
+// server that refuses scripts, their operations fail with an error that
+// says so, which matches errors.ErrUnsupported.
 func (s *single) Shared(sh strategy.Sharing) (strategy.SharedStrategy, error) {
 	name := sh.Option()
 	switch {
 	case s.noScripts:
 		return nil, &strategy.ArgumentError{Name: name, Reason: "semaphores and read-write locks need scripts (each step reaps " +
-			"expired holders and counts the others atomically): not supported by single WithoutScripts", Err: errors.ErrUnsupported}
+			"expired holders and counts the others atomically): not supported over a conn marked driver.WithoutScripts", Err: errors.ErrUnsupported}
 	case s.ack.Replicas > 0:
 		return nil, &strategy.ArgumentError{Name: name, Reason: "semaphores and read-write locks are not supported by single WithReplicas", Err: errors.ErrUnsupported}
 	}

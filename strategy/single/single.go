@@ -9,10 +9,16 @@
 // ttl to acquire (or, when the key already holds our token, PEXPIRE), and
 // compare-and-delete, compare-and-pexpire and compare-and-pttl to release,
 // refresh and read the TTL, so that no client ever deletes or extends a
-// lock it does not own. [WithoutScripts] does the same with conditional
-// commands and transactions, for a server that forbids scripts; without
-// it, a Strategy finds such a server at its first contact, before it
-// writes anything, and does the same there.
+// lock it does not own. Over a conn marked driver.WithoutScripts, for a
+// server that forbids scripts, it does the same with conditional commands
+// and transactions, over a driver that pins a connection (driver.Pinner;
+// New refuses another); its waiters then poll, in no particular order, and
+// semaphores and read-write locks, which only scripts have, are refused.
+// Over a conn not so marked, a Strategy finds a server that refuses
+// scripts at its first contact, before it writes anything, does the same
+// there, and tries scripts again a minute later. The repository's
+// docs/strategies.md ("single without scripts") says what each operation
+// sends.
 //
 // The lock's local validity (Lock.ValidUntil) allows for clock drift
 // between the client and the server, as the Redis documentation asks: it
@@ -46,8 +52,8 @@
 // and free of deadlock, but not atomic across slots, so that another client
 // may see some of the keys held for a moment. A refresh extends every key
 // or none (per slot, on a Cluster). A release deletes each key the lock
-// still holds and wakes its queue's head. [WithoutScripts] does the same
-// with one transaction per server or slot.
+// still holds and wakes its queue's head. Without scripts, one
+// transaction per server or slot does the same.
 //
 // It is safe as long as the Redis deployment it talks to does not lose
 // writes: one server, or a Cluster (each key lives on one master). A failover
@@ -80,7 +86,7 @@ type single struct {
 	wakeTo  string  // random: names this Strategy's wake-up channel, and prefixes its waiters' ids
 	ack     cas.Ack // WithReplicas; Replicas == 0: no WAIT
 
-	noScripts bool       // WithoutScripts
+	noScripts bool       // conn is marked driver.WithoutScripts
 	srv       cas.Server // conn's operations, with scripts or (noScripts) without
 }
 
@@ -124,53 +130,6 @@ func WithReplicas(n int, timeout time.Duration) Option {
 	return func(s *single) { s.ack = cas.Ack{Replicas: n, Timeout: timeout} }
 }
 
-// WithoutScripts makes the Strategy send no script (EVAL, EVALSHA, FCALL,
-// SCRIPT), for a server that forbids them: an ACL without @scripting, a
-// proxy, a managed service. Each operation sends the best that the server
-// offers, compares the whole stored value, and answers as the scripts do:
-//
-//   - Obtain: SET key value NX PX ttl; when the key exists, GET key, and
-//     if it is gone or holds the value (a retry, or lock.WithToken), a
-//     transaction: WATCH key, GET key, MULTI, SET key value PX ttl, EXEC.
-//     With lock.WithFencing, one transaction WATCHes the key and the
-//     counter, then sets the key and INCRs the counter.
-//   - Release: DELEX key IFEQ value, or DELIFEQ key value, or else WATCH
-//     key, GET key, MULTI, DEL key, EXEC.
-//   - Refresh: SET key value IFEQ value PX ttl, or else WATCH key, GET key,
-//     MULTI, PEXPIRE key ttl, EXEC.
-//   - TTL, Inspect: MULTI, GET key, PTTL key (GET of the fencing counter),
-//     EXEC; Break reads so, then deletes as Release does.
-//   - Several keys (lock.Locker.ObtainMany), per server or Cluster slot:
-//     WATCH every key (and counter), GET each, MULTI, SET (or PEXPIRE, for
-//     a refresh) each (INCR each counter), EXEC: every key or none. TTL is
-//     one MULTI snapshot; a release deletes each key as Release does.
-//
-// The first call of each kind tries the server's conditional command; a
-// server that lacks it refuses it without effect, and the Strategy takes
-// the transaction, trying the command again a minute later. See the
-// repository's docs/strategies.md.
-//
-// Without it, a Strategy finds a server that refuses scripts by itself (an
-// ACL that denies EVALSHA, a server that does not know it): until a script
-// has run on the server, an Obtain starts with the acquire script, which
-// such a server refuses before anything is written, and the Strategy then
-// runs without scripts, as WithoutScripts does, trying scripts again a
-// minute later. Semaphores and read-write locks, which only scripts have,
-// and a driver that cannot pin fail there with an error that says so. See
-// the repository's docs/acl.md, "A server that refuses scripts".
-//
-// It gives up the FIFO queue of waiters, which lives in scripts: an Obtain
-// that waits polls at its retry policy's delay, as with lock.WithPolling,
-// and the waiters take the lock in no particular order. Transactions need
-// one connection for their length: the driver must pin one to the key's
-// server ([driver.Pinner]; on a Cluster, the master of the key's slot).
-// New refuses a driver that cannot with an *strategy.ArgumentError.
-// With [WithReplicas], an acquisition and a refresh run all their commands
-// on one pinned connection, then WAIT on it.
-func WithoutScripts() Option {
-	return func(s *single) { s.noScripts = true }
-}
-
 var (
 	_ strategy.Strategy = (*single)(nil)
 	_ strategy.Notifier = (*single)(nil)
@@ -199,28 +158,20 @@ func newStrategy(conn driver.Conn, opts ...Option) (*single, error) {
 				"WithReplicas sends WAIT over the connection of each write, which %T cannot: %v", conn, err)}
 		}
 	}
-	s.srv = cas.Detecting(conn)
+	s.noScripts = driver.ScriptsOff(conn)
 	if sub, ok := conn.(driver.Subscriber); ok {
 		s.sharded = sub.Sharded()
 		if !s.noScripts { // the queue of waiters lives in scripts
 			s.notify, s.wakeTo = true, rand.Text()
 		}
 	}
-	if s.noScripts {
-		return s, s.withoutScripts()
+	if !s.noScripts {
+		s.srv = cas.Detecting(conn)
+		return s, nil
 	}
-	return s, nil
-}
-
-// withoutScripts sets up [WithoutScripts], or says why it cannot.
-func (s *single) withoutScripts() error {
-	srv, err := cas.NewServer(s.conn, true)
-	if err != nil {
-		return &strategy.ArgumentError{Name: "conn", Reason: fmt.Sprintf(
-			"WithoutScripts runs transactions over one connection, which %T cannot: %v", s.conn, err)}
-	}
-	s.srv = srv
-	return nil
+	var err error
+	s.srv, err = cas.NewServer("conn", conn, true)
+	return s, err
 }
 
 // New returns a [lock.Locker] that locks keys on conn.

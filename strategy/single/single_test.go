@@ -91,18 +91,18 @@ func TestAfterARestart(t *testing.T) {
 	ctx := context.Background()
 	for _, mode := range []struct {
 		name string
-		opts []single.Option
-	}{{"", nil}, {"without-scripts/", []single.Option{single.WithoutScripts()}}} {
+		mark func(driver.Conn) driver.Conn
+	}{{"", withScripts}, {"without-scripts/", driver.WithoutScripts}} {
 		for _, d := range redistest.Drivers() {
-			afterARestart(t, ctx, srv, mode.name+d.Name, d.Conn(t, srv.Addr), mode.opts...)
+			afterARestart(t, ctx, srv, mode.name+d.Name, mode.mark(d.Conn(t, srv.Addr)))
 		}
 	}
 }
 
 // afterARestart runs TestAfterARestart's operations over conn, as
 // subtests named after name.
-func afterARestart(t *testing.T, ctx context.Context, srv *redistest.Server, name string, conn driver.Conn, opts ...single.Option) {
-	l, err := single.New(conn, opts...)
+func afterARestart(t *testing.T, ctx context.Context, srv *redistest.Server, name string, conn driver.Conn) {
+	l, err := single.New(conn)
 	if err != nil {
 		t.Fatal(err)
 	}

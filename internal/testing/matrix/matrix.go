@@ -24,6 +24,34 @@ import (
 type Combo struct {
 	Name    string // such as "goredis-resp3", under the strategy's name
 	Harness conformance.Harness
+
+	open, unreachable func(t testing.TB) []driver.Conn          // the connections of NewLocker and NewUnreachable
+	build             func([]driver.Conn) (*lock.Locker, error) // the Locker over them
+}
+
+// Marked returns a copy of conns with those at the indexes of nodes
+// (Redlock's) marked driver.WithoutScripts, or every one when none is
+// given.
+func Marked(conns []driver.Conn, nodes ...int) []driver.Conn {
+	conns = slices.Clone(conns)
+	for i := range conns {
+		if len(nodes) == 0 || slices.Contains(nodes, i) {
+			conns[i] = driver.WithoutScripts(conns[i])
+		}
+	}
+	return conns
+}
+
+// WithoutScripts returns the combinations with their Lockers built over
+// connections marked driver.WithoutScripts, as [Marked] marks them.
+func WithoutScripts(combos []Combo, nodes ...int) []Combo {
+	out := make([]Combo, len(combos))
+	for i, c := range combos {
+		h := combo(c.Name, c.open, c.unreachable, func(conns []driver.Conn) (*lock.Locker, error) { return c.build(Marked(conns, nodes...)) }).Harness
+		c.Harness.NewLocker, c.Harness.NewUnreachable, c.Harness.NewWithNilConn = h.NewLocker, h.NewUnreachable, h.NewWithNilConn
+		out[i] = c
+	}
+	return out
 }
 
 // Wrap returns the combination with every Locker it builds passed through
@@ -94,14 +122,15 @@ func must(t testing.TB, l *lock.Locker, err error) *lock.Locker {
 	return l
 }
 
-// harness builds a combination over connections that open returns.
-func harness(open func(t testing.TB) []driver.Conn, unreachable func(t testing.TB) []driver.Conn, build func([]driver.Conn) (*lock.Locker, error)) conformance.Harness {
-	return conformance.Harness{
+// combo builds the combination named name over connections that open
+// returns.
+func combo(name string, open func(t testing.TB) []driver.Conn, unreachable func(t testing.TB) []driver.Conn, build func([]driver.Conn) (*lock.Locker, error)) Combo {
+	return Combo{name, conformance.Harness{
 		NewLocker:      func(t *testing.T) *lock.Locker { l, err := build(open(t)); return must(t, l, err) },
 		Conns:          func(t *testing.T) []driver.Conn { return open(t) },
 		NewUnreachable: func(t *testing.T) *lock.Locker { l, err := build(unreachable(t)); return must(t, l, err) },
 		NewWithNilConn: func() (*lock.Locker, error) { return build([]driver.Conn{nil}) },
-	}
+	}, open, unreachable, build}
 }
 
 // FromAddrs returns the combination whose lockers build makes from server
@@ -111,7 +140,7 @@ func harness(open func(t testing.TB) []driver.Conn, unreachable func(t testing.T
 // sets Harness.NewWithNilConn, which only it knows how to build: without it,
 // the suite fails NilDriver.
 func FromAddrs(name string, addrs []string, d redistest.Driver, build func(t *testing.T, addrs []string) *lock.Locker) Combo {
-	return Combo{name, conformance.Harness{
+	return Combo{Name: name, Harness: conformance.Harness{
 		NewLocker: func(t *testing.T) *lock.Locker { return build(t, addrs) },
 		Conns: func(t *testing.T) []driver.Conn {
 			conns := make([]driver.Conn, len(addrs))
@@ -138,36 +167,30 @@ func closed(t testing.TB) string { return redistest.ClosedAddr(t) }
 // Single returns single × every driver, on the server at addr.
 func Single(addr string) []Combo { return singleOver(redistest.Drivers(), addr, closed) }
 
-// SingleWithoutScripts returns single with [single.WithoutScripts] ×
-// every driver, on the server at addr.
-func SingleWithoutScripts(addr string) []Combo {
-	return singleOver(redistest.Drivers(), addr, closed, single.WithoutScripts())
-}
-
 // SingleUnix returns single × go-redis and × redigo, on the server that
 // listens on the Unix socket at path.
 func SingleUnix(path string) []Combo {
 	return singleOver(redistest.UnixDrivers(), path, redistest.ClosedSocket)
 }
 
-// singleOver returns single with opts × drivers, on the server at addr;
-// unreachable ones get an address from closedAddr.
-func singleOver(drivers []redistest.Driver, addr string, closedAddr func(testing.TB) string, opts ...single.Option) []Combo {
-	build := func(c []driver.Conn) (*lock.Locker, error) { return single.New(c[0], opts...) }
+// singleOver returns single × drivers, on the server at addr; unreachable
+// ones get an address from closedAddr.
+func singleOver(drivers []redistest.Driver, addr string, closedAddr func(testing.TB) string) []Combo {
 	var combos []Combo
 	for _, d := range drivers {
-		combos = append(combos, Combo{d.Name, harness(one(d, fixed(addr)), one(d, closedAddr), build)})
+		combos = append(combos, combo(d.Name, one(d, fixed(addr)), one(d, closedAddr), newSingle))
 	}
 	return combos
 }
 
-// SingleCluster returns single with opts × go-redis and × rueidis on the
-// cluster of addrs.
-func SingleCluster(addrs []string, opts ...single.Option) []Combo {
-	build := func(c []driver.Conn) (*lock.Locker, error) { return single.New(c[0], opts...) }
+func newSingle(c []driver.Conn) (*lock.Locker, error) { return single.New(c[0]) }
+
+// SingleCluster returns single × go-redis and × rueidis on the cluster of
+// addrs.
+func SingleCluster(addrs []string) []Combo {
 	return []Combo{
-		onCluster("goredis-cluster", goRedisCluster, goRedisCluster, addrs, build),
-		onCluster("rueidis-cluster", rueidisCluster, rueidisClosed, addrs, build),
+		onCluster("goredis-cluster", goRedisCluster, goRedisCluster, addrs, newSingle),
+		onCluster("rueidis-cluster", rueidisCluster, rueidisClosed, addrs, newSingle),
 	}
 }
 
@@ -201,10 +224,10 @@ func SetnxGetsetCluster(addrs []string) Combo {
 // (Redlock has none: its nodes must be independent masters, and a
 // Cluster's masters each own a share of the slots instead.)
 func onCluster(name string, open, unreachable func(testing.TB, []string) driver.Conn, addrs []string, build func([]driver.Conn) (*lock.Locker, error)) Combo {
-	return Combo{name, harness(
+	return combo(name,
 		func(t testing.TB) []driver.Conn { return []driver.Conn{open(t, addrs)} },
 		func(t testing.TB) []driver.Conn { return []driver.Conn{unreachable(t, []string{closed(t)})} },
-		build)}
+		build)
 }
 
 // SetnxGetsetSkips are the contract points the legacy algorithm cannot meet.
@@ -223,9 +246,8 @@ var (
 
 // SetnxGetset returns setnx-getset in the milliseconds format with a safety
 // TTL × every driver, and in the seconds and float-seconds formats over
-// go-redis, on the server at addr; each with opts besides, such as
-// [setnxgetset.WithoutScripts].
-func SetnxGetset(addr string, opts ...setnxgetset.Option) []Combo {
+// go-redis, on the server at addr.
+func SetnxGetset(addr string) []Combo {
 	var combos []Combo
 	for _, f := range []struct {
 		name  string
@@ -236,16 +258,14 @@ func SetnxGetset(addr string, opts ...setnxgetset.Option) []Combo {
 		{"seconds", nil, 2 * time.Second},
 		{"float-seconds+safety-ttl", []setnxgetset.Option{setnxgetset.WithFormat(setnxgetset.FloatSeconds), setnxgetset.WithSafetyTTL(time.Second)}, time.Millisecond},
 	} {
-		build := func(c []driver.Conn) (*lock.Locker, error) {
-			return setnxgetset.New(c[0], slices.Concat(f.opts, opts)...)
-		}
+		build := func(c []driver.Conn) (*lock.Locker, error) { return setnxgetset.New(c[0], f.opts...) }
 		for _, d := range redistest.Drivers() {
 			if f.name != "ms+safety-ttl" && d.Name != "goredis-resp3" {
 				continue // the formats differ only in the strategy: one driver is enough
 			}
-			h := harness(one(d, fixed(addr)), one(d, closed), build)
-			h.ExtraTTL, h.Skip = f.extra, SetnxGetsetSkips
-			combos = append(combos, Combo{f.name + "/" + d.Name, h})
+			c := combo(f.name+"/"+d.Name, one(d, fixed(addr)), one(d, closed), build)
+			c.Harness.ExtraTTL, c.Harness.Skip = f.extra, SetnxGetsetSkips
+			combos = append(combos, c)
 		}
 	}
 	return combos
@@ -269,10 +289,10 @@ const redlockWakes = "a waiter listens on every node, and each node confirms its
 	"a confirmation that comes after the release wakes the waiter first, so which wake-up let it in " +
 	"cannot be told from the Locker; the strategy's own tests check its release's hints"
 
-// Redlock returns redlock with opts over the servers of addrs × go-redis,
-// × redigo, × rueidis, and × a mix of the three (go-redis RESP2, redigo,
-// rueidis, go-redis RESP3, in turn).
-func Redlock(addrs []string, opts ...redlock.Option) []Combo {
+// Redlock returns redlock over the servers of addrs × go-redis, × redigo,
+// × rueidis, and × a mix of the three (go-redis RESP2, redigo, rueidis,
+// go-redis RESP3, in turn).
+func Redlock(addrs []string) []Combo {
 	named := map[string]redistest.Driver{}
 	for _, d := range redistest.Drivers() {
 		named[d.Name] = d
@@ -287,7 +307,7 @@ func Redlock(addrs []string, opts ...redlock.Option) []Combo {
 			return conns
 		}
 	}
-	build := func(c []driver.Conn) (*lock.Locker, error) { return redlock.New(c, opts...) }
+	build := func(c []driver.Conn) (*lock.Locker, error) { return redlock.New(c) }
 	var combos []Combo
 	for _, c := range []struct {
 		name    string
@@ -298,12 +318,12 @@ func Redlock(addrs []string, opts ...redlock.Option) []Combo {
 		{"rueidis", []redistest.Driver{named["rueidis"]}},
 		{"mixed", []redistest.Driver{named["goredis-resp2"], named["redigo"], named["rueidis"], named["goredis-resp3"]}},
 	} {
-		h := harness(
+		cb := combo(c.name,
 			connect(c.drivers, func(testing.TB) []string { return addrs }),
 			connect(c.drivers, func(t testing.TB) []string { return redistest.ClosedAddrs(t, len(addrs)) }),
 			build)
-		h.ShortTTL, h.Skip = RedlockShortTTL, RedlockSkips
-		combos = append(combos, Combo{c.name, h})
+		cb.Harness.ShortTTL, cb.Harness.Skip = RedlockShortTTL, RedlockSkips
+		combos = append(combos, cb)
 	}
 	return combos
 }
