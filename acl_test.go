@@ -31,6 +31,9 @@ import (
 // ("The rule of each strategy") let a user that may run nothing
 // else obtain, inspect, refresh, read the TTL of and release a lock on a
 // real server, with every option that sends more commands.
+// guardKey is redlock's restart guard key, as docs/strategies.md names it.
+const guardKey = "locksmith:redlock:up-since"
+
 func TestACLRules(t *testing.T) {
 	section := aclSection(t, "## The rule of each strategy")
 	srv := redistest.Start(t, 1)[0]
@@ -40,7 +43,7 @@ func TestACLRules(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	// A brand-new node, seeded as docs/strategies.md says, so the guard grants.
-	if _, err := srv.Command(ctx, "SET", redlock.GuardKey, "0"); err != nil {
+	if _, err := srv.Command(ctx, "SET", guardKey, "0"); err != nil {
 		t.Fatal(err)
 	}
 	const base = "+evalsha +eval +get +set +pexpire +pttl +del"
@@ -74,7 +77,7 @@ func TestACLRules(t *testing.T) {
 				}
 			}
 			user := strings.ReplaceAll(c.name, " ", "-")
-			locker, err := c.newL(aclConn(t, ctx, srv, user, append([]string{"~lock:*", "~{lock:*", "~" + redlock.GuardKey}, c.rules...)...))
+			locker, err := c.newL(aclConn(t, ctx, srv, user, append([]string{"~lock:*", "~{lock:*", "~" + guardKey}, c.rules...)...))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -2,6 +2,9 @@ package redlock
 
 import "time"
 
+// GuardKey is the restart guard's key, for the tests that seed it.
+const GuardKey = guardKey
+
 // WithClock replaces the clock that measures an attempt, so a test can make
 // an acquisition take longer than its TTL without waiting for it.
 func WithClock(now func() time.Time) Option { return func(s *Strategy) { s.now = now } }

@@ -36,7 +36,7 @@ func (s *redlock) AcquireKeys(ctx context.Context, r strategy.Request) (strategy
 	}
 	l := cas.Lock{Key: r.Key, Keys: r.Keys, Value: r.Value(), TTL: r.TTL}
 	if s.guard > 0 {
-		l.GuardKey, l.Quarantine = GuardKey, s.guard
+		l.GuardKey, l.Quarantine = guardKey, s.guard
 	}
 	call := cas.Acquire(l) // one call for every node
 	return s.acquire(ctx, r, func(ctx context.Context, _ int, n node) error {

@@ -160,18 +160,19 @@ func WithDriftFactor(f float64) Option { return func(s *redlock) { s.driftFactor
 // Release and TTL, which carry no TTL, use it too, or 500ms by default.
 func WithNodeTimeout(d time.Duration) Option { return func(s *redlock) { s.nodeTimeout = d } }
 
-// GuardKey is the key in which each node records, under [WithRestartGuard],
+// guardKey is the key in which each node records, under [WithRestartGuard],
 // when a client first found it empty.
-const GuardKey = "locksmith:redlock:up-since"
+const guardKey = "locksmith:redlock:up-since"
 
 // WithRestartGuard enforces the delayed-restart rule from the clients' side:
-// a node counts only once it has been up, empty of GuardKey, for at least
-// maxTTL, which must be at least the largest TTL in use. The first client to
-// reach a node that restarted empty (or was flushed) records the server's
-// time in GuardKey, and until maxTTL has passed the node answers
-// "restarting" and grants nothing: the locks it lost have expired on the
-// other nodes by then. A new deployment waits maxTTL too, unless an
-// operator seeds GuardKey with 0 on each node. The nodes must not be
+// a node counts only once it has been up, without the key
+// locksmith:redlock:up-since, for at least maxTTL, which must be at least
+// the largest TTL in use. The first client to reach a node that restarted
+// empty (or was flushed) records the server's time in that key, and until
+// maxTTL has passed the node answers "restarting" and grants nothing: the
+// locks it lost have expired on the other nodes by then. A new deployment
+// waits maxTTL too, unless an operator seeds the key with 0 on each node
+// (SET locksmith:redlock:up-since 0); a user's ACL must allow it. The nodes must not be
 // Cluster clients (the acquire script names two keys). The default is off:
 // follow the rule operationally instead.
 func WithRestartGuard(maxTTL time.Duration) Option { return func(s *redlock) { s.guard = maxTTL } }
@@ -309,7 +310,7 @@ func (s *redlock) Acquire(ctx context.Context, r strategy.Request) (strategy.Gra
 	// script of its own.
 	l := cas.Lock{Key: r.Key, Value: value, TTL: r.TTL, Start: cas.StartOf(r)}
 	if s.guard > 0 {
-		l.GuardKey, l.Quarantine = GuardKey, s.guard
+		l.GuardKey, l.Quarantine = guardKey, s.guard
 	}
 	call := cas.Acquire(l)
 	return s.acquire(ctx, r, func(ctx context.Context, _ int, n node) error {
