@@ -165,10 +165,10 @@ func (c *Conn) Validate() error { return c.err }
 // SetNX implements [driver.Conn]. As go-redis's SetNX, it sets a TTL of
 // whole seconds with EX, and any other with PX.
 func (c *Conn) SetNX(ctx context.Context, key, value string, ttl time.Duration) (bool, error) {
-	var unit any = "ex" // boxed constants: no allocation
-	n := int64(ttl / time.Second)
-	if ttl%time.Second != 0 || n == 0 {
-		unit, n = "px", max(ttl.Milliseconds(), 1)
+	var unit any = "px" // a constant, boxed without allocating, as n when small
+	n := max(ttl.Milliseconds(), 1)
+	if ttl%time.Second == 0 {
+		unit, n = "ex", int64(ttl/time.Second)
 	}
 	args := []any{"set", key, value, "nx", unit, n}
 	if ttl == 0 {
@@ -445,17 +445,16 @@ func await[T any](ctx context.Context, sending *sync.WaitGroup, send func() (T, 
 	}
 }
 
-// direct reports whether await sends a command with ctx from the caller's
-// goroutine: ctx has a deadline, or cannot be cancelled.
+// direct reports whether await sends a command from the caller's
+// goroutine.
 func direct(ctx context.Context) bool {
 	_, ok := ctx.Deadline()
 	return ok || ctx.Done() == nil
 }
 
-// send sends cmd, built with the arguments that go-redis's method of its
-// name sends, and returns its reply as await does, or c.err. A command
-// sent from the caller's goroutine (see direct) costs no closure: only
-// go-redis's allocations.
+// send sends cmd, built as go-redis's method of its name builds it, as
+// await does, or returns c.err. Sent from the caller's goroutine, it
+// costs no closure.
 func send[T any](ctx context.Context, c *Conn, cmd interface {
 	redis.Cmder
 	Result() (T, error)
