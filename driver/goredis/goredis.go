@@ -38,11 +38,11 @@ import (
 	"github.com/locksmith-go/lock/driver"
 )
 
-// commands are the commands a Conn sends: a client's, or those of one
-// connection of its pool (*redis.Conn).
+// commands sends a Conn's commands: a client, or one connection of its
+// pool (*redis.Conn).
 type commands interface {
-	redis.Cmdable
-	Do(ctx context.Context, args ...any) *redis.Cmd
+	Process(ctx context.Context, cmd redis.Cmder) error
+	Pipelined(ctx context.Context, fn func(redis.Pipeliner) error) ([]redis.Cmder, error)
 }
 
 // Conn is a [driver.Conn] over a go-redis client.
@@ -162,69 +162,69 @@ func given(d time.Duration) time.Duration {
 // found, naming the option to change, or nil.
 func (c *Conn) Validate() error { return c.err }
 
-// SetNX implements [driver.Conn].
+// SetNX implements [driver.Conn]. As go-redis's SetNX, it sets a TTL of
+// whole seconds with EX, and any other with PX.
 func (c *Conn) SetNX(ctx context.Context, key, value string, ttl time.Duration) (bool, error) {
-	if c.err != nil {
-		return false, c.err
+	var unit any = "px" // a constant, boxed without allocating, as n when small
+	n := max(ttl.Milliseconds(), 1)
+	if ttl%time.Second == 0 {
+		unit, n = "ex", int64(ttl/time.Second)
 	}
-	return await(ctx, &c.sending, func() (bool, error) { return c.cmd.SetNX(ctx, key, value, ttl).Result() })
+	args := []any{"set", key, value, "nx", unit, n}
+	if ttl == 0 {
+		args = args[:4]
+	}
+	return send(ctx, c, redis.NewBoolCmd(ctx, args...))
 }
 
 // Get implements [driver.Conn].
 func (c *Conn) Get(ctx context.Context, key string) (string, bool, error) {
-	if c.err != nil {
-		return "", false, c.err
-	}
-	return stringOK(await(ctx, &c.sending, func() (string, error) { return c.cmd.Get(ctx, key).Result() }))
+	return stringOK(send(ctx, c, redis.NewStringCmd(ctx, "get", key)))
 }
 
 // GetSet implements [driver.Conn].
 func (c *Conn) GetSet(ctx context.Context, key, value string) (string, bool, error) {
-	if c.err != nil {
-		return "", false, c.err
-	}
-	return stringOK(await(ctx, &c.sending, func() (string, error) { return c.cmd.GetSet(ctx, key, value).Result() }))
+	return stringOK(send(ctx, c, redis.NewStringCmd(ctx, "getset", key, value)))
 }
 
 // Del implements [driver.Conn].
 func (c *Conn) Del(ctx context.Context, key string) (bool, error) {
-	if c.err != nil {
-		return false, c.err
-	}
-	n, err := await(ctx, &c.sending, func() (int64, error) { return c.cmd.Del(ctx, key).Result() })
+	n, err := send(ctx, c, redis.NewIntCmd(ctx, "del", key))
 	return n > 0, err
 }
 
 // PTTL implements [driver.Conn].
 func (c *Conn) PTTL(ctx context.Context, key string) (time.Duration, bool, error) {
-	if c.err != nil {
-		return 0, false, c.err
-	}
-	d, err := await(ctx, &c.sending, func() (time.Duration, error) { return c.cmd.PTTL(ctx, key).Result() })
+	ms, err := send(ctx, c, redis.NewIntCmd(ctx, "pttl", key))
 	if err != nil {
 		return 0, false, err
 	}
-	if d > 0 { // go-redis scales a TTL to a Duration, but passes -1 and -2 through
-		d /= time.Millisecond
-	}
-	ttl, ok := driver.FromPTTL(int64(d))
+	ttl, ok := driver.FromPTTL(ms)
 	return ttl, ok, nil
 }
 
 // EvalSha implements [driver.Conn].
 func (c *Conn) EvalSha(ctx context.Context, sha1 string, keys []string, args ...any) (any, error) {
-	if err := c.scriptKeys(keys); err != nil {
-		return nil, err
-	}
-	return nilReply(await(ctx, &c.sending, func() (any, error) { return c.cmd.EvalSha(ctx, sha1, keys, args...).Result() }))
+	return c.eval(ctx, "evalsha", sha1, keys, args)
 }
 
 // Eval implements [driver.Conn].
 func (c *Conn) Eval(ctx context.Context, src string, keys []string, args ...any) (any, error) {
+	return c.eval(ctx, "eval", src, keys, args)
+}
+
+// eval sends the script command name (EVAL or EVALSHA, a constant that
+// is boxed without allocating) with its script or SHA-1, keys and args, as
+// go-redis's Eval and EvalSha do.
+func (c *Conn) eval(ctx context.Context, name any, script string, keys []string, args []any) (any, error) {
 	if err := c.scriptKeys(keys); err != nil {
 		return nil, err
 	}
-	return nilReply(await(ctx, &c.sending, func() (any, error) { return c.cmd.Eval(ctx, src, keys, args...).Result() }))
+	cmd := append(make([]any, 0, 3+len(keys)+len(args)), name, script, len(keys))
+	for _, k := range keys {
+		cmd = append(cmd, k)
+	}
+	return nilReply(send(ctx, c, redis.NewCmd(ctx, append(cmd, args...)...)))
 }
 
 // scriptKeys returns c.err, or an error naming the keys when c is a
@@ -285,10 +285,7 @@ func ringHashed(key string) string {
 
 // Do implements [driver.Commander].
 func (c *Conn) Do(ctx context.Context, args ...any) (any, error) {
-	if c.err != nil {
-		return nil, c.err
-	}
-	return nilReply(await(ctx, &c.sending, func() (any, error) { return c.cmd.Do(ctx, args...).Result() }))
+	return nilReply(send(ctx, c, redis.NewCmd(ctx, args...)))
 }
 
 // Pipeline implements [driver.Pipeliner] with go-redis's Pipelined: a
@@ -417,7 +414,7 @@ func (c *Conn) Addr() string {
 // each node have deadlines, start no goroutine per command (BenchmarkAwait
 // measures the cost of one).
 func await[T any](ctx context.Context, sending *sync.WaitGroup, send func() (T, error)) (T, error) {
-	if _, ok := ctx.Deadline(); ok || ctx.Done() == nil {
+	if direct(ctx) {
 		return send()
 	}
 	var zero T
@@ -446,6 +443,34 @@ func await[T any](ctx context.Context, sending *sync.WaitGroup, send func() (T, 
 			return zero, ctx.Err()
 		}
 	}
+}
+
+// direct reports whether await sends a command from the caller's
+// goroutine.
+func direct(ctx context.Context) bool {
+	_, ok := ctx.Deadline()
+	return ok || ctx.Done() == nil
+}
+
+// send sends cmd, built as go-redis's method of its name builds it, as
+// await does, or returns c.err. Sent from the caller's goroutine, it
+// costs no closure.
+func send[T any](ctx context.Context, c *Conn, cmd interface {
+	redis.Cmder
+	Result() (T, error)
+}) (T, error) {
+	switch {
+	case c.err != nil:
+		var zero T
+		return zero, c.err
+	case direct(ctx):
+		_ = c.cmd.Process(ctx, cmd) // its error is cmd's
+		return cmd.Result()
+	}
+	return await(ctx, &c.sending, func() (T, error) {
+		_ = c.cmd.Process(ctx, cmd)
+		return cmd.Result()
+	})
 }
 
 // stringOK returns a string reply as Conn returns it: go-redis's nil reply

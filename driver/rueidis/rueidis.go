@@ -326,7 +326,8 @@ func (c *Conn) EvalSha(ctx context.Context, sha1 string, keys []string, args ...
 		return nil, c.err
 	}
 	return reply(c.do(ctx, func(b rueidis.Builder) rueidis.Completed {
-		return b.Evalsha().Sha1(sha1).Numkeys(int64(len(keys))).Key(keys...).Arg(strs(args)...).Build()
+		var buf [4]string
+		return b.Evalsha().Sha1(sha1).Numkeys(int64(len(keys))).Key(keys...).Arg(strs(buf[:], args)...).Build()
 	}))
 }
 
@@ -336,7 +337,8 @@ func (c *Conn) Eval(ctx context.Context, src string, keys []string, args ...any)
 		return nil, c.err
 	}
 	return reply(c.do(ctx, func(b rueidis.Builder) rueidis.Completed {
-		return b.Eval().Script(src).Numkeys(int64(len(keys))).Key(keys...).Arg(strs(args)...).Build()
+		var buf [4]string
+		return b.Eval().Script(src).Numkeys(int64(len(keys))).Key(keys...).Arg(strs(buf[:], args)...).Build()
 	}))
 }
 
@@ -351,7 +353,7 @@ func (c *Conn) Do(ctx context.Context, args ...any) (any, error) {
 	if len(args) == 0 {
 		return nil, errors.New("rueidis: Do: no command")
 	}
-	a := strs(args)
+	a := strs(nil, args)
 	build := func(b rueidis.Builder) rueidis.Completed { return b.Arbitrary(a[0]).Args(a[1:]...).Build() }
 	if c.tx != nil {
 		return c.tx.do(ctx, c, a[0], build)
@@ -371,7 +373,7 @@ func (c *Conn) Pipeline(ctx context.Context, cmds [][]any) ([]any, error) {
 	}
 	built := make(rueidis.Commands, len(cmds))
 	for i, args := range cmds {
-		built[i] = build(c.cmd.B(), strs(args))
+		built[i] = build(c.cmd.B(), strs(nil, args))
 		if c.slot != nil {
 			built[i] = built[i].SetSlot(*c.slot)
 		}
@@ -524,9 +526,14 @@ func dedicate(ctx context.Context, c rueidis.Client) (rueidis.DedicatedClient, f
 }
 
 // strs formats the arguments of a command as strings, as go-redis and
-// redigo write them: integers and floats in decimal, a bool as 1 or 0.
-func strs(args []any) []string {
-	s := make([]string, len(args))
+// redigo write them: integers and floats in decimal, a bool as 1 or 0. It
+// writes them in buf when they fit, so that a script's few arguments,
+// which rueidis copies, need no slice of their own.
+func strs(buf []string, args []any) []string {
+	s := buf[:min(len(args), len(buf))]
+	if len(s) < len(args) {
+		s = make([]string, len(args))
+	}
 	for i, a := range args {
 		switch a := a.(type) {
 		case string:

@@ -203,14 +203,22 @@ func (l Lock) acquireCall() (*driver.Script, []string, []any) {
 // of its own after the delete.
 func Delete(l Lock) Call {
 	n := max(len(l.Keys), 1)
-	var all []string
+	all, args := l.Keys, []any(nil)
 	mask := []byte(nil) // one character per key; a lock of one key's, boxed once (masks)
-	if n > 1 {
-		mask = []byte(strings.Repeat("0", n))
+	if n == 1 {
+		one := new(struct { // its keys and arguments, in one allocation
+			keys [3]string
+			args [5]any
+		})
+		all, args = append(one.keys[:0], l.Key), one.args[:0]
+	} else {
+		args, mask = make([]any, 0, 4+n), []byte(strings.Repeat("0", n))
+		if l.Queued {
+			all = l.keysAnd(2 * n)
+		}
 	}
 	queued := false
 	if l.Queued {
-		all = l.keysAnd(2 * n)
 		for i, k := range all[:n] {
 			if q, ok := NewQueue(k, l.Sharded); ok {
 				all, queued = append(all, q.Q, q.W), true
@@ -219,8 +227,6 @@ func Delete(l Lock) Call {
 				}
 			}
 		}
-	} else {
-		all = l.keys()
 	}
 	var m any
 	switch {
@@ -231,13 +237,13 @@ func Delete(l Lock) Call {
 	default:
 		m = masks[0]
 	}
-	if l.Hint == "" {
-		return Call{l: l, op: opDelete, script: deleteScript, keys: all, args: []any{l.Value, m, shard(l.Sharded)}}
-	}
-	args := append(make([]any, 0, 4+n), l.Value, m, shard(l.Sharded), boxHint(l.Hint))
-	for _, k := range all[:n] {
-		ch, _ := WakeChannel(k)
-		args = append(args, ch)
+	args = append(args, l.Value, m, shard(l.Sharded))
+	if l.Hint != "" {
+		args = append(args, boxHint(l.Hint))
+		for _, k := range all[:n] {
+			ch, _ := WakeChannel(k)
+			args = append(args, ch)
+		}
 	}
 	return Call{l: l, op: opDelete, script: deleteScript, keys: all, args: args}
 }
