@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/locksmith-go/lock/internal/testing/redistest"
 )
 
@@ -412,14 +414,7 @@ func TestRunPausedRedis(t *testing.T) {
 	wait := start(t, []string{env}, "--json", "run", "--ttl", "3s", "--kill-grace", "500ms", "--result-file", result,
 		"paused", "--", "sh", "-c", script, term)
 	eventually(t, "the command started", func() bool { return exists(term + ".ready") })
-	// The key expires on the server at the earliest PTTL after the command
-	// was sent (a refresh that lands later only delays it).
-	sent := time.Now()
-	pttl, err := strconv.Atoi(send(t, srv, "PTTL", "paused"))
-	if err != nil || pttl <= 0 {
-		t.Fatalf("PTTL paused: got %d, %v, want a positive TTL", pttl, err)
-	}
-	expiry := sent.Add(time.Duration(pttl) * time.Millisecond)
+	expiry := pauseClients(t, srv, "paused")
 	srv.Pause()
 	defer srv.Resume()
 	r := wait()
@@ -456,6 +451,28 @@ func TestRunPausedRedis(t *testing.T) {
 	if res.Outcome != "lost" || res.LossReason != "unconfirmed" || res.Signal != "SIGKILL" || res.ExitCode != exitLost {
 		t.Errorf("--result-file: got %+v, want outcome lost, loss_reason unconfirmed, signal SIGKILL, exit_code 79", res)
 	}
+}
+
+// pauseClients reads key's PTTL and pauses every client of srv (CLIENT
+// PAUSE ALL) in one transaction, so that no refresh lands between the two,
+// and returns the earliest time the key can expire: the PTTL after the
+// transaction was sent. (Read before a pause of its own, a refresh landing
+// in between would move the key's expiry, and the lock's validity with it,
+// past the time the test holds it to.)
+func pauseClients(t *testing.T, srv *redistest.Server, key string) time.Time {
+	t.Helper()
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr})
+	defer c.Close()
+	var pttl *redis.DurationCmd
+	sent := time.Now()
+	if _, err := c.TxPipelined(ctx(t), func(p redis.Pipeliner) error {
+		pttl = p.PTTL(ctx(t), key)
+		p.Do(ctx(t), "CLIENT", "PAUSE", hang.Milliseconds(), "ALL")
+		return nil
+	}); err != nil || pttl.Val() <= 0 {
+		t.Fatalf("PTTL %s and CLIENT PAUSE: got %v, %v, want a positive TTL", key, pttl.Val(), err)
+	}
+	return sent.Add(pttl.Val())
 }
 
 func TestRunNeverOverlaps(t *testing.T) {
