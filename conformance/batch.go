@@ -40,7 +40,6 @@ func (s suite) obtainEach(t *testing.T, ctx context.Context, l *lock.Locker, n i
 	locks := make([]*lock.Lock, n)
 	for i := range locks {
 		locks[i] = s.obtain(t, ctx, l, keyOf(i), ttl, opts...)
-		release(t, locks[i])
 		if err := locks[i].StartRefresh(ctx); err != nil {
 			t.Fatalf("StartRefresh = %v, want nil", err)
 		}
@@ -64,10 +63,8 @@ func lapsed(t *testing.T, what string, locks []*lock.Lock) int {
 	return n
 }
 
-// manyHeldLocksStayHeld: many locks held through one Locker, half of them
-// with hooks, all refreshed in the background, outlive their TTL; each
-// lock's refreshes go through its own hooks; and each is still held on the
-// server. Lapses are a stalled machine's, as in AutoRefresh, when the
+// manyHeldLocksStayHeld: half the locks have hooks, which see their own
+// refreshes. Lapses are a stalled machine's, as in AutoRefresh, when the
 // refreshes came too far apart.
 func (s suite) manyHeldLocksStayHeld(t *testing.T, ctx context.Context) {
 	t.Parallel()
@@ -106,10 +103,6 @@ func (s suite) manyHeldLocksStayHeld(t *testing.T, ctx context.Context) {
 	}
 }
 
-// batchReportsEachLoss: among many auto-refreshed locks of one Locker, the
-// one whose key is deleted or overwritten behind its holder's back is
-// found lost, with the cause, within a refresh interval (and the
-// refresh's time); the others stay held.
 func (s suite) batchReportsEachLoss(t *testing.T, ctx context.Context) {
 	t.Parallel()
 	conns := s.h.Conns(t)
@@ -137,11 +130,8 @@ func (s suite) batchReportsEachLoss(t *testing.T, ctx context.Context) {
 	}
 }
 
-// batchReleaseLeavesNothing: locks released at random moments while their
-// Locker refreshes them in the background, during batches too, are each
-// released, and leave no key behind, on any server. Their TTL outlasts
-// the wait for their keys to go, so that a key left behind is found, not
-// expired.
+// batchReleaseLeavesNothing: the locks' TTL outlasts the wait for their keys
+// to go, so that a key left behind is found, not expired.
 func (s suite) batchReleaseLeavesNothing(t *testing.T, ctx context.Context) {
 	t.Parallel()
 	tag := Key(t)
@@ -165,10 +155,6 @@ func (s suite) batchReleaseLeavesNothing(t *testing.T, ctx context.Context) {
 	}
 }
 
-// batchMutualExclusion: goroutines take turns on a few keys, each holding
-// its lock, refreshed in the background, for up to a refresh interval,
-// while the same Locker refreshes many other held locks; no two holders of
-// a key are ever inside at once.
 func (s suite) batchMutualExclusion(t *testing.T, ctx context.Context) {
 	t.Parallel()
 	l := s.h.NewLocker(t)

@@ -28,12 +28,10 @@
 //		})
 //	}
 //
-// A property whose optional [Harness] field (Conns, NewUnreachable,
-// NewWithNilConn) is not set fails, naming the field, unless Harness.Skip
-// names it with the reason: no property drops out of a run unnoticed, even
-// in a go test ./... that hides skips. The properties of notification
-// waiting skip on their own, saying why, for a Locker that does not wake
-// its waiters. The repository's docs/extending.md guide has a complete run.
+// A property whose optional [Harness] field is not set fails, unless
+// Harness.Skip names it: no property drops out of a run unnoticed, even in
+// a go test ./... that hides skips. The repository's docs/extending.md
+// guide has a complete run.
 //
 // The package imports only the standard library and this module's
 // packages (lock, strategy, driver and internal/glob), so it brings no test
@@ -124,6 +122,8 @@ type property struct {
 }
 
 // properties are the Locker suite's checks, in the order Run runs them.
+// Run's doc says what each checks; the comment of a property's function,
+// if any, adds only how, or why.
 var properties = []property{
 	{"ExactlyOneWinner", "", suite.exactlyOneWinner},
 	{"MutualExclusion", "", suite.mutualExclusion},
@@ -369,10 +369,8 @@ func (h Harness) has(field string) bool {
 //   - SharedInvalidArguments: WithPermits out of 1 to lock.MaxPermits, and
 //     a shared ObtainMany, are each an *ArgumentError, and nothing is sent.
 //
-// A property that needs a Harness field that is not set fails with a
-// message naming the field, unless Harness.Skip names the property. Run
-// fails if Harness.Skip names no property, and logs the properties it
-// skipped, with their reasons.
+// Run fails on a key of Harness.Skip that names no property, and logs the
+// properties it skipped, with their reasons.
 func Run(t *testing.T, h Harness) {
 	if h.NewLocker == nil {
 		t.Fatal("conformance: Harness.NewLocker is required")
@@ -475,16 +473,20 @@ func (d *Detector) Hold(inside time.Duration) {
 	}
 }
 
+// obtain obtains key on l, failing t on error; t releases the lock when it
+// ends.
 func (s suite) obtain(t *testing.T, ctx context.Context, l *lock.Locker, key string, ttl time.Duration, opts ...lock.Option) *lock.Lock {
 	t.Helper()
 	lk, err := l.Obtain(ctx, key, ttl, opts...)
 	if err != nil {
 		t.Fatalf("Obtain(%q, %v) = %v, want a lock", key, ttl, err)
 	}
+	release(t, lk)
 	return lk
 }
 
-// release releases lk at the end of the test, whatever happened.
+// release releases lk, which may be nil, at the end of the test, whatever
+// happened.
 func release(t *testing.T, lk *lock.Lock) {
 	t.Cleanup(func() {
 		// t.Context() is cancelled before Cleanup runs: use a fresh one.
@@ -496,13 +498,10 @@ func release(t *testing.T, lk *lock.Lock) {
 
 // excusedRelease reports whether err, the error of lk's Release in a
 // contention run, is a loaded machine's rather than the strategy's: lk
-// lapsed first, or a server (a Redlock node that missed its node timeout:
-// CI's two busy cores once stalled a script-free release's transaction past
-// 500ms) did not answer, which the error says truthfully. The clean-up of
-// what Release left then deletes it in the background: the run's next
-// Obtain waits for it, and the properties that count the keys left still
-// check it. ReleaseFreesTheLock and the other single-caller properties
-// still want nil.
+// lapsed first, or a server did not answer (CI's busy cores once stalled a
+// Redlock node past its timeout). What Release left is then deleted in the
+// background, which the run's next Obtain waits for, and the properties
+// that count the keys left still check.
 func excusedRelease(t *testing.T, lk *lock.Lock, err error) bool {
 	switch {
 	case errors.Is(lk.Err(), lock.ErrLapsed):

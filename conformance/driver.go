@@ -326,21 +326,16 @@ func driverPinner(t *testing.T, ctx context.Context, c driver.Conn) {
 // driverWatch: a WATCH transaction of a pinned Conn (WATCH key, MULTI, SET
 // key, EXEC) runs when key did not change, and is aborted, EXEC replying
 // nil, when another client changed key after WATCH, which keeps that
-// client's value. It checks keys in four hash slots, which a Cluster of
-// three masters with even shares spreads over all three: a Pin must reach
-// the master of each key's slot, where WATCH and SET would be refused
-// (MOVED), even when the pinned Conn's first command names no key.
+// client's value, for keys on every master of a Cluster (slottedKeys): a
+// Pin must reach the master of each key's slot, where WATCH and SET would be
+// refused (MOVED), even when the pinned Conn's first command names no key.
 // (Some Redis-compatible servers have ignored WATCH at EXEC; this property
 // finds them.)
 func driverWatch(t *testing.T, ctx context.Context, c driver.Conn) {
 	if err := driver.Pinnable(c); err != nil {
 		t.Skipf("the driver cannot pin a connection (optional: transactions need it): %v", err)
 	}
-	base, keys := Key(t), make([]string, 4)
-	for i := range keys {
-		keys[i] = base + ":{" + strconv.Itoa(i) + "}"
-		t.Cleanup(func() { _, _ = c.Del(context.Background(), keys[i]) })
-	}
+	keys := slottedKeys(t, c)
 	t.Run("EXEC runs when the key did not change", func(t *testing.T) {
 		for _, key := range keys {
 			exec, err := transaction(ctx, c, key, func() error { return nil })
@@ -366,6 +361,18 @@ func driverWatch(t *testing.T, ctx context.Context, c driver.Conn) {
 			}
 		}
 	})
+}
+
+// slottedKeys returns four fresh keys, deleted when t ends, in four hash
+// slots, which a Cluster of three masters with even shares spreads over all
+// three.
+func slottedKeys(t *testing.T, c driver.Conn) []string {
+	keys := make([]string, 4)
+	for i := range keys {
+		keys[i] = Key(t) + ":{" + strconv.Itoa(i) + "}"
+		t.Cleanup(func() { _, _ = c.Del(context.Background(), keys[i]) })
+	}
+	return keys
 }
 
 // transaction sends, within Pin(key), PING (a first command that names no
@@ -545,11 +552,7 @@ func driverPipeliner(t *testing.T, ctx context.Context, c driver.Conn) {
 	if _, ok := c.(driver.Pipeliner); !ok {
 		t.Skip("the driver does not pipeline (optional: batched refreshes then send their calls one by one)")
 	}
-	base, keys := Key(t), make([]string, 4)
-	for i := range keys {
-		keys[i] = base + ":{" + strconv.Itoa(i) + "}"
-		t.Cleanup(func() { _, _ = c.Del(context.Background(), keys[i]) })
-	}
+	keys := slottedKeys(t, c)
 	t.Run("each command gets its reply, in order", func(t *testing.T) {
 		var cmds [][]any
 		var want []any

@@ -3,6 +3,7 @@ package conformance
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
@@ -84,17 +85,14 @@ func (r *refreshCount) longestGap() time.Duration {
 // holdTTL without one.
 const stallGap = holdTTL - 2*holdInterval
 
-// autoRefresh: a lock refreshed in the background outlives its TTL, and no
-// one else obtains it; StopRefresh stops the refreshes. When the machine
-// stalls for longer than the lock's margin, the lock rightly lapses, and the
-// subtest skips, unless another owner obtained the lock within its holder's
-// validity.
+// autoRefresh: when the machine stalls for longer than the lock's margin,
+// the lock rightly lapses, and the subtest skips, unless another owner
+// obtained the lock within its holder's validity.
 func (s suite) autoRefresh(t *testing.T, ctx context.Context) {
 	key := Key(t)
 	var refreshes refreshCount
 	refreshes.start()
 	a := s.obtain(t, ctx, s.h.NewLocker(t), key, holdTTL, refreshOften, refreshes.option())
-	release(t, a)
 	if err := a.StartRefresh(ctx); err != nil {
 		t.Fatalf("StartRefresh = %v, want nil", err)
 	}
@@ -191,11 +189,32 @@ func waitForKey(ctx context.Context, c driver.Conn, key string) {
 	}
 }
 
-// lossCancelsTheHolder: when the key of an auto-refreshed lock is deleted or
-// overwritten behind its holder's back, at a random point between two
-// refreshes, the holder's context is cancelled within a refresh interval
-// (and the refresh's time), with the cause. The subtest logs the time it
-// took, and the part of it from the refresh that found the loss.
+// loseWhileRefreshed starts refreshing lk, loses key, one of its keys, as
+// act says (named how) at a random point between two refreshes, and
+// returns the holder's context once it is cancelled, and how long after the
+// loss that was; it fails t if that takes longer than lossBound.
+func loseWhileRefreshed(t *testing.T, ctx context.Context, lk *lock.Lock, conns []driver.Conn, key, how string, act func(context.Context, driver.Conn, string) error) (context.Context, time.Duration) {
+	t.Helper()
+	hctx, cancel := lk.Context(ctx)
+	t.Cleanup(cancel)
+	if err := lk.StartRefresh(ctx); err != nil {
+		t.Fatalf("StartRefresh = %v, want nil", err)
+	}
+	time.Sleep(rand.N(holdInterval))
+	loseBehindTheBack(t, ctx, conns, key, act)
+	lost := time.Now()
+	select {
+	case <-hctx.Done():
+	case <-time.After(lossBound):
+		t.Fatalf("holder's context not cancelled %v after key %s was %s, want within %v", lossBound, key, how, lossBound)
+	}
+	return hctx, time.Since(lost)
+}
+
+// lossCancelsTheHolder: the loss comes at a random point between two
+// refreshes, and must cancel the holder within lossBound. The subtest logs
+// the time it took, and the part of it from the refresh that found the
+// loss.
 func (s suite) lossCancelsTheHolder(t *testing.T, ctx context.Context) {
 	conns := s.h.Conns(t)
 
@@ -204,24 +223,9 @@ func (s suite) lossCancelsTheHolder(t *testing.T, ctx context.Context) {
 			key := Key(t)
 			var refreshes refreshCount
 			a := s.obtain(t, ctx, s.h.NewLocker(t), key, holdTTL, refreshOften, refreshes.option())
-			hctx, cancel := a.Context(ctx)
-			defer cancel()
-			if err := a.StartRefresh(ctx); err != nil {
-				t.Fatalf("StartRefresh = %v, want nil", err)
-			}
-			defer a.StopRefresh()
-			time.Sleep(rand.N(holdInterval))
-			loseBehindTheBack(t, ctx, conns, key, c.act)
-			lost := time.Now()
-			select {
-			case <-hctx.Done():
-			case <-time.After(lossBound):
-				t.Fatalf("holder's context not cancelled %v after the key was %s, want within %v", lossBound, c.name, lossBound)
-			}
-			cancelled := time.Now()
-			took := cancelled.Sub(lost)
+			hctx, took := loseWhileRefreshed(t, ctx, a, conns, key, c.name, c.act)
 			t.Logf("loss->cancel: %v (key %s behind the holder's back; refresh interval %v; %v of it from the send of the refresh that found the loss)",
-				took.Round(10*time.Microsecond), c.name, holdInterval, cancelled.Sub(refreshes.lastSent()).Round(10*time.Microsecond))
+				took.Round(10*time.Microsecond), c.name, holdInterval, time.Since(refreshes.lastSent()).Round(10*time.Microsecond))
 			if cause := context.Cause(hctx); !errors.Is(cause, c.want) {
 				t.Errorf("context.Cause = %v, want %v", cause, c.want)
 			}
@@ -232,9 +236,6 @@ func (s suite) lossCancelsTheHolder(t *testing.T, ctx context.Context) {
 	}
 }
 
-// doHoldsAndReleases: Do holds the lock while fn runs and releases it after;
-// it returns fn's error as it is, and tells the loss of the lock apart;
-// cancelling its context stops the refreshes and releases the lock.
 func (s suite) doHoldsAndReleases(t *testing.T, ctx context.Context) {
 	for _, c := range []struct {
 		name string
@@ -249,8 +250,6 @@ func (s suite) doHoldsAndReleases(t *testing.T, ctx context.Context) {
 	}
 }
 
-// doHolds: no one else obtains the lock while fn runs, fn's context
-// carries the lock, and another owner obtains it once Do returns.
 func (s suite) doHolds(t *testing.T, ctx context.Context) {
 	key := Key(t)
 	other := s.h.NewLocker(t)
@@ -266,11 +265,9 @@ func (s suite) doHolds(t *testing.T, ctx context.Context) {
 	if err != nil {
 		t.Fatalf("Do = %v, want nil", err)
 	}
-	release(t, s.obtain(t, ctx, other, key, longTTL))
+	s.obtain(t, ctx, other, key, longTTL)
 }
 
-// doReturnsFnsError: Do returns fn's error unwrapped, and releases the
-// lock.
 func (s suite) doReturnsFnsError(t *testing.T, ctx context.Context) {
 	key := Key(t)
 	errFn := errors.New("fn failed")
@@ -278,11 +275,9 @@ func (s suite) doReturnsFnsError(t *testing.T, ctx context.Context) {
 	if err != errFn {
 		t.Errorf("Do = %v, want fn's error as it is", err)
 	}
-	release(t, s.obtain(t, ctx, s.h.NewLocker(t), key, longTTL))
+	s.obtain(t, ctx, s.h.NewLocker(t), key, longTTL)
 }
 
-// doReportsLoss: when the key is deleted while fn runs, fn's context is
-// cancelled, and Do's error is ErrLost and ErrExpired.
 func (s suite) doReportsLoss(t *testing.T, ctx context.Context) {
 	conns := s.h.Conns(t)
 	key := Key(t)
@@ -300,9 +295,8 @@ func (s suite) doReportsLoss(t *testing.T, ctx context.Context) {
 	}
 }
 
-// doCancelled: cancelling Do's context ends fn's, Do returns
-// context.Canceled (not ErrLost), releases the lock, and no refresh is sent
-// after it returned.
+// doCancelled: Do returns context.Canceled (not ErrLost), and no refresh is
+// sent after it returned.
 func (s suite) doCancelled(t *testing.T, ctx context.Context) {
 	key := Key(t)
 	var refreshes refreshCount
@@ -315,7 +309,7 @@ func (s suite) doCancelled(t *testing.T, ctx context.Context) {
 	if !errors.Is(err, context.Canceled) || errors.Is(err, lock.ErrLost) {
 		t.Errorf("Do = %v, want context.Canceled, and not ErrLost", err)
 	}
-	release(t, s.obtain(t, ctx, s.h.NewLocker(t), key, longTTL))
+	s.obtain(t, ctx, s.h.NewLocker(t), key, longTTL)
 	n := refreshes.n.Load()
 	time.Sleep(2 * holdInterval)
 	if got := refreshes.n.Load(); got != n {
@@ -323,14 +317,11 @@ func (s suite) doCancelled(t *testing.T, ctx context.Context) {
 	}
 }
 
-// fencingTokens: WithFencing is either refused with an ArgumentError before
-// anything is written, or gives tokens that strictly increase from holder
-// to holder: across releases, a holder that crashed and let its lock
-// expire, and contention.
+// fencingTokens: the tokens increase across releases, past a holder that
+// crashed and let its lock expire, and under contention.
 func (s suite) fencingTokens(t *testing.T, ctx context.Context) {
 	l := s.h.NewLocker(t)
 	plain := s.obtain(t, ctx, l, Key(t), longTTL)
-	release(t, plain)
 	if n, ok := plain.Fence(); ok || n != 0 {
 		t.Errorf("Fence() without WithFencing = %d, %v; want 0, false", n, ok)
 	}
@@ -342,7 +333,7 @@ func (s suite) fencingTokens(t *testing.T, ctx context.Context) {
 		if !errors.As(err, &ae) || ae.Name != "fencing" {
 			t.Fatalf("Obtain WithFencing = %v, want a lock, or an *ArgumentError named fencing", err)
 		}
-		release(t, s.obtain(t, ctx, l, key, longTTL)) // nothing was written
+		s.obtain(t, ctx, l, key, longTTL) // nothing was written
 		t.Logf("the strategy refuses WithFencing: %v", err)
 		return
 	}
@@ -350,8 +341,6 @@ func (s suite) fencingTokens(t *testing.T, ctx context.Context) {
 	s.fencesIncreaseUnderContention(t, ctx)
 }
 
-// fencesIncreaseInTurn: the holders after first, which crashes and lets its
-// lock expire, get increasing tokens, across a release too.
 func (s suite) fencesIncreaseInTurn(t *testing.T, ctx context.Context, l *lock.Locker, first *lock.Lock) {
 	last, ok := first.Fence()
 	if !ok || last <= 0 {
@@ -372,42 +361,30 @@ func (s suite) fencesIncreaseInTurn(t *testing.T, ctx context.Context, l *lock.L
 	if err := crashed.Release(ctx); err != nil {
 		t.Fatalf("Release = %v, want nil", err)
 	}
-	release(t, next("after a release"))
+	next("after a release")
 }
 
-// fencesIncreaseUnderContention: holders contending for a key get tokens
-// that increase in the order of holding.
 func (s suite) fencesIncreaseUnderContention(t *testing.T, ctx context.Context) {
 	key := Key(t)
 	var (
 		mu     sync.Mutex
 		inside int64 // the token of the last holder inside
-		wg     sync.WaitGroup
 	)
-	for range 4 {
-		l := s.h.NewLocker(t)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for range 10 {
-				lk, err := l.Obtain(ctx, key, longTTL, lock.WithFencing(), lock.WithRetry(lock.Exponential(time.Millisecond, 8*time.Millisecond)))
-				if err != nil {
-					t.Errorf("Obtain WithFencing under contention = %v, want a lock", err)
-					return
-				}
-				n, _ := lk.Fence()
-				mu.Lock()
-				if n <= inside {
-					t.Errorf("token under contention = %d, want more than the previous holder's, %d", n, inside)
-				}
-				inside = n
-				mu.Unlock()
-				if err := lk.Release(ctx); err != nil && !excusedRelease(t, lk, err) {
-					t.Errorf("Release under contention = %v, want nil", err)
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
+	s.contend(t, newTurns(40), func(l *lock.Locker, _ int64) error {
+		lk, err := l.Obtain(ctx, key, longTTL, lock.WithFencing(), contentionRetry)
+		if err != nil {
+			return fmt.Errorf("Obtain WithFencing under contention = %w, want a lock", err)
+		}
+		n, _ := lk.Fence()
+		mu.Lock()
+		if n <= inside {
+			t.Errorf("token under contention = %d, want more than the previous holder's, %d", n, inside)
+		}
+		inside = n
+		mu.Unlock()
+		if err := lk.Release(ctx); err != nil && !excusedRelease(t, lk, err) {
+			return fmt.Errorf("Release under contention = %w, want nil", err)
+		}
+		return nil
+	})
 }

@@ -23,10 +23,9 @@ const longTTL = 30 * time.Second
 // attempts took 38s, and a loser then won fairly.)
 const winnerTTL = 2 * subtestTimeout
 
-// exactlyOneWinner: of many obtainers started at once, one wins and keeps
-// the lock; the others give up after their retries. (They retry because in
-// a quorum strategy simultaneous votes can split so that nobody wins an
-// attempt; at most one ever does.)
+// exactlyOneWinner: the losers retry, because in a quorum strategy
+// simultaneous votes can split so that nobody wins an attempt; at most one
+// ever does.
 func (s suite) exactlyOneWinner(t *testing.T, ctx context.Context) {
 	const n = 32
 	key := Key(t)
@@ -68,37 +67,21 @@ func (s suite) exactlyOneWinner(t *testing.T, ctx context.Context) {
 	}
 }
 
-// mutualExclusion: under sustained contention, no two holders are ever
-// inside at once, and every acquisition is released cleanly.
 func (s suite) mutualExclusion(t *testing.T, ctx context.Context) {
 	key := Key(t)
-	var (
-		d     Detector
-		turns = newTurns(s.h.Acquisitions)
-		wg    sync.WaitGroup
-		retry = lock.WithRetry(lock.Exponential(time.Millisecond, 8*time.Millisecond))
-	)
-	for g := 0; g < s.h.Goroutines; g++ {
-		l := s.h.NewLocker(t)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for _, ok := turns.next(); ok; _, ok = turns.next() {
-				lk, err := l.Obtain(ctx, key, longTTL, retry)
-				if err != nil {
-					t.Errorf("Obtain under contention = %v, want a lock", err)
-					return
-				}
-				d.Hold(50 * time.Microsecond)
-				if err := lk.Release(ctx); err != nil && !excusedRelease(t, lk, err) {
-					t.Errorf("Release under contention = %v, want nil", err)
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	turns.logShort(t)
+	var d Detector
+	turns := newTurns(s.h.Acquisitions)
+	s.contend(t, turns, func(l *lock.Locker, _ int64) error {
+		lk, err := l.Obtain(ctx, key, longTTL, contentionRetry)
+		if err != nil {
+			return fmt.Errorf("Obtain under contention = %w, want a lock", err)
+		}
+		d.Hold(50 * time.Microsecond)
+		if err := lk.Release(ctx); err != nil && !excusedRelease(t, lk, err) {
+			return fmt.Errorf("Release under contention = %w, want nil", err)
+		}
+		return nil
+	})
 	t.Logf("%d goroutines, %d acquisitions, %d overlaps", s.h.Goroutines, d.Entries(), d.Overlaps())
 	if got := d.Overlaps(); got != 0 {
 		t.Errorf("overlaps = %d in %d acquisitions, want 0", got, d.Entries())
@@ -159,8 +142,8 @@ func (r *turns) logShort(t *testing.T) {
 // two of its calls.
 const stallTries = 3
 
-// expiryFreesTheLock: a lock that is never released expires, and then
-// another owner obtains it, never before the first one's validity ended.
+// expiryFreesTheLock: another owner obtains the lock, never before the
+// first one's validity ended.
 func (s suite) expiryFreesTheLock(t *testing.T, ctx context.Context) {
 	b := s.h.NewLocker(t)
 	for try := 1; ; try++ {
@@ -195,8 +178,6 @@ func (s suite) expiryFreesTheLock(t *testing.T, ctx context.Context) {
 	}
 }
 
-// notHeldAfterExpiry: once a lock has expired, its Release and Refresh
-// report ErrNotHeld, and do not bring the key back.
 func (s suite) notHeldAfterExpiry(t *testing.T, ctx context.Context) {
 	key := Key(t)
 	l := s.h.NewLocker(t)
@@ -217,13 +198,10 @@ func (s suite) notHeldAfterExpiry(t *testing.T, ctx context.Context) {
 	release(t, lk)
 }
 
-// nonOwnerCannotTouch: a stale holder's Release, Refresh and TTL fail with
-// ErrNotHeld, and leave the new owner's lock as it was.
 func (s suite) nonOwnerCannotTouch(t *testing.T, ctx context.Context) {
 	key := Key(t)
 	a := s.expiredLock(t, ctx, s.h.NewLocker(t), key)
 	b := s.obtain(t, ctx, s.h.NewLocker(t), key, longTTL)
-	release(t, b)
 
 	if err := a.Release(ctx); !errors.Is(err, lock.ErrNotHeld) {
 		t.Errorf("Release by a non-owner = %v, want ErrNotHeld", err)
@@ -243,8 +221,6 @@ func (s suite) nonOwnerCannotTouch(t *testing.T, ctx context.Context) {
 	}
 }
 
-// expiredAndTakenDiffer: ErrExpired when nobody holds the key, ErrTaken when
-// someone else does.
 func (s suite) expiredAndTakenDiffer(t *testing.T, ctx context.Context) {
 	key := Key(t)
 	l := s.h.NewLocker(t)
@@ -252,15 +228,12 @@ func (s suite) expiredAndTakenDiffer(t *testing.T, ctx context.Context) {
 	if err := a.Refresh(ctx, longTTL); !errors.Is(err, lock.ErrExpired) {
 		t.Errorf("Refresh of an expired lock = %v, want ErrExpired", err)
 	}
-	b := s.obtain(t, ctx, l, key, longTTL)
-	release(t, b)
+	s.obtain(t, ctx, l, key, longTTL)
 	if err := a.Release(ctx); !errors.Is(err, lock.ErrTaken) {
 		t.Errorf("Release of a lock taken by another owner = %v, want ErrTaken", err)
 	}
 }
 
-// releaseFreesTheLock: after Release another owner obtains at once, and a
-// second Release reports ErrNotHeld.
 func (s suite) releaseFreesTheLock(t *testing.T, ctx context.Context) {
 	key := Key(t)
 	l := s.h.NewLocker(t)
@@ -277,20 +250,17 @@ func (s suite) releaseFreesTheLock(t *testing.T, ctx context.Context) {
 	if err := a.Refresh(ctx, longTTL); !errors.Is(err, lock.ErrNotHeld) {
 		t.Errorf("Refresh after Release = %v, want ErrNotHeld", err)
 	}
-	b := s.obtain(t, ctx, s.h.NewLocker(t), key, longTTL)
-	release(t, b)
+	s.obtain(t, ctx, s.h.NewLocker(t), key, longTTL)
 	var nilLock *lock.Lock
 	if err := nilLock.Release(ctx); !errors.Is(err, lock.ErrNotHeld) {
 		t.Errorf("Release of a nil *Lock = %v, want ErrNotHeld", err)
 	}
 }
 
-// refreshExtends: Refresh moves both the server's expiry and ValidUntil,
-// Refresh(0) renews the TTL last asked for, and a negative TTL is an
-// *ArgumentError.
+// refreshExtends: also, Refresh(0) renews the TTL last asked for, and a
+// negative TTL is an *ArgumentError.
 func (s suite) refreshExtends(t *testing.T, ctx context.Context) {
 	a := s.obtain(t, ctx, s.h.NewLocker(t), Key(t), s.h.ShortTTL)
-	release(t, a)
 	before := a.ValidUntil()
 	if err := a.Refresh(ctx, longTTL); err != nil {
 		t.Fatalf("Refresh = %v, want nil", err)
@@ -316,15 +286,13 @@ func (s suite) refreshExtends(t *testing.T, ctx context.Context) {
 	}
 }
 
-// ttlReportsRemaining: TTL is positive and at most the TTL obtained (plus
-// Harness.ExtraTTL), and ValidUntil is after Obtain was called and no later
-// than its return plus the TTL.
+// ttlReportsRemaining: also, ValidUntil is after Obtain was called and no
+// later than its return plus the TTL.
 func (s suite) ttlReportsRemaining(t *testing.T, ctx context.Context) {
 	l := s.h.NewLocker(t)
 	sent := time.Now()
 	a := s.obtain(t, ctx, l, Key(t), longTTL)
 	returned := time.Now()
-	release(t, a)
 	ttl, err := a.TTL(ctx)
 	if err != nil {
 		t.Fatalf("TTL = %v, want the lock held", err)
@@ -337,12 +305,9 @@ func (s suite) ttlReportsRemaining(t *testing.T, ctx context.Context) {
 	}
 }
 
-// contextEndsTheWait: a deadline or a cancellation ends the wait with the
-// context's error and cause, and with ErrNotObtained when an attempt found
-// the lock held (on a loaded machine, the first attempt may not have
-// answered yet: then the error matches ErrNoAnswer instead); a context
-// already cancelled gives its error, not ErrNotObtained; no key is left
-// behind.
+// contextEndsTheWait: on a loaded machine, the first attempt may not have
+// answered when the context ends: then the error matches ErrNoAnswer, not
+// ErrNotObtained.
 func (s suite) contextEndsTheWait(t *testing.T, ctx context.Context) {
 	key := Key(t)
 	l := s.h.NewLocker(t)
@@ -383,8 +348,7 @@ func (s suite) contextEndsTheWait(t *testing.T, ctx context.Context) {
 		if _, err := l.Obtain(cctx, free, longTTL); !errors.Is(err, context.Canceled) || errors.Is(err, lock.ErrNotObtained) {
 			t.Errorf("Obtain with a cancelled context = %v, want context.Canceled, and not ErrNotObtained: nothing found the lock held", err)
 		}
-		lk := s.obtain(t, ctx, l, free, longTTL) // nothing was written
-		release(t, lk)
+		s.obtain(t, ctx, l, free, longTTL) // nothing was written
 	})
 
 	if err := holder.Release(ctx); err != nil {
@@ -421,8 +385,6 @@ func (c counting) Delay(attempt int) (time.Duration, bool) {
 	return c.p.Delay(attempt)
 }
 
-// retryPolicies: NoRetry tries once, LimitAttempts stops after its count,
-// and the waiting policies obtain the lock once the holder releases it.
 func (s suite) retryPolicies(t *testing.T, ctx context.Context) {
 	l := s.h.NewLocker(t)
 	holder := s.obtain(t, ctx, l, Key(t), longTTL)
@@ -480,9 +442,7 @@ func waitsForRelease(t *testing.T, ctx context.Context, l *lock.Locker, holder *
 	for n.Load() < 3 { // let it wait through a few attempts
 		select {
 		case r := <-got:
-			if r.lk != nil {
-				release(t, r.lk)
-			}
+			release(t, r.lk)
 			t.Fatalf("waiting Obtain returned (%v) after %d attempts while the lock was held, want it to wait", r.err, n.Load())
 		case <-time.After(time.Millisecond):
 		}
@@ -497,14 +457,11 @@ func waitsForRelease(t *testing.T, ctx context.Context, l *lock.Locker, holder *
 	return r.lk
 }
 
-// tokensAreUnique: every Obtain gets a fresh token of at least 128 bits: 22
-// base64url characters.
 func (s suite) tokensAreUnique(t *testing.T, ctx context.Context) {
 	l := s.h.NewLocker(t)
 	seen := map[string]bool{}
 	for i := 0; i < 50; i++ {
 		lk := s.obtain(t, ctx, l, Key(t), longTTL)
-		release(t, lk)
 		tok := lk.Token()
 		if len(tok) < 22 {
 			t.Errorf("token length = %d, want at least 22 (128 bits in base64url)", len(tok))
@@ -516,12 +473,9 @@ func (s suite) tokensAreUnique(t *testing.T, ctx context.Context) {
 	}
 }
 
-// metadataRoundTrips: the handle returns the metadata given to Obtain, and
-// the servers store it after the token.
 func (s suite) metadataRoundTrips(t *testing.T, ctx context.Context) {
 	const meta = "host=web-3 pid=4242"
 	lk := s.obtain(t, ctx, s.h.NewLocker(t), Key(t), longTTL, lock.WithMetadata(meta))
-	release(t, lk)
 	if got := lk.Metadata(); got != meta {
 		t.Errorf("Metadata() = %q, want %q", got, meta)
 	}
@@ -546,8 +500,6 @@ func (s suite) metadataRoundTrips(t *testing.T, ctx context.Context) {
 	}
 }
 
-// callerChosenToken: a token given with WithToken is the lock's token, and
-// obtaining again with it succeeds (a hand-over), while others are refused.
 func (s suite) callerChosenToken(t *testing.T, ctx context.Context) {
 	key := Key(t)
 	const tok = "handover-token-0123456"
@@ -568,7 +520,6 @@ func (s suite) callerChosenToken(t *testing.T, ctx context.Context) {
 	}
 }
 
-// tokenStaysSecret: formatting a lock or an error never shows the token.
 func (s suite) tokenStaysSecret(t *testing.T, ctx context.Context) {
 	key := Key(t)
 	l := s.h.NewLocker(t)
@@ -578,7 +529,6 @@ func (s suite) tokenStaysSecret(t *testing.T, ctx context.Context) {
 	slog.New(slog.NewTextHandler(&logged, nil)).Info("held", "lock", a)
 	s.waitExpired(t, ctx, a)
 	b := s.obtain(t, ctx, l, key, longTTL)
-	release(t, b)
 	errs := []error{a.Release(ctx), a.Refresh(ctx, longTTL)}
 	_, ttlErr := a.TTL(ctx)
 	_, obtainErr := l.Obtain(ctx, key, longTTL)
@@ -596,7 +546,6 @@ func (s suite) tokenStaysSecret(t *testing.T, ctx context.Context) {
 	}
 }
 
-// invalidArguments: each bad argument gets an ArgumentError naming it.
 func (s suite) invalidArguments(t *testing.T, ctx context.Context) {
 	l := s.h.NewLocker(t)
 	key := Key(t)
@@ -620,9 +569,7 @@ func (s suite) invalidArguments(t *testing.T, ctx context.Context) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			lk, err := l.Obtain(ctx, c.key, c.ttl, c.opts...)
-			if lk != nil {
-				release(t, lk)
-			}
+			release(t, lk)
 			var ae *lock.ArgumentError
 			if !errors.As(err, &ae) || !errors.As(err, new(*lock.ArgumentError)) {
 				t.Fatalf("Obtain = %v, want an *ArgumentError", err)
@@ -639,7 +586,6 @@ func (s suite) invalidArguments(t *testing.T, ctx context.Context) {
 	}
 }
 
-// nilDriver: building the Locker over a nil driver is an ArgumentError.
 func (s suite) nilDriver(t *testing.T, _ context.Context) {
 	l, err := s.h.NewWithNilConn()
 	if l != nil || !errors.As(err, new(*lock.ArgumentError)) {
@@ -647,8 +593,6 @@ func (s suite) nilDriver(t *testing.T, _ context.Context) {
 	}
 }
 
-// keyOfAnotherType: a key holding a hash gives a clear WRONGTYPE error, not
-// ErrNotObtained, and the hash is left alone.
 func (s suite) keyOfAnotherType(t *testing.T, ctx context.Context) {
 	conns := s.h.Conns(t)
 	key := Key(t)
@@ -671,7 +615,6 @@ func (s suite) keyOfAnotherType(t *testing.T, ctx context.Context) {
 	}
 }
 
-// unreachable: a Locker whose Redis is down returns an error, not a hang.
 func (s suite) unreachable(t *testing.T, ctx context.Context) {
 	l := s.h.NewUnreachable(t)
 	_, err := l.Obtain(ctx, Key(t), longTTL)

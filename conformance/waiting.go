@@ -235,7 +235,7 @@ type waiting struct {
 func (s suite) probeWaiting(t *testing.T, ctx context.Context) waiting {
 	t.Helper()
 	key := Key(t)
-	release(t, s.obtain(t, ctx, s.h.NewLocker(t), key, heldTTL))
+	s.obtain(t, ctx, s.h.NewLocker(t), key, heldTTL)
 	tr := newWaitTrace()
 	w := wait(ctx, s.h.NewLocker(t), key, lock.LimitAttempts(lock.Linear(10*time.Millisecond), 2), tr, nil)
 	<-w.done
@@ -265,15 +265,10 @@ func (s suite) needNotification(t *testing.T, ctx context.Context, queue bool) w
 	return w
 }
 
-// releaseWakesTheHead: a waiter queued behind a holder, once it listens,
-// is woken by the holder's release: its next attempt, woken by a message,
-// obtains the lock. Its timer, and the holder's TTL, are a minute: nothing
-// else would wake it.
 func (s suite) releaseWakesTheHead(t *testing.T, ctx context.Context) {
 	s.needNotification(t, ctx, false)
 	key := Key(t)
 	h := s.obtain(t, ctx, s.h.NewLocker(t), key, heldTTL)
-	release(t, h) // if the waiter never listens
 	tr := newWaitTrace()
 	var releaseErr error
 	releaseHolder := once(func() { releaseErr = h.Release(ctx); tr.add(released) })
@@ -292,30 +287,32 @@ func (s suite) releaseWakesTheHead(t *testing.T, ctx context.Context) {
 	}
 }
 
-// waitersObtainInTurn: waiters that queue one after the other, each
-// started once the one before is enqueued, get ranks 1, 2, 3…, and obtain
-// the lock in that order once the holder releases it, each releasing it in
-// turn.
 func (s suite) waitersObtainInTurn(t *testing.T, ctx context.Context) {
 	s.needNotification(t, ctx, true)
-	const n = 5
-	key := Key(t)
-	h := s.obtain(t, ctx, s.h.NewLocker(t), key, heldTTL)
-	release(t, h)
+	s.waitersInTurn(t, ctx, s.obtain(t, ctx, s.h.NewLocker(t), Key(t), heldTTL), 5)
+}
+
+// waitersInTurn starts n waiters for h's key, with opts, each once the one
+// before is enqueued, and checks that they get ranks 1, 2, 3…, and that
+// once h is released they obtain the lock in that order, each releasing
+// it at once.
+func (s suite) waitersInTurn(t *testing.T, ctx context.Context, h *lock.Lock, n int, opts ...lock.Option) {
 	var (
 		mu    sync.Mutex
 		order []int
+		want  []int
 	)
 	waiters := make([]*waiter, n)
 	for i := range waiters {
-		waiters[i] = wait(ctx, s.h.NewLocker(t), key, lock.Linear(noTimer), newWaitTrace(), func(lk *lock.Lock) {
+		want = append(want, i+1)
+		waiters[i] = wait(ctx, s.h.NewLocker(t), h.Key(), lock.Linear(noTimer), newWaitTrace(), func(lk *lock.Lock) {
 			mu.Lock()
 			order = append(order, i+1)
 			mu.Unlock()
 			if err := lk.Release(ctx); err != nil {
 				t.Errorf("waiter %d's Release = %v, want nil", i+1, err)
 			}
-		})
+		}, opts...)
 		if r := waiters[i].rank(t, fmt.Sprintf("waiter %d", i+1)); r != i+1 {
 			t.Errorf("waiter %d, enqueued after %d others: rank %d, want %d", i+1, i, r, i+1)
 		}
@@ -326,24 +323,20 @@ func (s suite) waitersObtainInTurn(t *testing.T, ctx context.Context) {
 	for i, w := range waiters {
 		w.result(t, fmt.Sprintf("waiter %d", i+1))
 	}
-	want := []int{1, 2, 3, 4, 5}
 	if !slices.Equal(order, want) {
 		t.Errorf("the waiters obtained the lock in the order %v, want %v, the order they queued in", order, want)
 	}
 }
 
-// lostMessageCostsOnePoll (Conns): a release whose message does not reach
-// the waiter (here, the key deleted behind the holder's back, which sends
-// none) costs the waiter one timer: its next wake-up, by its timer,
-// obtains the lock. A strategy that queues tells the waiter the holder's
-// TTL (Grant.HolderTTL), as its head's timer needs, so the Locker also
-// reports the lost message (missed).
+// lostMessageCostsOnePoll: the key deleted behind the holder's back sends
+// no message. A strategy that queues tells the waiter the holder's TTL
+// (Grant.HolderTTL), as its head's timer needs, so the Locker also reports
+// the lost message.
 func (s suite) lostMessageCostsOnePoll(t *testing.T, ctx context.Context) {
 	queues := s.needNotification(t, ctx, false).queues
 	const d = 200 * time.Millisecond // the waiter's timer
 	key := Key(t)
-	h := s.obtain(t, ctx, s.h.NewLocker(t), key, heldTTL)
-	release(t, h)
+	s.obtain(t, ctx, s.h.NewLocker(t), key, heldTTL)
 	conns := s.h.Conns(t)
 	tr := newWaitTrace()
 	var lossErr error
@@ -373,13 +366,10 @@ func (s suite) lostMessageCostsOnePoll(t *testing.T, ctx context.Context) {
 	}
 }
 
-// deadWaiterDoesNotStall: a waiter that queues and never comes back (its
-// patience, capped by its deadline, two seconds) does not stall the
-// waiter behind it: once the holder releases, that one obtains the lock
-// after its timer (d) found the dead head dropped, within
-// ceil(patience/d) + 3 attempts (its timer wake-ups until the head's
-// patience ends, one after, and a wake-up by message and one by its
-// subscription).
+// deadWaiterDoesNotStall: the dead waiter's patience is its deadline, two
+// seconds; the live one obtains within ceil(patience/d) + 3 attempts (its
+// timer wake-ups until the head's patience ends, one after, and a wake-up
+// by message and one by its subscription).
 func (s suite) deadWaiterDoesNotStall(t *testing.T, ctx context.Context) {
 	s.needNotification(t, ctx, true)
 	const (
@@ -389,7 +379,6 @@ func (s suite) deadWaiterDoesNotStall(t *testing.T, ctx context.Context) {
 	)
 	key := Key(t)
 	h := s.obtain(t, ctx, s.h.NewLocker(t), key, heldTTL)
-	release(t, h)
 
 	dead, stalled := newWaitTrace(), make(chan struct{})
 	dead.waited = func(e lock.Event) {
@@ -445,11 +434,8 @@ func (s suite) deadWaiterDoesNotStall(t *testing.T, ctx context.Context) {
 	}
 }
 
-// cancelledWaiterLeavesNothing (Conns): a waiter that gives up, at its
-// deadline or cancelled, leaves the queue: once its clean-up ended, the
-// next waiter is the head; and once the holder released the lock, and the
-// next waiter obtained and released it, no key named after the lock's
-// remains on any server.
+// cancelledWaiterLeavesNothing: with a strategy that queues, the next waiter
+// is the head once the one that gave up ended its clean-up.
 func (s suite) cancelledWaiterLeavesNothing(t *testing.T, ctx context.Context) {
 	queues := s.needNotification(t, ctx, false).queues
 	for _, c := range []struct {
@@ -464,7 +450,6 @@ func (s suite) cancelledWaiterLeavesNothing(t *testing.T, ctx context.Context) {
 		t.Run(c.name, func(t *testing.T) {
 			key := Key(t)
 			h := s.obtain(t, ctx, s.h.NewLocker(t), key, heldTTL)
-			release(t, h)
 			wctx, cancel := context.WithCancel(ctx)
 			defer cancel()
 			if c.timeout > 0 {
