@@ -377,44 +377,29 @@ var clusterArgs = []string{"--cluster-enabled", "yes",
 func StartCluster(t testing.TB, n int) *Cluster {
 	t.Helper()
 	servers := Start(t, n, clusterArgs...)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
 	const slots = 16384
 	for i, s := range servers {
 		lo, hi := i*slots/n, (i+1)*slots/n-1
-		if _, err := s.Command(ctx, "CLUSTER", "ADDSLOTSRANGE", strconv.Itoa(lo), strconv.Itoa(hi)); err != nil {
-			t.Fatalf("cluster addslots on %s: %v", s.Addr, err)
-		}
+		s.do(t, "CLUSTER", "ADDSLOTSRANGE", strconv.Itoa(lo), strconv.Itoa(hi))
 		if i > 0 {
-			meet(t, ctx, s, servers[0])
+			meet(t, s, servers[0])
 		}
 	}
 	for _, s := range servers {
-		for {
+		Eventually(t, "the cluster ready on "+s.Addr, func(ctx context.Context) bool {
 			info, err := s.Command(ctx, "CLUSTER", "INFO")
-			if err == nil && strings.Contains(info, "cluster_state:ok") &&
-				strings.Contains(info, "cluster_known_nodes:"+strconv.Itoa(n)+"\r") {
-				break
-			}
-			if ctx.Err() != nil {
-				t.Fatalf("cluster on %s not ready: %v %q", s.Addr, err, info)
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
+			return err == nil && strings.Contains(info, "cluster_state:ok") &&
+				strings.Contains(info, "cluster_known_nodes:"+strconv.Itoa(n)+"\r")
+		})
 	}
 	return &Cluster{Servers: servers}
 }
 
 // meet introduces the Cluster node s to the node to.
-func meet(t testing.TB, ctx context.Context, s, to *Server) {
+func meet(t testing.TB, s, to *Server) {
 	t.Helper()
-	bus, err := to.Command(ctx, "CONFIG", "GET", "cluster-port")
-	if err != nil {
-		t.Fatalf("cluster port of %s: %v", to.Addr, err)
-	}
-	if _, err := s.Command(ctx, "CLUSTER", "MEET", "127.0.0.1", strconv.Itoa(to.Port), lastField(bus)); err != nil {
-		t.Fatalf("cluster meet %s: %v", s.Addr, err)
-	}
+	_, bus, _ := strings.Cut(to.do(t, "CONFIG", "GET", "cluster-port"), " ") // "cluster-port <port>"
+	s.do(t, "CLUSTER", "MEET", "127.0.0.1", strconv.Itoa(to.Port), bus)
 }
 
 // StartReplica starts a Cluster node that replicates master, one of c's
@@ -422,19 +407,10 @@ func meet(t testing.TB, ctx context.Context, s, to *Server) {
 // an online replica. c.Servers still lists the masters only.
 func (c *Cluster) StartReplica(t testing.TB, master *Server) *Server {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	// A master waits 5s (repl-diskless-sync-delay) for more replicas before
-	// it starts a full sync.
-	if _, err := master.Command(ctx, "CONFIG", "SET", "repl-diskless-sync-delay", "0"); err != nil {
-		t.Fatalf("CONFIG SET repl-diskless-sync-delay on %s: %v", master.Addr, err)
-	}
-	id, err := master.Command(ctx, "CLUSTER", "MYID")
-	if err != nil {
-		t.Fatalf("CLUSTER MYID on %s: %v", master.Addr, err)
-	}
+	noSyncDelay(t, master)
+	id := master.do(t, "CLUSTER", "MYID")
 	r := Start(t, 1, clusterArgs...)[0]
-	meet(t, ctx, r, master)
+	meet(t, r, master)
 	// CLUSTER REPLICATE fails until the new node has learnt of master.
 	Eventually(t, r.Addr+" replicates "+master.Addr, func(ctx context.Context) bool {
 		_, err := r.Command(ctx, "CLUSTER", "REPLICATE", id)
@@ -442,12 +418,4 @@ func (c *Cluster) StartReplica(t testing.TB, master *Server) *Server {
 	})
 	WaitReplicas(t, master.Addr, 1)
 	return r
-}
-
-func lastField(s string) string {
-	f := strings.Fields(s)
-	if len(f) == 0 {
-		return ""
-	}
-	return f[len(f)-1]
 }

@@ -10,6 +10,7 @@ import (
 	"net"
 	"strconv"
 	"strings"
+	"testing"
 	"time"
 )
 
@@ -47,6 +48,19 @@ func (s *Server) Command(ctx context.Context, args ...string) (string, error) {
 		return "", err
 	}
 	return readReply(bufio.NewReader(c))
+}
+
+// do sends a command to s, as Command does, within 10s, and fails t if it
+// cannot.
+func (s *Server) do(t testing.TB, args ...string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	reply, err := s.Command(ctx, args...)
+	if err != nil {
+		t.Fatalf("%s on %s: %v", strings.Join(args, " "), s.Addr, err)
+	}
+	return reply
 }
 
 func readReply(r *bufio.Reader) (string, error) {
