@@ -12,11 +12,9 @@ import (
 	"github.com/locksmith-go/lock"
 )
 
-// The properties of many locks held through one Locker, which a strategy
-// that batches refreshes (strategy.Batcher) refreshes together: they hold
-// for every Locker, batching or not. They wait on timers more than they
-// work, on keys of their own, so they run side by side (t.Parallel),
-// after the suite's other properties.
+// The batch properties wait on timers more than they work, on keys of their
+// own, so they run side by side (t.Parallel), after the suite's other
+// properties.
 
 // manyLocks is how many locks the batch properties hold at once, each
 // refreshed every manyInterval: enough to share batches, and few enough

@@ -276,19 +276,15 @@ func driverAddresser(t *testing.T, _ context.Context, c driver.Conn) {
 	}
 }
 
-// driverCheck: strategy constructors accept a Conn that works, including a
-// driver.Validator's.
 func driverCheck(t *testing.T, _ context.Context, c driver.Conn) {
 	if err := driver.Check(c); err != nil {
 		t.Errorf("driver.Check = %v, want nil for a Conn that works", err)
 	}
 }
 
-// driverPinner: the commands of a pinned Conn, a script and commands
-// alike, go over one connection (CLIENT ID does not change), even while
-// other calls use the Conn; WAIT there answers with a number of replicas.
-// It skips, saying so, on a server that does not know CLIENT ID, such as
-// the embedded server of locktest.
+// driverPinner: a script and commands alike, even while other calls use the
+// Conn. CLIENT ID tells connections apart: without it (the embedded server
+// of locktest), the property skips.
 func driverPinner(t *testing.T, ctx context.Context, c driver.Conn) {
 	if err := driver.Pinnable(c); err != nil {
 		t.Skipf("the driver cannot pin a connection (optional: single.WithReplicas needs it): %v", err)
@@ -323,14 +319,9 @@ func driverPinner(t *testing.T, ctx context.Context, c driver.Conn) {
 	}
 }
 
-// driverWatch: a WATCH transaction of a pinned Conn (WATCH key, MULTI, SET
-// key, EXEC) runs when key did not change, and is aborted, EXEC replying
-// nil, when another client changed key after WATCH, which keeps that
-// client's value, for keys on every master of a Cluster (slottedKeys): a
-// Pin must reach the master of each key's slot, where WATCH and SET would be
-// refused (MOVED), even when the pinned Conn's first command names no key.
-// (Some Redis-compatible servers have ignored WATCH at EXEC; this property
-// finds them.)
+// driverWatch: WATCH key, MULTI, SET key, EXEC, on keys over every master
+// of a Cluster (slottedKeys), and with a first command that names no key.
+// (Some Redis-compatible servers have ignored WATCH at EXEC.)
 func driverWatch(t *testing.T, ctx context.Context, c driver.Conn) {
 	if err := driver.Pinnable(c); err != nil {
 		t.Skipf("the driver cannot pin a connection (optional: transactions need it): %v", err)
@@ -405,8 +396,8 @@ func transaction(ctx context.Context, c driver.Conn, key string, meanwhile func(
 	return exec, err
 }
 
-// driverSubscriber checks the optional driver.Subscriber, one behaviour per
-// subtest, each on a session of its own.
+// driverSubscriber: one behaviour per subtest, each on a session of its
+// own.
 func driverSubscriber(t *testing.T, ctx context.Context, c driver.Conn) {
 	sub, ok := c.(driver.Subscriber)
 	if !ok {
@@ -543,11 +534,6 @@ func (r *recorder) want(t *testing.T, ctx context.Context, when string, want dri
 	}
 }
 
-// driverPipeliner: a Conn that pipelines returns one reply per command, in
-// order: replies, a nil reply, and errors in their places, for keys in four
-// hash slots (all three masters of a Cluster); Script.RunEach runs a
-// script the server lacks with EVAL; and a pinned Conn pipelines a WATCH
-// transaction.
 func driverPipeliner(t *testing.T, ctx context.Context, c driver.Conn) {
 	if _, ok := c.(driver.Pipeliner); !ok {
 		t.Skip("the driver does not pipeline (optional: batched refreshes then send their calls one by one)")

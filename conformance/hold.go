@@ -373,7 +373,7 @@ func (s suite) fencesIncreaseUnderContention(t *testing.T, ctx context.Context) 
 	s.contend(t, newTurns(40), func(l *lock.Locker, _ int64) error {
 		lk, err := l.Obtain(ctx, key, longTTL, lock.WithFencing(), contentionRetry)
 		if err != nil {
-			return fmt.Errorf("Obtain WithFencing under contention = %w, want a lock", err)
+			return fmt.Errorf("under contention: Obtain WithFencing = %w, want a lock", err)
 		}
 		n, _ := lk.Fence()
 		mu.Lock()
@@ -383,7 +383,7 @@ func (s suite) fencesIncreaseUnderContention(t *testing.T, ctx context.Context) 
 		inside = n
 		mu.Unlock()
 		if err := lk.Release(ctx); err != nil && !excusedRelease(t, lk, err) {
-			return fmt.Errorf("Release under contention = %w, want nil", err)
+			return fmt.Errorf("under contention: Release = %w, want nil", err)
 		}
 		return nil
 	})

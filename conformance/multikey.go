@@ -14,11 +14,6 @@ import (
 	"github.com/locksmith-go/lock/driver"
 )
 
-// The multi-key properties apply to a Locker whose strategy locks several
-// keys as one (Locker.ObtainMany, through a strategy.Multi): they skip,
-// saying why, for one that refuses to (setnx-getset). Their keys share a
-// hash tag (keySet), so that on a Cluster they live in one slot.
-
 // keySet returns n keys unique to t and to this call, in their sorted
 // order, that share one hash tag.
 func keySet(t testing.TB, n int) []string {
@@ -144,7 +139,7 @@ func (s suite) multiKeyExclusion(t *testing.T, ctx context.Context) {
 			detectors[k].Exit()
 		}
 		if err := lk.Release(ctx); err != nil && !excusedRelease(t, lk, err) {
-			return fmt.Errorf("Release of %q under contention = %w, want nil", set, err)
+			return fmt.Errorf("under contention: Release of %q = %w, want nil", set, err)
 		}
 		return nil
 	})

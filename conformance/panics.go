@@ -65,7 +65,10 @@ func (s suite) nilContext(t *testing.T, ctx context.Context) {
 	if ran {
 		t.Errorf("Do with a nil ctx ran fn, want it refused first")
 	}
-	lk := s.stillObtains(t, ctx, l, key, "the calls with a nil ctx")
+	lk, _ := s.stillObtains(t, ctx, l, key, "the calls with a nil ctx")
+	if lk == nil {
+		t.FailNow()
+	}
 	refuses("Lock.TTL", func() error { _, err := lk.TTL(none); return err })
 	refuses("Lock.Refresh", func() error { return lk.Refresh(none, time.Minute) })
 	refuses("Lock.StartRefresh", func() error { return lk.StartRefresh(none) })
@@ -164,7 +167,7 @@ func (s suite) survivesHookPanics(t *testing.T, ctx context.Context) {
 			case v != errBoom:
 				t.Fatalf("the call panicked with %v, want the hook's own panic, %v", v, errBoom)
 			}
-			lk, ok := s.stillObtainsOrHangs(t, ctx, l, key, "a panic of the "+c.name)
+			lk, ok := s.stillObtains(t, ctx, l, key, "a panic of the "+c.name)
 			wedged = !ok
 			if lk != nil {
 				if err := lk.Release(ctx); err != nil {
@@ -199,21 +202,11 @@ func (s suite) obtainPanics(t *testing.T, ctx context.Context, l *lock.Locker, k
 
 // stillObtains obtains key on l, after what, within afterPanicBound,
 // waiting with a retry policy for the clean-ups that what left in the
-// background; it fails t, without hanging, if l does not. t releases the
-// lock when it ends.
-func (s suite) stillObtains(t *testing.T, ctx context.Context, l *lock.Locker, key, what string) *lock.Lock {
-	t.Helper()
-	lk, _ := s.stillObtainsOrHangs(t, ctx, l, key, what)
-	if lk == nil {
-		t.FailNow()
-	}
-	return lk
-}
-
-// stillObtainsOrHangs is stillObtains that reports, rather than stops at,
-// a failure: the lock, or nil; and false when the Obtain did not return
-// within hangMargin of its deadline, leaving the Locker wedged.
-func (s suite) stillObtainsOrHangs(t *testing.T, ctx context.Context, l *lock.Locker, key, what string) (*lock.Lock, bool) {
+// background, and returns the lock, which t releases when it ends. It fails
+// t, without hanging, if l does not: it returns nil then, and false when the
+// Obtain did not return within hangMargin of its deadline, leaving the
+// Locker wedged.
+func (s suite) stillObtains(t *testing.T, ctx context.Context, l *lock.Locker, key, what string) (*lock.Lock, bool) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(ctx, afterPanicBound)
 	defer cancel()

@@ -74,11 +74,11 @@ func (s suite) mutualExclusion(t *testing.T, ctx context.Context) {
 	s.contend(t, turns, func(l *lock.Locker, _ int64) error {
 		lk, err := l.Obtain(ctx, key, longTTL, contentionRetry)
 		if err != nil {
-			return fmt.Errorf("Obtain under contention = %w, want a lock", err)
+			return fmt.Errorf("under contention: Obtain = %w, want a lock", err)
 		}
 		d.Hold(50 * time.Microsecond)
 		if err := lk.Release(ctx); err != nil && !excusedRelease(t, lk, err) {
-			return fmt.Errorf("Release under contention = %w, want nil", err)
+			return fmt.Errorf("under contention: Release = %w, want nil", err)
 		}
 		return nil
 	})

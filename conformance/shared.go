@@ -11,13 +11,6 @@ import (
 	"github.com/locksmith-go/lock/strategy"
 )
 
-// The shared-lock properties apply to a Locker whose strategy shares locks
-// (lock.WithPermits, lock.WithRead, lock.WithWrite, through a
-// strategy.Sharer): they skip, saying why, for one that refuses them with an
-// *ArgumentError that matches errors.ErrUnsupported (Redlock, setnx-getset,
-// single without scripts). Those about the order of waiters also need a
-// strategy that queues them, as WaitersObtainInTurn does.
-
 // needShared skips t unless the Locker shares locks, as needSupport finds
 // from an Obtain of a free key with lock.WithPermits(2).
 func (s suite) needShared(t *testing.T, ctx context.Context) {

@@ -16,18 +16,8 @@ import (
 	"github.com/locksmith-go/lock/internal/glob"
 )
 
-// The properties of notification waiting apply to a Locker whose strategy
-// wakes its waiters (a strategy.Notifier whose Listen returns a Listener):
-// they skip, saying why, for one that does not. Those about the order of
-// waiters apply only to a strategy that queues them (its attempts report a
-// place in the queue, Grant.Position): a strategy that only hints, such as
-// Redlock, promises no order.
-//
-// They count and order what the waiters go through (attempts, through the
-// Attempt hooks, and wake-ups, through the Wait hooks), and never measure
-// time. A waiter's timer is a minute (noTimer), and so is its holder's TTL,
-// so that only a message explains a prompt wake-up; waitBound, far shorter,
-// only detects hangs.
+// The properties of notification waiting count and order what the waiters
+// go through (a waitTrace), and never measure time.
 const (
 	// noTimer is the retry delay of waiters that must be woken by a
 	// message: longer than waitBound, it never fires within a property.
