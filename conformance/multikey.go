@@ -82,13 +82,7 @@ func checkKeyError(t *testing.T, what string, err, want error, key string) {
 
 // except returns keys without key.
 func except(keys []string, key string) []string {
-	var out []string
-	for _, k := range keys {
-		if k != key {
-			out = append(out, k)
-		}
-	}
-	return out
+	return slices.DeleteFunc(slices.Clone(keys), func(k string) bool { return k == key })
 }
 
 // multiKeyExclusion: the first part catches a Locker that takes a held key
@@ -165,7 +159,7 @@ func (s suite) multiKeyOppositeOrders(t *testing.T, ctx context.Context) {
 		var wg sync.WaitGroup
 		for i, order := range orders {
 			l := s.h.NewLocker(t)
-			first := once(func() { close(tried[i]) })
+			first := sync.OnceFunc(func() { close(tried[i]) })
 			other := tried[1-i]
 			barrier := lock.WithHooks(&lock.Hooks{Attempt: func(ctx context.Context, _ lock.Event, next func(context.Context) error) error {
 				err := next(ctx)

@@ -389,24 +389,23 @@ func (s suite) retryPolicies(t *testing.T, ctx context.Context) {
 	l := s.h.NewLocker(t)
 	holder := s.obtain(t, ctx, l, Key(t), longTTL)
 	for _, c := range []struct {
-		name string
-		p    lock.RetryPolicy
-		want int64
+		name  string
+		p     lock.RetryPolicy
+		gives int64 // the attempts after which it gives up; 0: it waits
 	}{
 		{"NoRetry", lock.NoRetry(), 1},
 		{"LimitAttempts", lock.LimitAttempts(lock.Linear(time.Millisecond), 3), 3},
 		{"LimitAttempts of Exponential", lock.LimitAttempts(lock.Exponential(time.Millisecond, 4*time.Millisecond), 4), 4},
+		{"Linear", lock.Linear(2 * time.Millisecond), 0},
+		{"Exponential", lock.Exponential(time.Millisecond, 16*time.Millisecond), 0},
 	} {
-		t.Run(c.name, func(t *testing.T) { givesUp(t, ctx, l, holder.Key(), c.p, c.want) })
-	}
-	for _, c := range []struct {
-		name string
-		p    lock.RetryPolicy
-	}{
-		{"Linear", lock.Linear(2 * time.Millisecond)},
-		{"Exponential", lock.Exponential(time.Millisecond, 16*time.Millisecond)},
-	} {
-		t.Run(c.name, func(t *testing.T) { holder = waitsForRelease(t, ctx, l, holder, c.p) })
+		t.Run(c.name, func(t *testing.T) {
+			if c.gives > 0 {
+				givesUp(t, ctx, l, holder.Key(), c.p, c.gives)
+			} else {
+				holder = waitsForRelease(t, ctx, l, holder, c.p)
+			}
+		})
 	}
 	release(t, holder)
 }

@@ -96,16 +96,13 @@ func (h *holders) check(t *testing.T, what string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	t.Logf("%d entries, at most %d holders inside at once", h.entries, h.most)
-	if h.broken > 0 {
-		t.Errorf("%d of %d entries into the %s broke its rule (%s), want none", h.broken, h.entries, what, h.rule())
-	}
-}
-
-func (h *holders) rule() string {
+	rule := "a writer inside with another holder"
 	if h.limit > 0 {
-		return "more holders than permits"
+		rule = "more holders than permits"
 	}
-	return "a writer inside with another holder"
+	if h.broken > 0 {
+		t.Errorf("%d of %d entries into the %s broke its rule (%s), want none", h.broken, h.entries, what, rule)
+	}
 }
 
 // contend runs the Harness's goroutines, each on a Locker of its own, each

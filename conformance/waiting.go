@@ -155,12 +155,6 @@ func listening(entries []string) bool {
 	return i >= 0 && slices.Contains(entries[i+1:], held)
 }
 
-// once returns f, made to run only its first call.
-func once(f func()) func() {
-	var o sync.Once
-	return func() { o.Do(f) }
-}
-
 // waiter is an Obtain that waits, running in the background.
 type waiter struct {
 	trace *waitTrace
@@ -261,7 +255,7 @@ func (s suite) releaseWakesTheHead(t *testing.T, ctx context.Context) {
 	h := s.obtain(t, ctx, s.h.NewLocker(t), key, heldTTL)
 	tr := newWaitTrace()
 	var releaseErr error
-	releaseHolder := once(func() { releaseErr = h.Release(ctx); tr.add(released) })
+	releaseHolder := sync.OnceFunc(func() { releaseErr = h.Release(ctx); tr.add(released) })
 	tr.failed = func(entries []string) {
 		if listening(entries) {
 			releaseHolder()
@@ -330,7 +324,7 @@ func (s suite) lostMessageCostsOnePoll(t *testing.T, ctx context.Context) {
 	conns := s.h.Conns(t)
 	tr := newWaitTrace()
 	var lossErr error
-	lose := once(func() {
+	lose := sync.OnceFunc(func() {
 		for _, c := range conns {
 			if _, err := c.Del(ctx, key); err != nil {
 				lossErr = err
@@ -399,7 +393,7 @@ func (s suite) deadWaiterDoesNotStall(t *testing.T, ctx context.Context) {
 		releaseErr error
 		past       atomic.Bool
 	)
-	releaseHolder := once(func() { releaseErr = h.Release(ctx); live.add(released) })
+	releaseHolder := sync.OnceFunc(func() { releaseErr = h.Release(ctx); live.add(released) })
 	live.failed = func([]string) {
 		releaseHolder()
 		if count(live.after(released), held)+1 > bound {

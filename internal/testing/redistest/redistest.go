@@ -67,10 +67,9 @@ func RequireFull(t testing.TB, what string) {
 	}
 }
 
-// RequireAlone skips t, saying what it is, unless LOCKSMITH_ALONE=1: a
-// test whose subject is what happens in time under a load it makes itself,
-// which the load of other packages' tests beside it would change. CI runs
-// them in a step of their own, after the others.
+// RequireAlone skips t, saying what it is, unless LOCKSMITH_ALONE=1: for a
+// timing test under a load it makes itself, which CI runs in a step of its
+// own.
 func RequireAlone(t testing.TB, what string) {
 	t.Helper()
 	if os.Getenv(EnvAlone) != "1" {
@@ -78,23 +77,19 @@ func RequireAlone(t testing.TB, what string) {
 	}
 }
 
-// ParallelUnlessFull marks t to run side by side with the package's other
-// parallel tests, unless LOCKSMITH_FULL=1 is set: for tests that keep the
-// CPU busy (a strategy's conformance suites, whose contention runs are small
-// without it and take 2000 acquisitions with it; the CLI's, which start
-// processes built with -race). With it, CI's step runs every package under
-// -race, four at a time on two cores, and the load side by side starved
-// Redlock's node timeouts.
+// ParallelUnlessFull marks t parallel unless LOCKSMITH_FULL=1: for tests
+// that keep the CPU busy (conformance suites, the CLI's -race builds), whose
+// load side by side, in CI's full step of four packages at a time on two
+// cores, starved Redlock's node timeouts.
 func ParallelUnlessFull(t *testing.T) {
 	if !Full() {
 		t.Parallel()
 	}
 }
 
-// Parallel sets go test's -parallel to n, unless the command line sets it:
-// for the TestMain of a package whose parallel tests wait on servers and
-// timers rather than on the CPU, which the default (the number of CPUs)
-// would run two at a time on two cores. Call it before m.Run.
+// Parallel sets go test's -parallel to n, unless the command line sets it,
+// for a TestMain (before m.Run) whose parallel tests wait on servers and
+// timers rather than on the CPU.
 func Parallel(n int) {
 	flag.Parse()
 	given := false
@@ -148,7 +143,6 @@ type Server struct {
 	mu     sync.Mutex
 	cmd    *exec.Cmd
 	exited chan struct{}
-	paused bool
 }
 
 // Start starts n servers and stops them when t ends.
@@ -157,19 +151,15 @@ func Start(t testing.TB, n int, extra ...string) []*Server {
 	bin := RequireBinary(t)
 	servers := make([]*Server, n)
 	for i := range servers {
-		s, err := start(t, bin, extra)
+		s, err := startWith(t, bin, func(s *Server) []string {
+			return append(s.baseArgs("--port"), expand(extra, s)...)
+		})
 		if err != nil {
 			t.Fatalf("start redis-server: %v", err)
 		}
 		servers[i] = s
 	}
 	return servers
-}
-
-func start(t testing.TB, bin string, extra []string) (*Server, error) {
-	return startWith(t, bin, func(s *Server) []string {
-		return append(s.baseArgs("--port"), expand(extra, s)...)
-	})
 }
 
 // maxSocketPath is the longest Unix socket path every system takes: sun_path
@@ -226,8 +216,8 @@ func startWith(t testing.TB, bin string, args func(*Server) []string) (*Server, 
 	return nil, lastErr
 }
 
-// expand replaces {port+N} in extra arguments, for per-server settings such
-// as the cluster bus port.
+// expand replaces {busport} in extra arguments with a free port, and {dir}
+// with s's directory, for per-server settings such as the cluster's.
 func expand(extra []string, s *Server) []string {
 	out := make([]string, len(extra))
 	for i, a := range extra {
@@ -264,7 +254,7 @@ func (s *Server) launch() error {
 	exited := make(chan struct{})
 	go func() { _ = cmd.Wait(); close(exited) }()
 	s.mu.Lock()
-	s.cmd, s.exited, s.paused = cmd, exited, false
+	s.cmd, s.exited = cmd, exited
 	s.mu.Unlock()
 
 	deadline := time.Now().Add(10 * time.Second)
@@ -313,12 +303,6 @@ func (s *Server) signal(sig syscall.Signal) {
 	defer s.mu.Unlock()
 	if s.cmd != nil && s.cmd.Process != nil {
 		_ = s.cmd.Process.Signal(sig)
-	}
-	switch sig {
-	case syscall.SIGSTOP:
-		s.paused = true
-	case syscall.SIGCONT:
-		s.paused = false
 	}
 }
 
