@@ -210,25 +210,17 @@ func (s suite) stillObtains(t *testing.T, ctx context.Context, l *lock.Locker, k
 	t.Helper()
 	ctx, cancel := context.WithTimeout(ctx, afterPanicBound)
 	defer cancel()
-	type result struct {
-		lk  *lock.Lock
-		err error
-	}
-	done := make(chan result, 1) // the Obtain of a wedged Locker never sends
-	go func() {
-		lk, err := l.Obtain(ctx, key, heldTTL, lock.WithRetry(lock.Linear(10*time.Millisecond)))
-		done <- result{lk, err}
-	}()
+	w := wait(ctx, l, key, lock.Linear(10*time.Millisecond), newWaitTrace(), nil) // a wedged Locker's never returns
 	hang := time.NewTimer(afterPanicBound + hangMargin)
 	defer hang.Stop()
 	select {
-	case r := <-done:
-		if r.err != nil {
-			t.Errorf("Obtain after %s = %v, want a lock within %v (what the call wrote, or its place in a queue, was left behind)", what, r.err, afterPanicBound)
+	case <-w.done:
+		if w.err != nil {
+			t.Errorf("Obtain after %s = %v, want a lock within %v (what the call wrote, or its place in a queue, was left behind)", what, w.err, afterPanicBound)
 			return nil, true
 		}
-		release(t, r.lk)
-		return r.lk, true
+		release(t, w.lk)
+		return w.lk, true
 	case <-hang.C:
 		t.Errorf("Obtain after %s did not return within %v of its deadline, %v: the Locker is wedged (a mutex held across the panic)", what, hangMargin, afterPanicBound)
 		return nil, false

@@ -428,32 +428,24 @@ func givesUp(t *testing.T, ctx context.Context, l *lock.Locker, key string, p lo
 // releases it. It returns the new holder.
 func waitsForRelease(t *testing.T, ctx context.Context, l *lock.Locker, holder *lock.Lock, p lock.RetryPolicy) *lock.Lock {
 	t.Helper()
-	type result struct {
-		lk  *lock.Lock
-		err error
-	}
 	var n atomic.Int64
-	got := make(chan result, 1)
-	go func() {
-		lk, err := l.Obtain(ctx, holder.Key(), longTTL, lock.WithRetry(counting{p, &n}))
-		got <- result{lk, err}
-	}()
+	w := wait(ctx, l, holder.Key(), counting{p, &n}, newWaitTrace(), nil)
 	for n.Load() < 3 { // let it wait through a few attempts
 		select {
-		case r := <-got:
-			release(t, r.lk)
-			t.Fatalf("waiting Obtain returned (%v) after %d attempts while the lock was held, want it to wait", r.err, n.Load())
+		case <-w.done:
+			release(t, w.lk)
+			t.Fatalf("waiting Obtain returned (%v) after %d attempts while the lock was held, want it to wait", w.err, n.Load())
 		case <-time.After(time.Millisecond):
 		}
 	}
 	if err := holder.Release(ctx); err != nil {
 		t.Fatalf("holder's Release = %v, want nil", err)
 	}
-	r := <-got
-	if r.err != nil {
-		t.Fatalf("waiting Obtain after the holder released = %v, want a lock", r.err)
+	<-w.done
+	if w.err != nil {
+		t.Fatalf("waiting Obtain after the holder released = %v, want a lock", w.err)
 	}
-	return r.lk
+	return w.lk
 }
 
 func (s suite) tokensAreUnique(t *testing.T, ctx context.Context) {
