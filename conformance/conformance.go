@@ -202,8 +202,8 @@ func (h Harness) has(field string) bool {
 //   - ExactlyOneWinner: of many obtainers started at once, exactly one wins.
 //   - MutualExclusion: under sustained contention, no two holders are ever
 //     inside at once (a [Detector] watches), and every Release succeeds.
-//   - ExpiryFreesTheLock: a lock that is never released expires, and only
-//     then does another owner obtain it.
+//   - ExpiryFreesTheLock: an unreleased lock expires; only then does
+//     another owner obtain it.
 //   - NotHeldAfterExpiry: an expired lock's Refresh and Release report
 //     ErrNotHeld, and do not bring the key back.
 //   - NonOwnerCannotTouch: a stale holder's Release, Refresh and TTL report
@@ -216,10 +216,9 @@ func (h Harness) has(field string) bool {
 //   - TTLReportsRemaining: TTL is positive and at most the TTL obtained
 //     (plus Harness.ExtraTTL).
 //   - ContextEndsTheWait: a deadline or a cancellation ends the wait with
-//     the context's error and cause, with ErrNotObtained exactly when an
-//     attempt found the lock held (ErrNoAnswer otherwise); a context
-//     already cancelled gives its error, not ErrNotObtained; no key is left
-//     behind.
+//     the context's error and cause, and ErrNotObtained exactly when an
+//     attempt found the lock held (else ErrNoAnswer); a context cancelled
+//     already gives its error alone; no key is left behind.
 //   - RetryPolicies: NoRetry and LimitAttempts give up after their count;
 //     Linear and Exponential wait until the holder releases.
 //   - TokensAreUnique: every Obtain gets a fresh token of at least 128 bits.
@@ -231,29 +230,26 @@ func (h Harness) has(field string) bool {
 //   - InvalidArguments: each bad argument to Obtain is an *ArgumentError
 //     that names it.
 //   - NilContext: Obtain, Inspect, Break, Do and the lock's TTL, Refresh,
-//     StartRefresh and Release refuse a nil ctx with an *ArgumentError
-//     named "ctx", from the first call on a fresh Locker on, and leave it
-//     working.
+//     StartRefresh and Release refuse a nil ctx (an *ArgumentError named
+//     "ctx"), from a fresh Locker's first call on, and leave it working.
 //   - NilDriver (NewWithNilConn): the constructor refuses a nil driver with
 //     an *ArgumentError.
 //   - KeyOfAnotherType (Conns): a key that holds a hash gives a WRONGTYPE
 //     error, and is left alone.
 //   - UnreachableRedisIsError (NewUnreachable): a Locker whose Redis is down
 //     returns an error, not a hang.
-//   - SurvivesHookPanics: after a hook's panic, recovered by the caller
-//     (within Obtain: its Obtain, Attempt, Node or Wait hook; Inspect's Op
-//     hook; Release's Op or Ended hook), the Locker obtains the key again
-//     within a deadline: the panic left no mutex held, no place in a
-//     queue, and nothing it wrote. Done is closed after an Ended hook's
-//     panic. A hook that never runs (the Node hooks of a single-node
-//     strategy, the Wait hooks of a Locker that polls) skips its case.
+//   - SurvivesHookPanics: after a hook's panic, recovered by the caller (an
+//     Obtain, Attempt, Node or Wait hook of Obtain; Inspect's Op hook;
+//     Release's Op or Ended hook), the Locker obtains the key again within
+//     a deadline: the panic left no mutex held, no place in a queue, and
+//     nothing it wrote; Done is closed after an Ended hook's panic. A hook
+//     that never runs (Node of one node, Wait when polling) skips.
 //   - AutoRefresh: a lock refreshed in the background outlives its TTL, and
 //     StopRefresh stops the refreshes.
 //   - LossCancelsTheHolder (Conns): deleting or overwriting the key behind
 //     the holder's back cancels its context, with the cause.
 //   - DoHoldsAndReleases (Conns): Do holds the lock while fn runs, releases
-//     it after, returns fn's error as it is, and reports the loss of the
-//     lock.
+//     it after, returns fn's error as it is, and reports a loss.
 //   - ManyHeldLocksStayHeld: many locks held through one Locker, refreshed
 //     in the background (together, by a strategy that batches refreshes),
 //     outlive their TTL, each through its own hooks.
@@ -266,10 +262,10 @@ func (h Harness) has(field string) bool {
 //     among many others refreshed by the same Locker, never overlap.
 //   - FencingTokens: WithFencing is refused with an *ArgumentError, or gives
 //     tokens that increase from holder to holder.
-//   - InspectReadsTheLock: Inspect, by another client, finds the key free
-//     before Obtain, held by the holder (its token's fingerprint, and its
-//     metadata unless Harness.Skip names MetadataRoundTrips) for no longer
-//     than the TTL, and free after Release.
+//   - InspectReadsTheLock: Inspect, by another client, finds the key free,
+//     then held by the holder (its token's fingerprint, and its metadata
+//     unless Harness.Skip names MetadataRoundTrips) for at most the TTL,
+//     and free after Release.
 //   - BreakIsGuarded: Break deletes the lock only when the fingerprint
 //     names its holder (any holder when it is empty), and reports ErrTaken
 //     for another's, leaving the lock, and ErrExpired for a free one. A
@@ -279,11 +275,10 @@ func (h Harness) has(field string) bool {
 // whose strategy wakes its waiters (a strategy.Notifier whose Listen
 // returns a Listener, and Lockers that do not poll), and skip, saying why,
 // for one that does not; WaitersObtainInTurn and DeadWaiterDoesNotStall
-// apply only to a strategy that queues its waiters (Grant.Position), and
-// skip, saying why, for one that only hints, such as Redlock. They count
-// attempts and wake-ups (through the Attempt and Wait hooks), with timers
-// and holders' TTLs of a minute, so that only a message explains a prompt
-// wake-up, and never measure time.
+// also skip for a strategy that does not queue its waiters
+// (Grant.Position), such as Redlock. They count attempts and wake-ups,
+// never time, with timers and holders' TTLs of a minute, so that only a
+// message explains a prompt wake-up.
 //
 //   - ReleaseWakesTheHead: a waiter queued behind a holder, once listening,
 //     is woken by the release with a message, and its next attempt
@@ -304,10 +299,9 @@ func (h Harness) has(field string) bool {
 // The multi-key properties follow. They apply to a Locker whose strategy
 // locks several keys as one ([lock.Locker.ObtainMany] through a
 // strategy.Multi), and skip, saying why, for one whose ObtainMany of two
-// keys is an *ArgumentError named "keys" that says it is not supported
-// (setnx-getset); any other answer fails them, so that a Locker that
-// supports them never skips. Their keys share a hash tag, and so one
-// Cluster slot.
+// keys is an *ArgumentError named "keys" matching errors.ErrUnsupported
+// (setnx-getset); any other answer fails them. Their keys share a hash
+// tag, and so one Cluster slot.
 //
 //   - MultiKeyExclusion: an ObtainMany of {A, B, C} while another Locker
 //     holds any one of them is not obtained, and leaves the holder's key;
@@ -320,8 +314,7 @@ func (h Harness) has(field string) bool {
 //   - MultiKeyAllOrNothing (Conns): with one key held by another lock,
 //     ObtainMany fails with ErrNotObtained and a *KeyError naming that key,
 //     and leaves the other keys free.
-//   - MultiKeyLeavesNothing (Conns): after Release no key of the set
-//     remains.
+//   - MultiKeyLeavesNothing (Conns): Release leaves no key of the set.
 //   - MultiKeyRefreshAllOrNothing (Conns): with one key deleted or taken,
 //     Refresh reports it (ErrExpired or ErrTaken, in a *KeyError naming it)
 //     and extends none of the others.
@@ -336,12 +329,12 @@ func (h Harness) has(field string) bool {
 //     nothing is sent.
 //
 // The shared-lock properties follow. They apply to a Locker whose strategy
-// shares locks (lock.WithPermits, lock.WithRead and lock.WithWrite, through
-// a strategy.Sharer), and skip, saying why, for one whose Obtain
-// WithPermits is an *ArgumentError named "permits" that says it is not
-// supported (Redlock, setnx-getset, single without scripts); any other
-// answer fails them. SemaphoreWaitersInTurn and ReadWriteNoStarvation also
-// need a strategy that queues its waiters, as WaitersObtainInTurn does.
+// shares locks (lock.WithPermits, WithRead and WithWrite, through a
+// strategy.Sharer), and skip, saying why, for one whose Obtain WithPermits
+// is an *ArgumentError named "permits" matching errors.ErrUnsupported
+// (Redlock, setnx-getset, single without scripts); any other answer fails
+// them. SemaphoreWaitersInTurn and ReadWriteNoStarvation also skip as
+// WaitersObtainInTurn does.
 //
 //   - SemaphoreNeverMoreThanN: goroutines taking permits of a semaphore of
 //     3, one holder in eight crashing (never releasing), are never more

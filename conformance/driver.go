@@ -16,26 +16,22 @@ import (
 	"github.com/locksmith-go/lock/driver"
 )
 
-// RunDriver checks a [driver.Conn] as subtests of t: NX semantics, PX
-// expiry, nil-reply normalisation, script replies and the NOSCRIPT
-// fallback, errors passed through (an error reply as an error whose text
-// is the reply's), cancelled contexts, the address of a
-// [driver.Addresser] (skipped for a Conn that is none, or does not know its
-// address), and that [driver.Check] (which strategy constructors call)
-// accepts the Conn. For a Conn that implements the optional
-// [driver.Subscriber], it checks that a session confirms a subscription,
-// delivers a published message, confirms an unsubscription and ends with
-// Closed after Close. For a Conn that can pin a connection
-// ([driver.Pinnable]), it checks that every command of a pinned Conn goes
-// over one connection, that WAIT answers there, and that a WATCH
-// transaction there runs, or is aborted by another client's change, for
-// keys in several hash slots (on a Cluster, a Pin reaches the master of
-// each key's slot). For a Conn that pipelines ([driver.Pipeliner]), it
-// checks that each command gets its own reply, in order, an error in its
-// place, for keys in several hash slots, that [driver.Script.RunEach]
-// falls back to EVAL for a script the server lacks, and that a pinned
+// RunDriver checks a [driver.Conn], which newConn returns for a server the
+// test may write to, as subtests of t: NX semantics, PX expiry, nil-reply
+// normalisation, script replies and the NOSCRIPT fallback, errors passed
+// through (an error reply as an error whose text is the reply's), cancelled
+// contexts, the address of a [driver.Addresser] (skipped for a Conn that
+// is none, or does not know its address), and that [driver.Check] accepts
+// the Conn. For a [driver.Subscriber], it checks that a session confirms a
+// subscription, delivers a message, confirms an unsubscription and ends
+// with Closed after Close. For a Conn that can pin a connection
+// ([driver.Pinnable]), it checks that a pinned Conn's commands go over one
+// connection, that WAIT answers there, and that a WATCH transaction there
+// runs, or is aborted by another client's change, for keys on every master
+// of a Cluster. For a [driver.Pipeliner], it checks that each command gets
+// its own reply, in order, an error in its place, for keys in several hash
+// slots, that [driver.Script.RunEach] falls back to EVAL, and that a pinned
 // Conn pipelines a WATCH transaction.
-// newConn returns a connection to a server the test may write to.
 func RunDriver(t *testing.T, newConn func(t *testing.T) driver.Conn) {
 	for _, p := range driverProperties {
 		t.Run(p.name, func(t *testing.T) {

@@ -68,16 +68,13 @@ func (r *Recorder) Last() string {
 func (r *Recorder) String() string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	var b strings.Builder
+	var counts []string
 	for _, k := range []string{"enqueued", "woken:message", "woken:subscribed", "woken:resubscribed", "woken:timer", "missed"} {
 		if n := r.counts[k]; n > 0 {
-			if b.Len() > 0 {
-				b.WriteString(" ")
-			}
-			b.WriteString(k + "=" + strconv.Itoa(n))
+			counts = append(counts, k+"="+strconv.Itoa(n))
 		}
 	}
-	return "{" + b.String() + "}"
+	return "{" + strings.Join(counts, " ") + "}"
 }
 
 // Contender is a waiter that [Contend] runs: it obtains the lock with L
@@ -182,12 +179,11 @@ func subscribers(ctx context.Context, srv *redistest.Server, channel, pattern st
 	return total, nil
 }
 
-// MessagesOnly returns s, which must implement strategy.Notifier, with
-// listeners that drop the wake-ups of a subscription's confirmation
-// (strategy.WakeSubscribed): its waiters wake on messages, resubscriptions
-// and their timers only. A test that publishes only once the subscription
-// reached the server (see Subscribers) then knows that a waiter woken
-// before its timer was woken by that message.
+// MessagesOnly returns s, a strategy.Notifier, with listeners that drop
+// the wake-ups of a subscription's confirmation (strategy.WakeSubscribed):
+// a test that publishes once the subscription reached the server (see
+// Subscribers) then knows that a waiter woken before its timer was woken by
+// that message.
 func MessagesOnly(s strategy.Strategy) strategy.Strategy {
 	return messagesOnly{s, s.(strategy.Notifier)}
 }
