@@ -478,6 +478,22 @@ func (s suite) obtain(t *testing.T, ctx context.Context, l *lock.Locker, key str
 	return lk
 }
 
+// refused fails t, saying what, unless an Obtain of key on l, for longTTL
+// with opts, is refused with ErrNotObtained.
+func refused(t *testing.T, ctx context.Context, l *lock.Locker, key, what string, opts ...lock.Option) {
+	t.Helper()
+	if lk, err := l.Obtain(ctx, key, longTTL, opts...); !errors.Is(err, lock.ErrNotObtained) {
+		release(t, lk)
+		t.Errorf("%s = %v, want ErrNotObtained", what, err)
+	}
+}
+
+// argumentError reports whether err is an *ArgumentError named name.
+func argumentError(err error, name string) bool {
+	var ae *lock.ArgumentError
+	return errors.As(err, &ae) && ae.Name == name
+}
+
 // release releases lk, which may be nil, at the end of the test, whatever
 // happened.
 func release(t *testing.T, lk *lock.Lock) {

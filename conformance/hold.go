@@ -254,9 +254,7 @@ func (s suite) doHolds(t *testing.T, ctx context.Context) {
 	key := Key(t)
 	other := s.h.NewLocker(t)
 	err := lock.Do(ctx, s.h.NewLocker(t), key, holdTTL, func(fctx context.Context) error {
-		if _, err := other.Obtain(ctx, key, longTTL); !errors.Is(err, lock.ErrNotObtained) {
-			t.Errorf("Obtain by another while fn runs = %v, want ErrNotObtained", err)
-		}
+		refused(t, ctx, other, key, "Obtain by another while fn runs")
 		if lk, ok := lock.FromContext(fctx); !ok || lk.Key() != key {
 			t.Errorf("FromContext(fn's context) = %v, %v; want the lock on the key", lk, ok)
 		}
@@ -329,8 +327,7 @@ func (s suite) fencingTokens(t *testing.T, ctx context.Context) {
 	key := Key(t)
 	first, err := l.Obtain(ctx, key, s.h.ShortTTL, lock.WithFencing())
 	if err != nil {
-		var ae *lock.ArgumentError
-		if !errors.As(err, &ae) || ae.Name != "fencing" {
+		if !argumentError(err, "fencing") {
 			t.Fatalf("Obtain WithFencing = %v, want a lock, or an *ArgumentError named fencing", err)
 		}
 		s.obtain(t, ctx, l, key, longTTL) // nothing was written

@@ -42,13 +42,12 @@ func (s suite) needMultiKey(t *testing.T, ctx context.Context) {
 // capability never skips its properties.
 func needSupport(t *testing.T, ctx context.Context, call string, lk *lock.Lock, err error, arg, skip string) {
 	t.Helper()
-	var ae *lock.ArgumentError
 	switch {
 	case err == nil:
 		if err := lk.Release(ctx); err != nil {
 			t.Fatalf("Release after %s = %v, want nil", call, err)
 		}
-	case errors.As(err, &ae) && ae.Name == arg && errors.Is(err, errors.ErrUnsupported):
+	case argumentError(err, arg) && errors.Is(err, errors.ErrUnsupported):
 		t.Skipf(skip, err)
 	default:
 		t.Fatalf("%s = %v, want a lock, or an *ArgumentError named %s matching errors.ErrUnsupported", call, err, arg)

@@ -45,8 +45,7 @@ func (s suite) nilContext(t *testing.T, ctx context.Context) {
 			if v := panicked(func() { err = f() }); v != nil {
 				t.Fatalf("%s with a nil ctx panicked: %v; want an *ArgumentError named ctx", call, v)
 			}
-			var ae *lock.ArgumentError
-			if !errors.As(err, &ae) || ae.Name != "ctx" {
+			if !argumentError(err, "ctx") {
 				t.Fatalf("%s with a nil ctx = %v, want an *ArgumentError named ctx", call, err)
 			}
 		})

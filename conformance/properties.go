@@ -191,11 +191,7 @@ func (s suite) notHeldAfterExpiry(t *testing.T, ctx context.Context) {
 	if !a.ValidUntil().IsZero() {
 		t.Errorf("ValidUntil after the lock was found gone = %v, want the zero time", a.ValidUntil())
 	}
-	lk, err := l.Obtain(ctx, key, longTTL)
-	if err != nil {
-		t.Fatalf("Obtain after expiry, Refresh and Release = %v, want a lock (the key was left behind)", err)
-	}
-	release(t, lk)
+	s.obtain(t, ctx, l, key, longTTL) // Refresh and Release left no key behind
 }
 
 func (s suite) nonOwnerCannotTouch(t *testing.T, ctx context.Context) {
@@ -354,11 +350,7 @@ func (s suite) contextEndsTheWait(t *testing.T, ctx context.Context) {
 	if err := holder.Release(ctx); err != nil {
 		t.Fatalf("holder's Release = %v, want nil", err)
 	}
-	lk, err := l.Obtain(ctx, key, longTTL)
-	if err != nil {
-		t.Fatalf("Obtain after the holder released = %v, want a lock (a waiter left its key behind)", err)
-	}
-	release(t, lk)
+	s.obtain(t, ctx, l, key, longTTL) // the waiters left no key behind
 }
 
 // heldSeen returns the hooks that set found once an attempt finds the lock
@@ -499,12 +491,8 @@ func (s suite) callerChosenToken(t *testing.T, ctx context.Context) {
 	if a.Token() != tok {
 		t.Errorf("Token() differs from the token given with WithToken")
 	}
-	if _, err := l.Obtain(ctx, key, longTTL); !errors.Is(err, lock.ErrNotObtained) {
-		t.Errorf("Obtain with another token = %v, want ErrNotObtained", err)
-	}
-	if _, err := l.Obtain(ctx, key, longTTL, lock.WithToken(tok), lock.WithMetadata("other")); !errors.Is(err, lock.ErrNotObtained) {
-		t.Errorf("Obtain with the token but other metadata = %v, want ErrNotObtained", err)
-	}
+	refused(t, ctx, l, key, "Obtain with another token")
+	refused(t, ctx, l, key, "Obtain with the token but other metadata", lock.WithToken(tok), lock.WithMetadata("other"))
 	b := s.obtain(t, ctx, s.h.NewLocker(t), key, longTTL, lock.WithToken(tok))
 	if err := b.Release(ctx); err != nil {
 		t.Errorf("Release by the new holder of the handed-over lock = %v, want nil", err)
@@ -570,11 +558,7 @@ func (s suite) invalidArguments(t *testing.T, ctx context.Context) {
 			}
 		})
 	}
-	if lk, err := l.Obtain(ctx, key, time.Second); err != nil {
-		t.Errorf("Obtain after the invalid calls = %v, want a lock (an invalid call left a key behind)", err)
-	} else {
-		release(t, lk)
-	}
+	s.obtain(t, ctx, l, key, time.Second) // the invalid calls left no key behind
 }
 
 func (s suite) nilDriver(t *testing.T, _ context.Context) {

@@ -143,10 +143,7 @@ func (s suite) semaphoreNeverMoreThanN(t *testing.T, ctx context.Context) {
 	for range n {
 		held = append(held, s.obtain(t, ctx, s.h.NewLocker(t), key, longTTL, lock.WithPermits(n)))
 	}
-	if lk, err := s.h.NewLocker(t).Obtain(ctx, key, longTTL, lock.WithPermits(n)); !errors.Is(err, lock.ErrNotObtained) {
-		release(t, lk)
-		t.Fatalf("Obtain while all %d permits are held = %v, want ErrNotObtained", n, err)
-	}
+	refused(t, ctx, s.h.NewLocker(t), key, "Obtain while all the permits are held", lock.WithPermits(n))
 	for _, lk := range held {
 		if err := lk.Release(ctx); err != nil {
 			t.Fatalf("Release of a permit = %v, want nil", err)
@@ -185,10 +182,7 @@ func (s suite) semaphoreCrashedHolderReturns(t *testing.T, ctx context.Context) 
 	permits := lock.WithPermits(2)
 	crashed := s.obtain(t, ctx, l, key, s.h.ShortTTL, permits)
 	s.obtain(t, ctx, l, key, longTTL, permits)
-	if lk, err := l.Obtain(ctx, key, longTTL, permits); !errors.Is(err, lock.ErrNotObtained) {
-		release(t, lk)
-		t.Fatalf("Obtain while both permits are held = %v, want ErrNotObtained", err)
-	}
+	refused(t, ctx, l, key, "Obtain while both permits are held", permits)
 	wctx, cancel := context.WithTimeout(ctx, s.expiryLimit())
 	defer cancel()
 	lk, err := l.Obtain(wctx, key, longTTL, permits, lock.WithRetry(lock.Linear(s.h.ShortTTL/10)))
@@ -351,10 +345,7 @@ func (s suite) readWriteNoStarvation(t *testing.T, ctx context.Context) {
 		reader := s.obtain(t, ctx, s.h.NewLocker(t), key, heldTTL, lock.WithRead())
 		w := wait(ctx, s.h.NewLocker(t), key, lock.Linear(noTimer), newWaitTrace(), nil, lock.WithWrite())
 		w.rank(t, "the writer")
-		if lk, err := s.h.NewLocker(t).Obtain(ctx, key, longTTL, lock.WithRead()); !errors.Is(err, lock.ErrNotObtained) {
-			release(t, lk)
-			t.Errorf("a reader that came while a writer waits = %v, want ErrNotObtained: a stream of readers would starve the writer", err)
-		}
+		refused(t, ctx, s.h.NewLocker(t), key, "a reader that came while a writer waits (else a stream of readers starves the writer)", lock.WithRead())
 		if err := reader.Release(ctx); err != nil {
 			t.Fatalf("the reader's Release = %v, want nil", err)
 		}
@@ -396,10 +387,7 @@ func (s suite) readWriteDowngrade(t *testing.T, ctx context.Context) {
 			t.Fatalf("Downgrade = %v, want nil", err)
 		}
 		s.obtain(t, ctx, s.h.NewLocker(t), key, longTTL, lock.WithRead())
-		if lk, err := s.h.NewLocker(t).Obtain(ctx, key, longTTL, lock.WithWrite()); !errors.Is(err, lock.ErrNotObtained) {
-			release(t, lk)
-			t.Errorf("a writer's Obtain after Downgrade = %v, want ErrNotObtained", err)
-		}
+		refused(t, ctx, s.h.NewLocker(t), key, "a writer's Obtain after Downgrade", lock.WithWrite())
 		if err := w.Refresh(ctx, longTTL); err != nil {
 			t.Errorf("Refresh after Downgrade = %v, want nil", err)
 		}
@@ -431,13 +419,12 @@ func (s suite) readWriteDowngrade(t *testing.T, ctx context.Context) {
 		next.result(t, "the waiting writer")
 	})
 	t.Run("only a writer downgrades", func(t *testing.T) {
-		var ae *lock.ArgumentError
 		r := s.obtain(t, ctx, l, Key(t), longTTL, lock.WithRead())
-		if err := r.Downgrade(ctx); !errors.As(err, &ae) || ae.Name != "lock" {
+		if err := r.Downgrade(ctx); !argumentError(err, "lock") {
 			t.Errorf("Downgrade of a read lock = %v, want an *ArgumentError named lock", err)
 		}
 		p := s.obtain(t, ctx, l, Key(t), longTTL)
-		if err := p.Downgrade(ctx); !errors.As(err, &ae) || ae.Name != "lock" {
+		if err := p.Downgrade(ctx); !argumentError(err, "lock") {
 			t.Errorf("Downgrade of a plain lock = %v, want an *ArgumentError named lock", err)
 		}
 	})
@@ -525,14 +512,12 @@ func (s suite) sharedInvalidArguments(t *testing.T, ctx context.Context) {
 	l := s.h.NewLocker(t)
 	key := Key(t)
 	for _, n := range []int{0, -1, lock.MaxPermits + 1} {
-		var ae *lock.ArgumentError
-		if lk, err := l.Obtain(ctx, key, longTTL, lock.WithPermits(n)); !errors.As(err, &ae) || ae.Name != "permits" {
+		if lk, err := l.Obtain(ctx, key, longTTL, lock.WithPermits(n)); !argumentError(err, "permits") {
 			release(t, lk)
 			t.Errorf("Obtain WithPermits(%d) = %v, want an *ArgumentError named permits", n, err)
 		}
 	}
-	var ae *lock.ArgumentError
-	if lk, err := l.ObtainMany(ctx, keySet(t, 2), longTTL, lock.WithPermits(2)); !errors.As(err, &ae) || ae.Name != "keys" {
+	if lk, err := l.ObtainMany(ctx, keySet(t, 2), longTTL, lock.WithPermits(2)); !argumentError(err, "keys") {
 		release(t, lk)
 		t.Errorf("ObtainMany WithPermits(2) = %v, want an *ArgumentError named keys", err)
 	}
