@@ -184,15 +184,8 @@ var properties = []property{
 
 // has reports whether the harness sets the named optional field.
 func (h Harness) has(field string) bool {
-	switch field {
-	case "Conns":
-		return h.Conns != nil
-	case "NewUnreachable":
-		return h.NewUnreachable != nil
-	case "NewWithNilConn":
-		return h.NewWithNilConn != nil
-	}
-	return true
+	set := map[string]bool{"": true, "Conns": h.Conns != nil, "NewUnreachable": h.NewUnreachable != nil, "NewWithNilConn": h.NewWithNilConn != nil}
+	return set[field]
 }
 
 // Run runs the Locker suite as subtests of t, one per property, named

@@ -172,19 +172,13 @@ func loseBehindTheBack(t *testing.T, ctx context.Context, conns []driver.Conn, k
 	t.Helper()
 	for _, c := range conns {
 		t.Cleanup(func() { _, _ = c.Del(context.Background(), key) })
-		waitForKey(ctx, c, key)
+		for deadline := time.Now().Add(waitBound); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+			if _, ok, err := c.Get(ctx, key); ok || err != nil {
+				break // the key is there, or c cannot tell
+			}
+		}
 		if err := act(ctx, c, key); err != nil {
 			t.Fatalf("changing the key behind the holder's back: %v", err)
-		}
-	}
-}
-
-// waitForKey returns once key exists on c, or c fails to tell, or
-// waitBound has passed.
-func waitForKey(ctx context.Context, c driver.Conn, key string) {
-	for deadline := time.Now().Add(waitBound); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
-		if _, ok, err := c.Get(ctx, key); ok || err != nil {
-			return
 		}
 	}
 }

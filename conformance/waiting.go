@@ -480,42 +480,30 @@ func (s suite) cancelledWaiterLeavesNothing(t *testing.T, ctx context.Context) {
 // (in a Cluster, the master of its slot, where its companion keys live).
 var keysScript = driver.NewScript(`return redis.call('KEYS', ARGV[1])`)
 
-// keysLeft returns the keys named after any of keys (keysNamedAfter) that
-// are still there once none is, or waitBound has passed: a release may
+// keysLeft returns the keys whose names contain any of keys, on every
+// server, once there are none, or waitBound has passed: a release may
 // finish in the background (Redlock's returns once a quorum of nodes
 // confirmed it, and its deletes on the others go on, bounded by its node
 // timeout), and a strategy without scripts deletes in more round trips.
 func (s suite) keysLeft(t *testing.T, ctx context.Context, keys ...string) []string {
 	t.Helper()
 	conns := s.h.Conns(t)
-	deadline := time.Now().Add(waitBound)
-	for {
+	for deadline := time.Now().Add(waitBound); ; time.Sleep(10 * time.Millisecond) {
 		var left []string
 		for _, key := range keys {
-			left = append(left, keysNamedAfter(t, ctx, conns, key)...)
+			for _, c := range conns {
+				v, err := keysScript.Run(ctx, c, []string{key}, "*"+glob.Escape(key)+"*")
+				if err != nil {
+					t.Fatalf("KEYS *%s*: %v", key, err)
+				}
+				found, _ := v.([]any)
+				for _, f := range found {
+					left = append(left, fmt.Sprint(f))
+				}
+			}
 		}
 		if len(left) == 0 || time.Now().After(deadline) {
 			return left
 		}
-		time.Sleep(10 * time.Millisecond)
 	}
-}
-
-// keysNamedAfter returns the keys on the servers of conns whose names
-// contain key.
-func keysNamedAfter(t *testing.T, ctx context.Context, conns []driver.Conn, key string) []string {
-	t.Helper()
-	var names []string
-	pattern := "*" + glob.Escape(key) + "*"
-	for _, c := range conns {
-		v, err := keysScript.Run(ctx, c, []string{key}, pattern)
-		if err != nil {
-			t.Fatalf("KEYS %s: %v", pattern, err)
-		}
-		found, _ := v.([]any)
-		for _, f := range found {
-			names = append(names, fmt.Sprint(f))
-		}
-	}
-	return names
 }
