@@ -73,7 +73,6 @@ func (s suite) manyHeldLocksStayHeld(t *testing.T, ctx context.Context) {
 	for i := range locks {
 		opts := []lock.Option{refreshMany}
 		if i%2 == 0 {
-			counts[i].start()
 			opts = append(opts, counts[i].option())
 		}
 		locks[i] = s.obtainEach(t, ctx, l, 1, func(int) string { return fmt.Sprintf("%s:%d", prefix, i) }, manyTTL, opts...)[0]
@@ -81,7 +80,7 @@ func (s suite) manyHeldLocksStayHeld(t *testing.T, ctx context.Context) {
 	time.Sleep(manyTTL + manyTTL/5)
 	if n := lapsed(t, "after 1.2 TTLs of auto-refresh", locks); n > 0 {
 		var gap time.Duration
-		for i := range counts {
+		for i := 0; i < manyLocks; i += 2 { // the hooked ones
 			gap = max(gap, counts[i].longestGap())
 		}
 		if gap < manyTTL-2*manyInterval {

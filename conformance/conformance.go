@@ -454,9 +454,7 @@ func (d *Detector) Overlaps() int64 { return d.overlaps.Load() }
 func (d *Detector) Hold(inside time.Duration) {
 	d.Enter()
 	defer d.Exit()
-	if inside > 0 {
-		time.Sleep(inside)
-	}
+	time.Sleep(inside)
 }
 
 // obtain obtains key on l, failing t on error; t releases the lock when it

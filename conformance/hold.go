@@ -35,7 +35,7 @@ const lossBound = holdInterval + 2*time.Second
 
 // refreshCount counts the refreshes of the locks obtained with its option,
 // and notes when the last one was sent, and the longest time between two
-// sends, from the time given to start on.
+// sends, from the time option was called on.
 type refreshCount struct {
 	n    atomic.Int64
 	mu   sync.Mutex
@@ -44,6 +44,9 @@ type refreshCount struct {
 }
 
 func (r *refreshCount) option() lock.Option {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.last = time.Now()
 	return lock.WithHooks(&lock.Hooks{Op: func(ctx context.Context, e lock.Event, next func(context.Context) error) error {
 		if e.Op == "refresh" {
 			r.n.Add(1)
@@ -59,20 +62,13 @@ func (r *refreshCount) option() lock.Option {
 	}})
 }
 
-// start notes the time the gaps between refreshes are measured from.
-func (r *refreshCount) start() {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.last = time.Now()
-}
-
 func (r *refreshCount) lastSent() time.Time {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.last
 }
 
-// longestGap returns the longest time without a refresh sent, from start
+// longestGap returns the longest time without a refresh sent, from option
 // until now.
 func (r *refreshCount) longestGap() time.Duration {
 	r.mu.Lock()
@@ -91,7 +87,6 @@ const stallGap = holdTTL - 2*holdInterval
 func (s suite) autoRefresh(t *testing.T, ctx context.Context) {
 	key := Key(t)
 	var refreshes refreshCount
-	refreshes.start()
 	a := s.obtain(t, ctx, s.h.NewLocker(t), key, holdTTL, refreshOften, refreshes.option())
 	if err := a.StartRefresh(ctx); err != nil {
 		t.Fatalf("StartRefresh = %v, want nil", err)

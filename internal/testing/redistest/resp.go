@@ -19,17 +19,13 @@ import (
 // elements joined by spaces). The harness uses it instead of a client
 // library, so it depends on no driver.
 func (s *Server) Command(ctx context.Context, args ...string) (string, error) {
-	var (
-		c   net.Conn
-		err error
-	)
+	var d interface {
+		DialContext(ctx context.Context, network, addr string) (net.Conn, error)
+	} = new(net.Dialer)
 	if s.tls != nil {
-		d := tls.Dialer{Config: s.tls}
-		c, err = d.DialContext(ctx, "tcp", s.Addr)
-	} else {
-		var d net.Dialer
-		c, err = d.DialContext(ctx, "tcp", s.Addr)
+		d = &tls.Dialer{Config: s.tls}
 	}
+	c, err := d.DialContext(ctx, "tcp", s.Addr)
 	if err != nil {
 		return "", err
 	}
