@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -309,10 +310,13 @@ func (s suite) contextEndsTheWait(t *testing.T, ctx context.Context) {
 	l := s.h.NewLocker(t)
 	holder := s.obtain(t, ctx, l, key, longTTL)
 	retry := lock.WithRetry(lock.Linear(5 * time.Millisecond))
-	// check checks err, the error of an Obtain whose wait its context's end
-	// (want) ended: found says whether an attempt found the lock held.
-	check := func(t *testing.T, err, want error, found bool) {
+	// check checks the error of an Obtain whose wait the end of ctx (want)
+	// ends, according to whether an attempt found the lock held.
+	check := func(t *testing.T, ctx context.Context, want error) {
 		t.Helper()
+		tr := newWaitTrace()
+		_, err := l.Obtain(ctx, key, longTTL, retry, tr.option())
+		found := slices.Contains(tr.all(), held)
 		if !errors.Is(err, want) {
 			t.Errorf("Obtain = %v, want an error matching %v", err, want)
 		}
@@ -325,17 +329,13 @@ func (s suite) contextEndsTheWait(t *testing.T, ctx context.Context) {
 	t.Run("deadline", func(t *testing.T) {
 		dctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
 		defer cancel()
-		found, seen := heldSeen()
-		_, err := l.Obtain(dctx, key, longTTL, retry, seen)
-		check(t, err, context.DeadlineExceeded, found.Load())
+		check(t, dctx, context.DeadlineExceeded)
 	})
 	t.Run("cancel with cause", func(t *testing.T) {
 		cause := errors.New("shutting down")
 		cctx, cancel := context.WithCancelCause(ctx)
 		time.AfterFunc(50*time.Millisecond, func() { cancel(cause) })
-		found, seen := heldSeen()
-		_, err := l.Obtain(cctx, key, longTTL, retry, seen)
-		check(t, err, cause, found.Load())
+		check(t, cctx, cause)
 	})
 	t.Run("already cancelled", func(t *testing.T) {
 		free := Key(t)
@@ -351,19 +351,6 @@ func (s suite) contextEndsTheWait(t *testing.T, ctx context.Context) {
 		t.Fatalf("holder's Release = %v, want nil", err)
 	}
 	s.obtain(t, ctx, l, key, longTTL) // the waiters left no key behind
-}
-
-// heldSeen returns the hooks that set found once an attempt finds the lock
-// held.
-func heldSeen() (found *atomic.Bool, seen lock.Option) {
-	found = new(atomic.Bool)
-	return found, lock.WithHooks(&lock.Hooks{Attempt: func(ctx context.Context, _ lock.Event, next func(context.Context) error) error {
-		err := next(ctx)
-		if errors.Is(err, lock.ErrNotObtained) {
-			found.Store(true)
-		}
-		return err
-	}})
 }
 
 // counting counts the attempts a policy is asked about.
