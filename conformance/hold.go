@@ -141,13 +141,16 @@ func (s suite) autoRefresh(t *testing.T, ctx context.Context) {
 	}
 }
 
-// behindTheBack are the ways a lock is lost while its holder is not looking,
-// with the cause the holder must report.
-var behindTheBack = []struct {
+// loss is a way a lock is lost while its holder is not looking, with the
+// cause the holder must report.
+type loss struct {
 	name string
 	act  func(ctx context.Context, c driver.Conn, key string) error
 	want error
-}{
+}
+
+// behindTheBack are the ways a lock is lost.
+var behindTheBack = []loss{
 	{"deleted", func(ctx context.Context, c driver.Conn, key string) error {
 		_, err := c.Del(ctx, key)
 		return err

@@ -230,93 +230,82 @@ func (s suite) multiKeyLeavesNothing(t *testing.T, ctx context.Context) {
 	}
 }
 
-func (s suite) multiKeyRefreshAllOrNothing(t *testing.T, ctx context.Context) {
+// keyLoss runs f as a subtest for each way a key is lost behind its
+// holder's back (c), after needMultiKey, with lk, a lock of three keys
+// obtained for ttl with opts, of which f is to lose lost, keys[i]. The keys
+// are deleted when the subtest ends: a lock that found the loss no longer
+// deletes them.
+func (s suite) keyLoss(t *testing.T, ctx context.Context, i int, ttl time.Duration, opts []lock.Option, f func(t *testing.T, conns []driver.Conn, lk *lock.Lock, lost string, c loss)) {
 	s.needMultiKey(t, ctx)
 	conns := s.h.Conns(t)
 	for _, c := range behindTheBack {
 		t.Run(c.name, func(t *testing.T) {
 			keys := keySet(t, 3)
-			lost := keys[1]
-			lk := s.obtainMany(t, ctx, s.h.NewLocker(t), keys, longTTL)
-			deleteAtEnd(t, conns, keys)
-			loseBehindTheBack(t, ctx, conns, lost, c.act)
-			err := lk.Refresh(ctx, 10*longTTL)
-			checkKeyError(t, "Refresh with key "+c.name, err, c.want, lost)
-			for _, k := range except(keys, lost) {
-				found := 0
+			lk := s.obtainMany(t, ctx, s.h.NewLocker(t), keys, ttl, opts...)
+			t.Cleanup(func() {
 				for _, conn := range conns {
-					ttl, ok, err := conn.PTTL(ctx, k)
-					if err != nil {
-						t.Fatalf("PTTL %s: %v", k, err)
-					}
-					if !ok {
-						continue
-					}
-					found++
-					if limit := longTTL + s.h.ExtraTTL; ttl > limit {
-						t.Errorf("PTTL of key %s after a Refresh(%v) that failed = %v, want at most %v (it was extended)", k, 10*longTTL, ttl, limit)
+					for _, k := range keys {
+						_, _ = conn.Del(context.Background(), k)
 					}
 				}
-				if found == 0 {
-					t.Errorf("key %s after a Refresh that failed: gone from every server, want it left as it was", k)
-				}
-			}
+			})
+			f(t, conns, lk, keys[i], c)
 		})
 	}
 }
 
-// deleteAtEnd deletes keys on each of conns when t ends: a lock whose
-// Refresh found it lost is over, and its Release no longer deletes them.
-func deleteAtEnd(t *testing.T, conns []driver.Conn, keys []string) {
-	t.Cleanup(func() {
-		for _, c := range conns {
-			for _, k := range keys {
-				_, _ = c.Del(context.Background(), k)
+func (s suite) multiKeyRefreshAllOrNothing(t *testing.T, ctx context.Context) {
+	s.keyLoss(t, ctx, 1, longTTL, nil, func(t *testing.T, conns []driver.Conn, lk *lock.Lock, lost string, c loss) {
+		loseBehindTheBack(t, ctx, conns, lost, c.act)
+		err := lk.Refresh(ctx, 10*longTTL)
+		checkKeyError(t, "Refresh with key "+c.name, err, c.want, lost)
+		for _, k := range except(lk.Keys(), lost) {
+			found := 0
+			for _, conn := range conns {
+				ttl, ok, err := conn.PTTL(ctx, k)
+				if err != nil {
+					t.Fatalf("PTTL %s: %v", k, err)
+				}
+				if !ok {
+					continue
+				}
+				found++
+				if limit := longTTL + s.h.ExtraTTL; ttl > limit {
+					t.Errorf("PTTL of key %s after a Refresh(%v) that failed = %v, want at most %v (it was extended)", k, 10*longTTL, ttl, limit)
+				}
+			}
+			if found == 0 {
+				t.Errorf("key %s after a Refresh that failed: gone from every server, want it left as it was", k)
 			}
 		}
 	})
 }
 
 func (s suite) multiKeyReleaseReportsEachKey(t *testing.T, ctx context.Context) {
-	s.needMultiKey(t, ctx)
-	conns := s.h.Conns(t)
-	for _, c := range behindTheBack {
-		t.Run(c.name, func(t *testing.T) {
-			keys := keySet(t, 3)
-			lost := keys[1]
-			lk := s.obtainMany(t, ctx, s.h.NewLocker(t), keys, longTTL)
-			loseBehindTheBack(t, ctx, conns, lost, c.act)
-			err := lk.Release(ctx)
-			checkKeyError(t, "Release with key "+c.name, err, c.want, lost)
-			if left := s.keysLeft(t, ctx, except(keys, lost)...); len(left) > 0 {
-				t.Errorf("keys left after Release: %q, want none", left)
+	s.keyLoss(t, ctx, 1, longTTL, nil, func(t *testing.T, conns []driver.Conn, lk *lock.Lock, lost string, c loss) {
+		loseBehindTheBack(t, ctx, conns, lost, c.act)
+		err := lk.Release(ctx)
+		checkKeyError(t, "Release with key "+c.name, err, c.want, lost)
+		if left := s.keysLeft(t, ctx, except(lk.Keys(), lost)...); len(left) > 0 {
+			t.Errorf("keys left after Release: %q, want none", left)
+		}
+		if !errors.Is(c.want, lock.ErrTaken) {
+			return
+		}
+		for _, conn := range conns {
+			if v, ok, err := conn.Get(ctx, lost); err != nil || !ok || v != "another owner's value" {
+				t.Errorf("GET of the taken key after Release = %q, %v, %v; want its new owner's value", v, ok, err)
 			}
-			if !errors.Is(c.want, lock.ErrTaken) {
-				return
-			}
-			for _, conn := range conns {
-				if v, ok, err := conn.Get(ctx, lost); err != nil || !ok || v != "another owner's value" {
-					t.Errorf("GET of the taken key after Release = %q, %v, %v; want its new owner's value", v, ok, err)
-				}
-			}
-		})
-	}
+		}
+	})
 }
 
 func (s suite) multiKeyLossEndsTheLock(t *testing.T, ctx context.Context) {
-	s.needMultiKey(t, ctx)
-	conns := s.h.Conns(t)
-	for _, c := range behindTheBack {
-		t.Run(c.name, func(t *testing.T) {
-			keys := keySet(t, 3)
-			lost := keys[2]
-			lk := s.obtainMany(t, ctx, s.h.NewLocker(t), keys, holdTTL, refreshOften)
-			deleteAtEnd(t, conns, keys)
-			hctx, _ := loseWhileRefreshed(t, ctx, lk, conns, lost, c.name, c.act)
-			checkKeyError(t, "context.Cause", context.Cause(hctx), c.want, lost)
-			checkKeyError(t, "Err()", lk.Err(), c.want, lost)
-		})
-	}
+	s.keyLoss(t, ctx, 2, holdTTL, []lock.Option{refreshOften}, func(t *testing.T, conns []driver.Conn, lk *lock.Lock, lost string, c loss) {
+		hctx, _ := loseWhileRefreshed(t, ctx, lk, conns, lost, c.name, c.act)
+		checkKeyError(t, "context.Cause", context.Cause(hctx), c.want, lost)
+		checkKeyError(t, "Err()", lk.Err(), c.want, lost)
+	})
 }
 
 func (s suite) multiKeyInvalidArguments(t *testing.T, ctx context.Context) {
