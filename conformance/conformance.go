@@ -418,9 +418,14 @@ func checkSkip(t *testing.T, skip map[string]string) {
 // Key returns a key unique to t and to this call, for tests that share a
 // server.
 func Key(t testing.TB) string {
-	var b [6]byte
-	_, _ = rand.Read(b[:])
-	return "conformance:" + strings.ReplaceAll(t.Name(), " ", "_") + ":" + hex.EncodeToString(b[:])
+	return "conformance:" + strings.ReplaceAll(t.Name(), " ", "_") + ":" + randomHex(6)
+}
+
+// randomHex returns n random bytes in hex.
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
 }
 
 // Detector fails a test when two holders are ever inside a critical section

@@ -2,8 +2,6 @@ package conformance
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"reflect"
@@ -148,19 +146,13 @@ func driverPTTL(t *testing.T, ctx context.Context, c driver.Conn) {
 
 // freshScript returns a script the server has never seen.
 func freshScript(body string) *driver.Script {
-	var b [8]byte
-	_, _ = rand.Read(b[:])
-	return driver.NewScript("-- " + hex.EncodeToString(b[:]) + "\n" + body)
+	return driver.NewScript("-- " + randomHex(8) + "\n" + body)
 }
 
 // unknownSHA1 returns a random SHA-1 in hex, which no script has: EVALSHA
 // of it gets NOSCRIPT. It hashes nothing, so that the suite runs in FIPS
 // 140 mode too.
-func unknownSHA1() string {
-	var b [20]byte
-	_, _ = rand.Read(b[:])
-	return hex.EncodeToString(b[:])
-}
+func unknownSHA1() string { return randomHex(20) }
 
 // driverScriptFallback: the script names a key, so that a cluster runs
 // every call on the same node.

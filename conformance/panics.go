@@ -81,7 +81,8 @@ func (s suite) nilContext(t *testing.T, ctx context.Context) {
 // do, and stop at the first that leaves it wedged.
 func (s suite) survivesHookPanics(t *testing.T, ctx context.Context) {
 	l := s.h.NewLocker(t)
-	after := func(ctx context.Context, next func(context.Context) error) error {
+	// after panics after a call that succeeded.
+	after := func(ctx context.Context, _ lock.Event, next func(context.Context) error) error {
 		if err := next(ctx); err != nil {
 			return err
 		}
@@ -104,10 +105,7 @@ func (s suite) survivesHookPanics(t *testing.T, ctx context.Context) {
 				}})
 		}},
 		{"Attempt hook", func(t *testing.T, key string) any {
-			return s.obtainPanics(t, ctx, l, key, &lock.Hooks{
-				Attempt: func(ctx context.Context, _ lock.Event, next func(context.Context) error) error {
-					return after(ctx, next)
-				}})
+			return s.obtainPanics(t, ctx, l, key, &lock.Hooks{Attempt: after})
 		}},
 		{"Node hook", func(t *testing.T, key string) any {
 			return s.obtainPanics(t, ctx, l, key, &lock.Hooks{Node: func(context.Context, lock.Event) { panic(errBoom) }})
@@ -128,10 +126,7 @@ func (s suite) survivesHookPanics(t *testing.T, ctx context.Context) {
 		}},
 		{"Op hook of Inspect", func(t *testing.T, key string) any {
 			return panicked(func() {
-				_, _ = l.Inspect(ctx, key, lock.WithHooks(&lock.Hooks{
-					Op: func(ctx context.Context, _ lock.Event, next func(context.Context) error) error {
-						return after(ctx, next)
-					}}))
+				_, _ = l.Inspect(ctx, key, lock.WithHooks(&lock.Hooks{Op: after}))
 			})
 		}},
 		{"Op hook of Release", func(t *testing.T, key string) any {
@@ -140,7 +135,7 @@ func (s suite) survivesHookPanics(t *testing.T, ctx context.Context) {
 					if e.Op != "release" {
 						return next(ctx)
 					}
-					return after(ctx, next)
+					return after(ctx, e, next)
 				}}))
 			return panicked(func() { _ = lk.Release(ctx) })
 		}},
