@@ -45,11 +45,7 @@ func NewPKI(t testing.TB) PKI {
 		BasicConstraintsValid: true,
 		KeyUsage:              x509.KeyUsageCertSign,
 	}
-	caDER := writeCert(t, p.CA, ca, ca, &caKey.PublicKey, caKey)
-	caCert, err := x509.ParseCertificate(caDER)
-	if err != nil {
-		t.Fatalf("parse the CA certificate: %v", err)
-	}
+	writeCert(t, p.CA, ca, ca, &caKey.PublicKey, caKey)
 	for i, leaf := range []struct {
 		cert, key string
 		usage     x509.ExtKeyUsage
@@ -67,7 +63,7 @@ func NewPKI(t testing.TB) PKI {
 			NotAfter:     time.Now().Add(time.Hour),
 			KeyUsage:     x509.KeyUsageDigitalSignature,
 			ExtKeyUsage:  []x509.ExtKeyUsage{leaf.usage},
-		}, caCert, &key.PublicKey, caKey)
+		}, ca, &key.PublicKey, caKey) // the template names the issuer as the certificate does
 		der, err := x509.MarshalECPrivateKey(key)
 		if err != nil {
 			t.Fatalf("marshal a key: %v", err)
@@ -85,13 +81,12 @@ func newKey(t testing.TB) *ecdsa.PrivateKey {
 	return key
 }
 
-func writeCert(t testing.TB, path string, cert, parent *x509.Certificate, pub, priv any) []byte {
+func writeCert(t testing.TB, path string, cert, parent *x509.Certificate, pub, priv any) {
 	der, err := x509.CreateCertificate(rand.Reader, cert, parent, pub, priv)
 	if err != nil {
 		t.Fatalf("create a certificate: %v", err)
 	}
 	writePEM(t, path, "CERTIFICATE", der)
-	return der
 }
 
 func writePEM(t testing.TB, path, typ string, der []byte) {
