@@ -148,16 +148,11 @@ type Server struct {
 // Start starts n servers and stops them when t ends.
 func Start(t testing.TB, n int, extra ...string) []*Server {
 	t.Helper()
-	bin := RequireBinary(t)
 	servers := make([]*Server, n)
 	for i := range servers {
-		s, err := startWith(t, bin, func(s *Server) []string {
+		servers[i] = startWith(t, "redis-server", func(s *Server) []string {
 			return append(s.baseArgs("--port"), expand(extra, s)...)
 		})
-		if err != nil {
-			t.Fatalf("start redis-server: %v", err)
-		}
-		servers[i] = s
 	}
 	return servers
 }
@@ -173,8 +168,7 @@ const maxSocketPath = 103
 // on any server.
 func StartUnix(t testing.TB) *Server {
 	t.Helper()
-	bin := RequireBinary(t)
-	s, err := startWith(t, bin, func(s *Server) []string {
+	return startWith(t, "redis-server on a Unix socket", func(s *Server) []string {
 		s.Socket = filepath.Join(s.dir, "redis.sock")
 		if len(s.Socket) > maxSocketPath {
 			t.Fatalf("Unix socket path %s is %d bytes, more than the %d a socket address holds: set GOTMPDIR to a shorter directory",
@@ -182,10 +176,6 @@ func StartUnix(t testing.TB) *Server {
 		}
 		return append(s.baseArgs("--port"), "--unixsocket", s.Socket, "--unixsocketperm", "700")
 	})
-	if err != nil {
-		t.Fatalf("start redis-server on a Unix socket: %v", err)
-	}
-	return s
 }
 
 // baseArgs are the arguments of every server: listening on its port (as
@@ -198,22 +188,26 @@ func (s *Server) baseArgs(portFlag string) []string {
 	}
 }
 
-// startWith starts a server with the arguments args returns for it.
-func startWith(t testing.TB, bin string, args func(*Server) []string) (*Server, error) {
-	var lastErr error
+// startWith starts what, a server with the arguments args returns for it,
+// and stops it when t ends; it fails t if it cannot.
+func startWith(t testing.TB, what string, args func(*Server) []string) *Server {
+	t.Helper()
+	bin := RequireBinary(t)
+	var err error
 	for try := 0; try < 5; try++ { // a free port can be taken before we bind it
-		port, err := freePort()
-		if err != nil {
-			return nil, err
+		var port int
+		if port, err = freePort(); err != nil {
+			break
 		}
 		s := &Server{Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), Port: port, bin: bin, dir: t.TempDir()}
 		s.args = args(s)
-		if lastErr = s.launch(); lastErr == nil {
+		if err = s.launch(); err == nil {
 			t.Cleanup(s.Kill) // SIGKILL ends a paused server too
-			return s, nil
+			return s
 		}
 	}
-	return nil, lastErr
+	t.Fatalf("start %s: %v", what, err)
+	return nil
 }
 
 // expand replaces {busport} in extra arguments with a free port, and {dir}

@@ -53,8 +53,7 @@ func StartSentinels(t testing.TB, master *Server, n int) []*Server {
 // of MasterName and master's port, and stops it when t ends.
 func startSentinel(t testing.TB, master *Server, monitor string) *Server {
 	t.Helper()
-	bin := RequireBinary(t)
-	s, err := startWith(t, bin, func(s *Server) []string {
+	return startWith(t, "redis-sentinel", func(s *Server) []string {
 		conf := filepath.Join(s.dir, "sentinel.conf")
 		text := fmt.Sprintf("port %d\nbind 127.0.0.1\ndir %s\nlogfile %s\n", s.Port, s.dir, filepath.Join(s.dir, "redis.log")) +
 			fmt.Sprintf(monitor, MasterName, master.Port)
@@ -63,10 +62,6 @@ func startSentinel(t testing.TB, master *Server, monitor string) *Server {
 		}
 		return []string{conf, "--sentinel"}
 	})
-	if err != nil {
-		t.Fatalf("start redis-sentinel: %v", err)
-	}
-	return s
 }
 
 // StartReplica starts a server that replicates master, and stops it when t

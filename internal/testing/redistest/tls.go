@@ -101,7 +101,6 @@ func writePEM(t testing.TB, path, typ string, der []byte) {
 // TLS with p's client certificate.
 func StartTLS(t testing.TB, p PKI) *Server {
 	t.Helper()
-	bin := RequireBinary(t)
 	pair, err := tls.LoadX509KeyPair(p.ClientCert, p.ClientKey)
 	if err != nil {
 		t.Fatalf("load the client certificate: %v", err)
@@ -111,14 +110,10 @@ func StartTLS(t testing.TB, p PKI) *Server {
 		t.Fatalf("load the CA certificate: %v", err)
 	}
 	client := &tls.Config{RootCAs: roots, Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12}
-	s, err := startWith(t, bin, func(s *Server) []string {
+	return startWith(t, "redis-server with TLS", func(s *Server) []string {
 		s.tls = client
 		return append(s.baseArgs("--tls-port"), "--port", "0",
 			"--tls-cert-file", p.ServerCert, "--tls-key-file", p.ServerKey,
 			"--tls-ca-cert-file", p.CA, "--tls-auth-clients", "yes")
 	})
-	if err != nil {
-		t.Fatalf("start redis-server with TLS: %v", err)
-	}
-	return s
 }

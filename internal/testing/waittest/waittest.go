@@ -155,17 +155,13 @@ func subscribers(ctx context.Context, srv *redistest.Server, channel, pattern st
 	if err != nil {
 		return 0, err
 	}
-	var channels []string
+	numsub := []string{"PUBSUB", "NUMSUB"}
 	for _, c := range strings.Fields(reply) {
 		if c == channel || strings.HasPrefix(c, channel+":") {
-			channels = append(channels, c)
+			numsub = append(numsub, c)
 		}
 	}
-	if len(channels) == 0 {
-		return 0, nil
-	}
-	reply, err = srv.Command(ctx, append([]string{"PUBSUB", "NUMSUB"}, channels...)...)
-	if err != nil {
+	if reply, err = srv.Command(ctx, numsub...); err != nil {
 		return 0, err
 	}
 	f, total := strings.Fields(reply), 0
