@@ -30,17 +30,14 @@ const winnerTTL = 2 * subtestTimeout
 func (s suite) exactlyOneWinner(t *testing.T, ctx context.Context) {
 	const n = 32
 	key := Key(t)
-	lockers := make([]*lock.Locker, n)
-	for i := range lockers {
-		lockers[i] = s.h.NewLocker(t)
-	}
 	var (
 		start = make(chan struct{})
 		wg    sync.WaitGroup
 		mu    sync.Mutex
 		won   []*lock.Lock
 	)
-	for _, l := range lockers {
+	for range n {
+		l := s.h.NewLocker(t)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
