@@ -32,19 +32,17 @@ type Recorder struct {
 // Option installs r in an Obtain.
 func (r *Recorder) Option() lock.Option {
 	return lock.WithHooks(&lock.Hooks{Wait: func(_ context.Context, e lock.Event) {
-		name := e.Op
-		if e.Op == "woken" {
-			name += ":" + e.Reason
-		}
 		r.mu.Lock()
 		defer r.mu.Unlock()
 		if r.counts == nil {
 			r.counts = map[string]int{}
 		}
-		r.counts[name]++
+		name := e.Op
 		if e.Op == "woken" {
+			name += ":" + e.Reason
 			r.last = e.Reason
 		}
+		r.counts[name]++
 	}})
 }
 
@@ -186,21 +184,17 @@ func MessagesOnly(s strategy.Strategy) strategy.Strategy {
 
 type messagesOnly struct {
 	strategy.Strategy
-	n strategy.Notifier
+	strategy.Notifier // Leave as it is
 }
 
 func (m messagesOnly) Listen(key, id string) strategy.Listener {
-	l := m.n.Listen(key, id)
+	l := m.Notifier.Listen(key, id)
 	if l == nil {
 		return nil
 	}
 	f := &filtered{l: l, c: make(chan strategy.Wake, 1), done: make(chan struct{})}
 	go f.relay()
 	return f
-}
-
-func (m messagesOnly) Leave(ctx context.Context, key, id string) error {
-	return m.n.Leave(ctx, key, id)
 }
 
 // filtered relays a listener's wake-ups but WakeSubscribed.
