@@ -39,6 +39,7 @@
 package conformance
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -388,15 +389,9 @@ func Run(t *testing.T, h Harness) {
 
 // withDefaults returns h with the defaults of the fields left zero.
 func (h Harness) withDefaults() Harness {
-	if h.ShortTTL == 0 {
-		h.ShortTTL = 300 * time.Millisecond
-	}
-	if h.Goroutines == 0 {
-		h.Goroutines = 8
-	}
-	if h.Acquisitions == 0 {
-		h.Acquisitions = 2000
-	}
+	h.ShortTTL = cmp.Or(h.ShortTTL, 300*time.Millisecond)
+	h.Goroutines = cmp.Or(h.Goroutines, 8)
+	h.Acquisitions = cmp.Or(h.Acquisitions, 2000)
 	return h
 }
 

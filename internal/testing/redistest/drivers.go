@@ -1,6 +1,7 @@
 package redistest
 
 import (
+	"cmp"
 	"context"
 	"net"
 	"path/filepath"
@@ -133,9 +134,7 @@ func RueidisClient(t testing.TB, o rueidis.ClientOption) rueidis.Client {
 // rueidisClient opens a client with o and the tests' settings with open.
 func rueidisClient(t testing.TB, open func(rueidis.ClientOption) (rueidis.Client, error), o rueidis.ClientOption) rueidis.Client {
 	o.DisableCache = true
-	if o.Dialer.Timeout == 0 {
-		o.Dialer.Timeout = dialTimeout
-	}
+	o.Dialer.Timeout = cmp.Or(o.Dialer.Timeout, dialTimeout)
 	c, err := open(o)
 	if err != nil {
 		t.Fatalf("opening a rueidis client: %v", err)
