@@ -181,11 +181,11 @@ func loseBehindTheBack(t *testing.T, ctx context.Context, conns []driver.Conn, k
 	}
 }
 
-// loseWhileRefreshed starts refreshing lk, loses key, one of its keys, as
-// act says (named how) at a random point between two refreshes, and
-// returns the holder's context once it is cancelled, and how long after the
-// loss that was; it fails t if that takes longer than lossBound.
-func loseWhileRefreshed(t *testing.T, ctx context.Context, lk *lock.Lock, conns []driver.Conn, key, how string, act func(context.Context, driver.Conn, string) error) (context.Context, time.Duration) {
+// loseWhileRefreshed starts refreshing lk, loses key, one of its keys, as c
+// says at a random point between two refreshes, and returns the holder's
+// context once it is cancelled, and how long after the loss that was; it
+// fails t if that takes longer than lossBound.
+func loseWhileRefreshed(t *testing.T, ctx context.Context, lk *lock.Lock, conns []driver.Conn, key string, c loss) (context.Context, time.Duration) {
 	t.Helper()
 	hctx, cancel := lk.Context(ctx)
 	t.Cleanup(cancel)
@@ -193,12 +193,12 @@ func loseWhileRefreshed(t *testing.T, ctx context.Context, lk *lock.Lock, conns 
 		t.Fatalf("StartRefresh = %v, want nil", err)
 	}
 	time.Sleep(rand.N(holdInterval))
-	loseBehindTheBack(t, ctx, conns, key, act)
+	loseBehindTheBack(t, ctx, conns, key, c.act)
 	lost := time.Now()
 	select {
 	case <-hctx.Done():
 	case <-time.After(lossBound):
-		t.Fatalf("holder's context not cancelled %v after key %s was %s, want within %v", lossBound, key, how, lossBound)
+		t.Fatalf("holder's context not cancelled %v after key %s was %s, want within %v", lossBound, key, c.name, lossBound)
 	}
 	return hctx, time.Since(lost)
 }
@@ -215,7 +215,7 @@ func (s suite) lossCancelsTheHolder(t *testing.T, ctx context.Context) {
 			key := Key(t)
 			var refreshes refreshCount
 			a := s.obtain(t, ctx, s.h.NewLocker(t), key, holdTTL, refreshOften, refreshes.option())
-			hctx, took := loseWhileRefreshed(t, ctx, a, conns, key, c.name, c.act)
+			hctx, took := loseWhileRefreshed(t, ctx, a, conns, key, c)
 			t.Logf("loss->cancel: %v (key %s behind the holder's back; refresh interval %v; %v of it from the send of the refresh that found the loss)",
 				took.Round(10*time.Microsecond), c.name, holdInterval, time.Since(refreshes.lastSent()).Round(10*time.Microsecond))
 			if cause := context.Cause(hctx); !errors.Is(cause, c.want) {

@@ -300,7 +300,7 @@ func (s suite) multiKeyReleaseReportsEachKey(t *testing.T, ctx context.Context) 
 
 func (s suite) multiKeyLossEndsTheLock(t *testing.T, ctx context.Context) {
 	s.keyLoss(t, ctx, 2, holdTTL, []lock.Option{refreshOften}, func(t *testing.T, conns []driver.Conn, lk *lock.Lock, lost string, c loss) {
-		hctx, _ := loseWhileRefreshed(t, ctx, lk, conns, lost, c.name, c.act)
+		hctx, _ := loseWhileRefreshed(t, ctx, lk, conns, lost, c)
 		checkKeyError(t, "context.Cause", context.Cause(hctx), c.want, lost)
 		checkKeyError(t, "Err()", lk.Err(), c.want, lost)
 	})
