@@ -28,12 +28,10 @@
 //		})
 //	}
 //
-// A property whose optional [Harness] field (Conns, NewUnreachable,
-// NewWithNilConn) is not set fails, naming the field, unless Harness.Skip
-// names it with the reason: no property drops out of a run unnoticed, even
-// in a go test ./... that hides skips. The properties of notification
-// waiting skip on their own, saying why, for a Locker that does not wake
-// its waiters. The repository's docs/extending.md guide has a complete run.
+// A property whose optional [Harness] field is not set fails, unless
+// Harness.Skip names it: no property drops out of a run unnoticed, even in
+// a go test ./... that hides skips. The repository's docs/extending.md
+// guide has a complete run.
 //
 // The package imports only the standard library and this module's
 // packages (lock, strategy, driver and internal/glob), so it brings no test
@@ -41,6 +39,7 @@
 package conformance
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -124,6 +123,8 @@ type property struct {
 }
 
 // properties are the Locker suite's checks, in the order Run runs them.
+// Run's doc says what each checks; the comment of a property's function,
+// if any, adds only how, or why.
 var properties = []property{
 	{"ExactlyOneWinner", "", suite.exactlyOneWinner},
 	{"MutualExclusion", "", suite.mutualExclusion},
@@ -184,15 +185,8 @@ var properties = []property{
 
 // has reports whether the harness sets the named optional field.
 func (h Harness) has(field string) bool {
-	switch field {
-	case "Conns":
-		return h.Conns != nil
-	case "NewUnreachable":
-		return h.NewUnreachable != nil
-	case "NewWithNilConn":
-		return h.NewWithNilConn != nil
-	}
-	return true
+	set := map[string]bool{"": true, "Conns": h.Conns != nil, "NewUnreachable": h.NewUnreachable != nil, "NewWithNilConn": h.NewWithNilConn != nil}
+	return set[field]
 }
 
 // Run runs the Locker suite as subtests of t, one per property, named
@@ -202,8 +196,8 @@ func (h Harness) has(field string) bool {
 //   - ExactlyOneWinner: of many obtainers started at once, exactly one wins.
 //   - MutualExclusion: under sustained contention, no two holders are ever
 //     inside at once (a [Detector] watches), and every Release succeeds.
-//   - ExpiryFreesTheLock: a lock that is never released expires, and only
-//     then does another owner obtain it.
+//   - ExpiryFreesTheLock: an unreleased lock expires; only then does
+//     another owner obtain it.
 //   - NotHeldAfterExpiry: an expired lock's Refresh and Release report
 //     ErrNotHeld, and do not bring the key back.
 //   - NonOwnerCannotTouch: a stale holder's Release, Refresh and TTL report
@@ -216,10 +210,9 @@ func (h Harness) has(field string) bool {
 //   - TTLReportsRemaining: TTL is positive and at most the TTL obtained
 //     (plus Harness.ExtraTTL).
 //   - ContextEndsTheWait: a deadline or a cancellation ends the wait with
-//     the context's error and cause, with ErrNotObtained exactly when an
-//     attempt found the lock held (ErrNoAnswer otherwise); a context
-//     already cancelled gives its error, not ErrNotObtained; no key is left
-//     behind.
+//     the context's error and cause, and ErrNotObtained exactly when an
+//     attempt found the lock held (else ErrNoAnswer); a context cancelled
+//     already gives its error alone; no key is left behind.
 //   - RetryPolicies: NoRetry and LimitAttempts give up after their count;
 //     Linear and Exponential wait until the holder releases.
 //   - TokensAreUnique: every Obtain gets a fresh token of at least 128 bits.
@@ -231,29 +224,26 @@ func (h Harness) has(field string) bool {
 //   - InvalidArguments: each bad argument to Obtain is an *ArgumentError
 //     that names it.
 //   - NilContext: Obtain, Inspect, Break, Do and the lock's TTL, Refresh,
-//     StartRefresh and Release refuse a nil ctx with an *ArgumentError
-//     named "ctx", from the first call on a fresh Locker on, and leave it
-//     working.
+//     StartRefresh and Release refuse a nil ctx (an *ArgumentError named
+//     "ctx"), from a fresh Locker's first call on, and leave it working.
 //   - NilDriver (NewWithNilConn): the constructor refuses a nil driver with
 //     an *ArgumentError.
 //   - KeyOfAnotherType (Conns): a key that holds a hash gives a WRONGTYPE
 //     error, and is left alone.
 //   - UnreachableRedisIsError (NewUnreachable): a Locker whose Redis is down
 //     returns an error, not a hang.
-//   - SurvivesHookPanics: after a hook's panic, recovered by the caller
-//     (within Obtain: its Obtain, Attempt, Node or Wait hook; Inspect's Op
-//     hook; Release's Op or Ended hook), the Locker obtains the key again
-//     within a deadline: the panic left no mutex held, no place in a
-//     queue, and nothing it wrote. Done is closed after an Ended hook's
-//     panic. A hook that never runs (the Node hooks of a single-node
-//     strategy, the Wait hooks of a Locker that polls) skips its case.
+//   - SurvivesHookPanics: after a hook's panic, recovered by the caller (an
+//     Obtain, Attempt, Node or Wait hook of Obtain; Inspect's Op hook;
+//     Release's Op or Ended hook), the Locker obtains the key again within
+//     a deadline: the panic left no mutex held, no place in a queue, and
+//     nothing it wrote; Done is closed after an Ended hook's panic. A hook
+//     that never runs (Node of one node, Wait when polling) skips.
 //   - AutoRefresh: a lock refreshed in the background outlives its TTL, and
 //     StopRefresh stops the refreshes.
 //   - LossCancelsTheHolder (Conns): deleting or overwriting the key behind
 //     the holder's back cancels its context, with the cause.
 //   - DoHoldsAndReleases (Conns): Do holds the lock while fn runs, releases
-//     it after, returns fn's error as it is, and reports the loss of the
-//     lock.
+//     it after, returns fn's error as it is, and reports a loss.
 //   - ManyHeldLocksStayHeld: many locks held through one Locker, refreshed
 //     in the background (together, by a strategy that batches refreshes),
 //     outlive their TTL, each through its own hooks.
@@ -266,10 +256,10 @@ func (h Harness) has(field string) bool {
 //     among many others refreshed by the same Locker, never overlap.
 //   - FencingTokens: WithFencing is refused with an *ArgumentError, or gives
 //     tokens that increase from holder to holder.
-//   - InspectReadsTheLock: Inspect, by another client, finds the key free
-//     before Obtain, held by the holder (its token's fingerprint, and its
-//     metadata unless Harness.Skip names MetadataRoundTrips) for no longer
-//     than the TTL, and free after Release.
+//   - InspectReadsTheLock: Inspect, by another client, finds the key free,
+//     then held by the holder (its token's fingerprint, and its metadata
+//     unless Harness.Skip names MetadataRoundTrips) for at most the TTL,
+//     and free after Release.
 //   - BreakIsGuarded: Break deletes the lock only when the fingerprint
 //     names its holder (any holder when it is empty), and reports ErrTaken
 //     for another's, leaving the lock, and ErrExpired for a free one. A
@@ -279,11 +269,10 @@ func (h Harness) has(field string) bool {
 // whose strategy wakes its waiters (a strategy.Notifier whose Listen
 // returns a Listener, and Lockers that do not poll), and skip, saying why,
 // for one that does not; WaitersObtainInTurn and DeadWaiterDoesNotStall
-// apply only to a strategy that queues its waiters (Grant.Position), and
-// skip, saying why, for one that only hints, such as Redlock. They count
-// attempts and wake-ups (through the Attempt and Wait hooks), with timers
-// and holders' TTLs of a minute, so that only a message explains a prompt
-// wake-up, and never measure time.
+// also skip for a strategy that does not queue its waiters
+// (Grant.Position), such as Redlock. They count attempts and wake-ups,
+// never time, with timers and holders' TTLs of a minute, so that only a
+// message explains a prompt wake-up.
 //
 //   - ReleaseWakesTheHead: a waiter queued behind a holder, once listening,
 //     is woken by the release with a message, and its next attempt
@@ -304,10 +293,9 @@ func (h Harness) has(field string) bool {
 // The multi-key properties follow. They apply to a Locker whose strategy
 // locks several keys as one ([lock.Locker.ObtainMany] through a
 // strategy.Multi), and skip, saying why, for one whose ObtainMany of two
-// keys is an *ArgumentError named "keys" that says it is not supported
-// (setnx-getset); any other answer fails them, so that a Locker that
-// supports them never skips. Their keys share a hash tag, and so one
-// Cluster slot.
+// keys is an *ArgumentError named "keys" matching errors.ErrUnsupported
+// (setnx-getset); any other answer fails them. Their keys share a hash
+// tag, and so one Cluster slot.
 //
 //   - MultiKeyExclusion: an ObtainMany of {A, B, C} while another Locker
 //     holds any one of them is not obtained, and leaves the holder's key;
@@ -320,8 +308,7 @@ func (h Harness) has(field string) bool {
 //   - MultiKeyAllOrNothing (Conns): with one key held by another lock,
 //     ObtainMany fails with ErrNotObtained and a *KeyError naming that key,
 //     and leaves the other keys free.
-//   - MultiKeyLeavesNothing (Conns): after Release no key of the set
-//     remains.
+//   - MultiKeyLeavesNothing (Conns): Release leaves no key of the set.
 //   - MultiKeyRefreshAllOrNothing (Conns): with one key deleted or taken,
 //     Refresh reports it (ErrExpired or ErrTaken, in a *KeyError naming it)
 //     and extends none of the others.
@@ -336,12 +323,12 @@ func (h Harness) has(field string) bool {
 //     nothing is sent.
 //
 // The shared-lock properties follow. They apply to a Locker whose strategy
-// shares locks (lock.WithPermits, lock.WithRead and lock.WithWrite, through
-// a strategy.Sharer), and skip, saying why, for one whose Obtain
-// WithPermits is an *ArgumentError named "permits" that says it is not
-// supported (Redlock, setnx-getset, single without scripts); any other
-// answer fails them. SemaphoreWaitersInTurn and ReadWriteNoStarvation also
-// need a strategy that queues its waiters, as WaitersObtainInTurn does.
+// shares locks (lock.WithPermits, WithRead and WithWrite, through a
+// strategy.Sharer), and skip, saying why, for one whose Obtain WithPermits
+// is an *ArgumentError named "permits" matching errors.ErrUnsupported
+// (Redlock, setnx-getset, single without scripts); any other answer fails
+// them. SemaphoreWaitersInTurn and ReadWriteNoStarvation also skip as
+// WaitersObtainInTurn does.
 //
 //   - SemaphoreNeverMoreThanN: goroutines taking permits of a semaphore of
 //     3, one holder in eight crashing (never releasing), are never more
@@ -369,10 +356,8 @@ func (h Harness) has(field string) bool {
 //   - SharedInvalidArguments: WithPermits out of 1 to lock.MaxPermits, and
 //     a shared ObtainMany, are each an *ArgumentError, and nothing is sent.
 //
-// A property that needs a Harness field that is not set fails with a
-// message naming the field, unless Harness.Skip names the property. Run
-// fails if Harness.Skip names no property, and logs the properties it
-// skipped, with their reasons.
+// Run fails on a key of Harness.Skip that names no property, and logs the
+// properties it skipped, with their reasons.
 func Run(t *testing.T, h Harness) {
 	if h.NewLocker == nil {
 		t.Fatal("conformance: Harness.NewLocker is required")
@@ -404,15 +389,9 @@ func Run(t *testing.T, h Harness) {
 
 // withDefaults returns h with the defaults of the fields left zero.
 func (h Harness) withDefaults() Harness {
-	if h.ShortTTL == 0 {
-		h.ShortTTL = 300 * time.Millisecond
-	}
-	if h.Goroutines == 0 {
-		h.Goroutines = 8
-	}
-	if h.Acquisitions == 0 {
-		h.Acquisitions = 2000
-	}
+	h.ShortTTL = cmp.Or(h.ShortTTL, 300*time.Millisecond)
+	h.Goroutines = cmp.Or(h.Goroutines, 8)
+	h.Acquisitions = cmp.Or(h.Acquisitions, 2000)
 	return h
 }
 
@@ -434,9 +413,14 @@ func checkSkip(t *testing.T, skip map[string]string) {
 // Key returns a key unique to t and to this call, for tests that share a
 // server.
 func Key(t testing.TB) string {
-	var b [6]byte
-	_, _ = rand.Read(b[:])
-	return "conformance:" + strings.ReplaceAll(t.Name(), " ", "_") + ":" + hex.EncodeToString(b[:])
+	return "conformance:" + strings.ReplaceAll(t.Name(), " ", "_") + ":" + randomHex(6)
+}
+
+// randomHex returns n random bytes in hex.
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
 }
 
 // Detector fails a test when two holders are ever inside a critical section
@@ -470,21 +454,39 @@ func (d *Detector) Overlaps() int64 { return d.overlaps.Load() }
 func (d *Detector) Hold(inside time.Duration) {
 	d.Enter()
 	defer d.Exit()
-	if inside > 0 {
-		time.Sleep(inside)
-	}
+	time.Sleep(inside)
 }
 
+// obtain obtains key on l, failing t on error; t releases the lock when it
+// ends.
 func (s suite) obtain(t *testing.T, ctx context.Context, l *lock.Locker, key string, ttl time.Duration, opts ...lock.Option) *lock.Lock {
 	t.Helper()
 	lk, err := l.Obtain(ctx, key, ttl, opts...)
 	if err != nil {
 		t.Fatalf("Obtain(%q, %v) = %v, want a lock", key, ttl, err)
 	}
+	release(t, lk)
 	return lk
 }
 
-// release releases lk at the end of the test, whatever happened.
+// refused fails t, saying what, unless an Obtain of key on l, for longTTL
+// with opts, is refused with ErrNotObtained.
+func refused(t *testing.T, ctx context.Context, l *lock.Locker, key, what string, opts ...lock.Option) {
+	t.Helper()
+	if lk, err := l.Obtain(ctx, key, longTTL, opts...); !errors.Is(err, lock.ErrNotObtained) {
+		release(t, lk)
+		t.Errorf("%s = %v, want ErrNotObtained", what, err)
+	}
+}
+
+// argumentError reports whether err is an *ArgumentError named name.
+func argumentError(err error, name string) bool {
+	var ae *lock.ArgumentError
+	return errors.As(err, &ae) && ae.Name == name
+}
+
+// release releases lk, which may be nil, at the end of the test, whatever
+// happened.
 func release(t *testing.T, lk *lock.Lock) {
 	t.Cleanup(func() {
 		// t.Context() is cancelled before Cleanup runs: use a fresh one.
@@ -496,13 +498,10 @@ func release(t *testing.T, lk *lock.Lock) {
 
 // excusedRelease reports whether err, the error of lk's Release in a
 // contention run, is a loaded machine's rather than the strategy's: lk
-// lapsed first, or a server (a Redlock node that missed its node timeout:
-// CI's two busy cores once stalled a script-free release's transaction past
-// 500ms) did not answer, which the error says truthfully. The clean-up of
-// what Release left then deletes it in the background: the run's next
-// Obtain waits for it, and the properties that count the keys left still
-// check it. ReleaseFreesTheLock and the other single-caller properties
-// still want nil.
+// lapsed first, or a server did not answer (CI's busy cores once stalled a
+// Redlock node past its timeout). What Release left is then deleted in the
+// background, which the run's next Obtain waits for, and the properties
+// that count the keys left still check.
 func excusedRelease(t *testing.T, lk *lock.Lock, err error) bool {
 	switch {
 	case errors.Is(lk.Err(), lock.ErrLapsed):

@@ -3,6 +3,7 @@ package conformance
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
@@ -34,7 +35,7 @@ const lossBound = holdInterval + 2*time.Second
 
 // refreshCount counts the refreshes of the locks obtained with its option,
 // and notes when the last one was sent, and the longest time between two
-// sends, from the time given to start on.
+// sends, from the time option was called on.
 type refreshCount struct {
 	n    atomic.Int64
 	mu   sync.Mutex
@@ -43,6 +44,9 @@ type refreshCount struct {
 }
 
 func (r *refreshCount) option() lock.Option {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.last = time.Now()
 	return lock.WithHooks(&lock.Hooks{Op: func(ctx context.Context, e lock.Event, next func(context.Context) error) error {
 		if e.Op == "refresh" {
 			r.n.Add(1)
@@ -58,20 +62,13 @@ func (r *refreshCount) option() lock.Option {
 	}})
 }
 
-// start notes the time the gaps between refreshes are measured from.
-func (r *refreshCount) start() {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.last = time.Now()
-}
-
 func (r *refreshCount) lastSent() time.Time {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.last
 }
 
-// longestGap returns the longest time without a refresh sent, from start
+// longestGap returns the longest time without a refresh sent, from option
 // until now.
 func (r *refreshCount) longestGap() time.Duration {
 	r.mu.Lock()
@@ -84,17 +81,13 @@ func (r *refreshCount) longestGap() time.Duration {
 // holdTTL without one.
 const stallGap = holdTTL - 2*holdInterval
 
-// autoRefresh: a lock refreshed in the background outlives its TTL, and no
-// one else obtains it; StopRefresh stops the refreshes. When the machine
-// stalls for longer than the lock's margin, the lock rightly lapses, and the
-// subtest skips, unless another owner obtained the lock within its holder's
-// validity.
+// autoRefresh: when the machine stalls for longer than the lock's margin,
+// the lock rightly lapses, and the subtest skips, unless another owner
+// obtained the lock within its holder's validity.
 func (s suite) autoRefresh(t *testing.T, ctx context.Context) {
 	key := Key(t)
 	var refreshes refreshCount
-	refreshes.start()
 	a := s.obtain(t, ctx, s.h.NewLocker(t), key, holdTTL, refreshOften, refreshes.option())
-	release(t, a)
 	if err := a.StartRefresh(ctx); err != nil {
 		t.Fatalf("StartRefresh = %v, want nil", err)
 	}
@@ -148,13 +141,16 @@ func (s suite) autoRefresh(t *testing.T, ctx context.Context) {
 	}
 }
 
-// behindTheBack are the ways a lock is lost while its holder is not looking,
-// with the cause the holder must report.
-var behindTheBack = []struct {
+// loss is a way a lock is lost while its holder is not looking, with the
+// cause the holder must report.
+type loss struct {
 	name string
 	act  func(ctx context.Context, c driver.Conn, key string) error
 	want error
-}{
+}
+
+// behindTheBack are the ways a lock is lost.
+var behindTheBack = []loss{
 	{"deleted", func(ctx context.Context, c driver.Conn, key string) error {
 		_, err := c.Del(ctx, key)
 		return err
@@ -174,28 +170,43 @@ func loseBehindTheBack(t *testing.T, ctx context.Context, conns []driver.Conn, k
 	t.Helper()
 	for _, c := range conns {
 		t.Cleanup(func() { _, _ = c.Del(context.Background(), key) })
-		waitForKey(ctx, c, key)
+		for deadline := time.Now().Add(waitBound); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+			if _, ok, err := c.Get(ctx, key); ok || err != nil {
+				break // the key is there, or c cannot tell
+			}
+		}
 		if err := act(ctx, c, key); err != nil {
 			t.Fatalf("changing the key behind the holder's back: %v", err)
 		}
 	}
 }
 
-// waitForKey returns once key exists on c, or c fails to tell, or
-// waitBound has passed.
-func waitForKey(ctx context.Context, c driver.Conn, key string) {
-	for deadline := time.Now().Add(waitBound); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
-		if _, ok, err := c.Get(ctx, key); ok || err != nil {
-			return
-		}
+// loseWhileRefreshed starts refreshing lk, loses key, one of its keys, as c
+// says at a random point between two refreshes, and returns the holder's
+// context once it is cancelled, and how long after the loss that was; it
+// fails t if that takes longer than lossBound.
+func loseWhileRefreshed(t *testing.T, ctx context.Context, lk *lock.Lock, conns []driver.Conn, key string, c loss) (context.Context, time.Duration) {
+	t.Helper()
+	hctx, cancel := lk.Context(ctx)
+	t.Cleanup(cancel)
+	if err := lk.StartRefresh(ctx); err != nil {
+		t.Fatalf("StartRefresh = %v, want nil", err)
 	}
+	time.Sleep(rand.N(holdInterval))
+	loseBehindTheBack(t, ctx, conns, key, c.act)
+	lost := time.Now()
+	select {
+	case <-hctx.Done():
+	case <-time.After(lossBound):
+		t.Fatalf("holder's context not cancelled %v after key %s was %s, want within %v", lossBound, key, c.name, lossBound)
+	}
+	return hctx, time.Since(lost)
 }
 
-// lossCancelsTheHolder: when the key of an auto-refreshed lock is deleted or
-// overwritten behind its holder's back, at a random point between two
-// refreshes, the holder's context is cancelled within a refresh interval
-// (and the refresh's time), with the cause. The subtest logs the time it
-// took, and the part of it from the refresh that found the loss.
+// lossCancelsTheHolder: the loss comes at a random point between two
+// refreshes, and must cancel the holder within lossBound. The subtest logs
+// the time it took, and the part of it from the refresh that found the
+// loss.
 func (s suite) lossCancelsTheHolder(t *testing.T, ctx context.Context) {
 	conns := s.h.Conns(t)
 
@@ -204,24 +215,9 @@ func (s suite) lossCancelsTheHolder(t *testing.T, ctx context.Context) {
 			key := Key(t)
 			var refreshes refreshCount
 			a := s.obtain(t, ctx, s.h.NewLocker(t), key, holdTTL, refreshOften, refreshes.option())
-			hctx, cancel := a.Context(ctx)
-			defer cancel()
-			if err := a.StartRefresh(ctx); err != nil {
-				t.Fatalf("StartRefresh = %v, want nil", err)
-			}
-			defer a.StopRefresh()
-			time.Sleep(rand.N(holdInterval))
-			loseBehindTheBack(t, ctx, conns, key, c.act)
-			lost := time.Now()
-			select {
-			case <-hctx.Done():
-			case <-time.After(lossBound):
-				t.Fatalf("holder's context not cancelled %v after the key was %s, want within %v", lossBound, c.name, lossBound)
-			}
-			cancelled := time.Now()
-			took := cancelled.Sub(lost)
+			hctx, took := loseWhileRefreshed(t, ctx, a, conns, key, c)
 			t.Logf("loss->cancel: %v (key %s behind the holder's back; refresh interval %v; %v of it from the send of the refresh that found the loss)",
-				took.Round(10*time.Microsecond), c.name, holdInterval, cancelled.Sub(refreshes.lastSent()).Round(10*time.Microsecond))
+				took.Round(10*time.Microsecond), c.name, holdInterval, time.Since(refreshes.lastSent()).Round(10*time.Microsecond))
 			if cause := context.Cause(hctx); !errors.Is(cause, c.want) {
 				t.Errorf("context.Cause = %v, want %v", cause, c.want)
 			}
@@ -232,9 +228,6 @@ func (s suite) lossCancelsTheHolder(t *testing.T, ctx context.Context) {
 	}
 }
 
-// doHoldsAndReleases: Do holds the lock while fn runs and releases it after;
-// it returns fn's error as it is, and tells the loss of the lock apart;
-// cancelling its context stops the refreshes and releases the lock.
 func (s suite) doHoldsAndReleases(t *testing.T, ctx context.Context) {
 	for _, c := range []struct {
 		name string
@@ -249,15 +242,11 @@ func (s suite) doHoldsAndReleases(t *testing.T, ctx context.Context) {
 	}
 }
 
-// doHolds: no one else obtains the lock while fn runs, fn's context
-// carries the lock, and another owner obtains it once Do returns.
 func (s suite) doHolds(t *testing.T, ctx context.Context) {
 	key := Key(t)
 	other := s.h.NewLocker(t)
 	err := lock.Do(ctx, s.h.NewLocker(t), key, holdTTL, func(fctx context.Context) error {
-		if _, err := other.Obtain(ctx, key, longTTL); !errors.Is(err, lock.ErrNotObtained) {
-			t.Errorf("Obtain by another while fn runs = %v, want ErrNotObtained", err)
-		}
+		refused(t, ctx, other, key, "Obtain by another while fn runs")
 		if lk, ok := lock.FromContext(fctx); !ok || lk.Key() != key {
 			t.Errorf("FromContext(fn's context) = %v, %v; want the lock on the key", lk, ok)
 		}
@@ -266,11 +255,9 @@ func (s suite) doHolds(t *testing.T, ctx context.Context) {
 	if err != nil {
 		t.Fatalf("Do = %v, want nil", err)
 	}
-	release(t, s.obtain(t, ctx, other, key, longTTL))
+	s.obtain(t, ctx, other, key, longTTL)
 }
 
-// doReturnsFnsError: Do returns fn's error unwrapped, and releases the
-// lock.
 func (s suite) doReturnsFnsError(t *testing.T, ctx context.Context) {
 	key := Key(t)
 	errFn := errors.New("fn failed")
@@ -278,11 +265,9 @@ func (s suite) doReturnsFnsError(t *testing.T, ctx context.Context) {
 	if err != errFn {
 		t.Errorf("Do = %v, want fn's error as it is", err)
 	}
-	release(t, s.obtain(t, ctx, s.h.NewLocker(t), key, longTTL))
+	s.obtain(t, ctx, s.h.NewLocker(t), key, longTTL)
 }
 
-// doReportsLoss: when the key is deleted while fn runs, fn's context is
-// cancelled, and Do's error is ErrLost and ErrExpired.
 func (s suite) doReportsLoss(t *testing.T, ctx context.Context) {
 	conns := s.h.Conns(t)
 	key := Key(t)
@@ -300,9 +285,8 @@ func (s suite) doReportsLoss(t *testing.T, ctx context.Context) {
 	}
 }
 
-// doCancelled: cancelling Do's context ends fn's, Do returns
-// context.Canceled (not ErrLost), releases the lock, and no refresh is sent
-// after it returned.
+// doCancelled: Do returns context.Canceled (not ErrLost), and no refresh is
+// sent after it returned.
 func (s suite) doCancelled(t *testing.T, ctx context.Context) {
 	key := Key(t)
 	var refreshes refreshCount
@@ -315,7 +299,7 @@ func (s suite) doCancelled(t *testing.T, ctx context.Context) {
 	if !errors.Is(err, context.Canceled) || errors.Is(err, lock.ErrLost) {
 		t.Errorf("Do = %v, want context.Canceled, and not ErrLost", err)
 	}
-	release(t, s.obtain(t, ctx, s.h.NewLocker(t), key, longTTL))
+	s.obtain(t, ctx, s.h.NewLocker(t), key, longTTL)
 	n := refreshes.n.Load()
 	time.Sleep(2 * holdInterval)
 	if got := refreshes.n.Load(); got != n {
@@ -323,14 +307,11 @@ func (s suite) doCancelled(t *testing.T, ctx context.Context) {
 	}
 }
 
-// fencingTokens: WithFencing is either refused with an ArgumentError before
-// anything is written, or gives tokens that strictly increase from holder
-// to holder: across releases, a holder that crashed and let its lock
-// expire, and contention.
+// fencingTokens: the tokens increase across releases, past a holder that
+// crashed and let its lock expire, and under contention.
 func (s suite) fencingTokens(t *testing.T, ctx context.Context) {
 	l := s.h.NewLocker(t)
 	plain := s.obtain(t, ctx, l, Key(t), longTTL)
-	release(t, plain)
 	if n, ok := plain.Fence(); ok || n != 0 {
 		t.Errorf("Fence() without WithFencing = %d, %v; want 0, false", n, ok)
 	}
@@ -338,11 +319,10 @@ func (s suite) fencingTokens(t *testing.T, ctx context.Context) {
 	key := Key(t)
 	first, err := l.Obtain(ctx, key, s.h.ShortTTL, lock.WithFencing())
 	if err != nil {
-		var ae *lock.ArgumentError
-		if !errors.As(err, &ae) || ae.Name != "fencing" {
+		if !argumentError(err, "fencing") {
 			t.Fatalf("Obtain WithFencing = %v, want a lock, or an *ArgumentError named fencing", err)
 		}
-		release(t, s.obtain(t, ctx, l, key, longTTL)) // nothing was written
+		s.obtain(t, ctx, l, key, longTTL) // nothing was written
 		t.Logf("the strategy refuses WithFencing: %v", err)
 		return
 	}
@@ -350,8 +330,6 @@ func (s suite) fencingTokens(t *testing.T, ctx context.Context) {
 	s.fencesIncreaseUnderContention(t, ctx)
 }
 
-// fencesIncreaseInTurn: the holders after first, which crashes and lets its
-// lock expire, get increasing tokens, across a release too.
 func (s suite) fencesIncreaseInTurn(t *testing.T, ctx context.Context, l *lock.Locker, first *lock.Lock) {
 	last, ok := first.Fence()
 	if !ok || last <= 0 {
@@ -372,42 +350,30 @@ func (s suite) fencesIncreaseInTurn(t *testing.T, ctx context.Context, l *lock.L
 	if err := crashed.Release(ctx); err != nil {
 		t.Fatalf("Release = %v, want nil", err)
 	}
-	release(t, next("after a release"))
+	next("after a release")
 }
 
-// fencesIncreaseUnderContention: holders contending for a key get tokens
-// that increase in the order of holding.
 func (s suite) fencesIncreaseUnderContention(t *testing.T, ctx context.Context) {
 	key := Key(t)
 	var (
 		mu     sync.Mutex
 		inside int64 // the token of the last holder inside
-		wg     sync.WaitGroup
 	)
-	for range 4 {
-		l := s.h.NewLocker(t)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for range 10 {
-				lk, err := l.Obtain(ctx, key, longTTL, lock.WithFencing(), lock.WithRetry(lock.Exponential(time.Millisecond, 8*time.Millisecond)))
-				if err != nil {
-					t.Errorf("Obtain WithFencing under contention = %v, want a lock", err)
-					return
-				}
-				n, _ := lk.Fence()
-				mu.Lock()
-				if n <= inside {
-					t.Errorf("token under contention = %d, want more than the previous holder's, %d", n, inside)
-				}
-				inside = n
-				mu.Unlock()
-				if err := lk.Release(ctx); err != nil && !excusedRelease(t, lk, err) {
-					t.Errorf("Release under contention = %v, want nil", err)
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
+	s.contend(t, newTurns(40), func(l *lock.Locker, _ int64) error {
+		lk, err := l.Obtain(ctx, key, longTTL, lock.WithFencing(), contentionRetry)
+		if err != nil {
+			return fmt.Errorf("under contention: Obtain WithFencing = %w, want a lock", err)
+		}
+		n, _ := lk.Fence()
+		mu.Lock()
+		if n <= inside {
+			t.Errorf("token under contention = %d, want more than the previous holder's, %d", n, inside)
+		}
+		inside = n
+		mu.Unlock()
+		if err := lk.Release(ctx); err != nil && !excusedRelease(t, lk, err) {
+			return fmt.Errorf("under contention: Release = %w, want nil", err)
+		}
+		return nil
+	})
 }

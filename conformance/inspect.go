@@ -10,10 +10,6 @@ import (
 	"github.com/locksmith-go/lock/strategy"
 )
 
-// inspectReadsTheLock: Inspect, by another client, finds a key free before
-// Obtain; held after it, by the holder (the fingerprint of its token, and
-// its metadata where the strategy takes metadata), for no longer than the
-// lock's TTL; and free again after Release.
 func (s suite) inspectReadsTheLock(t *testing.T, ctx context.Context) {
 	key := Key(t)
 	inspect := func(when string) lock.State {
@@ -35,7 +31,6 @@ func (s suite) inspectReadsTheLock(t *testing.T, ctx context.Context) {
 		opts = append(opts, lock.WithMetadata(meta))
 	}
 	lk := s.obtain(t, ctx, s.h.NewLocker(t), key, longTTL, opts...)
-	release(t, lk)
 	st := inspect("of a held lock")
 	if !st.Held {
 		t.Errorf("Inspect of a held lock: Held = false, want true (Verdict %q)", st.Verdict)
@@ -64,11 +59,6 @@ func (s suite) inspectReadsTheLock(t *testing.T, ctx context.Context) {
 	}
 }
 
-// breakIsGuarded: Break deletes the lock only when the fingerprint names
-// its holder (any holder when it is empty), returns the State it read, and
-// reports ErrTaken for another holder's fingerprint, leaving the lock as it
-// was, and ErrExpired for a free lock. A strategy that cannot break locks
-// (errors.ErrUnsupported) skips.
 func (s suite) breakIsGuarded(t *testing.T, ctx context.Context) {
 	key := Key(t)
 	other := s.h.NewLocker(t)
@@ -79,7 +69,6 @@ func (s suite) breakIsGuarded(t *testing.T, ctx context.Context) {
 	}
 
 	lk := s.obtain(t, ctx, s.h.NewLocker(t), key, longTTL)
-	release(t, lk)
 	const stale = "0123456789abcdef"
 	if _, err := other.Break(ctx, key, stale); !errors.Is(err, lock.ErrTaken) {
 		t.Errorf("Break with another holder's fingerprint = %v, want ErrTaken", err)
@@ -101,7 +90,6 @@ func (s suite) breakIsGuarded(t *testing.T, ctx context.Context) {
 	}
 
 	next := s.obtain(t, ctx, s.h.NewLocker(t), key, longTTL)
-	release(t, next)
 	if _, err := other.Break(ctx, key, ""); err != nil {
 		t.Fatalf("forced Break = %v, want nil", err)
 	}

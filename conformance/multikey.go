@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -14,11 +13,6 @@ import (
 	"github.com/locksmith-go/lock"
 	"github.com/locksmith-go/lock/driver"
 )
-
-// The multi-key properties apply to a Locker whose strategy locks several
-// keys as one (Locker.ObtainMany, through a strategy.Multi): they skip,
-// saying why, for one that refuses to (setnx-getset). Their keys share a
-// hash tag (keySet), so that on a Cluster they live in one slot.
 
 // keySet returns n keys unique to t and to this call, in their sorted
 // order, that share one hash tag.
@@ -31,26 +25,33 @@ func keySet(t testing.TB, n int) []string {
 	return keys
 }
 
-// needMultiKey skips t unless the Locker locks several keys as one: its
-// ObtainMany of two free keys gives a lock, or an *ArgumentError named
-// "keys" that matches errors.ErrUnsupported, and then t skips. Any
-// other answer fails t, so that a Locker that supports multi-key locks
-// never skips their properties.
+// needMultiKey skips t unless the Locker locks several keys as one, as
+// needSupport finds from an ObtainMany of two free keys.
 func (s suite) needMultiKey(t *testing.T, ctx context.Context) {
 	t.Helper()
-	keys := keySet(t, 2)
-	lk, err := s.h.NewLocker(t).ObtainMany(ctx, keys, longTTL)
-	var ae *lock.ArgumentError
+	lk, err := s.h.NewLocker(t).ObtainMany(ctx, keySet(t, 2), longTTL)
+	needSupport(t, ctx, "ObtainMany of two free keys", lk, err, "keys",
+		"the Locker does not lock several keys as one (%v): its strategy is no strategy.Multi; the multi-key properties do not apply")
+}
+
+// needSupport checks lk, err, what call returned, to find whether the
+// Locker has an optional capability: it has when call obtained lk, which
+// needSupport releases; it has not when err is an *ArgumentError named arg
+// that matches errors.ErrUnsupported, and then t skips, saying why (skip,
+// a format of err). Any other answer fails t, so that a Locker that has the
+// capability never skips its properties.
+func needSupport(t *testing.T, ctx context.Context, call string, lk *lock.Lock, err error, arg, skip string) {
+	t.Helper()
 	switch {
 	case err == nil:
 		if err := lk.Release(ctx); err != nil {
-			t.Fatalf("Release of a lock of two keys = %v, want nil", err)
+			t.Fatalf("Release after %s = %v, want nil", call, err)
 		}
-		return
-	case errors.As(err, &ae) && ae.Name == "keys" && errors.Is(err, errors.ErrUnsupported):
-		t.Skipf("the Locker does not lock several keys as one (%v): its strategy is no strategy.Multi; the multi-key properties do not apply", err)
+	case argumentError(err, arg) && errors.Is(err, errors.ErrUnsupported):
+		t.Skipf(skip, err)
+	default:
+		t.Fatalf("%s = %v, want a lock, or an *ArgumentError named %s matching errors.ErrUnsupported", call, err, arg)
 	}
-	t.Fatalf("ObtainMany of two free keys = %v, want a lock, or an *ArgumentError named keys matching errors.ErrUnsupported", err)
 }
 
 // obtainMany obtains keys on l as one lock, failing t on error; t releases
@@ -80,22 +81,12 @@ func checkKeyError(t *testing.T, what string, err, want error, key string) {
 
 // except returns keys without key.
 func except(keys []string, key string) []string {
-	var out []string
-	for _, k := range keys {
-		if k != key {
-			out = append(out, k)
-		}
-	}
-	return out
+	return slices.DeleteFunc(slices.Clone(keys), func(k string) bool { return k == key })
 }
 
-// multiKeyExclusion: an ObtainMany of three keys while another Locker
-// holds one of them, whichever, is not obtained, and leaves that holder's
-// key as it was; and goroutines over several Lockers take overlapping sets
-// of the three ({A, B}, {B, C}, {C, A}, and each key alone, by Obtain),
-// and a Detector per key never sees two holders of it at once. The first
-// part catches a Locker that takes a held key whatever the timing; the
-// contention, only when two holds happen to overlap.
+// multiKeyExclusion: the first part catches a Locker that takes a held key
+// whatever the timing; the contention, only when two holds happen to
+// overlap.
 func (s suite) multiKeyExclusion(t *testing.T, ctx context.Context) {
 	s.needMultiKey(t, ctx)
 	keys := keySet(t, 3)
@@ -108,10 +99,8 @@ func (s suite) multiKeyExclusion(t *testing.T, ctx context.Context) {
 		try, cancel := context.WithTimeout(ctx, 2*time.Second) // a Locker's default retry policy waits at most that
 		lk, err := other.ObtainMany(try, keys, longTTL)
 		cancel()
-		if err == nil {
-			t.Errorf("ObtainMany(%q) while %q is held = a lock, want ErrNotObtained", keys, k)
-			_ = lk.Release(ctx)
-		} else if !errors.Is(err, lock.ErrNotObtained) {
+		if !errors.Is(err, lock.ErrNotObtained) {
+			_ = lk.Release(ctx) // a nil lk's too
 			t.Errorf("ObtainMany(%q) while %q is held = %v, want ErrNotObtained", keys, k, err)
 		}
 		if err := held.Release(ctx); err != nil {
@@ -121,45 +110,30 @@ func (s suite) multiKeyExclusion(t *testing.T, ctx context.Context) {
 	a, b, c := keys[0], keys[1], keys[2]
 	sets := [][]string{{a, b}, {b, c}, {c, a}, {a}, {b}, {c}}
 	detectors := map[string]*Detector{a: new(Detector), b: new(Detector), c: new(Detector)}
-	var (
-		turns = newTurns(max(s.h.Acquisitions/4, 2*len(sets)))
-		wg    sync.WaitGroup
-		retry = lock.WithRetry(lock.Exponential(time.Millisecond, 8*time.Millisecond))
-	)
-	for range s.h.Goroutines {
-		l := s.h.NewLocker(t)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for n, ok := turns.next(); ok; n, ok = turns.next() {
-				set := sets[n%int64(len(sets))]
-				var lk *lock.Lock
-				var err error
-				if len(set) == 1 {
-					lk, err = l.Obtain(ctx, set[0], longTTL, retry)
-				} else {
-					lk, err = l.ObtainMany(ctx, set, longTTL, retry)
-				}
-				if err != nil {
-					t.Errorf("obtaining %q under contention = %v, want a lock", set, err)
-					return
-				}
-				for _, k := range set {
-					detectors[k].Enter()
-				}
-				time.Sleep(200 * time.Microsecond) // long enough for an overlap to be caught
-				for _, k := range set {
-					detectors[k].Exit()
-				}
-				if err := lk.Release(ctx); err != nil && !excusedRelease(t, lk, err) {
-					t.Errorf("Release of %q under contention = %v, want nil", set, err)
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	turns.logShort(t)
+	s.contend(t, newTurns(max(s.h.Acquisitions/4, 2*len(sets))), func(l *lock.Locker, n int64) error {
+		set := sets[n%int64(len(sets))]
+		var lk *lock.Lock
+		var err error
+		if len(set) == 1 {
+			lk, err = l.Obtain(ctx, set[0], longTTL, contentionRetry)
+		} else {
+			lk, err = l.ObtainMany(ctx, set, longTTL, contentionRetry)
+		}
+		if err != nil {
+			return fmt.Errorf("obtaining %q under contention = %w, want a lock", set, err)
+		}
+		for _, k := range set {
+			detectors[k].Enter()
+		}
+		time.Sleep(200 * time.Microsecond) // long enough for an overlap to be caught
+		for _, k := range set {
+			detectors[k].Exit()
+		}
+		if err := lk.Release(ctx); err != nil && !excusedRelease(t, lk, err) {
+			return fmt.Errorf("under contention: Release of %q = %w, want nil", set, err)
+		}
+		return nil
+	})
 	for _, k := range keys {
 		d := detectors[k]
 		t.Logf("key %s: %d holders, %d overlaps", k, d.Entries(), d.Overlaps())
@@ -169,11 +143,10 @@ func (s suite) multiKeyExclusion(t *testing.T, ctx context.Context) {
 	}
 }
 
-// multiKeyOppositeOrders: two callers that name the same keys in opposite
-// orders both obtain them in turn. Each one's first attempt waits, in its
-// Attempt hook, until the other's first attempt has returned, so that a
-// Locker that took the keys one by one, in the caller's order, would have
-// each caller hold one key that the other waits for.
+// multiKeyOppositeOrders: each caller's first attempt waits, in its Attempt
+// hook, until the other's has returned, so that a Locker that took the keys
+// one by one, in the caller's order, would have each caller hold one key
+// that the other waits for.
 func (s suite) multiKeyOppositeOrders(t *testing.T, ctx context.Context) {
 	s.needMultiKey(t, ctx)
 	for round := range 3 {
@@ -183,7 +156,7 @@ func (s suite) multiKeyOppositeOrders(t *testing.T, ctx context.Context) {
 		var wg sync.WaitGroup
 		for i, order := range orders {
 			l := s.h.NewLocker(t)
-			first := once(func() { close(tried[i]) })
+			first := sync.OnceFunc(func() { close(tried[i]) })
 			other := tried[1-i]
 			barrier := lock.WithHooks(&lock.Hooks{Attempt: func(ctx context.Context, _ lock.Event, next func(context.Context) error) error {
 				err := next(ctx)
@@ -217,17 +190,13 @@ func (s suite) multiKeyOppositeOrders(t *testing.T, ctx context.Context) {
 	}
 }
 
-// multiKeyAllOrNothing: with one key of the set held by another lock
-// (first, middle or last in the keys' order), ObtainMany fails with
-// ErrNotObtained and a *KeyError that names the held key, and leaves every
-// other key free.
 func (s suite) multiKeyAllOrNothing(t *testing.T, ctx context.Context) {
 	s.needMultiKey(t, ctx)
 	for i, name := range []string{"first", "middle", "last"} {
 		t.Run(name+" key held", func(t *testing.T) {
 			keys := keySet(t, 3)
 			held := keys[i]
-			release(t, s.obtain(t, ctx, s.h.NewLocker(t), held, longTTL))
+			s.obtain(t, ctx, s.h.NewLocker(t), held, longTTL)
 			lk, err := s.h.NewLocker(t).ObtainMany(ctx, keys, longTTL)
 			if err == nil {
 				release(t, lk)
@@ -241,8 +210,6 @@ func (s suite) multiKeyAllOrNothing(t *testing.T, ctx context.Context) {
 	}
 }
 
-// multiKeyLeavesNothing: after Release, no key of the set remains, and a
-// second Release reports ErrNotHeld.
 func (s suite) multiKeyLeavesNothing(t *testing.T, ctx context.Context) {
 	s.needMultiKey(t, ctx)
 	keys := keySet(t, 3)
@@ -261,120 +228,84 @@ func (s suite) multiKeyLeavesNothing(t *testing.T, ctx context.Context) {
 	}
 }
 
-// multiKeyRefreshAllOrNothing: with one key of the set deleted or taken
-// behind the holder's back, Refresh fails with ErrExpired or ErrTaken in a
-// *KeyError that names it, and extends none of the other keys.
-func (s suite) multiKeyRefreshAllOrNothing(t *testing.T, ctx context.Context) {
+// keyLoss runs f as a subtest for each way a key is lost behind its
+// holder's back (c), after needMultiKey, with lk, a lock of three keys
+// obtained for ttl with opts, of which f is to lose lost, keys[i]. The keys
+// are deleted when the subtest ends: a lock that found the loss no longer
+// deletes them.
+func (s suite) keyLoss(t *testing.T, ctx context.Context, i int, ttl time.Duration, opts []lock.Option, f func(t *testing.T, conns []driver.Conn, lk *lock.Lock, lost string, c loss)) {
 	s.needMultiKey(t, ctx)
 	conns := s.h.Conns(t)
 	for _, c := range behindTheBack {
 		t.Run(c.name, func(t *testing.T) {
 			keys := keySet(t, 3)
-			lost := keys[1]
-			lk := s.obtainMany(t, ctx, s.h.NewLocker(t), keys, longTTL)
-			deleteAtEnd(t, conns, keys)
-			loseBehindTheBack(t, ctx, conns, lost, c.act)
-			err := lk.Refresh(ctx, 10*longTTL)
-			checkKeyError(t, "Refresh with key "+c.name, err, c.want, lost)
-			for _, k := range except(keys, lost) {
-				found := 0
+			lk := s.obtainMany(t, ctx, s.h.NewLocker(t), keys, ttl, opts...)
+			t.Cleanup(func() {
 				for _, conn := range conns {
-					ttl, ok, err := conn.PTTL(ctx, k)
-					if err != nil {
-						t.Fatalf("PTTL %s: %v", k, err)
-					}
-					if !ok {
-						continue
-					}
-					found++
-					if limit := longTTL + s.h.ExtraTTL; ttl > limit {
-						t.Errorf("PTTL of key %s after a Refresh(%v) that failed = %v, want at most %v (it was extended)", k, 10*longTTL, ttl, limit)
+					for _, k := range keys {
+						_, _ = conn.Del(context.Background(), k)
 					}
 				}
-				if found == 0 {
-					t.Errorf("key %s after a Refresh that failed: gone from every server, want it left as it was", k)
-				}
-			}
+			})
+			f(t, conns, lk, keys[i], c)
 		})
 	}
 }
 
-// deleteAtEnd deletes keys on each of conns when t ends: a lock whose
-// Refresh found it lost is over, and its Release no longer deletes them.
-func deleteAtEnd(t *testing.T, conns []driver.Conn, keys []string) {
-	t.Cleanup(func() {
-		for _, c := range conns {
-			for _, k := range keys {
-				_, _ = c.Del(context.Background(), k)
+func (s suite) multiKeyRefreshAllOrNothing(t *testing.T, ctx context.Context) {
+	s.keyLoss(t, ctx, 1, longTTL, nil, func(t *testing.T, conns []driver.Conn, lk *lock.Lock, lost string, c loss) {
+		loseBehindTheBack(t, ctx, conns, lost, c.act)
+		err := lk.Refresh(ctx, 10*longTTL)
+		checkKeyError(t, "Refresh with key "+c.name, err, c.want, lost)
+		for _, k := range except(lk.Keys(), lost) {
+			found := 0
+			for _, conn := range conns {
+				ttl, ok, err := conn.PTTL(ctx, k)
+				if err != nil {
+					t.Fatalf("PTTL %s: %v", k, err)
+				}
+				if !ok {
+					continue
+				}
+				found++
+				if limit := longTTL + s.h.ExtraTTL; ttl > limit {
+					t.Errorf("PTTL of key %s after a Refresh(%v) that failed = %v, want at most %v (it was extended)", k, 10*longTTL, ttl, limit)
+				}
+			}
+			if found == 0 {
+				t.Errorf("key %s after a Refresh that failed: gone from every server, want it left as it was", k)
 			}
 		}
 	})
 }
 
-// multiKeyReleaseReportsEachKey: with one key of the set deleted or taken
-// behind the holder's back, Release deletes the others, and reports that
-// key with ErrExpired or ErrTaken in a *KeyError that names it; the taken
-// key keeps its new owner's value.
 func (s suite) multiKeyReleaseReportsEachKey(t *testing.T, ctx context.Context) {
-	s.needMultiKey(t, ctx)
-	conns := s.h.Conns(t)
-	for _, c := range behindTheBack {
-		t.Run(c.name, func(t *testing.T) {
-			keys := keySet(t, 3)
-			lost := keys[1]
-			lk := s.obtainMany(t, ctx, s.h.NewLocker(t), keys, longTTL)
-			loseBehindTheBack(t, ctx, conns, lost, c.act)
-			err := lk.Release(ctx)
-			checkKeyError(t, "Release with key "+c.name, err, c.want, lost)
-			if left := s.keysLeft(t, ctx, except(keys, lost)...); len(left) > 0 {
-				t.Errorf("keys left after Release: %q, want none", left)
+	s.keyLoss(t, ctx, 1, longTTL, nil, func(t *testing.T, conns []driver.Conn, lk *lock.Lock, lost string, c loss) {
+		loseBehindTheBack(t, ctx, conns, lost, c.act)
+		err := lk.Release(ctx)
+		checkKeyError(t, "Release with key "+c.name, err, c.want, lost)
+		if left := s.keysLeft(t, ctx, except(lk.Keys(), lost)...); len(left) > 0 {
+			t.Errorf("keys left after Release: %q, want none", left)
+		}
+		if !errors.Is(c.want, lock.ErrTaken) {
+			return
+		}
+		for _, conn := range conns {
+			if v, ok, err := conn.Get(ctx, lost); err != nil || !ok || v != "another owner's value" {
+				t.Errorf("GET of the taken key after Release = %q, %v, %v; want its new owner's value", v, ok, err)
 			}
-			if !errors.Is(c.want, lock.ErrTaken) {
-				return
-			}
-			for _, conn := range conns {
-				if v, ok, err := conn.Get(ctx, lost); err != nil || !ok || v != "another owner's value" {
-					t.Errorf("GET of the taken key after Release = %q, %v, %v; want its new owner's value", v, ok, err)
-				}
-			}
-		})
-	}
+		}
+	})
 }
 
-// multiKeyLossEndsTheLock: when one key of an auto-refreshed lock of
-// several keys is deleted or overwritten behind its holder's back, the
-// holder's context is cancelled, and Err reports that key.
 func (s suite) multiKeyLossEndsTheLock(t *testing.T, ctx context.Context) {
-	s.needMultiKey(t, ctx)
-	conns := s.h.Conns(t)
-	for _, c := range behindTheBack {
-		t.Run(c.name, func(t *testing.T) {
-			keys := keySet(t, 3)
-			lost := keys[2]
-			lk := s.obtainMany(t, ctx, s.h.NewLocker(t), keys, holdTTL, refreshOften)
-			deleteAtEnd(t, conns, keys)
-			hctx, cancel := lk.Context(ctx)
-			defer cancel()
-			if err := lk.StartRefresh(ctx); err != nil {
-				t.Fatalf("StartRefresh = %v, want nil", err)
-			}
-			defer lk.StopRefresh()
-			time.Sleep(rand.N(holdInterval))
-			loseBehindTheBack(t, ctx, conns, lost, c.act)
-			select {
-			case <-hctx.Done():
-			case <-time.After(lossBound):
-				t.Fatalf("holder's context not cancelled %v after key %s was %s, want within %v", lossBound, lost, c.name, lossBound)
-			}
-			checkKeyError(t, "context.Cause", context.Cause(hctx), c.want, lost)
-			checkKeyError(t, "Err()", lk.Err(), c.want, lost)
-		})
-	}
+	s.keyLoss(t, ctx, 2, holdTTL, []lock.Option{refreshOften}, func(t *testing.T, conns []driver.Conn, lk *lock.Lock, lost string, c loss) {
+		hctx, _ := loseWhileRefreshed(t, ctx, lk, conns, lost, c)
+		checkKeyError(t, "context.Cause", context.Cause(hctx), c.want, lost)
+		checkKeyError(t, "Err()", lk.Err(), c.want, lost)
+	})
 }
 
-// multiKeyInvalidArguments: an empty list of keys, an empty key, and more
-// than lock.MaxKeys keys are each an *ArgumentError named "keys", and
-// nothing is sent.
 func (s suite) multiKeyInvalidArguments(t *testing.T, ctx context.Context) {
 	s.needMultiKey(t, ctx)
 	l := s.h.NewLocker(t)
@@ -395,9 +326,7 @@ func (s suite) multiKeyInvalidArguments(t *testing.T, ctx context.Context) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			lk, err := l.ObtainMany(ctx, c.keys, longTTL, counted)
-			if lk != nil {
-				release(t, lk)
-			}
+			release(t, lk)
 			var ae *lock.ArgumentError
 			if !errors.As(err, &ae) {
 				t.Fatalf("ObtainMany = %v, want an *ArgumentError", err)

@@ -35,9 +35,6 @@ func panicked(f func()) (v any) {
 	return nil
 }
 
-// nilContext: every call that takes a context refuses a nil one with an
-// *ArgumentError named "ctx", without a panic, from the first call on a
-// fresh Locker on, and the Locker works after them.
 func (s suite) nilContext(t *testing.T, ctx context.Context) {
 	l := s.h.NewLocker(t)
 	key := Key(t)
@@ -48,8 +45,7 @@ func (s suite) nilContext(t *testing.T, ctx context.Context) {
 			if v := panicked(func() { err = f() }); v != nil {
 				t.Fatalf("%s with a nil ctx panicked: %v; want an *ArgumentError named ctx", call, v)
 			}
-			var ae *lock.ArgumentError
-			if !errors.As(err, &ae) || ae.Name != "ctx" {
+			if !argumentError(err, "ctx") {
 				t.Fatalf("%s with a nil ctx = %v, want an *ArgumentError named ctx", call, err)
 			}
 		})
@@ -58,9 +54,7 @@ func (s suite) nilContext(t *testing.T, ctx context.Context) {
 	refuses("Break", func() error { _, err := l.Break(none, key, ""); return err })
 	refuses("Obtain", func() error {
 		lk, err := l.Obtain(none, key, time.Minute)
-		if lk != nil {
-			release(t, lk)
-		}
+		release(t, lk)
 		return err
 	})
 	ran := false
@@ -70,7 +64,10 @@ func (s suite) nilContext(t *testing.T, ctx context.Context) {
 	if ran {
 		t.Errorf("Do with a nil ctx ran fn, want it refused first")
 	}
-	lk := s.stillObtains(t, ctx, l, key, "the calls with a nil ctx")
+	lk, _ := s.stillObtains(t, ctx, l, key, "the calls with a nil ctx")
+	if lk == nil {
+		t.FailNow()
+	}
 	refuses("Lock.TTL", func() error { _, err := lk.TTL(none); return err })
 	refuses("Lock.Refresh", func() error { return lk.Refresh(none, time.Minute) })
 	refuses("Lock.StartRefresh", func() error { return lk.StartRefresh(none) })
@@ -80,16 +77,12 @@ func (s suite) nilContext(t *testing.T, ctx context.Context) {
 	}
 }
 
-// survivesHookPanics: a hook that panics within Obtain (its Obtain,
-// Attempt, Node or Wait hook), Inspect or a lock's Release (its Op or Ended
-// hook), its panic recovered by the caller, leaves the Locker working: it
-// obtains the same key again within a deadline, so the panic left no mutex
-// held and no queue entry, and what the call wrote is deleted. A lock whose
-// Ended hook panicked has its Done closed. The cases share one Locker, as
-// a server's handlers do, and stop at the first that leaves it wedged.
+// survivesHookPanics: the cases share one Locker, as a server's handlers
+// do, and stop at the first that leaves it wedged.
 func (s suite) survivesHookPanics(t *testing.T, ctx context.Context) {
 	l := s.h.NewLocker(t)
-	after := func(ctx context.Context, next func(context.Context) error) error {
+	// after panics after a call that succeeded.
+	after := func(ctx context.Context, _ lock.Event, next func(context.Context) error) error {
 		if err := next(ctx); err != nil {
 			return err
 		}
@@ -112,10 +105,7 @@ func (s suite) survivesHookPanics(t *testing.T, ctx context.Context) {
 				}})
 		}},
 		{"Attempt hook", func(t *testing.T, key string) any {
-			return s.obtainPanics(t, ctx, l, key, &lock.Hooks{
-				Attempt: func(ctx context.Context, _ lock.Event, next func(context.Context) error) error {
-					return after(ctx, next)
-				}})
+			return s.obtainPanics(t, ctx, l, key, &lock.Hooks{Attempt: after})
 		}},
 		{"Node hook", func(t *testing.T, key string) any {
 			return s.obtainPanics(t, ctx, l, key, &lock.Hooks{Node: func(context.Context, lock.Event) { panic(errBoom) }})
@@ -136,10 +126,7 @@ func (s suite) survivesHookPanics(t *testing.T, ctx context.Context) {
 		}},
 		{"Op hook of Inspect", func(t *testing.T, key string) any {
 			return panicked(func() {
-				_, _ = l.Inspect(ctx, key, lock.WithHooks(&lock.Hooks{
-					Op: func(ctx context.Context, _ lock.Event, next func(context.Context) error) error {
-						return after(ctx, next)
-					}}))
+				_, _ = l.Inspect(ctx, key, lock.WithHooks(&lock.Hooks{Op: after}))
 			})
 		}},
 		{"Op hook of Release", func(t *testing.T, key string) any {
@@ -148,7 +135,7 @@ func (s suite) survivesHookPanics(t *testing.T, ctx context.Context) {
 					if e.Op != "release" {
 						return next(ctx)
 					}
-					return after(ctx, next)
+					return after(ctx, e, next)
 				}}))
 			return panicked(func() { _ = lk.Release(ctx) })
 		}},
@@ -174,7 +161,7 @@ func (s suite) survivesHookPanics(t *testing.T, ctx context.Context) {
 			case v != errBoom:
 				t.Fatalf("the call panicked with %v, want the hook's own panic, %v", v, errBoom)
 			}
-			lk, ok := s.stillObtainsOrHangs(t, ctx, l, key, "a panic of the "+c.name)
+			lk, ok := s.stillObtains(t, ctx, l, key, "a panic of the "+c.name)
 			wedged = !ok
 			if lk != nil {
 				if err := lk.Release(ctx); err != nil {
@@ -209,43 +196,25 @@ func (s suite) obtainPanics(t *testing.T, ctx context.Context, l *lock.Locker, k
 
 // stillObtains obtains key on l, after what, within afterPanicBound,
 // waiting with a retry policy for the clean-ups that what left in the
-// background; it fails t, without hanging, if l does not. t releases the
-// lock when it ends.
-func (s suite) stillObtains(t *testing.T, ctx context.Context, l *lock.Locker, key, what string) *lock.Lock {
-	t.Helper()
-	lk, _ := s.stillObtainsOrHangs(t, ctx, l, key, what)
-	if lk == nil {
-		t.FailNow()
-	}
-	return lk
-}
-
-// stillObtainsOrHangs is stillObtains that reports, rather than stops at,
-// a failure: the lock, or nil; and false when the Obtain did not return
-// within hangMargin of its deadline, leaving the Locker wedged.
-func (s suite) stillObtainsOrHangs(t *testing.T, ctx context.Context, l *lock.Locker, key, what string) (*lock.Lock, bool) {
+// background, and returns the lock, which t releases when it ends. It fails
+// t, without hanging, if l does not: it returns nil then, and false when the
+// Obtain did not return within hangMargin of its deadline, leaving the
+// Locker wedged.
+func (s suite) stillObtains(t *testing.T, ctx context.Context, l *lock.Locker, key, what string) (*lock.Lock, bool) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(ctx, afterPanicBound)
 	defer cancel()
-	type result struct {
-		lk  *lock.Lock
-		err error
-	}
-	done := make(chan result, 1) // the Obtain of a wedged Locker never sends
-	go func() {
-		lk, err := l.Obtain(ctx, key, heldTTL, lock.WithRetry(lock.Linear(10*time.Millisecond)))
-		done <- result{lk, err}
-	}()
+	w := wait(ctx, l, key, lock.Linear(10*time.Millisecond), newWaitTrace(), nil) // a wedged Locker's never returns
 	hang := time.NewTimer(afterPanicBound + hangMargin)
 	defer hang.Stop()
 	select {
-	case r := <-done:
-		if r.err != nil {
-			t.Errorf("Obtain after %s = %v, want a lock within %v (what the call wrote, or its place in a queue, was left behind)", what, r.err, afterPanicBound)
+	case <-w.done:
+		if w.err != nil {
+			t.Errorf("Obtain after %s = %v, want a lock within %v (what the call wrote, or its place in a queue, was left behind)", what, w.err, afterPanicBound)
 			return nil, true
 		}
-		release(t, r.lk)
-		return r.lk, true
+		release(t, w.lk)
+		return w.lk, true
 	case <-hang.C:
 		t.Errorf("Obtain after %s did not return within %v of its deadline, %v: the Locker is wedged (a mutex held across the panic)", what, hangMargin, afterPanicBound)
 		return nil, false

@@ -3,7 +3,6 @@ package conformance
 import (
 	"context"
 	"errors"
-	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -12,32 +11,13 @@ import (
 	"github.com/locksmith-go/lock/strategy"
 )
 
-// The shared-lock properties apply to a Locker whose strategy shares locks
-// (lock.WithPermits, lock.WithRead, lock.WithWrite, through a
-// strategy.Sharer): they skip, saying why, for one that refuses them with an
-// *ArgumentError that matches errors.ErrUnsupported (Redlock, setnx-getset,
-// single without scripts). Those about the order of waiters also need a
-// strategy that queues them, as WaitersObtainInTurn does.
-
-// needShared skips t unless the Locker shares locks: its Obtain of a free
-// key with lock.WithPermits(2) gives a lock, or an *ArgumentError named
-// "permits" that matches errors.ErrUnsupported, and then t skips. Any other
-// answer fails t, so that a Locker that shares locks never skips their
-// properties.
+// needShared skips t unless the Locker shares locks, as needSupport finds
+// from an Obtain of a free key with lock.WithPermits(2).
 func (s suite) needShared(t *testing.T, ctx context.Context) {
 	t.Helper()
 	lk, err := s.h.NewLocker(t).Obtain(ctx, Key(t), longTTL, lock.WithPermits(2))
-	var ae *lock.ArgumentError
-	switch {
-	case err == nil:
-		if err := lk.Release(ctx); err != nil {
-			t.Fatalf("Release of a semaphore's permit = %v, want nil", err)
-		}
-		return
-	case errors.As(err, &ae) && ae.Name == "permits" && errors.Is(err, errors.ErrUnsupported):
-		t.Skipf("the Locker does not share locks (%v): the shared-lock properties do not apply", err)
-	}
-	t.Fatalf("Obtain of a free key WithPermits(2) = %v, want a lock, or an *ArgumentError named permits matching errors.ErrUnsupported", err)
+	needSupport(t, ctx, "Obtain of a free key WithPermits(2)", lk, err, "permits",
+		"the Locker does not share locks (%v): the shared-lock properties do not apply")
 }
 
 // holders counts the holders inside a shared lock, and the entries that
@@ -116,16 +96,13 @@ func (h *holders) check(t *testing.T, what string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	t.Logf("%d entries, at most %d holders inside at once", h.entries, h.most)
-	if h.broken > 0 {
-		t.Errorf("%d of %d entries into the %s broke its rule (%s), want none", h.broken, h.entries, what, h.rule())
-	}
-}
-
-func (h *holders) rule() string {
+	rule := "a writer inside with another holder"
 	if h.limit > 0 {
-		return "more holders than permits"
+		rule = "more holders than permits"
 	}
-	return "a writer inside with another holder"
+	if h.broken > 0 {
+		t.Errorf("%d of %d entries into the %s broke its rule (%s), want none", h.broken, h.entries, what, rule)
+	}
 }
 
 // contend runs the Harness's goroutines, each on a Locker of its own, each
@@ -154,13 +131,10 @@ func (s suite) contend(t *testing.T, turns *turns, turn func(l *lock.Locker, n i
 // contentionRetry is the retry policy of the contention properties.
 var contentionRetry = lock.WithRetry(lock.Exponential(time.Millisecond, 8*time.Millisecond))
 
-// semaphoreNeverMoreThanN: a semaphore of 3 whose 3 permits are held, one
-// by each of 3 Lockers, refuses a fourth; then goroutines over several
-// Lockers take its permits, and never more than 3 are inside at once, while
-// one holder in eight crashes: it never releases its permit, which its
-// lease alone frees (counted inside while its ValidUntil is ahead, before
-// which its lease cannot end). The first part catches a semaphore that
-// admits too many however the goroutines happen to be scheduled.
+// semaphoreNeverMoreThanN: first, a fourth Obtain while 3 permits are held
+// is refused, which catches a semaphore that admits too many however the
+// goroutines are scheduled. A crashed holder counts as inside while its
+// ValidUntil is ahead, before which its lease cannot end.
 func (s suite) semaphoreNeverMoreThanN(t *testing.T, ctx context.Context) {
 	s.needShared(t, ctx)
 	const n = 3
@@ -169,10 +143,7 @@ func (s suite) semaphoreNeverMoreThanN(t *testing.T, ctx context.Context) {
 	for range n {
 		held = append(held, s.obtain(t, ctx, s.h.NewLocker(t), key, longTTL, lock.WithPermits(n)))
 	}
-	if lk, err := s.h.NewLocker(t).Obtain(ctx, key, longTTL, lock.WithPermits(n)); !errors.Is(err, lock.ErrNotObtained) {
-		release(t, lk)
-		t.Fatalf("Obtain while all %d permits are held = %v, want ErrNotObtained", n, err)
-	}
+	refused(t, ctx, s.h.NewLocker(t), key, "Obtain while all the permits are held", lock.WithPermits(n))
 	for _, lk := range held {
 		if err := lk.Release(ctx); err != nil {
 			t.Fatalf("Release of a permit = %v, want nil", err)
@@ -204,21 +175,14 @@ func (s suite) semaphoreNeverMoreThanN(t *testing.T, ctx context.Context) {
 	h.check(t, "semaphore of 3 permits")
 }
 
-// semaphoreCrashedHolderReturns: a holder that crashes (never releases
-// nor refreshes) keeps its permit until its lease ends, and not after: an
-// Obtain that waits then gets the same permit, after the crashed holder's
-// ValidUntil.
 func (s suite) semaphoreCrashedHolderReturns(t *testing.T, ctx context.Context) {
 	s.needShared(t, ctx)
 	key := Key(t)
 	l := s.h.NewLocker(t)
 	permits := lock.WithPermits(2)
 	crashed := s.obtain(t, ctx, l, key, s.h.ShortTTL, permits)
-	release(t, s.obtain(t, ctx, l, key, longTTL, permits))
-	if lk, err := l.Obtain(ctx, key, longTTL, permits); !errors.Is(err, lock.ErrNotObtained) {
-		release(t, lk)
-		t.Fatalf("Obtain while both permits are held = %v, want ErrNotObtained", err)
-	}
+	s.obtain(t, ctx, l, key, longTTL, permits)
+	refused(t, ctx, l, key, "Obtain while both permits are held", permits)
 	wctx, cancel := context.WithTimeout(ctx, s.expiryLimit())
 	defer cancel()
 	lk, err := l.Obtain(wctx, key, longTTL, permits, lock.WithRetry(lock.Linear(s.h.ShortTTL/10)))
@@ -238,17 +202,11 @@ func (s suite) semaphoreCrashedHolderReturns(t *testing.T, ctx context.Context) 
 	}
 }
 
-// semaphoreLimitMismatch: while a semaphore of 3 permits has a holder, an
-// Obtain that states another limit, or asks for a side of a read-write
-// lock, fails with ErrMismatch, and so does a shared Obtain of a plain
-// lock's key, each writing nothing; once the semaphore is free, another
-// limit is a new semaphore.
 func (s suite) semaphoreLimitMismatch(t *testing.T, ctx context.Context) {
 	s.needShared(t, ctx)
 	key := Key(t)
 	l := s.h.NewLocker(t)
 	h := s.obtain(t, ctx, l, key, longTTL, lock.WithPermits(3))
-	release(t, h)
 	for _, c := range []struct {
 		name string
 		opt  lock.Option
@@ -268,7 +226,7 @@ func (s suite) semaphoreLimitMismatch(t *testing.T, ctx context.Context) {
 	}
 	t.Run("plain lock", func(t *testing.T) {
 		plain := Key(t)
-		release(t, s.obtain(t, ctx, l, plain, longTTL))
+		s.obtain(t, ctx, l, plain, longTTL)
 		lk, err := l.Obtain(ctx, plain, longTTL, lock.WithPermits(3))
 		if !errors.Is(err, lock.ErrMismatch) {
 			release(t, lk)
@@ -285,14 +243,12 @@ func (s suite) semaphoreLimitMismatch(t *testing.T, ctx context.Context) {
 		if err := h.Release(ctx); err != nil {
 			t.Fatalf("Release = %v, want nil", err)
 		}
-		release(t, s.obtain(t, ctx, l, key, longTTL, lock.WithPermits(2)))
+		s.obtain(t, ctx, l, key, longTTL, lock.WithPermits(2))
 	})
 }
 
-// semaphorePermits: the holders of a semaphore of 3 get the permits 0, 1
-// and 2; after one releases, the next gets its permit, the lowest free.
-// With WithFencing (unless the strategy refuses it, as FencingTokens
-// allows), each permit's fencing token increases from holder to holder.
+// semaphorePermits: a strategy may refuse WithFencing, as FencingTokens
+// allows; the permits alone are checked then.
 func (s suite) semaphorePermits(t *testing.T, ctx context.Context) {
 	s.needShared(t, ctx)
 	key := Key(t)
@@ -307,7 +263,6 @@ func (s suite) semaphorePermits(t *testing.T, ctx context.Context) {
 	var held [3]*lock.Lock
 	for range held {
 		lk := s.obtain(t, ctx, l, key, longTTL, opts...)
-		release(t, lk)
 		p, ok := lk.Permit()
 		if !ok || p < 0 || p >= len(held) || held[p] != nil {
 			t.Fatalf("Permit() = %d, %v, want a free permit from 0 to 2, true", p, ok)
@@ -318,7 +273,6 @@ func (s suite) semaphorePermits(t *testing.T, ctx context.Context) {
 		t.Fatalf("Release of permit 1 = %v, want nil", err)
 	}
 	next := s.obtain(t, ctx, l, key, longTTL, opts...)
-	release(t, next)
 	if p, ok := next.Permit(); !ok || p != 1 {
 		t.Errorf("Permit() after permit 1 was released = %d, %v, want 1, true: the lowest free", p, ok)
 	}
@@ -332,51 +286,17 @@ func (s suite) semaphorePermits(t *testing.T, ctx context.Context) {
 	}
 }
 
-// semaphoreWaitersInTurn: waiters that queue one after the other behind a
-// semaphore of 2 whose permits are held obtain permits in that order,
-// each releasing its permit at once, while the other holder keeps its own.
 func (s suite) semaphoreWaitersInTurn(t *testing.T, ctx context.Context) {
 	s.needShared(t, ctx)
 	s.needNotification(t, ctx, true)
-	const n = 4
-	key := Key(t)
-	permits := lock.WithPermits(2)
+	key, permits := Key(t), lock.WithPermits(2)
 	first := s.obtain(t, ctx, s.h.NewLocker(t), key, heldTTL, permits)
-	release(t, first)
-	release(t, s.obtain(t, ctx, s.h.NewLocker(t), key, heldTTL, permits))
-	var (
-		mu    sync.Mutex
-		order []int
-	)
-	waiters := make([]*waiter, n)
-	for i := range waiters {
-		waiters[i] = wait(ctx, s.h.NewLocker(t), key, lock.Linear(noTimer), newWaitTrace(), func(lk *lock.Lock) {
-			mu.Lock()
-			order = append(order, i+1)
-			mu.Unlock()
-			if err := lk.Release(ctx); err != nil {
-				t.Errorf("waiter %d's Release = %v, want nil", i+1, err)
-			}
-		}, permits)
-		if r := waiters[i].rank(t, "waiter"); r != i+1 {
-			t.Errorf("waiter %d, enqueued after %d others: rank %d, want %d", i+1, i, r, i+1)
-		}
-	}
-	if err := first.Release(ctx); err != nil {
-		t.Fatalf("the first holder's Release = %v, want nil", err)
-	}
-	for _, w := range waiters {
-		w.result(t, "waiter")
-	}
-	if want := []int{1, 2, 3, 4}; !slices.Equal(order, want) {
-		t.Errorf("the waiters obtained permits in the order %v, want %v, the order they queued in", order, want)
-	}
+	s.obtain(t, ctx, s.h.NewLocker(t), key, heldTTL, permits)
+	s.waitersInTurn(t, ctx, first, 4, permits)
 }
 
-// readWriteExclusion: goroutines over several Lockers take the read side
-// (half the turns), the write side (a quarter), or the write side and
-// then downgrade it (a quarter); a writer is never inside with anyone
-// else.
+// readWriteExclusion: half the turns read, a quarter write, and a quarter
+// write and then downgrade.
 func (s suite) readWriteExclusion(t *testing.T, ctx context.Context) {
 	s.needShared(t, ctx)
 	key := Key(t)
@@ -413,26 +333,19 @@ func (s suite) readWriteExclusion(t *testing.T, ctx context.Context) {
 	h.check(t, "read-write lock")
 }
 
-// readWriteNoStarvation: neither side starves the other, because neither
-// passes a waiter of the other side that queued before it. A reader that
-// comes while a writer waits behind readers is refused (else a stream of
-// readers would keep the writer out forever), and a writer that comes once
-// a writer released, while a reader that queued behind it is about to take
-// its turn (held back in its Wait hook until the writer tried), is refused
-// too.
+// readWriteNoStarvation: a reader that comes while a writer waits behind
+// readers is refused (else a stream of readers would keep the writer out
+// forever), and so is a writer that comes once a writer released, while a
+// reader queued behind it is held back in its Wait hook.
 func (s suite) readWriteNoStarvation(t *testing.T, ctx context.Context) {
 	s.needShared(t, ctx)
 	s.needNotification(t, ctx, true)
 	t.Run("readers do not pass a waiting writer", func(t *testing.T) {
 		key := Key(t)
 		reader := s.obtain(t, ctx, s.h.NewLocker(t), key, heldTTL, lock.WithRead())
-		release(t, reader)
 		w := wait(ctx, s.h.NewLocker(t), key, lock.Linear(noTimer), newWaitTrace(), nil, lock.WithWrite())
 		w.rank(t, "the writer")
-		if lk, err := s.h.NewLocker(t).Obtain(ctx, key, longTTL, lock.WithRead()); !errors.Is(err, lock.ErrNotObtained) {
-			release(t, lk)
-			t.Errorf("a reader that came while a writer waits = %v, want ErrNotObtained: a stream of readers would starve the writer", err)
-		}
+		refused(t, ctx, s.h.NewLocker(t), key, "a reader that came while a writer waits (else a stream of readers starves the writer)", lock.WithRead())
 		if err := reader.Release(ctx); err != nil {
 			t.Fatalf("the reader's Release = %v, want nil", err)
 		}
@@ -441,7 +354,6 @@ func (s suite) readWriteNoStarvation(t *testing.T, ctx context.Context) {
 	t.Run("writers do not pass a waiting reader", func(t *testing.T) {
 		key := Key(t)
 		writer := s.obtain(t, ctx, s.h.NewLocker(t), key, heldTTL, lock.WithWrite())
-		release(t, writer)
 		tried := make(chan struct{})
 		tr := newWaitTrace()
 		tr.waited = func(e lock.Event) {
@@ -465,26 +377,17 @@ func (s suite) readWriteNoStarvation(t *testing.T, ctx context.Context) {
 	})
 }
 
-// readWriteDowngrade: a writer that downgrades holds the lock as a reader,
-// in one step: readers may enter, a writer may not, and a writer that
-// waited behind it does not get in between; its Refresh, TTL and Release
-// go on as before. Downgrade of a read lock, or of a plain lock, is an
-// *ArgumentError named "lock".
 func (s suite) readWriteDowngrade(t *testing.T, ctx context.Context) {
 	s.needShared(t, ctx)
 	l := s.h.NewLocker(t)
 	t.Run("readers in, writers out", func(t *testing.T) {
 		key := Key(t)
 		w := s.obtain(t, ctx, l, key, longTTL, lock.WithWrite())
-		release(t, w)
 		if err := w.Downgrade(ctx); err != nil {
 			t.Fatalf("Downgrade = %v, want nil", err)
 		}
-		release(t, s.obtain(t, ctx, s.h.NewLocker(t), key, longTTL, lock.WithRead()))
-		if lk, err := s.h.NewLocker(t).Obtain(ctx, key, longTTL, lock.WithWrite()); !errors.Is(err, lock.ErrNotObtained) {
-			release(t, lk)
-			t.Errorf("a writer's Obtain after Downgrade = %v, want ErrNotObtained", err)
-		}
+		s.obtain(t, ctx, s.h.NewLocker(t), key, longTTL, lock.WithRead())
+		refused(t, ctx, s.h.NewLocker(t), key, "a writer's Obtain after Downgrade", lock.WithWrite())
 		if err := w.Refresh(ctx, longTTL); err != nil {
 			t.Errorf("Refresh after Downgrade = %v, want nil", err)
 		}
@@ -501,7 +404,6 @@ func (s suite) readWriteDowngrade(t *testing.T, ctx context.Context) {
 		}
 		key := Key(t)
 		w := s.obtain(t, ctx, l, key, heldTTL, lock.WithWrite())
-		release(t, w)
 		next := wait(ctx, s.h.NewLocker(t), key, lock.Linear(noTimer), newWaitTrace(), nil, lock.WithWrite())
 		next.rank(t, "the waiting writer")
 		if err := w.Downgrade(ctx); err != nil {
@@ -517,34 +419,24 @@ func (s suite) readWriteDowngrade(t *testing.T, ctx context.Context) {
 		next.result(t, "the waiting writer")
 	})
 	t.Run("only a writer downgrades", func(t *testing.T) {
-		var ae *lock.ArgumentError
 		r := s.obtain(t, ctx, l, Key(t), longTTL, lock.WithRead())
-		release(t, r)
-		if err := r.Downgrade(ctx); !errors.As(err, &ae) || ae.Name != "lock" {
+		if err := r.Downgrade(ctx); !argumentError(err, "lock") {
 			t.Errorf("Downgrade of a read lock = %v, want an *ArgumentError named lock", err)
 		}
 		p := s.obtain(t, ctx, l, Key(t), longTTL)
-		release(t, p)
-		if err := p.Downgrade(ctx); !errors.As(err, &ae) || ae.Name != "lock" {
+		if err := p.Downgrade(ctx); !argumentError(err, "lock") {
 			t.Errorf("Downgrade of a plain lock = %v, want an *ArgumentError named lock", err)
 		}
 	})
 }
 
-// sharedInspectAndBreak: Inspect, by another client, lists a semaphore's
-// limit and holders (their tokens' fingerprints, metadata and leases) and
-// a read-write lock's writer; Break of one holder's fingerprint ends that
-// holder's lease alone, Break of a fingerprint that names no holder is
-// ErrTaken, and Break of "" ends every holder's.
 func (s suite) sharedInspectAndBreak(t *testing.T, ctx context.Context) {
 	s.needShared(t, ctx)
 	key := Key(t)
 	l, other := s.h.NewLocker(t), s.h.NewLocker(t)
 	permits := lock.WithPermits(2)
 	a := s.obtain(t, ctx, l, key, longTTL, permits, lock.WithMetadata("holder a"))
-	release(t, a)
 	b := s.obtain(t, ctx, l, key, longTTL, permits)
-	release(t, b)
 	fa, fb := strategy.Fingerprint(a.Token()), strategy.Fingerprint(b.Token())
 	st, err := other.Inspect(ctx, key)
 	if err != nil || !st.Held || st.Permits != 2 || len(st.Holders) != 2 {
@@ -579,7 +471,6 @@ func (s suite) sharedInspectAndBreak(t *testing.T, ctx context.Context) {
 		t.Errorf(`holder b's TTL after Break of "" = %v, want ErrNotHeld`, err)
 	}
 	w := s.obtain(t, ctx, l, Key(t)+":rw", longTTL, lock.WithWrite(), lock.WithMetadata("writer"))
-	release(t, w)
 	st, err = other.Inspect(ctx, w.Key())
 	if err != nil || !st.ReadWrite || st.Fingerprint != strategy.Fingerprint(w.Token()) || st.Metadata != "writer" ||
 		len(st.Holders) != 1 || !st.Holders[0].Write {
@@ -587,9 +478,6 @@ func (s suite) sharedInspectAndBreak(t *testing.T, ctx context.Context) {
 	}
 }
 
-// sharedLeavesNothing (Conns): once the holders of a semaphore and of a
-// read-write lock released, and a waiter of each gave up, no key named
-// after the lock remains.
 func (s suite) sharedLeavesNothing(t *testing.T, ctx context.Context) {
 	s.needShared(t, ctx)
 	for _, c := range []struct {
@@ -603,7 +491,6 @@ func (s suite) sharedLeavesNothing(t *testing.T, ctx context.Context) {
 			key := Key(t)
 			l := s.h.NewLocker(t)
 			h := s.obtain(t, ctx, l, key, longTTL, c.holder)
-			release(t, h)
 			wctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
 			lk, err := l.Obtain(wctx, key, longTTL, c.another, lock.WithRetry(lock.Linear(10*time.Millisecond)))
 			cancel()
@@ -621,21 +508,16 @@ func (s suite) sharedLeavesNothing(t *testing.T, ctx context.Context) {
 	}
 }
 
-// sharedInvalidArguments: WithPermits of 0, of -1 and of more than
-// lock.MaxPermits, and a shared ObtainMany, are each an *ArgumentError that
-// names the argument, and nothing is sent.
 func (s suite) sharedInvalidArguments(t *testing.T, ctx context.Context) {
 	l := s.h.NewLocker(t)
 	key := Key(t)
 	for _, n := range []int{0, -1, lock.MaxPermits + 1} {
-		var ae *lock.ArgumentError
-		if lk, err := l.Obtain(ctx, key, longTTL, lock.WithPermits(n)); !errors.As(err, &ae) || ae.Name != "permits" {
+		if lk, err := l.Obtain(ctx, key, longTTL, lock.WithPermits(n)); !argumentError(err, "permits") {
 			release(t, lk)
 			t.Errorf("Obtain WithPermits(%d) = %v, want an *ArgumentError named permits", n, err)
 		}
 	}
-	var ae *lock.ArgumentError
-	if lk, err := l.ObtainMany(ctx, keySet(t, 2), longTTL, lock.WithPermits(2)); !errors.As(err, &ae) || ae.Name != "keys" {
+	if lk, err := l.ObtainMany(ctx, keySet(t, 2), longTTL, lock.WithPermits(2)); !argumentError(err, "keys") {
 		release(t, lk)
 		t.Errorf("ObtainMany WithPermits(2) = %v, want an *ArgumentError named keys", err)
 	}

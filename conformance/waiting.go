@@ -16,18 +16,8 @@ import (
 	"github.com/locksmith-go/lock/internal/glob"
 )
 
-// The properties of notification waiting apply to a Locker whose strategy
-// wakes its waiters (a strategy.Notifier whose Listen returns a Listener):
-// they skip, saying why, for one that does not. Those about the order of
-// waiters apply only to a strategy that queues them (its attempts report a
-// place in the queue, Grant.Position): a strategy that only hints, such as
-// Redlock, promises no order.
-//
-// They count and order what the waiters go through (attempts, through the
-// Attempt hooks, and wake-ups, through the Wait hooks), and never measure
-// time. A waiter's timer is a minute (noTimer), and so is its holder's TTL,
-// so that only a message explains a prompt wake-up; waitBound, far shorter,
-// only detects hangs.
+// The properties of notification waiting count and order what the waiters
+// go through (a waitTrace), and never measure time.
 const (
 	// noTimer is the retry delay of waiters that must be woken by a
 	// message: longer than waitBound, it never fires within a property.
@@ -165,12 +155,6 @@ func listening(entries []string) bool {
 	return i >= 0 && slices.Contains(entries[i+1:], held)
 }
 
-// once returns f, made to run only its first call.
-func once(f func()) func() {
-	var o sync.Once
-	return func() { o.Do(f) }
-}
-
 // waiter is an Obtain that waits, running in the background.
 type waiter struct {
 	trace *waitTrace
@@ -235,7 +219,7 @@ type waiting struct {
 func (s suite) probeWaiting(t *testing.T, ctx context.Context) waiting {
 	t.Helper()
 	key := Key(t)
-	release(t, s.obtain(t, ctx, s.h.NewLocker(t), key, heldTTL))
+	s.obtain(t, ctx, s.h.NewLocker(t), key, heldTTL)
 	tr := newWaitTrace()
 	w := wait(ctx, s.h.NewLocker(t), key, lock.LimitAttempts(lock.Linear(10*time.Millisecond), 2), tr, nil)
 	<-w.done
@@ -265,18 +249,13 @@ func (s suite) needNotification(t *testing.T, ctx context.Context, queue bool) w
 	return w
 }
 
-// releaseWakesTheHead: a waiter queued behind a holder, once it listens,
-// is woken by the holder's release: its next attempt, woken by a message,
-// obtains the lock. Its timer, and the holder's TTL, are a minute: nothing
-// else would wake it.
 func (s suite) releaseWakesTheHead(t *testing.T, ctx context.Context) {
 	s.needNotification(t, ctx, false)
 	key := Key(t)
 	h := s.obtain(t, ctx, s.h.NewLocker(t), key, heldTTL)
-	release(t, h) // if the waiter never listens
 	tr := newWaitTrace()
 	var releaseErr error
-	releaseHolder := once(func() { releaseErr = h.Release(ctx); tr.add(released) })
+	releaseHolder := sync.OnceFunc(func() { releaseErr = h.Release(ctx); tr.add(released) })
 	tr.failed = func(entries []string) {
 		if listening(entries) {
 			releaseHolder()
@@ -292,30 +271,32 @@ func (s suite) releaseWakesTheHead(t *testing.T, ctx context.Context) {
 	}
 }
 
-// waitersObtainInTurn: waiters that queue one after the other, each
-// started once the one before is enqueued, get ranks 1, 2, 3…, and obtain
-// the lock in that order once the holder releases it, each releasing it in
-// turn.
 func (s suite) waitersObtainInTurn(t *testing.T, ctx context.Context) {
 	s.needNotification(t, ctx, true)
-	const n = 5
-	key := Key(t)
-	h := s.obtain(t, ctx, s.h.NewLocker(t), key, heldTTL)
-	release(t, h)
+	s.waitersInTurn(t, ctx, s.obtain(t, ctx, s.h.NewLocker(t), Key(t), heldTTL), 5)
+}
+
+// waitersInTurn starts n waiters for h's key, with opts, each once the one
+// before is enqueued, and checks that they get ranks 1, 2, 3…, and that
+// once h is released they obtain the lock in that order, each releasing
+// it at once.
+func (s suite) waitersInTurn(t *testing.T, ctx context.Context, h *lock.Lock, n int, opts ...lock.Option) {
 	var (
 		mu    sync.Mutex
 		order []int
+		want  []int
 	)
 	waiters := make([]*waiter, n)
 	for i := range waiters {
-		waiters[i] = wait(ctx, s.h.NewLocker(t), key, lock.Linear(noTimer), newWaitTrace(), func(lk *lock.Lock) {
+		want = append(want, i+1)
+		waiters[i] = wait(ctx, s.h.NewLocker(t), h.Key(), lock.Linear(noTimer), newWaitTrace(), func(lk *lock.Lock) {
 			mu.Lock()
 			order = append(order, i+1)
 			mu.Unlock()
 			if err := lk.Release(ctx); err != nil {
 				t.Errorf("waiter %d's Release = %v, want nil", i+1, err)
 			}
-		})
+		}, opts...)
 		if r := waiters[i].rank(t, fmt.Sprintf("waiter %d", i+1)); r != i+1 {
 			t.Errorf("waiter %d, enqueued after %d others: rank %d, want %d", i+1, i, r, i+1)
 		}
@@ -326,28 +307,24 @@ func (s suite) waitersObtainInTurn(t *testing.T, ctx context.Context) {
 	for i, w := range waiters {
 		w.result(t, fmt.Sprintf("waiter %d", i+1))
 	}
-	want := []int{1, 2, 3, 4, 5}
 	if !slices.Equal(order, want) {
 		t.Errorf("the waiters obtained the lock in the order %v, want %v, the order they queued in", order, want)
 	}
 }
 
-// lostMessageCostsOnePoll (Conns): a release whose message does not reach
-// the waiter (here, the key deleted behind the holder's back, which sends
-// none) costs the waiter one timer: its next wake-up, by its timer,
-// obtains the lock. A strategy that queues tells the waiter the holder's
-// TTL (Grant.HolderTTL), as its head's timer needs, so the Locker also
-// reports the lost message (missed).
+// lostMessageCostsOnePoll: the key deleted behind the holder's back sends
+// no message. A strategy that queues tells the waiter the holder's TTL
+// (Grant.HolderTTL), as its head's timer needs, so the Locker also reports
+// the lost message.
 func (s suite) lostMessageCostsOnePoll(t *testing.T, ctx context.Context) {
 	queues := s.needNotification(t, ctx, false).queues
 	const d = 200 * time.Millisecond // the waiter's timer
 	key := Key(t)
-	h := s.obtain(t, ctx, s.h.NewLocker(t), key, heldTTL)
-	release(t, h)
+	s.obtain(t, ctx, s.h.NewLocker(t), key, heldTTL)
 	conns := s.h.Conns(t)
 	tr := newWaitTrace()
 	var lossErr error
-	lose := once(func() {
+	lose := sync.OnceFunc(func() {
 		for _, c := range conns {
 			if _, err := c.Del(ctx, key); err != nil {
 				lossErr = err
@@ -373,13 +350,10 @@ func (s suite) lostMessageCostsOnePoll(t *testing.T, ctx context.Context) {
 	}
 }
 
-// deadWaiterDoesNotStall: a waiter that queues and never comes back (its
-// patience, capped by its deadline, two seconds) does not stall the
-// waiter behind it: once the holder releases, that one obtains the lock
-// after its timer (d) found the dead head dropped, within
-// ceil(patience/d) + 3 attempts (its timer wake-ups until the head's
-// patience ends, one after, and a wake-up by message and one by its
-// subscription).
+// deadWaiterDoesNotStall: the dead waiter's patience is its deadline, two
+// seconds; the live one obtains within ceil(patience/d) + 3 attempts (its
+// timer wake-ups until the head's patience ends, one after, and a wake-up
+// by message and one by its subscription).
 func (s suite) deadWaiterDoesNotStall(t *testing.T, ctx context.Context) {
 	s.needNotification(t, ctx, true)
 	const (
@@ -389,7 +363,6 @@ func (s suite) deadWaiterDoesNotStall(t *testing.T, ctx context.Context) {
 	)
 	key := Key(t)
 	h := s.obtain(t, ctx, s.h.NewLocker(t), key, heldTTL)
-	release(t, h)
 
 	dead, stalled := newWaitTrace(), make(chan struct{})
 	dead.waited = func(e lock.Event) {
@@ -420,7 +393,7 @@ func (s suite) deadWaiterDoesNotStall(t *testing.T, ctx context.Context) {
 		releaseErr error
 		past       atomic.Bool
 	)
-	releaseHolder := once(func() { releaseErr = h.Release(ctx); live.add(released) })
+	releaseHolder := sync.OnceFunc(func() { releaseErr = h.Release(ctx); live.add(released) })
 	live.failed = func([]string) {
 		releaseHolder()
 		if count(live.after(released), held)+1 > bound {
@@ -445,11 +418,8 @@ func (s suite) deadWaiterDoesNotStall(t *testing.T, ctx context.Context) {
 	}
 }
 
-// cancelledWaiterLeavesNothing (Conns): a waiter that gives up, at its
-// deadline or cancelled, leaves the queue: once its clean-up ended, the
-// next waiter is the head; and once the holder released the lock, and the
-// next waiter obtained and released it, no key named after the lock's
-// remains on any server.
+// cancelledWaiterLeavesNothing: with a strategy that queues, the next waiter
+// is the head once the one that gave up ended its clean-up.
 func (s suite) cancelledWaiterLeavesNothing(t *testing.T, ctx context.Context) {
 	queues := s.needNotification(t, ctx, false).queues
 	for _, c := range []struct {
@@ -464,7 +434,6 @@ func (s suite) cancelledWaiterLeavesNothing(t *testing.T, ctx context.Context) {
 		t.Run(c.name, func(t *testing.T) {
 			key := Key(t)
 			h := s.obtain(t, ctx, s.h.NewLocker(t), key, heldTTL)
-			release(t, h)
 			wctx, cancel := context.WithCancel(ctx)
 			defer cancel()
 			if c.timeout > 0 {
@@ -511,42 +480,30 @@ func (s suite) cancelledWaiterLeavesNothing(t *testing.T, ctx context.Context) {
 // (in a Cluster, the master of its slot, where its companion keys live).
 var keysScript = driver.NewScript(`return redis.call('KEYS', ARGV[1])`)
 
-// keysLeft returns the keys named after any of keys (keysNamedAfter) that
-// are still there once none is, or waitBound has passed: a release may
+// keysLeft returns the keys whose names contain any of keys, on every
+// server, once there are none, or waitBound has passed: a release may
 // finish in the background (Redlock's returns once a quorum of nodes
 // confirmed it, and its deletes on the others go on, bounded by its node
 // timeout), and a strategy without scripts deletes in more round trips.
 func (s suite) keysLeft(t *testing.T, ctx context.Context, keys ...string) []string {
 	t.Helper()
 	conns := s.h.Conns(t)
-	deadline := time.Now().Add(waitBound)
-	for {
+	for deadline := time.Now().Add(waitBound); ; time.Sleep(10 * time.Millisecond) {
 		var left []string
 		for _, key := range keys {
-			left = append(left, keysNamedAfter(t, ctx, conns, key)...)
+			for _, c := range conns {
+				v, err := keysScript.Run(ctx, c, []string{key}, "*"+glob.Escape(key)+"*")
+				if err != nil {
+					t.Fatalf("KEYS *%s*: %v", key, err)
+				}
+				found, _ := v.([]any)
+				for _, f := range found {
+					left = append(left, fmt.Sprint(f))
+				}
+			}
 		}
 		if len(left) == 0 || time.Now().After(deadline) {
 			return left
 		}
-		time.Sleep(10 * time.Millisecond)
 	}
-}
-
-// keysNamedAfter returns the keys on the servers of conns whose names
-// contain key.
-func keysNamedAfter(t *testing.T, ctx context.Context, conns []driver.Conn, key string) []string {
-	t.Helper()
-	var names []string
-	pattern := "*" + glob.Escape(key) + "*"
-	for _, c := range conns {
-		v, err := keysScript.Run(ctx, c, []string{key}, pattern)
-		if err != nil {
-			t.Fatalf("KEYS %s: %v", pattern, err)
-		}
-		found, _ := v.([]any)
-		for _, f := range found {
-			names = append(names, fmt.Sprint(f))
-		}
-	}
-	return names
 }

@@ -66,21 +66,14 @@ func (c Combo) Wrap(wrap func(t *testing.T, l *lock.Locker) *lock.Locker) Combo 
 }
 
 // quickAcquisitions is MutualExclusion's size without LOCKSMITH_FULL=1: a
-// tenth of the default, 2000, which CI runs, and the size at which
-// conformance's mutants show that the run catches a lock that does not
-// exclude.
+// tenth of the default, and the size of conformance's mutant runs.
 const quickAcquisitions = 200
 
 // Run runs the suite on each combination, as a subtest named after it, n
-// at a time (all at once when n is 0). The suite spends most of its time
-// waiting on timers and on Redis, so combinations run side by side,
-// whatever go test's -parallel; their keys never meet. Those whose
-// MutualExclusion keeps the CPU busy (Redlock's: five servers, and every
-// waiter woken by a release) run fewer at a time, or one by one.
-//
-// MutualExclusion costs the most CPU of the suite: unless LOCKSMITH_FULL=1
-// is set, a combination runs it at most at quickAcquisitions, so that
-// README's test command stays short on two cores.
+// at a time (all at once when n is 0), whatever go test's -parallel: the
+// suite mostly waits on timers and on Redis, and the combinations' keys
+// never meet. Unless LOCKSMITH_FULL=1, MutualExclusion, the suite's most
+// costly run, makes at most quickAcquisitions.
 func Run(t *testing.T, combos []Combo, n int) {
 	if n <= 0 {
 		n = len(combos)
@@ -102,11 +95,9 @@ func Run(t *testing.T, combos []Combo, n int) {
 	wg.Wait()
 }
 
-// AtOnce is Run's n for the combinations over the server that
-// [redistest.Addr] returned: all at once on a real server; one by one on the
-// embedded server, which runs every command in the test's own process,
-// under the race detector, so that side by side their MutualExclusions
-// took past the suite's 2-minute bound.
+// AtOnce is Run's n on the server that [redistest.Addr] returned: all at
+// once on a real server; one by one on the embedded one, which runs in the
+// test's process, under the race detector, past the suite's bounds.
 func AtOnce(real bool) int {
 	if real {
 		return 0
@@ -133,12 +124,10 @@ func combo(name string, open func(t testing.TB) []driver.Conn, unreachable func(
 	}, open, unreachable, build}
 }
 
-// FromAddrs returns the combination whose lockers build makes from server
-// addresses, as the config tests do: addrs for NewLocker, as many closed
-// ports for NewUnreachable. Conns opens d's clients of addrs, for planting
-// and inspecting keys. build closes what it opens when t ends. The caller
-// sets Harness.NewWithNilConn, which only it knows how to build: without it,
-// the suite fails NilDriver.
+// FromAddrs returns the combination whose lockers build makes, closing them
+// when t ends, from addrs (as many closed ports for NewUnreachable), as the
+// config tests do; Conns opens d's clients of addrs. The caller sets
+// Harness.NewWithNilConn, which only it knows how to build.
 func FromAddrs(name string, addrs []string, d redistest.Driver, build func(t *testing.T, addrs []string) *lock.Locker) Combo {
 	return Combo{Name: name, Harness: conformance.Harness{
 		NewLocker: func(t *testing.T) *lock.Locker { return build(t, addrs) },
@@ -218,11 +207,10 @@ func SetnxGetsetCluster(addrs []string) Combo {
 	return c
 }
 
-// onCluster returns the combination, named name, whose lockers build
-// makes from one cluster client of addrs that open opens, and whose
-// unreachable ones from what unreachable opens of a closed address.
-// (Redlock has none: its nodes must be independent masters, and a
-// Cluster's masters each own a share of the slots instead.)
+// onCluster returns the combination, named name, whose lockers build makes
+// from one cluster client of addrs that open opens, and whose unreachable
+// ones from what unreachable opens of a closed address. (Redlock has none:
+// its nodes must be independent masters.)
 func onCluster(name string, open, unreachable func(testing.TB, []string) driver.Conn, addrs []string, build func([]driver.Conn) (*lock.Locker, error)) Combo {
 	return combo(name,
 		func(t testing.TB) []driver.Conn { return []driver.Conn{open(t, addrs)} },
@@ -339,11 +327,9 @@ func Prefix(prefix string, combos []Combo) []Combo {
 }
 
 // EachStrategy starts the servers and returns one combination of each
-// strategy, named strategy/driver: single over go-redis (RESP3),
-// setnx-getset in milliseconds over redigo, and Redlock over a mix of both
-// drivers. Wrappers such as otel, which see only the Locker, run the suite
-// on these; the strategies' own tests run every combination. Without
-// redis-server (and not required) Redlock is left out.
+// strategy, named strategy/driver, for wrappers such as otel: single over
+// go-redis (RESP3), setnx-getset in milliseconds over redigo, and Redlock
+// over a mix of drivers, left out without redis-server.
 func EachStrategy(t *testing.T) []Combo {
 	addr, real := redistest.Addr(t)
 	combos := []Combo{pick(Prefix("single", Single(addr)), "single/goredis-resp3"),

@@ -1,6 +1,7 @@
 package redistest
 
 import (
+	"cmp"
 	"context"
 	"net"
 	"path/filepath"
@@ -48,10 +49,8 @@ func UnixDrivers() []Driver {
 	}
 }
 
-// InteropDrivers returns the drivers that the tests of interoperability
-// with other libraries run over, each beside the other library's client of
-// the same server: go-redis (RESP3) and redigo, named "goredis" and
-// "redigo".
+// InteropDrivers returns go-redis (RESP3) and redigo, named "goredis" and
+// "redigo", for the tests of interoperability with other libraries.
 func InteropDrivers() []Driver {
 	return []Driver{
 		{"goredis", func(t testing.TB, addr string) driver.Conn { return goredis.New(GoRedis(t, addr, 3)) }},
@@ -69,10 +68,9 @@ func redigoDriver(network string) func(testing.TB, string) driver.Conn {
 	}
 }
 
-// dialTimeout bounds the test clients' dials, at go-redis's default: on
-// loopback, a dial that takes longer than a second is a machine too busy
-// to schedule it (ExactlyOneWinner dials 32 clients at once), not a dead
-// server, which refuses at once.
+// dialTimeout bounds the test clients' dials, at go-redis's default: a dead
+// loopback server refuses at once, and a slow dial is a busy machine's
+// (ExactlyOneWinner dials 32 clients at once).
 const dialTimeout = 5 * time.Second
 
 // GoRedis returns a go-redis client of addr speaking RESP protocol, closed
@@ -119,18 +117,16 @@ func Rueidis(t testing.TB, addr string) rueidis.Client {
 	return RueidisClient(t, rueidis.ClientOption{InitAddress: []string{addr}})
 }
 
-// RueidisCluster returns a rueidis client of the Cluster of addrs, closed
-// when t ends, opened as RueidisClient's are, with
-// driver/rueidis.NewClusterClient.
+// RueidisCluster returns a rueidis client of the Cluster of addrs, as
+// RueidisClient's, with driver/rueidis.NewClusterClient.
 func RueidisCluster(t testing.TB, addrs []string) rueidis.Client {
 	return rueidisClient(t, rueidisdriver.NewClusterClient, rueidis.ClientOption{InitAddress: addrs})
 }
 
-// RueidisClient returns a rueidis client with o, of a standalone server or
-// of the master that o.Sentinel names, opened with driver/rueidis.NewClient
-// (no retries, always pipelining, one pipeline per server), with no
+// RueidisClient returns a rueidis client with o (a standalone server, or
+// o.Sentinel's master), opened with driver/rueidis.NewClient, with no
 // client-side cache and, unless o sets one, dialTimeout; closed when t
-// ends. A standalone client whose server is down is returned all the same.
+// ends, and returned even when its server is down.
 func RueidisClient(t testing.TB, o rueidis.ClientOption) rueidis.Client {
 	return rueidisClient(t, rueidisdriver.NewClient, o)
 }
@@ -138,9 +134,7 @@ func RueidisClient(t testing.TB, o rueidis.ClientOption) rueidis.Client {
 // rueidisClient opens a client with o and the tests' settings with open.
 func rueidisClient(t testing.TB, open func(rueidis.ClientOption) (rueidis.Client, error), o rueidis.ClientOption) rueidis.Client {
 	o.DisableCache = true
-	if o.Dialer.Timeout == 0 {
-		o.Dialer.Timeout = dialTimeout
-	}
+	o.Dialer.Timeout = cmp.Or(o.Dialer.Timeout, dialTimeout)
 	c, err := open(o)
 	if err != nil {
 		t.Fatalf("opening a rueidis client: %v", err)

@@ -67,10 +67,9 @@ func RequireFull(t testing.TB, what string) {
 	}
 }
 
-// RequireAlone skips t, saying what it is, unless LOCKSMITH_ALONE=1: a
-// test whose subject is what happens in time under a load it makes itself,
-// which the load of other packages' tests beside it would change. CI runs
-// them in a step of their own, after the others.
+// RequireAlone skips t, saying what it is, unless LOCKSMITH_ALONE=1: for a
+// timing test under a load it makes itself, which CI runs in a step of its
+// own.
 func RequireAlone(t testing.TB, what string) {
 	t.Helper()
 	if os.Getenv(EnvAlone) != "1" {
@@ -78,23 +77,19 @@ func RequireAlone(t testing.TB, what string) {
 	}
 }
 
-// ParallelUnlessFull marks t to run side by side with the package's other
-// parallel tests, unless LOCKSMITH_FULL=1 is set: for tests that keep the
-// CPU busy (a strategy's conformance suites, whose contention runs are small
-// without it and take 2000 acquisitions with it; the CLI's, which start
-// processes built with -race). With it, CI's step runs every package under
-// -race, four at a time on two cores, and the load side by side starved
-// Redlock's node timeouts.
+// ParallelUnlessFull marks t parallel unless LOCKSMITH_FULL=1: for tests
+// that keep the CPU busy (conformance suites, the CLI's -race builds), whose
+// load side by side, in CI's full step of four packages at a time on two
+// cores, starved Redlock's node timeouts.
 func ParallelUnlessFull(t *testing.T) {
 	if !Full() {
 		t.Parallel()
 	}
 }
 
-// Parallel sets go test's -parallel to n, unless the command line sets it:
-// for the TestMain of a package whose parallel tests wait on servers and
-// timers rather than on the CPU, which the default (the number of CPUs)
-// would run two at a time on two cores. Call it before m.Run.
+// Parallel sets go test's -parallel to n, unless the command line sets it,
+// for a TestMain (before m.Run) whose parallel tests wait on servers and
+// timers rather than on the CPU.
 func Parallel(n int) {
 	flag.Parse()
 	given := false
@@ -148,28 +143,18 @@ type Server struct {
 	mu     sync.Mutex
 	cmd    *exec.Cmd
 	exited chan struct{}
-	paused bool
 }
 
 // Start starts n servers and stops them when t ends.
 func Start(t testing.TB, n int, extra ...string) []*Server {
 	t.Helper()
-	bin := RequireBinary(t)
 	servers := make([]*Server, n)
 	for i := range servers {
-		s, err := start(t, bin, extra)
-		if err != nil {
-			t.Fatalf("start redis-server: %v", err)
-		}
-		servers[i] = s
+		servers[i] = startWith(t, "redis-server", func(s *Server) []string {
+			return append(s.baseArgs("--port"), expand(extra, s)...)
+		})
 	}
 	return servers
-}
-
-func start(t testing.TB, bin string, extra []string) (*Server, error) {
-	return startWith(t, bin, func(s *Server) []string {
-		return append(s.baseArgs("--port"), expand(extra, s)...)
-	})
 }
 
 // maxSocketPath is the longest Unix socket path every system takes: sun_path
@@ -183,8 +168,7 @@ const maxSocketPath = 103
 // on any server.
 func StartUnix(t testing.TB) *Server {
 	t.Helper()
-	bin := RequireBinary(t)
-	s, err := startWith(t, bin, func(s *Server) []string {
+	return startWith(t, "redis-server on a Unix socket", func(s *Server) []string {
 		s.Socket = filepath.Join(s.dir, "redis.sock")
 		if len(s.Socket) > maxSocketPath {
 			t.Fatalf("Unix socket path %s is %d bytes, more than the %d a socket address holds: set GOTMPDIR to a shorter directory",
@@ -192,10 +176,6 @@ func StartUnix(t testing.TB) *Server {
 		}
 		return append(s.baseArgs("--port"), "--unixsocket", s.Socket, "--unixsocketperm", "700")
 	})
-	if err != nil {
-		t.Fatalf("start redis-server on a Unix socket: %v", err)
-	}
-	return s
 }
 
 // baseArgs are the arguments of every server: listening on its port (as
@@ -208,26 +188,30 @@ func (s *Server) baseArgs(portFlag string) []string {
 	}
 }
 
-// startWith starts a server with the arguments args returns for it.
-func startWith(t testing.TB, bin string, args func(*Server) []string) (*Server, error) {
-	var lastErr error
+// startWith starts what, a server with the arguments args returns for it,
+// and stops it when t ends; it fails t if it cannot.
+func startWith(t testing.TB, what string, args func(*Server) []string) *Server {
+	t.Helper()
+	bin := RequireBinary(t)
+	var err error
 	for try := 0; try < 5; try++ { // a free port can be taken before we bind it
-		port, err := freePort()
-		if err != nil {
-			return nil, err
+		var port int
+		if port, err = freePort(); err != nil {
+			break
 		}
 		s := &Server{Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), Port: port, bin: bin, dir: t.TempDir()}
 		s.args = args(s)
-		if lastErr = s.launch(); lastErr == nil {
-			t.Cleanup(s.stop)
-			return s, nil
+		if err = s.launch(); err == nil {
+			t.Cleanup(s.Kill) // SIGKILL ends a paused server too
+			return s
 		}
 	}
-	return nil, lastErr
+	t.Fatalf("start %s: %v", what, err)
+	return nil
 }
 
-// expand replaces {port+N} in extra arguments, for per-server settings such
-// as the cluster bus port.
+// expand replaces {busport} in extra arguments with a free port, and {dir}
+// with s's directory, for per-server settings such as the cluster's.
 func expand(extra []string, s *Server) []string {
 	out := make([]string, len(extra))
 	for i, a := range extra {
@@ -264,7 +248,7 @@ func (s *Server) launch() error {
 	exited := make(chan struct{})
 	go func() { _ = cmd.Wait(); close(exited) }()
 	s.mu.Lock()
-	s.cmd, s.exited, s.paused = cmd, exited, false
+	s.cmd, s.exited = cmd, exited
 	s.mu.Unlock()
 
 	deadline := time.Now().Add(10 * time.Second)
@@ -314,12 +298,6 @@ func (s *Server) signal(sig syscall.Signal) {
 	if s.cmd != nil && s.cmd.Process != nil {
 		_ = s.cmd.Process.Signal(sig)
 	}
-	switch sig {
-	case syscall.SIGSTOP:
-		s.paused = true
-	case syscall.SIGCONT:
-		s.paused = false
-	}
 }
 
 // Kill kills the server with SIGKILL and waits until it has exited. Its
@@ -348,11 +326,6 @@ func (s *Server) Restart() error {
 	return s.launch()
 }
 
-func (s *Server) stop() {
-	s.Resume()
-	s.Kill()
-}
-
 // Cluster is a Redis Cluster of masters started by the harness.
 type Cluster struct {
 	Servers []*Server
@@ -377,44 +350,29 @@ var clusterArgs = []string{"--cluster-enabled", "yes",
 func StartCluster(t testing.TB, n int) *Cluster {
 	t.Helper()
 	servers := Start(t, n, clusterArgs...)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
 	const slots = 16384
 	for i, s := range servers {
 		lo, hi := i*slots/n, (i+1)*slots/n-1
-		if _, err := s.Command(ctx, "CLUSTER", "ADDSLOTSRANGE", strconv.Itoa(lo), strconv.Itoa(hi)); err != nil {
-			t.Fatalf("cluster addslots on %s: %v", s.Addr, err)
-		}
+		s.do(t, "CLUSTER", "ADDSLOTSRANGE", strconv.Itoa(lo), strconv.Itoa(hi))
 		if i > 0 {
-			meet(t, ctx, s, servers[0])
+			meet(t, s, servers[0])
 		}
 	}
 	for _, s := range servers {
-		for {
+		Eventually(t, "the cluster ready on "+s.Addr, func(ctx context.Context) bool {
 			info, err := s.Command(ctx, "CLUSTER", "INFO")
-			if err == nil && strings.Contains(info, "cluster_state:ok") &&
-				strings.Contains(info, "cluster_known_nodes:"+strconv.Itoa(n)+"\r") {
-				break
-			}
-			if ctx.Err() != nil {
-				t.Fatalf("cluster on %s not ready: %v %q", s.Addr, err, info)
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
+			return err == nil && strings.Contains(info, "cluster_state:ok") &&
+				strings.Contains(info, "cluster_known_nodes:"+strconv.Itoa(n)+"\r")
+		})
 	}
 	return &Cluster{Servers: servers}
 }
 
 // meet introduces the Cluster node s to the node to.
-func meet(t testing.TB, ctx context.Context, s, to *Server) {
+func meet(t testing.TB, s, to *Server) {
 	t.Helper()
-	bus, err := to.Command(ctx, "CONFIG", "GET", "cluster-port")
-	if err != nil {
-		t.Fatalf("cluster port of %s: %v", to.Addr, err)
-	}
-	if _, err := s.Command(ctx, "CLUSTER", "MEET", "127.0.0.1", strconv.Itoa(to.Port), lastField(bus)); err != nil {
-		t.Fatalf("cluster meet %s: %v", s.Addr, err)
-	}
+	_, bus, _ := strings.Cut(to.do(t, "CONFIG", "GET", "cluster-port"), " ") // "cluster-port <port>"
+	s.do(t, "CLUSTER", "MEET", "127.0.0.1", strconv.Itoa(to.Port), bus)
 }
 
 // StartReplica starts a Cluster node that replicates master, one of c's
@@ -422,19 +380,10 @@ func meet(t testing.TB, ctx context.Context, s, to *Server) {
 // an online replica. c.Servers still lists the masters only.
 func (c *Cluster) StartReplica(t testing.TB, master *Server) *Server {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	// A master waits 5s (repl-diskless-sync-delay) for more replicas before
-	// it starts a full sync.
-	if _, err := master.Command(ctx, "CONFIG", "SET", "repl-diskless-sync-delay", "0"); err != nil {
-		t.Fatalf("CONFIG SET repl-diskless-sync-delay on %s: %v", master.Addr, err)
-	}
-	id, err := master.Command(ctx, "CLUSTER", "MYID")
-	if err != nil {
-		t.Fatalf("CLUSTER MYID on %s: %v", master.Addr, err)
-	}
+	noSyncDelay(t, master)
+	id := master.do(t, "CLUSTER", "MYID")
 	r := Start(t, 1, clusterArgs...)[0]
-	meet(t, ctx, r, master)
+	meet(t, r, master)
 	// CLUSTER REPLICATE fails until the new node has learnt of master.
 	Eventually(t, r.Addr+" replicates "+master.Addr, func(ctx context.Context) bool {
 		_, err := r.Command(ctx, "CLUSTER", "REPLICATE", id)
@@ -442,12 +391,4 @@ func (c *Cluster) StartReplica(t testing.TB, master *Server) *Server {
 	})
 	WaitReplicas(t, master.Addr, 1)
 	return r
-}
-
-func lastField(s string) string {
-	f := strings.Fields(s)
-	if len(f) == 0 {
-		return ""
-	}
-	return f[len(f)-1]
 }

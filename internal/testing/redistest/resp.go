@@ -10,6 +10,7 @@ import (
 	"net"
 	"strconv"
 	"strings"
+	"testing"
 	"time"
 )
 
@@ -18,17 +19,13 @@ import (
 // elements joined by spaces). The harness uses it instead of a client
 // library, so it depends on no driver.
 func (s *Server) Command(ctx context.Context, args ...string) (string, error) {
-	var (
-		c   net.Conn
-		err error
-	)
+	var d interface {
+		DialContext(ctx context.Context, network, addr string) (net.Conn, error)
+	} = new(net.Dialer)
 	if s.tls != nil {
-		d := tls.Dialer{Config: s.tls}
-		c, err = d.DialContext(ctx, "tcp", s.Addr)
-	} else {
-		var d net.Dialer
-		c, err = d.DialContext(ctx, "tcp", s.Addr)
+		d = &tls.Dialer{Config: s.tls}
 	}
+	c, err := d.DialContext(ctx, "tcp", s.Addr)
 	if err != nil {
 		return "", err
 	}
@@ -47,6 +44,19 @@ func (s *Server) Command(ctx context.Context, args ...string) (string, error) {
 		return "", err
 	}
 	return readReply(bufio.NewReader(c))
+}
+
+// do sends a command to s, as Command does, within 10s, and fails t if it
+// cannot.
+func (s *Server) do(t testing.TB, args ...string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	reply, err := s.Command(ctx, args...)
+	if err != nil {
+		t.Fatalf("%s on %s: %v", strings.Join(args, " "), s.Addr, err)
+	}
+	return reply
 }
 
 func readReply(r *bufio.Reader) (string, error) {

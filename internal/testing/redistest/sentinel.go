@@ -31,7 +31,7 @@ func StartSentinels(t testing.TB, master *Server, n int) []*Server {
 	conf := "sentinel monitor %s 127.0.0.1 %d " + strconv.Itoa(n/2+1) + "\n" +
 		"sentinel down-after-milliseconds " + MasterName + " 1000\n" +
 		"sentinel failover-timeout " + MasterName + " 5000\n"
-	replicas := strings.Count(info(t, master, "replication"), "state=online")
+	replicas := strings.Count(master.do(t, "INFO", "replication"), "state=online")
 	sentinels := make([]*Server, n)
 	for i := range sentinels {
 		sentinels[i] = startSentinel(t, master, conf)
@@ -53,8 +53,7 @@ func StartSentinels(t testing.TB, master *Server, n int) []*Server {
 // of MasterName and master's port, and stops it when t ends.
 func startSentinel(t testing.TB, master *Server, monitor string) *Server {
 	t.Helper()
-	bin := RequireBinary(t)
-	s, err := startWith(t, bin, func(s *Server) []string {
+	return startWith(t, "redis-sentinel", func(s *Server) []string {
 		conf := filepath.Join(s.dir, "sentinel.conf")
 		text := fmt.Sprintf("port %d\nbind 127.0.0.1\ndir %s\nlogfile %s\n", s.Port, s.dir, filepath.Join(s.dir, "redis.log")) +
 			fmt.Sprintf(monitor, MasterName, master.Port)
@@ -63,10 +62,6 @@ func startSentinel(t testing.TB, master *Server, monitor string) *Server {
 		}
 		return []string{conf, "--sentinel"}
 	})
-	if err != nil {
-		t.Fatalf("start redis-sentinel: %v", err)
-	}
-	return s
 }
 
 // StartReplica starts a server that replicates master, and stops it when t
@@ -74,13 +69,7 @@ func startSentinel(t testing.TB, master *Server, monitor string) *Server {
 func StartReplica(t testing.TB, master string) *Server {
 	t.Helper()
 	host, port, _ := strings.Cut(master, ":")
-	// A master waits 5s (repl-diskless-sync-delay) for more replicas before
-	// it starts a full sync.
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if _, err := (&Server{Addr: master}).Command(ctx, "CONFIG", "SET", "repl-diskless-sync-delay", "0"); err != nil {
-		t.Fatalf("CONFIG SET repl-diskless-sync-delay on %s: %v", master, err)
-	}
+	noSyncDelay(t, &Server{Addr: master})
 	r := Start(t, 1, "--replicaof", host, port)[0]
 	WaitReplicas(t, master, 1)
 	return r
@@ -133,14 +122,9 @@ func Eventually(t testing.TB, what string, ok func(ctx context.Context) bool) {
 	}
 }
 
-// info returns the INFO section of s, failing t if it cannot.
-func info(t testing.TB, s *Server, section string) string {
+// noSyncDelay has master start a replica's full sync at once, not after 5s
+// (repl-diskless-sync-delay) of waiting for more replicas.
+func noSyncDelay(t testing.TB, master *Server) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	text, err := s.Command(ctx, "INFO", section)
-	if err != nil {
-		t.Fatalf("INFO %s on %s: %v", section, s.Addr, err)
-	}
-	return text
+	master.do(t, "CONFIG", "SET", "repl-diskless-sync-delay", "0")
 }

@@ -11,12 +11,7 @@ import (
 // KeySlot returns the Cluster hash slot of key (or of a shard channel).
 func (c *Cluster) KeySlot(t testing.TB, key string) int {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	reply, err := c.Servers[0].Command(ctx, "CLUSTER", "KEYSLOT", key)
-	if err != nil {
-		t.Fatalf("CLUSTER KEYSLOT %q: %v", key, err)
-	}
+	reply := c.Servers[0].do(t, "CLUSTER", "KEYSLOT", key)
 	slot, err := strconv.Atoi(reply)
 	if err != nil {
 		t.Fatalf("CLUSTER KEYSLOT %q = %q: %v", key, reply, err)
@@ -33,13 +28,7 @@ func (c *Cluster) Owner(t testing.TB, slot int) *Server {
 // ownerSeenBy returns the owner of slot in the view of s, or nil.
 func (c *Cluster) ownerSeenBy(t testing.TB, s *Server, slot int) *Server {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	nodes, err := s.Command(ctx, "CLUSTER", "NODES")
-	if err != nil {
-		t.Fatalf("CLUSTER NODES on %s: %v", s.Addr, err)
-	}
-	for _, line := range strings.Split(strings.TrimSpace(nodes), "\n") {
+	for _, line := range strings.Split(strings.TrimSpace(s.do(t, "CLUSTER", "NODES")), "\n") {
 		f := strings.Fields(line) // id addr@bus flags master ping pong epoch state slots...
 		if len(f) < 8 || !owns(f[8:], slot) {
 			continue
@@ -87,32 +76,24 @@ func (c *Cluster) MoveSlot(t testing.TB, slot int, to *Server) {
 	if from == to {
 		t.Fatalf("MoveSlot(%d): %s owns it already", slot, to.Addr)
 	}
-	cmd := func(s *Server, args ...string) string {
-		t.Helper()
-		reply, err := s.Command(ctx, args...)
-		if err != nil {
-			t.Fatalf("%s on %s: %v", strings.Join(args, " "), s.Addr, err)
-		}
-		return reply
-	}
-	fromID, toID := cmd(from, "CLUSTER", "MYID"), cmd(to, "CLUSTER", "MYID")
+	fromID, toID := from.do(t, "CLUSTER", "MYID"), to.do(t, "CLUSTER", "MYID")
 	n := strconv.Itoa(slot)
-	cmd(to, "CLUSTER", "SETSLOT", n, "IMPORTING", fromID)
-	cmd(from, "CLUSTER", "SETSLOT", n, "MIGRATING", toID)
+	to.do(t, "CLUSTER", "SETSLOT", n, "IMPORTING", fromID)
+	from.do(t, "CLUSTER", "SETSLOT", n, "MIGRATING", toID)
 	for {
-		keys := strings.Fields(cmd(from, "CLUSTER", "GETKEYSINSLOT", n, "100"))
+		keys := strings.Fields(from.do(t, "CLUSTER", "GETKEYSINSLOT", n, "100"))
 		if len(keys) == 0 {
 			break
 		}
-		cmd(from, append([]string{"MIGRATE", "127.0.0.1", strconv.Itoa(to.Port), "", "0", "5000", "KEYS"}, keys...)...)
+		from.do(t, append([]string{"MIGRATE", "127.0.0.1", strconv.Itoa(to.Port), "", "0", "5000", "KEYS"}, keys...)...)
 	}
-	cmd(to, "CLUSTER", "SETSLOT", n, "NODE", toID)
+	to.do(t, "CLUSTER", "SETSLOT", n, "NODE", toID)
 	for _, s := range c.Servers {
 		if s != from && s != to {
-			cmd(s, "CLUSTER", "SETSLOT", n, "NODE", toID)
+			s.do(t, "CLUSTER", "SETSLOT", n, "NODE", toID)
 		}
 	}
-	cmd(from, "CLUSTER", "SETSLOT", n, "NODE", toID)
+	from.do(t, "CLUSTER", "SETSLOT", n, "NODE", toID)
 	// Every master must come to see to as the owner. On a loaded machine,
 	// a master's view can go back to the old owner, from gossip that left
 	// before the old owner's SETSLOT (CI: to itself, 30s later, still saw
@@ -124,9 +105,9 @@ func (c *Cluster) MoveSlot(t testing.TB, slot int, to *Server) {
 				t.Fatalf("MoveSlot(%d): %s does not see %s as the owner", slot, s.Addr, to.Addr)
 			}
 			if tries%100 == 0 { // a second, every second
-				cmd(to, "CLUSTER", "BUMPEPOCH")
-				cmd(to, "CLUSTER", "SETSLOT", n, "NODE", toID)
-				cmd(s, "CLUSTER", "SETSLOT", n, "NODE", toID)
+				to.do(t, "CLUSTER", "BUMPEPOCH")
+				to.do(t, "CLUSTER", "SETSLOT", n, "NODE", toID)
+				s.do(t, "CLUSTER", "SETSLOT", n, "NODE", toID)
 			}
 			time.Sleep(10 * time.Millisecond)
 		}

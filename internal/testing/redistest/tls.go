@@ -45,11 +45,7 @@ func NewPKI(t testing.TB) PKI {
 		BasicConstraintsValid: true,
 		KeyUsage:              x509.KeyUsageCertSign,
 	}
-	caDER := writeCert(t, p.CA, ca, ca, &caKey.PublicKey, caKey)
-	caCert, err := x509.ParseCertificate(caDER)
-	if err != nil {
-		t.Fatalf("parse the CA certificate: %v", err)
-	}
+	writeCert(t, p.CA, ca, ca, &caKey.PublicKey, caKey)
 	for i, leaf := range []struct {
 		cert, key string
 		usage     x509.ExtKeyUsage
@@ -67,7 +63,7 @@ func NewPKI(t testing.TB) PKI {
 			NotAfter:     time.Now().Add(time.Hour),
 			KeyUsage:     x509.KeyUsageDigitalSignature,
 			ExtKeyUsage:  []x509.ExtKeyUsage{leaf.usage},
-		}, caCert, &key.PublicKey, caKey)
+		}, ca, &key.PublicKey, caKey) // the template names the issuer as the certificate does
 		der, err := x509.MarshalECPrivateKey(key)
 		if err != nil {
 			t.Fatalf("marshal a key: %v", err)
@@ -85,13 +81,12 @@ func newKey(t testing.TB) *ecdsa.PrivateKey {
 	return key
 }
 
-func writeCert(t testing.TB, path string, cert, parent *x509.Certificate, pub, priv any) []byte {
+func writeCert(t testing.TB, path string, cert, parent *x509.Certificate, pub, priv any) {
 	der, err := x509.CreateCertificate(rand.Reader, cert, parent, pub, priv)
 	if err != nil {
 		t.Fatalf("create a certificate: %v", err)
 	}
 	writePEM(t, path, "CERTIFICATE", der)
-	return der
 }
 
 func writePEM(t testing.TB, path, typ string, der []byte) {
@@ -106,7 +101,6 @@ func writePEM(t testing.TB, path, typ string, der []byte) {
 // TLS with p's client certificate.
 func StartTLS(t testing.TB, p PKI) *Server {
 	t.Helper()
-	bin := RequireBinary(t)
 	pair, err := tls.LoadX509KeyPair(p.ClientCert, p.ClientKey)
 	if err != nil {
 		t.Fatalf("load the client certificate: %v", err)
@@ -116,14 +110,10 @@ func StartTLS(t testing.TB, p PKI) *Server {
 		t.Fatalf("load the CA certificate: %v", err)
 	}
 	client := &tls.Config{RootCAs: roots, Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12}
-	s, err := startWith(t, bin, func(s *Server) []string {
+	return startWith(t, "redis-server with TLS", func(s *Server) []string {
 		s.tls = client
 		return append(s.baseArgs("--tls-port"), "--port", "0",
 			"--tls-cert-file", p.ServerCert, "--tls-key-file", p.ServerKey,
 			"--tls-ca-cert-file", p.CA, "--tls-auth-clients", "yes")
 	})
-	if err != nil {
-		t.Fatalf("start redis-server with TLS: %v", err)
-	}
-	return s
 }

@@ -32,19 +32,17 @@ type Recorder struct {
 // Option installs r in an Obtain.
 func (r *Recorder) Option() lock.Option {
 	return lock.WithHooks(&lock.Hooks{Wait: func(_ context.Context, e lock.Event) {
-		name := e.Op
-		if e.Op == "woken" {
-			name += ":" + e.Reason
-		}
 		r.mu.Lock()
 		defer r.mu.Unlock()
 		if r.counts == nil {
 			r.counts = map[string]int{}
 		}
-		r.counts[name]++
+		name := e.Op
 		if e.Op == "woken" {
+			name += ":" + e.Reason
 			r.last = e.Reason
 		}
+		r.counts[name]++
 	}})
 }
 
@@ -68,16 +66,13 @@ func (r *Recorder) Last() string {
 func (r *Recorder) String() string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	var b strings.Builder
+	var counts []string
 	for _, k := range []string{"enqueued", "woken:message", "woken:subscribed", "woken:resubscribed", "woken:timer", "missed"} {
 		if n := r.counts[k]; n > 0 {
-			if b.Len() > 0 {
-				b.WriteString(" ")
-			}
-			b.WriteString(k + "=" + strconv.Itoa(n))
+			counts = append(counts, k+"="+strconv.Itoa(n))
 		}
 	}
-	return "{" + b.String() + "}"
+	return "{" + strings.Join(counts, " ") + "}"
 }
 
 // Contender is a waiter that [Contend] runs: it obtains the lock with L
@@ -158,17 +153,13 @@ func subscribers(ctx context.Context, srv *redistest.Server, channel, pattern st
 	if err != nil {
 		return 0, err
 	}
-	var channels []string
+	numsub := []string{"PUBSUB", "NUMSUB"}
 	for _, c := range strings.Fields(reply) {
 		if c == channel || strings.HasPrefix(c, channel+":") {
-			channels = append(channels, c)
+			numsub = append(numsub, c)
 		}
 	}
-	if len(channels) == 0 {
-		return 0, nil
-	}
-	reply, err = srv.Command(ctx, append([]string{"PUBSUB", "NUMSUB"}, channels...)...)
-	if err != nil {
+	if reply, err = srv.Command(ctx, numsub...); err != nil {
 		return 0, err
 	}
 	f, total := strings.Fields(reply), 0
@@ -182,33 +173,28 @@ func subscribers(ctx context.Context, srv *redistest.Server, channel, pattern st
 	return total, nil
 }
 
-// MessagesOnly returns s, which must implement strategy.Notifier, with
-// listeners that drop the wake-ups of a subscription's confirmation
-// (strategy.WakeSubscribed): its waiters wake on messages, resubscriptions
-// and their timers only. A test that publishes only once the subscription
-// reached the server (see Subscribers) then knows that a waiter woken
-// before its timer was woken by that message.
+// MessagesOnly returns s, a strategy.Notifier, with listeners that drop
+// the wake-ups of a subscription's confirmation (strategy.WakeSubscribed):
+// a test that publishes once the subscription reached the server (see
+// Subscribers) then knows that a waiter woken before its timer was woken by
+// that message.
 func MessagesOnly(s strategy.Strategy) strategy.Strategy {
 	return messagesOnly{s, s.(strategy.Notifier)}
 }
 
 type messagesOnly struct {
 	strategy.Strategy
-	n strategy.Notifier
+	strategy.Notifier // Leave as it is
 }
 
 func (m messagesOnly) Listen(key, id string) strategy.Listener {
-	l := m.n.Listen(key, id)
+	l := m.Notifier.Listen(key, id)
 	if l == nil {
 		return nil
 	}
 	f := &filtered{l: l, c: make(chan strategy.Wake, 1), done: make(chan struct{})}
 	go f.relay()
 	return f
-}
-
-func (m messagesOnly) Leave(ctx context.Context, key, id string) error {
-	return m.n.Leave(ctx, key, id)
 }
 
 // filtered relays a listener's wake-ups but WakeSubscribed.
