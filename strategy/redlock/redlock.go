@@ -283,10 +283,7 @@ func (s *redlock) timeouts(ttl time.Duration) (timeout, allowance time.Duration,
 	if err != nil {
 		return 0, 0, err
 	}
-	timeout = s.nodeTimeout
-	if timeout == 0 {
-		timeout = min(max(ttl/20, minNodeTimeout), maxNodeTimeout, ttl/2)
-	}
+	timeout = cmp.Or(s.nodeTimeout, min(max(ttl/20, minNodeTimeout), maxNodeTimeout, ttl/2))
 	if timeout >= ttl || timeout <= 0 {
 		return 0, 0, &strategy.ArgumentError{Name: "node timeout", Reason: fmt.Sprintf("must be less than the TTL: %v is not less than %v", timeout, ttl)}
 	}
