@@ -125,10 +125,8 @@ func parseNode(raw string) (Endpoint, error) {
 	}
 	e.Network = cmp.Or(e.Network, "tcp")
 	for _, a := range e.Addrs {
-		if e.Network == "tcp" {
-			if _, err := parseAddr(a); err != nil {
-				return Endpoint{}, err
-			}
+		if _, err := parseAddr(a); err != nil && e.Network == "tcp" {
+			return Endpoint{}, err
 		}
 	}
 	for _, s := range []struct {

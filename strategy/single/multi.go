@@ -46,17 +46,14 @@ func (s *single) write(ctx context.Context, g group, f func(cas.Server) error) e
 	})
 }
 
-// AcquireKeys implements [strategy.Multi]. On one server, or with every key
-// in one Cluster slot, one script takes every key or none. Over a Cluster
-// client with keys in several slots, it takes the keys slot by slot, in
-// the order of the slots, each slot's keys in one script, and when a slot
+// AcquireKeys implements [strategy.Multi], as the package doc says: one
+// script takes every key or none, or, over a Cluster client with keys in
+// several slots, one per slot, in the order of the slots, and when a slot
 // finds a key held it deletes what the earlier slots took before it
-// returns: exclusive per key, but not atomic across slots, so that another
-// client may see some keys held for a moment. Without scripts, one
-// transaction runs where a script would (see cas.Acquire). It
-// refuses, with an [*strategy.ArgumentError], a TTL that the drift
-// allowance uses up, and, with lock.WithFencing, a key that [FenceKey]
-// refuses, before anything is written.
+// returns; without scripts, one transaction runs where a script would (see
+// cas.Acquire). It refuses, with an [*strategy.ArgumentError], a TTL that
+// the drift allowance uses up, and, with lock.WithFencing, a key that
+// [FenceKey] refuses, before anything is written.
 //
 // A waiter (lock.Locker.ObtainMany waiting by notification) queues in the
 // FIFO queues of the keys, in their order, one key at a time, keeping its
