@@ -252,12 +252,8 @@ func (s *redlock) ReportsNodes() bool { return true }
 func (s *redlock) String() string { return "redlock" }
 
 // Shared implements [strategy.Sharer] to refuse semaphores and read-write
-// locks (lock.WithPermits, lock.WithRead, lock.WithWrite) with an
-// *strategy.ArgumentError that says why: their holders are counted and
-// reaped atomically in one sorted set, which independent masters cannot
-// share. Two clients could each count a free permit on a different
-// majority of nodes, and a node that restarted empty would forget its
-// holders. Use the single strategy.
+// locks with an *strategy.ArgumentError whose reason says why; a node that
+// restarted empty would, besides, forget its holders.
 func (s *redlock) Shared(sh strategy.Sharing) (strategy.SharedStrategy, error) {
 	return nil, &strategy.ArgumentError{Name: sh.Option(), Reason: "semaphores and read-write locks are not supported by redlock: " +
 		"their holders are counted atomically on one server, which a quorum of independent masters cannot do " +
