@@ -43,6 +43,7 @@
 package config
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -390,12 +391,7 @@ var rules = []func(c Config) (string, error){
 }
 
 // ttl returns the default TTL.
-func (c Config) ttl() time.Duration {
-	if c.TTL == 0 {
-		return defaultTTL
-	}
-	return c.TTL
-}
+func (c Config) ttl() time.Duration { return cmp.Or(c.TTL, defaultTTL) }
 
 // String returns the Config as a URL, with the password as xxxxx. It is a
 // URL that ParseURL reads back, but for the password.

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"cmp"
 	"crypto/tls"
 	"errors"
 	"fmt"
@@ -25,12 +26,7 @@ var topologies = []string{standalone, sentinel, cluster}
 
 // deployment returns the topology of the Config's addresses: standalone
 // when it names none.
-func (c Config) deployment() string {
-	if c.Topology == "" {
-		return standalone
-	}
-	return c.Topology
-}
+func (c Config) deployment() string { return cmp.Or(c.Topology, standalone) }
 
 func checkTopology(s string) error {
 	if s != "" && !slices.Contains(topologies, s) {
@@ -127,14 +123,10 @@ func parseNode(raw string) (Endpoint, error) {
 	if tlsConfig != nil {
 		e.TLS = &tls.Config{InsecureSkipVerify: tlsConfig.InsecureSkipVerify}
 	}
-	if e.Network == "" {
-		e.Network = "tcp"
-	}
+	e.Network = cmp.Or(e.Network, "tcp")
 	for _, a := range e.Addrs {
-		if e.Network == "tcp" {
-			if _, err := parseAddr(a); err != nil {
-				return Endpoint{}, err
-			}
+		if _, err := parseAddr(a); err != nil && e.Network == "tcp" {
+			return Endpoint{}, err
 		}
 	}
 	for _, s := range []struct {

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -145,17 +146,10 @@ func (c Config) Defaults() Config {
 
 // withDefaults fills in what drivers need.
 func (c Config) withDefaults() Config {
-	def := func(d *time.Duration, v time.Duration) {
-		if *d == 0 {
-			*d = v
-		}
-	}
-	def(&c.DialTimeout, defaultDialTimeout)
-	def(&c.ReadTimeout, defaultReadTimeout)
-	def(&c.WriteTimeout, defaultWriteTimeout)
-	if c.PoolSize == 0 {
-		c.PoolSize = 10 * runtime.GOMAXPROCS(0)
-	}
+	c.DialTimeout = cmp.Or(c.DialTimeout, defaultDialTimeout)
+	c.ReadTimeout = cmp.Or(c.ReadTimeout, defaultReadTimeout)
+	c.WriteTimeout = cmp.Or(c.WriteTimeout, defaultWriteTimeout)
+	c.PoolSize = cmp.Or(c.PoolSize, 10*runtime.GOMAXPROCS(0))
 	return c
 }
 

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"cmp"
 	"crypto/tls"
 	"fmt"
 	"io"
@@ -235,12 +236,7 @@ func strategyOf(c Config) Strategy { s, _ := get(registry.strategies, c.Strategy
 func driverOf(c Config) Driver     { d, _ := get(registry.drivers, c.driver()); return d }
 
 // driver returns the driver's name; goredis when c names none.
-func (c Config) driver() string {
-	if c.Driver == "" {
-		return "goredis"
-	}
-	return c.Driver
-}
+func (c Config) driver() string { return cmp.Or(c.Driver, "goredis") }
 
 func isParam(name string) bool { _, ok := get(registry.params, name); return ok }
 

@@ -60,13 +60,9 @@ func CleanUp(ctx context.Context, key string, del func(context.Context) error) e
 			err := del(ctx)
 			switch {
 			case err == nil, errors.Is(err, ErrNotHeld), errors.Is(err, syscall.ECONNREFUSED):
-				// A refused connection: no server listens, so nothing
-				// waits in its sockets.
 				answers++
 				continue
 			case !neterr.Unanswered(err):
-				// An error reply, a closed client: trying again changes
-				// nothing.
 				return cleanupError(key, err)
 			}
 			if ctx.Err() != nil || wait.Sleep(ctx, cleanupRetry) != nil {

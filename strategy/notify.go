@@ -66,17 +66,10 @@ const (
 // String returns the reason's name: "message", "subscribed",
 // "resubscribed", "timer" or "promoted".
 func (w Wake) String() string {
-	switch w {
-	case WakeMessage:
-		return "message"
-	case WakeSubscribed:
-		return "subscribed"
-	case WakeResubscribed:
-		return "resubscribed"
-	case WakeTimer:
-		return "timer"
-	case WakePromoted:
-		return "promoted"
+	if w > 0 && int(w) < len(wakeNames) {
+		return wakeNames[w]
 	}
 	return "Wake(" + strconv.Itoa(int(w)) + ")"
 }
+
+var wakeNames = [...]string{WakeMessage: "message", WakeSubscribed: "subscribed", WakeResubscribed: "resubscribed", WakeTimer: "timer", WakePromoted: "promoted"}

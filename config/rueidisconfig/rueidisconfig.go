@@ -11,8 +11,11 @@
 // retry policy owns every retry, and always pipelines each server's
 // commands over one connection. It keeps no client-side cache, and its
 // connections are sized for lock commands: 32 KiB buffers and 256 commands
-// in flight per server. read_timeout is rueidis's ConnWriteTimeout and
-// pool_size its BlockingPoolSize.
+// in flight per server. read_timeout is rueidis's ConnWriteTimeout, which
+// bounds each write, the wait for each answer and the keep-alive PING;
+// pool_size is its BlockingPoolSize, the connections of Pin and of
+// subscriber sessions; write_timeout is not used. A context's deadline
+// bounds every command too.
 //
 // rueidis connects when the client is opened: a Sentinel or Cluster
 // deployment that cannot be reached fails Open, while a standalone server
@@ -36,11 +39,8 @@ func init() {
 	config.RegisterDriver("rueidis", config.Driver{Open: open, Topologies: []string{"sentinel", "cluster"}})
 }
 
-// open opens a rueidis client of e, with driver/rueidis's NewClient, or
-// NewClusterClient for a Cluster: they set the options a lock call depends
-// on. The client keeps no client-side cache.
-//
-// Its connections are sized for lock commands, which are a few hundred
+// open opens a rueidis client of e, as the package doc says. Its
+// connections are sized for lock commands, which are a few hundred
 // bytes: 32 KiB read and write buffers (rueidis's default is 512 KiB each)
 // and a ring of 256 commands in flight per server (RingScaleEachConn 8;
 // the default is 1024). A Redlock Locker opens a client per node, and
@@ -50,13 +50,6 @@ func init() {
 // up to 640ms at a time, past the lock calls' node timeouts. A command
 // past the 256th in flight to one server waits for a free slot (see
 // driver/rueidis's New for how long).
-//
-// Every command is bounded by its context's deadline, as rueidis does by
-// itself; read_timeout bounds how long a connection waits for the server's
-// answer (rueidis's ConnWriteTimeout, which also bounds each write and its
-// keep-alive PING), dial_timeout each dial, and pool_size the connections
-// of Pin and of subscriber sessions (rueidis's BlockingPoolSize).
-// write_timeout is not used.
 func open(e config.Endpoint) (driver.Conn, io.Closer, error) {
 	c := e.Config
 	o := rueidis.ClientOption{

@@ -61,11 +61,16 @@ func (g gated) ready() error {
 	return cmp.Or(g.s.peers[g.i].err, errNoContact)
 }
 
-func (g gated) SetNX(ctx context.Context, key, value string, ttl time.Duration) (bool, error) {
+// gate runs call once the node's first contact succeeded.
+func gate[T any](g gated, call func() (T, error)) (v T, err error) {
 	if err := g.ready(); err != nil {
-		return false, err
+		return v, err
 	}
-	return g.Conn.SetNX(ctx, key, value, ttl)
+	return call()
+}
+
+func (g gated) SetNX(ctx context.Context, key, value string, ttl time.Duration) (bool, error) {
+	return gate(g, func() (bool, error) { return g.Conn.SetNX(ctx, key, value, ttl) })
 }
 
 func (g gated) Get(ctx context.Context, key string) (string, bool, error) {
@@ -83,10 +88,7 @@ func (g gated) GetSet(ctx context.Context, key, value string) (string, bool, err
 }
 
 func (g gated) Del(ctx context.Context, key string) (bool, error) {
-	if err := g.ready(); err != nil {
-		return false, err
-	}
-	return g.Conn.Del(ctx, key)
+	return gate(g, func() (bool, error) { return g.Conn.Del(ctx, key) })
 }
 
 func (g gated) PTTL(ctx context.Context, key string) (time.Duration, bool, error) {
@@ -97,35 +99,23 @@ func (g gated) PTTL(ctx context.Context, key string) (time.Duration, bool, error
 }
 
 func (g gated) EvalSha(ctx context.Context, sha1 string, keys []string, args ...any) (any, error) {
-	if err := g.ready(); err != nil {
-		return nil, err
-	}
-	return g.Conn.EvalSha(ctx, sha1, keys, args...)
+	return gate(g, func() (any, error) { return g.Conn.EvalSha(ctx, sha1, keys, args...) })
 }
 
 func (g gated) Eval(ctx context.Context, src string, keys []string, args ...any) (any, error) {
-	if err := g.ready(); err != nil {
-		return nil, err
-	}
-	return g.Conn.Eval(ctx, src, keys, args...)
+	return gate(g, func() (any, error) { return g.Conn.Eval(ctx, src, keys, args...) })
 }
 
 // Do sends a command of the caller's choice, where the node's connection
 // can: driver.Do says.
 func (g gated) Do(ctx context.Context, args ...any) (any, error) {
-	if err := g.ready(); err != nil {
-		return nil, err
-	}
-	return driver.Do(ctx, g.Conn, args...)
+	return gate(g, func() (any, error) { return driver.Do(ctx, g.Conn, args...) })
 }
 
 // Pipeline sends commands in one round trip, where the node's connection
 // can: driver.Pipeline says.
 func (g gated) Pipeline(ctx context.Context, cmds [][]any) ([]any, error) {
-	if err := g.ready(); err != nil {
-		return nil, err
-	}
-	return driver.Pipeline(ctx, g.Conn, cmds)
+	return gate(g, func() ([]any, error) { return driver.Pipeline(ctx, g.Conn, cmds) })
 }
 
 // Pinnable is the node's connection's: driver.Pinnable says.

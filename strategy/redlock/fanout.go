@@ -142,11 +142,7 @@ func (e *QuorumError) Is(target error) bool {
 	if e.Elapsed > 0 {
 		return true
 	}
-	var t tally
-	for _, n := range e.Nodes {
-		t.add(n.Outcome)
-	}
-	return t.failed <= len(e.Nodes)-e.Quorum
+	return tallyOf(e.Nodes).failed <= len(e.Nodes)-e.Quorum
 }
 
 // Timeout reports whether the operation failed for want of answers: it
@@ -191,6 +187,14 @@ func (t *tally) add(o Outcome) {
 			t.timeout++
 		}
 	}
+}
+
+// tallyOf counts the nodes of res by outcome.
+func tallyOf(res []*NodeError) (t tally) {
+	for _, r := range res {
+		t.add(r.Outcome)
+	}
+	return t
 }
 
 type decision int

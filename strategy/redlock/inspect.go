@@ -58,11 +58,7 @@ func (s *redlock) Break(ctx context.Context, key, fingerprint string) (strategy.
 	}
 	res, _, _ := s.fanOut(ctx, s.opTimeout(), del, after{}, nil)
 	defer report(ctx, res)
-	var t tally
-	for _, r := range res {
-		t.add(r.Outcome)
-	}
-	switch {
+	switch t := tallyOf(res); {
 	case t.failed+t.pending > 0:
 		return st, &QuorumError{Op: "break", Quorum: s.quorum, Nodes: res}
 	case t.ok > 0:

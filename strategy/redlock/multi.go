@@ -34,15 +34,7 @@ func (s *redlock) AcquireKeys(ctx context.Context, r strategy.Request) (strategy
 		return strategy.Grant{Undone: true}, &strategy.ArgumentError{Name: "keys", Reason: "must be in one hash slot " +
 			"(give them one hash tag) over a node that is a Cluster client: each node takes every key in one script"}
 	}
-	l := cas.Lock{Key: r.Key, Keys: r.Keys, Value: r.Value(), TTL: r.TTL}
-	if s.guard > 0 {
-		l.GuardKey, l.Quarantine = guardKey, s.guard
-	}
-	call := cas.Acquire(l) // one call for every node
-	return s.acquire(ctx, r, func(ctx context.Context, _ int, n node) error {
-		_, err := n.srv.Run(ctx, call)
-		return err
-	})
+	return s.acquire(ctx, r, cas.Lock{Key: r.Key, Keys: r.Keys, Value: r.Value(), TTL: r.TTL})
 }
 
 // sharded reports whether a node is a Cluster client: one whose channels
@@ -58,11 +50,7 @@ func (s *redlock) sharded() bool {
 // found so (a *strategy.KeyError each, joined), and the lock is deleted,
 // in the background, from the nodes that extended every key.
 func (s *redlock) RefreshKeys(ctx context.Context, keys []string, value string, ttl time.Duration) (strategy.Grant, error) {
-	call := cas.PExpire(cas.Lock{Key: keys[0], Keys: keys, Value: value, TTL: ttl})
-	return s.refresh(ctx, strategy.Request{Key: keys[0], Keys: keys}, value, ttl, func(ctx context.Context, _ int, n node) error {
-		_, err := n.srv.Run(ctx, call)
-		return err
-	})
+	return s.refresh(ctx, strategy.Request{Key: keys[0], Keys: keys}, value, ttl)
 }
 
 // ReleaseKeys implements [strategy.Multi]: Release's, in which each node
@@ -77,9 +65,5 @@ func (s *redlock) ReleaseKeys(ctx context.Context, keys []string, value string) 
 // TTLKeys implements [strategy.Multi]: TTL's, over the least TTL of the
 // keys on each node that holds every key, with RefreshKeys's errors.
 func (s *redlock) TTLKeys(ctx context.Context, keys []string, value string) (time.Duration, error) {
-	call := cas.PTTL(cas.Lock{Key: keys[0], Keys: keys, Value: value})
-	return s.ttl(ctx, func(ctx context.Context, n node) (time.Duration, error) {
-		r, err := n.srv.Run(ctx, call)
-		return r.TTL, err
-	})
+	return s.ttl(ctx, cas.PTTL(cas.Lock{Key: keys[0], Keys: keys, Value: value}))
 }

@@ -196,14 +196,16 @@ func newStrategy(nodes []driver.Conn, opts ...Option) (*redlock, error) {
 	}
 	s := &redlock{quorum: len(nodes)/2 + 1, driftFactor: drift.DefaultFactor, now: time.Now,
 		peers: make([]peer, len(nodes)), changed: make(chan struct{}), plain: make([]bool, len(nodes))}
+	names := make([]string, len(nodes))
 	for i, c := range nodes {
 		var ae *strategy.ArgumentError
 		if errors.As(cas.CheckConn("conn", c), &ae) {
 			return nil, &strategy.ArgumentError{Name: fmt.Sprintf("nodes[%d]", i), Reason: ae.Reason}
 		}
-		n := node{name: nodeName(i, c), raw: c, conn: gated{c, s, i}, wake: notify.Waking(c), work: &workers{jobs: make(chan job)}}
+		names[i] = cmp.Or(driver.Addr(c), fmt.Sprintf("node %d", i))
+		n := node{name: names[i], raw: c, conn: gated{c, s, i}, wake: notify.Waking(c), work: &workers{jobs: make(chan job)}}
 		for _, m := range s.nodes {
-			if m.raw == c || (m.name == n.name && isAddr(c)) {
+			if m.raw == c || (m.name == n.name && driver.Addr(c) != "") {
 				return nil, &strategy.ArgumentError{Name: fmt.Sprintf("nodes[%d]", i), Reason: fmt.Sprintf("lists %s again: each node must be an independent master, listed once", n.name)}
 			}
 		}
@@ -235,19 +237,9 @@ func newStrategy(nodes []driver.Conn, opts ...Option) (*redlock, error) {
 			return nil, err
 		}
 	}
-	names := make([]string, len(s.nodes))
-	for i, n := range s.nodes {
-		names[i] = n.name
-	}
 	s.addr = strings.Join(names, ",") // asked for by every hook event
 	return s, nil
 }
-
-func nodeName(i int, c driver.Conn) string {
-	return cmp.Or(driver.Addr(c), fmt.Sprintf("node %d", i))
-}
-
-func isAddr(c driver.Conn) bool { return driver.Addr(c) != "" }
 
 // Quorum returns how many nodes must grant a lock.
 func (s *redlock) Quorum() int { return s.quorum }
@@ -260,12 +252,8 @@ func (s *redlock) ReportsNodes() bool { return true }
 func (s *redlock) String() string { return "redlock" }
 
 // Shared implements [strategy.Sharer] to refuse semaphores and read-write
-// locks (lock.WithPermits, lock.WithRead, lock.WithWrite) with an
-// *strategy.ArgumentError that says why: their holders are counted and
-// reaped atomically in one sorted set, which independent masters cannot
-// share. Two clients could each count a free permit on a different
-// majority of nodes, and a node that restarted empty would forget its
-// holders. Use the single strategy.
+// locks with an *strategy.ArgumentError whose reason says why; a node that
+// restarted empty would, besides, forget its holders.
 func (s *redlock) Shared(sh strategy.Sharing) (strategy.SharedStrategy, error) {
 	return nil, &strategy.ArgumentError{Name: sh.Option(), Reason: "semaphores and read-write locks are not supported by redlock: " +
 		"their holders are counted atomically on one server, which a quorum of independent masters cannot do " +
@@ -291,10 +279,7 @@ func (s *redlock) timeouts(ttl time.Duration) (timeout, allowance time.Duration,
 	if err != nil {
 		return 0, 0, err
 	}
-	timeout = s.nodeTimeout
-	if timeout == 0 {
-		timeout = min(max(ttl/20, minNodeTimeout), maxNodeTimeout, ttl/2)
-	}
+	timeout = cmp.Or(s.nodeTimeout, min(max(ttl/20, minNodeTimeout), maxNodeTimeout, ttl/2))
 	if timeout >= ttl || timeout <= 0 {
 		return 0, 0, &strategy.ArgumentError{Name: "node timeout", Reason: fmt.Sprintf("must be less than the TTL: %v is not less than %v", timeout, ttl)}
 	}
@@ -303,27 +288,27 @@ func (s *redlock) timeouts(ttl time.Duration) (timeout, allowance time.Duration,
 
 // Acquire implements [strategy.Strategy].
 func (s *redlock) Acquire(ctx context.Context, r strategy.Request) (strategy.Grant, error) {
-	value := r.Value()
-	// One call for every node (the drivers do not modify its arguments).
 	// A first attempt starts with a bare SET NX PX (see Cost in
 	// docs/design/redlock.md, and cas.StartOf); the guarded acquire is a
 	// script of its own.
-	l := cas.Lock{Key: r.Key, Value: value, TTL: r.TTL, Start: cas.StartOf(r)}
-	if s.guard > 0 {
-		l.GuardKey, l.Quarantine = guardKey, s.guard
-	}
-	call := cas.Acquire(l)
-	return s.acquire(ctx, r, func(ctx context.Context, _ int, n node) error {
-		_, err := n.srv.Run(ctx, call)
-		return err
-	})
+	return s.acquire(ctx, r, cas.Lock{Key: r.Key, Value: r.Value(), TTL: r.TTL, Start: cas.StartOf(r)})
 }
 
-// acquire makes one attempt to lock r: Acquire's, with r.Key, or
-// AcquireKeys's, with r.Keys. take acquires on a node. When no quorum is
-// reached, the error is a *QuorumError; wrapped in a *strategy.KeyError
-// when the nodes that found the lock held name a key (see lost).
-func (s *redlock) acquire(ctx context.Context, r strategy.Request, take func(ctx context.Context, i int, n node) error) (strategy.Grant, error) {
+// onEach returns the op of a fan-out that runs call on each node: one call
+// for every node (the drivers do not modify its arguments).
+func onEach(call cas.Call) func(ctx context.Context, i int, n node) error {
+	return func(ctx context.Context, _ int, n node) error {
+		_, err := n.srv.Run(ctx, call)
+		return err
+	}
+}
+
+// acquire makes one attempt to lock r, taking l on each node (guarded under
+// WithRestartGuard): Acquire's, with r.Key, or AcquireKeys's, with r.Keys.
+// When no quorum is reached, the error is a *QuorumError; wrapped in a
+// *strategy.KeyError when the nodes that found the lock held name a key
+// (see lost).
+func (s *redlock) acquire(ctx context.Context, r strategy.Request, l cas.Lock) (strategy.Grant, error) {
 	if r.Fencing {
 		return strategy.Grant{Undone: true}, &strategy.ArgumentError{Name: "fencing", Reason: noFencing, Err: errors.ErrUnsupported}
 	}
@@ -334,6 +319,10 @@ func (s *redlock) acquire(ctx context.Context, r strategy.Request, take func(ctx
 	if err := s.contact(ctx, timeout); err != nil {
 		return strategy.Grant{Undone: true}, err
 	}
+	if s.guard > 0 {
+		l.GuardKey, l.Quarantine = guardKey, s.guard
+	}
+	take := onEach(cas.Acquire(l))
 	if prior := s.releases(r); prior != nil {
 		// On a node where this Strategy's release of a key is still on its
 		// way, the acquire goes once that release returned there, so that
@@ -476,22 +465,18 @@ func (s *redlock) dropLost(ctx context.Context, r strategy.Request, value string
 // from those where the lock's acquire was still on its way, once that
 // returned.
 func (s *redlock) Refresh(ctx context.Context, key, value string, ttl time.Duration) (strategy.Grant, error) {
-	call := cas.PExpire(cas.Lock{Key: key, Value: value, TTL: ttl})
-	return s.refresh(ctx, strategy.Request{Key: key}, value, ttl, func(ctx context.Context, _ int, n node) error {
-		_, err := n.srv.Run(ctx, call)
-		return err
-	})
+	return s.refresh(ctx, strategy.Request{Key: key}, value, ttl)
 }
 
-// refresh extends the lock r, held with value, for ttl on every node with
-// extend, as Refresh does.
-func (s *redlock) refresh(ctx context.Context, r strategy.Request, value string, ttl time.Duration, extend func(ctx context.Context, i int, n node) error) (strategy.Grant, error) {
+// refresh extends the lock r (r.Key alone, or r.Keys), held with value,
+// for ttl on every node, as Refresh does.
+func (s *redlock) refresh(ctx context.Context, r strategy.Request, value string, ttl time.Duration) (strategy.Grant, error) {
 	timeout, allowance, err := s.timeouts(ttl)
 	if err != nil {
 		return strategy.Grant{}, err
 	}
 	start := s.now()
-	res, _, _ := s.fanOut(ctx, timeout, extend, after{}, nil)
+	res, _, _ := s.fanOut(ctx, timeout, onEach(cas.PExpire(cas.Lock{Key: r.Key, Keys: r.Keys, Value: value, TTL: ttl})), after{}, nil)
 	defer report(ctx, res)
 	g, err := s.extended(res, start, ttl, allowance)
 	s.dropLost(ctx, r, value, res, timeout, err)
@@ -602,19 +587,16 @@ func (s *redlock) Leave(context.Context, string, string) error { return nil }
 // TTL implements [strategy.Strategy]: the time until fewer than a quorum of
 // nodes will hold the lock.
 func (s *redlock) TTL(ctx context.Context, key, value string) (time.Duration, error) {
-	call := cas.PTTL(cas.Lock{Key: key, Value: value})
-	return s.ttl(ctx, func(ctx context.Context, n node) (time.Duration, error) {
-		r, err := n.srv.Run(ctx, call)
-		return r.TTL, err
-	})
+	return s.ttl(ctx, cas.PTTL(cas.Lock{Key: key, Value: value}))
 }
 
 // ttl returns the time until fewer than a quorum of nodes will hold a
-// lock, whose remaining time on a node pttl reads, as TTL does.
-func (s *redlock) ttl(ctx context.Context, pttl func(context.Context, node) (time.Duration, error)) (time.Duration, error) {
+// lock, whose remaining time on a node call reads, as TTL does.
+func (s *redlock) ttl(ctx context.Context, call cas.Call) (time.Duration, error) {
 	ttls := make([]time.Duration, len(s.nodes))
-	res, _, _ := s.fanOut(ctx, s.opTimeout(), func(ctx context.Context, i int, n node) (err error) {
-		ttls[i], err = pttl(ctx, n)
+	res, _, _ := s.fanOut(ctx, s.opTimeout(), func(ctx context.Context, i int, n node) error {
+		r, err := n.srv.Run(ctx, call)
+		ttls[i] = r.TTL
 		return err
 	}, after{}, nil)
 	defer report(ctx, res)
@@ -646,11 +628,7 @@ func (s *redlock) opTimeout() time.Duration {
 // tell). For a lock of several keys, the error is those of the keys that
 // the most nodes found gone or taken (see lost).
 func (s *redlock) checkHeld(op string, res []*NodeError) error {
-	var t tally
-	for _, r := range res {
-		t.add(r.Outcome)
-	}
-	switch {
+	switch t := tallyOf(res); {
 	case t.ok >= s.quorum:
 		return nil
 	case t.taken+t.expired > len(res)-s.quorum:

@@ -143,11 +143,7 @@ func New(conn driver.Conn, opts ...Option) (*lock.Locker, error) {
 func (s *legacy) String() string { return "setnx-getset" }
 
 // Shared implements [strategy.Sharer] to refuse semaphores and read-write
-// locks (lock.WithPermits, lock.WithRead, lock.WithWrite) with an
-// *strategy.ArgumentError that says why: the legacy format is one
-// timestamp under the key, which every legacy client reads as one holder,
-// and has no place for several. Use the single strategy once the fleet
-// has moved off the legacy lock.
+// locks with an *strategy.ArgumentError whose reason says why.
 func (s *legacy) Shared(sh strategy.Sharing) (strategy.SharedStrategy, error) {
 	return nil, &strategy.ArgumentError{Name: sh.Option(), Reason: "semaphores and read-write locks are not supported by setnx-getset: " +
 		"its legacy format is one timestamp that legacy clients read as one holder, with no place for several; use the single strategy", Err: errors.ErrUnsupported}
@@ -187,13 +183,12 @@ func (s *legacy) Acquire(ctx context.Context, r strategy.Request) (strategy.Gran
 			return s.grant(value), nil
 		}
 		held, gone, err := s.current(ctx, r.Key)
-		if err != nil || gone {
-			if err != nil {
-				return strategy.Grant{}, err
-			}
+		switch {
+		case err != nil:
+			return strategy.Grant{}, err
+		case gone:
 			continue
-		}
-		if !s.expired(held) {
+		case !s.expired(held):
 			return strategy.Grant{}, strategy.ErrNotObtained
 		}
 		return s.takeOver(ctx, r, held)

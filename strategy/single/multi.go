@@ -46,17 +46,14 @@ func (s *single) write(ctx context.Context, g group, f func(cas.Server) error) e
 	})
 }
 
-// AcquireKeys implements [strategy.Multi]. On one server, or with every key
-// in one Cluster slot, one script takes every key or none. Over a Cluster
-// client with keys in several slots, it takes the keys slot by slot, in
-// the order of the slots, each slot's keys in one script, and when a slot
+// AcquireKeys implements [strategy.Multi], as the package doc says: one
+// script takes every key or none, or, over a Cluster client with keys in
+// several slots, one per slot, in the order of the slots, and when a slot
 // finds a key held it deletes what the earlier slots took before it
-// returns: exclusive per key, but not atomic across slots, so that another
-// client may see some keys held for a moment. Without scripts, one
-// transaction runs where a script would (see cas.Acquire). It
-// refuses, with an [*strategy.ArgumentError], a TTL that the drift
-// allowance uses up, and, with lock.WithFencing, a key that [FenceKey]
-// refuses, before anything is written.
+// returns; without scripts, one transaction runs where a script would (see
+// cas.Acquire). It refuses, with an [*strategy.ArgumentError], a TTL that
+// the drift allowance uses up, and, with lock.WithFencing, a key that
+// [FenceKey] refuses, before anything is written.
 //
 // A waiter (lock.Locker.ObtainMany waiting by notification) queues in the
 // FIFO queues of the keys, in their order, one key at a time, keeping its
@@ -71,25 +68,20 @@ func (s *single) AcquireKeys(ctx context.Context, r strategy.Request) (strategy.
 	if err != nil {
 		return strategy.Grant{Undone: true}, err
 	}
+	grant := strategy.Grant{Drift: d}
 	var fenceKeys []string
 	if r.Fencing {
-		fenceKeys = make([]string, len(r.Keys))
+		fenceKeys, grant.Fences = make([]string, len(r.Keys)), make([]int64, len(r.Keys))
 		for i, k := range r.Keys {
 			if fenceKeys[i], err = FenceKey(k); err != nil {
 				return strategy.Grant{Undone: true}, err
 			}
 		}
 	}
-	grant := strategy.Grant{Drift: d}
-	if r.Fencing {
-		grant.Fences = make([]int64, len(r.Keys))
-	}
 	value := r.Value()
 	gs := s.groups(r.Keys)
 	if ok := s.queuesOf(r); ok && len(gs) == 1 {
-		if g, ok, err := s.acquireQueued(ctx, r, gs[0], fenceKeys, grant); ok {
-			return g, err
-		}
+		return s.acquireQueued(ctx, r, gs[0], fenceKeys, grant)
 	} else if ok {
 		if g, ok, err := s.acquireSlots(ctx, r, gs, fenceKeys, grant); ok {
 			return g, err
@@ -135,8 +127,8 @@ func (s *single) queuesOf(r strategy.Request) bool {
 
 // acquireQueued makes the attempt of r's waiter to take the keys of g,
 // every key of r, with their queues (see cas.Acquire), into grant; where
-// the server refuses scripts, without the queues. ok is always true.
-func (s *single) acquireQueued(ctx context.Context, r strategy.Request, g group, fenceKeys []string, grant strategy.Grant) (strategy.Grant, bool, error) {
+// the server refuses scripts, without the queues.
+func (s *single) acquireQueued(ctx context.Context, r strategy.Request, g group, fenceKeys []string, grant strategy.Grant) (strategy.Grant, error) {
 	var fences []int64
 	var e cas.Result
 	l := cas.Lock{Key: r.Key, Keys: r.Keys, Value: r.Value(), TTL: r.TTL, Fences: fenceKeys, Sharded: s.sharded,
@@ -146,24 +138,31 @@ func (s *single) acquireQueued(ctx context.Context, r strategy.Request, g group,
 		fences = e.Fences
 		return err
 	})
-	var held *strategy.KeyError
 	switch {
-	case errors.As(err, &held) && errors.Is(err, strategy.ErrNotObtained):
-		grant.Position, grant.HolderTTL, grant.Queue = e.Position, e.HolderTTL, held.Key
-		if held.Key != r.Keys[0] {
-			grant.Position = 1 // it heads the queues of the keys before: it keeps them at the head's pace
-		}
-		return grant, true, err
+	case errors.As(err, new(*strategy.KeyError)) && errors.Is(err, strategy.ErrNotObtained):
+		return queued(grant, e, err, r.Keys[0]), err
 	case errors.As(err, new(*ReplicaError)):
-		g, err := s.undo(ctx, []group{g}, r.Value(), strategy.Grant{}, err)
-		return g, true, err
+		return s.undo(ctx, []group{g}, r.Value(), strategy.Grant{}, err)
 	case err != nil:
-		return strategy.Grant{}, true, err
+		return strategy.Grant{}, err
 	}
 	if r.Fencing {
 		grant.Fences = fences
 	}
-	return grant, true, nil
+	return grant, nil
+}
+
+// queued returns grant for a waiter that err, which names the key held,
+// left queued: its place, and the queue it waits in. first is the key of
+// the first queue it holds a place in.
+func queued(grant strategy.Grant, e cas.Result, err error, first string) strategy.Grant {
+	if held := (*strategy.KeyError)(nil); errors.As(err, &held) {
+		grant.Position, grant.HolderTTL, grant.Queue = e.Position, e.HolderTTL, held.Key
+		if held.Key != first {
+			grant.Position = 1 // it heads the queues of the keys before: it keeps them at the head's pace
+		}
+	}
+	return grant
 }
 
 // undo deletes what an attempt took in gs, which ended with err, and
@@ -246,8 +245,7 @@ func (s *single) TTLKeys(ctx context.Context, keys []string, value string) (time
 	var errs []error
 	for _, g := range s.groups(keys) {
 		r, err := s.srv.Run(ctx, cas.PTTL(cas.Lock{Key: g.keys[0], Keys: g.keys, Value: value}))
-		ttl := r.TTL
-		if err != nil {
+		if ttl := r.TTL; err != nil {
 			errs = append(errs, err)
 		} else if ttl >= 0 && (least < 0 || ttl < least) {
 			least = ttl

@@ -17,15 +17,6 @@ import (
 // the keys without them.
 func (s *single) acquireSlots(ctx context.Context, r strategy.Request, gs []group, fenceKeys []string, grant strategy.Grant) (strategy.Grant, bool, error) {
 	w := cas.Waiter{ID: s.member(r.Waiter), Poll: r.Poll, Patience: r.Patience}
-	queued := func(e cas.Result, err error) (strategy.Grant, bool, error) {
-		if held := (*strategy.KeyError)(nil); errors.As(err, &held) {
-			grant.Position, grant.HolderTTL, grant.Queue = e.Position, e.HolderTTL, held.Key
-			if held.Key != gs[0].keys[0] {
-				grant.Position = 1 // it heads the queues of the keys before: it keeps them at the head's pace
-			}
-		}
-		return grant, true, err
-	}
 	for i, g := range gs {
 		e, err := w.Hold(ctx, s.conn, s.lock(g, r.TTL), false)
 		switch {
@@ -33,7 +24,7 @@ func (s *single) acquireSlots(ctx context.Context, r strategy.Request, gs []grou
 			return strategy.Grant{}, false, nil
 		case errors.Is(err, strategy.ErrNotObtained):
 			s.leaveSlots(ctx, w, gs[i+1:])
-			return queued(e, err)
+			return queued(grant, e, err, gs[0].keys[0]), true, err
 		case err != nil:
 			return strategy.Grant{}, true, err
 		}
@@ -56,7 +47,7 @@ func (s *single) acquireSlots(ctx context.Context, r strategy.Request, gs []grou
 			if !undone.Undone {
 				return undone, true, err
 			}
-			got, _, err := queued(e, err)
+			got := queued(grant, e, err, gs[0].keys[0])
 			got.Undone = true
 			return got, true, err
 		case errors.As(err, new(*ReplicaError)):
