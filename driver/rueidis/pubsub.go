@@ -3,6 +3,8 @@ package rueidis
 import (
 	"context"
 	"errors"
+	"maps"
+	"slices"
 	"sync"
 
 	"github.com/redis/rueidis"
@@ -122,10 +124,7 @@ func (s *session) end(err error) {
 		err = nil
 	}
 	s.closed = true
-	conns := make([]*dedicated, 0, len(s.conns))
-	for _, d := range s.conns {
-		conns = append(conns, d)
-	}
+	conns := slices.Collect(maps.Values(s.conns))
 	s.mu.Unlock()
 	for _, d := range conns {
 		d.c.Close()
