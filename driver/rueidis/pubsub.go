@@ -147,11 +147,7 @@ func (s *session) unsubscribed(d *dedicated, channel string) {
 	}
 	if !asked && s.sharded && d.channels == 0 && !d.retired {
 		d.retired = true
-		for slot, o := range s.conns {
-			if o == d {
-				delete(s.conns, slot)
-			}
-		}
+		maps.DeleteFunc(s.conns, func(_ uint16, o *dedicated) bool { return o == d })
 		go d.c.Close() // not from rueidis's goroutine that runs the hooks
 	}
 	s.mu.Unlock()
