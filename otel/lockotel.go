@@ -195,8 +195,7 @@ type telemetry struct {
 }
 
 // spanKey names the attributes that every span of a strategy and server
-// starts with. The pairs are few (a Locker has one strategy, over a few
-// servers), so each list is built once and kept.
+// starts with (see commonAttrs).
 type spanKey struct{ strategy, server string }
 
 // spanStart is the attributes that every span of a strategy and server
@@ -307,10 +306,9 @@ func instrument[T any](v T, err error) T {
 	return v
 }
 
-// spanAttrs returns the attributes every span of e gets. The callers pass
-// them to a span as they are and must not change them: those of a lock of
-// one key, whose key is omitted (the common case), are shared by every span
-// of its strategy and server, and cost no allocation.
+// spanAttrs returns the attributes every span of e gets, which the callers
+// must not change: those of a lock of one key, whose key is omitted (the
+// common case), are commonAttrs' shared list, and cost no allocation.
 func (t *telemetry) spanAttrs(e lock.Event) []attribute.KeyValue {
 	attrs := t.commonAttrs(e.Strategy, e.Server)
 	if t.keys == KeysOmitted && e.Keys == 0 && e.Permits == 0 && e.Side == "" {
