@@ -172,11 +172,6 @@ func (hs hookList) event(s strategy.Strategy, op, key string) Event {
 	return e
 }
 
-// obtain runs next through the Obtain hooks.
-func (hs hookList) obtain(ctx context.Context, e Event, next func(context.Context) (*Lock, error)) (*Lock, error) {
-	return chain(ctx, hs, obtainHook, e, next)
-}
-
 // wrap runs next through the Attempt or Op hooks (pick chooses which), with
 // the hooks in the context for ReportNode and CleanUp when s reports nodes.
 func (hs hookList) wrap(ctx context.Context, s strategy.Strategy, e Event, pick func(*Hooks) (opFunc, bool), next func(context.Context) error) error {

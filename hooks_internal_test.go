@@ -37,7 +37,7 @@ func BenchmarkHookChain(b *testing.B) {
 		b.Run(c.name+"/obtain", func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				if _, err := c.hs.obtain(ctx, e, obtained); err != nil {
+				if _, err := chain(ctx, c.hs, obtainHook, e, obtained); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -235,7 +235,7 @@ func (l *Locker) obtainKeys(ctx context.Context, key string, keys []string, ttl 
 			c.got.abandon(ctx)
 		}
 	}()
-	lk, err := c.o.hooks.obtain(ctx, e, c.run)
+	lk, err := chain(ctx, c.o.hooks, obtainHook, e, c.run)
 	c.got = nil
 	return lk, err
 }
@@ -301,7 +301,7 @@ func (l *Locker) options(opts []Option) (options, error) {
 // allocation.
 func (l *Locker) obtain(ctx context.Context, key string, keys []string, ttl time.Duration, o options, p *pending) (lk *Lock, err error) {
 	a := &p.a
-	if err := checkKeyTTL(key, ttl); err != nil {
+	if err := cmp.Or(checkKey(key), checkTTL(ttl)); err != nil {
 		return nil, err
 	}
 	if o.maxHold > 0 && o.maxHold < ttl {
@@ -407,14 +407,6 @@ func (l *Locker) obtain(ctx context.Context, key string, keys []string, ttl time
 			return nil, notObtained(ctx)
 		}
 	}
-}
-
-// checkKeyTTL checks Obtain's key and ttl.
-func checkKeyTTL(key string, ttl time.Duration) error {
-	if err := checkKey(key); err != nil {
-		return err
-	}
-	return checkTTL(ttl)
 }
 
 // checkContext checks the ctx of every call that takes one: a nil ctx

@@ -6,6 +6,7 @@ import "testing"
 // crypto/sha1 may not be used. Tests that call it must not run in
 // parallel.
 func InFIPSMode(t testing.TB) {
-	t.Cleanup(func() { fipsMode = fipsModeOf })
+	old := fipsMode
+	t.Cleanup(func() { fipsMode = old })
 	fipsMode = func() bool { return true }
 }

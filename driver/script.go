@@ -35,10 +35,7 @@ func NewScript(src string) *Script {
 
 // fipsMode reports whether crypto/sha1 may not be used. It is a variable
 // so that the tests run the FIPS 140 path in any mode.
-var fipsMode = fipsModeOf
-
-// fipsModeOf reports whether the program runs in FIPS 140 mode.
-func fipsModeOf() bool { return fips140.Enabled() }
+var fipsMode = fips140.Enabled
 
 // SHA1 returns the script's SHA-1 in hex, as SCRIPT LOAD reports it, or ""
 // in FIPS 140 mode until a Run learnt it from a server. Run needs no more;

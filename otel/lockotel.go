@@ -195,8 +195,7 @@ type telemetry struct {
 }
 
 // spanKey names the attributes that every span of a strategy and server
-// starts with. The pairs are few (a Locker has one strategy, over a few
-// servers), so each list is built once and kept.
+// starts with (see commonAttrs).
 type spanKey struct{ strategy, server string }
 
 // spanStart is the attributes that every span of a strategy and server
@@ -279,42 +278,37 @@ func newTelemetry(c config) *telemetry {
 		keys:   c.keys,
 	}
 	m := c.mp.Meter(scopeName, metric.WithInstrumentationVersion(version()))
-	var err error
-	handle := func(err error) {
-		if err != nil {
-			otel.Handle(err) // no caller to return it to: instruments fall back to no-ops
-		}
-	}
-	t.acquire, err = m.Float64Histogram("locksmith.lock.acquire.duration", metric.WithUnit("s"),
+	t.acquire = instrument(m.Float64Histogram("locksmith.lock.acquire.duration", metric.WithUnit("s"),
 		metric.WithDescription("Time Obtain took, waiting included."),
-		metric.WithExplicitBucketBoundaries(0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60))
-	handle(err)
-	t.hold, err = m.Float64Histogram("locksmith.lock.hold.duration", metric.WithUnit("s"),
+		metric.WithExplicitBucketBoundaries(0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60)))
+	t.hold = instrument(m.Float64Histogram("locksmith.lock.hold.duration", metric.WithUnit("s"),
 		metric.WithDescription("Time a lock was held, from Obtain to its release or loss."),
-		metric.WithExplicitBucketBoundaries(0.01, 0.1, 0.5, 1, 5, 10, 30, 60, 300, 900, 3600))
-	handle(err)
-	t.tries, err = m.Int64Counter("locksmith.lock.attempts", metric.WithUnit("{attempt}"),
-		metric.WithDescription("Attempts to obtain a lock, by outcome."))
-	handle(err)
-	t.active, err = m.Int64UpDownCounter("locksmith.lock.active", metric.WithUnit("{lock}"),
-		metric.WithDescription("Locks held by this process."))
-	handle(err)
-	t.lost, err = m.Int64Counter("locksmith.lock.lost", metric.WithUnit("{lock}"),
-		metric.WithDescription("Locks found gone, or whose validity lapsed before a refresh confirmed them."))
-	handle(err)
-	t.wakeups, err = m.Int64Counter("locksmith.lock.wait.wakeups", metric.WithUnit("{wakeup}"),
-		metric.WithDescription("Times waiters woke to try again, by reason."))
-	handle(err)
-	t.missed, err = m.Int64Counter("locksmith.lock.wait.missed", metric.WithUnit("{notification}"),
-		metric.WithDescription("Lost notifications: locks obtained after a timer woke the waiter though a message was due."))
-	handle(err)
+		metric.WithExplicitBucketBoundaries(0.01, 0.1, 0.5, 1, 5, 10, 30, 60, 300, 900, 3600)))
+	t.tries = instrument(m.Int64Counter("locksmith.lock.attempts", metric.WithUnit("{attempt}"),
+		metric.WithDescription("Attempts to obtain a lock, by outcome.")))
+	t.active = instrument(m.Int64UpDownCounter("locksmith.lock.active", metric.WithUnit("{lock}"),
+		metric.WithDescription("Locks held by this process.")))
+	t.lost = instrument(m.Int64Counter("locksmith.lock.lost", metric.WithUnit("{lock}"),
+		metric.WithDescription("Locks found gone, or whose validity lapsed before a refresh confirmed them.")))
+	t.wakeups = instrument(m.Int64Counter("locksmith.lock.wait.wakeups", metric.WithUnit("{wakeup}"),
+		metric.WithDescription("Times waiters woke to try again, by reason.")))
+	t.missed = instrument(m.Int64Counter("locksmith.lock.wait.missed", metric.WithUnit("{notification}"),
+		metric.WithDescription("Lost notifications: locks obtained after a timer woke the waiter though a message was due.")))
 	return t
 }
 
-// spanAttrs returns the attributes every span of e gets. The callers pass
-// them to a span as they are and must not change them: those of a lock of
-// one key, whose key is omitted (the common case), are shared by every span
-// of its strategy and server, and cost no allocation.
+// instrument returns v, handing err to otel.Handle: there is no caller to
+// return it to, and the instrument falls back to a no-op.
+func instrument[T any](v T, err error) T {
+	if err != nil {
+		otel.Handle(err)
+	}
+	return v
+}
+
+// spanAttrs returns the attributes every span of e gets, which the callers
+// must not change: those of a lock of one key, whose key is omitted (the
+// common case), are commonAttrs' shared list, and cost no allocation.
 func (t *telemetry) spanAttrs(e lock.Event) []attribute.KeyValue {
 	attrs := t.commonAttrs(e.Strategy, e.Server)
 	if t.keys == KeysOmitted && e.Keys == 0 && e.Permits == 0 && e.Side == "" {
@@ -565,23 +559,16 @@ func (t *telemetry) op(ctx context.Context, e lock.Event, next func(context.Cont
 	return err
 }
 
+// opSpanNames are the names of the spans of the known operations, kept as
+// they are, so that naming a span allocates nothing.
+var opSpanNames = map[string]string{"refresh": "lock.refresh", "release": "lock.release", "ttl": "lock.ttl",
+	"cleanup": "lock.cleanup", "inspect": "lock.inspect", "break": "lock.break"}
+
 // opSpanName is the name of the span of an Op hook's operation: lock.
-// and the operation, as a constant for the known ones, so that naming the
-// span allocates nothing.
+// and the operation.
 func opSpanName(op string) string {
-	switch op {
-	case "refresh":
-		return "lock.refresh"
-	case "release":
-		return "lock.release"
-	case "ttl":
-		return "lock.ttl"
-	case "cleanup":
-		return "lock.cleanup"
-	case "inspect":
-		return "lock.inspect"
-	case "break":
-		return "lock.break"
+	if name, ok := opSpanNames[op]; ok {
+		return name
 	}
 	return "lock." + op
 }
@@ -624,6 +611,18 @@ func (t *telemetry) ended(e lock.Event) {
 	}
 }
 
+// sentinelTypes are the error.type of the errors of the context and of
+// package lock, in the order errorType tries them: the first that err
+// matches.
+var sentinelTypes = []struct {
+	err  error
+	name string
+}{
+	{context.DeadlineExceeded, "timeout"}, {context.Canceled, "canceled"}, {lock.ErrNoAnswer, "no_answer"},
+	{lock.ErrExpired, "expired"}, {lock.ErrTaken, "taken"}, {lock.ErrLapsed, "lapsed"}, {lock.ErrNotHeld, "not_held"},
+	{lock.ErrNotObtained, "not_obtained"}, {lock.ErrRefreshLimit, "refresh_limit"},
+}
+
 // errorType is the error.type of err, a low-cardinality identifier, as
 // OpenTelemetry's semantic conventions ask: the ErrorType method's result
 // for an error that has one (no_quorum for a Redlock *QuorumError); else
@@ -633,28 +632,15 @@ func (t *telemetry) ended(e lock.Event) {
 // or NOSCRIPT); else _OTHER, the conventions' fallback.
 func errorType(err error) string {
 	var typed interface{ ErrorType() string }
-	switch {
-	case errors.As(err, &typed):
+	if errors.As(err, &typed) {
 		return typed.ErrorType()
-	case errors.Is(err, context.DeadlineExceeded):
-		return "timeout"
-	case errors.Is(err, context.Canceled):
-		return "canceled"
-	case errors.Is(err, lock.ErrNoAnswer):
-		return "no_answer"
-	case errors.Is(err, lock.ErrExpired):
-		return "expired"
-	case errors.Is(err, lock.ErrTaken):
-		return "taken"
-	case errors.Is(err, lock.ErrLapsed):
-		return "lapsed"
-	case errors.Is(err, lock.ErrNotHeld):
-		return "not_held"
-	case errors.Is(err, lock.ErrNotObtained):
-		return "not_obtained"
-	case errors.Is(err, lock.ErrRefreshLimit):
-		return "refresh_limit"
-	case errors.As(err, new(*lock.ArgumentError)):
+	}
+	for _, s := range sentinelTypes {
+		if errors.Is(err, s.err) {
+			return s.name
+		}
+	}
+	if errors.As(err, new(*lock.ArgumentError)) {
 		return "invalid_argument"
 	}
 	inner := err

@@ -227,12 +227,6 @@ func (c *Conn) eval(ctx context.Context, name any, script string, keys []string,
 	return nilReply(send(ctx, c, redis.NewCmd(ctx, append(cmd, args...)...)))
 }
 
-// scriptKeys returns c.err, or an error naming the keys when c is a
-// *redis.Ring and keys hash to more than one of its shards: a Ring sends a
-// script to the shard of its first key alone, where the others would be
-// keys of the wrong shard, so a lock of several keys over a Ring needs one
-// hash tag for all of them. (A Cluster refuses such a script with
-// CROSSSLOT; the strategies send one script per slot there.)
 // ringScript returns scriptKeys' error for a command of a pipeline that
 // is a script (EVAL or EVALSHA), and nil for any other.
 func (c *Conn) ringScript(args []any) error {
@@ -254,6 +248,12 @@ func (c *Conn) ringScript(args []any) error {
 	return c.scriptKeys(keys)
 }
 
+// scriptKeys returns c.err, or an error naming the keys when c is a
+// *redis.Ring and keys hash to more than one of its shards: a Ring sends a
+// script to the shard of its first key alone, where the others would be
+// keys of the wrong shard, so a lock of several keys over a Ring needs one
+// hash tag for all of them. (A Cluster refuses such a script with
+// CROSSSLOT; the strategies send one script per slot there.)
 func (c *Conn) scriptKeys(keys []string) error {
 	if c.err != nil {
 		return c.err

@@ -3,7 +3,9 @@ package goredis
 import (
 	"context"
 	"errors"
+	"maps"
 	"net"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -94,12 +96,9 @@ func (s *session) end(err error) {
 		err = nil
 	}
 	s.closed = true
-	shards := make([]*redis.PubSub, 0, len(s.shards)+1)
+	shards := slices.Collect(maps.Values(s.shards))
 	if s.single != nil {
 		shards = append(shards, s.single)
-	}
-	for _, sh := range s.shards {
-		shards = append(shards, sh)
 	}
 	s.mu.Unlock()
 	for _, sh := range shards {

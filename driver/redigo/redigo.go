@@ -33,6 +33,7 @@
 package redigo
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -405,10 +406,7 @@ func (c *Conn) Pin(ctx context.Context, _ string, f func(driver.Conn) error) err
 	}
 	conn, err := c.p.GetContext(ctx)
 	if err != nil {
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		return err
+		return cmp.Or(ctx.Err(), err)
 	}
 	defer func() {
 		if conn.Err() != nil {

@@ -3,6 +3,8 @@ package rueidis
 import (
 	"context"
 	"errors"
+	"maps"
+	"slices"
 	"sync"
 
 	"github.com/redis/rueidis"
@@ -122,10 +124,7 @@ func (s *session) end(err error) {
 		err = nil
 	}
 	s.closed = true
-	conns := make([]*dedicated, 0, len(s.conns))
-	for _, d := range s.conns {
-		conns = append(conns, d)
-	}
+	conns := slices.Collect(maps.Values(s.conns))
 	s.mu.Unlock()
 	for _, d := range conns {
 		d.c.Close()
@@ -148,11 +147,7 @@ func (s *session) unsubscribed(d *dedicated, channel string) {
 	}
 	if !asked && s.sharded && d.channels == 0 && !d.retired {
 		d.retired = true
-		for slot, o := range s.conns {
-			if o == d {
-				delete(s.conns, slot)
-			}
-		}
+		maps.DeleteFunc(s.conns, func(_ uint16, o *dedicated) bool { return o == d })
 		go d.c.Close() // not from rueidis's goroutine that runs the hooks
 	}
 	s.mu.Unlock()

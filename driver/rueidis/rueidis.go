@@ -254,14 +254,17 @@ func (c *Conn) Addr() string {
 	return c.addr
 }
 
-// do sends cmd, built by build from c's command builder, in the slot of
-// c.slot's key if it is set.
+// do sends the command that build builds (see slotted).
 func (c *Conn) do(ctx context.Context, build func(rueidis.Builder) rueidis.Completed) rueidis.RedisResult {
-	cmd := build(c.cmd.B())
+	return c.cmd.Do(ctx, c.slotted(build(c.cmd.B())))
+}
+
+// slotted returns cmd in the slot of c.slot's key, if it is set.
+func (c *Conn) slotted(cmd rueidis.Completed) rueidis.Completed {
 	if c.slot != nil {
-		cmd = cmd.SetSlot(*c.slot)
+		return cmd.SetSlot(*c.slot)
 	}
-	return c.cmd.Do(ctx, cmd)
+	return cmd
 }
 
 // SetNX implements [driver.Conn].
@@ -373,10 +376,7 @@ func (c *Conn) Pipeline(ctx context.Context, cmds [][]any) ([]any, error) {
 	}
 	built := make(rueidis.Commands, len(cmds))
 	for i, args := range cmds {
-		built[i] = build(c.cmd.B(), strs(nil, args))
-		if c.slot != nil {
-			built[i] = built[i].SetSlot(*c.slot)
-		}
+		built[i] = c.slotted(build(c.cmd.B(), strs(nil, args)))
 	}
 	replies := make([]any, len(cmds))
 	for i, r := range c.cmd.DoMulti(ctx, built...) {
@@ -426,11 +426,7 @@ func (tx *transaction) do(ctx context.Context, c *Conn, name string, build func(
 	if multi && tx.cmds != nil {
 		return nil, errors.New("rueidis: MULTI calls can not be nested")
 	}
-	cmd := build(c.cmd.B())
-	if c.slot != nil {
-		cmd = cmd.SetSlot(*c.slot)
-	}
-	tx.cmds = append(tx.cmds, cmd)
+	tx.cmds = append(tx.cmds, c.slotted(build(c.cmd.B())))
 	switch {
 	case multi:
 		return "OK", nil

@@ -292,14 +292,8 @@ func Set(l Lock, next string) Call {
 // followed by the script, which finds our value if it was.
 func (c Call) run(ctx context.Context, conn driver.Conn) (Result, error) {
 	if c.script == nil {
-		ok, err := conn.SetNX(ctx, c.l.Key, c.l.Value, c.l.TTL)
-		switch {
-		case err == nil && ok:
-			return Result{}, nil
-		case err != nil && !(neterr.Dead(err) && ctx.Err() == nil):
+		if done, err := c.l.setNX(ctx, conn); done {
 			return Result{}, err
-		case err == nil && c.l.Start == BySetOnly:
-			return Result{}, strategy.ErrNotObtained
 		}
 		c.script, c.keys, c.args = c.l.acquireCall()
 	}
@@ -321,6 +315,21 @@ func (c Call) run(ctx context.Context, conn driver.Conn) (Result, error) {
 		return r, err
 	}
 	return c.send(ctx, conn)
+}
+
+// setNX sends l's bare SET NX PX, and reports done with its answer unless
+// it was refused (with l.Start not BySetOnly) or its connection was dead.
+func (l Lock) setNX(ctx context.Context, conn driver.Conn) (done bool, err error) {
+	ok, err := conn.SetNX(ctx, l.Key, l.Value, l.TTL)
+	switch {
+	case err == nil && ok:
+		return true, nil
+	case err != nil && !(neterr.Dead(err) && ctx.Err() == nil):
+		return true, err
+	case err == nil && l.Start == BySetOnly:
+		return true, strategy.ErrNotObtained
+	}
+	return false, nil
 }
 
 // send runs the call's script, sending it once more when its connection

@@ -162,24 +162,18 @@ func lacks(err error) bool {
 // (ErrNotObtained) or of another type (WRONGTYPE) in one more round trip,
 // and otherwise a transaction that sets it if it is free or holds value.
 // A retry (ByScript) starts with the SET too.
-func (p *plain) acquireOne(ctx context.Context, key, value string, ttl time.Duration, start Start) error {
-	ok, err := p.conn.SetNX(ctx, key, value, ttl)
-	switch {
-	case err == nil && ok:
-		return nil
-	case err != nil && !(neterr.Dead(err) && ctx.Err() == nil):
+func (p *plain) acquireOne(ctx context.Context, l Lock) error {
+	if done, err := l.setNX(ctx, p.conn); done {
 		return err
-	case err == nil && start == BySetOnly:
-		return strategy.ErrNotObtained
 	}
-	_, err = resend(ctx, func() (struct{}, error) { return struct{}{}, owner(ctx, p.conn, key, value) })
+	_, err := resend(ctx, func() (struct{}, error) { return struct{}{}, owner(ctx, p.conn, l.Key, l.Value) })
 	switch {
 	case errors.Is(err, strategy.ErrTaken):
 		return strategy.ErrNotObtained
 	case err != nil && !errors.Is(err, strategy.ErrExpired):
 		return err
 	}
-	_, err = p.take(ctx, Lock{Key: key, Value: value, TTL: ttl})
+	_, err = p.take(ctx, Lock{Key: l.Key, Value: l.Value, TTL: l.TTL})
 	return err
 }
 
@@ -734,7 +728,7 @@ func (c Call) runPlain(ctx context.Context, p *plain) (Result, error) {
 		case l.GuardKey != "":
 			return Result{}, fmt.Errorf("lock: this call has no form without scripts: %w", errors.ErrUnsupported)
 		case l.Keys == nil && l.Fences == nil:
-			return Result{}, p.acquireOne(ctx, l.Key, l.Value, l.TTL, l.Start)
+			return Result{}, p.acquireOne(ctx, l)
 		}
 		return p.take(ctx, l)
 	case opDelete:

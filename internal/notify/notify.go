@@ -21,6 +21,7 @@ package notify
 
 import (
 	"context"
+	"maps"
 	"reflect"
 	"slices"
 	"strings"
@@ -274,10 +275,7 @@ func (h *hub) connect() {
 			}
 			if err == nil {
 				s.Session, s.opened = sess, time.Now()
-				names := make([]string, 0, len(h.chans))
-				for name := range h.chans {
-					names = append(names, name)
-				}
+				names := slices.Collect(maps.Keys(h.chans))
 				h.mu.Unlock()
 				if len(names) > 0 {
 					send(s, sess.Subscribe, names...)
