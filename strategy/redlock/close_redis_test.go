@@ -32,9 +32,15 @@ func TestCloseLeavesNoKeys(t *testing.T) {
 				go func() {
 					defer wg.Done()
 					lk, err := l.Obtain(ctx, key, time.Minute)
-					if err == nil {
+					switch {
+					case err == nil:
 						err = lk.Release(ctx)
-					} else if errors.Is(err, lock.ErrNotObtained) {
+					case errors.Is(err, lock.ErrNoAnswer):
+						// Nodes that a starved process reads too late
+						// time out: its clean-up is Close's to wait for too.
+						t.Logf("a contender's Obtain got no answer: %v", err)
+						err = nil
+					case errors.Is(err, lock.ErrNotObtained):
 						err = nil
 					}
 					errs[i] = err
@@ -42,7 +48,7 @@ func TestCloseLeavesNoKeys(t *testing.T) {
 			}
 			wg.Wait()
 			if err := errors.Join(errs...); err != nil {
-				t.Fatalf("a contender's Obtain or Release = %v, want a lock or ErrNotObtained", err)
+				t.Fatalf("a contender's Obtain or Release = %v, want a lock, ErrNotObtained or ErrNoAnswer", err)
 			}
 			if err := l.Close(); err != nil {
 				t.Fatalf("Close = %v, want nil", err)
