@@ -8,17 +8,15 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-
-	_ "github.com/locksmith-go/lock/internal/testing/readme" // the docs' fragments, compiled with the tests
 )
 
 // TestREADMESnippets: every ```go block of README.md and of the guides
 // under docs/ is code that compiles, so the docs and the code cannot drift
 // apart. A block's lines, each with its
 // white space normalised and blank lines left out, must appear as a
-// contiguous run in a Go file of the module: an Example, a test, or
-// internal/testing/readme, which holds the fragments that need a function around
-// them (ctx, a client, a return). The block's leading import declarations
+// contiguous run in a Go file of the module: an Example, a test, or a test
+// file of internal/testing/readme, which holds the fragments that need a
+// function around them (ctx, a client, a return). The block's leading import declarations
 // must appear, as a run of their own, in the same file.
 func TestREADMESnippets(t *testing.T) {
 	files := goFiles(t)
