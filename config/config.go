@@ -8,38 +8,20 @@
 //	...
 //	lk, err := locker.Obtain(ctx, "report:daily", 0) // 0: the configured TTL
 //
-// A [Config] comes from any of three forms, which carry the same settings
-// under the same names, or from Go code:
+// A [Config] comes from a URL ([ParseURL]; a standard redis://, rediss:// or
+// unix:// URL means the single strategy over that server), from JSON (Config
+// implements json.Marshaler and json.Unmarshaler), from environment
+// variables ([FromEnv]), or from Go code: the same settings under the same
+// names. [Open] checks it, opens the clients it names, and returns a
+// [*Locker], which closes them on Close. An invalid setting gets an
+// [*lock.ArgumentError] that names it, and the password never appears in
+// errors or output. The package links go-redis only: the redigo and rueidis
+// drivers and the otel setting need a blank import of config/redigoconfig,
+// config/rueidisconfig or config/otelconfig; [RegisterStrategy] and
+// [RegisterDriver] add others.
 //
-//   - a URL, with [ParseURL]: the scheme is the strategy, the user
-//     information the credentials, the host list the servers, the path the
-//     database, and the query the other settings, as in
-//     setnx-getset://user:pass@10.0.0.1:6379?format=ms&safety_ttl=1m; a
-//     standard Redis URL (redis://, rediss://, unix://) is the single
-//     strategy over that server;
-//   - JSON (Config implements json.Marshaler and json.Unmarshaler), with the
-//     setting names as keys: {"strategy": "single", "addrs": ["h1:6379"],
-//     "ttl": "30s"};
-//   - environment variables, with [FromEnv]: the names upper-cased after a
-//     prefix, such as LOCKSMITH_STRATEGY, LOCKSMITH_ADDRS=h1:6379,h2:6379,
-//     and LOCKSMITH_URL for a whole URL that the other variables override.
-//
-// [Open] is the one entry point that builds it: it checks the Config, opens
-// the clients it names, and returns a [*Locker], which closes them on Close.
-// The package links go-redis only: the redigo and rueidis drivers and the
-// otel setting need a blank import of config/redigoconfig,
-// config/rueidisconfig or config/otelconfig.
-//
-// In every form, an absent setting means its default; an invalid one gets
-// an [*lock.ArgumentError] that names it, an unknown strategy or driver
-// one that lists the known names, and an unknown setting one that names
-// the setting it is likely a misspelling of; the settings of a strategy
-// other than the chosen one are checked but not used, so that a rollback
-// flips one setting; and the password never appears in errors or output
-// (it prints as xxxxx). Strategies and drivers are known by name: the
-// built-in ones, and any that a program registers with [RegisterStrategy]
-// and [RegisterDriver]. The repository's docs/config.md guide lists every
-// setting and deployment.
+// The repository's docs/config.md lists every setting, rule and deployment,
+// and docs/extending.md shows how to register a strategy or driver.
 package config
 
 import (

@@ -20,26 +20,11 @@ import (
 //
 //	strategy://[username[:password]@]host[:port][,host[:port]...][/db][?setting=value[&...]]
 //
-// such as redlock://h1:6379,h2:6379,h3:6379/0?driver=redigo&ttl=30s. The
-// scheme is the strategy; the user information, percent-encoded, holds the
-// credentials; the hosts are the servers (the port defaults to 6379; an
-// IPv6 host goes in brackets); the path is the database; the query holds
-// the other settings, percent-encoded, each once.
-//
-// It reads go-redis's URLs of one server too, which redis-cli, redis-py
-// and managed Redis consoles hand out, as the single strategy over it:
-//
-//	redis://[username[:password]@]host[:port][/db][?option=value[&...]]
-//	rediss://... (the same, with TLS)
-//	unix://[username[:password]@]/path/of/redis.sock[?db=N&...]
-//
-// Their query takes the settings, and go-redis's options that name one:
-// db, dial_timeout, read_timeout and write_timeout (a plain number is
-// seconds, as go-redis reads it; zero or less, which go-redis reads as no
-// timeout, is refused), pool_size, and skip_verify
-// (tls_insecure_skip_verify). It refuses go-redis's other options, such as
-// max_retries, and a setting given twice under its two names. String
-// writes such a Config as a single:// URL.
+// such as redlock://h1:6379,h2:6379,h3:6379/0?driver=redigo&ttl=30s, or of
+// one of go-redis's URLs of one server (redis://, rediss://, unix://), as
+// the single strategy over it. The user information and the query are
+// percent-encoded. The repository's docs/config.md ("The URL", "Standard
+// Redis URLs") gives each part and the go-redis options it reads.
 //
 // It returns an *lock.ArgumentError naming the first invalid setting; its
 // errors never quote the user information.

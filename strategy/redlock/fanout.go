@@ -73,17 +73,10 @@ func (e *NodeError) Unwrap() error { return e.Err }
 // once.
 //
 // It is a timeout (its Timeout method), so that the call's error matches
-// lock.ErrNoAnswer and says that Redis did not answer, when it does not
-// match ErrNotObtained and some node timed out, whatever the others
-// answered (refused, erred, or found the lock held): the nodes that
-// answered leave no quorum, and those that did not might have made one.
-// One that matches ErrNotObtained never matches ErrNoAnswer, though nodes
-// timed out: a quorum of the nodes answered, and some found the lock held
-// (a split vote with a stalled minority, say), so the retry policy
-// applies, as without the stalled nodes; they are in Nodes, the message
-// and the Node hooks, as when Obtain succeeds without them. To tell the
-// two, an attempt that fails with a node timed out waits for the other
-// nodes' answers, which come within the same node timeout.
+// lock.ErrNoAnswer when it does not match ErrNotObtained and some node
+// timed out, whatever the others answered; it never matches both. The
+// repository's docs/strategies.md, its paragraph "Fail fast, and explain",
+// says which applies when.
 //
 // errors.As finds the first failing node's *NodeError, and the errors of
 // the nodes below it.

@@ -1,59 +1,27 @@
 // Package redlock implements Redlock, the lock of the Redis distlock
 // specification over N independent Redis masters: a lock counts only when a
 // quorum of the nodes granted it within its validity, so it survives the
-// loss of a minority of the nodes.
+// loss of a minority of the nodes, where single does not survive a failover
+// that loses the key.
 //
 //	locker, err := redlock.New([]driver.Conn{goredis.New(c1), goredis.New(c2), goredis.New(c3)})
 //	...
 //	lk, err := locker.Obtain(ctx, "payments:settle", 10*time.Second,
 //		lock.WithRetry(lock.Exponential(10*time.Millisecond, 200*time.Millisecond)))
 //
-// Each attempt tries all N nodes at once, with the same key and token, each
-// bounded by a node timeout that is small next to the TTL
-// ([WithNodeTimeout]). The lock counts only with a quorum (N/2+1 by
-// default, [WithQuorum]) and a positive validity: TTL − elapsed − drift,
-// where drift = TTL × factor + 2ms ([WithDriftFactor]). A failed attempt
-// releases on all nodes, and the next comes after a random delay, which
-// lock.Exponential draws. Refresh extends on all nodes and succeeds only
-// with a quorum and within the new validity; lock.WithMaxRefreshes caps how
-// often, as the specification asks (locker.With(lock.WithMaxRefreshes(n))
-// makes it a default); the locks that a Locker refreshes in the background
-// are refreshed in batches, one script per node for many locks.
-// Release releases on all nodes. A TTL that the drift would use up
-// (2.02ms or less at the default factor) is refused with an
-// *strategy.ArgumentError named "ttl", before anything is written.
-//
-// An attempt stops waiting as soon as its outcome is known. When no quorum
-// is reached, the error is a [*QuorumError] that gives each node's outcome.
-// Prefer an odd N: 4 nodes, like 3, survive one failure.
-//
 // Redlock's safety rests on assumptions that a single Redis does not need:
 // clocks that do not jump, bounded process pauses after the lock is
 // granted, and the delayed-restart rule: a node that crashed must stay
-// unavailable for longer than the largest TTL in use ([WithRestartGuard]).
-// It issues no fencing tokens (lock.WithFencing is refused with an
-// *strategy.ArgumentError named "fencing"), and its waiters, woken by a
-// release's message, race for the next quorum, with no queue. The
-// repository's docs/strategies.md guide says when to choose it, and
-// docs/design/redlock.md why it works as it does: each step of the
-// specification, the first contact with a node, the cost of a call, and
-// why it can neither fence nor queue.
+// unavailable for longer than the largest TTL in use ([WithRestartGuard]
+// enforces it from the clients). It issues no fencing tokens
+// (lock.WithFencing is refused with an *strategy.ArgumentError named
+// "fencing"), and its waiters race for the next quorum, with no queue.
+// Prefer an odd N: 4 nodes, like 3, survive one failure. When no quorum is
+// reached, the error is a [*QuorumError] that gives each node's outcome.
 //
-// Locks on several keys (lock.Locker.ObtainMany) take every key or none on
-// each node, in one script, and count only the nodes that took all of them
-// toward the quorum; Refresh extends every key or none on each node, and the
-// errors name the keys that the most nodes found held, gone or taken (see
-// ObtainMany, and "Locks on several keys" in
-// docs/design/redlock.md). They need scripts on every node.
-//
-// A node marked driver.WithoutScripts, a server that forbids scripts, sends
-// none: conditional commands and transactions instead, as single does
-// without scripts, and its first contact reads the run id with INFO server.
-// Mark some nodes or all: a fleet may differ, or move off scripts a node
-// at a time. New refuses, with an *strategy.ArgumentError, such a node
-// whose driver cannot pin a connection (driver.Pinner), and
-// [WithRestartGuard], whose acquisition is a script, with any such node.
-// The repository's docs/strategies.md says what each operation sends.
+// The repository's docs/strategies.md, section "Redlock: surviving the loss
+// of nodes", gives each step, option and error, the safety caveats and the
+// nodes without scripts; docs/design/redlock.md says why it works as it does.
 package redlock
 
 import (

@@ -1,51 +1,25 @@
 // Package setnxgetset implements the legacy lock of the Redis SETNX
 // documentation ("Design pattern: Locking with SETNX"), wire-compatible with
 // the legacy clients that still lock that way, so that a fleet can move off
-// them one service at a time. Its directory is strategy/setnx-getset:
+// them one service at a time. New code that needs no legacy peer should use
+// the single or redlock strategy. Its directory is strategy/setnx-getset:
 //
 //	import setnxgetset "github.com/locksmith-go/lock/strategy/setnx-getset"
 //
 //	locker, err := setnxgetset.New(goredis.New(client), setnxgetset.WithSafetyTTL(time.Minute))
 //
-// The lock's value is its expiry timestamp, in the fleet's [Format]:
+// The lock's value is its expiry timestamp, in the fleet's [Format], and
+// legacy clients judge expiry by their own wall clocks, so the algorithm
+// assumes the fleet's clocks agree to within [WithClockSkew]. The value is
+// no secret token: metadata, caller-chosen tokens and lock.WithFencing are
+// refused with an *strategy.ArgumentError, and so is a lock of several keys
+// (lock.Locker.ObtainMany). A release wakes the waiters best effort, with
+// no queue. GETSET is deprecated since Redis 6.2 but still served.
 //
-//   - SETNX key <expiry>. If it was set, the lock is ours.
-//   - Otherwise GET the key. If it is gone, start again.
-//   - If the timestamp has not passed, the lock is held: wait as the retry
-//     policy says.
-//   - If it has passed, GETSET key <new expiry>. The lock is ours only if the
-//     old value GETSET returns is the expired value we read (or the key was
-//     gone, so nobody held it); otherwise another client won the race.
-//
-// Legacy clients judge expiry by their own wall clocks, so the algorithm
-// assumes the fleet's clocks agree to within [WithClockSkew]; GETSET is
-// deprecated since Redis 6.2 but still served. New code that needs no legacy
-// peer should use the single or redlock strategy; the repository's
-// docs/migration.md guide shows how a fleet moves.
-//
-// Beyond the legacy algorithm, and staying wire-compatible, Release and
-// Refresh are compare-and-sets (legacy clients DEL blindly), [WithSafetyTTL]
-// gives every key we write an expiry, a value that is not a timestamp of
-// the format is never stolen ([ErrNotTimestamp]), and a losing GETSET puts
-// the winner's value back. A TTL that the clock skew uses up, or too long
-// for the format, is refused with an *strategy.ArgumentError. The
-// repository's docs/design/setnx-getset.md gives each rule and its reason.
-//
-// A release wakes the waiters of the lock, best effort, over a driver that
-// can subscribe; there is no queue, so no fairness. Over a conn marked
-// driver.WithoutScripts, for a server that forbids scripts, it sends no
-// script: the acquisition is the legacy one as ever, and the owner-checked
-// operations send conditional commands and transactions, as single does
-// without scripts, over a driver that pins a connection (driver.Pinner;
-// New refuses another); the repository's docs/strategies.md says what
-// each sends. The value is a timestamp, not a secret token, so metadata,
-// caller-chosen tokens and lock.WithFencing are refused.
-//
-// It cannot lock several keys as one lock (lock.Locker.ObtainMany refuses
-// two keys or more with an *lock.ArgumentError named "keys"): the legacy
-// clients it stays compatible with take each key alone, and one of them
-// taking over one expired key of a set would leave the set partly held,
-// with no way for either side to tell. Migrate to single first.
+// The repository's docs/strategies.md, section "setnx-getset: the legacy
+// lock", gives the algorithm, the formats, what it adds to the legacy lock
+// and what it sends without scripts; docs/migration.md shows how a fleet
+// moves, and docs/design/setnx-getset.md gives each rule and its reason.
 package setnxgetset
 
 import (

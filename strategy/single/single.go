@@ -1,65 +1,26 @@
 // Package single implements the single-instance lock: one key on one Redis
-// deployment, a server or a Cluster.
+// deployment, a server, a Sentinel group or a Cluster. It is the default
+// strategy, the simplest, and the one with fencing tokens ([FenceKey]), a
+// queue of waiters, semaphores and read-write locks.
 //
 //	locker, err := single.New(goredis.New(client))
 //	...
 //	lk, err := locker.Obtain(ctx, "report:daily", 30*time.Second, lock.WithFencing())
 //
-// It runs Lua scripts (EVALSHA, falling back to EVAL): SET key token NX PX
-// ttl to acquire (or, when the key already holds our token, PEXPIRE), and
-// compare-and-delete, compare-and-pexpire and compare-and-pttl to release,
-// refresh and read the TTL, so that no client ever deletes or extends a
-// lock it does not own. Over a conn marked driver.WithoutScripts, for a
-// server that forbids scripts, it does the same with conditional commands
-// and transactions, over a driver that pins a connection (driver.Pinner;
-// New refuses another); its waiters then poll, in no particular order, and
-// semaphores and read-write locks, which only scripts have, are refused.
-// Over a conn not so marked, a Strategy finds a server that refuses
-// scripts at its first contact, before it writes anything, does the same
-// there, and tries scripts again a minute later. The repository's
-// docs/strategies.md ("single without scripts") says what each operation
-// sends.
+// It is safe as long as the deployment does not lose writes: one server, or
+// a Cluster (each key lives on one master). A failover to a replica that had
+// not received the key can let a second client in: [WithReplicas] narrows
+// that window; use the redlock strategy when it is not enough. Over a conn
+// marked driver.WithoutScripts, or a server found to refuse scripts, it
+// sends conditional commands and transactions, over a driver that pins a
+// connection (New refuses another); its waiters then poll, and semaphores
+// and read-write locks are refused.
 //
-// The lock's local validity (Lock.ValidUntil) allows for clock drift
-// between the client and the server, as the Redis documentation asks: it
-// ends TTL × 1% + 2ms early, so that it comes before the server's expiry
-// even when the server's clock runs a little fast. A TTL that this allowance
-// uses up (about 2.02ms or less) is refused with an *strategy.ArgumentError,
-// before anything is written.
-//
-// With lock.WithFencing, the acquisition also increments, in the same
-// script, a counter at [FenceKey] and returns its value as the lock's
-// fencing token: larger for every new holder, across releases, expiries and
-// crashed holders. The counter never expires.
-//
-// Over a driver that can subscribe (driver.Subscriber), an Obtain that
-// waits joins an advisory FIFO queue of the lock's waiters ({key}:q and
-// {key}:w, in the key's Cluster slot), and a release wakes the head of the
-// queue by a message on the channel of the head's Strategy
-// ({key}:wake:<random>). The lock is granted by the same SET NX as ever, so
-// a lost message costs time, never exclusion. See the repository's
-// docs/waiting.md guide, and lock.WithPolling to turn it off.
-//
-// lock.Locker.ObtainMany locks several keys as one lock, all of them or none,
-// with single's value under each key (so that bsm/redislock sees each one
-// held), through ObtainMany: on one server, or with every key
-// in one Cluster slot (give them one hash tag), one script takes every key
-// or none, and with lock.WithFencing increments each key's counter. Over a
-// Cluster client (go-redis's *redis.ClusterClient, a rueidis Cluster
-// client) with keys in several slots, it takes them slot by slot, in the
-// order of the slots, each slot's keys in one script, and deletes what the
-// earlier slots took when a later one finds a key held: exclusive per key
-// and free of deadlock, but not atomic across slots, so that another client
-// may see some of the keys held for a moment. A refresh extends every key
-// or none (per slot, on a Cluster). A release deletes each key the lock
-// still holds and wakes its queue's head. Without scripts, one
-// transaction per server or slot does the same.
-//
-// It is safe as long as the Redis deployment it talks to does not lose
-// writes: one server, or a Cluster (each key lives on one master). A failover
-// to a replica that had not received the key can let a second client in.
-// [WithReplicas] narrows that window; use the redlock strategy when it is
-// not enough.
+// The repository's docs/strategies.md, sections "single: one server, or one
+// deployment" and "single without scripts", says what it sends and refuses;
+// docs/waiting.md how its waiters queue; docs/multi-key.md what ObtainMany
+// guarantees; and docs/safety.md its fencing tokens and replica
+// acknowledgement.
 package single
 
 import (
@@ -100,32 +61,19 @@ type Option func(*single)
 
 // WithReplicas makes an acquisition, and every refresh, count only once n
 // replicas acknowledge it: after the write, the Strategy sends WAIT n
-// timeout on the same connection, and WAIT counts the replicas that
-// received that connection's writes. WAIT's timeout is cut to what is left
-// of the call's context, never past it. 0 replicas (the default) sends no
-// WAIT; n > 0 needs a positive timeout, and a driver that can pin a
-// connection ([driver.Pinner]: redigo; go-redis's *redis.Client,
-// standalone or failover, *redis.ClusterClient and *redis.Ring; every
-// rueidis client), or New refuses with an *strategy.ArgumentError.
-// On a Cluster, the write and WAIT go to the master of the key's slot, and
-// WAIT counts that master's replicas.
+// timeout on the same connection, its timeout cut to what is left of the
+// call's context, never past it. 0 replicas (the default) sends no WAIT;
+// n > 0 needs a positive timeout and a driver that can pin a connection
+// ([driver.Pinner]), or New refuses with an *strategy.ArgumentError.
 //
 // An acquisition that fewer replicas acknowledge is undone (the key it
-// wrote is deleted, as a release does) and fails with a [*ReplicaError],
-// which does not match lock.ErrNotObtained: the lock was free, so it is
-// not retried as a busy lock would be; Obtain returns it at once. A
-// refresh that fewer acknowledge fails with a *ReplicaError, and the lock
-// keeps the validity of its last confirmed refresh: auto-refresh retries
-// it, as it does a refresh that got no answer, until that validity ends,
-// and the lock is then lost.
-//
-// It is not consensus. WAIT only tells that n replicas had the write when
-// it replied: a failover can still promote a replica that does not (one
-// that did not acknowledge, with n smaller than the number of replicas),
-// a partition can leave an old master taking writes, and a replica can
-// lose what it acknowledged in a restart. See docs/safety.md's "Replica
-// acknowledgement". It costs one more round trip per acquisition and
-// refresh, and up to timeout when replicas lag.
+// wrote is deleted) and fails at once with a [*ReplicaError], which does
+// not match lock.ErrNotObtained. A refresh that fewer acknowledge fails
+// with a *ReplicaError, and the lock keeps the validity of its last
+// confirmed refresh. It costs one more round trip per acquisition and
+// refresh, and up to timeout when replicas lag. It is not consensus: the
+// repository's docs/safety.md, section "Replica acknowledgement", says
+// which failovers it covers and which it does not.
 func WithReplicas(n int, timeout time.Duration) Option {
 	return func(s *single) { s.ack = cas.Ack{Replicas: n, Timeout: timeout} }
 }
