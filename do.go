@@ -37,30 +37,26 @@ func Do(ctx context.Context, l *Locker, key string, ttl time.Duration, fn func(c
 // several, of any shape), and releases it when fn returns.
 //
 // It refreshes lk in the background every [WithRefreshFraction] of its
-// TTL (a third by default), retrying a failed refresh while the lock is
-// still valid. fn's context is cancelled as soon as the lock is lost: when
-// a refresh finds it gone or taken, or when its validity deadline
-// ([Lock.ValidUntil], counted from when the last successful refresh was
-// sent) passes before a refresh confirmed it. context.Cause on fn's
-// context says why, and [FromContext] returns the lock, for its fencing
-// token ([Lock.Fence], with [WithFencing]). [WithMaxHold] caps how long it
-// is held.
+// TTL, retrying a failed refresh while the lock is valid, and cancels fn's
+// context as soon as the lock is lost: a refresh finds it gone or taken,
+// or its validity deadline ([Lock.ValidUntil]) passes before a refresh
+// confirmed it. context.Cause on fn's context says why, and [FromContext]
+// returns the lock. [WithMaxHold] caps how long it is held. Cancelling ctx
+// cancels fn's context and stops the refreshes. docs/safety.md tells each
+// step.
 //
-// Cancelling ctx cancels fn's context and stops the refreshes. After fn
-// returns (or panics), Hold stops the refreshes and releases the lock on a
-// context that outlives ctx's cancellation, bounded by 5s. It waits for the
-// release for 1s at most, and no later than 100ms past ctx's deadline, so
-// that it keeps the deadline; a release still on its way then goes on in
-// the background, and its outcome reaches the Op hooks (e.Op "release"),
-// while Hold returns a release error matching context.DeadlineExceeded.
+// After fn returns (or panics), Hold releases the lock on a context that
+// outlives ctx's cancellation, bounded by 5s, and waits for it 1s at most,
+// and no later than 100ms past ctx's deadline; a release still on its way
+// then goes on in the background (its outcome reaches the Op hooks), and
+// Hold returns a release error matching context.DeadlineExceeded.
 //
-// Its error tells the cases apart:
-//   - an error matching [ErrLost], and the cause (ErrExpired, ErrTaken or
-//     ErrLapsed, and after a refresh that failed, its error too: see
-//     [Lock.Err]), when the lock was lost before fn returned, or found
-//     gone by the release after it; it also wraps fn's error, if any, and
-//     says the cause once when fn returned it (context.Cause of its
-//     context), or an error that wraps it;
+// Its error is:
+//   - when the lock was lost before fn returned, or found gone by the
+//     release, one matching [ErrLost] and the cause (ErrExpired, ErrTaken
+//     or ErrLapsed, and a failed refresh's error: see [Lock.Err]), which
+//     also wraps fn's error, if any, and says the cause once when fn
+//     returned it (or an error that wraps it);
 //   - otherwise fn's error as it is, joined with the release's error if
 //     that failed too, or the release's error alone.
 //

@@ -17,22 +17,16 @@ import (
 //
 // Events carry the *Lock they concern; a hook must never record its token.
 // Hooks run within the lock's operations, on the goroutine of auto-refresh,
-// or on that of the timer that watches a lock's validity: they must not
-// call the lock's Refresh, Release, TTL or StopRefresh, which wait for
-// those.
+// or on that of the validity timer: they must not call the lock's Refresh,
+// Release, TTL or StopRefresh, which wait for those.
 //
-// The panic of a hook that runs on the caller's goroutine (within Obtain,
-// Inspect, Break, Refresh, Release or TTL) goes on to the caller, with the
-// hook's own value, and leaves the Locker and the lock consistent, so that
-// a recover around the call (a server's recovery middleware) keeps them
-// working: no mutex stays held; an Obtain gives up its place in the lock's
-// queue and its subscription, and deletes what its attempt may have
-// written, or the lock that an Obtain hook panicked with (ending it as
-// released), in the background and without the hooks; a lock whose Ended
-// hook panicked still closes Done. Hooks on goroutines of the package's
-// own (auto-refresh, the validity timer, the clean-ups in the background,
-// [Do]'s release) have no caller to panic to: there, as in any goroutine,
-// a panic ends the program.
+// A hook's panic within Obtain, Inspect, Break, Refresh, Release or TTL
+// goes on to the caller, with its own value, and leaves the Locker and the
+// lock consistent, so that a recover around the call keeps them working
+// (docs/locking.md says what is undone; a lock whose Ended hook panicked
+// still closes Done). On the package's own goroutines (auto-refresh, the
+// validity timer, background clean-ups, [Do]'s release) a panic ends the
+// program, as in any goroutine.
 type Hooks struct {
 	// Obtain wraps a whole Obtain call, waiting included.
 	Obtain func(ctx context.Context, e Event, next func(context.Context) (*Lock, error)) (*Lock, error)

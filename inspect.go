@@ -30,20 +30,19 @@ func (l *Locker) Inspect(ctx context.Context, key string, opts ...Option) (State
 	return l.read(ctx, "inspect", key, opts, l.s.Inspect)
 }
 
-// Break deletes the lock on key without its holder's token, for an
-// operator whose holder is gone: if the holder's fingerprint (the
-// State.Fingerprint that Inspect read) is fingerprint, or whoever holds
-// it when fingerprint is "". It deletes as the holder's Release would,
-// waking the waiters, with a compare-and-delete of the value it read,
-// so it never deletes a holder that came after that reading. It
-// returns the State it read before. When the lock is free, the error
-// matches [ErrExpired]; when another holder holds it, [ErrTaken], and
-// nothing is deleted; both match [ErrNotHeld]. A fingerprint that is
-// neither "" nor 16 hexadecimal digits (a token passed by mistake, say)
-// gives an [*ArgumentError] named "fingerprint", and nothing is sent. A
-// strategy that cannot break locks gives an error matching
-// errors.ErrUnsupported. A live holder finds its lock gone at its next
-// Refresh ([ErrExpired]); only fencing ([WithFencing]) protects the
+// Break deletes the lock on key without its holder's token, for an operator
+// whose holder is gone: if the holder's fingerprint (the State.Fingerprint
+// that Inspect read) is fingerprint, or whoever holds it when fingerprint is
+// "". It deletes as the holder's Release would, waking the waiters, with a
+// compare-and-delete of the value it read, so it never deletes a holder that
+// came after that reading. It returns the State it read before. When the
+// lock is free, the error matches [ErrExpired]; when another holder holds
+// it, [ErrTaken], and nothing is deleted; both match [ErrNotHeld]. A
+// fingerprint that is neither "" nor 16 hexadecimal digits (a token passed
+// by mistake, say) gives an [*ArgumentError] named "fingerprint", and
+// nothing is sent. A strategy that cannot break locks gives an error
+// matching errors.ErrUnsupported. A live holder finds its lock gone at its
+// next Refresh ([ErrExpired]); only fencing ([WithFencing]) protects the
 // resource from what it does until then.
 //
 // Of the options, only [WithHooks] applies: the Op hooks wrap it (e.Op

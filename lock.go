@@ -14,20 +14,16 @@
 //	}
 //	defer lk.Release(ctx)
 //
-// [Locker.Obtain] waits for a lock as its [RetryPolicy] says, and returns a
-// [*Lock] to refresh and release. [Do] runs a function under a lock that it
-// refreshes in the background, and cancels the function's context when the
-// lock is lost. [Locker.Inspect] reads the state of a lock without holding
-// it. The errors tell the cases apart: [ErrNotObtained], [ErrNotHeld] and
-// its kinds, [ErrLost], [ErrNoAnswer] when Redis did not answer, and
-// [*ArgumentError] for an invalid argument.
-// [Hooks] let instrumentation, such as the otel package, see every step.
-// The repository's docs/locking.md guide covers the handle, the options
-// and the errors, and docs/safety.md holding a lock safely.
-//
-// All strategies share this package's wait loop, tokens, argument checks
-// and local validity deadline. A new strategy implements the interface of
-// package strategy, and [New] turns it into a Locker.
+// [Locker.Obtain] waits as its [RetryPolicy] says, and returns a [*Lock]
+// to refresh and release; [Do] runs a function under a lock refreshed in
+// the background, and cancels its context when the lock is lost;
+// [Locker.Inspect] reads a lock without holding it. The errors are
+// [ErrNotObtained], [ErrNotHeld] and its kinds, [ErrLost], [ErrNoAnswer]
+// when Redis did not answer, and [*ArgumentError]. [Hooks] let
+// instrumentation, such as package otel, see every step. A new strategy
+// implements package strategy's interface, and [New] turns it into a
+// Locker. docs/locking.md covers the handle, the options and the errors,
+// and docs/safety.md holding a lock safely.
 package lock
 
 import (

@@ -121,23 +121,22 @@ func (l *Locker) With(defaults ...Option) *Locker {
 }
 
 // Obtain locks key for ttl; a ttl of 0 is the Locker's default TTL
-// ([WithTTL]), and is refused where it has none. It makes one attempt,
-// then waits and tries again as the retry policy says (see
-// [WithRetry]; the default is [NoRetry]) until the lock is obtained,
-// the policy gives up, or ctx is done.
+// ([WithTTL]), and is refused where it has none. It makes one attempt, then
+// waits and tries again as the retry policy says (see [WithRetry]; the
+// default is [NoRetry]) until the lock is obtained, the policy gives up, or
+// ctx is done.
 //
-// When an attempt found the key held by another owner, the error
-// satisfies errors.Is(err, ErrNotObtained); when ctx ended the wait it
-// also matches the context's error and cause (for example
-// context.DeadlineExceeded). When the last attempt got no answer (a
-// timeout, a dead connection, or ctx ending while it was on its way),
-// the error matches [ErrNoAnswer] and the driver's error, and says
-// that Redis did not answer; it matches ErrNotObtained only if an
-// earlier attempt found the key held. So an Obtain against a server
-// that never answers does not report the lock held. A ctx done before
-// the first attempt gives its error alone: nothing is sent. Invalid
-// arguments give an [*ArgumentError]. Other Redis and transport errors
-// (an error reply, a refused connection) are wrapped with the
+// When an attempt found the key held by another owner, the error satisfies
+// errors.Is(err, ErrNotObtained); when ctx ended the wait it also matches
+// the context's error and cause (for example context.DeadlineExceeded). When
+// the last attempt got no answer (a timeout, a dead connection, or ctx
+// ending while it was on its way), the error matches [ErrNoAnswer] and the
+// driver's error, and says that Redis did not answer; it matches
+// ErrNotObtained only if an earlier attempt found the key held. So an Obtain
+// against a server that never answers does not report the lock held. A ctx
+// done before the first attempt gives its error alone: nothing is sent.
+// Invalid arguments give an [*ArgumentError]. Other Redis and transport
+// errors (an error reply, a refused connection) are wrapped with the
 // operation's name.
 func (l *Locker) Obtain(ctx context.Context, key string, ttl time.Duration, opts ...Option) (*Lock, error) {
 	return l.obtainKeys(ctx, key, nil, ttl, opts)
@@ -150,20 +149,19 @@ func (l *Locker) Obtain(ctx context.Context, key string, ttl time.Duration, opts
 const MaxKeys = 1000
 
 // ObtainMany locks several keys as one lock, for ttl (0: the Locker's
-// default, as for Obtain): every key, with one token, or none. It
-// takes them in one order whatever the order of keys (sorted,
-// duplicates removed), so that two callers that name the same keys in
-// other orders cannot block each other. The lock's
-// Refresh extends every key or none, its Release deletes each key it
-// still holds and reports the others, and it is lost when any key is
-// lost; errors about one key are a [*KeyError] naming it. See the
+// default, as for Obtain): every key, with one token, or none. It takes them
+// in one order whatever the order of keys (sorted, duplicates removed), so
+// that two callers that name the same keys in other orders cannot block each
+// other. The lock's Refresh extends every key or none, its Release deletes
+// each key it still holds and reports the others, and it is lost when any
+// key is lost; errors about one key are a [*KeyError] naming it. See the
 // repository's docs/multi-key.md for what each strategy guarantees.
 //
-// It waits and fails as Obtain does. Keys must number from 1 to
-// [MaxKeys], none empty, or it returns an [*ArgumentError] named
-// "keys", sending nothing; one key (after removing duplicates) is an
-// Obtain of that key. A strategy that cannot lock several keys as one
-// (setnx-getset) gives an *ArgumentError named "keys" that says so.
+// It waits and fails as Obtain does. Keys must number from 1 to [MaxKeys],
+// none empty, or it returns an [*ArgumentError] named "keys", sending
+// nothing; one key (after removing duplicates) is an Obtain of that key. A
+// strategy that cannot lock several keys as one (setnx-getset) gives an
+// *ArgumentError named "keys" that says so.
 func (l *Locker) ObtainMany(ctx context.Context, keys []string, ttl time.Duration, opts ...Option) (*Lock, error) {
 	if err := checkContext(ctx); err != nil {
 		return nil, err

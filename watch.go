@@ -188,32 +188,26 @@ type refresher struct {
 // StartRefresh starts refreshing the lock in the background, with the TTL
 // it was obtained (or last refreshed) with, every [WithRefreshFraction] of
 // it after the last successful refresh was sent. A refresh that fails
-// without an answer (a timeout, a broken connection, no quorum), or with an
-// error reply that passes by itself (LOADING, BUSY, READONLY during a
-// failover, and the others that the repository's docs/safety.md lists), is
-// retried after a quarter of that interval, for as long as the lock is
-// valid. Each refresh is bounded by the interval and by ValidUntil, and
-// goes through Refresh, so its hooks and limits apply.
+// without an answer (a timeout, a broken connection, no quorum), or with
+// an error reply that passes by itself (LOADING, BUSY, READONLY, and the
+// others docs/safety.md lists), is retried after a quarter of that
+// interval while the lock is valid. Each refresh is bounded by the
+// interval and by ValidUntil, and goes through Refresh, so its hooks and
+// limits apply. ctx's values (such as a trace) reach the refreshes.
 //
 // The refreshes stop when ctx is done, StopRefresh or Release is called, or
 // the lock is lost (see Done): a refresh found it gone or taken, ValidUntil
 // passed first, or a limit ([WithMaxRefreshes], [WithMaxHold]) was reached,
 // after which the lock lapses at the end of its last refresh. They stop
-// too after a refresh that no refresh sent again could turn into a
-// success: an error reply such as NOPERM (an ACL), WRONGTYPE or a script's
-// error, or a server that lacks a command it needs; the lock then lapses
-// at ValidUntil, and Err names that error. Always stop
-// them: a lock refreshed forever keeps everyone else out. ctx's values
-// (such as a trace) reach the refreshes.
+// too after an error that no refresh sent again could turn into a success
+// (NOPERM, WRONGTYPE, a script's error, a command the server lacks); the
+// lock then lapses at ValidUntil, and Err names that error. Always stop
+// them: a lock refreshed forever keeps everyone else out.
 //
-// The locks of one Locker whose strategy batches refreshes
-// (strategy.Batcher) are refreshed together: one timer for them all, and
-// no goroutine per lock; one more timer watches their validity, so that
-// the lapses of a batch that got no answer are signalled together, and
-// such a batch's validity ends sooner, by an allowance for that (see
-// [Lock.ValidUntil]). Each is then refreshed from half an interval to
-// an interval after its last refresh was sent, so that locks whose
-// intervals overlap share a round trip. The repository's docs/locking.md
+// A Locker whose strategy batches refreshes (strategy.Batcher) refreshes
+// its locks together, with one timer and no goroutine per lock, each from
+// half an interval to an interval after its last refresh was sent; such a
+// lock's validity ends sooner (see [Lock.ValidUntil]). docs/locking.md
 // says more.
 //
 // It returns nil when the refreshes run, started by this call or an

@@ -1,23 +1,14 @@
 // Package conformance is the test suite that every [lock.Locker] (each
 // strategy over each driver) must pass, and that a third party can run
-// against its own strategy or driver.
-//
-// [Run] checks a Locker through the [Harness] that builds it; [RunDriver]
-// checks a [driver.Conn]. Each property is a subtest, so a failure names it
-// (TestConformance/single/goredis/MutualExclusion); Run's doc lists them.
-// Concurrency bugs are probabilistic: the suite has no false positives but
-// can have false negatives, so run it under the race detector, and more
-// than once.
-//
-// A third party plugs in with a few lines (myredis, mystrategy, newClient
-// and startRedis are its own):
+// against its own strategy or driver: [Run] checks a Locker through the
+// [Harness] that builds it, and [RunDriver] checks a [driver.Conn]:
 //
 //	func TestConformance(t *testing.T) {
 //		addr := startRedis(t) // your own server, started for the test
 //		conn := func(t *testing.T) driver.Conn { return myredis.New(newClient(t, addr)) }
 //		conformance.RunDriver(t, conn)
 //		conformance.Run(t, conformance.Harness{
-//			NewLocker: func(t *testing.T) lock.Locker {
+//			NewLocker: func(t *testing.T) *lock.Locker {
 //				l, err := mystrategy.New(conn(t))
 //				if err != nil {
 //					t.Fatal(err)
@@ -28,14 +19,14 @@
 //		})
 //	}
 //
-// A property whose optional [Harness] field is not set fails, unless
-// Harness.Skip names it: no property drops out of a run unnoticed, even in
-// a go test ./... that hides skips. The repository's docs/extending.md
-// guide has a complete run.
-//
-// The package imports only the standard library and this module's
-// packages (lock, strategy, driver and internal/glob), so it brings no test
-// dependencies to its users.
+// Each property is a subtest named after it; Run's doc lists them. A
+// property whose optional Harness field is not set fails unless
+// Harness.Skip names it, so that none drops out of a run unnoticed, even
+// in a go test ./... that hides skips. Concurrency bugs are probabilistic:
+// the suite has no false positives but can have false negatives, so run it
+// under the race detector, and more than once. docs/extending.md has a
+// complete run. The package imports only the standard library and this
+// module, so it brings its users no test dependencies.
 package conformance
 
 import (
@@ -251,7 +242,7 @@ func (h Harness) has(field string) bool {
 //     deleted or overwritten is found lost, with the cause; the others
 //     stay held.
 //   - BatchReleaseLeavesNothing (Conns): released at random moments while
-//     they are refreshed, they leave no key behind.
+//     refreshed, they leave no key behind.
 //   - BatchMutualExclusion: locks taken in turn and held across refreshes,
 //     among many others refreshed by the same Locker, never overlap.
 //   - FencingTokens: WithFencing is refused with an *ArgumentError, or gives
@@ -265,14 +256,13 @@ func (h Harness) has(field string) bool {
 //     for another's, leaving the lock, and ErrExpired for a free one. A
 //     strategy that cannot break locks (errors.ErrUnsupported) skips.
 //
-// The properties of notification waiting follow. They apply to a Locker
-// whose strategy wakes its waiters (a strategy.Notifier whose Listen
-// returns a Listener, and Lockers that do not poll), and skip, saying why,
-// for one that does not; WaitersObtainInTurn and DeadWaiterDoesNotStall
-// also skip for a strategy that does not queue its waiters
-// (Grant.Position), such as Redlock. They count attempts and wake-ups,
-// never time, with timers and holders' TTLs of a minute, so that only a
-// message explains a prompt wake-up.
+// The notification properties apply to a Locker whose strategy wakes its
+// waiters (a strategy.Notifier whose Listen returns a Listener, and
+// Lockers that do not poll), and skip, saying why, for others;
+// WaitersObtainInTurn and DeadWaiterDoesNotStall also skip for a strategy
+// that does not queue its waiters (Grant.Position), such as Redlock. They
+// count attempts and wake-ups, never time, with timers and TTLs of a
+// minute, so that only a message explains a prompt wake-up.
 //
 //   - ReleaseWakesTheHead: a waiter queued behind a holder, once listening,
 //     is woken by the release with a message, and its next attempt
@@ -281,27 +271,25 @@ func (h Harness) has(field string) bool {
 //     the lock in that order.
 //   - LostMessageCostsOnePoll (Conns): a release whose message is lost (the
 //     key deleted behind the holder's back) costs the waiter one timer: it
-//     obtains on its next wake-up, by its timer; with a strategy that
-//     queues, it also reports the lost message (the Wait event "missed").
+//     obtains on its next wake-up, by its timer; a strategy that queues
+//     also reports the lost message (the Wait event "missed").
 //   - DeadWaiterDoesNotStall: a waiter that queues and never comes back
-//     does not stall the one behind it, which obtains the lock within a
-//     number of attempts set by the dead one's patience.
+//     does not stall the one behind it, which obtains within a number of
+//     attempts set by the dead one's patience.
 //   - CancelledWaiterLeavesNothing (Conns): a waiter that gives up (at its
 //     deadline, or cancelled) leaves the queue, and no key named after the
 //     lock remains once it is released.
 //
-// The multi-key properties follow. They apply to a Locker whose strategy
-// locks several keys as one ([lock.Locker.ObtainMany] through a
-// strategy.Multi), and skip, saying why, for one whose ObtainMany of two
-// keys is an *ArgumentError named "keys" matching errors.ErrUnsupported
-// (setnx-getset); any other answer fails them. Their keys share a hash
-// tag, and so one Cluster slot.
+// The multi-key properties apply to a Locker whose strategy locks several
+// keys as one ([lock.Locker.ObtainMany] through a strategy.Multi), and
+// skip, saying why, when an ObtainMany of two keys is an *ArgumentError
+// named "keys" matching errors.ErrUnsupported (setnx-getset); any other
+// answer fails them. Their keys share a hash tag, so one Cluster slot.
 //
 //   - MultiKeyExclusion: an ObtainMany of {A, B, C} while another Locker
-//     holds any one of them is not obtained, and leaves the holder's key;
-//     goroutines taking the overlapping sets {A, B}, {B, C} and {C, A},
-//     and each key alone, never hold a key together (a [Detector] per key
-//     watches).
+//     holds one of them is not obtained, and leaves the holder's key;
+//     goroutines taking {A, B}, {B, C}, {C, A} and each key alone never
+//     hold a key together (a [Detector] per key watches).
 //   - MultiKeyOppositeOrders: two callers that name the same keys in
 //     opposite orders both obtain them, each one's first attempt held back
 //     until the other's has returned.
@@ -322,12 +310,12 @@ func (h Harness) has(field string) bool {
 //     lock.MaxKeys keys are each an *ArgumentError named "keys", and
 //     nothing is sent.
 //
-// The shared-lock properties follow. They apply to a Locker whose strategy
-// shares locks (lock.WithPermits, WithRead and WithWrite, through a
-// strategy.Sharer), and skip, saying why, for one whose Obtain WithPermits
-// is an *ArgumentError named "permits" matching errors.ErrUnsupported
-// (Redlock, setnx-getset, single without scripts); any other answer fails
-// them. SemaphoreWaitersInTurn and ReadWriteNoStarvation also skip as
+// The shared-lock properties apply to a Locker whose strategy shares locks
+// (lock.WithPermits, WithRead and WithWrite, through a strategy.Sharer),
+// and skip, saying why, when an Obtain WithPermits is an *ArgumentError
+// named "permits" matching errors.ErrUnsupported (Redlock, setnx-getset,
+// single without scripts); any other answer fails them.
+// SemaphoreWaitersInTurn and ReadWriteNoStarvation also skip as
 // WaitersObtainInTurn does.
 //
 //   - SemaphoreNeverMoreThanN: goroutines taking permits of a semaphore of

@@ -1,22 +1,15 @@
 // Package driver defines the interface that Redis client adapters implement.
 //
-// Application code should use a strategy package and the lock package; it
-// only passes a driver (driver/goredis, driver/redigo or driver/rueidis) to
-// a strategy's constructor. Driver authors implement [Conn] and check it
-// with conformance.RunDriver; the repository's docs/extending.md guide
-// shows how.
-//
-// Conn is a small command surface: SET NX, GET and GETSET, which the
-// strategies send; EVALSHA and EVAL, which run their scripts; PTTL, with
-// which the script-free mode reads the time left to a key's holder; and
-// DEL, with which (and PTTL) the conformance suite plants and inspects
-// keys. Everything the adapters would otherwise repeat lives here, once:
-// script hashing and the EVALSHA-then-EVAL fallback ([Script]), reply
-// normalisation, the translation of a PTTL reply ([FromPTTL]), the refusal
-// of a nil client ([NotNil]), and the check of a Conn that strategy
-// constructors run ([Check]). Optional capabilities are separate
-// interfaces that callers detect by type assertion, such as [Addresser],
-// [Commander] and [Validator]; adding one never breaks an existing driver.
+// Application code only passes a driver (driver/goredis, driver/redigo or
+// driver/rueidis) to a strategy's constructor. Driver authors implement
+// [Conn], a small command surface (SET NX, GET, GETSET, EVALSHA and EVAL,
+// PTTL, DEL), and check it with conformance.RunDriver; the repository's
+// docs/extending.md guide shows how. What the adapters would otherwise
+// repeat lives here, once: script hashing and the EVALSHA-then-EVAL
+// fallback ([Script]), reply normalisation, [FromPTTL], [NotNil], and the
+// check that strategy constructors run ([Check]). Optional capabilities,
+// such as [Addresser], [Commander] and [Validator], are separate
+// interfaces found by type assertion: adding one never breaks a driver.
 package driver
 
 import (

@@ -1,28 +1,24 @@
 // Package locktest provides an embedded Redis server for tests and examples
 // of code that takes locks, in the spirit of net/http/httptest.
 //
-// The server is miniredis, run in the test's own process on a free loopback
-// port. It needs no redis-server, and it keeps real time: before each
-// command, every TTL is decreased by the wall-clock time elapsed since the
-// previous command, exactly, and the keys whose TTL has run out are
-// removed. So a key set with a TTL of d is there to every command that
-// arrives less than d after the one that set it, and gone to every command
-// after that, as on a real server; no timer runs in the background. As on
-// Redis, time stands still while a script runs: no key expires half-way
-// through one.
+// The server is miniredis, in the test's own process on a free loopback
+// port: it needs no redis-server, and keeps real time. Before each command
+// every TTL is decreased by the wall-clock time since the previous one, and
+// the keys whose TTL ran out are removed, so a key set with a TTL of d is
+// there to every command that arrives less than d later and gone to every
+// one after, as on Redis; no timer runs in the background, and no key
+// expires half-way through a script.
 //
 // In a test, one line gives a driver connection to a fresh server, stopped
 // when the test ends:
 //
 //	locker, err := single.New(locktest.GoRedis(t)) // or locktest.Redigo(t)
 //
-// [NewServer] gives the server itself, for its address or a client of your
-// own; [StartServer] starts one outside a test, for an Example or a demo.
-//
-// miniredis implements the commands and Lua scripts the strategies send,
-// but not persistence, replication, Cluster or faults such as a paused
-// server. Test those against real redis-server processes. The repository's
-// docs/testing.md guide has more.
+// [NewServer] gives the server itself; [StartServer] starts one outside a
+// test, for an Example or a demo. miniredis implements the commands and
+// scripts the strategies send, but not persistence, replication, Cluster
+// or faults such as a paused server: test those against real redis-server
+// processes. The repository's docs/testing.md guide has more.
 package locktest
 
 import (

@@ -7,21 +7,15 @@
 //
 //	locker = lockotel.NewLocker(locker) // the global providers by default
 //
-// It depends on the OpenTelemetry API only; bring your own SDK. Its
-// instrumentation scope is its import path, github.com/locksmith-go/lock/otel,
-// with the module's version as the build records it ("devel" when the
-// module is the main one).
-//
-// [NewLocker] records a span of kind client for each Obtain (the whole
-// wait), Refresh, Release, TTL, Inspect and Break, for each clean-up
-// after an attempt without an answer, and for each batch of auto-refreshes
-// (linked to the Refresh spans of its locks); span events for contended attempts,
-// Redlock nodes' answers and the steps of waiting; and metrics of the time
-// to acquire and to hold, attempts, locks held and lost, wake-ups and lost
-// notifications. Keys are omitted by default ([WithKeys]). No span, event
-// or metric ever carries a token or a waiter's id, and metric attributes
-// are bounded: never a key. The repository's docs/observability.md guide
-// lists every span, attribute, outcome, error.type and metric.
+// It depends on the OpenTelemetry API only; bring your own SDK. [NewLocker]
+// records a client span for each Obtain (the whole wait), Refresh, Release,
+// TTL, Inspect, Break, clean-up and batch of auto-refreshes; span events
+// for contended attempts, Redlock nodes' answers and waiting; and metrics
+// of the time to acquire and to hold, attempts, locks held and lost,
+// wake-ups and lost notifications. Keys are omitted by default
+// ([WithKeys]). No span, event or metric ever carries a token or a
+// waiter's id, and no metric attribute is a key. The repository's
+// docs/observability.md guide lists every span, attribute and metric.
 package lockotel
 
 import (

@@ -5,22 +5,15 @@
 //
 // [New] accepts any [redis.UniversalClient]: *redis.Client,
 // *redis.ClusterClient, a failover (Sentinel) client and *redis.Ring, with
-// RESP2 or RESP3.
+// RESP2 or RESP3. Every command ends by its context's deadline, so the
+// client must set ContextTimeoutEnabled and must not set ReadTimeout or
+// WriteTimeout to -2: [New] says why, and a Conn over a client that fails
+// them refuses to work. A command whose context has no deadline returns at
+// once when it is cancelled, at the cost of a goroutine.
 //
-// Every lock call must end by its context's deadline, whatever the server
-// does, so the client's options must let the context bound each command:
-// ContextTimeoutEnabled must be true, and ReadTimeout and WriteTimeout must
-// not be -2. [New] says why, and a Conn over a client that fails them
-// refuses to work. go-redis does not watch a context's cancellation, only
-// its deadline: a Conn watches the cancellation of a context that has no
-// deadline, so that such a command returns at once with the context's
-// error, at the cost of a goroutine per command; a command whose context
-// has a deadline returns by it.
-//
-// A Conn is a [driver.Subscriber], so waiters are woken by the release
-// rather than poll (see [Conn.Listen]). A process has one subscriber
-// session per Conn, for every lock it waits for, on go-redis PubSub
-// connections outside the client's pool.
+// A Conn is a [driver.Subscriber] ([Conn.Listen]): one subscriber session
+// per Conn, on go-redis PubSub connections outside the client's pool,
+// wakes all of a process's waiters.
 package goredis
 
 import (
@@ -68,23 +61,19 @@ var (
 // New returns a Conn that sends commands through c. If c is nil, or its
 // options would let a command outlive its context, the Conn reports it
 // from Validate and from every command, and strategy constructors refuse
-// it with its error, which names the option.
-//
-// Every lock call must end by its context's deadline, whatever the server
-// does, so the client's options must let the context bound each command:
+// it with its error, which names the option:
 //
 //   - ContextTimeoutEnabled must be true. Without it go-redis bounds a
 //     command by its ReadTimeout (5s by default, or never) rather than by
 //     the context's deadline, so a stalled server would hold a lock call
 //     that long.
 //   - ReadTimeout and WriteTimeout must not be -2, which turns off socket
-//     deadlines altogether, the context's too. -1 (no timeout of the
-//     client's own) is fine: the context bounds each command.
+//     deadlines, the context's too. -1 (no timeout of the client's own) is
+//     fine.
 //
-// New checks these in the options of *redis.Client, *redis.ClusterClient,
-// a failover client and *redis.Ring. Another implementation of
-// UniversalClient, such as a wrapper, cannot be checked; it must honour
-// the context itself.
+// New checks the options of *redis.Client, *redis.ClusterClient, a
+// failover client and *redis.Ring. Another UniversalClient, such as a
+// wrapper, cannot be checked; it must honour the context itself.
 //
 // go-redis dials a TLS connection with tls.DialWithDialer, which its
 // DialTimeout bounds but the context does not; keep DialTimeout short.
@@ -399,20 +388,17 @@ func (c *Conn) Addr() string {
 // await returns send's reply, or ctx's error if ctx is cancelled first; it
 // sends nothing if ctx has ended already.
 //
-// go-redis ends a command by its context's deadline, which it turns into
-// the socket's, but not by the context's cancellation: without a deadline,
-// a cancelled command would wait for the server's reply, up to the
-// client's ReadTimeout, or for ever with -1. So a command whose context
-// can be cancelled but has no deadline is sent from a goroutine of its
-// own, counted in sending while it runs, which goes on, bounded as
-// go-redis bounds it, after await returned; its reply is dropped, and its
-// connection goes back to the pool only once go-redis has read the reply
-// (or closed it), so no later command reads that reply. A command that
-// landed then is the caller's to clean up, as after a deadline. A command
-// with a deadline is sent from the caller's goroutine: if its context is
-// cancelled, it returns by the deadline. So the strategies, whose calls to
-// each node have deadlines, start no goroutine per command (BenchmarkAwait
-// measures the cost of one).
+// go-redis turns a context's deadline into the socket's, but does not
+// watch its cancellation: a cancelled command without a deadline would
+// wait for the reply, up to ReadTimeout, or for ever with -1. So such a
+// command is sent from a goroutine of its own, counted in sending, which
+// goes on after await returned, bounded as go-redis bounds it; its reply
+// is dropped, and its connection goes back to the pool only once go-redis
+// read the reply (or closed it), so no later command reads it. A command
+// that landed then is the caller's to clean up, as after a deadline. A
+// command with a deadline is sent from the caller's goroutine and returns
+// by the deadline, so the strategies, whose calls to each node have
+// deadlines, start no goroutine per command (BenchmarkAwait measures one).
 func await[T any](ctx context.Context, sending *sync.WaitGroup, send func() (T, error)) (T, error) {
 	if direct(ctx) {
 		return send()

@@ -5,31 +5,21 @@
 //	}}
 //	locker, err := single.New(redigo.New(pool, redigo.WithAddr(addr)))
 //
-// [New] accepts a *redis.Pool, or anything else that hands out connections
-// with GetContext ([Pool]). Every command honours the context's deadline
-// and cancellation, whatever the connection's read timeout: it runs with
-// redis.DoContext, which starts a goroutine to watch the context, or, when
-// it is small and its deadline at most a second away (a Redlock node's,
-// with the default node timeout), with DoWithTimeout on the caller's
-// goroutine, and then a cancellation before the deadline returns by it. A
-// *redis.Pool must not run anything that takes no context: DialContext
-// must be set, and TestOnBorrow must be nil.
-// [New] says why, and a Conn over a pool that fails them refuses to work.
+// [New] accepts a *redis.Pool, or anything with GetContext ([Pool]). Every
+// command ends by its context's deadline, whatever the read timeout, so a
+// *redis.Pool must set DialContext and leave TestOnBorrow nil: [New] says
+// why, and a Conn over a pool that fails them refuses to work.
 //
-// A Conn is a [driver.Subscriber], so waiters are woken by the release
-// rather than poll (see [Conn.Listen]). A process has one subscriber
-// session per Conn, for every lock it waits for, on one connection taken
-// from the pool. redigo has no Cluster client: channels are classic
-// channels.
+// A Conn is a [driver.Subscriber] ([Conn.Listen]): one subscriber session
+// per Conn, on one pooled connection, wakes all of a process's waiters.
+// redigo has no Cluster client: channels are classic channels.
 //
-// A Conn pipelines ([driver.Pipeliner]) a few small commands, such as a
-// transaction's without scripts (WATCH and GET, then MULTI, DEL and EXEC),
-// in one round trip, and sends a larger pipeline's commands one after
-// another: redigo writes what does not fit its buffer outside DoContext's
-// watch, bounded only by the write timeout that the pool's dialer may set,
-// which the Conn cannot see, so a pipeline larger than the socket buffers,
-// to a server that stopped reading, would hold the call past its deadline.
-// A batched refresh of many locks therefore sends its scripts one by one.
+// A Conn pipelines ([driver.Pipeliner]) only a few small commands, such as
+// a transaction's without scripts, and sends a larger pipeline's commands
+// one by one: redigo writes what does not fit its buffer outside
+// DoContext's watch, bounded only by a write timeout the Conn cannot see,
+// so a large pipeline to a server that stopped reading would outlast the
+// deadline.
 package redigo
 
 import (
@@ -74,18 +64,15 @@ type Option func(*Conn)
 // telemetry reports it.
 func WithAddr(addr string) Option { return func(c *Conn) { c.addr = addr } }
 
-// New returns a Conn that takes a connection from p for every command. If
-// p is nil, or is a *redis.Pool that would run something the context does
-// not bound, the Conn reports it from Validate and from every command, and
-// strategy constructors refuse it with its error, which names the field.
+// New returns a Conn that takes a connection from p for every command. A
+// nil p, or a *redis.Pool that would run something no context bounds, is
+// reported by Validate and every command, and strategy constructors refuse
+// it with an error that names the field:
 //
-// Every lock call must end by its context's deadline, whatever the server
-// does, so a *redis.Pool must not run anything that takes no context:
-//
-//   - DialContext must be set, and Dial is not used. Pool.Dial takes no
-//     context: a dial to an unreachable server, or the AUTH or SELECT that
-//     redis.Dial sends to a stalled one, would outlast the deadline (for
-//     ever, with no read timeout).
+//   - DialContext must be set (Dial is not used). Dial takes no context: a
+//     dial to an unreachable server, or the AUTH or SELECT that redis.Dial
+//     sends to a stalled one, would outlast the deadline (for ever, with
+//     no read timeout).
 //   - TestOnBorrow must be nil, for the same reason. TestOnBorrowContext is
 //     fine; send its PING with redis.DoContext.
 //
@@ -169,42 +156,32 @@ func (c *Conn) failed(ctx context.Context, err error) error {
 }
 
 // doContext sends a command within ctx. A context that can never end (Done
-// is nil, as for context.Background()) needs no watching: a plain Do sends
-// it, under the connection's read timeout. A context that can end is
-// watched by redis.DoContext, which runs every command on a goroutine of
-// its own (with a closure, a channel and its reply on the heap), except in
-// the common case of a small command whose deadline is near (at most
-// [unwatched] away, as a Redlock node's, bounded by its node timeout, a
-// second at most by default): DoWithTimeout sends it on the caller's
-// goroutine, with the time left as its read timeout, which keeps the
+// is nil) needs no watching: a plain Do sends it, under the connection's
+// read timeout. Otherwise redis.DoContext watches it, with a goroutine,
+// closure and channel per command, except for a small command whose
+// deadline is at most [unwatched] away (a Redlock node's, by default):
+// DoWithTimeout sends it on the caller's goroutine, which keeps the
 // contract of driver.Conn:
 //
 //   - The read ends by the deadline: DoWithTimeout sets the socket's read
-//     deadline from it (the time left once the command is written, which
-//     only the non-blocking write below delays). A read timeout closes the
-//     connection, and do returns ctx's error. The connection's own read
-//     timeout, which DoContext also applies when it is shorter, does not
-//     shorten this one.
-//   - The write cannot block: the connection carries one command at a time
-//     and every earlier reply on it was read (or it broke and was closed,
-//     which the pool sees), so the server took and acknowledged every byte
-//     before, and the socket's send buffer is empty. A command of at most
-//     [smallCommand] bytes, less than one TCP segment, fits in it whatever
-//     the server does, paused or dead (Linux even allocates the first
-//     buffer of an empty socket regardless of memory pressure), so the
-//     write returns at once. A larger command, or one whose arguments'
-//     size is not known, goes through DoContext.
+//     deadline from the time left, and a read timeout closes the
+//     connection (do returns ctx's error). A shorter read timeout of the
+//     connection does not shorten it.
+//   - The write cannot block: the connection carries one command at a
+//     time and every earlier reply on it was read (or it was closed), so
+//     its send buffer is empty, and a command of at most [smallCommand]
+//     bytes, less than one TCP segment, fits whatever the server does
+//     (Linux allocates an empty socket's first buffer even under memory
+//     pressure). A larger command, or one of unknown size, goes through
+//     DoContext.
 //   - A cancellation before the deadline is not watched: the command
-//     returns by the deadline, at most unwatched after it was sent, with
-//     the cancellation's error (do returns ctx.Err()), as driver/goredis's
-//     commands with a deadline do. Redlock does not wait for it: its
-//     fan-out returns on the caller's cancellation and leaves the node's
-//     command to its node timeout. A context with no deadline, or a
-//     further one, is watched by DoContext, which returns at once.
+//     returns by the deadline with the cancellation's error, as
+//     driver/goredis's commands with a deadline do. Redlock's fan-out
+//     returns on the caller's cancellation and leaves the node's command
+//     to its node timeout.
 //
-// A deadline already passed sends nothing. A connection that does not
-// implement redis.ConnWithTimeout (a Pool of your own, or a DialContext,
-// may hand one out) goes through DoContext.
+// A deadline already passed sends nothing. A connection without
+// redis.ConnWithTimeout goes through DoContext.
 func doContext(conn redis.Conn, ctx context.Context, cmd string, args ...any) (any, error) {
 	if ctx.Done() == nil {
 		return conn.Do(cmd, args...)

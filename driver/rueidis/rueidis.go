@@ -9,23 +9,15 @@
 //	defer client.Close()
 //	locker, err := single.New(rueidisdriver.New(client))
 //
-// [New] accepts any [rueidis.Client], with RESP3 or RESP2, but rueidis
-// exposes none of those options on a Client, so it cannot check them on a
-// client opened otherwise: [NewClient] lists them. rueidis pipelines the
-// commands of concurrent callers over shared connections by itself, and
-// honours the context's deadline and cancellation on every command, with
-// one exception, which [New] explains. (It bounds a new connection's
-// handshake by the context's deadline alone; a client of NewClient ends
-// the handshake when the context is cancelled too.)
-//
-// A client of [NewClient] dials a standalone server on its first command,
-// within that command's context, as go-redis's and redigo's clients do.
-// rueidis dials a Sentinel or a Cluster as the client opens, bounded by
-// ClientOption.Dialer.Timeout rather than by a lock call's context.
+// [New] accepts any [rueidis.Client], RESP3 or RESP2, but cannot check its
+// options: [NewClient] lists them. rueidis honours the context on every
+// command, with one exception ([New]); a client of NewClient dials a
+// standalone server within a command's context and ends a handshake when
+// it is cancelled, but rueidis dials a Sentinel or a Cluster as the client
+// opens, bounded by ClientOption.Dialer.Timeout.
 //
 // A Conn is a [driver.Pinner], with rueidis's Dedicate, and a
-// [driver.Subscriber], so waiters are woken by the release rather than
-// poll (see [Conn.Listen]).
+// [driver.Subscriber] ([Conn.Listen]).
 package rueidis
 
 import (
@@ -77,14 +69,12 @@ func WithAddr(addr string) Option { return func(c *Conn) { c.addr = addr } }
 // nil, the Conn reports it from Validate and from every command, and
 // strategy constructors refuse it.
 //
-// rueidis honours the context's deadline and cancellation on every
-// command, with one exception: a command waits, regardless of its
-// context, for a free slot in its connection's ring of commands in flight
-// (2^RingScaleEachConn, 1024 by default). A command whose context ended
-// keeps its slot until its reply comes, so a server that stops answering
-// fills the ring after that many commands; rueidis frees it when its
-// keep-alive PING finds the server silent and closes the connection, about
-// Dialer.KeepAlive + ConnWriteTimeout later.
+// rueidis honours the context on every command but one way: a command
+// waits, whatever its context, for a free slot in its connection's ring of
+// commands in flight (2^RingScaleEachConn, 1024 by default). A command
+// whose context ended keeps its slot until its reply comes, so a silent
+// server fills the ring; rueidis frees it when its keep-alive closes the
+// connection, about Dialer.KeepAlive + ConnWriteTimeout later.
 func New(c rueidis.Client, opts ...Option) *Conn {
 	conn := &Conn{c: c, cmd: c}
 	if err := driver.NotNil(c); err != nil {
@@ -105,34 +95,27 @@ func New(c rueidis.Client, opts ...Option) *Conn {
 // NewClient opens a rueidis client of the standalone server at
 // o.InitAddress[0], or of the master that o.Sentinel names, for [New]:
 // rueidis.NewClient(o) with the four options below set in o, without which
-// a lock call can lose its deadline or a release. A client of a standalone
-// server dials it on its first command, not in NewClient, so NewClient
-// neither waits for a server that does not answer nor fails when it is
-// down: the client dials on each command until one connects, as go-redis's
-// and redigo's do, and the lock calls report the error. The caller closes
-// the client.
+// a lock call can lose its deadline or a release. A standalone server is
+// dialled on each command, within its context, until one connects, as
+// go-redis and redigo do: NewClient neither waits for a silent server nor
+// fails when it is down. The caller closes the client.
 //
-//   - DisableRetry: without it rueidis resends a read-only command (GET,
-//     PTTL) after a network error, within the context's deadline; a lock
-//     call already bounds and reports that error itself.
+//   - DisableRetry: rueidis would resend a read-only command (GET, PTTL)
+//     after a network error; a lock call bounds and reports it itself.
 //   - AlwaysPipelining (and DisableAutoPipelining off): without it rueidis
-//     sends the command of a lone caller with a socket deadline from its
-//     context, and when that deadline passes it closes the connection,
-//     failing the commands that other callers had sent on it meanwhile (a
-//     release that would have landed once a stalled server resumed). With
-//     it, a context that ends only abandons its own reply.
-//   - PipelineMultiplex -1: one pipeline per server. With more (two on
-//     two cores, by default), a server's restart fails the next command of
-//     each pipeline with EOF, and the strategies send a call whose
-//     connection died only once more (internal/cas).
-//   - ForceSingleClient: rueidis then neither asks the server whether it
-//     is a Cluster, nor refuses to start when the server is down. (rueidis
-//     ignores it for a Sentinel client.)
+//     sends a lone caller's command with a socket deadline, and when that
+//     passes closes the connection, failing what other callers sent on it
+//     meanwhile (a release that would have landed once a stalled server
+//     resumed). With it, a context that ends only abandons its own reply.
+//   - PipelineMultiplex -1: one pipeline per server. With more, a server's
+//     restart fails each pipeline's next command with EOF, and the
+//     strategies resend a call whose connection died only once.
+//   - ForceSingleClient: rueidis neither asks the server whether it is a
+//     Cluster, nor refuses to start when it is down (ignored for Sentinel).
 //
-// The rest of o is the caller's: the address, credentials, TLS, timeouts,
-// and the client-side cache, which a Conn does not use (set DisableCache
-// for a server without CLIENT TRACKING, such as the in-process one of
-// locktest).
+// The rest of o is the caller's: address, credentials, TLS, timeouts, and
+// the client-side cache, which a Conn does not use (set DisableCache for a
+// server without CLIENT TRACKING, such as locktest's in-process one).
 func NewClient(o rueidis.ClientOption) (rueidis.Client, error) {
 	return open(clientOption(o, true))
 }
@@ -449,35 +432,30 @@ func (tx *transaction) do(ctx context.Context, c *Conn, name string, build func(
 func (c *Conn) Pinnable() error { return c.err }
 
 // Pin implements [driver.Pinner] with rueidis's Dedicate: f's Conn sends
-// its commands over one connection of the client's pool of dedicated
-// connections (ClientOption.BlockingPoolSize). When f returns, the
-// connection goes back to the pool from a goroutine of its own: rueidis
-// first sends it UNSUBSCRIBE and DISCARD without a context, which a server
-// that stopped answering would make Pin wait for until rueidis's keep-alive
-// closes the connection.
+// its commands over one connection of the client's dedicated pool
+// (ClientOption.BlockingPoolSize). When f returns, a goroutine gives the
+// connection back: rueidis first sends it UNSUBSCRIBE and DISCARD without
+// a context, which a silent server would make Pin wait for until the
+// keep-alive closed the connection.
 //
-// A standalone or Sentinel client takes that connection, and dials it if
-// it must, as Dedicate is called, without a context: Pin waits for it
-// within ctx, and when ctx ends first, a goroutine of its own gives the
-// connection back when it comes.
+// A standalone or Sentinel client takes (and may dial) that connection as
+// Dedicate is called, without a context: Pin waits for it within ctx, and
+// when ctx ends first, a goroutine gives it back when it comes.
 //
-// A Cluster client's dedicated client takes its connection on its first
-// command, within that command's context, to the master of the slot of
-// that command, and from then on refuses, with a panic, a command of
+// A Cluster client's dedicated client connects on its first command, to
+// the master of that command's slot, and then panics on a command of
 // another slot. So every command of f's Conn carries key's slot
-// (rueidis.Completed.SetSlot), those that name no key (MULTI, EXEC, WAIT)
-// and those that name a key of another slot (which key's master refuses
-// with MOVED, unless it serves that slot too) alike: the first command,
-// whichever it is, reaches key's master.
+// (rueidis.Completed.SetSlot), even one that names no key (MULTI, EXEC,
+// WAIT) or a key of another slot (which key's master refuses with MOVED,
+// unless it serves that slot too): the first command reaches key's master.
 //
-// f's Conn holds back [Conn.Do]'s commands from MULTI until EXEC, which
-// sends them all in one write, and returns EXEC's reply: MULTI answers
-// "OK", each command after it "QUEUED", and DISCARD drops them unsent. A
-// command that the server refuses as it queues it is EXEC's error. Sent
-// one by one, a transaction would take in the PING of rueidis's
-// keep-alive (ClientOption.Dialer.KeepAlive), which rueidis sends on the
-// connection while it is idle, and EXEC would answer one reply more. Use
-// Do alone inside a transaction: the other methods are not held back.
+// f's Conn holds back [Conn.Do]'s commands from MULTI until EXEC, sends
+// them in one write, and returns EXEC's reply: MULTI answers "OK", each
+// command after it "QUEUED", and DISCARD drops them unsent; a command the
+// server refuses as it queues it is EXEC's error. Sent one by one, a
+// transaction would take in the keep-alive's PING, which rueidis sends on
+// an idle connection, and EXEC would answer one reply more. Use Do alone
+// inside a transaction: the other methods are not held back.
 func (c *Conn) Pin(ctx context.Context, key string, f func(driver.Conn) error) error {
 	if err := c.Pinnable(); err != nil {
 		return err

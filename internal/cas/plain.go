@@ -17,46 +17,26 @@ import (
 
 // plain runs the package's operations without scripts, for servers that
 // forbid them (an ACL without @scripting, a proxy, a managed service):
-// nothing it sends is EVAL, EVALSHA, FCALL or SCRIPT. Each operation uses
-// the best that the server offers, and answers as its script does, with the
-// whole stored value compared:
+// nothing it sends is EVAL, EVALSHA, FCALL or SCRIPT. Each operation
+// answers as its script does, comparing the whole stored value, with the
+// best the server offers: a conditional command (SET NX, DELEX or DELIFEQ,
+// SET … IFEQ) where it applies, or else a transaction over one pinned
+// connection (docs/strategies.md lists what each operation sends). A
+// failed conditional command is followed by a GET, which tells ErrExpired
+// from ErrTaken: the lock was lost either way.
 //
-//   - Acquire of Key alone: SET key value NX PX ttl; when the key exists,
-//     a transaction that sets it again if it holds value (a retry, or a
-//     lock handed over).
-//   - Acquire, fenced or of several keys: a transaction that WATCHes the
-//     keys and the counters, then sets the keys and increments the
-//     counters.
-//   - Delete: DELEX key IFEQ value, or DELIFEQ key value, or else a
-//     transaction: WATCH key, GET key, compared here, then MULTI, DEL, EXEC.
-//   - PExpire: SET key value IFEQ value PX ttl, or else (and for several
-//     keys, all or none) a transaction with PEXPIRE.
-//   - PTTL and Inspect: a MULTI, GET, PTTL (of each key), EXEC snapshot,
-//     compared here.
-//   - Set: SET key next IFEQ value PX ttl, or else a transaction with SET.
+// A conditional command is tried on first use: a server that lacks it, or
+// an ACL that denies it, refuses it without effect, and plain takes the
+// transaction, and tries the command again after reprobe, so that a
+// rolling upgrade is found (a failover to an older replica refuses it
+// again). Such a refusal never becomes ErrNotHeld; a transaction's own
+// command refused so matches errors.ErrUnsupported and names the command.
 //
-// A conditional command that fails (DELEX IFEQ, say) is followed by a GET,
-// which tells ErrExpired from ErrTaken: the lock was lost either way, and
-// which one is what the key held an instant later.
-//
-// Detection: plain tries a conditional command on first use. A server that
-// lacks it refuses it without effect, as an unknown command (DELEX,
-// DELIFEQ) or as a syntax error (SET … IFEQ), and so does an ACL that
-// denies it (NOPERM); plain then takes the transaction, and tries the
-// command again only after reprobe, so that a rolling upgrade is found.
-// A server that stops having it (a failover to an older replica) refuses
-// it again, and the call takes the transaction. Such a refusal never
-// becomes ErrNotHeld; a transaction's own command refused so is an error
-// that matches errors.ErrUnsupported and names what the server lacks. The
-// trial costs no command of its own, needs no permission for COMMAND or for
-// a key of its own, and tells what the server does for the user, not only
-// what it knows.
-//
-// Transactions run over one connection, pinned (driver.Pinner) for their
-// length. A transaction that a change of a watched key aborts (a nil EXEC;
-// since Redis 6.0.9 an expiry counts) is never success: it is run once
-// more, and reads what changed (the key gone, or another value: the lock
-// lost; the same value: only the TTL changed) and decides again.
+// A transaction that a change of a watched key aborts (a nil EXEC; since
+// Redis 6.0.9 an expiry counts) is never success: it runs once more and
+// reads what changed (the key gone or another value: the lock lost; the
+// same value: only the TTL changed). docs/design/without-scripts.md says
+// why it works so.
 type plain struct {
 	conn   driver.Conn
 	pinned bool // conn is one connection, pinned already (over)

@@ -12,41 +12,28 @@ import (
 
 // A shared lock K (a counting semaphore, or a read-write lock) keeps its
 // holders in K itself, so that a plain lock of the same name finds the key
-// taken (its SET NX fails, and its GET gives WRONGTYPE), and in one
-// companion key in K's Cluster slot:
+// taken (its SET NX fails, and its GET gives WRONGTYPE), and in a companion
+// key in K's slot (docs/design/semaphores.md gives the layout and why):
 //
-//   - K, a sorted set of the holders' values, each scored by the server time
-//     (ms) when its lease ends: the one source of truth of the leases. A
-//     holder's lease is its own; a script that finds it past is the reaper.
-//   - M = {K}:shared, a hash: "limit", the semaphore's limit (or "rw" for a
-//     read-write lock), stated by the first holder and checked against
-//     every other; "end", the last lease's end (ms), when K and M expire;
-//     "q", "1" while the queue may have waiters, "0" (or none) when it has
-//     none; "w", the value of the writer, while one holds the lock; and, for
-//     a semaphore, "p" .. value, each holder's permit index, and "taken", a
-//     string of one character per permit index, "1" where a holder has that
-//     permit and "0" where it is free: the lowest free is the first "0", or
-//     the string's length.
+//   - K, a sorted set of the holders' values, each scored by the server
+//     time (ms) when its lease ends: the one source of truth of the leases.
+//     A script that finds a lease past is the reaper.
+//   - M = {K}:shared, a hash: "limit" (or "rw", stated by the first holder
+//     and checked against the others), "end" (the last lease's end, when K
+//     and M expire, M first), "q" ("1" while the queue may have waiters),
+//     "w" (the writer's value), and for a semaphore "p" .. value
+//     (each holder's permit index) and "taken" (one "1" or "0" per permit
+//     index; the lowest free is the first "0", or the string's length).
 //
-// M exists while K has holders, and only then (the release of the last one
-// deletes it, and the two expire at "end", M first), so a script reads
-// the state of the lock in one HMGET of M, and needs neither to read every
-// holder nor to look at the queue when "q" says it is empty: the cost of a
-// step does not grow with the holders. Of a semaphore's holders, K, the
-// permits and "taken" agree: a script that reaps an expired lease also
-// frees its permit, and a grant needs only a "0" in "taken" below the limit
-// (see the repository's docs/design/semaphores.md).
-//
-// The waiters queue in the FIFO queue of plain locks ({K}:q, {K}:w; see
-// queue.go), their ids tagged with their mode after the listener's name
-// ("to.s…", "to.r…", "to.w…"), so that a reader can tell a writer waiting
-// ahead of it. Only the shared acquisition enqueues a waiter of a shared
-// lock (a plain lock's scripts fail on K's type before they would), and it
-// sets "q" when M exists; a script that creates M looks at the queue and
-// sets "q" from what it found. The scripts read the clock with TIME, never
-// the client's. The fencing counters are those of plain locks for the
-// write side ({K}:fence) and, for a semaphore, a hash of one counter per
-// permit index ({K}:fences): like every fencing counter, they never expire.
+// M exists while K has holders, and only then, so a script reads the
+// lock's state in one HMGET of M, and a step's cost does not grow with the
+// holders. K, the permits and "taken" agree: the reaper frees a lease's
+// permit too. The waiters queue in the plain locks' FIFO queue (queue.go),
+// their ids tagged with their mode ("to.s…", "to.r…", "to.w…"); only the
+// shared acquisition enqueues one, and a script that creates M sets "q"
+// from the queue. The scripts read the clock with TIME, never the
+// client's. The fencing counters, {K}:fence and, for a semaphore, a hash
+// {K}:fences of one per permit index, never expire.
 
 // sharedLib is the Lua that the shared-lock scripts share, after aclLib and
 // queueLib: K is KEYS[1] and M KEYS[4]. A script reads M into a table s

@@ -1,22 +1,18 @@
 // Package notify delivers the wake-ups of a process's waiters. For each
-// driver connection that can subscribe ([driver.Subscriber]) it keeps one
-// hub: one subscriber session (one connection per shard) that multiplexes
-// the channels of every lock the process waits for, whatever the number of
-// waiters. A channel is subscribed while it has a waiter, and for [Linger]
-// after its last one leaves, so that a lock waited for again and again
-// costs one SUBSCRIBE, not one per wait.
+// [driver.Subscriber] it keeps one hub: one subscriber session (one
+// connection per shard) that multiplexes the channels of every lock the
+// process waits for. A channel stays subscribed for [Linger] after its last
+// waiter leaves, so a lock waited for again and again costs one SUBSCRIBE.
 //
-// A hub reconnects when its session fails, with a backoff, and subscribes
-// again to every channel; each channel's new confirmation wakes all of its
-// waiters (WakeResubscribed), since messages in between were lost. A
-// channel the server drops (its Cluster slot moved) is subscribed again
-// the same way.
+// A hub whose session fails reconnects with a backoff and subscribes again
+// to every channel; each channel's new confirmation wakes all its waiters
+// (WakeResubscribed), since messages in between were lost. A channel the
+// server drops (its Cluster slot moved) is subscribed again the same way.
 //
 // A message's payload is the id of the waiter it wakes, that id followed by
 // [Promoted] for a waiter that became the head of its queue, or
 // [Everyone]. A message for an id with no waiter here is remembered
-// briefly: a waiter that joins just after the message meant for it hears
-// it at once.
+// briefly, so a waiter that joins just after it hears it at once.
 package notify
 
 import (
