@@ -203,6 +203,18 @@ func loseWhileRefreshed(t *testing.T, ctx context.Context, lk *lock.Lock, conns 
 	return hctx, time.Since(lost)
 }
 
+// skipIfUnanswered skips t when cause, the cause of a lock lost behind
+// its holder's back, is a lapse whose last refresh got no answer: the
+// refresh that would have found the loss was not answered before the
+// validity ended, as on a machine that stalled, and the holder rightly
+// says so, and cannot know more.
+func skipIfUnanswered(t *testing.T, cause error) {
+	t.Helper()
+	if errors.Is(cause, lock.ErrLapsed) && errors.Is(cause, lock.ErrNoAnswer) {
+		t.Skipf("the machine stalled: the lock lapsed before a refresh was answered: %v", cause)
+	}
+}
+
 // lossCancelsTheHolder: the loss comes at a random point between two
 // refreshes, and must cancel the holder within lossBound. The subtest logs
 // the time it took, and the part of it from the refresh that found the
@@ -219,12 +231,7 @@ func (s suite) lossCancelsTheHolder(t *testing.T, ctx context.Context) {
 			t.Logf("loss->cancel: %v (key %s behind the holder's back; refresh interval %v; %v of it from the send of the refresh that found the loss)",
 				took.Round(10*time.Microsecond), c.name, holdInterval, time.Since(refreshes.lastSent()).Round(10*time.Microsecond))
 			cause := context.Cause(hctx)
-			if errors.Is(cause, lock.ErrLapsed) && errors.Is(cause, lock.ErrNoAnswer) {
-				// The refresh that would have found the key lost got no
-				// answer before the validity ended, as on a machine that
-				// stalled: the holder rightly says so, and cannot know more.
-				t.Skipf("the machine stalled: the lock lapsed before a refresh was answered: %v", cause)
-			}
+			skipIfUnanswered(t, cause)
 			if !errors.Is(cause, c.want) {
 				t.Errorf("context.Cause = %v, want %v", cause, c.want)
 			}
