@@ -88,6 +88,11 @@ func TestWithoutScripts(t *testing.T) {
 			t.Errorf("WithoutScripts of a marked Conn = %#v, want it as it is", again)
 		}
 	})
+	t.Run("a marked nil Conn is refused as nil", func(t *testing.T) {
+		if err := driver.Check(driver.WithoutScripts(nil)); err == nil {
+			t.Error("Check(WithoutScripts(nil)) = nil, want the error of a nil Conn, which the constructors return")
+		}
+	})
 	t.Run("Conn's methods forwarded", func(t *testing.T) {
 		calls := 0
 		c := driver.WithoutScripts(counting{&calls})
