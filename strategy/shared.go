@@ -71,4 +71,6 @@ type Holder struct {
 	TTL         time.Duration // the holder's remaining lease
 	Permit      int           // a semaphore holder's permit index, 0 to Permits-1
 	Write       bool          // the holder is a read-write lock's writer
+	HeldFor     time.Duration // how long the holder has held its lease (see State.HeldFor)
+	Trace       string        // the holder's trace context (see State.Trace)
 }

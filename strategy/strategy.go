@@ -213,6 +213,20 @@ type State struct {
 	// Obtain wakes in turn. A waiter that died stays counted until the
 	// queue drops it (see Request.Poll).
 	Waiters int
+	// Waited is, for a lock whose queue holds waiters, how long the one
+	// that has waited longest has been in it. Zero when none waits.
+	Waited time.Duration
+	// HeldFor is how long the holder has held the lock: since the attempt
+	// that obtained it, by the time its Locker stamped on the value (see
+	// lock.WithMetadata), read by this client's clock, so it is off by
+	// the skew between the two clients' clocks. Zero when the value bears
+	// no stamp (a legacy lock, another library's, a free lock).
+	HeldFor time.Duration
+	// Trace is the holder's trace context, when its hooks stored one at
+	// acquire time (lock.Hooks.Trace; the otel package stores its
+	// lock.obtain span's): the W3C trace-id and parent-id in lower-case
+	// hex, joined by "-" (32 + 1 + 16 characters). Empty otherwise.
+	Trace string
 	// Expiry is, for a legacy lock whose value is a timestamp, that
 	// timestamp, decoded: when the holder's lock ends by the fleet's clocks.
 	Expiry time.Time
