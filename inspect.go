@@ -119,6 +119,7 @@ func (l *Locker) read(ctx context.Context, op, key string, opts []Option, do fun
 	} else {
 		err = o.hooks.wrap(ctx, l.s, o.hooks.event(l.s, op, key), opHook, read)
 	}
+	unstamp(&st)
 	if err != nil {
 		return st, opError(ctx, op, key, err)
 	}
