@@ -156,8 +156,8 @@ func topFrame(prefix string, rs []listedReport, err error, n int, interval time.
 type screen struct {
 	in       io.Reader
 	out      io.Writer
-	outFd    int           // stdout's file descriptor when it is a terminal, else -1
-	inFd     int           // stdin's when it is a terminal in raw mode, else -1
+	outFd    int         // stdout's file descriptor when it is a terminal, else -1
+	inFd     int         // stdin's when it is a terminal in raw mode, else -1
 	oldState *term.State // stdin's mode before, restored by close
 	eol      string      // "\r\n" in raw mode, which does not turn "\n" into it
 }
