@@ -17,8 +17,8 @@ const listPage = 1000
 // Listed is a lock that [Locker.List] found held: its key, and its State,
 // as [Locker.Inspect] reads it.
 type Listed struct {
-	Key   string
-	State State
+	Key   string // the lock's key
+	State State  // what Inspect read of it
 }
 
 // List returns the locks held under prefix (the keys that start with it;
