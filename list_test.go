@@ -8,8 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/locksmith-go/lock"
 	"github.com/locksmith-go/lock/driver"
 	"github.com/locksmith-go/lock/driver/goredis"
@@ -247,9 +245,7 @@ func TestListErrors(t *testing.T) {
 			t.Skip("redis-server not found: a Ring needs two servers")
 		}
 		servers := redistest.Start(t, 2)
-		ring := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": servers[0].Addr, "b": servers[1].Addr}, ContextTimeoutEnabled: true})
-		t.Cleanup(func() { _ = ring.Close() })
-		l, err := single.New(goredis.New(ring))
+		l, err := single.New(goredis.New(redistest.GoRedisRing(t, servers[0].Addr, servers[1].Addr)))
 		if err != nil {
 			t.Fatal(err)
 		}
