@@ -8,7 +8,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+	"github.com/redis/rueidis"
+
 	"github.com/locksmith-go/lock"
+	"github.com/locksmith-go/lock/conformance"
 	"github.com/locksmith-go/lock/driver"
 	"github.com/locksmith-go/lock/driver/goredis"
 	rueidisdriver "github.com/locksmith-go/lock/driver/rueidis"
@@ -30,10 +34,11 @@ type listGroup struct {
 }
 
 // TestList checks that Locker.List finds exactly the locks held under a
-// prefix, on each strategy over each driver, on a server and on a
-// Cluster: neither free keys, nor the companion keys of the locks (queues,
-// fencing counters, shared locks' state), nor keys of another type, nor
-// keys outside the prefix, which holds glob metacharacters. (redigo has no
+// prefix, on each strategy over each driver, on a server, behind a
+// Sentinel (single) and on a Cluster: neither free keys, nor the companion
+// keys of the locks (queues, fencing counters, shared locks' state), nor
+// keys of another type, nor keys outside the prefix, which holds glob
+// metacharacters. (redigo has no
 // Cluster client.)
 func TestList(t *testing.T) {
 	addr, real := redistest.Addr(t)
@@ -60,6 +65,7 @@ func TestList(t *testing.T) {
 			return []driver.Conn{rueidisdriver.New(redistest.RueidisCluster(t, cluster))}
 		}
 		groups = append(groups,
+			listGroup{"single-sentinel", sentinelCombos(redistest.StartSentinel(t, servers[0]).Addr), true, true},
 			listGroup{"redlock", matrix.Redlock(addrs), false, false},
 			listGroup{"single-cluster", matrix.SingleCluster(cluster), true, true},
 			listGroup{"setnx-getset-cluster", []matrix.Combo{matrix.SetnxGetsetCluster(cluster), legacyRueidis}, false, false})
@@ -73,6 +79,34 @@ func TestList(t *testing.T) {
 				testList(t, g, c)
 			})
 		}
+	}
+}
+
+// sentinelCombos returns single over a go-redis failover client and a
+// rueidis client of the Sentinel at sentinel.
+func sentinelCombos(sentinel string) []matrix.Combo {
+	combo := func(name string, open func(t *testing.T) driver.Conn) matrix.Combo {
+		return matrix.Combo{Name: name, Harness: conformance.Harness{
+			NewLocker: func(t *testing.T) *lock.Locker {
+				l, err := single.New(open(t))
+				if err != nil {
+					t.Fatal(err)
+				}
+				return l
+			},
+			Conns: func(t *testing.T) []driver.Conn { return []driver.Conn{open(t)} },
+		}}
+	}
+	return []matrix.Combo{
+		combo("goredis-failover", func(t *testing.T) driver.Conn {
+			c := redis.NewFailoverClient(&redis.FailoverOptions{MasterName: redistest.MasterName, SentinelAddrs: []string{sentinel}, ContextTimeoutEnabled: true})
+			t.Cleanup(func() { _ = c.Close() })
+			return goredis.New(c)
+		}),
+		combo("rueidis-sentinel", func(t *testing.T) driver.Conn {
+			return rueidisdriver.New(redistest.RueidisClient(t, rueidis.ClientOption{
+				InitAddress: []string{sentinel}, Sentinel: rueidis.SentinelOption{MasterSet: redistest.MasterName}}))
+		}),
 	}
 }
 
