@@ -292,10 +292,10 @@ func TestListErrors(t *testing.T) {
 // bare is a driver.Conn with none of the optional interfaces.
 type bare struct{ driver.Conn }
 
-// TestListRedlockNodeDown checks that Redlock's List passes over a node
-// that does not answer while N − quorum + 1 nodes do, and fails when fewer
-// do.
-func TestListRedlockNodeDown(t *testing.T) {
+// TestListRedlock checks that Redlock's List passes over a node that does
+// not answer while N − quorum + 1 nodes do, fails when fewer do, and skips
+// the restart guard's record.
+func TestListRedlock(t *testing.T) {
 	if _, real := redistest.Addr(t); !real {
 		t.Skip("redis-server not found: Redlock needs real servers")
 	}
@@ -327,6 +327,29 @@ func TestListRedlockNodeDown(t *testing.T) {
 		}
 		if _, err := l.List(ctx, "listdown:", 10); err == nil || !strings.Contains(err.Error(), closed[0]) || !strings.Contains(err.Error(), closed[1]) {
 			t.Errorf("List = %v, want an error that names both nodes down", err)
+		}
+	})
+
+	t.Run("the restart guard's record", func(t *testing.T) {
+		conns := []driver.Conn{conn(servers[0].Addr), conn(servers[1].Addr)}
+		for _, c := range conns { // seeded, so that the nodes grant at once
+			if _, err := driver.Do(ctx, c, "SET", "locksmith:redlock:up-since", "0"); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _, _ = driver.Do(context.Background(), c, "DEL", "locksmith:redlock:up-since") })
+		}
+		l, err := redlock.New(conns, redlock.WithRestartGuard(time.Minute))
+		if err != nil {
+			t.Fatal(err)
+		}
+		lk, err := l.Obtain(ctx, "locksmith:a", time.Minute)
+		if err != nil {
+			t.Fatalf("Obtain: %v", err)
+		}
+		t.Cleanup(func() { _ = lk.Release(context.Background()) })
+		got, err := l.List(ctx, "locksmith:", 10)
+		if err != nil || len(got) != 1 || got[0].Key != "locksmith:a" {
+			t.Errorf("List = %v, %v; want locksmith:a alone, nil", got, err)
 		}
 	})
 }
