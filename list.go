@@ -38,8 +38,12 @@ type Listed struct {
 // under the prefix that it read, to skip those that SCAN returns twice.
 // The limit bounds what it returns and how long it runs on a busy prefix:
 // it stops once it found limit held locks, so a result of limit locks may
-// leave others out. A listing is not a snapshot: a lock taken or released
-// during it may be left out, or listed.
+// leave others out. (A limit, not a callback: a caller such as locksmith
+// top sorts the whole listing, and one number bounds its memory and its
+// time alike.) A listing is not a snapshot: a lock taken or released
+// during it may be left out, or listed. A string key under the prefix
+// that is no lock, another application's, reads as one: choose a prefix
+// of locks alone.
 //
 // State.Waited, the longest waiter's time in the queue, is always zero: the
 // single strategy's queue records when each waiter must try again, not
