@@ -34,7 +34,9 @@ Press q to quit (exit 0), or Ctrl-C (exit 130). When stdout is not a
 terminal, it writes each refresh as it comes, followed by a blank line, and
 reads q from stdin.
 
-` + listHelp + ` The refresh that --timeout ends shows what it found until then.
+` + listHelp + `
+
+A refresh that --timeout ends shows what it found until then.
 
 Exit codes: 0 quit with q, 130 interrupted (Ctrl-C), 64 usage, 78
 configuration (or a strategy or driver that cannot list).`,
