@@ -308,6 +308,11 @@ func (l *Locker) obtain(ctx context.Context, key string, keys []string, ttl time
 	w := l.newWaiter(key, keys, o)
 	r := strategy.Request{Key: key, Keys: keys, TTL: ttl, Token: o.token, Metadata: o.metadata, CallerToken: o.token != "", Fencing: o.fencing}
 	*a = acquisition{s: l.s}
+	var trace string // the holder's trace context, for its stamps
+	if len(o.hooks) > 0 {
+		trace = o.hooks.trace(ctx)
+	}
+	var refusal error // the last attempt's, when it found the lock held
 	defer func() {
 		if lk == nil && err == nil { // a hook panicked, or called runtime.Goexit
 			w.abandon(ctx)
@@ -322,7 +327,7 @@ func (l *Locker) obtain(ctx context.Context, key string, keys []string, ttl time
 			if attempt == 1 { // nothing was sent
 				return nil, notSent(ctx, "obtain", key)
 			}
-			return nil, notObtained(ctx)
+			return nil, notObtained(ctx, refusal)
 		}
 		// A fresh token for every attempt: a clean-up of an earlier attempt
 		// that is still on its way to a slow server can never delete what a
@@ -341,6 +346,9 @@ func (l *Locker) obtain(ctx context.Context, key string, keys []string, ttl time
 		}
 		r.Retry, r.Again = attempt > 1, again
 		sent := time.Now()
+		if !r.CallerToken { // a chosen token's value is the same in every process that passes it on
+			r.Stamp = stamp(sent, trace)
+		}
 		g, err := l.attempt(ctx, a, r, attempt, o.hooks)
 		if err == nil && r.Fencing && !fenced(g, keys) {
 			w.close(ctx, true)
@@ -400,9 +408,13 @@ func (l *Locker) obtain(ctx context.Context, key string, keys []string, ttl time
 			w.close(ctx, true)
 			return nil, err
 		}
+		refusal = err
 		if err := w.sleep(ctx, g, delay); err != nil {
 			w.close(ctx, true)
-			return nil, notObtained(ctx)
+			return nil, notObtained(ctx, refusal)
+		}
+		if w.woke == strategy.WakeMessage {
+			a.seen.forget()
 		}
 	}
 }
@@ -451,7 +463,7 @@ func NewToken() (string, error) {
 // attempt runs one Acquire of r, the n-th, through the Attempt hooks, and
 // records it in a.
 func (l *Locker) attempt(ctx context.Context, a *acquisition, r strategy.Request, n int, hs hookList) (strategy.Grant, error) {
-	*a = acquisition{s: a.s, r: r}
+	*a = acquisition{s: a.s, r: r, seen: a.seen}
 	if len(hs) == 0 {
 		err := a.run(ctx)
 		return a.g, err
@@ -471,6 +483,7 @@ type acquisition struct {
 	sent, returned bool // Acquire was called; it returned
 	g              strategy.Grant
 	err            error
+	seen           sighting // what the Obtain's attempts read of the holder
 }
 
 func (a *acquisition) run(ctx context.Context) error {
@@ -481,6 +494,9 @@ func (a *acquisition) run(ctx context.Context) error {
 		a.g, a.err = a.s.Acquire(ctx, a.r)
 	}
 	a.returned = true
+	if a.err != nil && errors.Is(a.err, ErrNotObtained) {
+		a.err = a.seen.refused(ctx, a.s, a.r, a.err)
+	}
 	return a.err
 }
 
@@ -550,8 +566,9 @@ func discard(g *background.Group, ctx context.Context, key string, held bool, de
 }
 
 // notObtained is the error of an Obtain whose ctx ended the wait, after an
-// attempt found the lock held.
-func notObtained(ctx context.Context) error {
+// attempt found the lock held, with refusal, that attempt's error (a
+// *NotObtainedError).
+func notObtained(ctx context.Context, refusal error) error {
 	ends := ended(ctx, nil)
-	return &callError{msg: fmt.Sprintf("%v: %v", ErrNotObtained, ends[len(ends)-1]), errs: append(ends, ErrNotObtained)}
+	return &callError{msg: fmt.Sprintf("%v: %v", refusal, ends[len(ends)-1]), errs: append(ends, refusal)}
 }

@@ -400,7 +400,25 @@ func TestObtainTokens(t *testing.T) {
 		}
 	})
 
-	t.Run("the value passed to the strategy is token plus metadata", func(t *testing.T) {
+	t.Run("the value passed to the strategy is the token, a stamp and the metadata", func(t *testing.T) {
+		f := newFake()
+		lk := obtain(t, f, "k", lock.WithMetadata("m"))
+		got := f.callsTo("acquire")[0].value
+		if rest, ok := strings.CutPrefix(got, lk.Token()); !ok || !stampPattern.MatchString(rest) || !strings.HasSuffix(rest, "\x1em") {
+			t.Errorf("Acquire value = %q, want the token, a stamp (\\x1e<milliseconds>\\x1e) and \"m\"", got)
+		}
+	})
+
+	t.Run("a chosen token's value has no stamp, so that it is the same in every process", func(t *testing.T) {
+		f := newFake()
+		const token = "caller-chosen-token-01"
+		obtain(t, f, "k", lock.WithToken(token), lock.WithMetadata("m"))
+		if got := f.callsTo("acquire")[0].value; got != token+"m" {
+			t.Errorf("Acquire value = %q, want %q", got, token+"m")
+		}
+	})
+
+	t.Run("the value passed to the strategy is token plus metadata, past the stamp", func(t *testing.T) {
 		f := newFake()
 		const metadata = "host=web-1 pid=42"
 		lk := obtain(t, f, "k", lock.WithMetadata(metadata))
