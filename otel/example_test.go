@@ -38,13 +38,15 @@ func ExampleNewLocker() {
 	locker := lockotel.NewLocker(bare, lockotel.WithTracerProvider(tp))
 
 	ctx := context.Background()
-	lk, err := locker.Obtain(ctx, "report:daily", time.Minute)
+	lk, err := locker.Obtain(ctx, "report:daily", time.Minute, lock.WithMetadata("web-3 pid=4121"))
 	if err != nil {
 		log.Fatal(err)
 	}
 	// A second worker tries three times, and gives up: it queued, was
 	// woken (by its timer, or by its subscription's confirmation), and
-	// leaves the queue (lock.cleanup).
+	// leaves the queue (lock.cleanup). Its span names the holder, and
+	// links to the holder's lock.obtain span, whose child lock.hold ends
+	// with the release.
 	_, _ = locker.Obtain(ctx, "report:daily", time.Minute, lock.WithRetry(lock.LimitAttempts(lock.Linear(time.Millisecond), 3)))
 	_ = lk.Release(ctx)
 
@@ -52,7 +54,7 @@ func ExampleNewLocker() {
 		fmt.Print(s.Name())
 		for _, kv := range s.Attributes() {
 			switch kv.Key {
-			case "locksmith.lock.strategy", "locksmith.lock.outcome", "locksmith.lock.attempts":
+			case "locksmith.lock.strategy", "locksmith.lock.outcome", "locksmith.lock.attempts", "locksmith.lock.holder.metadata", "locksmith.lock.end":
 				fmt.Printf(" %s=%s", kv.Key, kv.Value.Emit())
 			}
 		}
@@ -60,11 +62,12 @@ func ExampleNewLocker() {
 		for _, e := range s.Events() {
 			events = append(events, e.Name)
 		}
-		fmt.Printf(" events=%v status=%s\n", events, s.Status().Code)
+		fmt.Printf(" events=%v links=%d status=%s\n", events, len(s.Links()), s.Status().Code)
 	}
 	// Output:
-	// lock.obtain locksmith.lock.strategy=single locksmith.lock.attempts=1 locksmith.lock.outcome=acquired events=[] status=Unset
-	// lock.cleanup locksmith.lock.strategy=single events=[] status=Unset
-	// lock.obtain locksmith.lock.strategy=single locksmith.lock.attempts=3 locksmith.lock.outcome=contended events=[lock.contended lock.wait.enqueued lock.wait.woken lock.contended lock.wait.woken lock.contended] status=Unset
-	// lock.release locksmith.lock.strategy=single events=[] status=Unset
+	// lock.obtain locksmith.lock.strategy=single locksmith.lock.attempts=1 locksmith.lock.outcome=acquired events=[] links=0 status=Unset
+	// lock.cleanup locksmith.lock.strategy=single events=[] links=0 status=Unset
+	// lock.obtain locksmith.lock.strategy=single locksmith.lock.attempts=3 locksmith.lock.outcome=contended locksmith.lock.holder.metadata=web-3 pid=4121 events=[lock.contended lock.wait.enqueued lock.wait.woken lock.contended lock.wait.woken lock.contended] links=1 status=Unset
+	// lock.release locksmith.lock.strategy=single events=[] links=0 status=Unset
+	// lock.hold locksmith.lock.strategy=single locksmith.lock.end=released events=[] links=0 status=Unset
 }

@@ -86,6 +86,8 @@ type config struct {
 	tp   trace.TracerProvider
 	mp   metric.MeterProvider
 	keys KeyPolicy
+
+	noHolderTrace bool // WithoutHolderTrace
 }
 
 // WithTracerProvider sets the TracerProvider. The default is the global one.
@@ -154,7 +156,7 @@ func NewLocker(l *lock.Locker, opts ...Option) *lock.Locker {
 		return l
 	}
 	t := newTelemetry(c)
-	return l.With(lock.WithHooks(&lock.Hooks{
+	h := &lock.Hooks{
 		Obtain:  t.obtain,
 		Attempt: t.attempt,
 		Op:      t.op,
@@ -162,7 +164,11 @@ func NewLocker(l *lock.Locker, opts ...Option) *lock.Locker {
 		Node:    t.node,
 		Wait:    t.wait,
 		Ended:   t.ended,
-	}))
+	}
+	if !c.noHolderTrace {
+		h.Trace = holderTrace
+	}
+	return l.With(lock.WithHooks(h))
 }
 
 type telemetry struct {
@@ -179,6 +185,7 @@ type telemetry struct {
 	strategies sync.Map // strategy → *everyLock; written once per strategy
 	sets       sync.Map // setKey → *measurement, for the sets that everyLock lacks; written once per set
 	spans      sync.Map // spanKey → *spanStart; written once per strategy and server
+	holds      sync.Map // *lock.Lock → *hold: the lock.hold spans of the locks held
 
 	// The entries of strategies and spans used last, which are checked
 	// first: a Locker has one strategy, over a few servers, so that they are
@@ -388,6 +395,9 @@ func (t *telemetry) describeErr(err error, key string) string {
 type obtainState struct {
 	context.Context                      // the Obtain's, with its span
 	attempts        int                  // counted by the Attempt hook
+	attemptStart    time.Time            // when the last attempt started
+	holder          []attribute.KeyValue // the last holder that an attempt met (see contended)
+	linked          string               // the trace of the last holder linked to
 	attrs           []attribute.KeyValue // over buf, or a list of its own if they outgrow it
 	buf             [7]attribute.KeyValue
 }
@@ -444,9 +454,11 @@ func (t *telemetry) obtain(ctx context.Context, e lock.Event, next func(context.
 		switch {
 		case lk != nil:
 			st.attrs = append(st.attrs, attrValidity.Float64(lk.ValidUntil().Sub(now).Seconds()))
+			t.startHold(st, e, lk)
 		case errType != "":
 			st.attrs = append(st.attrs, attrError.String(errType))
 		}
+		st.attrs = append(st.attrs, st.holder...)
 	}
 	// Each instrument is asked first, so that no-op metrics cost no lookup.
 	if lk != nil && t.active.Enabled(ctx) {
@@ -474,18 +486,19 @@ func obtainOutcome(ctx context.Context, err error) string {
 }
 
 func (t *telemetry) attempt(ctx context.Context, e lock.Event, next func(context.Context) error) error {
-	err := next(ctx)
 	st, recording := ctx.Value(stateKey{}).(*obtainState) // set by a recording obtain span
 	if recording {
 		st.attempts++
+		st.attemptStart = time.Now()
 	}
+	err := next(ctx)
 	outcome := "acquired"
 	switch {
 	case err == nil:
 	case errors.Is(err, lock.ErrNotObtained):
 		outcome = "contended"
 		if recording {
-			trace.SpanFromContext(ctx).AddEvent("lock.contended", trace.WithAttributes(attrAttempt.Int(e.Attempt)))
+			st.contended(trace.SpanFromContext(ctx), e.Attempt, err)
 		}
 	default:
 		outcome = "error"
@@ -550,6 +563,9 @@ func (t *telemetry) op(ctx context.Context, e lock.Event, next func(context.Cont
 		span.SetStatus(codes.Error, t.describeErr(err, e.Key))
 		span.SetAttributes(attrError.String(errorType(err)))
 	}
+	if e.Op == "refresh" && e.Lock != nil {
+		t.refreshed(e.Lock, err)
+	}
 	return err
 }
 
@@ -600,6 +616,7 @@ func (t *telemetry) ended(e lock.Event) {
 	if t.hold.Enabled(ctx) {
 		t.hold.Record(ctx, e.Held.Seconds(), t.measure(setKey{strategy: e.Strategy, end: end}).record...)
 	}
+	t.endHold(e, end)
 	if t.active.Enabled(ctx) {
 		t.active.Add(ctx, -1, t.measure(setKey{strategy: e.Strategy}).add...)
 	}

@@ -476,7 +476,7 @@ func TestNoTokenInTelemetry(t *testing.T) {
 
 	var texts []string
 	for _, s := range rec.spans.Ended() {
-		texts = append(texts, s.Name(), s.Status().Description, fmt.Sprint(s.Attributes()))
+		texts = append(texts, s.Name(), s.Status().Description, fmt.Sprint(s.Attributes()), fmt.Sprint(s.Links()))
 		for _, e := range s.Events() {
 			texts = append(texts, e.Name, fmt.Sprint(e.Attributes))
 		}
