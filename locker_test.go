@@ -291,7 +291,7 @@ func TestObtainCleanup(t *testing.T) {
 		if len(acquired) != 1 {
 			t.Fatalf("Obtain made %d attempts, want 1", len(acquired))
 		}
-		if want := []string{acquired[0].value, acquired[0].value}; !equal(values(released), want) {
+		if want := values([]fakeCall{acquired[0], acquired[0]}); !equal(values(released), want) {
 			t.Errorf("Release values = %q, want %q (the value of the failed attempt, until the server answered twice)", values(released), want)
 		}
 		if len(released) == 1 && released[0].key != "k" {

@@ -26,17 +26,27 @@ const stampMark = '\x1e'
 // digits of trace-id, "-" and 16 of span-id, as in a W3C traceparent.
 const traceLen = 32 + 1 + 16
 
-// stamp returns the stamp of an attempt sent at t, by a holder whose trace
-// context is trace (validTrace, or "").
-func stamp(t time.Time, trace string) string {
-	var buf [2 + 20 + 1 + traceLen]byte
-	b := append(buf[:0], stampMark)
-	b = strconv.AppendInt(b, t.UnixMilli(), 10)
+// stampLen is the most that writeStamp writes for trace: the marks, the
+// milliseconds (at most 19 digits), and the trace with its slash.
+func stampLen(trace string) int {
+	n := 2 + 19
 	if trace != "" {
-		b = append(b, '/')
-		b = append(b, trace...)
+		n += 1 + len(trace)
 	}
-	return string(append(b, stampMark))
+	return n
+}
+
+// writeStamp writes to b the stamp of an attempt sent at t, by a holder
+// whose trace context is trace (validTrace, or "").
+func writeStamp(b *strings.Builder, t time.Time, trace string) {
+	var ms [19]byte
+	b.WriteByte(stampMark)
+	b.Write(strconv.AppendInt(ms[:0], t.UnixMilli(), 10))
+	if trace != "" {
+		b.WriteByte('/')
+		b.WriteString(trace)
+	}
+	b.WriteByte(stampMark)
 }
 
 // validTrace reports whether trace is a trace context that a stamp can

@@ -23,7 +23,8 @@ import (
 )
 
 // variants returns bare, and bare wrapped with no-op providers and with a
-// recording SDK.
+// recording SDK, which stores each holder's trace in its lock's value
+// unless told not to (otel-sdk-notrace).
 func variants(b *testing.B, bare *lock.Locker) []struct {
 	name string
 	l    *lock.Locker
@@ -36,6 +37,7 @@ func variants(b *testing.B, bare *lock.Locker) []struct {
 		{"bare", bare},
 		{"otel-noop", lockotel.NewLocker(bare, lockotel.WithTracerProvider(tracenoop.NewTracerProvider()), lockotel.WithMeterProvider(metricnoop.NewMeterProvider()))},
 		{"otel-sdk", lockotel.NewLocker(bare, lockotel.WithTracerProvider(tp), lockotel.WithMeterProvider(mp))},
+		{"otel-sdk-notrace", lockotel.NewLocker(bare, lockotel.WithTracerProvider(tp), lockotel.WithMeterProvider(mp), lockotel.WithoutHolderTrace())},
 	}
 }
 

@@ -4,7 +4,7 @@ import (
 	"context"
 	"encoding/hex"
 	"errors"
-	"time"
+	"sync"
 
 	"github.com/locksmith-go/lock"
 	"go.opentelemetry.io/otel/attribute"
@@ -109,11 +109,36 @@ func (st *obtainState) contended(span trace.Span, attempt int, err error) {
 	}
 }
 
-// hold is the lock.hold span of a lock, from the attempt that obtained it
-// to its release or loss.
-type hold struct {
-	span  trace.Span
-	start time.Time
+// holds are the lock.hold spans of the locks held: those whose Obtain's
+// span recorded, by lock, in the obtainState of that Obtain (its hold and
+// attemptStart). A map under a mutex, rather than a sync.Map, whose every
+// store of a new key allocates.
+type holds struct {
+	mu sync.Mutex
+	m  map[*lock.Lock]*obtainState
+}
+
+func (h *holds) store(lk *lock.Lock, st *obtainState) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.m == nil {
+		h.m = make(map[*lock.Lock]*obtainState)
+	}
+	h.m[lk] = st
+}
+
+func (h *holds) load(lk *lock.Lock) *obtainState {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.m[lk]
+}
+
+func (h *holds) loadAndDelete(lk *lock.Lock) *obtainState {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	st := h.m[lk]
+	delete(h.m, lk)
+	return st
 }
 
 // startHold starts the lock.hold span of lk, which the Obtain whose span
@@ -122,38 +147,37 @@ type hold struct {
 // the hold duration metric), so that it ends with the span as long as the
 // metric's measurement.
 func (t *telemetry) startHold(st *obtainState, e lock.Event, lk *lock.Lock) {
-	_, span := t.tracer.Start(st.Context, "lock.hold", trace.WithTimestamp(st.attemptStart), trace.WithAttributes(t.spanAttrs(e)...))
-	t.holds.Store(lk, &hold{span, st.attemptStart})
+	_, st.hold = t.tracer.Start(st.Context, "lock.hold", trace.WithTimestamp(st.attemptStart), trace.WithAttributes(t.spanAttrs(e)...))
+	t.holds.store(lk, st)
 }
 
 // refreshed records a refresh of lk, which ended with err, on its
 // lock.hold span, if it has one.
 func (t *telemetry) refreshed(lk *lock.Lock, err error) {
-	v, ok := t.holds.Load(lk)
-	if !ok {
+	st := t.holds.load(lk)
+	if st == nil {
 		return
 	}
 	attrs := []attribute.KeyValue{attrOutcome.String("refreshed")}
 	if err != nil {
 		attrs = []attribute.KeyValue{attrOutcome.String("error"), attrError.String(errorType(err))}
 	}
-	v.(*hold).span.AddEvent("lock.refresh", trace.WithAttributes(attrs...))
+	st.hold.AddEvent("lock.refresh", trace.WithAttributes(attrs...))
 }
 
 // endHold ends the lock.hold span of the lock that e reports ended: held
 // for e.Held, which the hold duration metric records too, and released,
 // or lost, with why.
 func (t *telemetry) endHold(e lock.Event, end string) {
-	v, ok := t.holds.LoadAndDelete(e.Lock)
-	if !ok {
+	st := t.holds.loadAndDelete(e.Lock)
+	if st == nil {
 		return
 	}
-	h := v.(*hold)
-	attrs := []attribute.KeyValue{attrEnd.String(end), attrHeld.Float64(e.Held.Seconds())}
-	if e.Err != nil {
-		attrs = append(attrs, attrError.String(errorType(e.Err)))
-		h.span.SetStatus(codes.Error, "lost: "+errorType(e.Err))
+	if e.Err == nil {
+		st.hold.SetAttributes(attrEnd.String(end), attrHeld.Float64(e.Held.Seconds()))
+	} else {
+		st.hold.SetAttributes(attrEnd.String(end), attrHeld.Float64(e.Held.Seconds()), attrError.String(errorType(e.Err)))
+		st.hold.SetStatus(codes.Error, "lost: "+errorType(e.Err))
 	}
-	h.span.SetAttributes(attrs...)
-	h.span.End(trace.WithTimestamp(h.start.Add(e.Held)))
+	st.hold.End(trace.WithTimestamp(st.attemptStart.Add(e.Held)))
 }

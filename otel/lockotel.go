@@ -185,7 +185,7 @@ type telemetry struct {
 	strategies sync.Map // strategy → *everyLock; written once per strategy
 	sets       sync.Map // setKey → *measurement, for the sets that everyLock lacks; written once per set
 	spans      sync.Map // spanKey → *spanStart; written once per strategy and server
-	holds      sync.Map // *lock.Lock → *hold: the lock.hold spans of the locks held
+	holds      holds    // the lock.hold spans of the locks held
 
 	// The entries of strategies and spans used last, which are checked
 	// first: a Locker has one strategy, over a few servers, so that they are
@@ -396,6 +396,7 @@ type obtainState struct {
 	context.Context                      // the Obtain's, with its span
 	attempts        int                  // counted by the Attempt hook
 	attemptStart    time.Time            // when the last attempt started
+	hold            trace.Span           // the lock.hold span of the lock the Obtain returned
 	holder          []attribute.KeyValue // the last holder that an attempt met (see contended)
 	linked          string               // the trace of the last holder linked to
 	attrs           []attribute.KeyValue // over buf, or a list of its own if they outgrow it
