@@ -83,6 +83,11 @@ func by(md metricdata.Metrics, attr attribute.Key) map[string]int64 {
 			v, _ := dp.Attributes.Value(attr)
 			out[v.AsString()] += int64(dp.Count)
 		}
+	case metricdata.Histogram[int64]:
+		for _, dp := range d.DataPoints {
+			v, _ := dp.Attributes.Value(attr)
+			out[v.AsString()] += int64(dp.Count)
+		}
 	case metricdata.Sum[int64]:
 		for _, dp := range d.DataPoints {
 			v, _ := dp.Attributes.Value(attr)
@@ -90,6 +95,17 @@ func by(md metricdata.Metrics, attr attribute.Key) map[string]int64 {
 		}
 	}
 	return out
+}
+
+// sumOf is the sum of the values that an int64 histogram recorded.
+func sumOf(md metricdata.Metrics) int64 {
+	var sum int64
+	if d, ok := md.Data.(metricdata.Histogram[int64]); ok {
+		for _, dp := range d.DataPoints {
+			sum += dp.Sum
+		}
+	}
+	return sum
 }
 
 func attrs(s sdktrace.ReadOnlySpan) map[string]attribute.Value {
