@@ -362,7 +362,7 @@ func newTelemetry(c config) *telemetry {
 	m := c.mp.Meter(scopeName, metric.WithInstrumentationVersion(version()))
 	t.acquire = instrument(m.Float64Histogram("locksmith.lock.acquire.duration", metric.WithUnit("s"),
 		metric.WithDescription("Time Obtain took, waiting included."),
-		metric.WithExplicitBucketBoundaries(0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60)))
+		metric.WithExplicitBucketBoundaries(0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)))
 	t.hold = instrument(m.Float64Histogram("locksmith.lock.hold.duration", metric.WithUnit("s"),
 		metric.WithDescription("Time a lock was held, from Obtain to its release or loss."),
 		metric.WithExplicitBucketBoundaries(0.01, 0.1, 0.5, 1, 5, 10, 30, 60, 300, 900, 3600)))
