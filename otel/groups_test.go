@@ -95,11 +95,7 @@ func TestQueueAndHandoff(t *testing.T) {
 	obtainReleaseAll(t, l, "jobs:2") // no wait: no handoff, no queue
 
 	m := rec.metrics(t)
-	for name, unit := range map[string]string{"locksmith.lock.handoff.duration": "s", "locksmith.lock.queue.length": "{waiter}"} {
-		if got, ok := m[name]; !ok || got.Unit != unit {
-			t.Errorf("metric %s: present %v, unit %q; want present, %q", name, ok, got.Unit, unit)
-		}
-	}
+	wantUnits(t, m, map[string]string{"locksmith.lock.handoff.duration": "s", "locksmith.lock.queue.length": "{waiter}"})
 	if got, want := by(m["locksmith.lock.handoff.duration"], "locksmith.lock.group"), map[string]int64{"jobs": 1}; !maps.Equal(got, want) {
 		t.Errorf("handoffs by group = %v, want %v", got, want)
 	}

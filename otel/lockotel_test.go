@@ -97,6 +97,16 @@ func by(md metricdata.Metrics, attr attribute.Key) map[string]int64 {
 	return out
 }
 
+// wantUnits checks that m has each metric of units, with its unit.
+func wantUnits(t *testing.T, m map[string]metricdata.Metrics, units map[string]string) {
+	t.Helper()
+	for name, unit := range units {
+		if got, ok := m[name]; !ok || got.Unit != unit {
+			t.Errorf("metric %s: present %v, unit %q; want present, %q", name, ok, got.Unit, unit)
+		}
+	}
+}
+
 // sumOf is the sum of the values that an int64 histogram recorded.
 func sumOf(md metricdata.Metrics) int64 {
 	var sum int64
@@ -430,14 +440,10 @@ func TestMetrics(t *testing.T) {
 	}
 
 	m := rec.metrics(t)
-	for name, unit := range map[string]string{
+	wantUnits(t, m, map[string]string{
 		"locksmith.lock.acquire.duration": "s", "locksmith.lock.hold.duration": "s",
 		"locksmith.lock.attempts": "{attempt}", "locksmith.lock.active": "{lock}", "locksmith.lock.lost": "{lock}",
-	} {
-		if got, ok := m[name]; !ok || got.Unit != unit {
-			t.Errorf("metric %s: present %v, unit %q; want present, %q", name, ok, got.Unit, unit)
-		}
-	}
+	})
 	for _, c := range []struct {
 		metric string
 		attr   attribute.Key

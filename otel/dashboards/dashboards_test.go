@@ -374,9 +374,9 @@ func work(t *testing.T) {
 			wait(ctx, 700*time.Millisecond)
 		}
 	}()
-	// Obtains from a server that hangs up without an answer: they end in
-	// lock.ErrNoAnswer some seconds later, one a second from the fifth on,
-	// so that their counter grows from one scrape to the next.
+	// Obtains from a server that hangs up without an answer, which end in
+	// lock.ErrNoAnswer (after 5s here), from callers that start a second
+	// apart, so that their counter grows from one scrape to the next.
 	mute := hangUpServer(t)
 	client := redis.NewClient(&redis.Options{Addr: mute, MaxRetries: -1, ContextTimeoutEnabled: true})
 	t.Cleanup(func() { client.Close() })
@@ -392,6 +392,7 @@ func work(t *testing.T) {
 			wait(ctx, time.Duration(i)*time.Second)
 			for ctx.Err() == nil {
 				_, _ = l.Obtain(ctx, "ledger:mute", time.Minute, lock.WithRetry(lock.NoRetry()))
+				wait(ctx, 200*time.Millisecond)
 			}
 		}()
 	}
