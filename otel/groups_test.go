@@ -64,6 +64,13 @@ func TestGroups(t *testing.T) {
 			t.Errorf("attempts by group = %v, want %v", got, want)
 		}
 	})
+	t.Run("a nil group function is the default", func(t *testing.T) {
+		rec := newRecording(t, lockotel.WithGroups(nil))
+		obtainReleaseAll(t, rec.wrap(lock.New(&memory{})), "report:daily")
+		if got, want := by(rec.metrics(t)["locksmith.lock.attempts"], group), map[string]int64{"report": 1}; !maps.Equal(got, want) {
+			t.Errorf("attempts by group = %v, want %v", got, want)
+		}
+	})
 	t.Run("beyond 100 groups, the others are _overflow", func(t *testing.T) {
 		rec := newRecording(t, lockotel.WithGroups(func(key string) string { return key }))
 		var keys []string

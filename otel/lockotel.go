@@ -115,7 +115,8 @@ func WithKeys(p KeyPolicy) Option { return optionFunc(func(c *config) { c.keys =
 // a series per key. Whatever the function, a Locker returned by NewLocker
 // records at most 100 distinct groups; the keys of any further group are
 // recorded in the group "_overflow". group is called for every measurement,
-// from many goroutines: make it fast and safe for concurrent use.
+// from many goroutines: make it fast and safe for concurrent use. A nil
+// group is the default.
 func WithGroups(group func(key string) string) Option {
 	return optionFunc(func(c *config) { c.groups = group })
 }
