@@ -8,6 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+
 	"github.com/locksmith-go/lock"
 	lockotel "github.com/locksmith-go/lock/otel"
 )
@@ -27,30 +30,31 @@ func obtainReleaseAll(t *testing.T, l *lock.Locker, keys ...string) {
 	}
 }
 
+// wantBy checks md's data points summed by the value of attr (see by).
+func wantBy(t *testing.T, md metricdata.Metrics, attr attribute.Key, want map[string]int64) {
+	t.Helper()
+	if got := by(md, attr); !maps.Equal(got, want) {
+		t.Errorf("%s by %s = %v, want %v", md.Name, attr, got, want)
+	}
+}
+
 // TestGroups: every metric carries locksmith.lock.group, the key's prefix
 // by default or the group function's, and never more than 100 groups.
 func TestGroups(t *testing.T) {
-	const group = "locksmith.lock.group"
+	const group attribute.Key = "locksmith.lock.group"
 	t.Run("the default group is the prefix up to the first ':' or '{'", func(t *testing.T) {
 		rec := newRecording(t)
 		obtainReleaseAll(t, rec.wrap(lock.New(&memory{})), "report:daily", "report:weekly", "orders{42}", "orders{42}:lines", "a:b{c}")
 		m := rec.metrics(t)
-		want := map[string]int64{"report": 2, "orders": 2, "a": 1}
 		for _, name := range []string{"locksmith.lock.acquire.duration", "locksmith.lock.attempts", "locksmith.lock.hold.duration"} {
-			if got := by(m[name], group); !maps.Equal(got, want) {
-				t.Errorf("%s by group = %v, want %v", name, got, want)
-			}
+			wantBy(t, m[name], group, map[string]int64{"report": 2, "orders": 2, "a": 1})
 		}
-		if got, want := by(m["locksmith.lock.active"], group), map[string]int64{"report": 0, "orders": 0, "a": 0}; !maps.Equal(got, want) {
-			t.Errorf("locksmith.lock.active by group = %v, want %v", got, want)
-		}
+		wantBy(t, m["locksmith.lock.active"], group, map[string]int64{"report": 0, "orders": 0, "a": 0})
 	})
 	t.Run("a key without a prefix is _ungrouped", func(t *testing.T) {
 		rec := newRecording(t)
 		obtainReleaseAll(t, rec.wrap(lock.New(&memory{})), "plain", "{user:7}:lock", ":leading")
-		if got, want := by(rec.metrics(t)["locksmith.lock.attempts"], group), map[string]int64{"_ungrouped": 3}; !maps.Equal(got, want) {
-			t.Errorf("attempts by group = %v, want %v", got, want)
-		}
+		wantBy(t, rec.metrics(t)["locksmith.lock.attempts"], group, map[string]int64{"_ungrouped": 3})
 	})
 	t.Run("WithGroups names the groups; an empty name is _ungrouped", func(t *testing.T) {
 		rec := newRecording(t, lockotel.WithGroups(func(key string) string {
@@ -60,16 +64,12 @@ func TestGroups(t *testing.T) {
 			return strings.ToUpper(key[:1])
 		}))
 		obtainReleaseAll(t, rec.wrap(lock.New(&memory{})), "apple", "avocado", "banana", "cherry!")
-		if got, want := by(rec.metrics(t)["locksmith.lock.attempts"], group), map[string]int64{"A": 2, "B": 1, "_ungrouped": 1}; !maps.Equal(got, want) {
-			t.Errorf("attempts by group = %v, want %v", got, want)
-		}
+		wantBy(t, rec.metrics(t)["locksmith.lock.attempts"], group, map[string]int64{"A": 2, "B": 1, "_ungrouped": 1})
 	})
 	t.Run("a nil group function is the default", func(t *testing.T) {
 		rec := newRecording(t, lockotel.WithGroups(nil))
 		obtainReleaseAll(t, rec.wrap(lock.New(&memory{})), "report:daily")
-		if got, want := by(rec.metrics(t)["locksmith.lock.attempts"], group), map[string]int64{"report": 1}; !maps.Equal(got, want) {
-			t.Errorf("attempts by group = %v, want %v", got, want)
-		}
+		wantBy(t, rec.metrics(t)["locksmith.lock.attempts"], group, map[string]int64{"report": 1})
 	})
 	t.Run("beyond 100 groups, the others are _overflow", func(t *testing.T) {
 		rec := newRecording(t, lockotel.WithGroups(func(key string) string { return key }))
@@ -103,12 +103,8 @@ func TestQueueAndHandoff(t *testing.T) {
 
 	m := rec.metrics(t)
 	wantUnits(t, m, map[string]string{"locksmith.lock.handoff.duration": "s", "locksmith.lock.queue.length": "{waiter}"})
-	if got, want := by(m["locksmith.lock.handoff.duration"], "locksmith.lock.group"), map[string]int64{"jobs": 1}; !maps.Equal(got, want) {
-		t.Errorf("handoffs by group = %v, want %v", got, want)
-	}
-	if got, want := by(m["locksmith.lock.queue.length"], "locksmith.lock.group"), map[string]int64{"jobs": 1}; !maps.Equal(got, want) {
-		t.Errorf("queue lengths by group = %v, want %v", got, want)
-	}
+	wantBy(t, m["locksmith.lock.handoff.duration"], "locksmith.lock.group", map[string]int64{"jobs": 1})
+	wantBy(t, m["locksmith.lock.queue.length"], "locksmith.lock.group", map[string]int64{"jobs": 1})
 	if got, want := sumOf(m["locksmith.lock.queue.length"]), int64(2); got != want {
 		t.Errorf("queue length recorded = %d, want %d", got, want)
 	}
