@@ -71,16 +71,16 @@ func TestRules(t *testing.T) {
 // returns data.
 func TestDashboard(t *testing.T) {
 	bin := tool(t, "prometheus")
-	target := serveMetrics(t)
+	target, mp := serveMetrics(t)
 	prom := startPrometheus(t, bin, target)
 	start := time.Now()
-	work(t)
+	work(t, mp)
 
 	queries := dashboardQueries(t)
 	queries = append(queries, ruleExprs(t)...)
+	deadline := time.Now().Add(20 * time.Second) // a few scrapes more, with the last samples of the work
 	for _, q := range queries {
 		t.Run(q.name, func(t *testing.T) {
-			deadline := time.Now().Add(20 * time.Second) // a few scrapes, with the last samples of the work
 			for {
 				n, err := prom.count(q.expr)
 				if err != nil {
@@ -204,21 +204,18 @@ func readJSON(t *testing.T, path string, v any) {
 	}
 }
 
-// meterProvider is the test's: it serves its metrics to Prometheus.
-var meterProvider *sdkmetric.MeterProvider
-
-// serveMetrics serves the metrics of meterProvider, through the
-// OpenTelemetry Prometheus exporter, on a loopback port, and returns the
-// address.
-func serveMetrics(t *testing.T) string {
+// serveMetrics returns a MeterProvider whose metrics it serves, through
+// the OpenTelemetry Prometheus exporter, on a loopback port, and the
+// port's address.
+func serveMetrics(t *testing.T) (string, *sdkmetric.MeterProvider) {
 	t.Helper()
 	reg := prometheus.NewRegistry()
 	exp, err := otelprom.New(otelprom.WithRegisterer(reg))
 	if err != nil {
 		t.Fatal(err)
 	}
-	meterProvider = sdkmetric.NewMeterProvider(sdkmetric.WithReader(exp))
-	t.Cleanup(func() { _ = meterProvider.Shutdown(context.Background()) })
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(exp))
+	t.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -226,7 +223,7 @@ func serveMetrics(t *testing.T) string {
 	srv := &http.Server{Handler: promhttp.HandlerFor(reg, promhttp.HandlerOpts{}), ReadHeaderTimeout: 5 * time.Second}
 	go func() { _ = srv.Serve(ln) }()
 	t.Cleanup(func() { _ = srv.Close() })
-	return ln.Addr().String()
+	return ln.Addr().String(), mp
 }
 
 // server is a Prometheus server of the test's.
@@ -337,14 +334,14 @@ var keys = []string{"report:daily", "invoice:1", "invoice:2", "export{eu}", "exp
 // work has workers contend for the locks of three groups, a holder lose
 // its lock, and callers find a server that does not answer: for twelve
 // seconds, so that Prometheus scrapes each stage several times.
-func work(t *testing.T) {
+func work(t *testing.T, mp *sdkmetric.MeterProvider) {
 	t.Helper()
 	addr, _ := redistest.Addr(t)
 	bare, err := single.New(goredis.New(redistest.GoRedis(t, addr, 3)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	locker := lockotel.NewLocker(bare, lockotel.WithMeterProvider(meterProvider))
+	locker := lockotel.NewLocker(bare, lockotel.WithMeterProvider(mp))
 	ctx, cancel := context.WithTimeout(context.Background(), 12*time.Second)
 	defer cancel()
 
@@ -402,7 +399,7 @@ func work(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l = lockotel.NewLocker(l, lockotel.WithMeterProvider(meterProvider))
+	l = lockotel.NewLocker(l, lockotel.WithMeterProvider(mp))
 	for i := range 5 {
 		wg.Add(1)
 		go func() {
