@@ -210,6 +210,29 @@ func ExampleKeyErrors() {
 	// {stock}:c expired: true
 }
 
+func ExampleNotObtainedError() {
+	locker, stop := newLocker()
+	defer stop()
+	ctx := context.Background()
+
+	holder, err := locker.Obtain(ctx, "report:daily", time.Minute, lock.WithMetadata("web-3 pid=4121"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer holder.Release(ctx)
+
+	_, err = locker.Obtain(ctx, "report:daily", time.Minute, lock.WithRetry(lock.NoRetry()))
+	// err says: lock: not obtained: "report:daily" held by web-3 pid=4121 for 2ms
+	var held *lock.NotObtainedError
+	if errors.As(err, &held) {
+		fmt.Println(held.Key, "is held by", held.Holder.Metadata)
+		fmt.Println("for a while:", held.Holder.HeldFor > 0, "and for a while yet:", held.Holder.TTL > 0)
+	}
+	// Output:
+	// report:daily is held by web-3 pid=4121
+	// for a while: true and for a while yet: true
+}
+
 func ExampleArgumentError() {
 	locker, stop := newLocker()
 	defer stop()
@@ -483,7 +506,7 @@ func ExampleLock_Downgrade() {
 	}
 	defer w.Release(ctx)
 	_, err = locker.Obtain(ctx, "catalog", time.Minute, lock.WithRead())
-	fmt.Println("a reader while the writer writes:", err)
+	fmt.Println("a reader while the writer writes:", errors.Is(err, lock.ErrNotObtained)) // not obtained: "catalog" held by the writer
 
 	if err := w.Downgrade(ctx); err != nil { // now a reader
 		log.Fatal(err)
@@ -495,11 +518,11 @@ func ExampleLock_Downgrade() {
 	defer r.Release(ctx)
 	fmt.Println("a reader after Downgrade: obtained")
 	_, err = locker.Obtain(ctx, "catalog", time.Minute, lock.WithWrite())
-	fmt.Println("another writer:", err)
+	fmt.Println("another writer:", errors.Is(err, lock.ErrNotObtained))
 	// Output:
-	// a reader while the writer writes: lock: not obtained
+	// a reader while the writer writes: true
 	// a reader after Downgrade: obtained
-	// another writer: lock: not obtained
+	// another writer: true
 }
 
 func ExampleLocker_List() {

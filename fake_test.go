@@ -3,6 +3,7 @@ package lock_test
 import (
 	"context"
 	"errors"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -214,12 +215,27 @@ func (f *fakeStrategy) callsTo(op string) []fakeCall {
 }
 
 // values returns the values of calls.
+// values returns the values of calls, each without the stamp that the
+// Locker writes after the token (unstamped): the tests of stamps read
+// them from the calls themselves.
 func values(calls []fakeCall) []string {
 	vs := make([]string, len(calls))
 	for i, c := range calls {
-		vs[i] = c.value
+		vs[i] = unstamped(c.value)
 	}
 	return vs
+}
+
+// stampPattern matches the stamp that a Locker writes after the token
+// (see stamp.go).
+var stampPattern = regexp.MustCompile("^\x1e[0-9]+(/[0-9a-f]{32}-[0-9a-f]{16})?\x1e")
+
+// unstamped returns v, a value that a Locker wrote, without its stamp.
+func unstamped(v string) string {
+	if len(v) < strategy.TokenLen {
+		return v
+	}
+	return v[:strategy.TokenLen] + stampPattern.ReplaceAllString(v[strategy.TokenLen:], "")
 }
 
 func equal(a, b []string) bool {

@@ -66,6 +66,15 @@ type Hooks struct {
 	// Refresh, Release or TTL, or lapsed (ErrLapsed) while watched, after
 	// it was held for e.Held.
 	Ended func(e Event)
+	// Trace returns the trace context that an Obtain stores in its lock's
+	// value (its stamp; see strategy.State.Trace) at acquire time, for
+	// those who find the lock held to link to: the W3C trace-id and
+	// parent-id, in lower-case hexadecimal, joined by "-". It is asked once
+	// per Obtain, with the context the Obtain hooks passed on. The first
+	// hook whose Trace returns such a context gives it; anything else
+	// ("" for none) stores none. The otel package returns its lock.obtain
+	// span's.
+	Trace func(ctx context.Context) string
 }
 
 // Event describes what a hook intercepts.
@@ -246,6 +255,20 @@ func (hs hookList) runWait(ctx context.Context, e Event) {
 			h.Wait(ctx, e)
 		}
 	}
+}
+
+// trace returns the trace context that the Trace hooks give an Obtain
+// whose context is ctx: the first valid one, or "".
+func (hs hookList) trace(ctx context.Context) string {
+	for _, h := range hs {
+		if h.Trace == nil {
+			continue
+		}
+		if t := h.Trace(ctx); validTrace(t) {
+			return t
+		}
+	}
+	return ""
 }
 
 // runEnded runs the Ended hooks.

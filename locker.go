@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -308,6 +309,11 @@ func (l *Locker) obtain(ctx context.Context, key string, keys []string, ttl time
 	w := l.newWaiter(key, keys, o)
 	r := strategy.Request{Key: key, Keys: keys, TTL: ttl, Token: o.token, Metadata: o.metadata, CallerToken: o.token != "", Fencing: o.fencing}
 	*a = acquisition{s: l.s}
+	var trace string // the holder's trace context, for its stamps
+	if len(o.hooks) > 0 {
+		trace = o.hooks.trace(ctx)
+	}
+	var refusal error // the last attempt's, when it found the lock held
 	defer func() {
 		if lk == nil && err == nil { // a hook panicked, or called runtime.Goexit
 			w.abandon(ctx)
@@ -322,25 +328,20 @@ func (l *Locker) obtain(ctx context.Context, key string, keys []string, ttl time
 			if attempt == 1 { // nothing was sent
 				return nil, notSent(ctx, "obtain", key)
 			}
-			return nil, notObtained(ctx)
-		}
-		// A fresh token for every attempt: a clean-up of an earlier attempt
-		// that is still on its way to a slow server can never delete what a
-		// later attempt acquired.
-		var err error
-		if !r.CallerToken {
-			r.Token, err = NewToken()
+			return nil, notObtained(ctx, refusal)
 		}
 		delay, again := o.retry.Delay(attempt)
-		if err == nil {
-			err = w.ask(ctx, &r, delay, again)
-		}
-		if err != nil {
+		if err := w.ask(ctx, &r, delay, again); err != nil {
 			w.close(ctx, true)
 			return nil, err
 		}
 		r.Retry, r.Again = attempt > 1, again
 		sent := time.Now()
+		value, err := lay(&r, sent, trace)
+		if err != nil {
+			w.close(ctx, true)
+			return nil, err
+		}
 		g, err := l.attempt(ctx, a, r, attempt, o.hooks)
 		if err == nil && r.Fencing && !fenced(g, keys) {
 			w.close(ctx, true)
@@ -350,7 +351,7 @@ func (l *Locker) obtain(ctx context.Context, key string, keys []string, ttl time
 		}
 		if err == nil {
 			w.obtained(ctx)
-			p.lk = Lock{s: l.s, key: key, token: r.Token, metadata: r.Metadata, value: r.Value(),
+			p.lk = Lock{s: l.s, key: key, token: r.Token, metadata: r.Metadata, value: value,
 				refreshesLeft: o.maxRefreshes, hooks: o.hooks, obtained: sent,
 				fraction: o.fraction, ttl: ttl, bg: &l.life.bg}
 			lk := &p.lk
@@ -400,9 +401,13 @@ func (l *Locker) obtain(ctx context.Context, key string, keys []string, ttl time
 			w.close(ctx, true)
 			return nil, err
 		}
+		refusal = err
 		if err := w.sleep(ctx, g, delay); err != nil {
 			w.close(ctx, true)
-			return nil, notObtained(ctx)
+			return nil, notObtained(ctx, refusal)
+		}
+		if w.woke == strategy.WakeMessage && a.seen != nil {
+			a.seen.forget()
 		}
 	}
 }
@@ -441,17 +446,54 @@ func checkTTL(ttl time.Duration) error {
 // a lock from one process to the next chooses its token with it, and
 // passes it to [WithToken] in both.
 func NewToken() (string, error) {
-	var b [16]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		return "", fmt.Errorf("lock: token: %w", err)
+	var b strings.Builder
+	err := writeToken(&b)
+	return b.String(), err
+}
+
+// writeToken writes a fresh token (see NewToken) to b.
+func writeToken(b *strings.Builder) error {
+	var raw [16]byte
+	if _, err := rand.Read(raw[:]); err != nil {
+		return fmt.Errorf("lock: token: %w", err)
 	}
-	return base64.RawURLEncoding.EncodeToString(b[:]), nil
+	var enc [strategy.TokenLen]byte
+	base64.RawURLEncoding.Encode(enc[:], raw[:])
+	b.Write(enc[:])
+	return nil
+}
+
+// lay sets r's token, a fresh one for every attempt unless the caller
+// chose it, and its stamp, that of an attempt sent at sent by a holder
+// whose trace context is trace, and returns r.Value(), the value the
+// attempt writes: the token, the stamp and the metadata, laid out in one
+// allocation. A fresh token for every attempt, so that a clean-up of an
+// earlier attempt still on its way to a slow server can never delete what
+// a later attempt acquired. A chosen token gets no stamp: its value must be
+// the same in every process that passes the lock on.
+func lay(r *strategy.Request, sent time.Time, trace string) (string, error) {
+	var b strings.Builder
+	if r.CallerToken {
+		b.Grow(len(r.Token) + len(r.Metadata))
+		b.WriteString(r.Token)
+		b.WriteString(r.Metadata)
+		return b.String(), nil
+	}
+	b.Grow(strategy.TokenLen + stampLen(trace) + len(r.Metadata))
+	if err := writeToken(&b); err != nil {
+		return "", err
+	}
+	writeStamp(&b, sent, trace)
+	b.WriteString(r.Metadata)
+	v := b.String()
+	r.Token, r.Stamp = v[:strategy.TokenLen], v[strategy.TokenLen:len(v)-len(r.Metadata)]
+	return v, nil
 }
 
 // attempt runs one Acquire of r, the n-th, through the Attempt hooks, and
 // records it in a.
 func (l *Locker) attempt(ctx context.Context, a *acquisition, r strategy.Request, n int, hs hookList) (strategy.Grant, error) {
-	*a = acquisition{s: a.s, r: r}
+	*a = acquisition{s: a.s, r: r, seen: a.seen}
 	if len(hs) == 0 {
 		err := a.run(ctx)
 		return a.g, err
@@ -471,6 +513,7 @@ type acquisition struct {
 	sent, returned bool // Acquire was called; it returned
 	g              strategy.Grant
 	err            error
+	seen           *sighting // what the Obtain's attempts read of the holder; nil until one is refused
 }
 
 func (a *acquisition) run(ctx context.Context) error {
@@ -481,6 +524,12 @@ func (a *acquisition) run(ctx context.Context) error {
 		a.g, a.err = a.s.Acquire(ctx, a.r)
 	}
 	a.returned = true
+	if a.err != nil && errors.Is(a.err, ErrNotObtained) {
+		if a.seen == nil {
+			a.seen = new(sighting)
+		}
+		a.err = a.seen.refused(ctx, a.s, a.r, a.err)
+	}
 	return a.err
 }
 
@@ -550,8 +599,9 @@ func discard(g *background.Group, ctx context.Context, key string, held bool, de
 }
 
 // notObtained is the error of an Obtain whose ctx ended the wait, after an
-// attempt found the lock held.
-func notObtained(ctx context.Context) error {
+// attempt found the lock held, with refusal, that attempt's error (a
+// *NotObtainedError).
+func notObtained(ctx context.Context, refusal error) error {
 	ends := ended(ctx, nil)
-	return &callError{msg: fmt.Sprintf("%v: %v", ErrNotObtained, ends[len(ends)-1]), errs: append(ends, ErrNotObtained)}
+	return &callError{msg: fmt.Sprintf("%v: %v", refusal, ends[len(ends)-1]), errs: append(ends, refusal)}
 }

@@ -291,7 +291,7 @@ func TestObtainCleanup(t *testing.T) {
 		if len(acquired) != 1 {
 			t.Fatalf("Obtain made %d attempts, want 1", len(acquired))
 		}
-		if want := []string{acquired[0].value, acquired[0].value}; !equal(values(released), want) {
+		if want := values([]fakeCall{acquired[0], acquired[0]}); !equal(values(released), want) {
 			t.Errorf("Release values = %q, want %q (the value of the failed attempt, until the server answered twice)", values(released), want)
 		}
 		if len(released) == 1 && released[0].key != "k" {
@@ -400,7 +400,25 @@ func TestObtainTokens(t *testing.T) {
 		}
 	})
 
-	t.Run("the value passed to the strategy is token plus metadata", func(t *testing.T) {
+	t.Run("the value passed to the strategy is the token, a stamp and the metadata", func(t *testing.T) {
+		f := newFake()
+		lk := obtain(t, f, "k", lock.WithMetadata("m"))
+		got := f.callsTo("acquire")[0].value
+		if rest, ok := strings.CutPrefix(got, lk.Token()); !ok || !stampPattern.MatchString(rest) || !strings.HasSuffix(rest, "\x1em") {
+			t.Errorf("Acquire value = %q, want the token, a stamp (\\x1e<milliseconds>\\x1e) and \"m\"", got)
+		}
+	})
+
+	t.Run("a chosen token's value has no stamp, so that it is the same in every process", func(t *testing.T) {
+		f := newFake()
+		const token = "caller-chosen-token-01"
+		obtain(t, f, "k", lock.WithToken(token), lock.WithMetadata("m"))
+		if got := f.callsTo("acquire")[0].value; got != token+"m" {
+			t.Errorf("Acquire value = %q, want %q", got, token+"m")
+		}
+	})
+
+	t.Run("the value passed to the strategy is token plus metadata, past the stamp", func(t *testing.T) {
 		f := newFake()
 		const metadata = "host=web-1 pid=42"
 		lk := obtain(t, f, "k", lock.WithMetadata(metadata))

@@ -67,9 +67,16 @@ func WithPolling() Option {
 // WithMetadata stores metadata with the lock (in the key's value, after the
 // token), for example the holder's host name, so that whoever inspects the
 // lock can see who holds it: [Lock.Metadata] returns it to the holder, and
-// [Locker.Inspect] to anyone.
+// [Locker.Inspect] to anyone, and a waiter's not-obtained error names the
+// holder by it ([*NotObtainedError]). Metadata must not start with the
+// byte 0x1e, which opens the stamp that precedes it in the value.
 func WithMetadata(metadata string) Option {
-	return func(o *options) { o.metadata = metadata }
+	return func(o *options) {
+		if metadata != "" && metadata[0] == stampMark {
+			o.errs = append(o.errs, &ArgumentError{Name: "metadata", Reason: "must not start with the byte 0x1e, which opens the stamp before it in the value"})
+		}
+		o.metadata = metadata
+	}
 }
 
 // WithMaxRefreshes caps how many times the lock may be refreshed; past

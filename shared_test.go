@@ -259,7 +259,7 @@ func TestDowngrade(t *testing.T) {
 			t.Fatalf("Downgrade = %v, want nil", err)
 		}
 		calls := s.shared.callsTo("downgrade")
-		if len(calls) != 1 || calls[0].key != "k" || calls[0].value != lk.Token() {
+		if len(calls) != 1 || calls[0].key != "k" || unstamped(calls[0].value) != lk.Token() {
 			t.Errorf("Downgrade calls = %+v, want one, of k with the lock's value", calls)
 		}
 		if err := lk.Release(ctx); err != nil {

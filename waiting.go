@@ -23,6 +23,7 @@ type waiter struct {
 	heard    string            // the key the listener hears, for a lock of several keys
 	queued   bool              // an attempt queued the waiter: leave the queue when giving up
 	expected bool              // a timer woke the waiter though a message was due: the holder's key would not have expired
+	woke     strategy.Wake     // why the last sleep ended; 0 when a timer of the retry policy alone ended it
 }
 
 // newWaiter returns the waiter of an Obtain of key, or of an ObtainMany of
@@ -133,6 +134,7 @@ func (w *waiter) sleep(ctx context.Context, g strategy.Grant, delay time.Duratio
 	// have expired by the timer: the lock was released, and passed on
 	// (promoting this waiter) without a message reaching it.
 	w.expected = wakes != nil && reason == strategy.WakeTimer && g.HolderTTL > timer
+	w.woke = reason
 	w.event(ctx, Event{Op: "woken", Reason: reason.String()})
 	return nil
 }

@@ -42,7 +42,7 @@ func newOtelFloor(tb testing.TB, addrs []string, cs *counters) mutex {
 	tb.Cleanup(func() { _ = tp.Shutdown(context.Background()); _ = mp.Shutdown(context.Background()) })
 	m := mp.Meter("floor")
 	f := &otelFloor{m: locksmith(tb, l, err, cs, lock.WithRetry(lock.Linear(retryEvery))), tracer: tp.Tracer("floor")}
-	f.acquire, _ = m.Float64Histogram("acquire", metric.WithExplicitBucketBoundaries(0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60))
+	f.acquire, _ = m.Float64Histogram("acquire", metric.WithExplicitBucketBoundaries(0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60))
 	f.hold, _ = m.Float64Histogram("hold", metric.WithExplicitBucketBoundaries(0.01, 0.1, 0.5, 1, 5, 10, 30, 60, 300, 900, 3600))
 	f.attempts, _ = m.Int64Counter("attempts")
 	f.active, _ = m.Int64UpDownCounter("active")
@@ -50,10 +50,11 @@ func newOtelFloor(tb testing.TB, addrs []string, cs *counters) mutex {
 		return metric.WithAttributeSet(attribute.NewSet(kvs...))
 	}
 	strategy := attribute.String("locksmith.lock.strategy", "single")
-	acquired := set(strategy, attribute.String("locksmith.lock.outcome", "acquired"))
-	f.strategyAdd, f.acquired = []metric.AddOption{set(strategy)}, []metric.AddOption{acquired}
+	group := attribute.String("locksmith.lock.group", "bench") // the wrapper's sets carry the key's group
+	acquired := set(strategy, group, attribute.String("locksmith.lock.outcome", "acquired"))
+	f.strategyAdd, f.acquired = []metric.AddOption{set(strategy, group)}, []metric.AddOption{acquired}
 	f.acquiredRec = []metric.RecordOption{acquired}
-	f.released = []metric.RecordOption{set(strategy, attribute.String("locksmith.lock.end", "released"))}
+	f.released = []metric.RecordOption{set(strategy, group, attribute.String("locksmith.lock.end", "released"))}
 	f.kind = []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindClient)}
 	f.common = []attribute.KeyValue{attribute.String("db.system.name", "redis"), strategy, attribute.String("server.address", addrs[0])}
 	return f

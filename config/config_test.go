@@ -500,8 +500,8 @@ func TestOTel(t *testing.T) {
 		c := base
 		c.OTel = true
 		got := spans(t, c)
-		if len(got) != 2 || got[0].Name() != "lock.obtain" || got[1].Name() != "lock.release" {
-			t.Fatalf("spans = %v, want lock.obtain and lock.release", got)
+		if len(got) != 3 || got[0].Name() != "lock.obtain" || got[1].Name() != "lock.release" || got[2].Name() != "lock.hold" {
+			t.Fatalf("spans = %v, want lock.obtain, lock.release and lock.hold", got)
 		}
 		for _, kv := range got[0].Attributes() {
 			if strings.Contains(kv.Value.Emit(), "otel:key") {

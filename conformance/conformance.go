@@ -148,6 +148,7 @@ var properties = []property{
 	{"FencingTokens", "", suite.fencingTokens},
 	{"InspectReadsTheLock", "", suite.inspectReadsTheLock},
 	{"BreakIsGuarded", "", suite.breakIsGuarded},
+	{"WaiterNamesTheHolder", "", suite.waiterNamesTheHolder},
 	{"ReleaseWakesTheHead", "", suite.releaseWakesTheHead},
 	{"WaitersObtainInTurn", "", suite.waitersObtainInTurn},
 	{"LostMessageCostsOnePoll", "Conns", suite.lostMessageCostsOnePoll},
@@ -249,12 +250,17 @@ func (h Harness) has(field string) bool {
 //     tokens that increase from holder to holder.
 //   - InspectReadsTheLock: Inspect, by another client, finds the key free,
 //     then held by the holder (its token's fingerprint, and its metadata
-//     unless Harness.Skip names MetadataRoundTrips) for at most the TTL,
-//     and free after Release.
+//     unless Harness.Skip names MetadataRoundTrips, and then also how long
+//     it has held the lock) for at most the TTL, and free after Release.
 //   - BreakIsGuarded: Break deletes the lock only when the fingerprint
 //     names its holder (any holder when it is empty), and reports ErrTaken
 //     for another's, leaving the lock, and ErrExpired for a free one. A
 //     strategy that cannot break locks (errors.ErrUnsupported) skips.
+//   - WaiterNamesTheHolder: an Obtain refused by a held lock fails with a
+//     *lock.NotObtainedError that names the key and the holder, as
+//     Inspect reads it (its fingerprint; unless Harness.Skip names
+//     MetadataRoundTrips, its metadata, how long it has held the lock, and
+//     the trace context its Locker's hooks stored), in its message too.
 //
 // The notification properties apply to a Locker whose strategy wakes its
 // waiters (a strategy.Notifier whose Listen returns a Listener, and

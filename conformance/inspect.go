@@ -3,6 +3,8 @@ package conformance
 import (
 	"context"
 	"errors"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -30,8 +32,13 @@ func (s suite) inspectReadsTheLock(t *testing.T, ctx context.Context) {
 	if !noMetadata {
 		opts = append(opts, lock.WithMetadata(meta))
 	}
+	before := time.Now()
 	lk := s.obtain(t, ctx, s.h.NewLocker(t), key, longTTL, opts...)
 	st := inspect("of a held lock")
+	// The stamp counts in whole milliseconds, so it may count one more.
+	if held := time.Since(before) + time.Millisecond; !noMetadata && (st.HeldFor <= 0 || st.HeldFor > held) {
+		t.Errorf("Inspect of a held lock: HeldFor = %v, want the time since the Obtain, in (0, %v]", st.HeldFor, held)
+	}
 	if !st.Held {
 		t.Errorf("Inspect of a held lock: Held = false, want true (Verdict %q)", st.Verdict)
 	}
@@ -95,5 +102,51 @@ func (s suite) breakIsGuarded(t *testing.T, ctx context.Context) {
 	}
 	if err := next.Refresh(ctx, longTTL); !errors.Is(err, lock.ErrNotHeld) {
 		t.Errorf("the broken holder's Refresh after a forced Break = %v, want ErrNotHeld", err)
+	}
+}
+
+// holderTrace is the trace context that waiterNamesTheHolder's holder
+// stores with its lock, through its hooks.
+const holderTrace = "4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7"
+
+func (s suite) waiterNamesTheHolder(t *testing.T, ctx context.Context) {
+	key := Key(t)
+	const meta = "host=web-3 pid=4242"
+	opts := []lock.Option{lock.WithHooks(&lock.Hooks{Trace: func(context.Context) string { return holderTrace }})}
+	_, noMetadata := s.h.Skip["MetadataRoundTrips"]
+	if !noMetadata {
+		opts = append(opts, lock.WithMetadata(meta))
+	}
+	lk := s.obtain(t, ctx, s.h.NewLocker(t), key, longTTL, opts...)
+	_, err := s.h.NewLocker(t).Obtain(ctx, key, longTTL, lock.WithRetry(lock.NoRetry()))
+	var held *lock.NotObtainedError
+	if !errors.As(err, &held) || !errors.Is(err, lock.ErrNotObtained) {
+		t.Fatalf("Obtain of a held lock = %v, want a *lock.NotObtainedError matching ErrNotObtained", err)
+	}
+	h := held.Holder
+	if held.Key != key || len(held.Keys) != 1 || held.Keys[0] != key {
+		t.Errorf("NotObtainedError's Key, Keys = %q, %q; want %q, [%q]", held.Key, held.Keys, key, key)
+	}
+	if !h.Held || h.Fingerprint != strategy.Fingerprint(lk.Token()) {
+		t.Errorf("NotObtainedError's Holder: Held = %v, Fingerprint = %q; want true, the holder's %q", h.Held, h.Fingerprint, strategy.Fingerprint(lk.Token()))
+	}
+	if !strings.Contains(err.Error(), strconv.Quote(key)) {
+		t.Errorf("error %q does not name the key %q", err, key)
+	}
+	if noMetadata {
+		return
+	}
+	// The Locker's own hooks (a wrapper's, such as the otel package's) may
+	// store their trace before the hook of this Obtain: the waiter reads
+	// whichever Inspect reads.
+	st, ierr := s.h.NewLocker(t).Inspect(ctx, key)
+	if ierr != nil {
+		t.Fatalf("Inspect = %v, want nil", ierr)
+	}
+	if h.Metadata != meta || h.HeldFor <= 0 || h.Trace == "" || h.Trace != st.Trace {
+		t.Errorf("NotObtainedError's Holder: Metadata = %q, HeldFor = %v, Trace = %q; want %q, positive, Inspect's %q", h.Metadata, h.HeldFor, h.Trace, meta, st.Trace)
+	}
+	if !strings.Contains(err.Error(), "held by "+meta+" for ") {
+		t.Errorf("error %q does not name the holder by its metadata and hold", err)
 	}
 }

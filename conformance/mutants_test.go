@@ -99,6 +99,8 @@ var lockMutants = []mutant{
 		strategy: func(b base) strategy.Strategy { return plainBatchPExpire{b} }},
 	{name: "metadata-dropped", kills: []string{"MetadataRoundTrips"},
 		strategy: func(b base) strategy.Strategy { return noMetadata{b} }},
+	{name: "stamp-dropped", kills: []string{"WaiterNamesTheHolder", "InspectReadsTheLock"},
+		strategy: func(b base) strategy.Strategy { return noStamp{b} }},
 	{name: "chosen-token-ignored", kills: []string{"CallerChosenToken"},
 		strategy: func(b base) strategy.Strategy { return ownToken{b} }},
 	{name: "errors-show-the-value", kills: []string{"TokenStaysSecret"},
@@ -666,6 +668,16 @@ func (s noMetadata) Acquire(ctx context.Context, r strategy.Request) (strategy.G
 	r.Metadata = ""
 	g, err := s.singleStrategy.Acquire(ctx, r)
 	g.Value = r.Token
+	return g, err
+}
+
+// noStamp stores the token and the metadata without the Locker's stamp.
+type noStamp struct{ base }
+
+func (s noStamp) Acquire(ctx context.Context, r strategy.Request) (strategy.Grant, error) {
+	r.Stamp = ""
+	g, err := s.singleStrategy.Acquire(ctx, r)
+	g.Value = r.Value()
 	return g, err
 }
 

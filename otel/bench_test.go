@@ -23,7 +23,8 @@ import (
 )
 
 // variants returns bare, and bare wrapped with no-op providers and with a
-// recording SDK.
+// recording SDK, which stores each holder's trace in its lock's value
+// unless told not to (otel-sdk-notrace).
 func variants(b *testing.B, bare *lock.Locker) []struct {
 	name string
 	l    *lock.Locker
@@ -36,6 +37,7 @@ func variants(b *testing.B, bare *lock.Locker) []struct {
 		{"bare", bare},
 		{"otel-noop", lockotel.NewLocker(bare, lockotel.WithTracerProvider(tracenoop.NewTracerProvider()), lockotel.WithMeterProvider(metricnoop.NewMeterProvider()))},
 		{"otel-sdk", lockotel.NewLocker(bare, lockotel.WithTracerProvider(tp), lockotel.WithMeterProvider(mp))},
+		{"otel-sdk-notrace", lockotel.NewLocker(bare, lockotel.WithTracerProvider(tp), lockotel.WithMeterProvider(mp), lockotel.WithoutHolderTrace())},
 	}
 }
 
@@ -149,7 +151,7 @@ func BenchmarkSDKFloor(b *testing.B) {
 	tp, mp := providers(b)
 	tracer := tp.Tracer("floor")
 	m := mp.Meter("floor")
-	acquire, _ := m.Float64Histogram("acquire", metric.WithExplicitBucketBoundaries(0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60))
+	acquire, _ := m.Float64Histogram("acquire", metric.WithExplicitBucketBoundaries(0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60))
 	hold, _ := m.Float64Histogram("hold", metric.WithExplicitBucketBoundaries(0.01, 0.1, 0.5, 1, 5, 10, 30, 60, 300, 900, 3600))
 	tries, _ := m.Int64Counter("attempts")
 	active, _ := m.Int64UpDownCounter("active")
@@ -157,9 +159,10 @@ func BenchmarkSDKFloor(b *testing.B) {
 		return metric.WithAttributeSet(attribute.NewSet(kvs...))
 	}
 	strategy := attribute.String("locksmith.lock.strategy", "memory")
-	base := set(strategy)
-	acquired := set(strategy, attribute.String("locksmith.lock.outcome", "acquired"))
-	released := set(strategy, attribute.String("locksmith.lock.end", "released"))
+	group := attribute.String("locksmith.lock.group", "bench")
+	base := set(strategy, group)
+	acquired := set(strategy, group, attribute.String("locksmith.lock.outcome", "acquired"))
+	released := set(strategy, group, attribute.String("locksmith.lock.end", "released"))
 	baseAdd, acquiredAdd := []metric.AddOption{base}, []metric.AddOption{acquired}
 	acquiredRecord, releasedRecord := []metric.RecordOption{acquired}, []metric.RecordOption{released}
 	kind := []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindClient)}

@@ -4,9 +4,13 @@ import (
 	"context"
 	"fmt"
 	"log"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
@@ -38,13 +42,15 @@ func ExampleNewLocker() {
 	locker := lockotel.NewLocker(bare, lockotel.WithTracerProvider(tp))
 
 	ctx := context.Background()
-	lk, err := locker.Obtain(ctx, "report:daily", time.Minute)
+	lk, err := locker.Obtain(ctx, "report:daily", time.Minute, lock.WithMetadata("web-3 pid=4121"))
 	if err != nil {
 		log.Fatal(err)
 	}
 	// A second worker tries three times, and gives up: it queued, was
 	// woken (by its timer, or by its subscription's confirmation), and
-	// leaves the queue (lock.cleanup).
+	// leaves the queue (lock.cleanup). Its span names the holder, and
+	// links to the holder's lock.obtain span, whose child lock.hold ends
+	// with the release.
 	_, _ = locker.Obtain(ctx, "report:daily", time.Minute, lock.WithRetry(lock.LimitAttempts(lock.Linear(time.Millisecond), 3)))
 	_ = lk.Release(ctx)
 
@@ -52,7 +58,7 @@ func ExampleNewLocker() {
 		fmt.Print(s.Name())
 		for _, kv := range s.Attributes() {
 			switch kv.Key {
-			case "locksmith.lock.strategy", "locksmith.lock.outcome", "locksmith.lock.attempts":
+			case "locksmith.lock.strategy", "locksmith.lock.outcome", "locksmith.lock.attempts", "locksmith.lock.holder.metadata", "locksmith.lock.end":
 				fmt.Printf(" %s=%s", kv.Key, kv.Value.Emit())
 			}
 		}
@@ -60,11 +66,63 @@ func ExampleNewLocker() {
 		for _, e := range s.Events() {
 			events = append(events, e.Name)
 		}
-		fmt.Printf(" events=%v status=%s\n", events, s.Status().Code)
+		fmt.Printf(" events=%v links=%d status=%s\n", events, len(s.Links()), s.Status().Code)
 	}
 	// Output:
-	// lock.obtain locksmith.lock.strategy=single locksmith.lock.attempts=1 locksmith.lock.outcome=acquired events=[] status=Unset
-	// lock.cleanup locksmith.lock.strategy=single events=[] status=Unset
-	// lock.obtain locksmith.lock.strategy=single locksmith.lock.attempts=3 locksmith.lock.outcome=contended events=[lock.contended lock.wait.enqueued lock.wait.woken lock.contended lock.wait.woken lock.contended] status=Unset
-	// lock.release locksmith.lock.strategy=single events=[] status=Unset
+	// lock.obtain locksmith.lock.strategy=single locksmith.lock.attempts=1 locksmith.lock.outcome=acquired events=[] links=0 status=Unset
+	// lock.cleanup locksmith.lock.strategy=single events=[] links=0 status=Unset
+	// lock.obtain locksmith.lock.strategy=single locksmith.lock.attempts=3 locksmith.lock.outcome=contended locksmith.lock.holder.metadata=web-3 pid=4121 events=[lock.contended lock.wait.enqueued lock.wait.woken lock.contended lock.wait.woken lock.contended] links=1 status=Unset
+	// lock.release locksmith.lock.strategy=single events=[] links=0 status=Unset
+	// lock.hold locksmith.lock.strategy=single locksmith.lock.end=released events=[] links=0 status=Unset
+}
+
+func ExampleWithGroups() {
+	srv, err := locktest.StartServer() // an in-process Redis, for the example
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer srv.Close()
+	client := redis.NewClient(&redis.Options{Addr: srv.Addr(), ContextTimeoutEnabled: true})
+	defer client.Close()
+	bare, err := single.New(goredis.New(client))
+	if err != nil {
+		log.Fatal(err)
+	}
+
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	defer mp.Shutdown(context.Background())
+	// Tenants' locks, "tenant/<id>/<job>", grouped by job: the tenants are
+	// too many for a series each.
+	locker := lockotel.NewLocker(bare, lockotel.WithMeterProvider(mp), lockotel.WithGroups(func(key string) string {
+		return key[strings.LastIndexByte(key, '/')+1:]
+	}))
+
+	ctx := context.Background()
+	for _, key := range []string{"tenant/7/invoice", "tenant/8/invoice", "tenant/8/export"} {
+		lk, err := locker.Obtain(ctx, key, time.Minute)
+		if err != nil {
+			log.Fatal(err)
+		}
+		_ = lk.Release(ctx)
+	}
+
+	var rm metricdata.ResourceMetrics
+	if err := reader.Collect(ctx, &rm); err != nil {
+		log.Fatal(err)
+	}
+	var lines []string
+	for _, m := range rm.ScopeMetrics[0].Metrics {
+		if sum, ok := m.Data.(metricdata.Sum[int64]); ok && m.Name == "locksmith.lock.attempts" {
+			for _, dp := range sum.DataPoints {
+				group, _ := dp.Attributes.Value("locksmith.lock.group")
+				lines = append(lines, fmt.Sprintf("%s group=%s %d", m.Name, group.Emit(), dp.Value))
+			}
+		}
+	}
+	slices.Sort(lines)
+	fmt.Println(strings.Join(lines, "\n"))
+	// Output:
+	// locksmith.lock.attempts group=export 1
+	// locksmith.lock.attempts group=invoice 2
 }

@@ -12,9 +12,10 @@
 // TTL, Inspect, Break, clean-up and batch of auto-refreshes; span events
 // for contended attempts, Redlock nodes' answers and waiting; and metrics
 // of the time to acquire and to hold, attempts, locks held and lost,
-// wake-ups and lost notifications. Keys are omitted by default
-// ([WithKeys]). No span, event or metric ever carries a token or a
-// waiter's id, and no metric attribute is a key. The repository's
+// wake-ups, lost notifications, handoffs and queue lengths, by lock group
+// ([WithGroups]). Keys are omitted by default ([WithKeys]). No span, event
+// or metric ever carries a token or a waiter's id, and no metric attribute
+// is a key unless a group function makes it one. The repository's
 // docs/observability.md guide lists every span, attribute and metric.
 package lockotel
 
@@ -83,9 +84,12 @@ type optionFunc func(*config)
 func (f optionFunc) apply(c *config) { f(c) }
 
 type config struct {
-	tp   trace.TracerProvider
-	mp   metric.MeterProvider
-	keys KeyPolicy
+	tp     trace.TracerProvider
+	mp     metric.MeterProvider
+	keys   KeyPolicy
+	groups func(key string) string
+
+	noHolderTrace bool // WithoutHolderTrace
 }
 
 // WithTracerProvider sets the TracerProvider. The default is the global one.
@@ -100,6 +104,40 @@ func WithMeterProvider(mp metric.MeterProvider) Option {
 
 // WithKeys sets how spans record keys. The default is KeysOmitted.
 func WithKeys(p KeyPolicy) Option { return optionFunc(func(c *config) { c.keys = p }) }
+
+// WithGroups sets the function that names a key's group, the
+// locksmith.lock.group attribute of every metric: a name shared by many
+// keys, such as a kind of job, so that the metrics tell the hot kinds of
+// lock apart without a series per key. A multi-key lock is grouped by its
+// first key. The default group is the key's prefix up to its first ':' or
+// '{' (the start of a hash tag): "report:daily" is in "report",
+// "orders{42}" in "orders". A key with neither, or that starts with one,
+// such as "{user:7}:lock", has no prefix: its group is "_ungrouped", as is
+// a key for which group returns "". A function that returns the key gives
+// a series per key. Whatever the function, a Locker returned by NewLocker
+// records at most 100 distinct groups; the keys of any further group are
+// recorded in the group "_overflow". group is called for every measurement,
+// from many goroutines: make it fast and safe for concurrent use. A nil
+// group is the default.
+func WithGroups(group func(key string) string) Option {
+	return optionFunc(func(c *config) { c.groups = group })
+}
+
+// The groups of the keys that have none, and of the keys beyond maxGroups.
+const (
+	ungrouped = "_ungrouped"
+	overflow  = "_overflow"
+	maxGroups = 100
+)
+
+// prefixGroup is the default group of key: its prefix up to its first ':'
+// or '{', or ungrouped.
+func prefixGroup(key string) string {
+	if i := strings.IndexAny(key, ":{"); i > 0 {
+		return key[:i]
+	}
+	return ungrouped
+}
 
 // Attribute keys.
 const (
@@ -122,6 +160,7 @@ const (
 	attrError    = attribute.Key("error.type")
 	attrServer   = attribute.Key("server.address")
 	attrBatch    = attribute.Key("locksmith.lock.batch.size")
+	attrGroup    = attribute.Key("locksmith.lock.group")
 )
 
 var (
@@ -154,7 +193,7 @@ func NewLocker(l *lock.Locker, opts ...Option) *lock.Locker {
 		return l
 	}
 	t := newTelemetry(c)
-	return l.With(lock.WithHooks(&lock.Hooks{
+	h := &lock.Hooks{
 		Obtain:  t.obtain,
 		Attempt: t.attempt,
 		Op:      t.op,
@@ -162,7 +201,11 @@ func NewLocker(l *lock.Locker, opts ...Option) *lock.Locker {
 		Node:    t.node,
 		Wait:    t.wait,
 		Ended:   t.ended,
-	}))
+	}
+	if !c.noHolderTrace {
+		h.Trace = holderTrace
+	}
+	return l.With(lock.WithHooks(h))
 }
 
 type telemetry struct {
@@ -175,15 +218,24 @@ type telemetry struct {
 	lost    metric.Int64Counter
 	wakeups metric.Int64Counter
 	missed  metric.Int64Counter
+	handoff metric.Float64Histogram
+	queue   metric.Int64Histogram
 
-	strategies sync.Map // strategy → *everyLock; written once per strategy
+	groupOf  func(key string) string
+	groupsMu sync.Mutex  // held to admit a group to groups
+	groups   sync.Map    // group → itself, for the groups admitted, at most maxGroups
+	admitted int         // len(groups), under groupsMu
+	full     atomic.Bool // admitted == maxGroups: the other groups take no lock
+
+	strategies sync.Map // lockKey → *everyLock; written once per strategy and group
 	sets       sync.Map // setKey → *measurement, for the sets that everyLock lacks; written once per set
 	spans      sync.Map // spanKey → *spanStart; written once per strategy and server
+	holds      holds    // the lock.hold spans of the locks held
 
 	// The entries of strategies and spans used last, which are checked
-	// first: a Locker has one strategy, over a few servers, so that they are
-	// nearly always the ones sought, and comparing their names costs less
-	// than a lookup.
+	// first: a Locker has one strategy, over a few servers, and its hot
+	// locks are of a few groups, so that they are often the ones sought,
+	// and comparing their names costs less than a lookup.
 	lastLock atomic.Pointer[everyLock]
 	lastSpan atomic.Pointer[spanStart]
 }
@@ -199,10 +251,14 @@ type spanStart struct {
 	attrs []attribute.KeyValue
 }
 
-// setKey names a metric attribute set: the strategy, and the values of the
-// other attributes (empty ones are left out). The sets are few (strategies
-// × outcomes), so each is built once and kept.
-type setKey struct{ strategy, outcome, errType, end, reason string }
+// setKey names a metric attribute set: the strategy, the group, and the
+// values of the other attributes (empty ones are left out). The sets are
+// few (strategies × groups × outcomes, with groups bounded by maxGroups),
+// so each is built once and kept.
+type setKey struct{ strategy, group, outcome, errType, end, reason string }
+
+// lockKey names the sets of an everyLock.
+type lockKey struct{ strategy, group string }
 
 // measurement holds one attribute set as the option lists that Add and
 // Record take, so that recording allocates nothing.
@@ -211,29 +267,32 @@ type measurement struct {
 	record []metric.RecordOption
 }
 
-// everyLock holds, for one strategy, the attribute sets that every lock
-// records: its strategy alone (locksmith.lock.active), an attempt or an
-// Obtain that acquired (locksmith.lock.attempts, acquire.duration), and a
-// release (hold.duration).
+// everyLock holds, for one strategy and group, the attribute sets that
+// every lock records: its strategy and group alone (locksmith.lock.active),
+// an attempt or an Obtain that acquired (locksmith.lock.attempts,
+// acquire.duration), and a release (hold.duration).
 type everyLock struct {
-	strategy                 string
+	lockKey
 	base, acquired, released *measurement
 }
 
-// measure returns the measurement of the set k. Those of everyLock take no
-// lookup when the strategy is the last one's, and one by the strategy's name
-// alone otherwise, cheaper than one by the whole key; the others, one by k.
-func (t *telemetry) measure(k setKey) *measurement {
+// measure returns the measurement of the set k for a lock of key, whose
+// group it fills in. Those of everyLock take no lookup when the strategy
+// and group are the last one's, and one by them alone otherwise, cheaper
+// than one by the whole key; the others, one by k.
+func (t *telemetry) measure(key string, k setKey) *measurement {
+	k.group = t.group(key)
 	sets := t.lastLock.Load()
-	if sets == nil || sets.strategy != k.strategy {
-		if s, ok := t.strategies.Load(k.strategy); ok {
+	if sets == nil || sets.lockKey != (lockKey{k.strategy, k.group}) {
+		lk := lockKey{k.strategy, k.group}
+		if s, ok := t.strategies.Load(lk); ok {
 			sets = s.(*everyLock)
 		} else {
-			s, _ := t.strategies.LoadOrStore(k.strategy, &everyLock{
-				strategy: k.strategy,
-				base:     newMeasurement(setKey{strategy: k.strategy}),
-				acquired: newMeasurement(setKey{strategy: k.strategy, outcome: "acquired"}),
-				released: newMeasurement(setKey{strategy: k.strategy, end: "released"}),
+			s, _ := t.strategies.LoadOrStore(lk, &everyLock{
+				lockKey:  lk,
+				base:     newMeasurement(setKey{strategy: k.strategy, group: k.group}),
+				acquired: newMeasurement(setKey{strategy: k.strategy, group: k.group, outcome: "acquired"}),
+				released: newMeasurement(setKey{strategy: k.strategy, group: k.group, end: "released"}),
 			})
 			sets = s.(*everyLock)
 		}
@@ -254,9 +313,41 @@ func (t *telemetry) measure(k setKey) *measurement {
 	return m.(*measurement)
 }
 
+// group returns the group of key that the metrics record: the group
+// function's, if it is one of the first maxGroups distinct ones, or
+// overflow. The last lock's group takes no lookup.
+func (t *telemetry) group(key string) string {
+	g := t.groupOf(key)
+	if g == "" {
+		g = ungrouped
+	}
+	if last := t.lastLock.Load(); last != nil && last.group == g {
+		return last.group
+	}
+	if known, ok := t.groups.Load(g); ok {
+		return known.(string)
+	}
+	if t.full.Load() {
+		return overflow
+	}
+	t.groupsMu.Lock()
+	defer t.groupsMu.Unlock()
+	if known, ok := t.groups.Load(g); ok {
+		return known.(string)
+	}
+	if t.admitted == maxGroups {
+		t.full.Store(true)
+		return overflow
+	}
+	g = strings.Clone(g) // a group cut from a key would keep the whole key
+	t.groups.Store(g, g)
+	t.admitted++
+	return g
+}
+
 // newMeasurement builds the measurement of the set k.
 func newMeasurement(k setKey) *measurement {
-	kvs := []attribute.KeyValue{attrStrategy.String(k.strategy)}
+	kvs := []attribute.KeyValue{attrStrategy.String(k.strategy), attrGroup.String(k.group)}
 	for _, kv := range []attribute.KeyValue{attrOutcome.String(k.outcome), attrError.String(k.errType), attrEnd.String(k.end), attrReason.String(k.reason)} {
 		if kv.Value.AsString() != "" {
 			kvs = append(kvs, kv)
@@ -270,11 +361,16 @@ func newTelemetry(c config) *telemetry {
 	t := &telemetry{
 		tracer: c.tp.Tracer(scopeName, trace.WithInstrumentationVersion(version())),
 		keys:   c.keys,
+
+		groupOf: c.groups,
+	}
+	if t.groupOf == nil {
+		t.groupOf = prefixGroup
 	}
 	m := c.mp.Meter(scopeName, metric.WithInstrumentationVersion(version()))
 	t.acquire = instrument(m.Float64Histogram("locksmith.lock.acquire.duration", metric.WithUnit("s"),
 		metric.WithDescription("Time Obtain took, waiting included."),
-		metric.WithExplicitBucketBoundaries(0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60)))
+		metric.WithExplicitBucketBoundaries(0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)))
 	t.hold = instrument(m.Float64Histogram("locksmith.lock.hold.duration", metric.WithUnit("s"),
 		metric.WithDescription("Time a lock was held, from Obtain to its release or loss."),
 		metric.WithExplicitBucketBoundaries(0.01, 0.1, 0.5, 1, 5, 10, 30, 60, 300, 900, 3600)))
@@ -288,6 +384,12 @@ func newTelemetry(c config) *telemetry {
 		metric.WithDescription("Times waiters woke to try again, by reason.")))
 	t.missed = instrument(m.Int64Counter("locksmith.lock.wait.missed", metric.WithUnit("{notification}"),
 		metric.WithDescription("Lost notifications: locks obtained after a timer woke the waiter though a message was due.")))
+	t.handoff = instrument(m.Float64Histogram("locksmith.lock.handoff.duration", metric.WithUnit("s"),
+		metric.WithDescription("Time from the end of a wait, when the waiter woke, to the lock obtained: the attempt that took it over."),
+		metric.WithExplicitBucketBoundaries(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1)))
+	t.queue = instrument(m.Int64Histogram("locksmith.lock.queue.length", metric.WithUnit("{waiter}"),
+		metric.WithDescription("Length of the queue that a waiter joined, itself included: its rank, 1 for the head."),
+		metric.WithExplicitBucketBoundaries(1, 2, 3, 4, 5, 10, 20, 50, 100, 200, 500, 1000)))
 	return t
 }
 
@@ -388,6 +490,10 @@ func (t *telemetry) describeErr(err error, key string) string {
 type obtainState struct {
 	context.Context                      // the Obtain's, with its span
 	attempts        int                  // counted by the Attempt hook
+	attemptStart    time.Time            // when the last attempt started
+	hold            trace.Span           // the lock.hold span of the lock the Obtain returned
+	holder          []attribute.KeyValue // the last holder that an attempt met (see contended)
+	linked          string               // the trace of the last holder linked to
 	attrs           []attribute.KeyValue // over buf, or a list of its own if they outgrow it
 	buf             [7]attribute.KeyValue
 }
@@ -444,16 +550,18 @@ func (t *telemetry) obtain(ctx context.Context, e lock.Event, next func(context.
 		switch {
 		case lk != nil:
 			st.attrs = append(st.attrs, attrValidity.Float64(lk.ValidUntil().Sub(now).Seconds()))
+			t.startHold(st, e, lk)
 		case errType != "":
 			st.attrs = append(st.attrs, attrError.String(errType))
 		}
+		st.attrs = append(st.attrs, st.holder...)
 	}
 	// Each instrument is asked first, so that no-op metrics cost no lookup.
 	if lk != nil && t.active.Enabled(ctx) {
-		t.active.Add(ctx, 1, t.measure(setKey{strategy: e.Strategy}).add...)
+		t.active.Add(ctx, 1, t.measure(e.Key, setKey{strategy: e.Strategy}).add...)
 	}
 	if t.acquire.Enabled(ctx) {
-		t.acquire.Record(ctx, waited.Seconds(), t.measure(setKey{strategy: e.Strategy, outcome: outcome, errType: errType}).record...)
+		t.acquire.Record(ctx, waited.Seconds(), t.measure(e.Key, setKey{strategy: e.Strategy, outcome: outcome, errType: errType}).record...)
 	}
 	return lk, err
 }
@@ -474,10 +582,18 @@ func obtainOutcome(ctx context.Context, err error) string {
 }
 
 func (t *telemetry) attempt(ctx context.Context, e lock.Event, next func(context.Context) error) error {
-	err := next(ctx)
+	var start time.Time // of an attempt after a wait: a handoff, if it acquires
+	if e.Attempt > 1 {
+		start = time.Now()
+	}
 	st, recording := ctx.Value(stateKey{}).(*obtainState) // set by a recording obtain span
 	if recording {
 		st.attempts++
+		st.attemptStart = time.Now()
+	}
+	err := next(ctx)
+	if err == nil && e.Attempt > 1 && t.handoff.Enabled(ctx) {
+		t.handoff.Record(ctx, time.Since(start).Seconds(), t.measure(e.Key, setKey{strategy: e.Strategy}).record...)
 	}
 	outcome := "acquired"
 	switch {
@@ -485,13 +601,13 @@ func (t *telemetry) attempt(ctx context.Context, e lock.Event, next func(context
 	case errors.Is(err, lock.ErrNotObtained):
 		outcome = "contended"
 		if recording {
-			trace.SpanFromContext(ctx).AddEvent("lock.contended", trace.WithAttributes(attrAttempt.Int(e.Attempt)))
+			st.contended(trace.SpanFromContext(ctx), e.Attempt, err)
 		}
 	default:
 		outcome = "error"
 	}
 	if t.tries.Enabled(ctx) {
-		t.tries.Add(ctx, 1, t.measure(setKey{strategy: e.Strategy, outcome: outcome}).add...)
+		t.tries.Add(ctx, 1, t.measure(e.Key, setKey{strategy: e.Strategy, outcome: outcome}).add...)
 	}
 	return err
 }
@@ -518,19 +634,22 @@ func (t *telemetry) wait(ctx context.Context, e lock.Event) {
 		if recording {
 			span.AddEvent("lock.wait.enqueued", trace.WithAttributes(attrRank.Int(e.Rank)))
 		}
+		if t.queue.Enabled(ctx) {
+			t.queue.Record(ctx, int64(e.Rank), t.measure(e.Key, setKey{strategy: e.Strategy}).record...)
+		}
 	case "woken":
 		if recording {
 			span.AddEvent("lock.wait.woken", trace.WithAttributes(attrReason.String(e.Reason)))
 		}
 		if t.wakeups.Enabled(ctx) {
-			t.wakeups.Add(ctx, 1, t.measure(setKey{strategy: e.Strategy, reason: e.Reason}).add...)
+			t.wakeups.Add(ctx, 1, t.measure(e.Key, setKey{strategy: e.Strategy, reason: e.Reason}).add...)
 		}
 	case "missed":
 		if recording {
 			span.AddEvent("lock.wait.missed")
 		}
 		if t.missed.Enabled(ctx) {
-			t.missed.Add(ctx, 1, t.measure(setKey{strategy: e.Strategy}).add...)
+			t.missed.Add(ctx, 1, t.measure(e.Key, setKey{strategy: e.Strategy}).add...)
 		}
 	}
 }
@@ -549,6 +668,9 @@ func (t *telemetry) op(ctx context.Context, e lock.Event, next func(context.Cont
 	if err != nil && span.IsRecording() {
 		span.SetStatus(codes.Error, t.describeErr(err, e.Key))
 		span.SetAttributes(attrError.String(errorType(err)))
+	}
+	if e.Op == "refresh" && e.Lock != nil {
+		t.refreshed(e.Lock, err)
 	}
 	return err
 }
@@ -594,14 +716,15 @@ func (t *telemetry) ended(e lock.Event) {
 	if e.Err != nil {
 		end = "lost"
 		if t.lost.Enabled(ctx) {
-			t.lost.Add(ctx, 1, t.measure(setKey{strategy: e.Strategy, errType: errorType(e.Err)}).add...)
+			t.lost.Add(ctx, 1, t.measure(e.Key, setKey{strategy: e.Strategy, errType: errorType(e.Err)}).add...)
 		}
 	}
 	if t.hold.Enabled(ctx) {
-		t.hold.Record(ctx, e.Held.Seconds(), t.measure(setKey{strategy: e.Strategy, end: end}).record...)
+		t.hold.Record(ctx, e.Held.Seconds(), t.measure(e.Key, setKey{strategy: e.Strategy, end: end}).record...)
 	}
+	t.endHold(e, end)
 	if t.active.Enabled(ctx) {
-		t.active.Add(ctx, -1, t.measure(setKey{strategy: e.Strategy}).add...)
+		t.active.Add(ctx, -1, t.measure(e.Key, setKey{strategy: e.Strategy}).add...)
 	}
 }
 

@@ -83,6 +83,11 @@ func by(md metricdata.Metrics, attr attribute.Key) map[string]int64 {
 			v, _ := dp.Attributes.Value(attr)
 			out[v.AsString()] += int64(dp.Count)
 		}
+	case metricdata.Histogram[int64]:
+		for _, dp := range d.DataPoints {
+			v, _ := dp.Attributes.Value(attr)
+			out[v.AsString()] += int64(dp.Count)
+		}
 	case metricdata.Sum[int64]:
 		for _, dp := range d.DataPoints {
 			v, _ := dp.Attributes.Value(attr)
@@ -90,6 +95,27 @@ func by(md metricdata.Metrics, attr attribute.Key) map[string]int64 {
 		}
 	}
 	return out
+}
+
+// wantUnits checks that m has each metric of units, with its unit.
+func wantUnits(t *testing.T, m map[string]metricdata.Metrics, units map[string]string) {
+	t.Helper()
+	for name, unit := range units {
+		if got, ok := m[name]; !ok || got.Unit != unit {
+			t.Errorf("metric %s: present %v, unit %q; want present, %q", name, ok, got.Unit, unit)
+		}
+	}
+}
+
+// sumOf is the sum of the values that an int64 histogram recorded.
+func sumOf(md metricdata.Metrics) int64 {
+	var sum int64
+	if d, ok := md.Data.(metricdata.Histogram[int64]); ok {
+		for _, dp := range d.DataPoints {
+			sum += dp.Sum
+		}
+	}
+	return sum
 }
 
 func attrs(s sdktrace.ReadOnlySpan) map[string]attribute.Value {
@@ -414,14 +440,10 @@ func TestMetrics(t *testing.T) {
 	}
 
 	m := rec.metrics(t)
-	for name, unit := range map[string]string{
+	wantUnits(t, m, map[string]string{
 		"locksmith.lock.acquire.duration": "s", "locksmith.lock.hold.duration": "s",
 		"locksmith.lock.attempts": "{attempt}", "locksmith.lock.active": "{lock}", "locksmith.lock.lost": "{lock}",
-	} {
-		if got, ok := m[name]; !ok || got.Unit != unit {
-			t.Errorf("metric %s: present %v, unit %q; want present, %q", name, ok, got.Unit, unit)
-		}
-	}
+	})
 	for _, c := range []struct {
 		metric string
 		attr   attribute.Key
@@ -476,7 +498,7 @@ func TestNoTokenInTelemetry(t *testing.T) {
 
 	var texts []string
 	for _, s := range rec.spans.Ended() {
-		texts = append(texts, s.Name(), s.Status().Description, fmt.Sprint(s.Attributes()))
+		texts = append(texts, s.Name(), s.Status().Description, fmt.Sprint(s.Attributes()), fmt.Sprint(s.Links()))
 		for _, e := range s.Events() {
 			texts = append(texts, e.Name, fmt.Sprint(e.Attributes))
 		}

@@ -112,11 +112,7 @@ func TestWaitTelemetry(t *testing.T) {
 	}
 
 	m := rec.metrics(t)
-	for name, unit := range map[string]string{"locksmith.lock.wait.wakeups": "{wakeup}", "locksmith.lock.wait.missed": "{notification}"} {
-		if got, ok := m[name]; !ok || got.Unit != unit {
-			t.Errorf("metric %s: present %v, unit %q; want present, %q", name, ok, got.Unit, unit)
-		}
-	}
+	wantUnits(t, m, map[string]string{"locksmith.lock.wait.wakeups": "{wakeup}", "locksmith.lock.wait.missed": "{notification}"})
 	if got, want := by(m["locksmith.lock.wait.wakeups"], "locksmith.lock.wake.reason"), map[string]int64{"timer": 2}; !maps.Equal(got, want) {
 		t.Errorf("wakeups by reason = %v, want %v", got, want)
 	}

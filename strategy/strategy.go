@@ -76,6 +76,13 @@ type Request struct {
 	Token    string        // random, or chosen with lock.WithToken
 	Metadata string        // from lock.WithMetadata; often empty
 
+	// Stamp is what the Locker stamps on the value, between the token and
+	// the metadata: when the attempt was sent, and the holder's trace
+	// context, for those who inspect the lock. A strategy that stores
+	// [Request.Value] stores it; one whose values cannot carry metadata
+	// ignores it, as setnx-getset does.
+	Stamp string
+
 	// CallerToken reports that Token was chosen with lock.WithToken. A
 	// strategy that cannot honour a chosen token refuses it.
 	CallerToken bool
@@ -116,8 +123,8 @@ type Request struct {
 }
 
 // Value returns the value a strategy that stores tokens writes: the token
-// followed by the metadata.
-func (r Request) Value() string { return r.Token + r.Metadata }
+// followed by the stamp and the metadata.
+func (r Request) Value() string { return r.Token + r.Stamp + r.Metadata }
 
 // Grant is what a [Strategy] reports about a successful Acquire or Refresh.
 type Grant struct {
@@ -220,7 +227,8 @@ type State struct {
 	// that obtained it, by the time its Locker stamped on the value (see
 	// lock.WithMetadata), read by this client's clock, so it is off by
 	// the skew between the two clients' clocks. Zero when the value bears
-	// no stamp (a legacy lock, another library's, a free lock).
+	// no stamp (a legacy lock, another library's, a free lock); at least
+	// a millisecond otherwise.
 	HeldFor time.Duration
 	// Trace is the holder's trace context, when its hooks stored one at
 	// acquire time (lock.Hooks.Trace; the otel package stores its

@@ -7,14 +7,16 @@ import (
 
 // TokenLen is the length of a token: 22 base64url characters, 128 random
 // bits, as the lock package makes them (and bsm/redislock too). A stored
-// value is the token followed by the holder's metadata, if any, with no
-// separator, which keeps the layout of bsm/redislock.
+// value is the token followed by the Locker's stamp ([Request].Stamp) and
+// the holder's metadata, if any, which keeps the layout of bsm/redislock.
 const TokenLen = 22
 
 // SplitValue splits a stored value into the holder's token and metadata:
 // the token is the first [TokenLen] characters, when they are base64url
 // characters. Any other value (shorter, or of another form, such as a
-// legacy timestamp) is a token on its own, with no metadata.
+// legacy timestamp) is a token on its own, with no metadata. The metadata
+// it returns starts with the Locker's stamp, which lock.Locker.Inspect
+// reads into State.HeldFor and State.Trace.
 func SplitValue(value string) (token, metadata string) {
 	if len(value) < TokenLen {
 		return value, ""

@@ -182,3 +182,59 @@ func fencesOf(lk *lock.Lock) fences {
 	}
 	return f
 }
+
+// notObtained says why the lock that which labels, of names, was not
+// obtained: another owner held it (of several names, the one err names),
+// named as holderText names it, or every permit of the semaphore was held
+// (full), and then, maybe, Redis did not answer. Run and acquire word it
+// alike.
+func notObtained(which string, names []string, full, noWait bool, wait time.Duration, err error) error {
+	busy := "full"
+	if !full {
+		busy = "held by another owner"
+		if held := (*lock.NotObtainedError)(nil); errors.As(err, &held) && held.Holder.Held {
+			busy = "held by " + holderText(held.Holder)
+		}
+	}
+	if ke := (*lock.KeyError)(nil); len(names) > 1 && errors.As(err, &ke) {
+		which += fmt.Sprintf(": %q", ke.Key)
+	}
+	switch {
+	case errors.Is(err, lock.ErrNoAnswer):
+		return fmt.Errorf("%s was %s, then Redis did not answer: %w", which, busy, err)
+	case noWait:
+		return fmt.Errorf("%s is %s (-n: not waiting)", which, busy)
+	case wait > 0 && errors.Is(err, context.DeadlineExceeded):
+		return fmt.Errorf("%s still %s after --wait %v", which, busy, wait)
+	}
+	return fmt.Errorf("%s not obtained: %w", which, err)
+}
+
+// holderText names the holder that st, a lock found held, read: by the
+// metadata locksmith stores (its pid, host and command), or another
+// client's metadata, or its fingerprint; then how long it has held the
+// lock, and how many wait.
+func holderText(st lock.State) string {
+	who, held := printable(st.Metadata), st.HeldFor
+	if h, ok := parseHolder(st.Metadata); ok {
+		who = fmt.Sprintf("pid %d on %s", h.PID, h.Host)
+		if h.Cmd != "" {
+			who += fmt.Sprintf(" (%s %s)", h.Via, h.Cmd)
+		} else if h.Via != "" {
+			who += fmt.Sprintf(" (%s)", h.Via)
+		}
+		if held == 0 && !h.Start.IsZero() { // a lock that acquire handed on has no stamp
+			held = time.Since(h.Start)
+		}
+	}
+	if who == "" {
+		who = "holder " + st.Fingerprint
+	}
+	if held > 0 {
+		who += " for " + ttlString(held)
+	}
+	if st.Waiters > 0 {
+		who += fmt.Sprintf(" (%d waiting)", st.Waiters)
+	}
+	return who
+}

@@ -157,6 +157,8 @@ func (a *app) acquire(ctx context.Context, names []string, ttl time.Duration, no
 	case errors.Is(err, lock.ErrMismatch):
 		return exit(exitUsage, fmt.Errorf("acquire %s: %w: acquire takes plain locks; take a semaphore's permit with locksmith run --permits, "+
 			"or give another NAME", name, err))
+	case errors.Is(err, lock.ErrNotObtained):
+		return exit(exitNotObtained, notObtained(label(names), names, false, noWait, wait, err))
 	case err != nil:
 		return fmt.Errorf("acquire %s: %w", name, err)
 	}

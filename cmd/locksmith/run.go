@@ -417,26 +417,10 @@ func (r *runner) label() string {
 	return label(r.names)
 }
 
-// notObtained says why the lock was not obtained: another owner held it (of
-// several NAMEs, the one it names, when err tells), or every permit of the
-// semaphore was held, and then, maybe, Redis did not answer.
+// notObtained says why the lock was not obtained, in run's words and
+// acquire's alike (see notObtained).
 func (r *runner) notObtained(err error) error {
-	which, busy := r.label(), "held by another owner"
-	if ke := (*lock.KeyError)(nil); len(r.names) > 1 && errors.As(err, &ke) {
-		which += fmt.Sprintf(": %q", ke.Key)
-	}
-	if r.f.permits > 0 {
-		busy = "full"
-	}
-	switch {
-	case errors.Is(err, lock.ErrNoAnswer):
-		return fmt.Errorf("%s was %s, then Redis did not answer: %w", which, busy, err)
-	case r.f.noWait:
-		return fmt.Errorf("%s is %s (-n: not waiting)", which, busy)
-	case r.f.wait > 0 && errors.Is(err, context.DeadlineExceeded):
-		return fmt.Errorf("%s still %s after --wait %v", which, busy, r.f.wait)
-	}
-	return fmt.Errorf("%s not obtained: %w", which, err)
+	return notObtained(r.label(), r.names, r.f.permits > 0, r.f.noWait, r.f.wait, err)
 }
 
 // hold runs the command under the held lock lk, and releases it.

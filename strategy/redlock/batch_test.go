@@ -22,7 +22,7 @@ import (
 // batchOf obtains n locks of key prefix+i for ttl through a Locker over s,
 // waits until every one of servers holds each (an Obtain returns at the
 // quorum), and returns a batch that refreshes each to next, with the value
-// it is held under: its token.
+// it is held under, as a node stores it.
 func batchOf(t *testing.T, s *redlock.Strategy, servers []*redistest.Server, prefix string, n int, ttl, next time.Duration) []strategy.Refresh {
 	t.Helper()
 	l := lock.New(s)
@@ -32,10 +32,10 @@ func batchOf(t *testing.T, s *redlock.Strategy, servers []*redistest.Server, pre
 		if err != nil {
 			t.Fatalf("Obtain: %v", err)
 		}
-		batch[i] = strategy.Refresh{Key: lk.Key(), Value: lk.Token(), TTL: next}
 		if wrong := heldEverywhere(t, servers, []string{lk.Key()}, lk.Token()); len(wrong) > 0 {
 			t.Fatalf("after Obtain: %q, want the token on every node", wrong)
 		}
+		batch[i] = strategy.Refresh{Key: lk.Key(), Value: command(t, servers[0], "GET", lk.Key()), TTL: next}
 	}
 	return batch
 }
@@ -326,11 +326,11 @@ func TestRefreshBatchOverACluster(t *testing.T) {
 		if err != nil {
 			t.Fatalf("Obtain: %v", err)
 		}
-		batch[i] = strategy.Refresh{Key: lk.Key(), Value: lk.Token(), TTL: time.Minute}
 		nodes := append([]*redistest.Server{owner(lk.Key())}, servers...)
 		if wrong := heldEverywhere(t, nodes, []string{lk.Key()}, lk.Token()); len(wrong) > 0 {
 			t.Fatalf("after Obtain: %q, want the token on every node", wrong)
 		}
+		batch[i] = strategy.Refresh{Key: lk.Key(), Value: command(t, servers[0], "GET", lk.Key()), TTL: time.Minute}
 	}
 	const taken = 7
 	plant(t, []*redistest.Server{owner(batch[taken].Key), servers[0]}, batch[taken].Key, "another owner")

@@ -73,7 +73,7 @@ func heldEverywhere(t *testing.T, servers []*redistest.Server, keys []string, va
 		var wrong []string
 		for _, s := range servers {
 			for _, k := range keys {
-				if v := command(t, s, "GET", k); v != value {
+				if v := command(t, s, "GET", k); redistest.Unstamped(v) != value {
 					wrong = append(wrong, fmt.Sprintf("GET %q on %s = %q", k, s.Addr, v))
 				}
 			}

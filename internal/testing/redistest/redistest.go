@@ -32,6 +32,7 @@ import (
 	"time"
 
 	"github.com/locksmith-go/lock/locktest"
+	"github.com/locksmith-go/lock/strategy"
 )
 
 // Environment variables read by the harness.
@@ -391,4 +392,19 @@ func (c *Cluster) StartReplica(t testing.TB, master *Server) *Server {
 	})
 	WaitReplicas(t, master.Addr, 1)
 	return r
+}
+
+// Unstamped returns v, a lock's value as a Locker wrote it, without the
+// stamp that the Locker writes between the token and the metadata (see the
+// lock package's stamp.go): the token and the metadata, as tests compare
+// them. Any other value is returned as it is.
+func Unstamped(v string) string {
+	if len(v) < strategy.TokenLen || len(v) == strategy.TokenLen || v[strategy.TokenLen] != '\x1e' {
+		return v
+	}
+	end := strings.IndexByte(v[strategy.TokenLen+1:], '\x1e')
+	if end < 0 {
+		return v
+	}
+	return v[:strategy.TokenLen] + v[strategy.TokenLen+1+end+1:]
 }
