@@ -222,6 +222,8 @@ func testList(t *testing.T, g listGroup, c matrix.Combo) {
 				t.Errorf("%s: Fingerprint %q, want the holder's", h.Key, st.Fingerprint)
 			case strings.HasSuffix(h.Key, ":a") && st.Metadata != "host=web-a" && c.Harness.Skip["MetadataRoundTrips"] == "":
 				t.Errorf("%s: Metadata %q, want %q", h.Key, st.Metadata, "host=web-a")
+			case st.Permits == 0 && !st.ReadWrite && st.HeldFor <= 0 && c.Harness.Skip["MetadataRoundTrips"] == "":
+				t.Errorf("%s: HeldFor %v, want it positive: its Locker stamped the value", h.Key, st.HeldFor)
 			}
 		}
 		if g.queues {

@@ -99,6 +99,9 @@ func TestLs(t *testing.T) {
 		if g := got[0]; !g.Held || g.Fingerprint != strategy.Fingerprint(a.Token()) || g.Holder == nil || g.Holder.PID != h.PID || g.TTL <= 0 {
 			t.Errorf("got %+v, want ls:a held, by this test's holder, with a TTL", g)
 		}
+		if g := got[0]; g.HeldFor == nil || *g.HeldFor <= 0 || g.Waited != nil {
+			t.Errorf("got held_for_ms %v, waited_ms %v; want a positive held_for_ms (its Locker stamped the value), no waited_ms", g.HeldFor, g.Waited)
+		}
 		if g := got[1]; g.Metadata != "host=web-3" || g.Holder != nil {
 			t.Errorf("got %+v, want ls:b's raw metadata", g)
 		}
