@@ -311,15 +311,7 @@ func TestListRedlock(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		lk, err := l.Obtain(ctx, "listdown:a", time.Minute)
-		if err != nil {
-			t.Fatalf("Obtain: %v", err)
-		}
-		t.Cleanup(func() { _ = lk.Release(context.Background()) })
-		got, err := l.List(ctx, "listdown:", 10)
-		if err != nil || len(got) != 1 || got[0].Key != "listdown:a" {
-			t.Errorf("List = %v, %v; want listdown:a, nil", got, err)
-		}
+		listsOnly(t, l, "listdown:", "listdown:a")
 	})
 
 	t.Run("two nodes of three down", func(t *testing.T) {
@@ -344,14 +336,21 @@ func TestListRedlock(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		lk, err := l.Obtain(ctx, "locksmith:a", time.Minute)
-		if err != nil {
-			t.Fatalf("Obtain: %v", err)
-		}
-		t.Cleanup(func() { _ = lk.Release(context.Background()) })
-		got, err := l.List(ctx, "locksmith:", 10)
-		if err != nil || len(got) != 1 || got[0].Key != "locksmith:a" {
-			t.Errorf("List = %v, %v; want locksmith:a alone, nil", got, err)
-		}
+		listsOnly(t, l, "locksmith:", "locksmith:a")
 	})
+}
+
+// listsOnly checks that l lists key alone under prefix once it holds it.
+func listsOnly(t *testing.T, l *lock.Locker, prefix, key string) {
+	t.Helper()
+	ctx := context.Background()
+	lk, err := l.Obtain(ctx, key, time.Minute)
+	if err != nil {
+		t.Fatalf("Obtain: %v", err)
+	}
+	t.Cleanup(func() { _ = lk.Release(context.Background()) })
+	got, err := l.List(ctx, prefix, 10)
+	if err != nil || len(got) != 1 || got[0].Key != key {
+		t.Errorf("List(%q) = %v, %v; want %s alone, nil", prefix, got, err, key)
+	}
 }
