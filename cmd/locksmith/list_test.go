@@ -344,3 +344,28 @@ func TestTopTerminal(t *testing.T) {
 		t.Errorf("after Ctrl-C: got exit %d, want %d", c, exitSignal+2)
 	}
 }
+
+// TestLsStrategies: ls lists under redlock (over three servers) and
+// setnx-getset as under single.
+func TestLsStrategies(t *testing.T) {
+	redistest.ParallelUnlessFull(t)
+	for _, strategy := range []string{"redlock", "setnx-getset"} {
+		t.Run(strategy, func(t *testing.T) {
+			env := url(t, strategy)
+			if strategy == "redlock" {
+				env, _ = servers(t, strategy, 3)
+			}
+			l := locker(t, env)
+			lk, err := l.Obtain(ctx(t), "lss:a", time.Minute)
+			if err != nil {
+				t.Fatalf("Obtain: %v", err)
+			}
+			t.Cleanup(func() { _ = lk.Release(context.Background()) })
+			r := locksmith(t, []string{env}, "ls", "lss:")
+			lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+			if r.code != 0 || len(lines) != 2 || !strings.HasPrefix(lines[1], "lss:a ") {
+				t.Errorf("got %s\nwant exit 0 and the row of lss:a", r)
+			}
+		})
+	}
+}
