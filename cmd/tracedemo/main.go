@@ -52,26 +52,17 @@ func main() {
 	}
 	defer closeLocker()
 
-	// The SDK records in memory here; in production it exports to a
-	// collector. The locker sees only the providers.
-	spans := tracetest.NewSpanRecorder()
-	reader := sdkmetric.NewManualReader()
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))
-	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
 	ctx := context.Background()
-	defer func() { _ = tp.Shutdown(ctx); _ = mp.Shutdown(ctx) }()
-	locker := lockotel.NewLocker(bare,
-		lockotel.WithTracerProvider(tp), lockotel.WithMeterProvider(mp), lockotel.WithKeys(lockotel.KeysHashed))
-
+	rec := newRecorder()
+	defer rec.shutdown(ctx)
 	jobs := []job{{1, "report:daily"}, {2, "report:daily"}, {3, "invoice:42"}, {4, "report:daily"}, {5, "invoice:42"}, {6, "report:daily"}}
 	fmt.Printf("%d workers contend for 2 locks, starting %v apart; each holds its lock for %v\n", len(jobs), *apart, *hold)
-	start := time.Now()
-	if err := run(ctx, tp, locker, jobs, *apart, *hold); err != nil {
+	tr, err := rec.run(ctx, bare, jobs, *apart, *hold)
+	if err != nil {
 		log.Fatal(err)
 	}
-	tr := collect(spans.Ended(), jobs, start)
 	tr.text(os.Stdout)
-	if err := printMetrics(os.Stdout, reader); err != nil {
+	if err := printMetrics(os.Stdout, rec.reader); err != nil {
 		log.Fatal(err)
 	}
 	if *svg != "" {
@@ -85,6 +76,40 @@ func main() {
 		}
 		fmt.Printf("\nwrote %s\n", *svg)
 	}
+}
+
+// recorder records in memory what a Locker that lockotel instruments with
+// its providers does; in production the SDK exports to a collector, and
+// the Locker sees only the providers.
+type recorder struct {
+	spans  *tracetest.SpanRecorder
+	reader *sdkmetric.ManualReader
+	tp     *sdktrace.TracerProvider
+	mp     *sdkmetric.MeterProvider
+}
+
+func newRecorder() *recorder {
+	rec := &recorder{spans: tracetest.NewSpanRecorder(), reader: sdkmetric.NewManualReader()}
+	rec.tp = sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec.spans))
+	rec.mp = sdkmetric.NewMeterProvider(sdkmetric.WithReader(rec.reader))
+	return rec
+}
+
+func (rec *recorder) shutdown(ctx context.Context) {
+	_ = rec.tp.Shutdown(ctx)
+	_ = rec.mp.Shutdown(ctx)
+}
+
+// run runs jobs (see run) on bare, instrumented by lockotel, and returns
+// their trace.
+func (rec *recorder) run(ctx context.Context, bare *lock.Locker, jobs []job, apart, hold time.Duration) (waterfall, error) {
+	locker := lockotel.NewLocker(bare,
+		lockotel.WithTracerProvider(rec.tp), lockotel.WithMeterProvider(rec.mp), lockotel.WithKeys(lockotel.KeysHashed))
+	start := time.Now()
+	if err := run(ctx, rec.tp, locker, jobs, apart, hold); err != nil {
+		return waterfall{}, err
+	}
+	return collect(rec.spans.Ended(), jobs, start), nil
 }
 
 // job is one worker and the key it locks.
