@@ -336,31 +336,51 @@ func (tr waterfall) text(w io.Writer) {
 	}
 }
 
-// printMetrics prints what the metric instruments recorded.
+// printMetrics prints what the metric instruments recorded: each
+// instrument's points, by their attributes.
 func printMetrics(w io.Writer, reader *sdkmetric.ManualReader) error {
 	var rm metricdata.ResourceMetrics
 	if err := reader.Collect(context.Background(), &rm); err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "\nmetrics\n")
+	type point struct{ instrument, labels, value string }
+	var points []point
 	for _, sm := range rm.ScopeMetrics {
 		for _, m := range sm.Metrics {
+			var ps []point
+			add := func(set attribute.Set, format string, args ...any) {
+				ps = append(ps, point{m.Name, labels(set), fmt.Sprintf(format, args...)})
+			}
 			switch d := m.Data.(type) {
 			case metricdata.Histogram[float64]:
 				for _, dp := range d.DataPoints {
-					fmt.Fprintf(w, "  %-32s %-40s count=%d sum=%.3fs max=%.3fs\n", m.Name, labels(dp.Attributes), dp.Count, dp.Sum, maxOf(dp.Max))
+					add(dp.Attributes, "count=%d sum=%.3fs max=%.3fs", dp.Count, dp.Sum, maxOf(dp.Max))
+				}
+			case metricdata.Histogram[int64]:
+				for _, dp := range d.DataPoints {
+					add(dp.Attributes, "count=%d sum=%d max=%d", dp.Count, dp.Sum, maxOf(dp.Max))
 				}
 			case metricdata.Sum[int64]:
 				for _, dp := range d.DataPoints {
-					fmt.Fprintf(w, "  %-32s %-40s %d\n", m.Name, labels(dp.Attributes), dp.Value)
+					add(dp.Attributes, "%d", dp.Value)
 				}
 			}
+			slices.SortFunc(ps, func(a, b point) int { return cmp.Compare(a.labels, b.labels) })
+			points = append(points, ps...)
 		}
+	}
+	width := 0
+	for _, p := range points {
+		width = max(width, len(p.labels))
+	}
+	fmt.Fprintf(w, "\nmetrics\n")
+	for _, p := range points {
+		fmt.Fprintf(w, "  %-32s %-*s %s\n", p.instrument, width, p.labels, p.value)
 	}
 	return nil
 }
 
-func maxOf(e metricdata.Extrema[float64]) float64 {
+func maxOf[N int64 | float64](e metricdata.Extrema[N]) N {
 	v, _ := e.Value()
 	return v
 }
