@@ -12,8 +12,9 @@ import (
 )
 
 // TestWaterfall runs two workers on one lock on the embedded server: the
-// one that obtains it holds it far longer than the other takes to try, so
-// that the other waits, and its span links to the first's.
+// one that obtains it holds it for a second, far longer than the other
+// takes to try, even on a loaded machine, so that the other waits, and its
+// span links to the first's.
 func TestWaterfall(t *testing.T) {
 	bare, closeLocker, err := embedded.Single("")
 	if err != nil {
@@ -23,7 +24,7 @@ func TestWaterfall(t *testing.T) {
 	ctx := context.Background()
 	rec := newRecorder()
 	t.Cleanup(func() { rec.shutdown(ctx) })
-	tr, err := rec.run(ctx, bare, []job{{1, "k"}, {2, "k"}}, 0, 300*time.Millisecond)
+	tr, err := rec.run(ctx, bare, []job{{1, "k"}, {2, "k"}}, 0, time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
