@@ -73,7 +73,10 @@ func quoteKeys(keys []string) string {
 // by its metadata, or its fingerprint, then how long it has held the lock
 // and how many wait.
 func holderText(st State) string {
-	if !st.Held {
+	switch {
+	case !st.Held && st.Waiters > 0: // freed, and passed on to the head of the queue
+		return fmt.Sprintf("the next of %d waiting", st.Waiters)
+	case !st.Held:
 		return "another owner"
 	}
 	var s string
@@ -114,8 +117,8 @@ func roughly(d time.Duration) time.Duration {
 
 // holderRead bounds the read of a holder that refused an attempt: it only
 // informs, and must not hold up the wait. holderAgain is how long a
-// sighting that tells no lease (the read failed, found no key, or a key
-// without expiry) stands.
+// sighting that tells no lease (the read failed, or found a key without
+// expiry) stands.
 const (
 	holderRead  = time.Second
 	holderAgain = 5 * time.Second
@@ -151,8 +154,11 @@ func (seen *sighting) refused(ctx context.Context, s strategy.Strategy, r strate
 		}
 		unstamp(&st)
 		*seen = sighting{key: key, st: st, at: now, next: now.Add(holderAgain)}
-		if st.Held && st.TTL > 0 {
+		switch {
+		case st.Held && st.TTL > 0:
 			seen.next = now.Add(st.TTL)
+		case rerr == nil && !st.Held: // freed since, or passed on to a waiter: whoever holds it next is read next time
+			seen.next = now
 		}
 	}
 	e := &NotObtainedError{Keys: r.Keys, Key: key, Holder: seen.st, err: err}

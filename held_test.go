@@ -93,6 +93,16 @@ func TestNotObtainedError(t *testing.T) {
 		}
 	})
 
+	t.Run("names the head of the queue when the lock was passed on to it", func(t *testing.T) {
+		q := &queued{fakeStrategy: newFake(), waiters: 2}
+		heldBy(t, q, "k")
+		q.drop("k") // released, and promised to the head of its queue
+		q.fakeStrategy.acquireErr = lock.ErrNotObtained
+		if _, err := refusedBy(t, q, "k"); err.Error() != `lock: not obtained: "k" held by the next of 2 waiting` {
+			t.Errorf("error = %q, want the head of the queue named", err)
+		}
+	})
+
 	t.Run("names the first three keys of a lock of several, and the one held", func(t *testing.T) {
 		f := newFake()
 		heldBy(t, f, "d", lock.WithMetadata("web-3"))

@@ -135,7 +135,7 @@ func (s *redlock) refreshGroup(ctx context.Context, batch []strategy.Refresh, g 
 			lockRes[k] = ne
 		}
 		batch[i].Grant, batch[i].Err = s.extended(lockRes, start, batch[i].TTL, g.allowance[j])
-		s.dropLost(ctx, strategy.Request{Key: batch[i].Key}, batch[i].Value, lockRes, g.timeout, batch[i].Err)
+		s.dropLost(ctx, holding{key: batch[i].Key, value: batch[i].Value}, lockRes, g.timeout, batch[i].Err)
 	}
 }
 

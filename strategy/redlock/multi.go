@@ -50,7 +50,7 @@ func (s *redlock) sharded() bool {
 // found so (a *strategy.KeyError each, joined), and the lock is deleted,
 // in the background, from the nodes that extended every key.
 func (s *redlock) RefreshKeys(ctx context.Context, keys []string, value string, ttl time.Duration) (strategy.Grant, error) {
-	return s.refresh(ctx, strategy.Request{Key: keys[0], Keys: keys}, value, ttl)
+	return s.refresh(ctx, holding{keys[0], keys, value}, ttl)
 }
 
 // ReleaseKeys implements [strategy.Multi]: Release's, in which each node

@@ -307,7 +307,7 @@ func (s *redlock) acquire(ctx context.Context, r strategy.Request, l cas.Lock) (
 		}
 	}
 	start := s.now()
-	value := r.Value()
+	h, ttl := holding{r.Key, r.Keys, r.Value()}, r.TTL // what the closures below need of r, which is too large for them to copy
 	// Each node whose attempt is part of a failure is released right after
 	// that attempt returns, so a late SET cannot outlive its release; a node
 	// still on its way when the caller's context ends is released in the
@@ -319,16 +319,16 @@ func (s *redlock) acquire(ctx context.Context, r strategy.Request, l cas.Lock) (
 		return failed && o != Taken && o != Restarting
 	}, do: func(ctx context.Context, _ int, n node, err error, _ bool) {
 		if outcome(err) == OK {
-			drop(ctx, n, r, value, timeout)
+			drop(ctx, n, h, timeout)
 			return
 		}
-		_ = strategy.CleanUp(ctx, r.Key, func(ctx context.Context) error { return undoOn(ctx, n, r, value) })
+		_ = strategy.CleanUp(ctx, h.key, func(ctx context.Context) error { return undoOn(ctx, n, h) })
 	}}
 	var elapsed time.Duration // set when a quorum answered too late
 	res, failed, f := s.fanOut(ctx, timeout, take, undo, func(t tally) decision {
 		switch {
 		case t.ok >= s.quorum:
-			if e := s.now().Sub(start); r.TTL-e-allowance <= 0 {
+			if e := s.now().Sub(start); ttl-e-allowance <= 0 {
 				elapsed = e // the lock expired, or will, before it could be used
 				return failure
 			}
@@ -346,7 +346,7 @@ func (s *redlock) acquire(ctx context.Context, r strategy.Request, l cas.Lock) (
 	})
 	defer report(ctx, res)
 	if !failed && slices.ContainsFunc(res, func(n *NodeError) bool { return n.Outcome == Pending }) {
-		f.track(&s.inflight, r.Key, value, nil)
+		f.track(&s.inflight, h.key, h.value, nil)
 	}
 	// On failure every node has been, or is being, released by fanOut.
 	cleaned := strategy.Grant{Undone: true}
@@ -381,37 +381,45 @@ func (s *redlock) releases(r strategy.Request) []*fan {
 	return prior
 }
 
-// undoOn deletes what an attempt of r may have written on n.
-func undoOn(ctx context.Context, n node, r strategy.Request, value string) error {
-	_, err := n.srv.Run(ctx, cas.Delete(cas.Lock{Key: r.Key, Keys: r.Keys, Value: value}))
+// holding is a lock held, or tried, with a value: its key, or for a lock
+// of several keys, Key the first of its Keys.
+type holding struct {
+	key   string
+	keys  []string
+	value string
+}
+
+// undoOn deletes what an attempt of h may have written on n.
+func undoOn(ctx context.Context, n node, h holding) error {
+	_, err := n.srv.Run(ctx, cas.Delete(cas.Lock{Key: h.key, Keys: h.keys, Value: h.value}))
 	return err
 }
 
-// drop deletes what the lock r, held with value, holds on n, a node that
-// granted or extended it when the lock as a whole is not ours: one delete
-// within timeout, and strategy.CleanUp when that gets no answer.
-func drop(ctx context.Context, n node, r strategy.Request, value string, timeout time.Duration) {
-	del := func(ctx context.Context) error { return undoOn(ctx, n, r, value) }
+// drop deletes what the lock h holds on n, a node that granted or extended
+// it when the lock as a whole is not ours: one delete within timeout, and
+// strategy.CleanUp when that gets no answer.
+func drop(ctx context.Context, n node, h holding, timeout time.Duration) {
+	del := func(ctx context.Context) error { return undoOn(ctx, n, h) }
 	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
 	err := del(dctx)
 	cancel()
 	if err == nil || errors.Is(err, strategy.ErrNotHeld) {
 		return
 	}
-	_ = strategy.CleanUp(ctx, r.Key, del)
+	_ = strategy.CleanUp(ctx, h.key, del)
 }
 
-// dropLost deletes, in the background, the lock r, held with value, when
+// dropLost deletes, in the background, the lock h when
 // the refresh found it lost (err matches strategy.ErrNotHeld: so many nodes
 // found it gone or taken that no quorum holds it), from the nodes that
 // extended it (res's OK ones), and from those where its acquire was still
 // on its way, once that returned. Left there, our token would count against
 // every contender's quorum until its TTL ends.
-func (s *redlock) dropLost(ctx context.Context, r strategy.Request, value string, res []*NodeError, timeout time.Duration, err error) {
+func (s *redlock) dropLost(ctx context.Context, h holding, res []*NodeError, timeout time.Duration, err error) {
 	if !errors.Is(err, strategy.ErrNotHeld) {
 		return
 	}
-	acq := s.inflight.load(lockName{r.Key, value})
+	acq := s.inflight.load(lockName{h.key, h.value})
 	for i, ne := range res {
 		acquiring := acq != nil && !acq.slots[i].returned.Load()
 		if ne.Outcome != OK && !acquiring {
@@ -422,7 +430,7 @@ func (s *redlock) dropLost(ctx context.Context, r strategy.Request, value string
 			if acquiring {
 				<-acq.idle // within the acquire's node timeout, for a driver that honours its context
 			}
-			drop(ctx, n, r, value, timeout)
+			drop(ctx, n, h, timeout)
 		}(s.nodes[i], s.bg.Start())
 	}
 }
@@ -433,21 +441,21 @@ func (s *redlock) dropLost(ctx context.Context, r strategy.Request, value string
 // from those where the lock's acquire was still on its way, once that
 // returned.
 func (s *redlock) Refresh(ctx context.Context, key, value string, ttl time.Duration) (strategy.Grant, error) {
-	return s.refresh(ctx, strategy.Request{Key: key}, value, ttl)
+	return s.refresh(ctx, holding{key: key, value: value}, ttl)
 }
 
-// refresh extends the lock r (r.Key alone, or r.Keys), held with value,
-// for ttl on every node, as Refresh does.
-func (s *redlock) refresh(ctx context.Context, r strategy.Request, value string, ttl time.Duration) (strategy.Grant, error) {
+// refresh extends the lock h (h.key alone, or h.keys) for ttl on every
+// node, as Refresh does.
+func (s *redlock) refresh(ctx context.Context, h holding, ttl time.Duration) (strategy.Grant, error) {
 	timeout, allowance, err := s.timeouts(ttl)
 	if err != nil {
 		return strategy.Grant{}, err
 	}
 	start := s.now()
-	res, _, _ := s.fanOut(ctx, timeout, onEach(cas.PExpire(cas.Lock{Key: r.Key, Keys: r.Keys, Value: value, TTL: ttl})), after{}, nil)
+	res, _, _ := s.fanOut(ctx, timeout, onEach(cas.PExpire(cas.Lock{Key: h.key, Keys: h.keys, Value: h.value, TTL: ttl})), after{}, nil)
 	defer report(ctx, res)
 	g, err := s.extended(res, start, ttl, allowance)
-	s.dropLost(ctx, r, value, res, timeout, err)
+	s.dropLost(ctx, h, res, timeout, err)
 	return g, err
 }
 

@@ -87,11 +87,12 @@ func (s *single) AcquireKeys(ctx context.Context, r strategy.Request) (strategy.
 			return g, err
 		}
 	}
+	ttl := r.TTL // what the closure needs of r, which is too large for it to copy
 	for i, g := range gs {
 		var fences []int64
 		var held time.Duration
 		err := s.write(ctx, g, func(srv cas.Server) (err error) {
-			res, err := srv.Run(ctx, cas.Acquire(cas.Lock{Key: g.keys[0], Keys: g.keys, Value: value, TTL: r.TTL, Fences: pick(fenceKeys, g.at)}))
+			res, err := srv.Run(ctx, cas.Acquire(cas.Lock{Key: g.keys[0], Keys: g.keys, Value: value, TTL: ttl, Fences: pick(fenceKeys, g.at)}))
 			fences, held = res.Fences, res.HolderTTL
 			return err
 		})

@@ -176,8 +176,16 @@ func (s *single) acquireOne(ctx context.Context, r strategy.Request) (strategy.G
 	if s.ack.Replicas == 0 {
 		return s.acquire(ctx, s.srv, r, d, fenceKey)
 	}
+	return s.acquireAcked(ctx, r, d, fenceKey)
+}
+
+// acquireAcked is acquireOne when replicas must acknowledge the lock: a
+// function of its own, since its closure moves r to the heap (a Request is
+// larger than the closures' copies), which an acquisition without replicas
+// is spared.
+func (s *single) acquireAcked(ctx context.Context, r strategy.Request, d time.Duration, fenceKey string) (strategy.Grant, error) {
 	var g strategy.Grant
-	err = cas.Acked(ctx, s.conn, r.Key, s.ack, func(c driver.Conn) (err error) {
+	err := cas.Acked(ctx, s.conn, r.Key, s.ack, func(c driver.Conn) (err error) {
 		g, err = s.acquire(ctx, s.srv.Over(c), r, d, fenceKey)
 		return err
 	})
