@@ -122,9 +122,9 @@ var ends = []struct {
 
 // TestPausedServerDeadlines: against paused servers (SIGSTOP), with a
 // context that ends after 200ms (its deadline, or a cancellation), Obtain
-// (waiting or not), Refresh, Release, TTL, Inspect and Do return soon after
-// it ends, for every strategy and driver, with an error that matches the
-// context's error and ErrNoAnswer; an Obtain matches ErrNotObtained only
+// (waiting or not), Refresh, Release, TTL, Inspect, Break, List and Do
+// return soon after it ends, for every strategy and driver, with an error
+// that matches the context's error and ErrNoAnswer; an Obtain matches ErrNotObtained only
 // when an attempt found the lock held before the pause. Once the servers
 // resume, neither the failed Obtains nor Do leave their key, or a wait
 // queue's keys, behind.
@@ -177,6 +177,10 @@ func TestPausedServerDeadlines(t *testing.T) {
 					},
 					"Break": func(ctx context.Context) error {
 						_, err := l.Break(ctx, k+":ttl", strategy.Fingerprint("not the holder"))
+						return err
+					},
+					"List": func(ctx context.Context) error {
+						_, err := l.List(ctx, k, 10)
 						return err
 					},
 				}

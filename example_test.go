@@ -524,3 +524,25 @@ func ExampleLock_Downgrade() {
 	// a reader after Downgrade: obtained
 	// another writer: true
 }
+
+func ExampleLocker_List() {
+	locker, stop := newLocker()
+	defer stop()
+	ctx := context.Background()
+	for _, key := range []string{"report:daily", "report:weekly", "invoice:42"} {
+		if _, err := locker.Obtain(ctx, key, time.Minute, lock.WithMetadata("host=web-3")); err != nil {
+			log.Fatal(err)
+		}
+	}
+
+	held, err := locker.List(ctx, "report:", 100)
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, h := range held {
+		fmt.Println(h.Key, h.State.Metadata, h.State.Waiters)
+	}
+	// Output:
+	// report:daily host=web-3 0
+	// report:weekly host=web-3 0
+}

@@ -105,7 +105,7 @@ each subcommand's help has its own table):
 	}
 	f := root.PersistentFlags()
 	f.StringVar(&a.url, "url", "", "the lock servers and strategy, as a config URL (default $LOCKSMITH_URL)")
-	f.BoolVar(&a.json, "json", false, "machine-readable output: JSON on stdout (inspect, break, check-legacy, acquire), JSON lines of events on stderr (run)")
+	f.BoolVar(&a.json, "json", false, "machine-readable output: JSON on stdout (inspect, break, check-legacy, acquire, ls), JSON lines of events on stderr (run)")
 	f.BoolVarP(&a.verbose, "verbose", "v", false, "report each step on stderr")
 	f.BoolVarP(&a.quiet, "quiet", "q", false, "report nothing but errors")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return exit(exitUsage, err) })
@@ -117,6 +117,8 @@ each subcommand's help has its own table):
 		a.acquireCommand(),
 		a.refreshCommand(),
 		a.releaseCommand(),
+		a.lsCommand(),
+		a.topCommand(),
 	)
 	return root
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/locksmith-go/lock/config"
 	"github.com/locksmith-go/lock/driver"
 	"github.com/locksmith-go/lock/internal/glob"
+	"github.com/locksmith-go/lock/internal/scan"
 	setnxgetset "github.com/locksmith-go/lock/strategy/setnx-getset"
 )
 
@@ -399,11 +400,7 @@ func (s *serverReport) scan(ctx context.Context, conn driver.Conn, c legacyCheck
 func (s *serverReport) walk(ctx context.Context, conn driver.Conn, c legacyCheck) (cmd string, err error) {
 	match := glob.Escape(c.prefix) + "*"
 	for cursor := "0"; ; {
-		r, err := call[[]any](ctx, conn, "SCAN", cursor, "MATCH", match, "COUNT", scanCount)
-		if err != nil {
-			return "SCAN", err
-		}
-		next, keys, err := scanReply(r)
+		next, keys, err := page(ctx, conn, cursor, match)
 		if err != nil {
 			return "SCAN", err
 		}
@@ -423,20 +420,11 @@ func (s *serverReport) walk(ctx context.Context, conn driver.Conn, c legacyCheck
 	}
 }
 
-// scanReply reads SCAN's reply: the next cursor, and the keys.
-func scanReply(r []any) (cursor string, keys []string, err error) {
-	if len(r) == 2 {
-		cursor, ok := r[0].(string)
-		batch, ok2 := r[1].([]any)
-		for _, k := range batch {
-			key, ok3 := k.(string)
-			keys, ok2 = append(keys, key), ok2 && ok3
-		}
-		if ok && ok2 {
-			return cursor, keys, nil
-		}
-	}
-	return "", nil, fmt.Errorf("got the reply %v, want a cursor and keys", r)
+// page sends one SCAN of walk's, within cmdTimeout.
+func page(ctx context.Context, conn driver.Conn, cursor, match string) (next string, keys []string, err error) {
+	ctx, cancel := context.WithTimeout(ctx, cmdTimeout)
+	defer cancel()
+	return scan.Page(ctx, conn, cursor, match, scanCount)
 }
 
 // readKey keeps key if its value is a legacy timestamp. It returns the

@@ -190,8 +190,7 @@ func BenchmarkAwait(b *testing.B) {
 // not look.
 func TestRingLockOfSeveralKeys(t *testing.T) {
 	servers := redistest.Start(t, 2)
-	ring := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": servers[0].Addr, "b": servers[1].Addr}, ContextTimeoutEnabled: true})
-	t.Cleanup(func() { _ = ring.Close() })
+	ring := redistest.GoRedisRing(t, servers[0].Addr, servers[1].Addr)
 	l, err := single.New(goredis.New(ring))
 	if err != nil {
 		t.Fatal(err)

@@ -82,6 +82,25 @@ func Companion(key, suffix string) (string, bool) {
 	return "{" + key + "}:" + suffix, true
 }
 
+// companions are the suffixes of the companion keys (see Companion) that
+// the strategies keep beside a lock's key: its queue's, its fencing
+// counters, and a shared lock's state.
+var companions = []string{"q", "w", "fence", "fences", "shared"}
+
+// IsCompanion reports whether key is named as one of another key's
+// companion keys (a queue, a fencing counter, a shared lock's state), which
+// a listing of locks skips. The name alone tells: a lock of a key named
+// so, such as {orders}:q (the name of the queue of {orders}), is taken for
+// one.
+func IsCompanion(key string) bool {
+	for _, s := range companions {
+		if base, ok := strings.CutSuffix(key, ":"+s); ok && hasHashTag(base) {
+			return true
+		}
+	}
+	return false
+}
+
 // hasHashTag reports whether Redis Cluster hashes only part of key (see
 // hashTag).
 func hasHashTag(key string) bool {

@@ -2,6 +2,7 @@ package redlock
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/locksmith-go/lock/internal/cas"
 	"github.com/locksmith-go/lock/internal/notify"
+	"github.com/locksmith-go/lock/internal/scan"
 	"github.com/locksmith-go/lock/strategy"
 )
 
@@ -45,8 +47,12 @@ func (s *redlock) Break(ctx context.Context, key, fingerprint string) (strategy.
 	if readings == nil {
 		return st, err
 	}
+	// The fan-out's workers may read the nodes after Break returned (at its
+	// deadline), when the Locker rewrites st's (unstamping their metadata):
+	// they read a copy.
+	nodes := slices.Clone(st.Nodes)
 	del := func(ctx context.Context, i int, n node) error {
-		switch ns := st.Nodes[i]; {
+		switch ns := nodes[i]; {
 		case ns.Err != nil:
 			return ns.Err
 		case !ns.Held:
@@ -140,4 +146,39 @@ func (s *redlock) quorumTTL(ttls []time.Duration) time.Duration {
 		return ttl
 	}
 	return -1
+}
+
+var _ strategy.Lister = (*redlock)(nil)
+
+// List implements [strategy.Lister]: it SCANs the nodes in turn until N −
+// quorum + 1 of them answered the whole scan, since a key that a quorum
+// holds is on one of any N − quorum + 1 nodes, so that a node down is
+// passed over. It returns the nodes' errors when fewer answered. It skips
+// the restart guard's record (locksmith:redlock:up-since). A node that does
+// not answer holds the scan until ctx ends.
+func (s *redlock) List(ctx context.Context, prefix string, count int, yield func(key string) bool) error {
+	need := len(s.nodes) - s.quorum + 1
+	var errs []error
+	for _, n := range s.nodes {
+		more := true
+		err := scan.Prefix(ctx, n.raw, prefix, count, func(key string) bool {
+			more = key == guardKey || yield(key)
+			return more
+		})
+		switch {
+		case err != nil:
+			errs = append(errs, fmt.Errorf("%s: %w", n.name, err))
+		case !more:
+			return nil
+		default:
+			need--
+		}
+		if need == 0 || ctx.Err() != nil {
+			break
+		}
+	}
+	if need > 0 {
+		return errors.Join(append(errs, ctx.Err())...)
+	}
+	return nil
 }

@@ -5,6 +5,7 @@ import (
 
 	"github.com/locksmith-go/lock/internal/cas"
 	"github.com/locksmith-go/lock/internal/notify"
+	"github.com/locksmith-go/lock/internal/scan"
 	"github.com/locksmith-go/lock/strategy"
 )
 
@@ -62,4 +63,12 @@ func (s *legacy) state(r cas.Reading) strategy.State {
 		st.Verdict = "held: expired, but within the clock skew"
 	}
 	return st
+}
+
+var _ strategy.Lister = (*legacy)(nil)
+
+// List implements [strategy.Lister]: it SCANs the server, or every master
+// of a Cluster in turn. The legacy locks keep no other keys.
+func (s *legacy) List(ctx context.Context, prefix string, count int, yield func(key string) bool) error {
+	return scan.Prefix(ctx, s.conn, prefix, count, yield)
 }

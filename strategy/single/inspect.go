@@ -5,6 +5,7 @@ import (
 	"errors"
 
 	"github.com/locksmith-go/lock/internal/cas"
+	"github.com/locksmith-go/lock/internal/scan"
 	"github.com/locksmith-go/lock/strategy"
 )
 
@@ -95,4 +96,17 @@ func (s *single) inspect(ctx context.Context, key string) (strategy.State, cas.R
 		st.Verdict = "held"
 	}
 	return st, r, nil
+}
+
+var _ strategy.Lister = (*single)(nil)
+
+// List implements [strategy.Lister]: it SCANs the server, or every master
+// of a Cluster in turn, and skips the companion keys of the locks (their
+// queues, fencing counters and shared locks' state, named {key}:q,
+// {key}:w, {key}:fence, {key}:fences and {key}:shared, or key:q and so on
+// for a key with a hash tag): a lock of a key named so is not listed.
+func (s *single) List(ctx context.Context, prefix string, count int, yield func(key string) bool) error {
+	return scan.Prefix(ctx, s.conn, prefix, count, func(key string) bool {
+		return cas.IsCompanion(key) || yield(key)
+	})
 }

@@ -95,6 +95,14 @@ func GoRedisCluster(t testing.TB, addrs []string) *redis.ClusterClient {
 	return c
 }
 
+// GoRedisRing returns a go-redis Ring of two shards, "a" and "b", the
+// servers at a and b, closed when t ends.
+func GoRedisRing(t testing.TB, a, b string) *redis.Ring {
+	c := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": a, "b": b}, ContextTimeoutEnabled: true})
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
 // Redigo returns a redigo pool of addr, closed when t ends.
 func Redigo(t testing.TB, addr string) *redigoredis.Pool { return redigoPool(t, "tcp", addr) }
 
