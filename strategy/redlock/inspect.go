@@ -47,12 +47,8 @@ func (s *redlock) Break(ctx context.Context, key, fingerprint string) (strategy.
 	if readings == nil {
 		return st, err
 	}
-	// The fan-out's workers may read the nodes after Break returned (at its
-	// deadline), when the Locker rewrites st's (unstamping their metadata):
-	// they read a copy.
-	nodes := slices.Clone(st.Nodes)
 	del := func(ctx context.Context, i int, n node) error {
-		switch ns := nodes[i]; {
+		switch ns := st.Nodes[i]; {
 		case ns.Err != nil:
 			return ns.Err
 		case !ns.Held:
