@@ -1,6 +1,7 @@
 package lock
 
 import (
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -91,9 +92,14 @@ func readStamp(metadata string) (sent time.Time, trace, rest string, ok bool) {
 // unstamp turns the metadata that st holds, as the strategy read it from
 // the stored values, into the holders' own metadata, and fills in what
 // their stamps say: HeldFor and Trace.
+//
+// It rewrites copies of st's Holders and Nodes, never the strategy's own:
+// a strategy may still read them, as Redlock's Break's fan-out does after
+// the call returned at its deadline.
 func unstamp(st *State) {
 	now := time.Now()
 	unstampOne(now, &st.Metadata, &st.HeldFor, &st.Trace)
+	st.Holders, st.Nodes = slices.Clone(st.Holders), slices.Clone(st.Nodes)
 	for i := range st.Holders {
 		h := &st.Holders[i]
 		unstampOne(now, &h.Metadata, &h.HeldFor, &h.Trace)
