@@ -45,9 +45,9 @@ type Listed struct {
 // that is no lock, another application's, reads as one: choose a prefix
 // of locks alone.
 //
-// State.Waited, the longest waiter's time in the queue, is always zero: the
-// single strategy's queue records when each waiter must try again, not
-// when it came.
+// State.Waited is how long the head of the lock's queue, its longest
+// waiter, has waited, by the server's clock (single, whose queue records
+// when each waiter joined); zero where there is no queue, or none waits.
 //
 // When Redis fails, List returns what it found until then, with the error
 // (wrapped with the operation's name, "list", or, for a key's inspection,

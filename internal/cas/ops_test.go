@@ -76,6 +76,6 @@ func set(ctx context.Context, c driver.Conn, key, value, next string, ttl time.D
 	return err
 }
 
-func inspect(ctx context.Context, c driver.Conn, key, fence, queue string) (cas.Reading, error) {
+func inspect(ctx context.Context, c driver.Conn, key, fence string, queue cas.Queue) (cas.Reading, error) {
 	return cas.Server{Conn: c}.Inspect(ctx, key, fence, queue)
 }

@@ -16,9 +16,11 @@ import (
 // its head. It lives in two companion keys in K's Cluster slot (see Queue):
 //
 //   - Q, a sorted set of waiter ids, scored by ticket;
-//   - W, a hash of waiter id → "due:poll": the server time (ms) by which the
-//     waiter must try again or be dropped, and its poll interval (ms); and
-//     field "#", the ticket counter.
+//   - W, a hash of waiter id → "due:joined:poll": the server time (ms) by
+//     which the waiter must try again or be dropped, the server time (ms)
+//     when it joined the queue, and its poll interval (ms); and field "#",
+//     the ticket counter. An entry "due:poll", which an earlier version
+//     wrote, has no time of joining; the scripts read both.
 //
 // A waiter at rank r (1 for the head) polls every r × poll, and the queue
 // keeps it for 3 × r × poll + 50 ms (its patience, never past the caller's
@@ -127,8 +129,11 @@ end
 local function entry(id)
 	local e = call('HGET', W, id)
 	if e then
-		return tonumber(string.match(e, '^%d+')), tonumber(string.match(e, ':(%d+)$'))
+		return tonumber(string.match(e, '^%d+')), tonumber(string.match(e, ':(%d+)$')), string.match(e, '^%d+:(%d+):') or ''
 	end
+end
+local function put(id, due, poll, joined)
+	call('HSET', W, id, due .. ':' .. joined .. ':' .. poll)
 end
 local function drop(id)
 	call('ZREM', Q, id)
@@ -166,16 +171,17 @@ local function publish(member, msg)
 	redis.pcall(cmd, channel, msg)
 end
 local function wake(head, now)
-	local due, poll = entry(head)
+	local due, poll, joined = entry(head)
 	if due and poll and now + poll + 50 < due then
-		call('HSET', W, head, (now + poll + 50) .. ':' .. poll)
+		put(head, now + poll + 50, poll, joined)
 	end
 	publish(head, head)
 end
 local function here(id, poll, now)
 	local queued = call('ZSCORE', Q, id)
 	if queued then
-		call('HSET', W, id, (now + 1) .. ':' .. poll) -- here now: not to be pruned
+		local _, _, joined = entry(id)
+		put(id, now + 1, poll, joined or now) -- here now: not to be pruned
 	end
 	return queued
 end
@@ -189,7 +195,11 @@ local function claimed(id)
 	end
 end
 local function enqueue(id, queued, poll, cap, now)
-	if not queued then
+	local joined = now
+	if queued then
+		local _, _, was = entry(id)
+		joined = was or now
+	else
 		call('ZADD', Q, call('HINCRBY', W, '#', 1), id)
 	end
 	local rank = call('ZRANK', Q, id) + 1
@@ -197,7 +207,7 @@ local function enqueue(id, queued, poll, cap, now)
 	if cap > 0 and cap < keep then
 		keep = cap
 	end
-	call('HSET', W, id, (now + keep) .. ':' .. poll)
+	put(id, now + keep, poll, joined)
 	for _, k in ipairs({Q, W}) do
 		if call('PTTL', k) < keep then
 			call('PEXPIRE', k, keep)

@@ -97,6 +97,28 @@ func (qt queueTest) command(args ...string) string {
 	return reply
 }
 
+// entry returns the due time and poll interval (ms) of id's entry in the
+// queue's hash, which must be the current version's "due:joined:poll".
+func (qt queueTest) entry(id string) (due, poll int64) {
+	qt.t.Helper()
+	e := qt.command("HGET", qt.q.W, id)
+	var joined int64
+	if _, err := fmt.Sscanf(e, "%d:%d:%d", &due, &joined, &poll); err != nil || joined <= 0 {
+		qt.t.Fatalf("HGET %s %s = %q, want due:joined:poll", qt.q.W, id, e)
+	}
+	return due, poll
+}
+
+// now returns the server's clock, in Unix milliseconds.
+func (qt queueTest) now() int64 {
+	qt.t.Helper()
+	var sec, usec int64
+	if _, err := fmt.Sscanf(qt.command("TIME"), "%d %d", &sec, &usec); err != nil {
+		qt.t.Fatalf("TIME: %v", err)
+	}
+	return sec*1000 + usec/1000
+}
+
 // exists returns how many of keys exist.
 func (qt queueTest) exists(keys ...string) int {
 	qt.t.Helper()
@@ -267,6 +289,38 @@ func TestQueue(t *testing.T) {
 				qt.queue("b", patience, 1)
 			})
 
+			t.Run("Inspect reads how long the head has waited, by when it joined", func(t *testing.T) {
+				qt := newQueueTest(t, srv, d)
+				qt.hold("h")
+				qt.queue("a", patience, 1)
+				qt.queue("b", patience, 2)
+				due, poll := qt.entry("a")
+				// a joined a minute ago: its entry says so, as a retry keeps it
+				qt.command("HSET", qt.q.W, "a", fmt.Sprintf("%d:%d:%d", due, qt.now()-60_000, poll))
+				qt.queue("a", patience, 1)
+				r, err := inspect(qt.ctx, qt.c, qt.q.Key, "", qt.q)
+				if err != nil || r.Queued != 2 || r.Waited < time.Minute || r.Waited > time.Minute+patience {
+					t.Errorf("Inspect = %+v, %v; want 2 waiters, the head's a minute of waiting", r, err)
+				}
+			})
+
+			t.Run("an entry without the time of joining, an earlier version's, reads as unknown and keeps its place", func(t *testing.T) {
+				qt := newQueueTest(t, srv, d)
+				qt.hold("h")
+				qt.queue("a", patience, 1)
+				due, poll := qt.entry("a")
+				qt.command("HSET", qt.q.W, "a", fmt.Sprintf("%d:%d", due, poll))
+				qt.queue("b", patience, 2)
+				qt.queue("a", patience, 1)
+				if r, err := inspect(qt.ctx, qt.c, qt.q.Key, "", qt.q); err != nil || r.Queued != 2 || r.Waited != 0 {
+					t.Errorf("Inspect = %+v, %v; want 2 waiters, the head's wait unknown (0)", r, err)
+				}
+				qt.release("v-h")
+				qt.grant("a")
+				qt.release("v-a")
+				qt.grant("b")
+			})
+
 			t.Run("fencing tokens increase through the queue", func(t *testing.T) {
 				qt := newQueueTest(t, srv, d)
 				fenceKey, _ := cas.Companion(qt.q.Key, "fence")
@@ -391,7 +445,7 @@ func TestQueueCommandsDenied(t *testing.T) {
 				}
 			})
 			t.Run("Inspect counts no waiters", func(t *testing.T) {
-				r, err := inspect(ctx, c, key, "", q.Q)
+				r, err := inspect(ctx, c, key, "", q)
 				if err != nil || !r.Exists || r.Value != "v" || r.Queued != 0 {
 					t.Errorf("Inspect = %+v, %v; want the lock's value, no waiters, nil", r, err)
 				}

@@ -238,16 +238,17 @@ func (s Server) Run(ctx context.Context, c Call) (r Result, err error) {
 }
 
 // Inspect reads key, its TTL, the fencing counter at fenceKey when it is
-// not "", and the length of the wait queue at queueKey when it is not "",
-// atomically and without changing anything (see inspectScript). On a
-// Cluster, fenceKey and queueKey must be in key's hash slot. A user whose
+// not "", and the length of the wait queue q and how long its head has
+// waited when q is not the zero Queue, atomically and without changing
+// anything (see inspectScript). On a Cluster, fenceKey and q's keys must
+// be in key's hash slot. A user whose
 // ACL does not allow them (one that never fences or waits need not be
 // allowed them) gets the reading of key alone, with Fence and Queued 0. A
 // key of another type gives the server's WRONGTYPE error. Without scripts
-// there is no queue: queueKey is not read.
-func (s Server) Inspect(ctx context.Context, key, fenceKey, queueKey string) (r Reading, err error) {
+// there is no queue: q is not read.
+func (s Server) Inspect(ctx context.Context, key, fenceKey string, q Queue) (r Reading, err error) {
 	err = s.either(func() (err error) {
-		r, err = inspect(ctx, s.Conn, key, fenceKey, queueKey)
+		r, err = inspect(ctx, s.Conn, key, fenceKey, q)
 		return err
 	}, func(p *plain) (err error) {
 		r, err = p.inspect(ctx, key, fenceKey)

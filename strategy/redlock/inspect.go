@@ -80,7 +80,7 @@ func (s *redlock) inspect(ctx context.Context, key string) (strategy.State, []ca
 	}
 	readings := make([]cas.Reading, len(s.nodes))
 	res, _, _ := s.fanOut(ctx, timeout, func(ctx context.Context, i int, n node) (err error) {
-		readings[i], err = n.srv.Inspect(ctx, key, "", "")
+		readings[i], err = n.srv.Inspect(ctx, key, "", cas.Queue{})
 		return err
 	}, after{}, nil)
 	defer report(ctx, res)

@@ -34,7 +34,7 @@ func (s *legacy) Break(ctx context.Context, key, fingerprint string) (strategy.S
 }
 
 func (s *legacy) inspect(ctx context.Context, key string) (strategy.State, cas.Reading, error) {
-	r, err := s.srv.Inspect(ctx, key, "", "")
+	r, err := s.srv.Inspect(ctx, key, "", cas.Queue{})
 	if err != nil {
 		return strategy.State{}, r, err
 	}

@@ -82,15 +82,12 @@ func (s *single) breakShared(ctx context.Context, key, fingerprint string) (stra
 
 func (s *single) inspect(ctx context.Context, key string) (strategy.State, cas.Reading, error) {
 	fenceKey, _ := FenceKey(key) // "" when refused: no counter can exist
-	var queueKey string
-	if q, ok := s.queue(key); ok {
-		queueKey = q.Q
-	}
-	r, err := s.srv.Inspect(ctx, key, fenceKey, queueKey)
+	q, _ := s.queue(key) // the zero Queue when the key has none
+	r, err := s.srv.Inspect(ctx, key, fenceKey, q)
 	if err != nil {
 		return strategy.State{}, r, err
 	}
-	st := strategy.State{Held: r.Exists, TTL: r.TTL, Fence: r.Fence, Waiters: r.Queued, Verdict: "free"}
+	st := strategy.State{Held: r.Exists, TTL: r.TTL, Fence: r.Fence, Waiters: r.Queued, Waited: r.Waited, Verdict: "free"}
 	if r.Exists {
 		st.Fingerprint, st.Metadata = r.Holder()
 		st.Verdict = "held"
