@@ -82,7 +82,7 @@ func (s *single) breakShared(ctx context.Context, key, fingerprint string) (stra
 
 func (s *single) inspect(ctx context.Context, key string) (strategy.State, cas.Reading, error) {
 	fenceKey, _ := FenceKey(key) // "" when refused: no counter can exist
-	q, _ := s.queue(key) // the zero Queue when the key has none
+	q, _ := s.queue(key)         // the zero Queue when the key has none
 	r, err := s.srv.Inspect(ctx, key, fenceKey, q)
 	if err != nil {
 		return strategy.State{}, r, err
