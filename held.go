@@ -135,17 +135,20 @@ type sighting struct {
 
 // refused returns the error of an attempt of r that s refused with err,
 // which matches ErrNotObtained: a *NotObtainedError with what is known of
-// the holder. It reads the holder again, with s.Inspect, when this Obtain
-// has not read the holder of that key yet, or its holder may have changed
-// since: the lease it read has run out, or the waiter was woken by a
-// release (see forget). So a waiter by notification reads each holder
-// once; one that polls, once per holder's lease.
-func (seen *sighting) refused(ctx context.Context, s strategy.Strategy, r strategy.Request, err error) error {
+// the holder. When read, it reads the holder again, with s.Inspect, if
+// this Obtain has not read the holder of that key yet, or its holder may
+// have changed since: the lease it read has run out, or the waiter was
+// woken by a release (see forget). So a waiter by notification reads each
+// holder once; one that polls, once per holder's lease. The Obtain asks
+// for a read when an Attempt hook records each refusal, and when this
+// refusal ends it; otherwise a waiter that goes on to obtain the lock
+// costs no read at all.
+func (seen *sighting) refused(ctx context.Context, s strategy.Strategy, r strategy.Request, err error, read bool) error {
 	key := r.Key
 	if ke := (*KeyError)(nil); errors.As(err, &ke) {
 		key = ke.Key
 	}
-	if now := time.Now(); seen.key != key || !now.Before(seen.next) {
+	if now := time.Now(); read && (seen.key != key || !now.Before(seen.next)) {
 		rctx, cancel := context.WithTimeout(ctx, holderRead)
 		st, rerr := s.Inspect(rctx, key)
 		cancel()
@@ -161,7 +164,10 @@ func (seen *sighting) refused(ctx context.Context, s strategy.Strategy, r strate
 			seen.next = now
 		}
 	}
-	e := &NotObtainedError{Keys: r.Keys, Key: key, Holder: seen.st, err: err}
+	e := &NotObtainedError{Keys: r.Keys, Key: key, err: err}
+	if seen.key == key {
+		e.Holder = seen.st
+	}
 	if e.Keys == nil {
 		e.Keys = []string{r.Key}
 	}

@@ -49,6 +49,10 @@ func refusedBy(t *testing.T, s strategy.Strategy, key string) (*lock.NotObtained
 	return held, err
 }
 
+// observing is an Attempt hook that only passes the attempt on: with one
+// set, an Obtain reads each holder it meets, for the hook to see.
+var observing = lock.WithHooks(&lock.Hooks{Attempt: func(ctx context.Context, _ lock.Event, next func(context.Context) error) error { return next(ctx) }})
+
 func TestNotObtainedError(t *testing.T) {
 	t.Run("names the key, the holder's metadata, its hold and the waiters", func(t *testing.T) {
 		q := &queued{fakeStrategy: newFake(), waiters: 4}
@@ -116,12 +120,12 @@ func TestNotObtainedError(t *testing.T) {
 		}
 	})
 
-	t.Run("matches the context's error too when the context ended the wait", func(t *testing.T) {
+	t.Run("matches the context's error too when the context ended the wait, naming the holder an Attempt hook made it read", func(t *testing.T) {
 		f := newFake()
 		heldBy(t, f, "k", lock.WithMetadata("web-3"))
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 		defer cancel()
-		_, err := lock.New(f).Obtain(ctx, "k", time.Minute, lock.WithRetry(lock.Linear(time.Millisecond)))
+		_, err := lock.New(f).Obtain(ctx, "k", time.Minute, lock.WithRetry(lock.Linear(time.Millisecond)), observing)
 		var held *lock.NotObtainedError
 		if !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, lock.ErrNotObtained) || !errors.As(err, &held) {
 			t.Fatalf("Obtain = %v, want an error matching DeadlineExceeded, ErrNotObtained and *lock.NotObtainedError", err)
@@ -131,12 +135,28 @@ func TestNotObtainedError(t *testing.T) {
 		}
 	})
 
-	t.Run("a waiter reads a holder once while its lease lasts", func(t *testing.T) {
+	t.Run("with an Attempt hook, a waiter reads a holder once while its lease lasts", func(t *testing.T) {
 		f := newFake()
 		heldBy(t, f, "k")
-		_, _ = lock.New(f).Obtain(context.Background(), "k", time.Minute, lock.WithRetry(lock.LimitAttempts(lock.Linear(time.Millisecond), 5)))
+		_, _ = lock.New(f).Obtain(context.Background(), "k", time.Minute, lock.WithRetry(lock.LimitAttempts(lock.Linear(time.Millisecond), 5)), observing)
 		if got := len(f.callsTo("inspect")); got != 1 {
 			t.Errorf("reads of the holder over 5 refused attempts = %d, want 1", got)
+		}
+	})
+
+	t.Run("without an Attempt hook, a waiter reads the holder only when it gives up", func(t *testing.T) {
+		f := newFake()
+		holder := heldBy(t, f, "k")
+		time.AfterFunc(20*time.Millisecond, func() { _ = holder.Release(context.Background()) })
+		if _, err := lock.New(f).Obtain(context.Background(), "k", time.Minute, lock.WithRetry(lock.Linear(time.Millisecond))); err != nil {
+			t.Fatalf("Obtain = %v, want the lock once released", err)
+		}
+		if got := len(f.callsTo("inspect")); got != 0 {
+			t.Errorf("reads of the holder by a waiter that obtained the lock = %d, want 0", got)
+		}
+		_, _ = lock.New(f).Obtain(context.Background(), "k", time.Minute, lock.WithRetry(lock.LimitAttempts(lock.Linear(time.Millisecond), 3)))
+		if got := len(f.callsTo("inspect")); got != 1 {
+			t.Errorf("reads of the holder by a waiter that gave up after 3 attempts = %d, want 1, for its error", got)
 		}
 	})
 }

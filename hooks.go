@@ -32,7 +32,10 @@ type Hooks struct {
 	Obtain func(ctx context.Context, e Event, next func(context.Context) (*Lock, error)) (*Lock, error)
 	// Attempt wraps one attempt of Obtain; e.Attempt is its number. next
 	// returns nil when the attempt obtained the lock, an error matching
-	// ErrNotObtained when the lock was held, or another error.
+	// ErrNotObtained when the lock was held, or another error. The
+	// former is a *NotObtainedError, which names the holder that the
+	// attempt read back: with an Attempt hook set, an Obtain reads each
+	// holder it meets (see NotObtainedError), for such hooks to record.
 	Attempt func(ctx context.Context, e Event, next func(context.Context) error) error
 	// Op wraps Refresh (auto-refresh's too), Release, TTL and Downgrade
 	// (e.Op) on a held lock (e.Lock), and each clean-up (e.Op "cleanup",
@@ -255,6 +258,17 @@ func (hs hookList) runWait(ctx context.Context, e Event) {
 			h.Wait(ctx, e)
 		}
 	}
+}
+
+// attempted reports whether an Attempt hook is set, which sees each
+// attempt's error: a refusal's *NotObtainedError, with the holder.
+func (hs hookList) attempted() bool {
+	for _, h := range hs {
+		if h.Attempt != nil {
+			return true
+		}
+	}
+	return false
 }
 
 // trace returns the trace context that the Trace hooks give an Obtain

@@ -493,7 +493,7 @@ func lay(r *strategy.Request, sent time.Time, trace string) (string, error) {
 // attempt runs one Acquire of r, the n-th, through the Attempt hooks, and
 // records it in a.
 func (l *Locker) attempt(ctx context.Context, a *acquisition, r strategy.Request, n int, hs hookList) (strategy.Grant, error) {
-	*a = acquisition{s: a.s, r: r, seen: a.seen}
+	*a = acquisition{s: a.s, r: r, seen: a.seen, observed: hs.attempted()}
 	if len(hs) == 0 {
 		err := a.run(ctx)
 		return a.g, err
@@ -514,6 +514,7 @@ type acquisition struct {
 	g              strategy.Grant
 	err            error
 	seen           *sighting // what the Obtain's attempts read of the holder; nil until one is refused
+	observed       bool      // an Attempt hook sees each attempt's error, and so the holder it names
 }
 
 func (a *acquisition) run(ctx context.Context) error {
@@ -528,7 +529,7 @@ func (a *acquisition) run(ctx context.Context) error {
 		if a.seen == nil {
 			a.seen = new(sighting)
 		}
-		a.err = a.seen.refused(ctx, a.s, a.r, a.err)
+		a.err = a.seen.refused(ctx, a.s, a.r, a.err, a.observed || !a.r.Again)
 	}
 	return a.err
 }
