@@ -29,8 +29,11 @@ type NotObtainedError struct {
 	// Holder is what a read of Key (as [Locker.Inspect] reads it) found
 	// after an attempt that found the key held: the holder's fingerprint,
 	// metadata, how long it has held the lock (HeldFor), the time it has
-	// left (TTL), the waiters, and the holder's trace context. Holder.Held
-	// is false when the read failed, or found the key already free.
+	// left (TTL), the waiters, and the holder's trace context. An Obtain
+	// reads it when its retry policy gives up, and, with an Attempt hook
+	// set (see Hooks), at each holder it meets. Holder.Held is false when
+	// no read was made (a wait that its context ended, with no Attempt
+	// hook), when the read failed, or when it found the key already free.
 	Holder State
 
 	err error // the strategy's
