@@ -78,7 +78,22 @@ func (s suite) manyHeldLocksStayHeld(t *testing.T, ctx context.Context) {
 		locks[i] = s.obtainEach(t, ctx, l, 1, func(int) string { return fmt.Sprintf("%s:%d", prefix, i) }, manyTTL, opts...)[0]
 	}
 	time.Sleep(manyTTL + manyTTL/5)
-	if n := lapsed(t, "after 1.2 TTLs of auto-refresh", locks); n > 0 {
+	// A lock can lapse while the TTLs are read, one round trip after
+	// another: that is a stall too.
+	n := 0
+	for i, lk := range locks {
+		before, until := lk.Err(), lk.ValidUntil()
+		ttl, err := lk.TTL(ctx)
+		switch {
+		case errors.Is(before, lock.ErrLapsed), err != nil && !time.Now().Before(until):
+			n++
+		case before != nil:
+			t.Errorf("lock %d: Err() after 1.2 TTLs of auto-refresh = %v, want nil", i, before)
+		case err != nil || ttl <= 0:
+			t.Errorf("lock %d: TTL after 1.2 TTLs of auto-refresh = %v, %v; want held", i, ttl, err)
+		}
+	}
+	if n > 0 {
 		var gap time.Duration
 		for i := 0; i < manyLocks; i += 2 { // the hooked ones
 			gap = max(gap, counts[i].longestGap())
@@ -91,11 +106,6 @@ func (s suite) manyHeldLocksStayHeld(t *testing.T, ctx context.Context) {
 	for i := 0; i < manyLocks; i += 2 {
 		if n := counts[i].n.Load(); n < 2 {
 			t.Errorf("lock %d: refreshes seen by its hooks in 1.2 TTLs = %d, want several", i, n)
-		}
-	}
-	for i, lk := range locks {
-		if ttl, err := lk.TTL(ctx); err != nil || ttl <= 0 {
-			t.Fatalf("lock %d: TTL after 1.2 TTLs of auto-refresh = %v, %v; want held", i, ttl, err)
 		}
 	}
 }
