@@ -45,6 +45,15 @@ var (
 	// ErrNotHeld.
 	ErrTaken = strategy.ErrTaken
 
+	// ErrBroken means the key is gone because [Locker.Break] deleted it: a
+	// Refresh, Release or TTL of the broken holder, or its auto-refresh,
+	// finds the mark the Break left beside the key. It matches ErrExpired
+	// and ErrNotHeld. A holder that finds its key gone before the mark is
+	// written, or after it expired (with the lock's TTL), or where the
+	// mark could not be written, reports ErrExpired; so does the holder of
+	// a setnx-getset lock, whose value, a timestamp, is not its own.
+	ErrBroken = strategy.ErrBroken
+
 	// ErrMismatch means that Obtain asked for a lock of another shape than
 	// the one its key holds: a semaphore whose limit differs from the one
 	// its holders stated ([WithPermits]), a read-write lock's key asked

@@ -42,7 +42,8 @@ func (l *Lock) Done() <-chan struct{} {
 
 // Err returns nil while the lock is held, and afterwards why it is not: an
 // error matching ErrNotHeld, which is ErrExpired or ErrTaken when it was
-// found gone or taken, ErrLapsed when its validity deadline passed first,
+// found gone or taken (ErrBroken, which matches ErrExpired, when a
+// Locker.Break deleted it), ErrLapsed when its validity deadline passed first,
 // and "already released" after Release. A lapse that followed a failed
 // refresh also matches that refresh's error and names it ("validity
 // lapsed before a refresh confirmed it; the last refresh failed: lock:

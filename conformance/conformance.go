@@ -254,8 +254,12 @@ func (h Harness) has(field string) bool {
 //     it has held the lock) for at most the TTL, and free after Release.
 //   - BreakIsGuarded: Break deletes the lock only when the fingerprint
 //     names its holder (any holder when it is empty), and reports ErrTaken
-//     for another's, leaving the lock, and ErrExpired for a free one. A
-//     strategy that cannot break locks (errors.ErrUnsupported) skips.
+//     for another's, leaving the lock, and ErrExpired for a free one. The
+//     broken holder's Refresh, Release, TTL and auto-refresh report
+//     ErrBroken (ErrExpired, where values are not unique to a holder:
+//     Harness.Skip has TokensAreUnique); a holder whose key was deleted
+//     otherwise, ErrExpired and not ErrBroken. A strategy that cannot
+//     break locks (errors.ErrUnsupported) skips.
 //   - WaiterNamesTheHolder: an Obtain refused by a held lock fails with a
 //     *lock.NotObtainedError that names the key and the holder, as
 //     Inspect reads it (its fingerprint; unless Harness.Skip names

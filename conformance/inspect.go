@@ -92,16 +92,65 @@ func (s suite) breakIsGuarded(t *testing.T, ctx context.Context) {
 	if !st.Held || st.Fingerprint != fp {
 		t.Errorf("Break's State: Held = %v, Fingerprint = %q; want the holder's, %q", st.Held, st.Fingerprint, fp)
 	}
-	if err := lk.Release(ctx); !errors.Is(err, lock.ErrNotHeld) {
-		t.Errorf("the broken holder's Release = %v, want ErrNotHeld", err)
-	}
+	s.wantBroken(t, "the broken holder's Release", lk.Release(ctx))
 
 	next := s.obtain(t, ctx, s.h.NewLocker(t), key, longTTL)
 	if _, err := other.Break(ctx, key, ""); err != nil {
 		t.Fatalf("forced Break = %v, want nil", err)
 	}
-	if err := next.Refresh(ctx, longTTL); !errors.Is(err, lock.ErrNotHeld) {
-		t.Errorf("the broken holder's Refresh after a forced Break = %v, want ErrNotHeld", err)
+	_, err = next.TTL(ctx)
+	s.wantBroken(t, "the broken holder's TTL after a forced Break", err)
+	s.wantBroken(t, "the broken holder's Refresh after a forced Break", next.Refresh(ctx, longTTL))
+
+	t.Run("auto-refresh reports the break", func(t *testing.T) {
+		lk := s.obtain(t, ctx, s.h.NewLocker(t), key, holdTTL)
+		if err := lk.StartRefresh(ctx); err != nil {
+			t.Fatalf("StartRefresh = %v, want nil", err)
+		}
+		if _, err := other.Break(ctx, key, strategy.Fingerprint(lk.Token())); err != nil {
+			t.Fatalf("Break = %v, want nil", err)
+		}
+		select {
+		case <-lk.Done():
+		case <-time.After(lossBound):
+			t.Fatalf("Done not closed %v after the Break, want within %v", lossBound, lossBound)
+		}
+		if err := lk.Err(); errors.Is(err, lock.ErrLapsed) {
+			t.Skipf("Err() after the Break = %v: the machine stalled, and no refresh came back before the lock lapsed", err)
+		}
+		s.wantBroken(t, "Err() after the Break", lk.Err())
+	})
+	t.Run("a key deleted otherwise is not reported broken", func(t *testing.T) {
+		if s.h.Conns == nil {
+			t.Skip("the harness gives no Conns, to delete the key behind the holder's back")
+		}
+		lk := s.obtain(t, ctx, s.h.NewLocker(t), key, longTTL)
+		if _, err := other.Break(ctx, key, ""); err != nil {
+			t.Fatalf("Break = %v, want nil", err)
+		}
+		next := s.obtain(t, ctx, s.h.NewLocker(t), key, longTTL)
+		loseBehindTheBack(t, ctx, s.h.Conns(t), key, behindTheBack[0].act)
+		if err := next.Release(ctx); !errors.Is(err, lock.ErrExpired) || errors.Is(err, lock.ErrBroken) {
+			t.Errorf("Release of a lock whose key was deleted behind its back, after a Break of another holder = %v, want ErrExpired, not ErrBroken", err)
+		}
+		s.wantBroken(t, "the broken holder's Release after its key held another", lk.Release(ctx))
+	})
+}
+
+// wantBroken fails t unless err, what the broken holder's call returned,
+// matches ErrBroken (and so ErrExpired); or, for a strategy whose values
+// are not unique to a holder (Harness.Skip has TokensAreUnique), whose
+// Break leaves no mark, ErrExpired and not ErrBroken.
+func (s suite) wantBroken(t *testing.T, what string, err error) {
+	t.Helper()
+	if _, shared := s.h.Skip["TokensAreUnique"]; shared {
+		if !errors.Is(err, lock.ErrExpired) || errors.Is(err, lock.ErrBroken) {
+			t.Errorf("%s = %v, want ErrExpired, and not ErrBroken: the values are not unique to a holder", what, err)
+		}
+		return
+	}
+	if !errors.Is(err, lock.ErrBroken) || !errors.Is(err, lock.ErrExpired) {
+		t.Errorf("%s = %v, want ErrBroken, which matches ErrExpired", what, err)
 	}
 }
 

@@ -455,8 +455,8 @@ func (s suite) sharedInspectAndBreak(t *testing.T, ctx context.Context) {
 	if _, err := other.Break(ctx, key, fa); err != nil {
 		t.Fatalf("Break of holder a = %v, want nil", err)
 	}
-	if _, err := a.TTL(ctx); !errors.Is(err, lock.ErrNotHeld) {
-		t.Errorf("holder a's TTL after its Break = %v, want ErrNotHeld", err)
+	if _, err := a.TTL(ctx); !errors.Is(err, lock.ErrBroken) {
+		t.Errorf("holder a's TTL after its Break = %v, want ErrBroken", err)
 	}
 	if _, err := b.TTL(ctx); err != nil {
 		t.Errorf("holder b's TTL after a's Break = %v, want nil", err)
@@ -467,8 +467,8 @@ func (s suite) sharedInspectAndBreak(t *testing.T, ctx context.Context) {
 	if _, err := other.Break(ctx, key, ""); err != nil {
 		t.Errorf(`Break of "" = %v, want nil`, err)
 	}
-	if _, err := b.TTL(ctx); !errors.Is(err, lock.ErrNotHeld) {
-		t.Errorf(`holder b's TTL after Break of "" = %v, want ErrNotHeld`, err)
+	if _, err := b.TTL(ctx); !errors.Is(err, lock.ErrBroken) {
+		t.Errorf(`holder b's TTL after Break of "" = %v, want ErrBroken`, err)
 	}
 	w := s.obtain(t, ctx, l, Key(t)+":rw", longTTL, lock.WithWrite(), lock.WithMetadata("writer"))
 	st, err = other.Inspect(ctx, w.Key())

@@ -151,13 +151,36 @@ func TestHoldSpan(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := singleLocker(t, addr).Break(ctx, lk.Key(), ""); err != nil {
+		if err := redistest.GoRedis(t, addr, 1).Del(ctx, lk.Key()).Err(); err != nil {
 			t.Fatal(err)
 		}
 		_ = lk.Refresh(ctx, time.Minute)
 		a := attrs(only(t, rec.ended("lock.hold"), "lock.hold"))
 		if a["locksmith.lock.end"].AsString() != "lost" || a["error.type"].AsString() != "expired" {
 			t.Errorf("lock.hold's end, error.type = %v, %v; want lost, expired", a["locksmith.lock.end"].Emit(), a["error.type"].Emit())
+		}
+	})
+
+	t.Run("ends broken, when a Break deleted it", func(t *testing.T) {
+		rec := newRecording(t)
+		lk, err := rec.wrap(singleLocker(t, addr)).Obtain(ctx, conformance.Key(t), time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := singleLocker(t, addr).Break(ctx, lk.Key(), ""); err != nil {
+			t.Fatal(err)
+		}
+		_ = lk.Refresh(ctx, time.Minute)
+		a := attrs(only(t, rec.ended("lock.hold"), "lock.hold"))
+		if a["locksmith.lock.end"].AsString() != "broken" || a["error.type"].AsString() != "broken" {
+			t.Errorf("lock.hold's end, error.type = %v, %v; want broken, broken", a["locksmith.lock.end"].Emit(), a["error.type"].Emit())
+		}
+		h := rec.metrics(t)["locksmith.lock.hold.duration"].Data.(metricdata.Histogram[float64])
+		if len(h.DataPoints) != 1 {
+			t.Fatalf("locksmith.lock.hold.duration = %v, want one series", h.DataPoints)
+		}
+		if end, _ := h.DataPoints[0].Attributes.Value("locksmith.lock.end"); end.AsString() != "broken" {
+			t.Errorf("locksmith.lock.hold.duration's locksmith.lock.end = %v, want broken", end.Emit())
 		}
 	})
 

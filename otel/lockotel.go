@@ -715,6 +715,9 @@ func (t *telemetry) ended(e lock.Event) {
 	end := "released"
 	if e.Err != nil {
 		end = "lost"
+		if errors.Is(e.Err, lock.ErrBroken) {
+			end = "broken"
+		}
 		if t.lost.Enabled(ctx) {
 			t.lost.Add(ctx, 1, t.measure(e.Key, setKey{strategy: e.Strategy, errType: errorType(e.Err)}).add...)
 		}
@@ -736,14 +739,14 @@ var sentinelTypes = []struct {
 	name string
 }{
 	{context.DeadlineExceeded, "timeout"}, {context.Canceled, "canceled"}, {lock.ErrNoAnswer, "no_answer"},
-	{lock.ErrExpired, "expired"}, {lock.ErrTaken, "taken"}, {lock.ErrLapsed, "lapsed"}, {lock.ErrNotHeld, "not_held"},
+	{lock.ErrBroken, "broken"}, {lock.ErrExpired, "expired"}, {lock.ErrTaken, "taken"}, {lock.ErrLapsed, "lapsed"}, {lock.ErrNotHeld, "not_held"},
 	{lock.ErrNotObtained, "not_obtained"}, {lock.ErrRefreshLimit, "refresh_limit"},
 }
 
 // errorType is the error.type of err, a low-cardinality identifier, as
 // OpenTelemetry's semantic conventions ask: the ErrorType method's result
 // for an error that has one (no_quorum for a Redlock *QuorumError); else
-// timeout, canceled, no_answer, expired, taken, lapsed, not_held,
+// timeout, canceled, no_answer, broken, expired, taken, lapsed, not_held,
 // not_obtained, refresh_limit or invalid_argument for the errors of the
 // context and of package lock; else the prefix of a Redis error (such as ERR, WRONGTYPE
 // or NOSCRIPT); else _OTHER, the conventions' fallback.

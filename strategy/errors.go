@@ -23,12 +23,23 @@ var (
 	// ErrNotHeld.
 	ErrTaken = fmt.Errorf("%w: held by another owner", ErrNotHeld)
 
+	// ErrBroken means the key is gone because a Break deleted it
+	// (lock.Locker.Break), which left a mark that names the holder. It
+	// matches ErrExpired and ErrNotHeld.
+	ErrBroken error = brokenError{}
+
 	// ErrMismatch means that the lock on a key is of another shape than
 	// asked for: a semaphore with another limit, a read-write lock asked
 	// for as a semaphore (or the reverse), a plain lock's key asked for as
 	// a shared lock, or a shared lock's as a plain lock.
 	ErrMismatch = errors.New("lock: the key holds a lock of another shape")
 )
+
+// brokenError is ErrBroken: a gone key, which a Break deleted.
+type brokenError struct{}
+
+func (brokenError) Error() string { return "lock: not held: broken" }
+func (brokenError) Unwrap() error { return ErrExpired }
 
 // ArgumentError reports an invalid argument or option, by name. Match it
 // with errors.As.

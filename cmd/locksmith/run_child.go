@@ -105,6 +105,8 @@ func (r *runner) supervise(lk *lock.Lock, c *child, sigs <-chan os.Signal) (*os.
 			done = nil
 			err := lk.Err()
 			switch {
+			case errors.Is(err, lock.ErrBroken):
+				lose(time.Now(), "broken")
 			case errors.Is(err, lock.ErrExpired):
 				lose(time.Now(), "expired")
 			case errors.Is(err, lock.ErrTaken):

@@ -30,7 +30,7 @@ type runResult struct {
 	HeldMS      int64      `json:"held_ms"`
 	Released    bool       `json:"released"`              // the release succeeded
 	LostAt      *time.Time `json:"lost_at,omitempty"`     // when the loss was found, or SIGTERM was due for it
-	LossReason  string     `json:"loss_reason,omitempty"` // expired, taken, lapsed, or unconfirmed (refreshes failed)
+	LossReason  string     `json:"loss_reason,omitempty"` // broken, expired, taken, lapsed, or unconfirmed (refreshes failed)
 	ValidUntil  *time.Time `json:"valid_until,omitempty"` // on loss, the last validity deadline
 	Error       string     `json:"error,omitempty"`
 }

@@ -124,7 +124,19 @@ func SetBatch(keys, values []string, unsures [][]string, nexts []string, ttls []
 // as scatter sends them. A call that too few replicas acknowledged gives
 // each of its locks, but those that failed on their own, the
 // *strategy.ReplicaError.
+//
+// A lock whose key is gone is reported broken where a Break's mark says so
+// (see MarkBroken).
 func (s Server) Batch(ctx context.Context, b Batch, ack Ack) ([]error, []bool) {
+	errs, answered := s.batch(ctx, b, ack)
+	if !s.unmarks {
+		s.brokenEach(ctx, b, errs)
+	}
+	return errs, answered
+}
+
+// batch is Batch, but for the marks of Breaks.
+func (s Server) batch(ctx context.Context, b Batch, ack Ack) ([]error, []bool) {
 	if ack.Replicas > 0 {
 		return s.batchAcked(ctx, b, ack)
 	}

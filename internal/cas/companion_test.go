@@ -17,12 +17,21 @@ func TestIsCompanion(t *testing.T) {
 		"{orders}:42":        false,
 		"{}:q":               false, // an empty hash tag is none
 		"{orders:42}:wake":   false, // a channel's name, never a key
+
+		"{orders:42}:broken:0123456789abcdef": true, // the mark of a Break
+		"{orders}:42:broken:0123456789abcdef": true,
+		"orders:42:broken:0123456789abcdef":   false,
+		"{orders:42}:broken:0123456789":       false, // no fingerprint
+		"{orders:42}:broken:0123456789ABCDEF": false, // fingerprints are lower case
 	} {
 		if got := IsCompanion(key); got != want {
 			t.Errorf("IsCompanion(%q) = %v, want %v", key, got, want)
 		}
 	}
 	for _, key := range []string{"orders:42", "{orders}:42"} {
+		if name, _ := brokenMark(key, "token"); !IsCompanion(name) {
+			t.Errorf("IsCompanion(brokenMark(%q, ...)) = IsCompanion(%q) = false, want true", key, name)
+		}
 		for _, s := range companions {
 			name, _ := Companion(key, s)
 			if !IsCompanion(name) {

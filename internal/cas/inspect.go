@@ -116,8 +116,9 @@ func inspectReply(ctx context.Context, c driver.Conn, key, fenceKey string, q Qu
 // the State read returned, and strategy.ErrExpired when there was no key,
 // or strategy.ErrTaken, deleting nothing, when another holder holds it.
 // release must delete the key only if it still holds the value, so that a
-// holder that came after the reading is never deleted either.
-func Break(ctx context.Context, fingerprint string, read func(context.Context) (strategy.State, Reading, error),
+// holder that came after the reading is never deleted either. A deletion
+// leaves its mark over c (see MarkBroken), unless c is nil.
+func Break(ctx context.Context, c driver.Conn, key, fingerprint string, read func(context.Context) (strategy.State, Reading, error),
 	release func(ctx context.Context, value string) error,
 ) (strategy.State, error) {
 	st, r, err := read(ctx)
@@ -131,5 +132,11 @@ func Break(ctx context.Context, fingerprint string, read func(context.Context) (
 	case fingerprint != "" && fp != fingerprint:
 		return st, strategy.ErrTaken
 	}
-	return st, release(ctx, r.Value)
+	if err := release(ctx, r.Value); err != nil {
+		return st, err
+	}
+	if c != nil {
+		MarkBroken(ctx, c, key, r.Value, r.TTL)
+	}
+	return st, nil
 }

@@ -90,8 +90,8 @@ func Companion(key, suffix string) (string, bool) {
 var companions = []string{"q", "w", "fence", "fences", "shared"}
 
 // IsCompanion reports whether key is named as one of another key's
-// companion keys (a queue, a fencing counter, a shared lock's state), which
-// a listing of locks skips. The name alone tells: a lock of a key named
+// companion keys (a queue, a fencing counter, a shared lock's state, the
+// mark of a Break), which a listing of locks skips. The name alone tells: a lock of a key named
 // so, such as {orders}:q (the name of the queue of {orders}), is taken for
 // one.
 func IsCompanion(key string) bool {
@@ -100,7 +100,7 @@ func IsCompanion(key string) bool {
 			return true
 		}
 	}
-	return false
+	return isBrokenMark(key)
 }
 
 // hasHashTag reports whether Redis Cluster hashes only part of key (see

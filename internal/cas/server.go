@@ -19,9 +19,18 @@ import (
 // scripts where the server runs them, and the operations without scripts
 // where it refuses them.
 type Server struct {
-	Conn  driver.Conn
-	plain *plain // nil: scripts
-	auto  *auto  // with plain nil: the Server detects whether the server refuses scripts; nil: it never does
+	Conn    driver.Conn
+	plain   *plain // nil: scripts
+	auto    *auto  // with plain nil: the Server detects whether the server refuses scripts; nil: it never does
+	unmarks bool   // never read the marks of Breaks (see Unmarked)
+}
+
+// Unmarked returns the Server that never reads the marks of Breaks (see
+// MarkBroken), for a strategy whose values are not unique to a holder
+// (legacy timestamps): a mark would name every holder of the same value.
+func (s Server) Unmarked() Server {
+	s.unmarks = true
+	return s
 }
 
 // auto is what a Server from Detecting found its server to do with
@@ -222,7 +231,9 @@ func (s Server) NeedsScripts(err error, what string) error {
 
 // Run runs the call, with scripts or without them, where the Server runs
 // without scripts (see either). A Server from Detecting that has not yet
-// seen a script run starts an acquisition with the script.
+// seen a script run starts an acquisition with the script. A call on a
+// held lock that finds a key gone reports it broken where a Break's mark
+// says so (see MarkBroken).
 func (s Server) Run(ctx context.Context, c Call) (r Result, err error) {
 	err = s.either(func() (err error) {
 		if s.auto != nil && c.script == nil && s.auto.scripts.state.Load() != 1 {
@@ -234,6 +245,9 @@ func (s Server) Run(ctx context.Context, c Call) (r Result, err error) {
 		r, err = c.runPlain(ctx, p)
 		return err
 	})
+	if c.op != opAcquire && !s.unmarks {
+		err = s.broken(ctx, c.l, err)
+	}
 	return r, err
 }
 

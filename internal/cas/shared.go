@@ -588,15 +588,17 @@ func shape(limit string) string {
 
 func (s Shared) keys() []string { return []string{s.Key, s.Q, s.W, s.M, s.Fence} }
 
-// Refresh extends value's lease to ttl from now.
+// Refresh extends value's lease to ttl from now. Like TTL and Release,
+// it reports a lease that a Break ended strategy.ErrBroken (see
+// MarkBroken).
 func (s Shared) Refresh(ctx context.Context, c driver.Conn, value string, ttl time.Duration) error {
-	return owned(s.run(ctx, c, sharedRefreshScript, value, ttl.Milliseconds()))
+	return s.leaseErr(ctx, c, value)(s.run(ctx, c, sharedRefreshScript, value, ttl.Milliseconds()))
 }
 
 // TTL returns what is left of value's lease.
 func (s Shared) TTL(ctx context.Context, c driver.Conn, value string) (time.Duration, error) {
 	n, err := s.run(ctx, c, sharedTTLScript, value)
-	if err := owned(n, err); err != nil {
+	if err := s.leaseErr(ctx, c, value)(n, err); err != nil {
 		return 0, err
 	}
 	return time.Duration(n) * time.Millisecond, nil
@@ -610,7 +612,14 @@ func (s Shared) Release(ctx context.Context, c driver.Conn, value string, downgr
 	if downgrading {
 		end = "0"
 	}
-	return owned(s.run(ctx, c, sharedReleaseScript, value, end))
+	return s.leaseErr(ctx, c, value)(s.run(ctx, c, sharedReleaseScript, value, end))
+}
+
+// leaseErr returns the function that turns a script's reply about value's
+// lease into its error, as owned does, with a lease that a Break ended
+// reported strategy.ErrBroken.
+func (s Shared) leaseErr(ctx context.Context, c driver.Conn, value string) func(int64, error) error {
+	return func(n int64, err error) error { return brokenOne(ctx, c, s.Key, value, owned(n, err)) }
 }
 
 // run runs script over the lock's keys with args and the last argument

@@ -56,7 +56,11 @@ func (s *redlock) Break(ctx context.Context, key, fingerprint string) (strategy.
 		case fingerprint != "" && ns.Fingerprint != fingerprint:
 			return strategy.ErrTaken
 		}
-		return notify.DeleteWaking(ctx, n.srv, n.raw, key, readings[i].Value)
+		if err := notify.DeleteWaking(ctx, n.srv, n.raw, key, readings[i].Value); err != nil {
+			return err
+		}
+		cas.MarkBroken(ctx, n.raw, key, readings[i].Value, readings[i].TTL)
+		return nil
 	}
 	res, _, _ := s.fanOut(ctx, s.opTimeout(), del, after{}, nil)
 	defer report(ctx, res)

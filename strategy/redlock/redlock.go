@@ -599,8 +599,9 @@ func (s *redlock) opTimeout() time.Duration {
 }
 
 // checkHeld turns the node results of an operation on a held lock into nil
-// (a quorum holds it), ErrExpired or ErrTaken (so many nodes say it is not
-// ours that no quorum can), or a QuorumError (too many nodes failed to
+// (a quorum holds it), ErrExpired, ErrBroken (a node found a Break's mark)
+// or ErrTaken (so many nodes say it is not ours that no quorum can), or a
+// QuorumError (too many nodes failed to
 // tell). For a lock of several keys, the error is those of the keys that
 // the most nodes found gone or taken (see lost).
 func (s *redlock) checkHeld(op string, res []*NodeError) error {
@@ -615,8 +616,11 @@ func (s *redlock) checkHeld(op string, res []*NodeError) error {
 			}
 			return errors.Join(joined...)
 		}
-		if t.taken > 0 {
+		switch {
+		case t.taken > 0:
 			return strategy.ErrTaken
+		case slices.ContainsFunc(res, func(r *NodeError) bool { return errors.Is(r.answer, strategy.ErrBroken) }):
+			return strategy.ErrBroken
 		}
 		return strategy.ErrExpired
 	}

@@ -26,9 +26,11 @@ func (s *legacy) Inspect(ctx context.Context, key string) (strategy.State, error
 // Break implements [strategy.Breaker]: it reads the lock as Inspect does,
 // and deletes the value it read with a compare-and-delete, publishing the
 // release as Release does. Legacy clients' locks can be broken so too.
+// It leaves no mark: a timestamp is not unique to a holder, so the broken
+// holder reports strategy.ErrExpired, not ErrBroken.
 func (s *legacy) Break(ctx context.Context, key, fingerprint string) (strategy.State, error) {
 	read := func(ctx context.Context) (strategy.State, cas.Reading, error) { return s.inspect(ctx, key) }
-	return cas.Break(ctx, fingerprint, read, func(ctx context.Context, value string) error {
+	return cas.Break(ctx, nil, key, fingerprint, read, func(ctx context.Context, value string) error {
 		return notify.DeleteWaking(ctx, s.srv, s.conn, key, value)
 	})
 }

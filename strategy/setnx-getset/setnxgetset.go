@@ -101,6 +101,7 @@ func newStrategy(conn driver.Conn, opts ...Option) (*legacy, error) {
 	}
 	var err error
 	s.srv, err = cas.NewServer("conn", conn, driver.ScriptsOff(conn))
+	s.srv = s.srv.Unmarked() // a timestamp is no holder's own: see Break
 	return s, err
 }
 

@@ -45,7 +45,7 @@ func (s *single) isShared(err error) bool {
 // as their Release would, waking the head of the queue.
 func (s *single) Break(ctx context.Context, key, fingerprint string) (strategy.State, error) {
 	read := func(ctx context.Context) (strategy.State, cas.Reading, error) { return s.inspect(ctx, key) }
-	st, err := cas.Break(ctx, fingerprint, read, func(ctx context.Context, value string) error {
+	st, err := cas.Break(ctx, s.conn, key, fingerprint, read, func(ctx context.Context, value string) error {
 		return s.Release(ctx, key, value)
 	})
 	if s.isShared(err) {
@@ -69,7 +69,10 @@ func (s *single) breakShared(ctx context.Context, key, fingerprint string) (stra
 	for i, h := range r.Holders {
 		if fingerprint == "" || st.Holders[i].Fingerprint == fingerprint {
 			broke = true
-			if err := k.Release(ctx, s.conn, h.Value, false); !errors.Is(err, strategy.ErrExpired) {
+			switch err := k.Release(ctx, s.conn, h.Value, false); {
+			case err == nil:
+				cas.MarkBroken(ctx, s.conn, key, h.Value, h.TTL)
+			case !errors.Is(err, strategy.ErrExpired):
 				errs = append(errs, s.srv.NeedsScripts(err, sharedLocks))
 			}
 		}
