@@ -576,6 +576,22 @@ func TestRunResultFile(t *testing.T) {
 			t.Errorf("--result-file holds the token")
 		}
 	})
+	t.Run("broken", func(t *testing.T) {
+		dir := t.TempDir()
+		path := filepath.Join(dir, "result.json")
+		wait := start(t, []string{env}, "run", "--result-file", path, "--ttl", "1s", "--kill-grace", "200ms", "broken", "--",
+			"sh", "-c", `touch "$0"; sleep 1000`, filepath.Join(dir, "started"))
+		eventually(t, "the command started", func() bool { return exists(filepath.Join(dir, "started")) })
+		if r := locksmith(t, []string{env}, "break", "broken", "--force"); r.code != 0 {
+			t.Fatalf("break: got %s\nwant exit 0", r)
+		}
+		if r := wait(); r.code != exitLost {
+			t.Fatalf("got %s\nwant exit %d", r, exitLost)
+		}
+		if res, text := read(t, path); res.Outcome != "lost" || res.LossReason != "broken" || res.Signal != "SIGTERM" {
+			t.Errorf("--result-file: got %s\nwant outcome lost, loss_reason broken, signal SIGTERM", text)
+		}
+	})
 	t.Run("not obtained", func(t *testing.T) {
 		hold(t, srv, "held")
 		path := filepath.Join(t.TempDir(), "result.json")
