@@ -138,34 +138,28 @@ type sighting struct {
 
 // refused returns the error of an attempt of r that s refused with err,
 // which matches ErrNotObtained: a *NotObtainedError with what is known of
-// the holder. When read, it reads the holder again, with s.Inspect, if
-// this Obtain has not read the holder of that key yet, or its holder may
-// have changed since: the lease it read has run out, or the waiter was
-// woken by a release (see forget). So a waiter by notification reads each
-// holder once; one that polls, once per holder's lease. The Obtain asks
-// for a read when an Attempt hook records each refusal, and when this
-// refusal ends it; otherwise a waiter that goes on to obtain the lock
-// costs no read at all.
-func (seen *sighting) refused(ctx context.Context, s strategy.Strategy, r strategy.Request, err error, read bool) error {
+// the holder. The holder is known, for free, when the strategy read it in
+// the same round trip (Grant.Holder, here known). Otherwise, when read,
+// it reads the holder again, with s.Inspect, if this Obtain has not read
+// the holder of that key yet, or its holder may have changed since: the
+// lease it read has run out, or the waiter was woken by a release (see
+// forget). So a waiter by notification reads each holder once; one that
+// polls, once per holder's lease. The Obtain asks for a read when an
+// Attempt hook records each refusal, and when this refusal ends it;
+// otherwise a waiter that goes on to obtain the lock costs no read at all.
+func (seen *sighting) refused(ctx context.Context, s strategy.Strategy, r strategy.Request, known *State, err error, read bool) error {
 	key := r.Key
 	if ke := (*KeyError)(nil); errors.As(err, &ke) {
 		key = ke.Key
 	}
-	if now := time.Now(); read && (seen.key != key || !now.Before(seen.next)) {
+	switch now := time.Now(); {
+	case known != nil:
+		seen.saw(key, *known, nil, now)
+	case read && (seen.key != key || !now.Before(seen.next)):
 		rctx, cancel := context.WithTimeout(ctx, holderRead)
 		st, rerr := s.Inspect(rctx, key)
 		cancel()
-		if rerr != nil {
-			st = State{}
-		}
-		unstamp(&st)
-		*seen = sighting{key: key, st: st, at: now, next: now.Add(holderAgain)}
-		switch {
-		case st.Held && st.TTL > 0:
-			seen.next = now.Add(st.TTL)
-		case rerr == nil && !st.Held: // freed since, or passed on to a waiter: whoever holds it next is read next time
-			seen.next = now
-		}
+		seen.saw(key, st, rerr, now)
 	}
 	e := &NotObtainedError{Keys: r.Keys, Key: key, err: err}
 	if seen.key == key {
@@ -183,6 +177,22 @@ func (seen *sighting) refused(ctx context.Context, s strategy.Strategy, r strate
 		}
 	}
 	return e
+}
+
+// saw records st, the holder of key that was read at now, or the error of
+// that read, rerr, and when to read it again.
+func (seen *sighting) saw(key string, st State, rerr error, now time.Time) {
+	if rerr != nil {
+		st = State{}
+	}
+	unstamp(&st)
+	*seen = sighting{key: key, st: st, at: now, next: now.Add(holderAgain)}
+	switch {
+	case st.Held && st.TTL > 0:
+		seen.next = now.Add(st.TTL)
+	case rerr == nil && !st.Held: // freed since, or passed on to a waiter: whoever holds it next is read next time
+		seen.next = now
+	}
 }
 
 // forget makes the next refusal read the holder again: a release woke

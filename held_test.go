@@ -28,6 +28,18 @@ func (q *queued) Inspect(ctx context.Context, key string) (strategy.State, error
 	return st, err
 }
 
+// knowing is a fakeStrategy that returns the holder with each refusal
+// (Grant.Holder), as a strategy that reads it in the same round trip does.
+type knowing struct{ *fakeStrategy }
+
+func (k knowing) Acquire(ctx context.Context, r strategy.Request) (strategy.Grant, error) {
+	g, err := k.fakeStrategy.Acquire(ctx, r)
+	if errors.Is(err, strategy.ErrNotObtained) {
+		g.Holder = &strategy.State{Held: true, TTL: time.Minute, Fingerprint: "0123456789abcdef", Metadata: "web-4", Waiters: 2}
+	}
+	return g, err
+}
+
 // heldBy obtains key on f for a minute with opts, as another process would.
 func heldBy(t *testing.T, f strategy.Strategy, key string, opts ...lock.Option) *lock.Lock {
 	t.Helper()
@@ -141,6 +153,20 @@ func TestNotObtainedError(t *testing.T) {
 		_, _ = lock.New(f).Obtain(context.Background(), "k", time.Minute, lock.WithRetry(lock.LimitAttempts(lock.Linear(time.Millisecond), 5)), observing)
 		if got := len(f.callsTo("inspect")); got != 1 {
 			t.Errorf("reads of the holder over 5 refused attempts = %d, want 1", got)
+		}
+	})
+
+	t.Run("a holder that the strategy returned with the refusal is named, and costs no read", func(t *testing.T) {
+		f := newFake()
+		heldBy(t, f, "k")
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+		defer cancel()
+		_, err := lock.New(knowing{f}).Obtain(ctx, "k", time.Minute, lock.WithRetry(lock.Linear(time.Millisecond)), observing)
+		if want := `lock: not obtained: "k" held by web-4 (2 waiting): context deadline exceeded`; err == nil || err.Error() != want {
+			t.Errorf("Obtain = %v, want %q", err, want)
+		}
+		if got := len(f.callsTo("inspect")); got != 0 {
+			t.Errorf("reads of a holder that each refusal returned = %d, want 0", got)
 		}
 	})
 

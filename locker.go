@@ -529,7 +529,7 @@ func (a *acquisition) run(ctx context.Context) error {
 		if a.seen == nil {
 			a.seen = new(sighting)
 		}
-		a.err = a.seen.refused(ctx, a.s, a.r, a.err, a.observed || !a.r.Again)
+		a.err = a.seen.refused(ctx, a.s, a.r, a.g.Holder, a.err, a.observed || !a.r.Again)
 	}
 	return a.err
 }

@@ -166,6 +166,12 @@ type Grant struct {
 	// time to live, when the strategy read it (0 otherwise). An expiry wakes
 	// no one, so the head of a queue tries again when it ends.
 	HolderTTL time.Duration
+	// Holder, returned with ErrNotObtained, is the holder of the key that
+	// refused the attempt (Request.Key, or the *KeyError's key), when the
+	// strategy read it in the same round trip, as Inspect would show it
+	// (Held, TTL, Fingerprint, Metadata and Waiters at least); nil
+	// otherwise, and the Locker reads it with Inspect when it needs it.
+	Holder *State
 }
 
 // Breaker is an optional interface of a [Strategy] whose locks can be

@@ -113,6 +113,20 @@ type Result struct {
 	Position  int           // a queued waiter's rank in the queue it waits in, 1 for the head
 	HolderTTL time.Duration // the holder's remaining TTL, when a lock of several keys, or a waiter, was not obtained; 0 when the key is free but another waiter heads its queue
 	TTL       time.Duration // PTTL's: the least TTL of the keys, negative when none has an expiry
+	Holder    string        // the value that held the key that refused a waiter; "" when it was free, or not read
+	Waiters   int           // the entries of that key's wait queue, the waiter's own included, with Holder
+}
+
+// HolderState returns the State of the holder that a refused waiter read
+// (Holder, HolderTTL, Waiters), as an inspection shows it; nil when it read
+// none.
+func (r Result) HolderState() *strategy.State {
+	if r.Holder == "" {
+		return nil
+	}
+	st := &strategy.State{Held: true, TTL: r.HolderTTL, Waiters: r.Waiters, Verdict: "held"}
+	st.Fingerprint, st.Metadata = Reading{Exists: true, Value: r.Holder}.Holder()
+	return st
 }
 
 // A Call is an operation on a Lock, built once, for a strategy that sends

@@ -343,7 +343,7 @@ if vals[busy] then
 elseif heads[busy] then
 	wake(heads[busy], now)
 end
-return {0, busy, rank, pttl}`)
+return {0, busy, rank, pttl, vals[busy], redis.call('ZCARD', Q)}`)
 
 // shard is the last argument of the scripts that publish: 1 for SPUBLISH.
 func shard(sharded bool) int {
@@ -415,7 +415,8 @@ func (w Waiter) Leave(ctx context.Context, c driver.Conn, l Lock, claiming bool)
 
 // run runs queuedScript in mode, over keys with args, for l.
 func (w Waiter) run(ctx context.Context, c driver.Conn, l Lock, mode string, keys []string, args []any) (Result, error) {
-	n, err := runInts(ctx, c, queuedScript, keys, args...)
+	reply, err := resend(ctx, func() (any, error) { return queuedScript.Run(ctx, c, keys, args...) })
+	n, holder, waiters := queuedReply(reply)
 	if denied(err) && (mode == reserveMode || mode == holdMode) {
 		return Result{}, ErrNoQueue
 	}
@@ -431,11 +432,24 @@ func (w Waiter) run(ctx context.Context, c driver.Conn, l Lock, mode string, key
 	case len(n) == 1 && n[0] == 2 && mode != takeMode && mode != holdMode:
 		return Result{}, nil
 	case len(n) == 4 && n[0] == 0 && 1 <= n[1] && n[1] <= int64(nk):
-		r := Result{Position: int(n[2]), HolderTTL: time.Duration(max(n[3], 0)) * time.Millisecond}
+		r := Result{Position: int(n[2]), HolderTTL: time.Duration(max(n[3], 0)) * time.Millisecond, Holder: holder, Waiters: waiters}
 		if l.Keys == nil {
 			return r, strategy.ErrNotObtained
 		}
 		return r, &strategy.KeyError{Key: l.Keys[n[1]-1], Err: strategy.ErrNotObtained}
 	}
-	return Result{}, fmt.Errorf("queued acquire of %d keys (%s): got reply %v, want {1, fences...}, {2} or {0, key, rank, pttl}", nk, mode, n)
+	return Result{}, fmt.Errorf("queued acquire of %d keys (%s): got reply %v (of %T), want {1, fences...}, {2} or {0, key, rank, pttl, holder, waiters}", nk, mode, n, reply)
+}
+
+// queuedReply reads a reply of queuedScript: its integers, and for a
+// refusal ({0, key, rank, pttl, holder, waiters}) the first four, the
+// holder's value ("" when the key was free) and the length of the queue.
+func queuedReply(reply any) (n []int64, holder string, waiters int) {
+	if r, ok := reply.([]any); ok && len(r) == 6 {
+		holder, _ = r[4].(string)
+		w, _ := r[5].(int64)
+		reply, waiters = r[:4], int(w)
+	}
+	n, _ = ints(reply)
+	return n, holder, waiters
 }

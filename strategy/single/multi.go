@@ -158,7 +158,7 @@ func (s *single) acquireQueued(ctx context.Context, r strategy.Request, g group,
 // the first queue it holds a place in.
 func queued(grant strategy.Grant, e cas.Result, err error, first string) strategy.Grant {
 	if held := (*strategy.KeyError)(nil); errors.As(err, &held) {
-		grant.Position, grant.HolderTTL, grant.Queue = e.Position, e.HolderTTL, held.Key
+		grant.Position, grant.HolderTTL, grant.Queue, grant.Holder = e.Position, e.HolderTTL, held.Key, e.HolderState()
 		if held.Key != first {
 			grant.Position = 1 // it heads the queues of the keys before: it keeps them at the head's pace
 		}

@@ -210,7 +210,7 @@ func (s *single) acquire(ctx context.Context, srv cas.Server, r strategy.Request
 		}
 	}
 	res, err := srv.Run(ctx, cas.Acquire(l))
-	g := strategy.Grant{Drift: d, Position: res.Position, HolderTTL: res.HolderTTL}
+	g := strategy.Grant{Drift: d, Position: res.Position, HolderTTL: res.HolderTTL, Holder: res.HolderState()}
 	if res.Fences != nil {
 		g.Fence = res.Fences[0]
 	}
