@@ -343,7 +343,8 @@ if vals[busy] then
 elseif heads[busy] then
 	wake(heads[busy], now)
 end
-return {0, busy, rank, pttl, vals[busy], redis.call('ZCARD', Q)}`)
+local last = call('ZRANGE', Q, -1, -1)[1]
+return {0, busy, rank, pttl, vals[busy], last and call('ZRANK', Q, last) + 1 or 0}`)
 
 // shard is the last argument of the scripts that publish: 1 for SPUBLISH.
 func shard(sharded bool) int {
