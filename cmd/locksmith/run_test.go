@@ -556,12 +556,20 @@ func TestRunResultFile(t *testing.T) {
 			t.Errorf("--result-file: got %s\nwant outcome completed, exit_code 5, child_status 5, a fence, released", text)
 		}
 	})
-	t.Run("lost", func(t *testing.T) {
+	// running starts locksmith run on name, whose command runs until it is
+	// stopped, and returns the path of its --result-file and what waits for
+	// it, once the command started.
+	running := func(t *testing.T, name string) (string, func() result) {
+		t.Helper()
 		dir := t.TempDir()
 		path := filepath.Join(dir, "result.json")
-		wait := start(t, []string{env}, "run", "--result-file", path, "--ttl", "1s", "--kill-grace", "200ms", "taken", "--",
+		wait := start(t, []string{env}, "run", "--result-file", path, "--ttl", "1s", "--kill-grace", "200ms", name, "--",
 			"sh", "-c", `touch "$0"; sleep 1000`, filepath.Join(dir, "started"))
 		eventually(t, "the command started", func() bool { return exists(filepath.Join(dir, "started")) })
+		return path, wait
+	}
+	t.Run("lost", func(t *testing.T) {
+		path, wait := running(t, "taken")
 		token := send(t, srv, "GET", "taken")[:22]
 		hold(t, srv, "taken")
 		if r := wait(); r.code != exitLost {
@@ -577,11 +585,7 @@ func TestRunResultFile(t *testing.T) {
 		}
 	})
 	t.Run("broken", func(t *testing.T) {
-		dir := t.TempDir()
-		path := filepath.Join(dir, "result.json")
-		wait := start(t, []string{env}, "run", "--result-file", path, "--ttl", "1s", "--kill-grace", "200ms", "broken", "--",
-			"sh", "-c", `touch "$0"; sleep 1000`, filepath.Join(dir, "started"))
-		eventually(t, "the command started", func() bool { return exists(filepath.Join(dir, "started")) })
+		path, wait := running(t, "broken")
 		if r := locksmith(t, []string{env}, "break", "broken", "--force"); r.code != 0 {
 			t.Fatalf("break: got %s\nwant exit 0", r)
 		}

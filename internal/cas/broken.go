@@ -38,17 +38,12 @@ func brokenMark(key, value string) (string, bool) {
 
 // isBrokenMark reports whether key is named as a mark of brokenMark.
 func isBrokenMark(key string) bool {
-	base, fp, ok := cutLast(key, ":broken:")
-	return ok && hasHashTag(base) && len(fp) == strategy.FingerprintLen && strings.Trim(fp, "0123456789abcdef") == ""
-}
-
-// cutLast is strings.Cut at the last sep.
-func cutLast(s, sep string) (before, after string, found bool) {
-	i := strings.LastIndex(s, sep)
+	i := strings.LastIndex(key, ":broken:")
 	if i < 0 {
-		return s, "", false
+		return false
 	}
-	return s[:i], s[i+len(sep):], true
+	fp := key[i+len(":broken:"):]
+	return hasHashTag(key[:i]) && len(fp) == strategy.FingerprintLen && strings.Trim(fp, "0123456789abcdef") == ""
 }
 
 // MarkBroken leaves the mark of a Break that deleted value from key, which

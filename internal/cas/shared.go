@@ -592,13 +592,14 @@ func (s Shared) keys() []string { return []string{s.Key, s.Q, s.W, s.M, s.Fence}
 // it reports a lease that a Break ended strategy.ErrBroken (see
 // MarkBroken).
 func (s Shared) Refresh(ctx context.Context, c driver.Conn, value string, ttl time.Duration) error {
-	return s.leaseErr(ctx, c, value)(s.run(ctx, c, sharedRefreshScript, value, ttl.Milliseconds()))
+	n, err := s.run(ctx, c, sharedRefreshScript, value, ttl.Milliseconds())
+	return s.leaseErr(ctx, c, value, n, err)
 }
 
 // TTL returns what is left of value's lease.
 func (s Shared) TTL(ctx context.Context, c driver.Conn, value string) (time.Duration, error) {
 	n, err := s.run(ctx, c, sharedTTLScript, value)
-	if err := s.leaseErr(ctx, c, value)(n, err); err != nil {
+	if err := s.leaseErr(ctx, c, value, n, err); err != nil {
 		return 0, err
 	}
 	return time.Duration(n) * time.Millisecond, nil
@@ -612,14 +613,15 @@ func (s Shared) Release(ctx context.Context, c driver.Conn, value string, downgr
 	if downgrading {
 		end = "0"
 	}
-	return s.leaseErr(ctx, c, value)(s.run(ctx, c, sharedReleaseScript, value, end))
+	n, err := s.run(ctx, c, sharedReleaseScript, value, end)
+	return s.leaseErr(ctx, c, value, n, err)
 }
 
-// leaseErr returns the function that turns a script's reply about value's
-// lease into its error, as owned does, with a lease that a Break ended
-// reported strategy.ErrBroken.
-func (s Shared) leaseErr(ctx context.Context, c driver.Conn, value string) func(int64, error) error {
-	return func(n int64, err error) error { return brokenOne(ctx, c, s.Key, value, owned(n, err)) }
+// leaseErr turns a script's reply about value's lease, n or err, into its
+// error, as owned does, with a lease that a Break ended reported
+// strategy.ErrBroken.
+func (s Shared) leaseErr(ctx context.Context, c driver.Conn, value string, n int64, err error) error {
+	return brokenOne(ctx, c, s.Key, value, owned(n, err))
 }
 
 // run runs script over the lock's keys with args and the last argument
