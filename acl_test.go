@@ -721,3 +721,41 @@ func wantNoKeys(t *testing.T, ctx context.Context, srv *redistest.Server, keys .
 		}
 	}
 }
+
+// TestACLBreakMark: the mark of a Break is a key beside the lock's,
+// {lock:…}:broken:<fingerprint>, which Break writes with SET and the broken
+// holder reads with EXISTS. A user whose ACL allows the base rule alone
+// (not the companions' keys, nor EXISTS) breaks the lock all the same, and
+// its broken holder reports ErrExpired, as before the mark; with the
+// companions' keys and +exists, ErrBroken.
+func TestACLBreakMark(t *testing.T) {
+	const base = "~lock:* +evalsha +eval +get +set +pexpire +pttl +del"
+	srv := redistest.Start(t, 1)[0]
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, c := range []struct {
+		name, user, rule string
+		want             error
+	}{
+		{"the base rule: ErrExpired", "base", base, lock.ErrExpired},
+		{"with the companions and EXISTS: ErrBroken", "marks", base + " ~{lock:* +exists", lock.ErrBroken},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			l, err := single.New(aclConn(t, ctx, srv, c.user, c.rule))
+			if err != nil {
+				t.Fatal(err)
+			}
+			lk, err := l.Obtain(ctx, "lock:break", time.Minute)
+			if err != nil {
+				t.Fatalf("Obtain = %v, want a lock", err)
+			}
+			if _, err := l.Break(ctx, "lock:break", ""); err != nil {
+				t.Fatalf("Break = %v, want nil", err)
+			}
+			err = lk.Release(ctx)
+			if !errors.Is(err, c.want) || c.want == lock.ErrExpired && errors.Is(err, lock.ErrBroken) {
+				t.Errorf("the broken holder's Release = %v, want %v", err, c.want)
+			}
+		})
+	}
+}
