@@ -7,10 +7,8 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -57,48 +55,33 @@ func newNet(t *testing.T, names ...string) *Net {
 	return n
 }
 
-// A server is a redis-server in a node of a Net.
-type server struct {
-	t    *testing.T
-	node *Node
-	addr string
-	cmd  *exec.Cmd
-}
-
-// startServer starts redis-server in node, on its address, without
-// persistence, and kills it when t ends; it returns once a client of from
-// gets its PONG.
-func startServer(t *testing.T, node, from *Node) *server {
+// startServer starts a Server in node, with its files in dir, and kills
+// it when t ends.
+func startServer(t *testing.T, node *Node, dir string) *Server {
 	t.Helper()
-	s := &server{t: t, node: node, addr: net.JoinHostPort(node.IP, "6379")}
-	s.start(from)
-	t.Cleanup(s.kill)
+	redistest.RequireBinary(t)
+	s := NewServer(node, dir)
+	if err := s.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := s.Kill(); err != nil {
+			t.Error(err)
+		}
+	})
 	return s
 }
 
-func (s *server) start(from *Node) {
-	s.t.Helper()
-	s.cmd = s.node.Command(redistest.RequireBinary(s.t), "--bind", s.node.IP, "--port", "6379", "--save", "", "--appendonly", "no", "--protected-mode", "no")
-	if err := s.cmd.Start(); err != nil {
-		s.t.Fatal(err)
+// shortDir returns a new directory for t's files, removed when t ends, with
+// a path short enough for Unix sockets (t.TempDir's carries t's name).
+func shortDir(t *testing.T) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "j")
+	if err != nil {
+		t.Fatal(err)
 	}
-	c := client(from, s.addr)
-	defer c.Close()
-	for start := time.Now(); ; time.Sleep(20 * time.Millisecond) {
-		err := c.Ping(context.Background()).Err()
-		if err == nil {
-			return
-		}
-		if time.Since(start) > 10*time.Second {
-			s.t.Fatalf("redis-server in %s: PING from %s = %v after 10 s, want PONG", s.node.Name, from.Name, err)
-		}
-	}
-}
-
-// kill ends the server at once (SIGKILL), and with it every key it held.
-func (s *server) kill() {
-	_ = syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL)
-	_ = s.cmd.Wait()
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	return dir
 }
 
 // client returns a go-redis client of addr that dials from node, with
@@ -158,7 +141,7 @@ func TestNet(t *testing.T) {
 	requireNet(t)
 	n := newNet(t, "server", "client")
 	srv, cli := n.Node("server"), n.Node("client")
-	addr := startServer(t, srv, cli).addr
+	addr := startServer(t, srv, shortDir(t)).Addr
 	ping := func() error {
 		c := client(cli, addr)
 		defer c.Close()
@@ -233,7 +216,7 @@ func TestPartitionedServer(t *testing.T) {
 		t.Run(drv, func(t *testing.T) {
 			n := newNet(t, "server", "clients")
 			srv, clients := n.Node("server"), n.Node("clients")
-			l, err := single.New(conn(t, drv, clients, startServer(t, srv, clients).addr))
+			l, err := single.New(conn(t, drv, clients, startServer(t, srv, shortDir(t)).Addr))
 			if err != nil {
 				t.Fatal(err)
 			}

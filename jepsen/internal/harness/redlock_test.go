@@ -37,12 +37,13 @@ func TestRedlockRestartedEmpty(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			n := newNet(t, names...)
 			clients := n.Node("clients")
-			var servers []*server
+			dir := shortDir(t)
+			var servers []*Server
 			var conns []driver.Conn
 			for _, name := range names[:5] {
-				s := startServer(t, n.Node(name), clients)
+				s := startServer(t, n.Node(name), dir)
 				servers = append(servers, s)
-				rc := client(clients, s.addr)
+				rc := client(clients, s.Addr)
 				t.Cleanup(func() { rc.Close() })
 				if c.guard { // a deployment seeded as new, as docs/strategies.md says
 					if err := rc.Set(context.Background(), "locksmith:redlock:up-since", 0, 0).Err(); err != nil {
@@ -85,8 +86,12 @@ func TestRedlockRestartedEmpty(t *testing.T) {
 			}
 			a.Obtained, a.ValidUntil = since(time.Now()), since(lkA.ValidUntil())
 			if restart {
-				servers[2].kill()
-				servers[2].start(clients)
+				if err := servers[2].Kill(); err != nil {
+					t.Fatal(err)
+				}
+				if err := servers[2].Start(); err != nil {
+					t.Fatal(err)
+				}
 			}
 			cut("n1", "n2")
 			heal("n4", "n5")

@@ -36,9 +36,10 @@ func TestRedlockMinorityPartitions(t *testing.T) {
 			names := []string{"n1", "n2", "n3", "n4", "n5", "clients"}
 			n := newNet(t, names...)
 			clients := n.Node("clients")
+			dir := shortDir(t)
 			var conns []driver.Conn
 			for _, name := range names[:5] {
-				conns = append(conns, conn(t, drv, clients, startServer(t, n.Node(name), clients).addr))
+				conns = append(conns, conn(t, drv, clients, startServer(t, n.Node(name), dir).Addr))
 			}
 			l, err := redlock.New(conns, redlock.WithNodeTimeout(100*time.Millisecond))
 			if err != nil {
