@@ -63,7 +63,7 @@ type Option func(*legacy)
 func WithFormat(f Format) Option { return func(s *legacy) { s.format = f } }
 
 // WithSafetyTTL makes every key this strategy writes expire grace after its
-// timestamp (SET NX PX, and PEXPIRE after a takeover), so a crashed holder
+// timestamp (SET NX PX, and SET PX GET for a takeover), so a crashed holder
 // never leaves an immortal key. grace must cover the fleet's clock skew.
 // The default is no TTL, as legacy clients write.
 func WithSafetyTTL(grace time.Duration) Option { return func(s *legacy) { s.grace = grace } }
@@ -187,14 +187,14 @@ func (s *legacy) current(ctx context.Context, key string) (held string, gone boo
 	return held, false, nil
 }
 
-// takeOver replaces the expired value held with GETSET.
+// takeOver replaces the expired value held, as GETSET does (see getSet).
 func (s *legacy) takeOver(ctx context.Context, r strategy.Request, held string) (strategy.Grant, error) {
 	now := s.now()
 	value, err := s.encode(now, r.TTL)
 	if err != nil {
 		return strategy.Grant{Undone: true}, err
 	}
-	old, existed, err := s.conn.GetSet(ctx, r.Key, value)
+	old, existed, err := s.getSet(ctx, r.Key, value, s.safetyTTL(value, now))
 	if err != nil {
 		return lostReply, err
 	}
@@ -208,13 +208,33 @@ func (s *legacy) takeOver(ctx context.Context, r strategy.Request, held string) 
 		}
 		return strategy.Grant{}, strategy.ErrNotObtained
 	}
-	// GETSET stripped any TTL.
-	if ttl := s.safetyTTL(value, now); ttl > 0 {
-		if _, err := s.srv.Run(ctx, cas.PExpire(cas.Lock{Key: r.Key, Value: value, TTL: ttl})); err != nil && !errors.Is(err, strategy.ErrNotHeld) {
-			return lostReply, err
+	return s.grant(value), nil
+}
+
+// getSet writes value in key's place and returns the value it replaced, if
+// any, with an expiry of ttl when ttl is positive (the safety TTL). With
+// one, it sends SET key value PX ttl GET (Redis 6.2 and later), which
+// writes both at once: a holder that dies right after it leaves no key
+// without an expiry, as one between a GETSET, which strips the TTL, and a
+// PEXPIRE did. Without a safety TTL, it sends GETSET, as legacy clients
+// do; and so it does over a driver that sends no commands of its choice
+// (driver.Commander), followed by the PEXPIRE.
+func (s *legacy) getSet(ctx context.Context, key, value string, ttl time.Duration) (string, bool, error) {
+	if ttl > 0 {
+		reply, err := driver.Do(ctx, s.conn, "SET", key, value, "PX", max(ttl.Milliseconds(), 1), "GET")
+		if !errors.Is(err, errors.ErrUnsupported) {
+			old, existed := reply.(string)
+			return old, existed, err
 		}
 	}
-	return s.grant(value), nil
+	old, existed, err := s.conn.GetSet(ctx, key, value)
+	if err != nil || ttl <= 0 {
+		return old, existed, err
+	}
+	if _, err := s.srv.Run(ctx, cas.PExpire(cas.Lock{Key: key, Value: value, TTL: ttl})); err != nil && !errors.Is(err, strategy.ErrNotHeld) {
+		return old, existed, err
+	}
+	return old, existed, nil
 }
 
 // lostReply goes with the error of a write whose reply was lost: the

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/locksmith-go/lock"
 	"github.com/locksmith-go/lock/conformance"
 	"github.com/locksmith-go/lock/driver"
@@ -391,6 +393,26 @@ func TestSafetyTTL(t *testing.T) {
 			t.Errorf("PTTL after the takeover = %v, want more than 10s", pttl)
 		}
 	})
+	t.Run("a holder that dies right after its takeover leaves the key with an expiry", func(t *testing.T) {
+		// Found by the Jepsen harness: a takeover was a GETSET, which strips
+		// the TTL, then a PEXPIRE, so a holder that died between the two
+		// left a key that never expired.
+		key := conformance.Key(t)
+		if err := rdb.Set(ctx, key, time.Now().Add(-time.Second).UnixMilli(), 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+		defer rdb.Del(ctx, key)
+		client, dies := redistest.GoRedis(t, addr, 3), &diesAfterTakeover{}
+		client.AddHook(dies)
+		l := newLocker(t, goredis.New(client), setnxgetset.WithFormat(setnxgetset.Milliseconds), setnxgetset.WithSafetyTTL(grace))
+		_, err := l.Obtain(ctx, key, 10*time.Second)
+		if !dies.dead.Load() {
+			t.Fatalf("Obtain of an expired legacy key = %v, and sent no takeover", err)
+		}
+		if pttl, _ := rdb.PTTL(ctx, key).Result(); pttl <= 10*time.Second {
+			t.Errorf("PTTL after a takeover whose holder died = %v, want more than 10s: the timestamp's TTL plus the grace", pttl)
+		}
+	})
 	t.Run("a legacy GETSET strips the TTL and the lock still holds", func(t *testing.T) {
 		key := conformance.Key(t)
 		lk, err := l.Obtain(ctx, key, 10*time.Second)
@@ -417,6 +439,32 @@ func TestSafetyTTL(t *testing.T) {
 			t.Errorf("value after that Release = %q, want the loser's %q left alone", got, loser)
 		}
 	})
+}
+
+// diesAfterTakeover is a go-redis hook that fails every command sent after
+// a takeover's write (GETSET, or SET … GET), as if its client died then.
+type diesAfterTakeover struct{ dead atomic.Bool }
+
+func (h *diesAfterTakeover) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *diesAfterTakeover) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if h.dead.Load() {
+			err := errors.New("the client died")
+			cmd.SetErr(err)
+			return err
+		}
+		err := next(ctx, cmd)
+		args := cmd.Args()
+		if cmd.Name() == "getset" || (cmd.Name() == "set" && strings.EqualFold(fmt.Sprint(args[len(args)-1]), "get")) {
+			h.dead.Store(true)
+		}
+		return err
+	}
+}
+
+func (h *diesAfterTakeover) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
 }
 
 // TestClockSkew: a timestamp counts as expired only once it is the skew
