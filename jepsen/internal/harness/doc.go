@@ -4,22 +4,21 @@
 // holders of a key at once.
 //
 // It is internal to the jepsen module, a module of its own so that the
-// repository's test command does not run it. So far it holds the checks, which need no fault to be tested, and
-// a test of them on a real run with paused holders:
+// repository's test command does not run it. Its parts:
 //
-//   - [Check] sweeps a history's holds for overlaps per key, raw (from an
-//     acquire's return to its release) and within validity (ended at the
-//     hold's validity or its loss), and for fencing tokens issued twice or
-//     out of real-time order;
-//   - a [FencedRegister] refuses a token lower than the last it accepted,
-//     and counts the stale writes it refused and the collisions, the same
-//     token from two holders;
-//   - a [Counter], read, then written back one more, by holders that
-//     sleep between the two, counts the updates that the lock alone let
-//     be lost.
+//   - a [Net] of network namespaces on a bridge, one per node, with its
+//     faults: a node cut off ([Node.Cut]), one-way drops ([Net.Block]),
+//     partitions of any shape ([Net.Partition]) and loss ([Node.Loss]);
+//   - a [Server] in a node, which the harness reaches on a Unix socket
+//     outside every fault, killed, restarted, paused; a [Delayer] in front
+//     of it, for delay; a [Clock] that moves its wall clock; [Sentinels]
+//     that fail it over;
+//   - client processes ([RunClient]) that report their history, stamped
+//     with [Now], to a [Control] socket, where the resources they write to
+//     live: a [FencedRegister], a [Counter] and a [ValueRegister];
+//   - the checks: [Check] for overlaps and fencing tokens, [Live] for
+//     liveness, [Leaks] for keys left behind.
 //
-// A [Net] is a run's network: a namespace for each node on a bridge, with a
-// node's link cut and healed as the first fault. The other faults, and
-// clients in processes of their own, come next; README.md, beside this
-// package, says what the harness will be.
+// TestJepsen runs every configuration under a seeded schedule of faults;
+// README.md, beside this package, says how.
 package harness

@@ -2,7 +2,6 @@ package harness
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -12,15 +11,10 @@ import (
 	"testing"
 	"time"
 
-	redigoredis "github.com/gomodule/redigo/redis"
 	"github.com/redis/go-redis/v9"
-	"github.com/redis/rueidis"
 
 	"github.com/locksmith-go/lock"
 	"github.com/locksmith-go/lock/driver"
-	"github.com/locksmith-go/lock/driver/goredis"
-	"github.com/locksmith-go/lock/driver/redigo"
-	rueidisdriver "github.com/locksmith-go/lock/driver/rueidis"
 	"github.com/locksmith-go/lock/internal/testing/redistest"
 	"github.com/locksmith-go/lock/strategy/single"
 )
@@ -93,38 +87,19 @@ func client(node *Node, addr string) *redis.Client {
 	})
 }
 
-// drivers are the drivers that the runs go over: a difference between
-// them is a bug.
-var drivers = []string{"goredis", "redigo", "rueidis"}
+// drivers are the drivers that the runs go over.
+var drivers = Drivers
 
 // conn returns a locksmith driver of addr over drv, dialing from node, with
-// the short timeouts of client, closed when t ends.
+// short timeouts, closed when t ends.
 func conn(t *testing.T, drv string, node *Node, addr string) driver.Conn {
 	t.Helper()
-	switch drv {
-	case "goredis":
-		c := client(node, addr)
-		t.Cleanup(func() { c.Close() })
-		return goredis.New(c)
-	case "redigo":
-		p := &redigoredis.Pool{MaxIdle: 16, DialContext: func(ctx context.Context) (redigoredis.Conn, error) {
-			return redigoredis.DialContext(ctx, "tcp", addr, redigoredis.DialContextFunc(node.DialContext),
-				redigoredis.DialConnectTimeout(200*time.Millisecond), redigoredis.DialReadTimeout(200*time.Millisecond), redigoredis.DialWriteTimeout(200*time.Millisecond))
-		}}
-		t.Cleanup(func() { p.Close() })
-		return redigo.New(p)
-	case "rueidis":
-		return rueidisdriver.New(redistest.RueidisClient(t, rueidis.ClientOption{
-			InitAddress: []string{addr},
-			DialCtxFn: func(ctx context.Context, dst string, _ *net.Dialer, _ *tls.Config) (net.Conn, error) {
-				return node.DialContext(ctx, "tcp", dst)
-			},
-			Dialer:           net.Dialer{Timeout: 200 * time.Millisecond},
-			ConnWriteTimeout: 200 * time.Millisecond,
-		}))
+	c, closer, err := NewConn(drv, node.DialContext, addr)
+	if err != nil {
+		t.Fatal(err)
 	}
-	t.Fatalf("no driver %q", drv)
-	return nil
+	t.Cleanup(func() { closer.Close() })
+	return c
 }
 
 func TestNewNetRefusesBadNames(t *testing.T) {

@@ -12,26 +12,28 @@ import (
 	"github.com/locksmith-go/lock/strategy/redlock"
 )
 
-// TestRedlockRestartedEmpty: Kleppmann's schedule for Redlock over five
-// nodes. A obtains the lock while n4 and n5 are cut off, so that only n1,
-// n2 and n3 hold it; then n1 and n2 are cut off and n4 and n5 healed, and B
-// asks, until a quorum answers. If n3 kept A's key, B cannot win one. If n3 was restarted
-// empty at once, B wins n3, n4 and n5 while A's validity runs: two holders
-// within their leases, which Check finds: the harness's checks find what
-// they are there to find. With WithRestartGuard, the delayed-restart rule
-// of docs/strategies.md kept from the clients, n3 grants nothing once
-// restarted, and B is not obtained.
-func TestRedlockRestartedEmpty(t *testing.T) {
+// TestRedlockKleppmann: Kleppmann's schedules for Redlock over five nodes.
+// A obtains the lock while n4 and n5 are cut off, so that only n1, n2 and
+// n3 hold it; then n1 and n2 are cut off and n4 and n5 healed, and B asks,
+// until a quorum answers. If n3 kept A's key, B cannot win one. If n3 was
+// restarted empty at once, or its wall clock jumped forward by the TTL,
+// which expires A's key there, B wins n3, n4 and n5 while A's validity
+// runs: two holders within their leases, which Check finds: the harness's
+// checks find what they are there to find. With WithRestartGuard, the
+// delayed-restart rule of docs/strategies.md kept from the clients, n3
+// grants nothing once restarted, and B is not obtained.
+func TestRedlockKleppmann(t *testing.T) {
 	requireNet(t)
 	const key, ttl = "jepsen:redlock", 10 * time.Second
 	names := []string{"n1", "n2", "n3", "n4", "n5", "clients"}
 	for _, c := range []struct {
-		name           string
-		restart, guard bool
+		name                  string
+		restart, guard, clock bool
 	}{
-		{"n3 keeps A's key: B is not obtained", false, false},
-		{"n3 restarted empty: B obtains it within A's validity", true, false},
-		{"n3 restarted empty, WithRestartGuard: B is not obtained", true, true},
+		{"n3 keeps A's key: B is not obtained", false, false, false},
+		{"n3 restarted empty: B obtains it within A's validity", true, false, false},
+		{"n3 restarted empty, WithRestartGuard: B is not obtained", true, true, false},
+		{"n3's clock jumps by the TTL: B obtains it within A's validity", false, false, true},
 	} {
 		restart := c.restart
 		t.Run(c.name, func(t *testing.T) {
@@ -39,10 +41,21 @@ func TestRedlockRestartedEmpty(t *testing.T) {
 			clients := n.Node("clients")
 			dir := shortDir(t)
 			var servers []*Server
+			var clocks []*Clock
 			var conns []driver.Conn
 			for _, name := range names[:5] {
-				s := startServer(t, n.Node(name), dir)
-				servers = append(servers, s)
+				clk, err := NewClock(dir)
+				if err != nil {
+					t.Skipf("clock: %v", err)
+				}
+				t.Cleanup(func() { clk.Close() })
+				s := NewServer(n.Node(name), dir)
+				s.Env = clk.Env()
+				if err := s.Start(); err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { s.Kill() })
+				servers, clocks = append(servers, s), append(clocks, clk)
 				rc := client(clients, s.Addr)
 				t.Cleanup(func() { rc.Close() })
 				if c.guard { // a deployment seeded as new, as docs/strategies.md says
@@ -85,6 +98,14 @@ func TestRedlockRestartedEmpty(t *testing.T) {
 				t.Fatalf("A: Obtain with n4 and n5 cut off = %v, want a lock (3 of 5)", err)
 			}
 			a.Obtained, a.ValidUntil = since(time.Now()), since(lkA.ValidUntil())
+			if c.clock { // A's key on n3 expires at once
+				if err := clocks[2].Check(servers[2]); err != nil {
+					t.Skip(err)
+				}
+				if err := clocks[2].Set(ttl); err != nil {
+					t.Fatal(err)
+				}
+			}
 			if restart {
 				if err := servers[2].Kill(); err != nil {
 					t.Fatal(err)
@@ -103,7 +124,7 @@ func TestRedlockRestartedEmpty(t *testing.T) {
 				time.Sleep(100 * time.Millisecond)
 				lkB, err = l.Obtain(ctx, key, ttl)
 			}
-			wantB := restart && !c.guard
+			wantB := (restart && !c.guard) || c.clock
 			switch {
 			case !wantB && err == nil:
 				t.Errorf("B: Obtain = a lock, want none")

@@ -86,3 +86,36 @@ func (c *Counter) LostUpdates() int {
 	defer c.mu.Unlock()
 	return c.updates - c.value
 }
+
+// A ValueRegister is a resource that takes every write, as a plain store
+// does, and counts the writes of a holder over the work of one that
+// obtained the lock after it: what a compare-by-value guard (antirez's
+// answer for Redlock, which has no fencing token) would have refused. It
+// is safe for concurrent use.
+type ValueRegister struct {
+	mu        sync.Mutex
+	last      map[string]int64 // the acquisition time of the last writer, per key
+	overwrote int
+}
+
+// Write records a write to key by a holder that obtained the lock at
+// obtained (on the run's clock).
+func (r *ValueRegister) Write(key string, obtained int64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.last == nil {
+		r.last = map[string]int64{}
+	}
+	if last, ok := r.last[key]; ok && obtained < last {
+		r.overwrote++
+	}
+	r.last[key] = obtained
+}
+
+// StaleOverwrites returns how many writes came from a holder older than
+// the last writer of their key.
+func (r *ValueRegister) StaleOverwrites() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.overwrote
+}

@@ -140,13 +140,6 @@ func run(t *testing.T, l *lock.Locker, clients int, d, ttl time.Duration, hold f
 	return result{Check(holds), reg.Writes(), counter.LostUpdates(), int(unseen.Load()), holds, start}
 }
 
-// release releases lk within a second.
-func release(lk *lock.Lock) error {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	defer cancel()
-	return lk.Release(ctx)
-}
-
 // result is what run found.
 type result struct {
 	Report

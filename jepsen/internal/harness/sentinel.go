@@ -310,18 +310,19 @@ func waitForCtx(ctx context.Context, d time.Duration, ok func(ctx context.Contex
 const SentinelTimeout = 200 * time.Millisecond
 
 // SentinelConn returns a locksmith driver of the master named name, as the
-// Sentinels at addrs name it, dialing the Sentinels and the master from
-// node, with timeouts of [SentinelTimeout]; and the client under it, for
-// the caller to close. drv is "goredis" (redis.NewFailoverClient, with
-// node's DialContext as its Dialer, one dial attempt and no retry) or
-// "rueidis" (driver/rueidis's NewClient with Sentinel.MasterSet, node's
-// DialContext as its DialCtxFn, and no client-side cache). A rueidis client
+// Sentinels at addrs name it, dialing the Sentinels and the master with
+// dial (a node's DialContext, or a client process's own dialer), with
+// timeouts of [SentinelTimeout]; and the client under it, for the caller
+// to close. drv is "goredis" (redis.NewFailoverClient, with dial as its
+// Dialer, one dial attempt and no retry) or "rueidis" (driver/rueidis's
+// NewClient with Sentinel.MasterSet, dial as its DialCtxFn, and no
+// client-side cache). A rueidis client
 // asks the Sentinels as it opens, so SentinelConn fails if none answers
 // then; a go-redis client asks on its first dial. redigo has no Sentinel
 // client: "redigo" is an error, as is any other drv.
-func SentinelConn(drv string, node *Node, addrs []string, name string) (driver.Conn, io.Closer, error) {
-	if node == nil {
-		return nil, nil, errors.New("jepsen: SentinelConn from a nil node")
+func SentinelConn(drv string, dial DialFunc, addrs []string, name string) (driver.Conn, io.Closer, error) {
+	if dial == nil {
+		return nil, nil, errors.New("jepsen: SentinelConn with a nil dial")
 	}
 	if len(addrs) == 0 || name == "" {
 		return nil, nil, fmt.Errorf("jepsen: SentinelConn of master %q through %d Sentinels, want a name and one or more", name, len(addrs))
@@ -329,7 +330,7 @@ func SentinelConn(drv string, node *Node, addrs []string, name string) (driver.C
 	switch drv {
 	case "goredis":
 		c := redis.NewFailoverClient(&redis.FailoverOptions{
-			MasterName: name, SentinelAddrs: addrs, Dialer: node.DialContext,
+			MasterName: name, SentinelAddrs: addrs, Dialer: dial,
 			MaxRetries: -1, DialerRetries: 1, ContextTimeoutEnabled: true,
 			DialTimeout: SentinelTimeout, ReadTimeout: SentinelTimeout, WriteTimeout: SentinelTimeout,
 		})
@@ -344,14 +345,14 @@ func SentinelConn(drv string, node *Node, addrs []string, name string) (driver.C
 					ctx, cancel = context.WithTimeout(ctx, d.Timeout)
 					defer cancel()
 				}
-				return node.DialContext(ctx, "tcp", dst)
+				return dial(ctx, "tcp", dst)
 			},
 			Dialer:           net.Dialer{Timeout: SentinelTimeout},
 			ConnWriteTimeout: SentinelTimeout,
 			DisableCache:     true,
 		})
 		if err != nil {
-			return nil, nil, fmt.Errorf("jepsen: a rueidis Sentinel client of %s from %s: %w", name, node.Name, err)
+			return nil, nil, fmt.Errorf("jepsen: a rueidis Sentinel client of %s: %w", name, err)
 		}
 		return rueidisdriver.New(c), closer(c.Close), nil
 	case "redigo":
@@ -359,8 +360,3 @@ func SentinelConn(drv string, node *Node, addrs []string, name string) (driver.C
 	}
 	return nil, nil, fmt.Errorf("jepsen: SentinelConn over %q: no such driver, want goredis or rueidis", drv)
 }
-
-// closer is an io.Closer of a Close without an error.
-type closer func()
-
-func (c closer) Close() error { c(); return nil }

@@ -142,7 +142,7 @@ func acrossFailover(t *testing.T, drv string, opts ...single.Option) (r failover
 	}
 	var lockers []*lock.Locker
 	for _, node := range []*Node{d.c1, d.c2} {
-		c, closer, err := SentinelConn(drv, node, d.sentinels.Addrs(), masterName)
+		c, closer, err := SentinelConn(drv, node.DialContext, d.sentinels.Addrs(), masterName)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -458,18 +458,18 @@ func TestSentinelConnRefusesBadInput(t *testing.T) {
 	addrs := []string{"10.77.0.2:26379"}
 	for _, c := range []struct {
 		name, drv string
-		node      *Node
+		dial      DialFunc
 		addrs     []string
 		set, want string
 	}{
-		{"redigo", "redigo", node, addrs, "m", "redigo has no Sentinel client"},
-		{"a driver that is not", "nope", node, addrs, "m", `"nope": no such driver`},
-		{"a nil node", "goredis", nil, addrs, "m", "nil node"},
-		{"no Sentinel", "goredis", node, nil, "m", "through 0 Sentinels"},
-		{"no name", "goredis", node, addrs, "", `master ""`},
+		{"redigo", "redigo", node.DialContext, addrs, "m", "redigo has no Sentinel client"},
+		{"a driver that is not", "nope", node.DialContext, addrs, "m", `"nope": no such driver`},
+		{"a nil dial", "goredis", nil, addrs, "m", "nil dial"},
+		{"no Sentinel", "goredis", node.DialContext, nil, "m", "through 0 Sentinels"},
+		{"no name", "goredis", node.DialContext, addrs, "", `master ""`},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			conn, closer, err := SentinelConn(c.drv, c.node, c.addrs, c.set)
+			conn, closer, err := SentinelConn(c.drv, c.dial, c.addrs, c.set)
 			if err == nil {
 				closer.Close()
 				t.Fatalf("got a Conn %T, want an error", conn)
