@@ -5,8 +5,6 @@ import (
 	"errors"
 	"math/rand/v2"
 	"net"
-	"path/filepath"
-	"runtime"
 	"strconv"
 	"sync"
 	"time"
@@ -16,24 +14,12 @@ import (
 // is made there, by a thread that enters it, as DialContext's is, and its
 // connections come over the node's link, whatever goroutine accepts them.
 func (node *Node) Listen(ctx context.Context, network, addr string) (net.Listener, error) {
-	type listened struct {
-		l   net.Listener
-		err error
-	}
-	done := make(chan listened, 1)
-	go func() {
-		// As in DialContext, the thread never leaves the namespace: Go
-		// ends it with its goroutine.
-		runtime.LockOSThread()
-		if err := enter(filepath.Join(nsRun, node.ns)); err != nil {
-			done <- listened{nil, err}
-			return
-		}
-		l, err := (&net.ListenConfig{}).Listen(ctx, network, addr)
-		done <- listened{l, err}
-	}()
-	l := <-done
-	return l.l, l.err
+	var l net.Listener
+	err := node.in(func() (err error) {
+		l, err = (&net.ListenConfig{}).Listen(ctx, network, addr)
+		return err
+	})
+	return l, err
 }
 
 // Limits of a Delayer's connections.

@@ -167,24 +167,43 @@ func (node *Node) Command(name string, args ...string) *exec.Cmd {
 // made there, so its traffic goes over the node's link, whatever goroutine
 // then uses it. It has the signature of go-redis's Options.Dialer.
 func (node *Node) DialContext(ctx context.Context, network, addr string) (net.Conn, error) {
-	type dialed struct {
-		c   net.Conn
-		err error
-	}
-	done := make(chan dialed, 1)
+	var c net.Conn
+	err := node.in(func() (err error) {
+		c, err = (&net.Dialer{}).DialContext(ctx, network, addr)
+		return err
+	})
+	return c, err
+}
+
+// in calls fn on a thread that is in the node's namespace, and returns its
+// error. The sockets that fn makes stay in the namespace.
+//
+// The thread goes back to its own namespace afterwards, and serves other
+// goroutines again: a thread that Go ends (a locked one whose goroutine
+// returns) kills the children it started with a parent-death signal, as
+// the servers of internal/testing/redistest are. A thread that cannot go
+// back stays locked, and ends with fn's goroutine.
+func (node *Node) in(fn func() error) error {
+	done := make(chan error, 1)
 	go func() {
-		// The thread enters the namespace and is never unlocked: Go ends a
-		// locked thread with its goroutine, so no other goroutine runs in it.
 		runtime.LockOSThread()
-		if err := enter(filepath.Join(nsRun, node.ns)); err != nil {
-			done <- dialed{nil, err}
+		home, err := os.Open("/proc/thread-self/ns/net")
+		if err != nil {
+			done <- fmt.Errorf("jepsen: open this thread's namespace: %w", err)
 			return
 		}
-		c, err := (&net.Dialer{}).DialContext(ctx, network, addr)
-		done <- dialed{c, err}
+		defer home.Close()
+		if err := enter(filepath.Join(nsRun, node.ns)); err != nil {
+			done <- err
+			return
+		}
+		err = fn()
+		if unix.Setns(int(home.Fd()), unix.CLONE_NEWNET) == nil {
+			runtime.UnlockOSThread()
+		}
+		done <- err
 	}()
-	d := <-done
-	return d.c, d.err
+	return <-done
 }
 
 // enter moves the calling thread into the network namespace at path.

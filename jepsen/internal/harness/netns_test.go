@@ -136,6 +136,23 @@ func TestNet(t *testing.T) {
 			t.Errorf("routes of a node: got %q, want the bridge's 10.77.0.0/24 alone", got)
 		}
 	})
+	t.Run("a dial ends no thread of the process", func(t *testing.T) {
+		// A thread that ended would kill the children it started with a
+		// parent-death signal, as redistest's servers are: found when such
+		// a server died under TestChecksOnARealRun.
+		before := threads(t)
+		for range 50 {
+			if c, err := cli.DialContext(context.Background(), "tcp", addr); err == nil {
+				c.Close()
+			}
+		}
+		after := threads(t)
+		for tid := range before {
+			if !after[tid] {
+				t.Errorf("thread %s ended after 50 dials from a node, want every thread there before still there", tid)
+			}
+		}
+	})
 	t.Run("a cut node gets nothing, until healed", func(t *testing.T) {
 		if err := srv.Cut(); err != nil {
 			t.Fatal(err)
@@ -178,6 +195,20 @@ func TestNet(t *testing.T) {
 			}
 		}
 	})
+}
+
+// threads returns the IDs of this process's threads.
+func threads(t *testing.T) map[string]bool {
+	t.Helper()
+	entries, err := os.ReadDir("/proc/self/task")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tids := map[string]bool{}
+	for _, e := range entries {
+		tids[e.Name()] = true
+	}
+	return tids
 }
 
 // TestPartitionedServer: clients of single on a server in a namespace of
