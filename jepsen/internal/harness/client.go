@@ -18,7 +18,7 @@ import (
 	"github.com/locksmith-go/lock"
 	"github.com/locksmith-go/lock/driver"
 	"github.com/locksmith-go/lock/strategy/redlock"
-	"github.com/locksmith-go/lock/strategy/setnx-getset"
+	setnxgetset "github.com/locksmith-go/lock/strategy/setnx-getset"
 	"github.com/locksmith-go/lock/strategy/single"
 )
 

@@ -2,6 +2,7 @@ package harness
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,10 +19,7 @@ import (
 func requireGCC(t *testing.T) {
 	t.Helper()
 	if _, err := exec.LookPath("gcc"); err != nil {
-		if os.Getenv("LOCKSMITH_REQUIRE_JEPSEN") == "1" {
-			t.Fatalf("the clock shim needs gcc: %v (LOCKSMITH_REQUIRE_JEPSEN=1)", err)
-		}
-		t.Skipf("the clock shim needs gcc: %v", err)
+		require(t, fmt.Errorf("the clock shim needs gcc: %w", err))
 	}
 }
 

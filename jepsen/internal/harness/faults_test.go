@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math"
 	"net"
-	"os"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -22,12 +21,7 @@ import (
 func requireFirewall(t *testing.T) {
 	t.Helper()
 	requireNet(t)
-	if err := FirewallSupported(); err != nil {
-		if os.Getenv("LOCKSMITH_REQUIRE_JEPSEN") == "1" {
-			t.Fatalf("%v (LOCKSMITH_REQUIRE_JEPSEN=1)", err)
-		}
-		t.Skip(err)
-	}
+	require(t, FirewallSupported())
 }
 
 // healAll heals n when t ends, and fails t if it cannot.

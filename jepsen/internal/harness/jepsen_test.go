@@ -26,6 +26,7 @@ var (
 	runDriver = flag.String("jepsen.driver", "", `the driver of TestJepsen's runs: one of `+strings.Join(Drivers, ", ")+`, "all" for each in turn, or "" for one by the seed`)
 	runOnly   = flag.String("jepsen.run", "", "run only TestJepsen's runs whose name contains this")
 	runOut    = flag.String("jepsen.out", "", "the directory for TestJepsen's histories and reports (default: a new one in the temporary directory)")
+	runAll    = flag.Bool("jepsen.measure", false, "run also the configurations whose violations TestJepsen measures and does not judge, for docs/safety.md")
 )
 
 // envClient holds the configuration of a client process: the test binary,
@@ -72,6 +73,7 @@ type jcase struct {
 	// Sentinels monitor, the other servers its replicas; withReplicas is
 	// single.WithReplicas's count.
 	sentinels, withReplicas int
+	args                    []string // more arguments for every server
 }
 
 // An expect is what a run must find.
@@ -117,6 +119,10 @@ var jcases = []jcase{
 		faults: []string{"failover"}},
 	{name: "sentinel-replicas", strategy: "single", servers: 2, sentinels: 3, withReplicas: 1, clients: 3, fencing: true, expect: isSafe, weight: 3,
 		faults: []string{"failover"}},
+	{name: "sentinel-2-replicas", strategy: "single", servers: 3, sentinels: 3, withReplicas: 1, clients: 3, fencing: true, expect: isMeasured, weight: 3,
+		faults: []string{"failover"}},
+	{name: "sentinel-min-replicas", strategy: "single", servers: 3, sentinels: 3, clients: 3, fencing: true, expect: isMeasured, weight: 3,
+		args: []string{"--min-replicas-to-write", "1", "--min-replicas-max-lag", "1"}, faults: []string{"failover"}},
 	{name: "setnx-getset", strategy: "setnx-getset", servers: 1, clients: 3, margin: 100 * time.Millisecond, expect: isSafe,
 		skew:   func(c int) time.Duration { return time.Duration(c-1) * 40 * time.Millisecond },
 		faults: slices.Concat(netFaults, serverFaults, pauseFaults)},
@@ -166,6 +172,9 @@ func TestJepsen(t *testing.T) {
 	}
 	var plan []planned
 	for i, c := range jcases {
+		if c.expect == isMeasured && !*runAll {
+			continue
+		}
 		drvs := []string{Drivers[(int(s%3)+i)%len(Drivers)]}
 		switch *runDriver {
 		case "":
@@ -244,24 +253,13 @@ func newTrial(t *testing.T, c jcase, drv, dir string, seed uint64) *trial {
 	}
 	r.net = newNet(t, names...)
 	for i := range c.servers {
-		clk, err := NewClock(dir)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { clk.Close() })
+		clk := newClock(t, dir)
 		s := NewServer(r.net.Node(names[i]), dir)
-		s.Env = clk.Env()
+		s.Env, s.Args = clk.Env(), c.args
 		if c.sentinels > 0 && i > 0 {
-			s.Args = []string{"--replicaof", r.servers[0].Node.IP, "6379"}
+			s.Args = append(slices.Clip(s.Args), "--replicaof", r.servers[0].Node.IP, "6379")
 		}
-		if err := s.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			if err := s.Kill(); err != nil {
-				t.Error(err)
-			}
-		})
+		started(t, s)
 		d, err := NewDelayer(s.Node, 6380, s.Addr, r.rng.Uint64())
 		if err != nil {
 			t.Fatal(err)

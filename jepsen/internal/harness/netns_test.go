@@ -23,15 +23,23 @@ import (
 // instead when LOCKSMITH_REQUIRE_JEPSEN=1; and sweeps dead runs' leftovers.
 func requireNet(t *testing.T) {
 	t.Helper()
-	if err := Supported(); err != nil {
-		if os.Getenv("LOCKSMITH_REQUIRE_JEPSEN") == "1" {
-			t.Fatalf("%v (LOCKSMITH_REQUIRE_JEPSEN=1)", err)
-		}
-		t.Skip(err)
-	}
+	require(t, Supported())
 	if err := Sweep(); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// require skips t, saying why, when err is not nil, and fails it instead
+// when LOCKSMITH_REQUIRE_JEPSEN=1.
+func require(t *testing.T, err error) {
+	t.Helper()
+	if err == nil {
+		return
+	}
+	if os.Getenv("LOCKSMITH_REQUIRE_JEPSEN") == "1" {
+		t.Fatalf("%v (LOCKSMITH_REQUIRE_JEPSEN=1)", err)
+	}
+	t.Skip(err)
 }
 
 // newNet makes a Net of names and removes it when t ends.
@@ -53,8 +61,13 @@ func newNet(t *testing.T, names ...string) *Net {
 // it when t ends.
 func startServer(t *testing.T, node *Node, dir string) *Server {
 	t.Helper()
+	return started(t, NewServer(node, dir))
+}
+
+// started starts s, and kills it when t ends.
+func started(t *testing.T, s *Server) *Server {
+	t.Helper()
 	redistest.RequireBinary(t)
-	s := NewServer(node, dir)
 	if err := s.Start(); err != nil {
 		t.Fatal(err)
 	}

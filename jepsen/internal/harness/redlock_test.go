@@ -52,17 +52,10 @@ func kleppmann(t *testing.T, drv string, restart, guard, clock bool) {
 	var clocks []*Clock
 	var conns []driver.Conn
 	for _, name := range names[:5] {
-		clk, err := NewClock(dir)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { clk.Close() })
+		clk := newClock(t, dir)
 		s := NewServer(n.Node(name), dir)
 		s.Env = clk.Env()
-		if err := s.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { s.Kill() })
+		started(t, s)
 		servers, clocks = append(servers, s), append(clocks, clk)
 		if guard { // a deployment seeded as new, as docs/strategies.md says
 			admin := s.Admin()

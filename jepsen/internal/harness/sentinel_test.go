@@ -48,15 +48,7 @@ func startDeployment(t *testing.T, downAfter time.Duration) *deployment {
 	start := func(node *Node, args ...string) *Server {
 		s := NewServer(node, dir)
 		s.Args = args
-		if err := s.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			if err := s.Kill(); err != nil {
-				t.Error(err)
-			}
-		})
-		return s
+		return started(t, s)
 	}
 	d.master = start(n.Node("master"), "--repl-diskless-sync-delay", "0")
 	d.replica = start(n.Node("replica"), "--replicaof", d.master.Node.IP, "6379")
