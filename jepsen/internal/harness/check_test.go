@@ -1,10 +1,16 @@
 package harness
 
 import (
+	"context"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"testing"
+	"time"
+
+	"github.com/locksmith-go/lock/internal/testing/redistest"
+	"github.com/redis/go-redis/v9"
 )
 
 // hold is a hold of key k by holder who, obtained at start and released at
@@ -201,5 +207,50 @@ func BenchmarkCheck(b *testing.B) {
 	b.ResetTimer()
 	for b.Loop() {
 		Check(holds)
+	}
+}
+
+func TestLive(t *testing.T) {
+	holds := []Hold{{Obtained: 10}, {Obtained: 30}, {Obtained: 70}}
+	t.Run("a heal's wait ends at the first hold after it", func(t *testing.T) {
+		l := Live(holds, []int64{5, 25}, nil)
+		if want := []time.Duration{5, 5}; !slices.Equal(l.Waits, want) || l.Cut != 0 || l.Never != 0 {
+			t.Errorf("got %+v, want waits %v", l, want)
+		}
+	})
+	t.Run("a heal that the next fault follows before any hold is cut short", func(t *testing.T) {
+		l := Live(holds, []int64{40}, []int64{0, 50})
+		if len(l.Waits) != 0 || l.Cut != 1 {
+			t.Errorf("got %+v, want 1 cut short and no wait", l)
+		}
+	})
+	t.Run("a heal that no hold follows is never followed", func(t *testing.T) {
+		l := Live(holds, []int64{80}, []int64{0})
+		if len(l.Waits) != 0 || l.Never != 1 {
+			t.Errorf("got %+v, want 1 never followed", l)
+		}
+	})
+	t.Run("Over counts the waits above a bound", func(t *testing.T) {
+		l := Live(holds, []int64{0, 5, 25}, nil)
+		if got := l.Over(5); got != 1 {
+			t.Errorf("Over(5) of waits %v: got %d, want 1", l.Waits, got)
+		}
+	})
+}
+
+func TestLeaks(t *testing.T) {
+	srv := redistest.Start(t, 1)[0]
+	admin := redis.NewClient(&redis.Options{Addr: srv.Addr})
+	defer admin.Close()
+	ctx := context.Background()
+	for key, ttl := range map[string]time.Duration{"lock": time.Minute, "immortal": 0, "{lock}:fence": 0} {
+		if err := admin.Set(ctx, key, "v", ttl).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	noTTL, left, err := Leaks(ctx, admin)
+	slices.Sort(left)
+	if err != nil || !slices.Equal(noTTL, []string{"immortal"}) || !slices.Equal(left, []string{"immortal", "lock"}) {
+		t.Errorf("Leaks = %q, %q, %v; want [immortal] without an expiry, [immortal lock] left, and the fencing counter kept", noTTL, left, err)
 	}
 }

@@ -236,7 +236,8 @@ type trial struct {
 
 	mu       sync.Mutex
 	schedule []string
-	heals    []int64
+	heals    []int64 // of the faults that a heal ends, for liveness
+	began    []int64 // when each fault began
 }
 
 func newTrial(t *testing.T, c jcase, drv, dir string, seed uint64) *trial {
@@ -466,6 +467,9 @@ func (r *trial) faults(stop chan struct{}) int {
 	for wait(jepsenTTL/2 + time.Duration(r.rng.Int64N(int64(jepsenTTL)))) {
 		kind := r.c.faults[r.rng.IntN(len(r.c.faults))]
 		d := jepsenTTL + time.Duration(r.rng.Int64N(int64(2*jepsenTTL)))
+		r.mu.Lock()
+		r.began = append(r.began, Now())
+		r.mu.Unlock()
 		heal, err := r.inject(kind, d)
 		if err != nil {
 			r.t.Errorf("fault %s: %v", kind, err)
@@ -718,7 +722,7 @@ func (r *trial) report(nfaults int, noTTL, left []string) {
 	holds := r.ctl.Holds()
 	rep := Check(holds)
 	fenced, lost, overwrites := r.ctl.Resources()
-	live := Live(holds, r.heals)
+	live := Live(holds, r.heals, r.began)
 	pauses := r.ctl.Pauses()
 	lines := []string{
 		fmt.Sprintf("%s over %s: %d faults, %d client pauses", r.c.name, r.drv, nfaults, len(pauses)),

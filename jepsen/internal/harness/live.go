@@ -16,25 +16,34 @@ type Liveness struct {
 	// Waits holds, for each heal, the time from the heal to the first hold
 	// obtained after it, of any key, sorted.
 	Waits []time.Duration
+	// Cut counts the heals that the next fault followed before any hold:
+	// their wait is not known.
+	Cut int
 	// Never counts the heals that no hold followed before the run ended.
 	Never int
 }
 
-// Live measures holds' Liveness after each time in heals.
-func Live(holds []Hold, heals []int64) Liveness {
+// Live measures holds' Liveness after each time in heals, where faults
+// are the times the faults began.
+func Live(holds []Hold, heals, faults []int64) Liveness {
 	obtained := make([]int64, 0, len(holds))
 	for _, h := range holds {
 		obtained = append(obtained, h.Obtained)
 	}
 	slices.Sort(obtained)
+	faults = slices.Sorted(slices.Values(faults))
 	var l Liveness
 	for _, heal := range heals {
 		i, _ := slices.BinarySearch(obtained, heal+1)
-		if i == len(obtained) {
+		j, _ := slices.BinarySearch(faults, heal+1)
+		switch {
+		case j < len(faults) && (i == len(obtained) || obtained[i] > faults[j]):
+			l.Cut++
+		case i == len(obtained):
 			l.Never++
-			continue
+		default:
+			l.Waits = append(l.Waits, time.Duration(obtained[i]-heal))
 		}
-		l.Waits = append(l.Waits, time.Duration(obtained[i]-heal))
 	}
 	slices.Sort(l.Waits)
 	return l
@@ -56,9 +65,9 @@ func (l Liveness) Quantile(q float64) time.Duration {
 }
 
 func (l Liveness) String() string {
-	return fmt.Sprintf("after %d heals: waits p50 %v, p99 %v, max %v; %d never followed",
-		len(l.Waits)+l.Never, l.Quantile(0.5).Round(time.Millisecond), l.Quantile(0.99).Round(time.Millisecond),
-		l.Quantile(1).Round(time.Millisecond), l.Never)
+	return fmt.Sprintf("after %d heals: waits p50 %v, p99 %v, max %v; %d cut short by the next fault, %d never followed",
+		len(l.Waits)+l.Cut+l.Never, l.Quantile(0.5).Round(time.Millisecond), l.Quantile(0.99).Round(time.Millisecond),
+		l.Quantile(1).Round(time.Millisecond), l.Cut, l.Never)
 }
 
 // kept reports whether a key may live without an expiry: a fencing
