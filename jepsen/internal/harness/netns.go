@@ -219,8 +219,9 @@ func enter(path string) error {
 	return nil
 }
 
-// Sweep removes the namespaces of runs whose process has ended: a run that
-// was killed leaves its namespaces behind.
+// Sweep removes the namespaces of runs whose process has ended, and kills
+// the processes still in them: a run that was killed leaves its
+// namespaces behind, and its servers running there.
 func Sweep() error {
 	entries, err := os.ReadDir(nsRun)
 	if errors.Is(err, os.ErrNotExist) {
@@ -235,6 +236,16 @@ func Sweep() error {
 		pid, ok := runPID(name)
 		if !ok || pid == os.Getpid() || unix.Kill(pid, 0) == nil {
 			continue
+		}
+		out, err := exec.Command("ip", "netns", "pids", name).Output()
+		if err != nil {
+			errs = append(errs, fmt.Errorf("jepsen: ip netns pids %s: %w", name, err))
+			continue
+		}
+		for _, f := range strings.Fields(string(out)) {
+			if pid, err := strconv.Atoi(f); err == nil {
+				_ = unix.Kill(pid, unix.SIGKILL)
+			}
 		}
 		if err := ip("netns", "del", name); err != nil {
 			errs = append(errs, err)

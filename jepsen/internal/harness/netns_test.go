@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -182,7 +183,7 @@ func TestNet(t *testing.T) {
 			t.Errorf("PING once healed = %v, want PONG", err)
 		}
 	})
-	t.Run("Sweep removes the namespaces of a run that ended, and no others", func(t *testing.T) {
+	t.Run("Sweep removes the namespaces of a run that ended, and no others, and kills what runs there", func(t *testing.T) {
 		dead := 1 << 22 // above Linux's largest process ID: no process has it
 		gone, kept := fmt.Sprintf("j%d-1", dead), fmt.Sprintf("j%d-x", dead)
 		for _, ns := range []string{gone, kept} {
@@ -191,8 +192,20 @@ func TestNet(t *testing.T) {
 			}
 		}
 		defer ip("netns", "del", kept)
+		left := exec.Command("ip", "netns", "exec", gone, "sleep", "60") // a server the run left
+		if err := left.Start(); err != nil {
+			t.Fatal(err)
+		}
+		ended := make(chan error, 1)
+		go func() { ended <- left.Wait() }()
 		if err := Sweep(); err != nil {
 			t.Fatal(err)
+		}
+		select {
+		case <-ended:
+		case <-time.After(10 * time.Second):
+			left.Process.Kill()
+			t.Errorf("a process in the namespace of a run that ended: running 10 s after Sweep, want killed")
 		}
 		for ns, want := range map[string]bool{gone: false, kept: true, srv.ns: true} {
 			_, err := os.Stat(filepath.Join(nsRun, ns))
