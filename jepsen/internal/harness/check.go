@@ -69,6 +69,11 @@ type Report struct {
 	// that of a hold of their key obtained before their acquire was
 	// invoked.
 	FencesOutOfOrder int
+	// Lapsed counts the holds whose validity had ended when their acquire
+	// returned (a client paused, or a reply delayed, past the TTL): they
+	// held the lock within their validity at no moment, and no validity
+	// overlap counts them.
+	Lapsed int
 	// Examples holds the first few validity overlaps, or raw ones when
 	// there are none.
 	Examples []Overlap
@@ -92,7 +97,9 @@ func Check(holds []Hold) Report {
 		n, ex := overlaps(hs, Hold.rawEnd)
 		r.RawOverlaps += n
 		raw = append(raw, ex...)
-		n, ex = overlaps(hs, Hold.validEnd)
+		valid := slices.DeleteFunc(slices.Clone(hs), func(h Hold) bool { return h.validEnd() <= h.Obtained })
+		r.Lapsed += len(hs) - len(valid)
+		n, ex = overlaps(valid, Hold.validEnd)
 		r.ValidityOverlaps += n
 		r.Examples = append(r.Examples, ex...)
 		r.FencesIssuedTwice += issuedTwice(hs)
@@ -163,6 +170,6 @@ func outOfOrder(hs []Hold) int {
 
 // String says what r found, in one line.
 func (r Report) String() string {
-	return fmt.Sprintf("%d holds: %d validity overlaps, %d raw overlaps, %d fences issued twice, %d fences out of order",
-		r.Holds, r.ValidityOverlaps, r.RawOverlaps, r.FencesIssuedTwice, r.FencesOutOfOrder)
+	return fmt.Sprintf("%d holds (%d lapsed on arrival): %d validity overlaps, %d raw overlaps, %d fences issued twice, %d fences out of order",
+		r.Holds, r.Lapsed, r.ValidityOverlaps, r.RawOverlaps, r.FencesIssuedTwice, r.FencesOutOfOrder)
 }

@@ -74,6 +74,16 @@ func TestCheck(t *testing.T) {
 			t.Errorf("got %v, want 1 raw overlap (a never released) and no validity overlap", r)
 		}
 	})
+	t.Run("a hold whose validity ended before its acquire returned overlaps raw only", func(t *testing.T) {
+		// A client paused after it sent the acquire: the reply says the
+		// lock is its own, and its validity has passed.
+		late := hold("k", "b", 30, 40)
+		late.ValidUntil = 20
+		r := Check([]Hold{hold("k", "a", 25, 100), late})
+		if r.ValidityOverlaps != 0 || r.RawOverlaps != 1 || r.Lapsed != 1 {
+			t.Errorf("got %v, want 1 lapsed on arrival, 1 raw overlap and none within validity", r)
+		}
+	})
 	t.Run("examples stop at five", func(t *testing.T) {
 		holds := []Hold{hold("k", "a", 0, 100)}
 		for i := range 10 {

@@ -52,7 +52,7 @@ type ClientConfig struct {
 	Master    string
 	Keys      []string
 	TTL       time.Duration
-	// Hold is the longest of most holds; one in a hundred lasts from one to
+	// Hold is the longest of most holds; one in a thousand lasts from one to
 	// two TTLs, refreshed as it goes.
 	Hold     time.Duration
 	Fencing  bool // lock.WithFencing
@@ -160,7 +160,7 @@ func (c ClientConfig) hold(ctx context.Context, l *lock.Locker, w *wire, rng *ra
 		return errors.Join(err, release(lk))
 	}
 	d := time.Duration(rng.Int64N(int64(c.Hold) + 1))
-	if rng.IntN(100) == 0 {
+	if rng.IntN(1000) == 0 {
 		d = c.TTL + time.Duration(rng.Int64N(int64(c.TTL)))
 	}
 	if d > c.TTL/4 {
