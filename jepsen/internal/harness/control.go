@@ -35,6 +35,7 @@ type Control struct {
 	conns    map[net.Conn]bool
 	obtained int   // holds obtained
 	last     int64 // when the last was obtained
+	events   int   // received, all told
 }
 
 // A pause is a pause armed for a client's next event of a type.
@@ -107,6 +108,9 @@ func (c *Control) serve(conn net.Conn) {
 
 // event records ev, and returns the answer to it when it asks for one.
 func (c *Control) event(ev Event) (Reply, bool) {
+	c.mu.Lock()
+	c.events++
+	c.mu.Unlock()
 	switch ev.Type {
 	case "read":
 		return Reply{Value: int64(c.counter(ev.Key).Read())}, true
@@ -264,6 +268,15 @@ func (c *Control) Obtained() (n int, last int64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.obtained, c.last
+}
+
+// Events returns how many events the clients sent: their operations, on
+// the locks and the resources, each Obtain counted at its invocation and
+// its outcome.
+func (c *Control) Events() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.events
 }
 
 // Fails returns how many Obtains failed, by class.

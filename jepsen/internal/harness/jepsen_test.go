@@ -725,7 +725,7 @@ func (r *trial) report(nfaults int, noTTL, left []string) {
 	live := Live(holds, r.heals, r.began)
 	pauses := r.ctl.Pauses()
 	lines := []string{
-		fmt.Sprintf("%s over %s: %d faults, %d client pauses", r.c.name, r.drv, nfaults, len(pauses)),
+		fmt.Sprintf("%s over %s: %d faults, %d client pauses, %d events", r.c.name, r.drv, nfaults, len(pauses), r.ctl.Events()),
 		rep.String(),
 		fmt.Sprintf("fenced register: %d accepted, %d stale refused, %d collisions; counter: %d updates lost; value register: %d stale overwrites",
 			fenced.Accepted, fenced.Stale, fenced.Collisions, lost, overwrites),
