@@ -66,7 +66,7 @@ type ClientConfig struct {
 // An Event is one line of a run's history, as a client sends it on the
 // control socket. Times are Now's.
 type Event struct {
-	Type   string `json:"type"`   // invoke, ok, fail, commit, read, write, fenced, value, release
+	Type   string `json:"type"`   // invoke, ok, fail, commit, read, write, fenced, value, release, unreleased
 	Client string `json:"client"` // ClientConfig.Name
 	Hold   string `json:"hold"`   // the client's hold: Client#n
 	Key    string `json:"key"`
@@ -77,9 +77,9 @@ type Event struct {
 	Lost       int64 `json:"lost,omitempty"` // release: when the holder learnt of its loss
 	// write: the counter's new value; value: the hold's acquisition time.
 	Value int64 `json:"value,omitempty"`
-	// fail: why the Obtain failed, as a class (no-answer, not-obtained,
-	// replica) or, for any other error, its message. Errors never hold
-	// tokens.
+	// fail, unreleased: why the Obtain or the Release failed, as a class
+	// (no-answer, not-obtained, replica) or, for any other error, its
+	// message. Errors never hold tokens.
 	Err string `json:"err,omitempty"`
 }
 
@@ -204,8 +204,11 @@ func (c ClientConfig) hold(ctx context.Context, l *lock.Locker, w *wire, rng *ra
 	if err := w.send("release", ev); err != nil {
 		return errors.Join(err, release(lk))
 	}
-	if err := release(lk); err != nil && !errors.Is(err, lock.ErrNotHeld) && !errors.Is(err, lock.ErrNoAnswer) && !errors.Is(err, context.DeadlineExceeded) {
-		return fmt.Errorf("jepsen: %s: Release = %w, want nil, ErrNotHeld or ErrNoAnswer", id, err)
+	if err := release(lk); err != nil && !errors.Is(err, lock.ErrNotHeld) {
+		// The server's refusal (such as NOREPLICAS, under
+		// min-replicas-to-write) or no answer: the key expires.
+		ev.Err = class(err)
+		return w.send("unreleased", ev)
 	}
 	return nil
 }

@@ -27,7 +27,7 @@ type Control struct {
 	mu       sync.Mutex
 	counters map[string]*Counter
 	holds    map[string]*Hold // by hold
-	fails    map[string]int   // Obtains that failed, by class
+	fails    map[string]int   // Obtains and Releases ("release: …") that failed, by class
 	pids     map[string]int   // client processes, by name
 	armed    map[string]pause // by client
 	paused   map[string]*time.Timer
@@ -137,6 +137,8 @@ func (c *Control) event(ev Event) (Reply, bool) {
 	case "fail":
 		delete(c.holds, ev.Hold)
 		c.fails[ev.Err]++
+	case "unreleased":
+		c.fails["release: "+ev.Err]++
 	case "ok":
 		if h := c.holds[ev.Hold]; h != nil {
 			h.Obtained, h.Fence, h.ValidUntil = ev.Time, ev.Fence, ev.ValidUntil
@@ -279,7 +281,8 @@ func (c *Control) Events() int {
 	return c.events
 }
 
-// Fails returns how many Obtains failed, by class.
+// Fails returns how many Obtains failed, by class, and how many Releases,
+// by "release: " and their class.
 func (c *Control) Fails() map[string]int {
 	c.mu.Lock()
 	defer c.mu.Unlock()

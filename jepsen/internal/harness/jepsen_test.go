@@ -729,7 +729,7 @@ func (r *trial) report(nfaults int, noTTL, left []string) {
 		rep.String(),
 		fmt.Sprintf("fenced register: %d accepted, %d stale refused, %d collisions; counter: %d updates lost; value register: %d stale overwrites",
 			fenced.Accepted, fenced.Stale, fenced.Collisions, lost, overwrites),
-		fmt.Sprintf("Obtains failed: %v", r.ctl.Fails()),
+		fmt.Sprintf("Obtains and Releases failed: %v", r.ctl.Fails()),
 		fmt.Sprintf("liveness: %v; %d over %v", live, live.Over(liveBound), liveBound),
 		fmt.Sprintf("keys without an expiry: %d %q; left after the run: %d %q", len(noTTL), noTTL, len(left), left),
 	}
