@@ -46,12 +46,12 @@ type ClientConfig struct {
 	Strategy string   // "single", "redlock" or "setnx-getset"
 	Driver   string   // one of Drivers
 	Addrs    []string // the server, or Redlock's nodes
-	// Sentinels and Master name a master that Sentinels monitor, instead
-	// of Addrs, for single.
+	// Sentinels name a master that Sentinels monitor, instead of Addrs,
+	// for single, and Master is its name.
 	Sentinels []string
-	Master    string
-	Keys      []string
-	TTL       time.Duration
+	Master    string        // the master's name
+	Keys      []string      // the keys it locks, one at a time, at random
+	TTL       time.Duration // of every lock
 	// Hold is the longest of most holds; one in a thousand lasts from one to
 	// two TTLs, refreshed as it goes.
 	Hold     time.Duration
@@ -60,21 +60,20 @@ type ClientConfig struct {
 	// Skew puts a setnx-getset client's clock this far ahead; Margin is
 	// the skew its locks allow for (setnxgetset.WithClockSkew).
 	Skew, Margin time.Duration
-	Seed         uint64
+	Seed         uint64 // of its choices of keys and holds
 }
 
 // An Event is one line of a run's history, as a client sends it on the
 // control socket. Times are Now's.
 type Event struct {
-	Type   string `json:"type"`   // invoke, ok, fail, commit, read, write, fenced, value, release, unreleased
-	Client string `json:"client"` // ClientConfig.Name
-	Hold   string `json:"hold"`   // the client's hold: Client#n
-	Key    string `json:"key"`
-	Time   int64  `json:"time"`
-	// ok, release:
-	Fence      int64 `json:"fence,omitempty"`
-	ValidUntil int64 `json:"valid_until,omitempty"`
-	Lost       int64 `json:"lost,omitempty"` // release: when the holder learnt of its loss
+	Type       string `json:"type"`                  // invoke, ok, fail, commit, read, write, fenced, value, release, unreleased
+	Client     string `json:"client"`                // ClientConfig.Name
+	Hold       string `json:"hold"`                  // the client's hold: Client#n
+	Key        string `json:"key"`                   // the lock's key
+	Time       int64  `json:"time"`                  // when the client sent it
+	Fence      int64  `json:"fence,omitempty"`       // ok: the fencing token
+	ValidUntil int64  `json:"valid_until,omitempty"` // ok, release: the end of the validity, as the holder knew it
+	Lost       int64  `json:"lost,omitempty"`        // release: when the holder learnt of its loss
 	// write: the counter's new value; value: the hold's acquisition time.
 	Value int64 `json:"value,omitempty"`
 	// fail, unreleased: why the Obtain or the Release failed, as a class
@@ -86,8 +85,8 @@ type Event struct {
 // A Reply answers the events that ask: commit, read (Value), write,
 // fenced (OK) and value.
 type Reply struct {
-	Value int64 `json:"value"`
-	OK    bool  `json:"ok"`
+	Value int64 `json:"value"` // read: the counter's value
+	OK    bool  `json:"ok"`    // fenced: whether the register took the write
 }
 
 // RunClient runs the client that c describes until ctx ends, then releases

@@ -46,7 +46,7 @@ type pause struct {
 
 // A Pause is a client process stopped (SIGSTOP) and continued.
 type Pause struct {
-	Client     string
+	Client     string // ClientConfig.Name
 	On         string // the event it was stopped at: invoke or commit
 	Start, End int64  // on the run's clock
 }

@@ -638,6 +638,9 @@ func (r *trial) failover(client *Node) error {
 		}
 	}
 	r.log("failover: %v cut off from %v", names(cut), names(rest))
+	r.mu.Lock()
+	r.began[len(r.began)-1] = Now() // the fault begins now, not when the wait for the replicas did
+	r.mu.Unlock()
 	if err := r.net.Partition(cut, rest); err != nil {
 		return err
 	}

@@ -64,6 +64,7 @@ func (l Liveness) Quantile(q float64) time.Duration {
 	return l.Waits[min(len(l.Waits)-1, int(q*float64(len(l.Waits))))]
 }
 
+// String says what l measured, in one line.
 func (l Liveness) String() string {
 	return fmt.Sprintf("after %d heals: waits p50 %v, p99 %v, max %v; %d cut short by the next fault, %d never followed",
 		len(l.Waits)+l.Cut+l.Never, l.Quantile(0.5).Round(time.Millisecond), l.Quantile(0.99).Round(time.Millisecond),

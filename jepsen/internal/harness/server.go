@@ -22,7 +22,7 @@ import (
 // socket in Dir, for the harness's own commands ([Server.Admin]): a Unix
 // socket reaches it from any namespace, and no network fault touches it.
 type Server struct {
-	Node *Node
+	Node *Node  // where it runs
 	Addr string // host:port on the node's address
 	// Args are more arguments for the server, such as --replicaof; Env,
 	// more environment, such as a clock shim's LD_PRELOAD. Set them before
