@@ -46,21 +46,34 @@ func NewConn(drv string, dial DialFunc, addr string) (driver.Conn, io.Closer, er
 		}}
 		return redigo.New(p), p, nil
 	case "rueidis":
-		c, err := rueidisdriver.NewClient(rueidis.ClientOption{
-			InitAddress: []string{addr},
-			DialCtxFn: func(ctx context.Context, dst string, _ *net.Dialer, _ *tls.Config) (net.Conn, error) {
-				return dial(ctx, "tcp", dst)
-			},
-			Dialer:           net.Dialer{Timeout: timeout},
-			ConnWriteTimeout: timeout,
-			DisableCache:     true,
-		})
+		c, cl, err := rueidisConn(rueidis.ClientOption{InitAddress: []string{addr}}, dial)
 		if err != nil {
 			return nil, nil, fmt.Errorf("jepsen: rueidis client of %s: %w", addr, err)
 		}
-		return rueidisdriver.New(c), closer(c.Close), nil
+		return c, cl, nil
 	}
 	return nil, nil, fmt.Errorf("jepsen: no driver %q, want one of %q", drv, Drivers)
+}
+
+// rueidisConn opens a rueidis client of o, with the timeouts of the runs'
+// connections and no client-side cache, whose connections dial, each
+// within the timeout of the Dialer that rueidis passes (a server's, or the
+// Sentinels'); and what closes it.
+func rueidisConn(o rueidis.ClientOption, dial DialFunc) (driver.Conn, io.Closer, error) {
+	o.DialCtxFn = func(ctx context.Context, dst string, d *net.Dialer, _ *tls.Config) (net.Conn, error) {
+		if d.Timeout > 0 {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, d.Timeout)
+			defer cancel()
+		}
+		return dial(ctx, "tcp", dst)
+	}
+	o.Dialer, o.ConnWriteTimeout, o.DisableCache = net.Dialer{Timeout: timeout}, timeout, true
+	c, err := rueidisdriver.NewClient(o)
+	if err != nil {
+		return nil, nil, err
+	}
+	return rueidisdriver.New(c), closer(c.Close), nil
 }
 
 // closer is a func() that is an io.Closer.

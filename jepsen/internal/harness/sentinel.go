@@ -2,7 +2,6 @@ package harness
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -21,7 +20,6 @@ import (
 
 	"github.com/locksmith-go/lock/driver"
 	"github.com/locksmith-go/lock/driver/goredis"
-	rueidisdriver "github.com/locksmith-go/lock/driver/rueidis"
 	"github.com/locksmith-go/lock/internal/testing/redistest"
 )
 
@@ -307,7 +305,7 @@ func waitForCtx(ctx context.Context, d time.Duration, ok func(ctx context.Contex
 
 // SentinelTimeout is the dial, read and write timeout of the clients of
 // [SentinelConn]: short, so that a fault shows as no answer soon.
-const SentinelTimeout = 200 * time.Millisecond
+const SentinelTimeout = timeout
 
 // SentinelConn returns a locksmith driver of the master named name, as the
 // Sentinels at addrs name it, dialing the Sentinels and the master with
@@ -336,25 +334,12 @@ func SentinelConn(drv string, dial DialFunc, addrs []string, name string) (drive
 		})
 		return goredis.New(c), c, nil
 	case "rueidis":
-		c, err := rueidisdriver.NewClient(rueidis.ClientOption{
-			InitAddress: addrs,
-			Sentinel:    rueidis.SentinelOption{MasterSet: name, Dialer: net.Dialer{Timeout: SentinelTimeout}},
-			DialCtxFn: func(ctx context.Context, dst string, d *net.Dialer, _ *tls.Config) (net.Conn, error) {
-				if d.Timeout > 0 { // the master's Dialer, or the Sentinels'
-					var cancel context.CancelFunc
-					ctx, cancel = context.WithTimeout(ctx, d.Timeout)
-					defer cancel()
-				}
-				return dial(ctx, "tcp", dst)
-			},
-			Dialer:           net.Dialer{Timeout: SentinelTimeout},
-			ConnWriteTimeout: SentinelTimeout,
-			DisableCache:     true,
-		})
+		c, cl, err := rueidisConn(rueidis.ClientOption{InitAddress: addrs,
+			Sentinel: rueidis.SentinelOption{MasterSet: name, Dialer: net.Dialer{Timeout: SentinelTimeout}}}, dial)
 		if err != nil {
 			return nil, nil, fmt.Errorf("jepsen: a rueidis Sentinel client of %s: %w", name, err)
 		}
-		return rueidisdriver.New(c), closer(c.Close), nil
+		return c, cl, nil
 	case "redigo":
 		return nil, nil, errors.New("jepsen: SentinelConn over redigo: redigo has no Sentinel client")
 	}
