@@ -22,7 +22,8 @@ type Batcher interface {
 	// it carried that error. The lock package guarantees that keys are
 	// distinct and that there is at least one lock. A strategy whose
 	// Refresh replaces the value (Grant.Value) takes a lock's Unsure
-	// values for its own too.
+	// values for its own too; so does a [Relabeler], which reports in
+	// Grant.Value the Unsure value that the key held, when not Value.
 	RefreshBatch(ctx context.Context, batch []Refresh)
 }
 
@@ -32,10 +33,11 @@ type Refresh struct {
 	Key   string        // the lock's key
 	Value string        // the value it is held under
 	TTL   time.Duration // the TTL to reset its expiry to
-	// Unsure holds the values that earlier refreshes, whose replies were
-	// lost, may have written in Value's place (see Strategy's Refresh):
-	// the lock is held under any of them, or Value. Only a strategy whose
-	// Refresh replaces the value ever sees one.
+	// Unsure holds the values that earlier refreshes or relabels, whose
+	// replies were lost, may have written in Value's place (see Strategy's
+	// Refresh, and [Relabeler]), oldest first: the lock is held under any
+	// of them, or Value. Only a strategy whose Refresh replaces the value,
+	// or a Relabeler, ever sees one.
 	Unsure []string
 
 	Grant Grant // as Strategy.Refresh would return it
