@@ -530,6 +530,8 @@ type singleStrategy interface {
 	strategy.Batcher
 	strategy.Breaker
 	strategy.Notifier
+	strategy.Relabeler
+	strategy.Fencer
 	driver.Addresser
 	fmt.Stringer
 }

@@ -79,8 +79,10 @@ func WithReplicas(n int, timeout time.Duration) Option {
 }
 
 var (
-	_ strategy.Strategy = (*single)(nil)
-	_ strategy.Notifier = (*single)(nil)
+	_ strategy.Strategy  = (*single)(nil)
+	_ strategy.Notifier  = (*single)(nil)
+	_ strategy.Relabeler = (*single)(nil)
+	_ strategy.Fencer    = (*single)(nil)
 )
 
 // newStrategy returns the strategy over conn, which New gives lock.New.
@@ -290,11 +292,30 @@ func FenceKey(key string) (string, error) {
 // Refresh implements [strategy.Strategy]. It refuses a TTL that the drift
 // allowance uses up, as Acquire does.
 func (s *single) Refresh(ctx context.Context, key, value string, ttl time.Duration) (strategy.Grant, error) {
+	return s.renew(ctx, key, ttl, cas.PExpire(cas.Lock{Key: key, Value: value, TTL: ttl}))
+}
+
+// Relabel implements [strategy.Relabeler] (lock.Lock.SetMetadata): a
+// compare-and-set of next, in a script or, without scripts, SET IFEQ or a
+// transaction, with Refresh's drift allowance and, with [WithReplicas],
+// its acknowledgement: a relabel that too few replicas acknowledged fails
+// with a *ReplicaError.
+func (s *single) Relabel(ctx context.Context, key, value, next string, ttl time.Duration) (strategy.Grant, error) {
+	return s.renew(ctx, key, ttl, cas.Set(cas.Lock{Key: key, Value: value, TTL: ttl}, next))
+}
+
+// Fences implements [strategy.Fencer]: Acquire issues fencing tokens, with
+// scripts or without (see [FenceKey] for the keys it refuses).
+func (s *single) Fences() bool { return true }
+
+// renew sends call, which resets key's expiry to ttl (Refresh's or
+// Relabel's), unless the drift allowance uses ttl up, and waits for the
+// replicas of WithReplicas to acknowledge it.
+func (s *single) renew(ctx context.Context, key string, ttl time.Duration, call cas.Call) (strategy.Grant, error) {
 	d, err := drift.Allowance(ttl, drift.DefaultFactor)
 	if err != nil {
 		return strategy.Grant{}, err
 	}
-	call := cas.PExpire(cas.Lock{Key: key, Value: value, TTL: ttl})
 	if s.ack.Replicas == 0 {
 		_, err := s.srv.Run(ctx, call)
 		return strategy.Grant{Drift: d}, err
