@@ -348,7 +348,7 @@ func take(l *Lock, ctx context.Context) (schedule, member, strategy.Refresh) {
 		return schedule{stop: true}, member{}, strategy.Refresh{}
 	}
 	l.mu.Lock()
-	item := strategy.Refresh{Key: l.key, Value: l.value, TTL: lease, Unsure: l.unsure}
+	item := strategy.Refresh{Key: l.key, Value: l.value, TTL: lease, Unsure: l.unsureValues()}
 	l.mu.Unlock()
 	return schedule{}, member{l, ctx, ttl, until, l.interval(ttl)}, item
 }
@@ -396,14 +396,15 @@ func (r *round) run(done func(i int, err error)) {
 	r.nest(ctx, 0)
 	for i, m := range r.members {
 		l, it := m.l, r.items[i]
-		if len(it.Unsure) > 0 && (it.Err == nil || errors.Is(it.Err, ErrNotHeld)) {
-			l.mu.Lock()
-			l.unsure = nil // answered: the refresh tried every value
-			l.mu.Unlock()
-		}
+		answered := len(it.Unsure) > 0 && (it.Err == nil || errors.Is(it.Err, ErrNotHeld))
 		g := it.Grant
 		g.Drift += max(0, min(allow, (it.TTL-g.Drift-m.interval)/2))
-		err := l.endRefresh(ctx, g, it.Err, r.sent, m.ttl, it.TTL)
+		err := l.endRefresh(ctx, "refresh", g, it.Err, r.sent, m.ttl, it.TTL, lockValue{})
+		if answered {
+			l.mu.Lock()
+			l.unsure = nil // answered: the refresh tried every value (once endRefresh looked for Grant.Value among them)
+			l.mu.Unlock()
+		}
 		l.ops.Unlock()
 		done(i, err)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/locksmith-go/lock"
 	"github.com/locksmith-go/lock/driver/goredis"
 	"github.com/locksmith-go/lock/locktest"
+	"github.com/locksmith-go/lock/strategy"
 	"github.com/locksmith-go/lock/strategy/single"
 )
 
@@ -523,6 +524,33 @@ func ExampleLock_Downgrade() {
 	// a reader while the writer writes: true
 	// a reader after Downgrade: obtained
 	// another writer: true
+}
+
+func ExampleLock_SetMetadata() {
+	locker, stop := newLocker()
+	defer stop()
+	ctx := context.Background()
+
+	lk, err := locker.Obtain(ctx, "leader:billing", time.Minute, lock.WithMetadata("web-3 starting"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer lk.Release(ctx)
+
+	// Ready to serve: say so to whoever inspects the lock, without letting
+	// it go. An error matching lock.ErrNotHeld means the lock was lost.
+	if err := lk.SetMetadata(ctx, "web-3 serving"); err != nil {
+		log.Fatal(err)
+	}
+	st, err := locker.Inspect(ctx, "leader:billing")
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(lk.Metadata())
+	fmt.Println(st.Metadata, st.Fingerprint == strategy.Fingerprint(lk.Token()))
+	// Output:
+	// web-3 serving
+	// web-3 serving true
 }
 
 func ExampleLocker_List() {

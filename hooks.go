@@ -18,13 +18,13 @@ import (
 // Events carry the *Lock they concern; a hook must never record its token.
 // Hooks run within the lock's operations, on the goroutine of auto-refresh,
 // or on that of the validity timer: they must not call the lock's Refresh,
-// Release, TTL or StopRefresh, which wait for those.
+// Release, TTL, SetMetadata or StopRefresh, which wait for those.
 //
-// A hook's panic within Obtain, Inspect, Break, Refresh, Release or TTL
-// goes on to the caller, with its own value, and leaves the Locker and the
-// lock consistent, so that a recover around the call keeps them working
-// (docs/locking.md says what is undone; a lock whose Ended hook panicked
-// still closes Done). On the package's own goroutines (auto-refresh, the
+// A hook's panic within Obtain, Inspect, Break, Refresh, Release, TTL or
+// SetMetadata goes on to the caller, with its own value, and leaves the
+// Locker and the lock consistent, so that a recover around the call keeps
+// them working (docs/locking.md says what is undone; a lock whose Ended
+// hook panicked still closes Done). On the package's own goroutines (auto-refresh, the
 // validity timer, background clean-ups, [Do]'s release) a panic ends the
 // program, as in any goroutine.
 type Hooks struct {
@@ -37,8 +37,8 @@ type Hooks struct {
 	// attempt read back: with an Attempt hook set, an Obtain reads each
 	// holder it meets (see NotObtainedError), for such hooks to record.
 	Attempt func(ctx context.Context, e Event, next func(context.Context) error) error
-	// Op wraps Refresh (auto-refresh's too), Release, TTL and Downgrade
-	// (e.Op) on a held lock (e.Lock), and each clean-up (e.Op "cleanup",
+	// Op wraps Refresh (auto-refresh's too), Release, TTL, Downgrade and
+	// SetMetadata (e.Op "metadata") on a held lock (e.Lock), and each clean-up (e.Op "cleanup",
 	// e.Lock nil) that deletes what a failed attempt may have written: next
 	// returns nil once it is done, or why it gave up (see strategy.CleanUp).
 	// It wraps Inspect and Break too (e.Op "inspect" or "break", e.Lock
@@ -84,14 +84,14 @@ type Hooks struct {
 type Event struct {
 	Strategy string            // the strategy's name, such as "single"
 	Server   string            // the server address(es), where the strategy knows them
-	Op       string            // obtain, attempt, refresh, release, ttl, downgrade, cleanup, inspect, break, node, enqueued, woken, missed, batch or ended
+	Op       string            // obtain, attempt, refresh, release, ttl, downgrade, metadata, cleanup, inspect, break, node, enqueued, woken, missed, batch or ended
 	Key      string            // the lock's key; a multi-key lock's first; "" for a batch
 	Keys     int               // how many keys a multi-key lock (Locker.ObtainMany) has; 0 for one key; the locks of a batch
 	Permits  int               // a semaphore's limit (WithPermits); 0 for other locks
 	Side     string            // a read-write lock's side, "read" or "write" (WithRead, WithWrite); "" for other locks
-	TTL      time.Duration     // the TTL asked for (obtain, attempt, refresh)
+	TTL      time.Duration     // the TTL asked for (obtain, attempt, refresh, metadata)
 	Attempt  int               // the attempt's number, from 1
-	Lock     *Lock             // the lock (refresh, release, ttl, downgrade, ended)
+	Lock     *Lock             // the lock (refresh, release, ttl, downgrade, metadata, ended)
 	Node     string            // the node (node)
 	Outcome  string            // the node's answer (node)
 	Err      error             // the node's error (node), or why the lock ended

@@ -27,6 +27,7 @@
 package lock
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -34,6 +35,7 @@ import (
 	"log/slog"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -42,10 +44,11 @@ import (
 )
 
 // Lock is a held lock, returned by [Locker.Obtain]. Its methods are safe for
-// concurrent use; Refresh, Release and TTL run one at a time. A nil *Lock is
-// never held: its methods return ErrNotHeld. Those that take a ctx refuse
-// a nil one with an [*ArgumentError] named "ctx". The Redis and transport
-// errors of Refresh, Release and TTL are wrapped with the operation's name;
+// concurrent use; Refresh, Release, TTL and SetMetadata run one at a time.
+// A nil *Lock is never held: its methods return ErrNotHeld. Those that take
+// a ctx refuse a nil one with an [*ArgumentError] named "ctx". The Redis
+// and transport errors of Refresh, Release, TTL and SetMetadata are
+// wrapped with the operation's name ("metadata" for SetMetadata);
 // when Redis did not answer, they match [ErrNoAnswer], and when the
 // context ended, its error.
 //
@@ -54,9 +57,9 @@ import (
 // lost ([Lock.Done], [Lock.Err], [Lock.Context]); [Do] does both around a
 // function.
 type Lock struct {
-	s             strategy.Strategy
-	key, metadata string
-	many          *many // a lock of several keys; nil for one key
+	s    strategy.Strategy
+	key  string
+	many *many // a lock of several keys; nil for one key
 
 	hooks     hookList
 	obtained  time.Time
@@ -68,14 +71,16 @@ type Lock struct {
 	// background: its Locker's, for Close.
 	bg *background.Group
 
-	// ops serializes Refresh, Release and TTL: a refresh can replace the
-	// value (setnx-getset stores timestamps), so no operation may use the
-	// value while a refresh is on its way. mu guards the fields below.
+	// ops serializes Refresh, Release, TTL and SetMetadata: a refresh can
+	// replace the value (setnx-getset stores timestamps), and SetMetadata
+	// does, so no operation may use the value while another is on its way.
+	// mu guards the fields below.
 	ops           sync.Mutex
 	mu            sync.Mutex
 	token         string
 	value         string
-	unsure        []string      // values refreshes whose replies were lost may have written, oldest first
+	metadata      string
+	unsure        []lockValue   // values refreshes or relabels whose replies were lost may have written, oldest first
 	ttl           time.Duration // asked for by the last Obtain or Refresh
 	sent          time.Time     // when the last successful Obtain or Refresh was sent
 	validUntil    time.Time
@@ -153,12 +158,107 @@ func (l *Lock) Token() string {
 }
 
 // Metadata returns the metadata the lock was obtained with (see
-// [WithMetadata]).
+// [WithMetadata]), or last given to [Lock.SetMetadata].
 func (l *Lock) Metadata() string {
 	if l == nil {
 		return ""
 	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
 	return l.metadata
+}
+
+// SetMetadata replaces the lock's metadata ([WithMetadata]) with metadata,
+// in one step on the server, if the key still holds the lock's value: the
+// value keeps its token and stamp, and gets metadata after them. Then
+// Metadata and [Locker.Inspect] return it, the token and fence stay, and
+// later calls (Refresh, Release, auto-refresh) use the new value. A lock
+// obtained [WithToken], to be handed over by obtaining it again with the
+// same token and metadata, must be obtained with the new metadata then.
+//
+// Like a Refresh with a ttl of 0, it resets the key's expiry to the lock's
+// TTL and moves ValidUntil, and WithMaxHold shortens it to end at the
+// limit, or refuses it with ErrRefreshLimit once the limit is reached. But
+// it spends none of the refreshes that [WithMaxRefreshes] allows, which
+// cap the renewals the holder asks for, not its relabels: it goes on once
+// they are spent. A lock that lapsed (ErrLapsed) is refused with
+// [Lock.Err], as Refresh refuses it.
+//
+// It returns an error matching ErrNotHeld (ErrExpired, or ErrTaken) when
+// the key no longer holds the lock's value, and the lock ends, as with
+// Refresh. Metadata that starts with the byte 0x1e gives an
+// [*ArgumentError] named "metadata"; a strategy that cannot replace a
+// value ([strategy.Relabeler]: single can, setnx-getset and redlock
+// cannot), a lock of several keys ([Locker.ObtainMany]) and a shared lock
+// ([WithPermits], [WithRead], [WithWrite]) give one named "lock" that
+// matches errors.ErrUnsupported. Neither sends anything. It runs through
+// the Op hooks, as e.Op "metadata".
+func (l *Lock) SetMetadata(ctx context.Context, metadata string) error {
+	if err := cmp.Or(checkContext(ctx), checkMetadata(metadata)); err != nil {
+		return err
+	}
+	if l == nil {
+		return ErrNotHeld
+	}
+	rl, err := l.relabeler()
+	if err != nil {
+		return err
+	}
+	l.ops.Lock()
+	defer l.ops.Unlock()
+	if _, err := l.current(); err != nil {
+		return err
+	}
+	l.mu.Lock()
+	ttl, token, value, old := l.ttl, l.token, l.value, l.metadata
+	l.mu.Unlock()
+	if !strings.HasPrefix(value, token) || !strings.HasSuffix(value[len(token):], old) {
+		name, _ := describe(l.s)
+		return &ArgumentError{Name: "lock", Reason: "SetMetadata is not supported by " + name + ": its value is not the token, a stamp and the metadata", Err: errors.ErrUnsupported}
+	}
+	lease, err := l.spendRefresh(ttl, false)
+	if err != nil {
+		return err
+	}
+	// The token and stamp, which relabels keep: the values that lost
+	// replies may have written (l.unsure, which call may adopt) have them
+	// too.
+	next := value[:len(value)-len(old)] + metadata
+	w := lockValue{next, token, metadata}
+	sent := time.Now()
+	var g strategy.Grant
+	returned := false
+	defer func() {
+		if !returned { // a hook panicked, maybe after the relabel landed
+			l.mayHold(w)
+		}
+	}()
+	err = l.call(ctx, "metadata", lease, func(ctx context.Context, l *Lock, value string) (err error) {
+		g, err = rl.Relabel(ctx, l.key, value, next, lease)
+		return err
+	})
+	returned = true
+	return l.endRefresh(ctx, "metadata", g, err, sent, ttl, lease, w)
+}
+
+// relabeler returns the lock's strategy as a strategy.Relabeler, or why
+// SetMetadata cannot relabel the lock.
+func (l *Lock) relabeler() (strategy.Relabeler, error) {
+	rl, ok := l.s.(strategy.Relabeler)
+	_, shared := l.s.(strategy.SharedStrategy)
+	var reason string
+	switch {
+	case shared:
+		reason = "SetMetadata needs a lock that one holder holds alone, not a semaphore or a read-write lock"
+	case l.many != nil:
+		reason = "SetMetadata needs a lock of one key, not one of several (Locker.ObtainMany)"
+	case !ok:
+		name, _ := describe(l.s)
+		reason = "SetMetadata is not supported by " + name + ": it cannot replace a held value (strategy.Relabeler)"
+	default:
+		return rl, nil
+	}
+	return nil, &ArgumentError{Name: "lock", Reason: reason, Err: errors.ErrUnsupported}
 }
 
 // Fence returns the lock's fencing token and true when it was obtained with
@@ -311,7 +411,7 @@ func (l *Lock) Refresh(ctx context.Context, ttl time.Duration) error {
 		ttl = l.ttl
 		l.mu.Unlock()
 	}
-	lease, err := l.spendRefresh(ttl)
+	lease, err := l.spendRefresh(ttl, true)
 	if err != nil {
 		return err
 	}
@@ -325,7 +425,7 @@ func (l *Lock) Refresh(ctx context.Context, ttl time.Duration) error {
 		}
 		return err
 	})
-	return l.endRefresh(ctx, g, err, sent, ttl, lease)
+	return l.endRefresh(ctx, "refresh", g, err, sent, ttl, lease, lockValue{})
 }
 
 // beginRefresh is what Refresh checks before a refresh by auto-refresh
@@ -343,26 +443,24 @@ func (l *Lock) beginRefresh() (ttl, lease time.Duration, until time.Time, err er
 		l.lapse() // too late to refresh: the timer may not have fired yet
 		return 0, 0, time.Time{}, ErrLapsed
 	}
-	lease, err = l.spendRefresh(ttl)
+	lease, err = l.spendRefresh(ttl, true)
 	return ttl, lease, until, err
 }
 
-// endRefresh records the outcome of a refresh of ttl, for lease, that was
-// sent at sent and returned g and err, and returns Refresh's error.
-func (l *Lock) endRefresh(ctx context.Context, g strategy.Grant, err error, sent time.Time, ttl, lease time.Duration) error {
-	if err != nil && g.Value != "" && !errors.Is(err, ErrNotHeld) {
+// endRefresh records the outcome of op, a refresh of ttl for lease
+// ("refresh") or SetMetadata's relabel ("metadata"), that was sent at sent
+// and returned g and err, and returns op's error. w is what a relabel
+// writes in place of the held value; zero for a refresh, which reports
+// in g.Value the value it writes, if it replaces it.
+func (l *Lock) endRefresh(ctx context.Context, op string, g strategy.Grant, err error, sent time.Time, ttl, lease time.Duration, w lockValue) error {
+	if err != nil && (g.Value != "" || w.value != "") && !errors.Is(err, ErrNotHeld) {
 		l.mu.Lock()
-		// The reply was lost: the write may have landed. Past maxUnsure,
-		// the oldest value is forgotten: should the key hold it, the lock
-		// is reported taken, and its key expires by itself.
-		l.unsure = append(l.unsure, g.Value)
-		if len(l.unsure) > maxUnsure {
-			l.unsure = slices.Delete(l.unsure, 0, 1)
-		}
+		w = l.written(g, w)
 		l.mu.Unlock()
+		l.mayHold(w) // the reply was lost: the write may have landed
 	}
 	if err != nil {
-		err = l.fail(ctx, "refresh", err)
+		err = l.fail(ctx, op, err)
 		l.mu.Lock()
 		l.refreshErr = err
 		l.mu.Unlock()
@@ -374,8 +472,59 @@ func (l *Lock) endRefresh(ctx context.Context, g strategy.Grant, err error, sent
 		return l.cause // released or lost while the refresh was on its way
 	}
 	l.ttl, l.refreshErr = ttl, nil
+	if w = l.written(g, w); w.value != "" {
+		l.value, l.token, l.metadata = w.value, w.token, w.metadata
+	}
+	g.Value = ""
 	l.grant(g, sent, lease)
 	return nil
+}
+
+// lockValue is a value the lock may be held under, with the token and
+// metadata it has under it.
+type lockValue struct{ value, token, metadata string }
+
+// mayHold records that the key may hold w in place of the lock's value: a
+// write whose reply was lost may have landed. Past maxUnsure, the oldest
+// value is forgotten: should the key hold it, the lock is reported taken,
+// and its key expires by itself.
+func (l *Lock) mayHold(w lockValue) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.unsure = append(l.unsure, w)
+	if len(l.unsure) > maxUnsure {
+		l.unsure = slices.Delete(l.unsure, 0, 1)
+	}
+}
+
+// written returns what a refresh or relabel that returned g writes in
+// place of the held value: w, for a relabel; for a refresh that replaces
+// the value, the one it reports in g.Value, which is its token too, or,
+// when that is one that a call whose reply was lost may have written (a
+// batch of a Relabeler reports the one the key held), that one as it was
+// written; and nothing for a refresh that keeps the value. l.mu must be
+// held.
+func (l *Lock) written(g strategy.Grant, w lockValue) lockValue {
+	if w.value != "" || g.Value == "" {
+		return w
+	}
+	if i := slices.IndexFunc(l.unsure, func(u lockValue) bool { return u.value == g.Value }); i >= 0 {
+		return l.unsure[i]
+	}
+	return lockValue{g.Value, g.Value, l.metadata}
+}
+
+// unsureValues returns the values of l.unsure, oldest first, for a batch
+// (strategy.Refresh's Unsure); nil when there are none. l.mu must be held.
+func (l *Lock) unsureValues() []string {
+	if len(l.unsure) == 0 {
+		return nil
+	}
+	values := make([]string, len(l.unsure))
+	for i, u := range l.unsure {
+		values[i] = u.value
+	}
+	return values
 }
 
 // Release releases the lock. It returns an error matching ErrNotHeld
@@ -426,10 +575,11 @@ func (l *Lock) abandon(ctx context.Context) {
 
 // call runs fn, through the Op hooks, with the value the lock is held under.
 // l.ops must be held. An answer with that value settles the values that
-// refreshes whose replies were lost may have written (l.unsure). When the
-// answer is ErrTaken and there are such values, the held value is gone for
-// good and they are the lock's only chance: call adopts the newest and runs
-// fn once more with it, and so on while the answer is ErrTaken.
+// refreshes or relabels whose replies were lost may have written
+// (l.unsure). When the answer is ErrTaken and there are such values, the
+// held value is gone for good and they are the lock's only chance: call
+// adopts the newest (its value, token and metadata) and runs fn once more
+// with it, and so on while the answer is ErrTaken.
 func (l *Lock) call(ctx context.Context, op string, ttl time.Duration, fn func(ctx context.Context, l *Lock, value string) error) error {
 	value, err := l.current()
 	if err != nil {
@@ -446,8 +596,9 @@ func (l *Lock) call(ctx context.Context, op string, ttl time.Duration, fn func(c
 		last := len(l.unsure) - 1
 		switch {
 		case taken && last >= 0:
-			value = l.unsure[last]
-			l.value, l.token, l.unsure = value, value, l.unsure[:last]
+			u := l.unsure[last]
+			value = u.value
+			l.value, l.token, l.metadata, l.unsure = u.value, u.token, u.metadata, l.unsure[:last]
 		case answered:
 			l.unsure = nil
 			fallthrough
@@ -547,16 +698,17 @@ func (l *Lock) current() (string, error) {
 }
 
 // spendRefresh checks that the lock may be refreshed for ttl: it did not
-// lapse, and the limits of WithMaxRefreshes and WithMaxHold allow it. It
-// counts the refresh, and returns ttl shortened to end at WithMaxHold's
-// limit.
-func (l *Lock) spendRefresh(ttl time.Duration) (time.Duration, error) {
+// lapse, and the limits of WithMaxRefreshes (when spend is set) and
+// WithMaxHold allow it. It counts the refresh, when spend is set, and
+// returns ttl shortened to end at WithMaxHold's limit. SetMetadata, which
+// renews the lease too, spends no refresh.
+func (l *Lock) spendRefresh(ttl time.Duration, spend bool) (time.Duration, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if errors.Is(l.cause, ErrLapsed) {
 		return 0, l.cause
 	}
-	if l.refreshesLeft == 0 {
+	if spend && l.refreshesLeft == 0 {
 		l.limited = true
 		return 0, ErrRefreshLimit
 	}
@@ -570,14 +722,15 @@ func (l *Lock) spendRefresh(ttl time.Duration) (time.Duration, error) {
 			ttl, l.limited = left, true
 		}
 	}
-	if l.refreshesLeft > 0 {
+	if spend && l.refreshesLeft > 0 {
 		l.refreshesLeft--
 	}
 	return ttl, nil
 }
 
-// grant records a successful Acquire or Refresh of ttl sent at sent, and
-// moves the deadline timer. l.mu must be held, or l not yet shared.
+// grant records a successful Acquire, Refresh or SetMetadata of ttl sent
+// at sent, and moves the deadline timer. l.mu must be held, or l not yet
+// shared.
 func (l *Lock) grant(g strategy.Grant, sent time.Time, ttl time.Duration) {
 	if g.Value != "" {
 		l.value, l.token = g.Value, g.Value

@@ -26,6 +26,9 @@ func TestLock(t *testing.T) {
 		if err := lk.Refresh(ctx, time.Minute); !errors.Is(err, lock.ErrNotHeld) {
 			t.Errorf("(*Lock)(nil).Refresh = %v, want an error matching ErrNotHeld", err)
 		}
+		if err := lk.SetMetadata(ctx, "m"); !errors.Is(err, lock.ErrNotHeld) {
+			t.Errorf("(*Lock)(nil).SetMetadata = %v, want an error matching ErrNotHeld", err)
+		}
 		if ttl, err := lk.TTL(ctx); ttl != 0 || !errors.Is(err, lock.ErrNotHeld) {
 			t.Errorf("(*Lock)(nil).TTL = %v, %v, want 0 and an error matching ErrNotHeld", ttl, err)
 		}

@@ -70,13 +70,22 @@ func WithPolling() Option {
 // [Locker.Inspect] to anyone, and a waiter's not-obtained error names the
 // holder by it ([*NotObtainedError]). Metadata must not start with the
 // byte 0x1e, which opens the stamp that precedes it in the value.
+// [Lock.SetMetadata] replaces it while the lock is held.
 func WithMetadata(metadata string) Option {
 	return func(o *options) {
-		if metadata != "" && metadata[0] == stampMark {
-			o.errs = append(o.errs, &ArgumentError{Name: "metadata", Reason: "must not start with the byte 0x1e, which opens the stamp before it in the value"})
+		if err := checkMetadata(metadata); err != nil {
+			o.errs = append(o.errs, err)
 		}
 		o.metadata = metadata
 	}
+}
+
+// checkMetadata checks the metadata of WithMetadata and Lock.SetMetadata.
+func checkMetadata(metadata string) error {
+	if metadata != "" && metadata[0] == stampMark {
+		return &ArgumentError{Name: "metadata", Reason: "must not start with the byte 0x1e, which opens the stamp before it in the value"}
+	}
+	return nil
 }
 
 // WithMaxRefreshes caps how many times the lock may be refreshed; past
