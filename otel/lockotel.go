@@ -9,11 +9,11 @@
 //
 // It depends on the OpenTelemetry API only; bring your own SDK. [NewLocker]
 // records a client span for each Obtain (the whole wait), Refresh, Release,
-// TTL, Inspect, Break, clean-up and batch of auto-refreshes; span events
-// for contended attempts, Redlock nodes' answers and waiting; and metrics
-// of the time to acquire and to hold, attempts, locks held and lost,
-// wake-ups, lost notifications, handoffs and queue lengths, by lock group
-// ([WithGroups]). Keys are omitted by default ([WithKeys]). No span, event
+// TTL, SetMetadata, Inspect, Break, clean-up and batch of auto-refreshes;
+// span events for contended attempts, Redlock nodes' answers and waiting;
+// and metrics of the time to acquire and to hold, attempts, locks held and
+// lost, wake-ups, lost notifications, handoffs and queue lengths, by lock
+// group ([WithGroups]). Keys are omitted by default ([WithKeys]). No span, event
 // or metric ever carries a token or a waiter's id, and no metric attribute
 // is a key unless a group function makes it one. The repository's
 // docs/observability.md guide lists every span, attribute and metric.
@@ -678,7 +678,7 @@ func (t *telemetry) op(ctx context.Context, e lock.Event, next func(context.Cont
 // opSpanNames are the names of the spans of the known operations, kept as
 // they are, so that naming a span allocates nothing.
 var opSpanNames = map[string]string{"refresh": "lock.refresh", "release": "lock.release", "ttl": "lock.ttl",
-	"cleanup": "lock.cleanup", "inspect": "lock.inspect", "break": "lock.break"}
+	"metadata": "lock.metadata", "cleanup": "lock.cleanup", "inspect": "lock.inspect", "break": "lock.break"}
 
 // opSpanName is the name of the span of an Op hook's operation: lock.
 // and the operation.

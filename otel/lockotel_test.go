@@ -320,13 +320,16 @@ func TestOperationSpans(t *testing.T) {
 	if err := lk.Refresh(ctx, time.Minute); err != nil {
 		t.Fatal(err)
 	}
+	if err := lk.SetMetadata(ctx, "web-3"); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := lk.TTL(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if err := lk.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range []string{"lock.refresh", "lock.ttl", "lock.release"} {
+	for _, name := range []string{"lock.refresh", "lock.metadata", "lock.ttl", "lock.release"} {
 		s := only(t, rec.ended(name), name)
 		if s.SpanKind() != trace.SpanKindClient || s.Status().Code != codes.Unset || attrs(s)["locksmith.lock.strategy"].AsString() != "single" {
 			t.Errorf("%s: kind, status, strategy = %v, %v, %q; want client, unset, single", name, s.SpanKind(), s.Status().Code, attrs(s)["locksmith.lock.strategy"].AsString())
