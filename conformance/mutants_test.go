@@ -70,10 +70,13 @@ type mutant struct {
 	// poll builds Lockers that poll (lock.WithPolling), for
 	// TestNotificationPropertiesSkip.
 	poll bool
+
+	// elector runs the election suite (RunElector) rather than Run.
+	elector bool
 }
 
 // mutants are every mutant: these, and those of shared locks.
-var mutants = slices.Concat(lockMutants, sharedMutants)
+var mutants = slices.Concat(lockMutants, sharedMutants, electorMutants)
 
 var lockMutants = []mutant{
 	// Strategies.
@@ -187,6 +190,7 @@ var lockMutants = []mutant{
 var controls = []mutant{
 	{name: "unbroken"},
 	{name: "unbroken-driver", conn: func(c driver.Conn) driver.Conn { return c }},
+	electorControl,
 }
 
 // rootOnly are the properties that only the lock package's own code can
@@ -220,6 +224,9 @@ func TestMutants(t *testing.T) {
 				t.Fatalf("%s is the name of a property of both Run and RunDriver: the kill matrix cannot tell them apart", p.name)
 			}
 			all = append(all, p.name)
+		}
+		for _, p := range electorProperties {
+			all = append(all, p.name) // TestElectorPropertiesKilled checks the names apart
 		}
 		for _, p := range all {
 			if _, ok := rootOnly[p]; ok {
@@ -273,8 +280,8 @@ func TestMutants(t *testing.T) {
 			if errs[i] != nil {
 				t.Errorf("the suite on the unbroken harness = %v, want it to pass; the child's output:\n%s", errs[i], outputs[i])
 			}
-			if c.conn != nil {
-				return // RunDriver's
+			if c.conn != nil || c.elector {
+				return // RunDriver's, RunElector's
 			}
 			skipped := propertiesThat("SKIP", c.name, outputs[i])
 			for _, p := range multiKeyProperties() {
@@ -364,6 +371,10 @@ func TestMutantRun(t *testing.T) {
 				open = newClusterConn
 			}
 			RunDriver(t, func(t *testing.T) driver.Conn { return m.conn(open(t, addr)) })
+			return
+		}
+		if m.elector {
+			RunElector(t, m.electorHarness(t, addr))
 			return
 		}
 		Run(t, m.harness(addr))

@@ -1,0 +1,213 @@
+package elect_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/locksmith-go/lock"
+	"github.com/locksmith-go/lock/conformance"
+	"github.com/locksmith-go/lock/driver"
+	"github.com/locksmith-go/lock/elect"
+	"github.com/locksmith-go/lock/internal/testing/redistest"
+	"github.com/locksmith-go/lock/strategy/redlock"
+	setnxgetset "github.com/locksmith-go/lock/strategy/setnx-getset"
+	"github.com/locksmith-go/lock/strategy/single"
+)
+
+func TestMain(m *testing.M) {
+	redistest.Parallel(8) // the tests wait on servers and timers
+	os.Exit(m.Run())
+}
+
+// counter is single's fencing counter of key, which numbers its terms.
+func counter(key string) string {
+	k, _ := single.FenceKey(key)
+	return k
+}
+
+// TestConformance runs the election suite over every driver, on a server
+// that keeps its data across a restart (appendfsync always).
+func TestConformance(t *testing.T) {
+	redistest.ParallelUnlessFull(t)
+	_, err := redistest.Binary()
+	real := err == nil || redistest.Required()
+	for _, d := range redistest.Drivers() {
+		t.Run(d.Name, func(t *testing.T) {
+			t.Parallel()
+			// A server of its own, which its restart stops for nobody else.
+			var srv *redistest.Server
+			var addr string
+			if real {
+				srv = redistest.Start(t, 1, "--appendonly", "yes", "--appendfsync", "always")[0]
+				addr = srv.Addr
+			} else {
+				addr, _ = redistest.Addr(t)
+			}
+			h := conformance.ElectorHarness{
+				NewLocker: func(t *testing.T) *lock.Locker {
+					l, err := single.New(d.Conn(t, addr))
+					if err != nil {
+						t.Fatal(err)
+					}
+					return l
+				},
+				Conn:    func(t *testing.T) driver.Conn { return d.Conn(t, addr) },
+				Counter: counter,
+			}
+			if real {
+				h.Pause = func(t *testing.T, d time.Duration) {
+					srv.Pause()
+					time.Sleep(d)
+					srv.Resume()
+				}
+				h.Restart = func(t *testing.T) {
+					if err := srv.Restart(); err != nil {
+						t.Fatal(err)
+					}
+				}
+			} else {
+				h.Skip = map[string]string{
+					"LossBeforeNextLeaderWhenPaused": "the embedded server cannot be paused",
+					"TermsIncreaseAcrossRestart":     "the embedded server cannot be restarted",
+				}
+			}
+			conformance.RunElector(t, h)
+		})
+	}
+}
+
+func TestNew(t *testing.T) {
+	addr, _ := redistest.Addr(t)
+	conn := redistest.Drivers()[0].Conn(t, addr)
+	l, err := single.New(conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Run("refuses a strategy without fencing tokens", func(t *testing.T) {
+		legacy, err := setnxgetset.New(conn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rl, err := redlock.New([]driver.Conn{conn})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for name, l := range map[string]*lock.Locker{"setnx-getset": legacy, "redlock": rl} {
+			_, err := elect.New(l, "k")
+			var a *lock.ArgumentError
+			if !errors.As(err, &a) || a.Name != "locker" || !errors.Is(err, errors.ErrUnsupported) {
+				t.Errorf("New over %s = %v, want an *ArgumentError named locker matching errors.ErrUnsupported", name, err)
+			}
+		}
+	})
+	for _, c := range []struct {
+		name   string
+		locker *lock.Locker
+		key    string
+		opts   []elect.Option
+		want   string
+	}{
+		{"nil locker", nil, "k", nil, "locker"},
+		{"empty key", l, "", nil, "key"},
+		{"lease under 30ms", l, "k", []elect.Option{elect.WithLease(29 * time.Millisecond)}, "lease"},
+		{"stop grace of half the lease", l, "k", []elect.Option{elect.WithLease(time.Second), elect.WithStopGrace(500 * time.Millisecond)}, "stop grace"},
+		{"negative stop grace", l, "k", []elect.Option{elect.WithStopGrace(-time.Second)}, "stop grace"},
+		{"interval under 1ms", l, "k", []elect.Option{elect.WithInterval(time.Microsecond)}, "interval"},
+		{"identity that opens a stamp", l, "k", []elect.Option{elect.WithIdentity("\x1eweb-3")}, "identity"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := elect.New(c.locker, c.key, c.opts...)
+			var a *lock.ArgumentError
+			if !errors.As(err, &a) || a.Name != c.want {
+				t.Errorf("New = %v, want an *ArgumentError named %q", err, c.want)
+			}
+		})
+	}
+	t.Run("defaults", func(t *testing.T) {
+		e, err := elect.New(l, "k")
+		if err != nil {
+			t.Fatal(err)
+		}
+		host, _ := os.Hostname()
+		if e.Lease() != 15*time.Second || e.StopGrace() != 3*time.Second || e.Identity() == "" || e.Key() != "k" {
+			t.Errorf("lease %v, stop grace %v, identity %q, key %q; want 15s, 3s, %q pid=…, k", e.Lease(), e.StopGrace(), e.Identity(), e.Key(), host)
+		}
+	})
+	t.Run("nil ctx", func(t *testing.T) {
+		e, err := elect.New(l, "k")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var a *lock.ArgumentError
+		//lint:ignore SA1012 a nil ctx is what is tested
+		if _, err := e.Campaign(nil); !errors.As(err, &a) || a.Name != "ctx" {
+			t.Errorf("Campaign(nil) = %v, want an *ArgumentError named ctx", err)
+		}
+		//lint:ignore SA1012 a nil ctx is what is tested
+		if err := e.Run(nil, func(context.Context, *elect.Term) error { return nil }); !errors.As(err, &a) || a.Name != "ctx" {
+			t.Errorf("Run(nil, …) = %v, want an *ArgumentError named ctx", err)
+		}
+		if err := e.Run(context.Background(), nil); !errors.As(err, &a) || a.Name != "lead" {
+			t.Errorf("Run(ctx, nil) = %v, want an *ArgumentError named lead", err)
+		}
+		//lint:ignore SA1012 a nil ctx is what is tested
+		if err := e.IsLeader(nil); !errors.As(err, &a) || a.Name != "ctx" {
+			t.Errorf("IsLeader(nil) = %v, want an *ArgumentError named ctx", err)
+		}
+		//lint:ignore SA1012 a nil ctx is what is tested
+		if _, err := e.Leader(nil); !errors.As(err, &a) || a.Name != "ctx" {
+			t.Errorf("Leader(nil) = %v, want an *ArgumentError named ctx", err)
+		}
+	})
+}
+
+func TestIsLeader(t *testing.T) {
+	addr, _ := redistest.Addr(t)
+	l, err := single.New(redistest.Drivers()[0].Conn(t, addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := elect.New(l, conformance.Key(t), elect.WithLease(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	t.Run("before a term", func(t *testing.T) {
+		if err := e.IsLeader(ctx); !errors.Is(err, elect.ErrNotLeader) {
+			t.Errorf("IsLeader = %v, want ErrNotLeader", err)
+		}
+	})
+	term, err := e.Campaign(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Run("in a term", func(t *testing.T) {
+		if err := e.IsLeader(ctx); err != nil {
+			t.Errorf("IsLeader = %v, want nil", err)
+		}
+	})
+	t.Run("with ctx done", func(t *testing.T) {
+		cctx, cancel := context.WithCancel(ctx)
+		cancel()
+		if err := e.IsLeader(cctx); !errors.Is(err, context.Canceled) {
+			t.Errorf("IsLeader = %v, want context.Canceled", err)
+		}
+	})
+	if err := term.Resign(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Run("after Resign", func(t *testing.T) {
+		if err := e.IsLeader(ctx); !errors.Is(err, elect.ErrNotLeader) {
+			t.Errorf("IsLeader = %v, want ErrNotLeader", err)
+		}
+		if err := term.Err(); !errors.Is(err, elect.ErrResigned) || !errors.Is(err, elect.ErrNotLeader) {
+			t.Errorf("Err = %v, want ErrResigned, matching ErrNotLeader", err)
+		}
+		if !term.ValidUntil().IsZero() {
+			t.Errorf("ValidUntil = %v, want the zero time", term.ValidUntil())
+		}
+	})
+}
