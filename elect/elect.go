@@ -210,10 +210,14 @@ func (e *Elector) campaign(ctx context.Context) (*Term, error) {
 		}
 		elected := time.Now()
 		if time.Until(lk.ValidUntil()) <= e.grace {
-			// It lapsed on its way, or nearly: no work could run in it.
-			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.lease)
-			_ = lk.Release(rctx)
-			cancel()
+			// It lapsed on its way, or nearly: no work could run in it. Its
+			// release, bounded, goes on in the background, so that the
+			// campaign keeps its ctx's deadline.
+			go func() {
+				rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), strategy.CleanupTimeout)
+				defer cancel()
+				_ = lk.Release(rctx)
+			}()
 			continue
 		}
 		t := newTerm(e, lk, w, elected)
@@ -285,6 +289,7 @@ func (e *Elector) Run(ctx context.Context, lead func(ctx context.Context, t *Ter
 // returns lead's error unless that is its context's.
 func (e *Elector) lead(ctx context.Context, t *Term, lead func(ctx context.Context, t *Term) error) error {
 	var leadErr error
+	defer t.end(ErrResigned) // lead returned, or panicked: the term is over, released or not
 	_ = lock.Hold(ctx, t.lk, func(hctx context.Context) error {
 		lctx, cancel := t.Context(hctx)
 		defer cancel()
@@ -296,7 +301,6 @@ func (e *Elector) lead(ctx context.Context, t *Term, lead func(ctx context.Conte
 		}
 		return leadErr
 	})
-	t.end(ErrResigned) // lead returned: the term is over, released or not
 	return leadErr
 }
 

@@ -4,12 +4,17 @@ import (
 	"context"
 	"errors"
 	"os"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/locksmith-go/lock"
 	"github.com/locksmith-go/lock/conformance"
 	"github.com/locksmith-go/lock/driver"
+	"github.com/locksmith-go/lock/driver/goredis"
 	"github.com/locksmith-go/lock/elect"
 	"github.com/locksmith-go/lock/internal/testing/redistest"
 	"github.com/locksmith-go/lock/strategy/redlock"
@@ -211,3 +216,102 @@ func TestIsLeader(t *testing.T) {
 		}
 	})
 }
+
+func TestRun(t *testing.T) {
+	redistest.RequireBinary(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	t.Run("campaigns through an outage of the server", func(t *testing.T) {
+		srv := redistest.Start(t, 1)[0]
+		l, err := single.New(redistest.Drivers()[0].Conn(t, srv.Addr))
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv.Kill()
+		var failed atomic.Int64
+		probe := elect.WithHooks(&elect.Hooks{Campaign: func(ctx context.Context, _ *elect.Elector, next func(context.Context) (*elect.Term, error)) (*elect.Term, error) {
+			term, err := next(ctx)
+			if err != nil && failed.Add(1) == 3 {
+				if err := srv.Restart(); err != nil {
+					t.Error(err)
+				}
+			}
+			return term, err
+		}})
+		e, err := elect.New(l, conformance.Key(t), elect.WithLease(time.Second), elect.WithInterval(20*time.Millisecond), probe)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = e.Run(ctx, func(context.Context, *elect.Term) error { return errLed })
+		if !errors.Is(err, errLed) {
+			t.Errorf("Run = %v, want lead's error once the server is back", err)
+		}
+		if n := failed.Load(); n < 3 {
+			t.Errorf("%d campaigns failed, want at least 3 while the server was down", n)
+		}
+	})
+	t.Run("returns an error that will not pass", func(t *testing.T) {
+		srv := redistest.Start(t, 1)[0]
+		// An ACL that denies the election's keys.
+		if _, err := srv.Command(ctx, "ACL", "SETUSER", "elsewhere", "reset", "on", ">secret", "~elsewhere:*", "&*", "+@all"); err != nil {
+			t.Fatal(err)
+		}
+		client := redis.NewClient(&redis.Options{Addr: srv.Addr, Username: "elsewhere", Password: "secret", ContextTimeoutEnabled: true})
+		t.Cleanup(func() { _ = client.Close() })
+		l, err := single.New(goredis.New(client))
+		if err != nil {
+			t.Fatal(err)
+		}
+		e, err := elect.New(l, conformance.Key(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = e.Run(ctx, func(context.Context, *elect.Term) error { return errLed })
+		if err == nil || errors.Is(err, errLed) || !strings.Contains(err.Error(), "NOPERM") {
+			t.Errorf("Run under an ACL that denies the key = %v, want its NOPERM error", err)
+		}
+	})
+	t.Run("a closed Locker", func(t *testing.T) {
+		addr, _ := redistest.Addr(t)
+		l, err := single.New(redistest.Drivers()[0].Conn(t, addr))
+		if err != nil {
+			t.Fatal(err)
+		}
+		e, err := elect.New(l, conformance.Key(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = l.Close()
+		if err := e.Run(ctx, func(context.Context, *elect.Term) error { return errLed }); !errors.Is(err, lock.ErrClosed) {
+			t.Errorf("Run over a closed Locker = %v, want ErrClosed", err)
+		}
+	})
+	t.Run("a panic in lead releases", func(t *testing.T) {
+		addr, _ := redistest.Addr(t)
+		l, err := single.New(redistest.Drivers()[0].Conn(t, addr))
+		if err != nil {
+			t.Fatal(err)
+		}
+		e, err := elect.New(l, conformance.Key(t), elect.WithLease(time.Minute))
+		if err != nil {
+			t.Fatal(err)
+		}
+		func() {
+			defer func() {
+				if r := recover(); r != "boom" {
+					t.Errorf("recovered %v, want lead's panic", r)
+				}
+			}()
+			_ = e.Run(ctx, func(context.Context, *elect.Term) error { panic("boom") })
+		}()
+		if err := e.IsLeader(ctx); !errors.Is(err, elect.ErrNotLeader) {
+			t.Errorf("IsLeader after lead panicked = %v, want ErrNotLeader", err)
+		}
+		if l, err := e.Leader(ctx); !errors.Is(err, elect.ErrNoLeader) {
+			t.Errorf("Leader after lead panicked = %+v, %v, want ErrNoLeader: the lease released", l, err)
+		}
+	})
+}
+
+// errLed is what the leads of TestRun return.
+var errLed = errors.New("led")

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"iter"
 	"time"
+
+	"github.com/locksmith-go/lock"
 )
 
 // Kind is what an [Event] reports.
@@ -67,10 +69,12 @@ type Event struct {
 //
 // A gap of a million terms or more means that the counter was deleted,
 // and restarted from the server's clock (see [Term.Number]), not that so
-// many terms were missed.
+// many terms were missed. A nil ctx yields one Error, an
+// *lock.ArgumentError named "ctx".
 func (e *Elector) Observe(ctx context.Context) iter.Seq[Event] {
 	return func(yield func(Event) bool) {
 		if ctx == nil {
+			yield(Event{Kind: Error, Err: &lock.ArgumentError{Name: "ctx", Reason: "must not be nil"}})
 			return
 		}
 		var o observer

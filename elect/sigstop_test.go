@@ -61,7 +61,7 @@ func TestStoppedLeaderChild(t *testing.T) {
 		fmt.Println("elected", term.Number())
 		for {
 			if err := e.IsLeader(ctx); err != nil {
-				fmt.Println("stopped", term.Number(), strings.ReplaceAll(err.Error(), " ", "_"))
+				fmt.Println("stopped", term.Number(), strings.ReplaceAll(term.Err().Error(), " ", "_"))
 				return nil
 			}
 			fmt.Println("work", term.Number(), time.Now().UnixNano())
@@ -170,7 +170,7 @@ func TestStoppedLeader(t *testing.T) {
 			if n, _ := strconv.ParseInt(first[1], 10, 64); term.Number() <= n {
 				t.Errorf("the next term = %d, want more than the stopped leader's %d", term.Number(), n)
 			}
-			t.Logf("the stopped leader's work after the last reading before SIGSTOP: %d lines, all before the next election", works)
+			t.Logf("work lines read after SIGSTOP: %d, all written before the next election", works)
 			if err := term.Resign(ctx); err != nil {
 				t.Fatal(err)
 			}

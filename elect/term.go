@@ -106,10 +106,15 @@ func (t *Term) check() bool {
 func (t *Term) left() (time.Duration, bool) {
 	vu := t.lk.ValidUntil()
 	if vu.IsZero() { // lost, or released
-		if t.w.released.Load() {
+		switch err := t.lk.Err(); {
+		case t.w.released.Load():
 			t.end(ErrResigned)
-		} else {
-			t.end(cmp.Or(t.lk.Err(), lock.ErrNotHeld))
+		case errors.Is(err, lock.ErrLapsed):
+			// Its deadline passed before the stop grace's timer fired (the
+			// process was paused, say): a step down all the same.
+			t.end(stepDown(t.w.lastRefresh()))
+		default:
+			t.end(cmp.Or(err, lock.ErrNotHeld))
 		}
 		return 0, true
 	}
