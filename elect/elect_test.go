@@ -3,6 +3,7 @@ package elect_test
 import (
 	"context"
 	"errors"
+	"maps"
 	"os"
 	"strings"
 	"sync/atomic"
@@ -82,6 +83,46 @@ func TestConformance(t *testing.T) {
 			conformance.RunElector(t, h)
 		})
 	}
+	unpaused := map[string]string{
+		"LossBeforeNextLeaderWhenPaused": "the harness pauses single servers only",
+		"TermsIncreaseAcrossRestart":     "the harness restarts single servers only",
+	}
+	t.Run("without scripts", func(t *testing.T) {
+		t.Parallel()
+		addr, _ := redistest.Addr(t)
+		conn := func(t *testing.T) driver.Conn { return driver.WithoutScripts(redistest.Drivers()[0].Conn(t, addr)) }
+		skip := maps.Clone(unpaused)
+		skip["HandoverWakesTheNext"] = "without scripts there is no queue: a candidate polls, and a release wakes nobody"
+		conformance.RunElector(t, conformance.ElectorHarness{
+			NewLocker: func(t *testing.T) *lock.Locker {
+				l, err := single.New(conn(t))
+				if err != nil {
+					t.Fatal(err)
+				}
+				return l
+			},
+			Conn:    func(t *testing.T) driver.Conn { return redistest.Drivers()[0].Conn(t, addr) },
+			Counter: counter, Skip: skip,
+		})
+	})
+	t.Run("cluster", func(t *testing.T) {
+		t.Parallel()
+		if !real {
+			t.Skip("the embedded server cannot be a Cluster")
+		}
+		addrs := redistest.StartCluster(t, 3).Addrs()
+		conn := func(t *testing.T) driver.Conn { return goredis.New(redistest.GoRedisCluster(t, addrs)) }
+		conformance.RunElector(t, conformance.ElectorHarness{
+			NewLocker: func(t *testing.T) *lock.Locker {
+				l, err := single.New(conn(t))
+				if err != nil {
+					t.Fatal(err)
+				}
+				return l
+			},
+			Conn: conn, Counter: counter, Skip: unpaused,
+		})
+	})
 }
 
 func TestNew(t *testing.T) {
