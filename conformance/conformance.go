@@ -1,7 +1,8 @@
 // Package conformance is the test suite that every [lock.Locker] (each
 // strategy over each driver) must pass, and that a third party can run
 // against its own strategy or driver: [Run] checks a Locker through the
-// [Harness] that builds it, and [RunDriver] checks a [driver.Conn]:
+// [Harness] that builds it, [RunDriver] checks a [driver.Conn], and
+// [RunElector] checks leader elections (package elect) over a Locker:
 //
 //	func TestConformance(t *testing.T) {
 //		addr := startRedis(t) // your own server, started for the test
