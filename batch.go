@@ -322,6 +322,7 @@ type round struct {
 	members  []member
 	items    []strategy.Refresh
 	links    []context.Context // what the locks' Op hooks passed on
+	batched  bool              // the batch went to the strategy
 }
 
 // member is a lock of a round.
@@ -394,6 +395,13 @@ func (r *round) run(done func(i int, err error)) {
 	ctx, cancel := context.WithDeadline(context.Background(), deadline)
 	defer cancel()
 	r.nest(ctx, 0)
+	if !r.batched {
+		// An Op or Batch hook returned without calling next: nothing was
+		// sent, and no lock may count the round as a refresh.
+		for i := range r.items {
+			r.items[i].Grant, r.items[i].Err = strategy.Grant{}, errNotBatched
+		}
+	}
 	for i, m := range r.members {
 		l, it := m.l, r.items[i]
 		answered := len(it.Unsure) > 0 && (it.Err == nil || errors.Is(it.Err, ErrNotHeld))
@@ -453,6 +461,7 @@ func (r *round) nest(ctx context.Context, i int) {
 // reports them.
 func (r *round) batch(ctx context.Context) {
 	if r.links == nil {
+		r.batched = true
 		r.s.RefreshBatch(ctx, r.items)
 		return
 	}
@@ -468,10 +477,16 @@ func (r *round) batch(ctx context.Context) {
 	e := hs.event(s, "batch", "")
 	e.Keys, e.Links = len(r.items), r.links
 	_ = hs.wrap(ctx, s, e, batchHook, func(ctx context.Context) error {
+		r.batched = true
 		r.s.RefreshBatch(ctx, r.items)
 		return nil
 	})
 }
+
+// errNotBatched is the refresh error of the locks of a round that a hook
+// kept from the strategy, by returning without calling next: it breaks
+// the hooks' contract, and the refresh, never sent, is tried again.
+var errNotBatched = errors.New("lock: refresh not sent: a hook returned without calling next")
 
 // after returns when l is next refreshed, or that its auto-refresh stops,
 // after a refresh that returned err, as the refresher's loop does.

@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -172,6 +173,32 @@ func TestBatchedRefresh(t *testing.T) {
 			if got := slices.Sorted(slices.Values(keys)); !slices.Equal(got, slices.Sorted(slices.Values(want))) {
 				t.Errorf("a batch's locks: %d from %s, want key-%d to key-%d, the next 1000 by the end of their validity", len(keys), slices.Min(keys), lo, lo+len(want)-1)
 			}
+		}
+	})
+
+	t.Run("a batch that a hook kept from the strategy refreshes nothing", func(t *testing.T) {
+		f := &batchFake{fakeStrategy: newFake()}
+		var skipped atomic.Int64
+		skip := lock.WithHooks(&lock.Hooks{Op: func(ctx context.Context, e lock.Event, next func(context.Context) error) error {
+			if e.Op == "refresh" {
+				skipped.Add(1)
+				return nil // breaks the contract: next is never called
+			}
+			return next(ctx)
+		}})
+		locks := holdAll(t, lock.New(f), 3, 300*time.Millisecond, skip)
+		for i, lk := range locks {
+			select {
+			case <-lk.Done():
+			case <-time.After(timeout):
+				t.Fatalf("lock %d: Done not closed, want it lapsed: no refresh reached the strategy", i)
+			}
+			if err := lk.Err(); !errors.Is(err, lock.ErrLapsed) {
+				t.Errorf("lock %d: Err() = %v, want ErrLapsed", i, err)
+			}
+		}
+		if n := len(f.sizes()); n > 0 || skipped.Load() == 0 {
+			t.Errorf("%d batches sent, %d refreshes kept back by the hook: want none sent, and some kept back", n, skipped.Load())
 		}
 	})
 
