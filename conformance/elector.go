@@ -15,6 +15,7 @@ import (
 	"github.com/locksmith-go/lock/driver"
 	"github.com/locksmith-go/lock/elect"
 	"github.com/locksmith-go/lock/internal/glob"
+	"github.com/locksmith-go/lock/internal/notify"
 )
 
 // ElectorHarness builds the Lockers that the election suite's Electors
@@ -104,8 +105,10 @@ var electorProperties = []electorProperty{
 //     the key is gone, never naming the gone leader again; through a
 //     stretch of failed readings, it converges, gaps counted.
 //   - CancelledCampaignLeavesNothing: a campaign that its context ends
-//     returns the context's error, and leaves no place in the queue and
-//     no key but the counter once the leader resigns.
+//     returns the context's error, and leaves no place in the queue, no
+//     subscription once the process's linger passed (30s: a channel stays
+//     subscribed that long after its last waiter, for the next), and no
+//     key but the counter once the leader resigns.
 //   - ResignIsIdempotent: a second Resign returns nil and deletes nothing
 //     of the successor's; a Resign that got no answer can be called again,
 //     and never deletes a successor.
@@ -445,7 +448,12 @@ func (s electorSuite) lossWhenPaused(t *testing.T, ctx context.Context) {
 func (s electorSuite) noReleaseWhileLeadRuns(t *testing.T, ctx context.Context) {
 	t.Run("after Run's ctx ended", func(t *testing.T) {
 		key := Key(t)
-		old := s.candidate(t, key)
+		// A lease of 3s, refreshed every second: the old leader refreshes
+		// it three times while the next candidate tries, so a lease that
+		// was not renewed would end meanwhile, and only a stall of two
+		// seconds could end a renewed one.
+		const lease = 3 * time.Second
+		old := s.candidate(t, key, elect.WithLease(lease), elect.WithStopGrace(lease/4))
 		leading, finish := make(chan struct{}), make(chan struct{})
 		rctx, stop := context.WithCancel(ctx)
 		var returned atomic.Bool
@@ -475,7 +483,7 @@ func (s electorSuite) noReleaseWhileLeadRuns(t *testing.T, ctx context.Context) 
 			}
 			return err
 		}})
-		e, err := elect.New(s.h.NewLocker(t).With(counter), key, elect.WithLease(longTTL), elect.WithInterval(5*time.Millisecond))
+		e, err := elect.New(s.h.NewLocker(t).With(counter), key, elect.WithLease(lease), elect.WithInterval(5*time.Millisecond))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -490,7 +498,7 @@ func (s electorSuite) noReleaseWhileLeadRuns(t *testing.T, ctx context.Context) 
 			}
 			elected <- term
 		}()
-		for refreshed := old.fault.refreshed.Load(); attempts.Load() < 5 || old.fault.refreshed.Load() < refreshed+2; {
+		for refreshed := old.fault.refreshed.Load(); attempts.Load() < 5 || old.fault.refreshed.Load() < refreshed+3; {
 			select {
 			case <-tried:
 			case <-time.After(s.h.Lease / 10):
@@ -701,6 +709,11 @@ func (s electorSuite) cancelledCampaignLeavesNothing(t *testing.T, ctx context.C
 		{"cancelled", context.Canceled},
 	} {
 		t.Run(c.name, func(t *testing.T) {
+			t.Parallel() // each waits out the linger of the subscriptions
+			// Its own ctx: the property's ends when the property returns,
+			// before its parallel subtests run.
+			ctx, stop := context.WithTimeout(context.WithoutCancel(ctx), subtestTimeout)
+			defer stop()
 			key := Key(t)
 			leader := s.candidate(t, key)
 			term := campaign(t, ctx, leader)
@@ -732,12 +745,54 @@ func (s electorSuite) cancelledCampaignLeavesNothing(t *testing.T, ctx context.C
 				}
 				time.Sleep(10 * time.Millisecond)
 			}
+			if chans := s.channelsLeft(t, ctx, key); len(chans) > 0 {
+				t.Errorf("channels subscribed after the campaign ended: %q, want none", chans)
+			}
 			resign(t, ctx, term)
 			left := s.keysLeft(t, ctx, key)
 			if len(left) > 0 {
 				t.Errorf("keys left after the leader resigned: %q, want only the counter %q", left, s.h.Counter(key))
 			}
 		})
+	}
+}
+
+// channelsLeft returns the channels named after key that a client is
+// subscribed to, on the server of key, once there are none, or the
+// linger of a process's subscriptions (notify.Linger, 30s: a channel stays
+// subscribed that long after its last waiter left, for the next) and
+// waitBound have passed.
+func (s electorSuite) channelsLeft(t *testing.T, ctx context.Context, key string) []string {
+	t.Helper()
+	c := s.h.Conn(t)
+	pattern := "*" + glob.Escape(key) + "*"
+	for deadline := time.Now().Add(notify.Lingers() + waitBound); ; time.Sleep(10 * time.Millisecond) {
+		var left []string
+		read := func(c driver.Conn) error {
+			for _, sub := range []string{"CHANNELS", "SHARDCHANNELS"} {
+				v, err := driver.Do(ctx, c, "PUBSUB", sub, pattern)
+				if err != nil {
+					return fmt.Errorf("PUBSUB %s: %w", sub, err)
+				}
+				found, _ := v.([]any)
+				for _, f := range found {
+					left = append(left, fmt.Sprint(f))
+				}
+			}
+			return nil
+		}
+		var err error
+		if driver.Pinnable(c) == nil {
+			err = driver.Pin(ctx, c, key, read) // on a Cluster, the master of key's slot
+		} else {
+			err = read(c)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(left) == 0 || time.Now().After(deadline) {
+			return left
+		}
 	}
 }
 

@@ -24,8 +24,8 @@ var electorMutants = []mutant{
 		strategy: func(b base) strategy.Strategy { return constantFence{b} }},
 	{name: "elect-validity-past-the-expiry", elector: true, kills: []string{"LossBeforeNextLeader", "LossBeforeNextLeaderWhenPaused"},
 		strategy: func(b base) strategy.Strategy { return lateValidity{b} }},
-	{name: "elect-refresh-deletes", elector: true, kills: []string{"NoReleaseWhileLeadRuns"},
-		strategy: func(b base) strategy.Strategy { return refreshDeletes{b} }},
+	{name: "elect-refresh-does-nothing", elector: true, kills: []string{"NoReleaseWhileLeadRuns"},
+		strategy: func(b base) strategy.Strategy { return noRefresh{b} }},
 	{name: "elect-inspect-fence-off-by-one", elector: true, kills: []string{"ObserversSeeEveryTerm"},
 		strategy: func(b base) strategy.Strategy { return fencePlusOne{b} }},
 	{name: "elect-leave-does-nothing", elector: true, kills: []string{"CancelledCampaignLeavesNothing"},
@@ -63,6 +63,12 @@ func (m mutant) electorHarness(t *testing.T, addr string) ElectorHarness {
 		h.Restart = func(t *testing.T) {
 			if err := srv.Restart(); err != nil {
 				t.Fatal(err)
+			}
+			for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+				_, err := srv.Command(context.Background(), "GET", "elect:probe")
+				if err == nil || !strings.Contains(err.Error(), "LOADING") || time.Now().After(deadline) {
+					return // serving, once it has loaded its data
+				}
 			}
 		}
 		h.Skip = nil
@@ -137,16 +143,6 @@ func (s lateValidity) Refresh(ctx context.Context, key, value string, ttl time.D
 }
 
 func (lateValidity) Batches() bool { return false }
-
-// refreshDeletes deletes the key it should extend, and reports success.
-type refreshDeletes struct{ base }
-
-func (s refreshDeletes) Refresh(ctx context.Context, key, _ string, _ time.Duration) (strategy.Grant, error) {
-	_, err := s.conn.Del(ctx, key)
-	return strategy.Grant{}, err
-}
-
-func (refreshDeletes) Batches() bool { return false }
 
 // fencePlusOne reads the counter one too high.
 type fencePlusOne struct{ base }

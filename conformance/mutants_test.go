@@ -18,6 +18,7 @@ import (
 	"github.com/locksmith-go/lock"
 	"github.com/locksmith-go/lock/driver"
 	"github.com/locksmith-go/lock/driver/goredis"
+	"github.com/locksmith-go/lock/internal/notify"
 	"github.com/locksmith-go/lock/internal/reach"
 	"github.com/locksmith-go/lock/internal/testing/redistest"
 	"github.com/locksmith-go/lock/strategy"
@@ -374,6 +375,7 @@ func TestMutantRun(t *testing.T) {
 			return
 		}
 		if m.elector {
+			notify.SetLinger(100 * time.Millisecond) // CancelledCampaignLeavesNothing waits for it
 			RunElector(t, m.electorHarness(t, addr))
 			return
 		}

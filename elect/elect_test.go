@@ -3,6 +3,7 @@ package elect_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"maps"
 	"os"
 	"strings"
@@ -17,6 +18,7 @@ import (
 	"github.com/locksmith-go/lock/driver"
 	"github.com/locksmith-go/lock/driver/goredis"
 	"github.com/locksmith-go/lock/elect"
+	"github.com/locksmith-go/lock/internal/notify"
 	"github.com/locksmith-go/lock/internal/testing/redistest"
 	"github.com/locksmith-go/lock/strategy/redlock"
 	setnxgetset "github.com/locksmith-go/lock/strategy/setnx-getset"
@@ -24,6 +26,10 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	// The election suite waits for a cancelled campaign's subscription to
+	// go: after 100ms rather than the 30s a process keeps one for the next
+	// waiter.
+	notify.SetLinger(100 * time.Millisecond)
 	redistest.Parallel(8) // the tests wait on servers and timers
 	os.Exit(m.Run())
 }
@@ -69,11 +75,7 @@ func TestConformance(t *testing.T) {
 					time.Sleep(d)
 					srv.Resume()
 				}
-				h.Restart = func(t *testing.T) {
-					if err := srv.Restart(); err != nil {
-						t.Fatal(err)
-					}
-				}
+				h.Restart = func(t *testing.T) { restart(t, srv) }
 			} else {
 				h.Skip = map[string]string{
 					"LossBeforeNextLeaderWhenPaused": "the embedded server cannot be paused",
@@ -356,3 +358,83 @@ func TestRun(t *testing.T) {
 
 // errLed is what the leads of TestRun return.
 var errLed = errors.New("led")
+
+// restart restarts srv and returns once it serves again: once it has
+// loaded its data, which it answers LOADING to until then.
+func restart(t *testing.T, srv *redistest.Server) {
+	t.Helper()
+	if err := srv.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		_, err := srv.Command(context.Background(), "GET", "elect:probe")
+		if err == nil {
+			return
+		}
+		if !strings.Contains(err.Error(), "LOADING") || time.Now().After(deadline) {
+			t.Fatalf("GET after the restart = %v, want an answer", err)
+		}
+	}
+}
+
+// TestOneLossSignal: a term's end stops its refreshes, so that a leader
+// told it stepped down never revives its lease: none is sent after the
+// end, while the lease runs out and the next candidate is elected.
+func TestOneLossSignal(t *testing.T) {
+	addr, _ := redistest.Addr(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var (
+		cut   atomic.Bool
+		ended atomic.Bool
+		after atomic.Int64 // the refreshes begun after the term ended
+	)
+	hooks := lock.WithHooks(&lock.Hooks{Op: func(ctx context.Context, e lock.Event, next func(context.Context) error) error {
+		if e.Op != "refresh" {
+			return next(ctx)
+		}
+		if ended.Load() {
+			after.Add(1)
+		}
+		if cut.Load() {
+			// Cut off: nothing reaches the server, and the refresh times
+			// out at once, so that the refresher tries again soon.
+			return fmt.Errorf("cut off: %w", context.DeadlineExceeded)
+		}
+		return next(ctx)
+	}})
+	key := conformance.Key(t)
+	newElector := func(opts ...lock.Option) *elect.Elector {
+		l, err := single.New(redistest.Drivers()[0].Conn(t, addr))
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The stop grace leaves the refresher room for a retry before the
+		// lease ends, which it must not send.
+		e, err := elect.New(l.With(opts...), key, elect.WithLease(600*time.Millisecond), elect.WithStopGrace(250*time.Millisecond), elect.WithInterval(20*time.Millisecond))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return e
+	}
+	term, err := newElector(hooks).Campaign(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cut.Store(true)
+	<-term.Done()
+	ended.Store(true)
+	if !errors.Is(term.Err(), elect.ErrStepDown) {
+		t.Errorf("Err = %v, want ErrStepDown", term.Err())
+	}
+	next, err := newElector().Campaign(ctx) // once the lease has run out
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := after.Load(); n > 0 {
+		t.Errorf("%d refreshes begun after the term ended, want none", n)
+	}
+	if err := next.Resign(ctx); err != nil {
+		t.Fatal(err)
+	}
+}

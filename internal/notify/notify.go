@@ -56,6 +56,16 @@ const (
 // linger is Linger, which tests shorten.
 var linger = Linger
 
+// SetLinger sets how long a channel stays subscribed after its last
+// waiter, for the tests of other packages that wait for a process's
+// subscriptions to go (the election suite's): call it before any waiter
+// subscribes, as from a TestMain.
+func SetLinger(d time.Duration) { linger = d }
+
+// Lingers returns how long a channel stays subscribed after its last
+// waiter: Linger, unless SetLinger changed it.
+func Lingers() time.Duration { return linger }
+
 // hubs holds the hub of each driver connection: driver.Conn → *hub.
 var hubs sync.Map
 
