@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel/attribute"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/locksmith-go/lock"
 	"github.com/locksmith-go/lock/driver/goredis"
+	"github.com/locksmith-go/lock/elect"
 	"github.com/locksmith-go/lock/locktest"
 	lockotel "github.com/locksmith-go/lock/otel"
 	"github.com/locksmith-go/lock/strategy/single"
@@ -125,4 +127,72 @@ func ExampleWithGroups() {
 	// Output:
 	// locksmith.lock.attempts group=export 1
 	// locksmith.lock.attempts group=invoice 2
+}
+
+func ExampleElectHooks() {
+	srv, err := locktest.StartServer() // an in-process Redis, for the example
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer srv.Close()
+	client := redis.NewClient(&redis.Options{Addr: srv.Addr(), ContextTimeoutEnabled: true})
+	defer client.Close()
+	locker, err := single.New(goredis.New(client))
+	if err != nil {
+		log.Fatal(err)
+	}
+	spans := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))
+	defer tp.Shutdown(context.Background())
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	defer mp.Shutdown(context.Background())
+
+	hooks := lockotel.ElectHooks(lockotel.WithTracerProvider(tp), lockotel.WithMeterProvider(mp)) // lockotel.ElectHooks() for the global providers
+	e, err := elect.New(locker, "scheduler:leader", elect.WithIdentity("web-3"), elect.WithHooks(hooks))
+	if err != nil {
+		log.Fatal(err)
+	}
+
+	// Run records the same as this campaign, and resigns when lead returns.
+	ctx := context.Background()
+	term, err := e.Campaign(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := term.Resign(ctx); err != nil {
+		log.Fatal(err)
+	}
+
+	for _, s := range spans.Ended() {
+		fmt.Print(s.Name())
+		a := map[attribute.Key]attribute.Value{}
+		for _, kv := range s.Attributes() {
+			a[kv.Key] = kv.Value
+		}
+		for _, k := range []attribute.Key{"locksmith.elect.identity", "locksmith.elect.end"} {
+			if v, ok := a[k]; ok {
+				fmt.Printf(" %s=%s", k, v.Emit())
+			}
+		}
+		_, numbered := a["locksmith.elect.term"]
+		fmt.Printf(" numbered=%v status=%s\n", numbered, s.Status().Code)
+	}
+	var rm metricdata.ResourceMetrics
+	if err := reader.Collect(ctx, &rm); err != nil {
+		log.Fatal(err)
+	}
+	for _, m := range rm.ScopeMetrics[0].Metrics {
+		if sum, ok := m.Data.(metricdata.Sum[int64]); ok && m.Name == "locksmith.elect.leader" {
+			for _, dp := range sum.DataPoints {
+				group, _ := dp.Attributes.Value("locksmith.lock.group")
+				fmt.Printf("%s group=%s %d\n", m.Name, group.Emit(), dp.Value)
+			}
+		}
+	}
+	// Output:
+	// lock.campaign locksmith.elect.identity=web-3 numbered=true status=Unset
+	// lock.term locksmith.elect.identity=web-3 locksmith.elect.end=resigned numbered=true status=Unset
+	// lock.resign numbered=true status=Unset
+	// locksmith.elect.leader group=scheduler 0
 }

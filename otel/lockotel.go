@@ -15,7 +15,9 @@
 // lost, wake-ups, lost notifications, handoffs and queue lengths, by lock
 // group ([WithGroups]). Keys are omitted by default ([WithKeys]). No span, event
 // or metric ever carries a token or a waiter's id, and no metric attribute
-// is a key unless a group function makes it one. The repository's
+// is a key unless a group function makes it one. [ElectHooks] instruments
+// an Elector of package elect: its campaigns, terms and resignations, the
+// leader it is, its handovers and its overruns. The repository's
 // docs/observability.md guide lists every span, attribute and metric.
 package lockotel
 
@@ -76,7 +78,7 @@ const (
 	KeysRaw
 )
 
-// Option configures NewLocker.
+// Option configures NewLocker and ElectHooks.
 type Option interface{ apply(*config) }
 
 type optionFunc func(*config)
@@ -183,13 +185,8 @@ var (
 // costs nothing more. The global providers are always instrumented, since
 // an SDK can be installed in them later.
 func NewLocker(l *lock.Locker, opts ...Option) *lock.Locker {
-	c := config{tp: otel.GetTracerProvider(), mp: otel.GetMeterProvider()}
-	for _, o := range opts {
-		o.apply(&c)
-	}
-	_, noTraces := c.tp.(tracenoop.TracerProvider)
-	_, noMetrics := c.mp.(metricnoop.MeterProvider)
-	if noTraces && noMetrics {
+	c, record := newConfig(opts)
+	if !record {
 		return l
 	}
 	t := newTelemetry(c)
@@ -206,6 +203,19 @@ func NewLocker(l *lock.Locker, opts ...Option) *lock.Locker {
 		h.Trace = holderTrace
 	}
 	return l.With(lock.WithHooks(h))
+}
+
+// newConfig applies opts to the default configuration, and reports
+// whether its providers can record: false when both are the no-op
+// providers of the OpenTelemetry API.
+func newConfig(opts []Option) (c config, record bool) {
+	c = config{tp: otel.GetTracerProvider(), mp: otel.GetMeterProvider()}
+	for _, o := range opts {
+		o.apply(&c)
+	}
+	_, noTraces := c.tp.(tracenoop.TracerProvider)
+	_, noMetrics := c.mp.(metricnoop.MeterProvider)
+	return c, !noTraces || !noMetrics
 }
 
 type telemetry struct {
@@ -358,16 +368,7 @@ func newMeasurement(k setKey) *measurement {
 }
 
 func newTelemetry(c config) *telemetry {
-	t := &telemetry{
-		tracer: c.tp.Tracer(scopeName, trace.WithInstrumentationVersion(version())),
-		keys:   c.keys,
-
-		groupOf: c.groups,
-	}
-	if t.groupOf == nil {
-		t.groupOf = prefixGroup
-	}
-	m := c.mp.Meter(scopeName, metric.WithInstrumentationVersion(version()))
+	t, m := newScope(c)
 	t.acquire = instrument(m.Float64Histogram("locksmith.lock.acquire.duration", metric.WithUnit("s"),
 		metric.WithDescription("Time Obtain took, waiting included."),
 		metric.WithExplicitBucketBoundaries(0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)))
@@ -391,6 +392,21 @@ func newTelemetry(c config) *telemetry {
 		metric.WithDescription("Length of the queue that a waiter joined, itself included: its rank, 1 for the head."),
 		metric.WithExplicitBucketBoundaries(1, 2, 3, 4, 5, 10, 20, 50, 100, 200, 500, 1000)))
 	return t
+}
+
+// newScope returns the telemetry of c without its instruments: its
+// tracer, key policy and groups; and the meter to build them with.
+func newScope(c config) (*telemetry, metric.Meter) {
+	t := &telemetry{
+		tracer: c.tp.Tracer(scopeName, trace.WithInstrumentationVersion(version())),
+		keys:   c.keys,
+
+		groupOf: c.groups,
+	}
+	if t.groupOf == nil {
+		t.groupOf = prefixGroup
+	}
+	return t, c.mp.Meter(scopeName, metric.WithInstrumentationVersion(version()))
 }
 
 // instrument returns v, handing err to otel.Handle: there is no caller to

@@ -30,3 +30,20 @@ func TestNoopProviders(t *testing.T) {
 		t.Error("NewLocker with the global providers returned the Locker it was given, want it instrumented (an SDK can be installed later)")
 	}
 }
+
+// TestNoopElectHooks: given the API's no-op providers for both, ElectHooks
+// returns nil, which elect.WithHooks ignores; with one of them recording,
+// or the global providers, it returns hooks.
+func TestNoopElectHooks(t *testing.T) {
+	noTraces := lockotel.WithTracerProvider(tracenoop.NewTracerProvider())
+	noMetrics := lockotel.WithMeterProvider(metricnoop.NewMeterProvider())
+	if got := lockotel.ElectHooks(noTraces, noMetrics); got != nil {
+		t.Errorf("ElectHooks with no-op providers: got %+v, want nil", got)
+	}
+	if got := lockotel.ElectHooks(noTraces, lockotel.WithMeterProvider(sdkmetric.NewMeterProvider())); got == nil {
+		t.Error("ElectHooks with a recording meter provider: got nil, want hooks")
+	}
+	if got := lockotel.ElectHooks(); got == nil {
+		t.Error("ElectHooks with the global providers: got nil, want hooks (an SDK can be installed later)")
+	}
+}
