@@ -18,7 +18,9 @@
 // errors or output. The package links go-redis only: the redigo and rueidis
 // drivers and the otel setting need a blank import of config/redigoconfig,
 // config/rueidisconfig or config/otelconfig; [RegisterStrategy] and
-// [RegisterDriver] add others.
+// [RegisterDriver] add others. [NewElector] builds a leader election
+// (package elect) over the Locker, with the configuration's lease,
+// stop_grace, interval and identity.
 //
 // The repository's docs/config.md lists every setting, rule and deployment,
 // and docs/extending.md shows how to register a strategy or driver.
@@ -46,6 +48,9 @@ const (
 	defaultDialTimeout  = 5 * time.Second
 	defaultReadTimeout  = 3 * time.Second
 	defaultWriteTimeout = 3 * time.Second
+	// defaultLease is elect's default lease (elect.WithLease), which the
+	// stop grace is checked against when Lease is unset.
+	defaultLease = 15 * time.Second
 	// defaultReplicaTimeout is long for a healthy replica, whose
 	// acknowledgement comes back in about a round trip, and short enough
 	// that an acquisition fails fast when none can give it.
@@ -189,6 +194,31 @@ type Config struct {
 	// clients, as redlock.WithRestartGuard: at least TTL. The default is
 	// off.
 	RestartGuard time.Duration
+
+	// Lease, StopGrace, Interval and Identity are the settings of the
+	// Elector that [NewElector] builds (package elect); Open does not read
+	// them. Each is elect's option of that name, and its zero value
+	// elect's default.
+	//
+	// Lease is the leader's lease, as elect.WithLease: at least 30ms. The
+	// default is elect's, 15s, whatever TTL is: TTL is the default of
+	// locks, and a leader's lease is how long a crashed leader goes
+	// unreplaced.
+	Lease time.Duration
+	// StopGrace is how long before the lease could pass on the leader's
+	// work is told to stop, as elect.WithStopGrace: under half the lease
+	// (Lease, or its default). The default is a fifth of the lease.
+	StopGrace time.Duration
+	// Interval is how often a candidate that heard no release tries
+	// again, and an observer reads the leader, as elect.WithInterval: at
+	// least 1ms. The default is a tenth of the lease, at most 1s. It is
+	// not Retry, which is Obtain's.
+	Interval time.Duration
+	// Identity is the candidate's identity, which the leader's key
+	// carries, as elect.WithIdentity: it must not start with the byte
+	// 0x1e. The default is the host name and the process id, "host
+	// pid=123".
+	Identity string
 
 	// Params carries the settings of registered strategies and drivers,
 	// by the names they declared.
@@ -370,10 +400,19 @@ var rules = []func(c Config) (string, error){
 		}
 		return "", nil
 	},
+	func(c Config) (string, error) {
+		if lease := c.lease(); c.StopGrace >= lease/2 {
+			return "stop_grace", fmt.Errorf("must be under half the lease, %v, got %v", lease/2, c.StopGrace)
+		}
+		return "", nil
+	},
 }
 
 // ttl returns the default TTL.
 func (c Config) ttl() time.Duration { return cmp.Or(c.TTL, defaultTTL) }
+
+// lease returns the Elector's lease.
+func (c Config) lease() time.Duration { return cmp.Or(c.Lease, defaultLease) }
 
 // String returns the Config as a URL, with the password as xxxxx. It is a
 // URL that ParseURL reads back, but for the password.

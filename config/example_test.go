@@ -11,6 +11,7 @@ import (
 
 	"github.com/locksmith-go/lock"
 	"github.com/locksmith-go/lock/config"
+	"github.com/locksmith-go/lock/elect"
 	"github.com/locksmith-go/lock/locktest"
 )
 
@@ -106,4 +107,50 @@ func ExampleConfig_UnmarshalJSON() {
 	// Output:
 	// redlock://10.0.0.1:6379,10.0.0.2:6379,10.0.0.3:6379?ttl=10s&otel=true&drift_factor=0.02 <nil>
 	// lock: invalid ttl: want a JSON string (a duration such as "30s" is a string)
+}
+
+// The Elector's lease and identity are settings of the configuration, as
+// the strategy is: NewElector builds the Elector over the Locker that Open
+// built from it. A strategy that numbers no terms is refused.
+func ExampleNewElector() {
+	srv, err := locktest.StartServer() // an in-process Redis, for the example
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer srv.Close()
+
+	cfg, err := config.ParseURL("single://" + srv.Addr() + "?lease=10s&stop_grace=2s&identity=web-3")
+	if err != nil {
+		log.Fatal(err)
+	}
+	locker, err := config.Open(cfg)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer locker.Close()
+	e, err := config.NewElector(locker, cfg, "{billing}:leader")
+	if err != nil {
+		log.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	err = e.Run(ctx, func(ctx context.Context, t *elect.Term) error {
+		fmt.Printf("%s leads, with a lease of %v and a stop grace of %v\n", t.Identity(), e.Lease(), e.StopGrace())
+		cancel() // a real leader works until ctx ends
+		return nil
+	})
+	fmt.Println(err)
+
+	cfg.Strategy = "redlock"
+	redlocker, err := config.Open(cfg)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer redlocker.Close()
+	_, err = config.NewElector(redlocker, cfg, "{billing}:leader")
+	fmt.Println(err)
+	// Output:
+	// web-3 leads, with a lease of 10s and a stop grace of 2s
+	// context canceled
+	// lock: invalid locker: its strategy issues no fencing tokens, which number the terms: use the single strategy
 }

@@ -136,7 +136,10 @@ func open(c Config) ([]driver.Conn, *clients, error) {
 // (30s), ReadTimeout (3s) and the other timeouts, and each address's port.
 // A program reports with it the settings it runs with; a caller that must
 // not wait for a lock bounds its call with ReadTimeout, as the locksmith
-// CLI does: a server that stopped answering fails the call then.
+// CLI does: a server that stopped answering fails the call then. It
+// leaves the Elector's settings (Lease, StopGrace, Interval, Identity)
+// unset, for elect to derive from the lease that an Elector ends up with
+// ([NewElector]).
 func (c Config) Defaults() Config {
 	c = c.clone().withDefaults()
 	c.Addrs, _ = parseAddrs(c.Addrs) // a Config built in Go may leave the port out

@@ -130,6 +130,11 @@ var settings = []setting{
 	duration("node_timeout", func(c *Config) *time.Duration { return &c.NodeTimeout }, 0),
 	field("max_extensions", inQuery, func(c *Config) *int { return &c.MaxExtensions }, parseInt, strconv.Itoa, atLeast(1, "unset: no limit")),
 	duration("restart_guard", func(c *Config) *time.Duration { return &c.RestartGuard }, 0),
+
+	duration("lease", func(c *Config) *time.Duration { return &c.Lease }, 30*time.Millisecond),
+	duration("stop_grace", func(c *Config) *time.Duration { return &c.StopGrace }, 0),
+	duration("interval", func(c *Config) *time.Duration { return &c.Interval }, time.Millisecond),
+	field("identity", inQuery, func(c *Config) *string { return &c.Identity }, parseText, formatText, checkIdentity),
 }
 
 // secret is a text setting that is never printed: String, logs and JSON
@@ -271,6 +276,15 @@ func oneOf[V any](names map[string]V) func(string) error {
 func checkPassword(s string) error {
 	if s == redacted {
 		return errors.New("is the placeholder " + redacted + " that printed configurations show instead of a password: give the real one")
+	}
+	return validText(s)
+}
+
+// checkIdentity is the rule of an Elector's identity, which the leader's
+// key carries as its metadata (lock.WithMetadata).
+func checkIdentity(s string) error {
+	if strings.HasPrefix(s, "\x1e") {
+		return errors.New("must not start with the byte 0x1e, which opens the stamp before it in the key's value")
 	}
 	return validText(s)
 }

@@ -66,6 +66,14 @@ var examples = map[string][]struct{ url, want string }{
 	"node_timeout":    {{"redlock://h1,h2,h3?node_timeout=100ms", "100ms"}},
 	"max_extensions":  {{"redlock://h1,h2,h3?max_extensions=10", "10"}},
 	"restart_guard":   {{"redlock://h1,h2,h3?restart_guard=1m", "1m0s"}},
+	"lease":           {{"single://h?lease=10s", "10s"}, {"single://h?lease=30ms", "30ms"}},
+	"stop_grace":      {{"single://h?stop_grace=2s", "2s"}, {"single://h?lease=1s&stop_grace=499ms", "499ms"}},
+	"interval":        {{"single://h?interval=250ms", "250ms"}, {"single://h?interval=1m30s", "1m30s"}},
+	"identity": {
+		{"single://h?identity=web-3", "web-3"},
+		{"single://h?identity=web-3%20pid%3D12%26x", "web-3 pid=12&x"},
+		{"redis://h?identity=web+3", "web 3"},
+	},
 }
 
 // TestEverySettingRoundTrips: each setting survives URL -> Config -> URL,

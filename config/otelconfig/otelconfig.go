@@ -24,4 +24,9 @@ func init() {
 	config.RegisterOTel(func(l *lock.Locker, policy string) *lock.Locker {
 		return lockotel.NewLocker(l, lockotel.WithKeys(keys[policy]))
 	})
+	// ELECTOR HOOKS: once package lockotel offers election hooks
+	// (lockotel.ElectHooks), this one line makes config.NewElector
+	// honour otel too:
+	//
+	//	config.RegisterOTelElector(func(policy string) *elect.Hooks { return lockotel.ElectHooks(lockotel.WithKeys(keys[policy])) })
 }
