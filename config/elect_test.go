@@ -192,35 +192,15 @@ func TestNewElector(t *testing.T) {
 	})
 
 	plain := config.Config{Strategy: "single", Addrs: []string{addr}}
-	t.Run("the configured interval paces a waiting candidate", func(t *testing.T) {
-		// With wait=poll, a waiting candidate tries every interval: 20ms,
-		// where elect's default for a 10s lease would be 1s.
+	t.Run("the configured interval is the Elector's", func(t *testing.T) {
 		c := plain
-		c.Wait, c.Lease, c.Interval = "poll", 10*time.Second, 20*time.Millisecond
-		l := open(t, c)
-		first, err := config.NewElector(l, c, "{config}:interval")
+		c.Lease, c.Interval = 10*time.Second, 20*time.Millisecond
+		e, err := config.NewElector(open(t, c), c, "{config}:interval")
 		if err != nil {
 			t.Fatal(err)
 		}
-		held, err := first.Campaign(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		attempts := 0
-		counted := l.With(lock.WithHooks(&lock.Hooks{Attempt: func(ctx context.Context, _ lock.Event, next func(context.Context) error) error {
-			attempts++ // one Campaign at a time: no race
-			return next(ctx)
-		}}))
-		second, err := config.NewElector(counted, c, "{config}:interval")
-		if err != nil {
-			t.Fatal(err)
-		}
-		wctx, stop := context.WithTimeout(ctx, 500*time.Millisecond)
-		defer stop()
-		_, err = second.Campaign(wctx)
-		_ = held.Resign(ctx)
-		if !errors.Is(err, context.DeadlineExceeded) || attempts < 5 {
-			t.Fatalf("got %d attempts in 500ms (%v), want 5 or more (every 20ms, till the deadline)", attempts, err)
+		if got := e.Interval(); got != 20*time.Millisecond {
+			t.Errorf("got an interval of %v, want the configured 20ms (elect's default for a 10s lease would be 1s)", got)
 		}
 	})
 	t.Run("unset settings are elect's defaults", func(t *testing.T) {

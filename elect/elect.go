@@ -181,6 +181,10 @@ func (e *Elector) Lease() time.Duration { return e.lease }
 // StopGrace returns the stop grace ([WithStopGrace]).
 func (e *Elector) StopGrace() time.Duration { return e.grace }
 
+// Interval returns how often a candidate tries again and an observer
+// reads ([WithInterval]).
+func (e *Elector) Interval() time.Duration { return e.interval }
+
 // Campaign waits until this candidate is elected, and returns its term,
 // held, with a lease that has more than the stop grace left: a lock
 // obtained so late that it lapsed on the way, or nearly, is released and

@@ -180,8 +180,8 @@ func TestNew(t *testing.T) {
 			t.Fatal(err)
 		}
 		host, _ := os.Hostname()
-		if e.Lease() != 15*time.Second || e.StopGrace() != 3*time.Second || e.Identity() == "" || e.Key() != "k" {
-			t.Errorf("lease %v, stop grace %v, identity %q, key %q; want 15s, 3s, %q pid=…, k", e.Lease(), e.StopGrace(), e.Identity(), e.Key(), host)
+		if e.Lease() != 15*time.Second || e.StopGrace() != 3*time.Second || e.Interval() != time.Second || e.Identity() == "" || e.Key() != "k" {
+			t.Errorf("lease %v, stop grace %v, interval %v, identity %q, key %q; want 15s, 3s, 1s, %q pid=…, k", e.Lease(), e.StopGrace(), e.Interval(), e.Identity(), e.Key(), host)
 		}
 	})
 	t.Run("nil ctx", func(t *testing.T) {

@@ -1,6 +1,7 @@
 // Package otelconfig makes package config honour the otel and otel_keys
 // settings, by wrapping the Locker that config.Open builds with package
-// lockotel's instrumentation, with the global providers. Import it for its
+// lockotel's instrumentation, and giving the Elector that config.NewElector
+// builds its election hooks, with the global providers. Import it for its
 // side effect:
 //
 //	import _ "github.com/locksmith-go/lock/config/otelconfig"
@@ -12,6 +13,7 @@ package otelconfig
 import (
 	"github.com/locksmith-go/lock"
 	"github.com/locksmith-go/lock/config"
+	"github.com/locksmith-go/lock/elect"
 	lockotel "github.com/locksmith-go/lock/otel"
 )
 
@@ -24,9 +26,7 @@ func init() {
 	config.RegisterOTel(func(l *lock.Locker, policy string) *lock.Locker {
 		return lockotel.NewLocker(l, lockotel.WithKeys(keys[policy]))
 	})
-	// ELECTOR HOOKS: once package lockotel offers election hooks
-	// (lockotel.ElectHooks), this one line makes config.NewElector
-	// honour otel too:
-	//
-	//	config.RegisterOTelElector(func(policy string) *elect.Hooks { return lockotel.ElectHooks(lockotel.WithKeys(keys[policy])) })
+	config.RegisterOTelElector(func(policy string) *elect.Hooks {
+		return lockotel.ElectHooks(lockotel.WithKeys(keys[policy]))
+	})
 }
