@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"errors"
+	"flag"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -15,9 +16,10 @@ import (
 	"github.com/locksmith-go/lock/strategy/single"
 )
 
-// crashLease is the lease of BenchmarkElectHandover's crash case: short,
-// so that a crashed leader's key expires within a second.
-const crashLease = time.Second
+// crashLease is the lease of BenchmarkElectHandover's crash case: short
+// by default, so that a crashed leader's key expires within a second; the
+// Elector's default, 15s, takes -elect.lease 15s.
+var crashLease = flag.Duration("elect.lease", time.Second, "the lease of BenchmarkElectHandover's crash case")
 
 // BenchmarkElectHandover measures how long the leadership of an elect
 // Elector is vacant when it passes from a leader, A, to the one candidate
@@ -29,12 +31,13 @@ const crashLease = time.Second
 //     call of Resign to the return of B's Campaign. Lease 10s.
 //   - crash: A stops refreshing and releasing, as a killed process would
 //     (its Locker's refreshes and releases hang, unsent, until their
-//     context ends), with a lease of crashLease, the rest of the options
-//     the defaults (an interval of a tenth of it); from the crash to the
-//     return of B's Campaign. A crashes right after B queued, a few
-//     milliseconds into its lease. net-*: from the end of A's lease (when
-//     its last obtain or refresh that succeeded was sent, plus the lease:
-//     the earliest the server could expire the key) to B's election.
+//     context ends), with a lease of 1s (-elect.lease), the rest of the
+//     options the defaults (an interval of a tenth of the lease, at most
+//     1s); from the crash to the return of B's Campaign. A crashes right
+//     after B queued, a few milliseconds into its lease. net-*: from the
+//     end of A's lease (when its last obtain or refresh that succeeded was
+//     sent, plus the lease: the earliest the server could expire the key)
+//     to B's election.
 //
 // Each iteration is one handover, the two changing roles from one to the
 // next; B is queued, and listening, before A resigns or crashes. It
@@ -44,13 +47,14 @@ const crashLease = time.Second
 //
 //	go test -run '^$' -bench ElectHandover/resign -benchtime 300ms
 //	go test -run '^$' -bench ElectHandover/crash -benchtime 10x
+//	go test -run '^$' -bench ElectHandover/crash/goredis -benchtime 3x -elect.lease 15s
 func BenchmarkElectHandover(b *testing.B) {
 	addr := redistest.Start(b, 1)[0].Addr
 	for _, c := range []struct {
 		name  string
 		lease time.Duration
 		crash bool
-	}{{"resign", ttl, false}, {"crash", crashLease, true}} {
+	}{{"resign", ttl, false}, {"crash", *crashLease, true}} {
 		for _, d := range drivers {
 			b.Run(c.name+"/"+d, func(b *testing.B) {
 				if !subscribes(b, d, addr) {
