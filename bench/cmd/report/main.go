@@ -5,6 +5,7 @@
 //
 //	go run ./cmd/report                 # every benchmark
 //	go run ./cmd/report -only held      # one section alone, and its rows of the targets table
+//	go run ./cmd/report -only elect     # the election's handovers alone
 package main
 
 import (
@@ -31,6 +32,7 @@ type options struct {
 	short      bool
 	contention bool
 	held       bool
+	elect      bool
 }
 
 func main() {
@@ -39,7 +41,8 @@ func main() {
 	flag.StringVar(&o.benchtime, "benchtime", "150ms", "the -benchtime of each uncontended case")
 	flag.BoolVar(&o.contention, "contention", true, "run the contention benchmarks")
 	flag.BoolVar(&o.held, "held", true, "run the held-locks benchmark (BenchmarkHeld)")
-	only := flag.String("only", "", `run one section's benchmarks alone, for -rounds of -benchtime where they take rounds, and rewrite only that section and its rows of the targets table: "held", "semaphore", "stalled" or "noscript"`)
+	flag.BoolVar(&o.elect, "elect", true, "run the election's handover benchmark (BenchmarkElectHandover), for -rounds")
+	only := flag.String("only", "", `run one section's benchmarks alone, for -rounds of -benchtime where they take rounds, and rewrite only that section and its rows of the targets table: "held", "semaphore", "stalled", "noscript" or "elect"`)
 	readme := flag.String("readme", "README.md", "the file whose report to rewrite; empty for none")
 	flag.BoolVar(&o.short, "short", false, "a quick check that every benchmark runs (with -rounds 1 -benchtime 1x): 100 locks in the contention benchmarks, at most 1000 held locks")
 	flag.Parse()
@@ -67,11 +70,16 @@ func measure(bin string, r results, o options) error {
 			return err
 		}
 	}
-	if !o.held {
+	if o.held {
+		fmt.Fprintln(os.Stderr, "--- held locks")
+		if err := r.once(bin, "^BenchmarkHeld$", o.short); err != nil {
+			return err
+		}
+	}
+	if !o.elect {
 		return nil
 	}
-	fmt.Fprintln(os.Stderr, "--- held locks")
-	return r.once(bin, "^BenchmarkHeld$", o.short)
+	return measureElect(bin, r, o)
 }
 
 // page writes every section of the report, and the targets table.
@@ -86,6 +94,9 @@ func page(b *strings.Builder, r results, o options) {
 	noscriptSection(b, r, "")
 	if o.held {
 		heldSection(b, r, "")
+	}
+	if o.elect {
+		electSection(b, r, "")
 	}
 	targetsTable(b, r)
 }
@@ -111,6 +122,7 @@ var parts = []part{
 	{"noscript", noscriptTitle, func(bin string, r results, o options) error {
 		return r.rounds(bin, "^BenchmarkInterleaved$/./^one-node$", o)
 	}, noscriptSection},
+	{"elect", electTitle, measureElect, electSection},
 }
 
 // run runs the benchmarks, of the part named only or else of every
@@ -122,7 +134,7 @@ func run(o options, only, readme string) error {
 	if only != "" {
 		i := slices.IndexFunc(parts, func(p part) bool { return p.name == only })
 		if i < 0 {
-			return fmt.Errorf(`-only %q: the sections that run alone are "held", "semaphore", "stalled" and "noscript"`, only)
+			return fmt.Errorf(`-only %q: the sections that run alone are "held", "semaphore", "stalled", "noscript" and "elect"`, only)
 		}
 		p = parts[i]
 	}
@@ -342,9 +354,9 @@ func machine(b *strings.Builder, cmd string, o options, loadBefore, loadAfter st
 		"github.com/go-redsync/redsync/v4", "go.opentelemetry.io/otel/sdk")
 	fmt.Fprintf(b, "Measured with `cd bench && %s` on %s: %s, %d cores (nproc); %s, %s/%s; %s; %s. Load average %s before the run, %s after. "+
 		"BenchmarkLock, BenchmarkInterleaved, BenchmarkMultiKey, BenchmarkSemaphore and BenchmarkStalledNode: the median of %d round(s) of %s per case; "+
-		"BenchmarkContention, BenchmarkSemaphoreContention and BenchmarkHeld: one run. A section run alone since says so.\n\n",
+		"BenchmarkContention, BenchmarkSemaphoreContention and BenchmarkHeld: one run; BenchmarkElectHandover: %d round(s), its resign case for %s and its crash case %s in each. A section run alone since says so.\n\n",
 		cmd, time.Now().UTC().Format("2006-01-02"), cpuModel(), runtime.NumCPU(), output("go", "env", "GOVERSION"), runtime.GOOS, runtime.GOARCH,
-		redisVersion(), strings.ReplaceAll(mods, "\n", ", "), loadBefore, loadAfter, o.rounds, o.benchtime)
+		redisVersion(), strings.ReplaceAll(mods, "\n", ", "), loadBefore, loadAfter, o.rounds, o.benchtime, o.rounds, o.benchtime, o.crashes())
 }
 
 // loadAverage returns the machine's load averages, from /proc/loadavg.
@@ -485,6 +497,8 @@ func splice(s, text, begin, end string) (string, error) {
 
 // spliceSection replaces the section of the report in s whose heading is
 // "### title", up to the next such heading or the end marker, with text.
+// A section that is not there yet (new since the last full run) goes in
+// before the targets table.
 func spliceSection(s, title, text string) (string, error) {
 	from := strings.Index(s, begin)
 	if from < 0 {
@@ -492,7 +506,12 @@ func spliceSection(s, title, text string) (string, error) {
 	}
 	start := strings.Index(s[from:], "\n### "+title+"\n")
 	if start < 0 {
-		return "", fmt.Errorf("no section %q to replace: run the whole report first", title)
+		targets := strings.Index(s[from:], "\n### "+targetsTitle+"\n")
+		if targets < 0 || title == targetsTitle {
+			return "", fmt.Errorf("no section %q to replace: run the whole report first", title)
+		}
+		targets += from + 1
+		return s[:targets] + text + s[targets:], nil
 	}
 	start += from + 1
 	stop := strings.Index(s[start:], end)
