@@ -449,7 +449,7 @@ func (s electorSuite) noReleaseWhileLeadRuns(t *testing.T, ctx context.Context) 
 	t.Run("after Run's ctx ended", func(t *testing.T) {
 		key := Key(t)
 		// A lease of 3s, refreshed every second: the old leader refreshes
-		// it three times while the next candidate tries, so a lease that
+		// it four times while the next candidate tries, so a lease that
 		// was not renewed would end meanwhile, and only a stall of two
 		// seconds could end a renewed one.
 		const lease = 3 * time.Second
@@ -498,7 +498,7 @@ func (s electorSuite) noReleaseWhileLeadRuns(t *testing.T, ctx context.Context) 
 			}
 			elected <- term
 		}()
-		for refreshed := old.fault.refreshed.Load(); attempts.Load() < 5 || old.fault.refreshed.Load() < refreshed+3; {
+		for refreshed := old.fault.refreshed.Load(); attempts.Load() < 5 || old.fault.refreshed.Load() < refreshed+4; {
 			select {
 			case <-tried:
 			case <-time.After(s.h.Lease / 10):
@@ -905,25 +905,32 @@ func (s electorSuite) handoverWakesTheNext(t *testing.T, ctx context.Context) {
 		if i%2 == 1 {
 			next = a
 		}
-		elected := make(chan *elect.Term, 1)
+		type result struct {
+			term *elect.Term
+			err  error
+		}
+		elected := make(chan result, 1)
+		cctx, cancel := context.WithCancel(ctx)
 		go func() {
-			term, err := next.Campaign(ctx)
-			if err != nil {
-				t.Errorf("Campaign = %v, want a term", err)
-			}
-			elected <- term
+			term, err := next.Campaign(cctx)
+			elected <- result{term, err}
 		}()
 		waitQueued(t, ctx, s.h.NewLocker(t), key)
 		resigned := time.Now()
 		resign(t, ctx, term)
+		var r result
 		select {
-		case term = <-elected:
+		case r = <-elected:
 		case <-time.After(waitBound):
+			cancel()
+			<-elected
 			t.Fatalf("round %d: the next candidate, whose timer is a minute, was not elected within %v of the Resign: no message woke it", i, waitBound)
 		}
-		if term == nil {
-			return
+		cancel()
+		if r.err != nil {
+			t.Fatalf("round %d: Campaign = %v, want a term", i, r.err)
 		}
+		term = r.term
 		handovers = append(handovers, time.Since(resigned))
 	}
 	resign(t, ctx, term)

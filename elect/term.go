@@ -228,8 +228,11 @@ func (t *Term) end(cause error) {
 	report := !t.leading
 	t.mu.Unlock()
 	t.e.ended(t)
-	t.lk.StopRefresh() // one loss signal: the refreshes stop with it
 	t.cancel(cause)
+	// One loss signal: the refreshes stop with it. StopRefresh waits for
+	// a refresh on its way (a paused server's), which neither the signal
+	// nor the caller (IsLeader, say) may wait for.
+	go t.lk.StopRefresh()
 	if report {
 		t.report()
 	}
