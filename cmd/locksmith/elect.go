@@ -436,7 +436,7 @@ func pollEvery(ttl time.Duration) time.Duration {
 // --loop or not: a loss (79), or a command that could not run.
 func (el *electer) lead(t *elect.Term, sigs <-chan os.Signal) (status int, interrupted bool, err error) {
 	el.announce(t)
-	d := t.ValidUntil() // the validity deadline; kept after the term zeroes it when it ends
+	d := t.ValidUntil() // the validity deadline, which each refresh moves; zero once the term ended
 	if d.IsZero() {
 		el.resign(t, true)
 		return 0, false, exit(exitLost, fmt.Errorf("%s lost (%s) before the command started", el.label(), lossReason(t.Err())))
@@ -448,8 +448,27 @@ func (el *electer) lead(t *elect.Term, sigs <-chan os.Signal) (status int, inter
 		el.resign(t, false)
 		return 0, false, exit(exitInternal, err)
 	}
-	tick := time.NewTicker(pollEvery(el.f.ttl))
-	defer tick.Stop()
+	// Each new deadline goes to the watchdog from a goroutine of its own:
+	// reading it may wait for a refresh on its way, when the term ends.
+	var last atomic.Pointer[time.Time] // the last deadline sent: kept once the term zeroes it
+	last.Store(&d)
+	polled := make(chan struct{})
+	defer close(polled)
+	go func() {
+		tick := time.NewTicker(pollEvery(el.f.ttl))
+		defer tick.Stop()
+		for {
+			select {
+			case <-polled:
+				return
+			case <-tick.C:
+			}
+			if v := t.ValidUntil(); v.After(*last.Load()) {
+				last.Store(&v)
+				g.send(order{kind: orderDeadline, at: mono(v)})
+			}
+		}
+	}()
 	var (
 		pid    int
 		lost   string // why the term was lost; "" while it is not
@@ -458,7 +477,7 @@ func (el *electer) lead(t *elect.Term, sigs <-chan os.Signal) (status int, inter
 	lose := func(reason string) {
 		if lost == "" && reason != "" {
 			lost = reason
-			el.events.emit("lost", "lock", el.name, "term", t.Number(), "reason", reason, "valid_until", wall(d))
+			el.events.emit("lost", "lock", el.name, "term", t.Number(), "reason", reason, "valid_until", wall(*last.Load()))
 		}
 	}
 	done := t.Done()
@@ -481,11 +500,6 @@ func (el *electer) lead(t *elect.Term, sigs <-chan os.Signal) (status int, inter
 			if reason := lossReason(t.Err()); reason != "" {
 				lose(reason)
 				g.send(order{kind: orderStop, why: "lost"})
-			}
-		case <-tick.C:
-			if v := t.ValidUntil(); v.After(d) {
-				d = v
-				g.send(order{kind: orderDeadline, at: mono(d)})
 			}
 		case sig := <-sigs:
 			g.send(order{kind: orderSignal, sig: sig.(syscall.Signal)})

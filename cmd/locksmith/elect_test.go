@@ -129,8 +129,17 @@ func TestElectExitCodes(t *testing.T) {
 			t.Errorf("got %s\nwant exit %d, lost (taken)", r, exitLost)
 		}
 	})
+	t.Run("--loop campaigns again after a command that failed", func(t *testing.T) {
+		runs := filepath.Join(t.TempDir(), "runs")
+		p := startProc(t, []string{env}, "elect", "--loop", "looped", "--", "sh", "-c", `echo ran >> "$0"; exit 3`, runs)
+		eventually(t, "three runs", func() bool { return len(lines(runs)) >= 3 })
+		p.signal(syscall.SIGTERM)
+		if r := p.wait(); r.code != 3 && r.code != exitSignal+15 {
+			t.Errorf("sent SIGTERM: got %s\nwant exit 3 (the command's) or 143", r)
+		}
+	})
 	t.Run("each resigned: the key is gone", func(t *testing.T) {
-		for _, name := range []string{"ok", "three", "killed", "noexec", "nosuch"} {
+		for _, name := range []string{"ok", "three", "killed", "noexec", "nosuch", "looped"} {
 			if got := send(t, srv, "EXISTS", name); got != "0" {
 				t.Errorf("EXISTS %s after its election: got %s, want 0", name, got)
 			}
