@@ -63,9 +63,10 @@ func (a *app) command() *cobra.Command {
 	root := &cobra.Command{
 		Use:   "locksmith",
 		Short: "Run commands under distributed locks on Redis, and inspect them",
-		Long: `locksmith runs a command while holding a distributed lock on Redis, and lets
-the people on call inspect and break locks, and check a fleet for legacy
-SETNX/GETSET clients before a migration.
+		Long: `locksmith runs a command while holding a distributed lock on Redis, or
+while leading an election (elect), and lets the people on call inspect and
+break locks, and check a fleet for legacy SETNX/GETSET clients before a
+migration.
 
 Configuration comes from one URL, read by the library's config package:
 --url, or the LOCKSMITH_URL variable, which the other LOCKSMITH_* variables
@@ -85,20 +86,21 @@ operation, with the SDK's own conventions: OTEL_TRACES_EXPORTER and
 OTEL_METRICS_EXPORTER (otlp, console or none), OTEL_EXPORTER_OTLP_ENDPOINT,
 OTEL_SERVICE_NAME, OTEL_RESOURCE_ATTRIBUTES.
 
-Exit codes of locksmith's own outcomes (run passes on its command's status;
-each subcommand's help has its own table):
+Exit codes of locksmith's own outcomes (run and elect pass on their
+command's status; each subcommand's help has its own table):
   0   success                  1   no (inspect: free; break: not broken;
   64  usage error                      check-legacy: legacy activity found)
   69  Redis unavailable        3   check-legacy: inconclusive
-  70  internal error           79  lock lost (run, refresh, release)
-  75  lock not obtained        124 --max-runtime ran out (run)
+  70  internal error           79  lock lost (run, refresh, release),
+  75  lock not obtained, or            leadership lost (elect)
+      not elected (elect)      124 --max-runtime ran out (run)
   78  bad configuration        126/127 command not executable / not found
   128+N killed by, or interrupted by, signal N`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		PersistentPreRun: func(cmd *cobra.Command, _ []string) {
 			a.started = true
-			if cmd.Name() != "run" { // run forwards signals to its command
+			if cmd.Name() != "run" && cmd.Name() != "elect" { // they forward signals to their command
 				cmd.SetContext(a.interruptible(cmd.Context()))
 			}
 		},
@@ -111,6 +113,7 @@ each subcommand's help has its own table):
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return exit(exitUsage, err) })
 	root.AddCommand(
 		a.runCommand(),
+		a.electCommand(),
 		a.inspectCommand(),
 		a.breakCommand(),
 		a.checkLegacyCommand(),

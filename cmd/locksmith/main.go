@@ -5,6 +5,8 @@
 //	locksmith run [flags] NAME -- CMD [ARG...]   run CMD under the lock NAME
 //	locksmith run [flags] A B -- CMD [ARG...]    … under one lock of A and B
 //	locksmith run --permits N NAME -- CMD        … as one of N at most
+//	locksmith elect [flags] NAME -- CMD [ARG...] run CMD while leading NAME
+//	locksmith elect NAME | elect -l NAME         hold the leadership; watch it
 //	locksmith inspect NAME                       show who holds NAME
 //	locksmith break NAME --fingerprint F         delete a stale lock, guarded
 //	locksmith check-legacy                       find SETNX/GETSET clients
@@ -52,6 +54,9 @@ func (quiet) Printf(context.Context, string, ...any) {}
 
 // run runs the command line args and returns the exit code.
 func run(ctx context.Context, args []string) int {
+	if len(args) > 0 && args[0] == watchCommand { // elect's watchdog, hidden: see watch.go
+		return watchMain(args[1:])
+	}
 	a := &app{stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr}
 	err := a.execute(ctx, args)
 	defer a.flushNotes()

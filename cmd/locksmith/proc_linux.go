@@ -26,8 +26,13 @@ type child struct {
 // signal when the thread that forked the command exits, not the process, so
 // the command is started from a goroutine locked to its thread, which stays
 // locked, and alive, until the command is reaped.
-func startChild(cmd *exec.Cmd) (*child, error) {
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+func startChild(cmd *exec.Cmd) (*child, error) { return startProcess(cmd, syscall.SIGKILL) }
+
+// startProcess is startChild with deathSig as the parent-death signal:
+// elect's watchdog gets SIGTERM, which it catches to kill its command's
+// group before it exits.
+func startProcess(cmd *exec.Cmd, deathSig syscall.Signal) (*child, error) {
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: deathSig}
 	c := &child{cmd: cmd, exited: make(chan struct{}), reaped: make(chan struct{}), done: make(chan error, 1)}
 	started := make(chan error, 1)
 	go func() {

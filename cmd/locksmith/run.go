@@ -296,9 +296,7 @@ func (r *runner) parse(cmd *cobra.Command, args []string) error {
 const killMargin = 100 * time.Millisecond
 
 // setTTL sets the lease (--ttl, or def from the configuration), the refresh
-// interval, and refuses a lease too short for --kill-grace:
-// a healthy lease must leave, after its scheduled refresh, another refresh
-// interval to refresh it again before SIGTERM would be due.
+// interval, and refuses a lease too short for --kill-grace (see fitGrace).
 func (r *runner) setTTL(def time.Duration) error {
 	f := r.f
 	r.ttl = cmp.Or(f.ttl, def)
@@ -306,25 +304,49 @@ func (r *runner) setTTL(def time.Duration) error {
 	if refresh >= r.ttl {
 		return fmt.Errorf("run: --refresh %v must be shorter than --ttl %v", refresh, r.ttl)
 	}
-	if !f.graceSet {
-		f.killGrace = defaultKillGrace(r.ttl, refresh)
-	}
-	if need := 2*refresh + f.killGrace + killMargin; r.ttl < need {
-		least := need
-		if f.refresh == 0 {
-			least = 3 * (f.killGrace + killMargin) // refresh is then a third of it
-		}
-		grace, shorter := fmt.Sprintf(" for --kill-grace %v", f.killGrace), "--kill-grace or --refresh"
-		if !f.graceSet { // the default grace is what the lease leaves: no grace fits
-			grace, shorter = "", "--refresh"
-		}
-		return fmt.Errorf("run: --ttl %v is too short%s: on loss, SIGTERM comes at the lease's "+
-			"validity deadline less the grace and %v, and a healthy lease must leave two refresh intervals "+
-			"(2 x %v) before it; give a --ttl of at least %v, or a shorter %s",
-			r.ttl, grace, killMargin, refresh.Round(time.Millisecond), least, shorter)
+	if err := fitGrace("run", r.ttl, refresh, f.refresh != 0, &f.killGrace, f.graceSet); err != nil {
+		return err
 	}
 	r.refresh = refresh
 	return nil
+}
+
+// fitGrace sets *grace, the kill grace of subcommand sub (run, elect), to
+// its default for a lease of ttl refreshed every refresh, unless it was
+// given (graceSet), and refuses a lease too short for it: a healthy lease
+// must leave, after its scheduled refresh, another refresh interval to
+// refresh it again before SIGTERM would be due. refreshSet says that
+// --refresh was given, which only run has (elect refreshes every third of
+// the lease).
+func fitGrace(sub string, ttl, refresh time.Duration, refreshSet bool, grace *time.Duration, graceSet bool) error {
+	if !graceSet {
+		*grace = defaultKillGrace(ttl, refresh)
+	}
+	need := 2*refresh + *grace + killMargin
+	if ttl >= need {
+		return nil
+	}
+	least := need
+	if !refreshSet {
+		least = 3 * (*grace + killMargin) // refresh is then a third of it
+	}
+	what, shorter := fmt.Sprintf(" for --kill-grace %v", *grace), "--kill-grace or --refresh"
+	if !graceSet { // the default grace is what the lease leaves: no grace fits
+		what, shorter = "", "--refresh"
+	}
+	if sub != "run" { // no --refresh: a third of the lease
+		shorter = strings.TrimSuffix(shorter, " or --refresh")
+		if !graceSet {
+			shorter = ""
+		}
+	}
+	if shorter != "" {
+		shorter = ", or a shorter " + shorter
+	}
+	return fmt.Errorf("%s: --ttl %v is too short%s: on loss, SIGTERM comes at the lease's "+
+		"validity deadline less the grace and %v, and a healthy lease must leave two refresh intervals "+
+		"(2 x %v) before it; give a --ttl of at least %v%s",
+		sub, ttl, what, killMargin, refresh.Round(time.Millisecond), least, shorter)
 }
 
 // defaultKillGrace is --kill-grace's default for a lease of ttl refreshed
@@ -461,18 +483,26 @@ func (r *runner) hold(lk *lock.Lock, sigs <-chan os.Signal) error {
 	return r.exitStatus(st)
 }
 
-// environ is the command's environment: locksmith's, with the lock's
-// variables set (and those an outer run set, removed).
-func (r *runner) environ() []string {
-	own := map[string]bool{"LOCKSMITH_LOCK": true, "LOCKSMITH_FENCE": true, "LOCKSMITH_LEASE_MS": true, "LOCKSMITH_HELD": true,
-		"LOCKSMITH_LOCKS": true, "LOCKSMITH_FENCES": true, "LOCKSMITH_PERMIT": true}
+// commandVars are the variables that run and elect set for their command,
+// which an outer run or elect may have set for locksmith.
+var commandVars = map[string]bool{"LOCKSMITH_LOCK": true, "LOCKSMITH_FENCE": true, "LOCKSMITH_LEASE_MS": true, "LOCKSMITH_HELD": true,
+	"LOCKSMITH_LOCKS": true, "LOCKSMITH_FENCES": true, "LOCKSMITH_PERMIT": true, "LOCKSMITH_TERM": true, "LOCKSMITH_LEADER": true}
+
+// commandEnviron is locksmith's environment without commandVars, plus set.
+func commandEnviron(set ...string) []string {
 	var env []string
 	for _, kv := range os.Environ() {
-		if name, _, _ := strings.Cut(kv, "="); !own[name] {
+		if name, _, _ := strings.Cut(kv, "="); !commandVars[name] {
 			env = append(env, kv)
 		}
 	}
-	env = append(env, "LOCKSMITH_LOCK="+r.name, "LOCKSMITH_LEASE_MS="+strconv.FormatInt(r.ttl.Milliseconds(), 10), "LOCKSMITH_HELD=1")
+	return append(env, set...)
+}
+
+// environ is the command's environment: locksmith's, with the lock's
+// variables set (and those an outer run or elect set, removed).
+func (r *runner) environ() []string {
+	env := commandEnviron("LOCKSMITH_LOCK="+r.name, "LOCKSMITH_LEASE_MS="+strconv.FormatInt(r.ttl.Milliseconds(), 10), "LOCKSMITH_HELD=1")
 	if r.res.Fence != nil {
 		env = append(env, "LOCKSMITH_FENCE="+strconv.FormatInt(*r.res.Fence, 10))
 	}

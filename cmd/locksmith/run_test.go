@@ -101,19 +101,36 @@ func start(t *testing.T, env []string, args ...string) func() result {
 }
 
 // startSignalled starts locksmith with env and args, and returns what waits
-// for it and what sends it a signal. Its output goes to files, not pipes:
-// waiting for it then never waits for a process that outlived it and holds
-// the pipe (such as a command that a test wants killed with it).
+// for it and what sends it a signal (see startProc).
 func startSignalled(t *testing.T, env []string, args ...string) (func() result, func(syscall.Signal)) {
 	t.Helper()
+	p := startProc(t, env, args...)
+	return p.wait, p.signal
+}
+
+// proc is a locksmith that a test started. Its output goes to files, not
+// pipes: waiting for it then never waits for a process that outlived it
+// and holds the pipe (such as a command that a test wants killed with it),
+// and the test can read it while it runs.
+type proc struct {
+	t              *testing.T
+	cmd            *exec.Cmd
+	args           []string
+	stdout, stderr string // the files of its output
+	done           chan error
+}
+
+// startProc starts locksmith with env and args; the test's end kills it.
+func startProc(t *testing.T, env []string, args ...string) *proc {
+	t.Helper()
 	dir := t.TempDir()
-	stdout, stderr := filepath.Join(dir, "stdout"), filepath.Join(dir, "stderr")
-	cmd := exec.Command(bin, args...)
-	cmd.Env = environ(env...)
+	p := &proc{t: t, args: args, stdout: filepath.Join(dir, "stdout"), stderr: filepath.Join(dir, "stderr"), done: make(chan error, 1)}
+	p.cmd = exec.Command(bin, args...)
+	p.cmd.Env = environ(env...)
 	for _, f := range []struct {
 		path string
 		to   *io.Writer
-	}{{stdout, &cmd.Stdout}, {stderr, &cmd.Stderr}} {
+	}{{p.stdout, &p.cmd.Stdout}, {p.stderr, &p.cmd.Stderr}} {
 		file, err := os.Create(f.path)
 		if err != nil {
 			t.Fatal(err)
@@ -121,38 +138,43 @@ func startSignalled(t *testing.T, env []string, args ...string) (func() result, 
 		defer file.Close() // locksmith has its own copy
 		*f.to = file
 	}
-	if err := cmd.Start(); err != nil {
+	if err := p.cmd.Start(); err != nil {
 		t.Fatalf("starting locksmith: %v", err)
 	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
+	go func() { p.done <- p.cmd.Wait() }()
 	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		<-done
+		_ = p.cmd.Process.Kill()
+		err := <-p.done
+		p.done <- err // for a wait after the clean-up
 	})
-	wait := func() result {
-		t.Helper()
-		var err error
-		select {
-		case err = <-done:
-			done <- err // for the clean-up
-		case <-time.After(hang):
-			_ = cmd.Process.Kill()
-			t.Fatalf("locksmith %s hung for %v\nstderr:\n%s", strings.Join(args, " "), hang, readFile(stderr))
-		}
-		r := result{code: cmd.ProcessState.ExitCode(), stdout: readFile(stdout), stderr: readFile(stderr)}
-		if err != nil && !errors.As(err, new(*exec.ExitError)) {
-			t.Fatalf("waiting for locksmith: %v", err)
-		}
-		return r
+	return p
+}
+
+// wait waits for the locksmith to exit, killing it (and failing the test)
+// if it hangs.
+func (p *proc) wait() result {
+	p.t.Helper()
+	var err error
+	select {
+	case err = <-p.done:
+		p.done <- err // for the clean-up
+	case <-time.After(hang):
+		_ = p.cmd.Process.Kill()
+		p.t.Fatalf("locksmith %s hung for %v\nstderr:\n%s", strings.Join(p.args, " "), hang, readFile(p.stderr))
 	}
-	signal := func(sig syscall.Signal) {
-		t.Helper()
-		if err := cmd.Process.Signal(sig); err != nil {
-			t.Fatalf("sending %v to locksmith: %v", sig, err)
-		}
+	r := result{code: p.cmd.ProcessState.ExitCode(), stdout: readFile(p.stdout), stderr: readFile(p.stderr)}
+	if err != nil && !errors.As(err, new(*exec.ExitError)) {
+		p.t.Fatalf("waiting for locksmith: %v", err)
 	}
-	return wait, signal
+	return r
+}
+
+// signal sends sig to the locksmith process alone (not its group).
+func (p *proc) signal(sig syscall.Signal) {
+	p.t.Helper()
+	if err := p.cmd.Process.Signal(sig); err != nil {
+		p.t.Fatalf("sending %v to locksmith: %v", sig, err)
+	}
 }
 
 // hold makes another owner hold the lock name on srv for a minute.
