@@ -62,10 +62,10 @@ type Event struct {
 // (terms are consecutive numbers). A failed reading yields an Error, and
 // the readings go on: the next that succeeds reports what changed
 // meanwhile, gaps included. It never names a leader whose key was gone
-// when it read: a reading is one atomic script of the key and its
-// counter. It stops when ctx ends or the loop breaks; it reads nothing
-// between two steps of the loop, so a slow consumer costs it readings,
-// never order.
+// when it read: a reading takes the key and its counter atomically (a
+// script, or a transaction without scripts). It stops when ctx ends or the
+// loop breaks; it reads nothing between two steps of the loop, so a slow
+// consumer costs it readings, never order.
 //
 // A gap of a million terms or more means that the counter was deleted,
 // and restarted from the server's clock (see [Term.Number]), not that so
