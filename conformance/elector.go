@@ -771,6 +771,9 @@ func (s electorSuite) channelsLeft(t *testing.T, ctx context.Context, key string
 		read := func(c driver.Conn) error {
 			for _, sub := range []string{"CHANNELS", "SHARDCHANNELS"} {
 				v, err := driver.Do(ctx, c, "PUBSUB", sub, pattern)
+				if sub == "SHARDCHANNELS" && err != nil && strings.Contains(err.Error(), "unknown subcommand") {
+					continue // a server without sharded pub/sub (an embedded one) has no shard channels
+				}
 				if err != nil {
 					return fmt.Errorf("PUBSUB %s: %w", sub, err)
 				}
