@@ -290,6 +290,11 @@ func (s *Server) answers(pid int) error {
 	if want := "process_id:" + strconv.Itoa(pid) + "\r\n"; !strings.Contains(info, want) {
 		return fmt.Errorf("%s is answered by another process than %d", s.Addr, pid)
 	}
+	// A server restarted with persistence answers INFO while it loads its
+	// data, and LOADING to the rest until it is done.
+	if p, err := s.Command(ctx, "INFO", "persistence"); err != nil || strings.Contains(p, "loading:1") {
+		return fmt.Errorf("%s is loading its data (%v)", s.Addr, err)
+	}
 	return nil
 }
 
