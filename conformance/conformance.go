@@ -174,6 +174,11 @@ var properties = []property{
 	{"SharedInspectAndBreak", "", suite.sharedInspectAndBreak},
 	{"SharedLeavesNothing", "Conns", suite.sharedLeavesNothing},
 	{"SharedInvalidArguments", "", suite.sharedInvalidArguments},
+	{"GuardedWriteNeedsTheLock", "Conns", suite.guardedWriteNeedsTheLock},
+	{"GuardedCommandsNeedTheLock", "Conns", suite.guardedCommandsNeedTheLock},
+	{"GuardedWriteRacesAnAcquire", "Conns", suite.guardedWriteRacesAnAcquire},
+	{"GuardedWriteChecksEveryKey", "Conns", suite.guardedWriteChecksEveryKey},
+	{"GuardedWriteInvalidArguments", "", suite.guardedWriteInvalidArguments},
 }
 
 // has reports whether the harness sets the named optional field.
@@ -354,6 +359,24 @@ func (h Harness) has(field string) bool {
 //     waiters give up, no key named after the lock remains.
 //   - SharedInvalidArguments: WithPermits out of 1 to lock.MaxPermits, and
 //     a shared ObtainMany, are each an *ArgumentError, and nothing is sent.
+//   - GuardedWriteNeedsTheLock (Conns): a guarded script (Lock.Guard) lands
+//     while the lock is held, and writes nothing, with ErrExpired, ErrTaken
+//     or ErrNotHeld, once the key was deleted, overwritten or broken, and
+//     with ErrLapsed once ValidUntil has passed; the lock then ends. A
+//     strategy that refuses guarded writes (an *ArgumentError named "lock"
+//     matching errors.ErrUnsupported) passes, as does, for the script, a
+//     server without scripts.
+//   - GuardedCommandsNeedTheLock (Conns): the same of guarded commands
+//     (Lock.GuardCommands), the form without Lua.
+//   - GuardedWriteRacesAnAcquire (Conns): a holder's guarded writes never
+//     land after the next holder obtained the lock, once the key was
+//     deleted behind the first one's back, in either form.
+//   - GuardedWriteChecksEveryKey (Conns): a lock of several keys, one of
+//     them deleted, writes nothing, with ErrExpired in a *KeyError of that
+//     key, in either form.
+//   - GuardedWriteInvalidArguments: an empty script, no commands, an empty
+//     command or key, and a nil ctx are each an *ArgumentError that leaves
+//     the lock held; a nil lock's guarded write is ErrNotHeld.
 //
 // Run fails on a key of Harness.Skip that names no property, and logs the
 // properties it skipped, with their reasons.

@@ -101,6 +101,14 @@ var lockMutants = []mutant{
 		strategy: func(b base) strategy.Strategy { return noBatchRefresh{b} }},
 	{name: "batch-refresh-without-owner-check", kills: []string{"BatchReportsEachLoss", "LossCancelsTheHolder"},
 		strategy: func(b base) strategy.Strategy { return plainBatchPExpire{b} }},
+	{name: "guard-unchecked", kills: []string{"GuardedWriteNeedsTheLock", "GuardedWriteRacesAnAcquire", "GuardedWriteChecksEveryKey"},
+		strategy: func(b base) strategy.Strategy { return unguarded{b, false} }},
+	{name: "guard-commands-unchecked", kills: []string{"GuardedCommandsNeedTheLock"},
+		strategy: func(b base) strategy.Strategy { return unguarded{b, true} }},
+	{name: "guard-checks-then-writes", kills: []string{"GuardedWriteRacesAnAcquire"},
+		strategy: func(b base) strategy.Strategy { return checksThenWrites{b} }},
+	{name: "guard-checks-the-first-key", kills: []string{"GuardedWriteChecksEveryKey"},
+		strategy: func(b base) strategy.Strategy { return firstKeyGuard{b} }},
 	{name: "metadata-dropped", kills: []string{"MetadataRoundTrips"},
 		strategy: func(b base) strategy.Strategy { return noMetadata{b} }},
 	{name: "stamp-dropped", kills: []string{"WaiterNamesTheHolder", "InspectReadsTheLock"},
@@ -202,8 +210,9 @@ var rootOnly = map[string]string{
 	"NilContext":             "every call refuses a nil ctx before a strategy or a hook sees it",
 	"MultiKeyOppositeOrders": "ObtainMany sorts the keys before a strategy sees them (lock's TestObtainManyKeys)",
 	// Refused before the Obtain hooks run: an option or the keys.
-	"MultiKeyInvalidArguments": "ObtainMany checks its keys before a strategy or a hook sees them (lock's TestObtainManyInvalidKeys)",
-	"SharedInvalidArguments":   "the shape options are checked before a strategy or a hook sees them (lock's TestSharedRefused, TestSharedShapesConflict)",
+	"MultiKeyInvalidArguments":     "ObtainMany checks its keys before a strategy or a hook sees them (lock's TestObtainManyInvalidKeys)",
+	"SharedInvalidArguments":       "the shape options are checked before a strategy or a hook sees them (lock's TestSharedRefused, TestSharedShapesConflict)",
+	"GuardedWriteInvalidArguments": "Guard and GuardCommands check their arguments before a strategy or a hook sees them (lock's TestGuardRefuses)",
 }
 
 // TestMutants: every mutant fails the properties it targets, every property
@@ -545,6 +554,7 @@ type singleStrategy interface {
 	strategy.Notifier
 	strategy.Relabeler
 	strategy.Fencer
+	strategy.Guarder
 	driver.Addresser
 	fmt.Stringer
 }
@@ -647,6 +657,55 @@ type ttlTimes1000 struct{ base }
 func (s ttlTimes1000) TTL(ctx context.Context, key, value string) (time.Duration, error) {
 	d, err := s.singleStrategy.TTL(ctx, key, value)
 	return d * 1000, err
+}
+
+// unguarded runs guarded scripts (or, with commands set, guarded
+// commands) without checking the lock.
+type unguarded struct {
+	base
+	commands bool
+}
+
+func (s unguarded) Guard(ctx context.Context, keys []string, value string, w strategy.Write) (any, error) {
+	if (w.Script == "") != s.commands {
+		return s.singleStrategy.Guard(ctx, keys, value, w)
+	}
+	return s.write(ctx, w)
+}
+
+// write runs w on the base's conn, unchecked.
+func (b base) write(ctx context.Context, w strategy.Write) (any, error) {
+	if w.Script != "" {
+		return driver.NewScript(w.Script).Run(ctx, b.conn, w.Keys, w.Args...)
+	}
+	var replies []any
+	for _, c := range w.Commands {
+		r, err := driver.Do(ctx, b.conn, c...)
+		if err != nil {
+			return nil, err
+		}
+		replies = append(replies, r)
+	}
+	return replies, nil
+}
+
+// checksThenWrites checks the lock with TTL, and writes a while later,
+// unchecked: another holder may come between.
+type checksThenWrites struct{ base }
+
+func (s checksThenWrites) Guard(ctx context.Context, keys []string, value string, w strategy.Write) (any, error) {
+	if _, err := s.TTL(ctx, keys[0], value); err != nil {
+		return nil, err
+	}
+	time.Sleep(100 * time.Millisecond)
+	return s.write(ctx, w)
+}
+
+// firstKeyGuard checks the first key of a lock of several keys only.
+type firstKeyGuard struct{ base }
+
+func (s firstKeyGuard) Guard(ctx context.Context, keys []string, value string, w strategy.Write) (any, error) {
+	return s.singleStrategy.Guard(ctx, keys[:1], value, w)
 }
 
 // swapped reports an expired lock as taken, and a taken one as expired.

@@ -50,7 +50,7 @@ func TestWithReplicas(t *testing.T) {
 func testWithReplicas(t *testing.T, d redistest.Driver, mark func(driver.Conn) driver.Conn) {
 	t.Run("a replica acknowledges: obtained and refreshed", func(t *testing.T) {
 		master := redistest.Start(t, 1)[0]
-		redistest.StartReplica(t, master.Addr)
+		replica := redistest.StartReplica(t, master.Addr)
 		conn := mark(d.Conn(t, master.Addr))
 		l := newReplicated(t, conn, 1, replicaWait)
 		ctx := testContext(t)
@@ -61,6 +61,7 @@ func testWithReplicas(t *testing.T, d redistest.Driver, mark func(driver.Conn) d
 		if err := lk.Refresh(ctx, time.Minute); err != nil {
 			t.Errorf("Refresh: got %v, want nil", err)
 		}
+		guardedOnTheReplica(t, ctx, lk, conn, d.Conn(t, replica.Addr))
 		if err := lk.Release(ctx); err != nil {
 			t.Errorf("Release: got %v, want nil", err)
 		}
@@ -316,4 +317,25 @@ func testContext(t *testing.T) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	t.Cleanup(cancel)
 	return ctx
+}
+
+// guardedOnTheReplica checks that lk's guarded writes, once they return,
+// are on the replica that replica reads: they waited for its
+// acknowledgement. Over a conn without scripts, the commands alone.
+func guardedOnTheReplica(t *testing.T, ctx context.Context, lk *lock.Lock, conn, replica driver.Conn) {
+	t.Helper()
+	if !driver.ScriptsOff(conn) {
+		if _, err := lk.Guard(ctx, `return redis.call('SET', KEYS[1], ARGV[1])`, []string{"replicas:script"}, "written"); err != nil {
+			t.Errorf("Guard: got %v, want nil", err)
+		}
+		if v, _, err := replica.Get(ctx, "replicas:script"); v != "written" || err != nil {
+			t.Errorf("the guarded script's key on the replica: got %q, %v; want %q", v, err, "written")
+		}
+	}
+	if _, err := lk.GuardCommands(ctx, []string{"replicas:commands"}, []any{"SET", "replicas:commands", "written"}); err != nil {
+		t.Errorf("GuardCommands: got %v, want nil", err)
+	}
+	if v, _, err := replica.Get(ctx, "replicas:commands"); v != "written" || err != nil {
+		t.Errorf("the guarded commands' key on the replica: got %q, %v; want %q", v, err, "written")
+	}
 }
