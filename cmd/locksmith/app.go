@@ -66,7 +66,7 @@ func (a *app) command() *cobra.Command {
 		Long: `locksmith runs a command while holding a distributed lock on Redis, or
 while leading an election (elect), and lets the people on call inspect and
 break locks, and check a fleet for legacy SETNX/GETSET clients before a
-migration.
+migration. fence set writes a key behind a lock's fencing token.
 
 Configuration comes from one URL, read by the library's config package:
 --url, or the LOCKSMITH_URL variable, which the other LOCKSMITH_* variables
@@ -89,12 +89,13 @@ OTEL_SERVICE_NAME, OTEL_RESOURCE_ATTRIBUTES.
 Exit codes of locksmith's own outcomes (run and elect pass on their
 command's status; each subcommand's help has its own table):
   0   success                  1   no (inspect: free; break: not broken;
-  64  usage error                      check-legacy: legacy activity found)
-  69  Redis unavailable        3   check-legacy: inconclusive
-  70  internal error           79  lock lost (run, refresh, release),
-  75  lock not obtained, or            leadership lost (elect)
-      not elected (elect)      124 --max-runtime ran out (run)
-  78  bad configuration        126/127 command not executable / not found
+  64  usage error                      check-legacy: legacy activity found;
+  69  Redis unavailable                fence set: a stale token)
+  70  internal error           3   check-legacy: inconclusive
+  75  lock not obtained, or    79  lock lost (run, refresh, release),
+      not elected (elect)              leadership lost (elect)
+  78  bad configuration        124 --max-runtime ran out (run)
+                               126/127 command not executable / not found
   128+N killed by, or interrupted by, signal N`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
@@ -122,6 +123,7 @@ command's status; each subcommand's help has its own table):
 		a.releaseCommand(),
 		a.lsCommand(),
 		a.topCommand(),
+		a.fenceCommand(),
 	)
 	return root
 }

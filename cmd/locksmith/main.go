@@ -11,6 +11,7 @@
 //	locksmith break NAME --fingerprint F         delete a stale lock, guarded
 //	locksmith check-legacy                       find SETNX/GETSET clients
 //	locksmith acquire|refresh|release NAME       plumbing for shell scripts
+//	locksmith fence set KEY VALUE                write KEY behind $LOCKSMITH_FENCE
 //
 // The servers, the strategy and its settings come from one URL, read by the
 // library's config package: --url or LOCKSMITH_URL, which the other

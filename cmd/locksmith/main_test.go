@@ -131,7 +131,7 @@ func TestHelp(t *testing.T) {
 	if r.code != 0 {
 		t.Fatalf("locksmith --help: got %s, want exit 0", r)
 	}
-	for _, sub := range []string{"run", "elect", "inspect", "break", "check-legacy", "acquire", "refresh", "release", "ls", "top"} {
+	for _, sub := range []string{"run", "elect", "inspect", "break", "check-legacy", "acquire", "refresh", "release", "ls", "top", "fence"} {
 		if !strings.Contains(r.stdout, sub) {
 			t.Errorf("locksmith --help: got no %q in\n%s", sub, r.stdout)
 		}
