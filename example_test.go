@@ -574,3 +574,53 @@ func ExampleLocker_List() {
 	// report:daily host=web-3 0
 	// report:weekly host=web-3 0
 }
+
+func ExampleLock_Guard() {
+	locker, client, stop := newClientLocker()
+	defer stop()
+	ctx := context.Background()
+
+	lk, err := locker.Obtain(ctx, "{orders}:42", time.Minute)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer lk.Release(ctx)
+
+	// The write lands only while the lock is ours, in the same step as the
+	// check: the data key shares the lock's hash tag, so it also runs on a
+	// Cluster.
+	const setState = `return redis.call('SET', KEYS[1], ARGV[1])`
+	reply, err := lk.Guard(ctx, setState, []string{"{orders}:42:state"}, "paid")
+	fmt.Println(reply, err)
+
+	// Another holder takes the key, as after this holder paused past its
+	// lease: the stale write changes nothing.
+	client.Set(ctx, "{orders}:42", "another holder", 0)
+	_, err = lk.Guard(ctx, setState, []string{"{orders}:42:state"}, "refunded")
+	fmt.Println(errors.Is(err, lock.ErrTaken), client.Get(ctx, "{orders}:42:state").Val())
+	// Output:
+	// OK <nil>
+	// true paid
+}
+
+func ExampleLock_GuardCommands() {
+	locker, client, stop := newClientLocker()
+	defer stop()
+	ctx := context.Background()
+
+	lk, err := locker.Obtain(ctx, "{orders}:42", time.Minute)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer lk.Release(ctx)
+
+	// No Lua: a transaction that runs only while the lock is ours.
+	replies, err := lk.GuardCommands(ctx, []string{"{orders}:42:state", "{orders}:42:events"},
+		[]any{"SET", "{orders}:42:state", "paid"},
+		[]any{"RPUSH", "{orders}:42:events", "paid"})
+	fmt.Println(replies, err)
+	fmt.Println(client.LRange(ctx, "{orders}:42:events", 0, -1).Val())
+	// Output:
+	// [OK 1] <nil>
+	// [paid]
+}

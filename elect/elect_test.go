@@ -424,3 +424,62 @@ func TestOneLossSignal(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestTermGuard: a term's guarded writes land while it leads, and a term
+// whose key another candidate took (as after a pause past its lease)
+// writes nothing and ends with an error matching ErrNotLeader, in both
+// forms; a resigned term's are refused before anything is sent.
+func TestTermGuard(t *testing.T) {
+	addr, _ := redistest.Addr(t)
+	conn := redistest.Drivers()[0].Conn(t, addr)
+	l, err := single.New(conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	const set = `return redis.call('SET', KEYS[1], ARGV[1])`
+	for _, form := range []struct {
+		name  string
+		write func(term *elect.Term, key, value string) error
+	}{
+		{"script", func(term *elect.Term, key, value string) error {
+			_, err := term.Guard(ctx, set, []string{key}, value)
+			return err
+		}},
+		{"commands", func(term *elect.Term, key, value string) error {
+			_, err := term.GuardCommands(ctx, []string{key}, []any{"SET", key, value})
+			return err
+		}},
+	} {
+		t.Run(form.name, func(t *testing.T) {
+			key := "{" + conformance.Key(t) + "}"
+			data := key + ":config"
+			e, err := elect.New(l, key, elect.WithLease(time.Minute))
+			if err != nil {
+				t.Fatal(err)
+			}
+			term, err := e.Campaign(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := form.write(term, data, "leader's"); err != nil {
+				t.Fatalf("a leader's guarded write: got %v, want nil", err)
+			}
+			if _, _, err := conn.GetSet(ctx, key, "a successor's lease"); err != nil {
+				t.Fatal(err)
+			}
+			if err := form.write(term, data, "stale"); !errors.Is(err, elect.ErrNotLeader) || !errors.Is(err, lock.ErrTaken) {
+				t.Errorf("a deposed leader's guarded write: got %v, want ErrNotLeader and ErrTaken", err)
+			}
+			if v, _, _ := conn.Get(ctx, data); v != "leader's" {
+				t.Errorf("the guarded key: got %q, want %q", v, "leader's")
+			}
+			if err := term.Err(); !errors.Is(err, elect.ErrNotLeader) {
+				t.Errorf("Err: got %v, want ErrNotLeader", err)
+			}
+			if err := form.write(term, data, "later"); !errors.Is(err, elect.ErrNotLeader) {
+				t.Errorf("an ended term's guarded write: got %v, want ErrNotLeader", err)
+			}
+		})
+	}
+}

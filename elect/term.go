@@ -157,6 +157,45 @@ func (t *Term) Proclaim(ctx context.Context, identity string) error {
 	return nil
 }
 
+// Guard runs script on the election's server, atomically, only while the
+// term's key still holds this term's lease, as lock.Lock.Guard does: a
+// leader that was paused past its lease writes nothing, whatever its
+// successor has done since. A term that ended, or is within the stop grace
+// of its lease's end, is refused with its error (matching ErrNotLeader)
+// before anything is sent, as is one whose key another holds now, which
+// ends the term. keys must be in the election key's Cluster hash slot
+// (give them its hash tag). This is the leader transaction of TiKV's
+// Placement Driver, and etcd's Txn().If(leader key is ours), for Redis.
+func (t *Term) Guard(ctx context.Context, script string, keys []string, args ...any) (any, error) {
+	if err := t.Err(); err != nil {
+		return nil, err
+	}
+	reply, err := t.lk.Guard(ctx, script, keys, args...)
+	return reply, t.guarded(err)
+}
+
+// GuardCommands runs cmds in a transaction on the election's server only
+// while the term's key holds this term's lease, as
+// lock.Lock.GuardCommands does, for servers that refuse scripts; it
+// refuses what [Term.Guard] refuses.
+func (t *Term) GuardCommands(ctx context.Context, keys []string, cmds ...[]any) ([]any, error) {
+	if err := t.Err(); err != nil {
+		return nil, err
+	}
+	replies, err := t.lk.GuardCommands(ctx, keys, cmds...)
+	return replies, t.guarded(err)
+}
+
+// guarded returns the error of a guarded write that failed with err: the
+// term's error, once it ended it, when err says the lease is gone.
+func (t *Term) guarded(err error) error {
+	if errors.Is(err, lock.ErrNotHeld) {
+		t.end(err)
+		return t.Err()
+	}
+	return err
+}
+
 // Resign ends the term and deletes its key, if it still holds the term's
 // lease (a compare-and-delete, which never deletes a successor's), which
 // wakes the next candidate at once. It returns nil once the key is

@@ -694,7 +694,7 @@ func (t *telemetry) op(ctx context.Context, e lock.Event, next func(context.Cont
 // opSpanNames are the names of the spans of the known operations, kept as
 // they are, so that naming a span allocates nothing.
 var opSpanNames = map[string]string{"refresh": "lock.refresh", "release": "lock.release", "ttl": "lock.ttl",
-	"metadata": "lock.metadata", "cleanup": "lock.cleanup", "inspect": "lock.inspect", "break": "lock.break"}
+	"metadata": "lock.metadata", "guard": "lock.guard", "cleanup": "lock.cleanup", "inspect": "lock.inspect", "break": "lock.break"}
 
 // opSpanName is the name of the span of an Op hook's operation: lock.
 // and the operation.

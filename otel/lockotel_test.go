@@ -332,10 +332,13 @@ func TestOperationSpans(t *testing.T) {
 	if _, err := lk.TTL(ctx); err != nil {
 		t.Fatal(err)
 	}
+	if _, err := lk.GuardCommands(ctx, []string{lk.Key() + ":data"}, []any{"SET", lk.Key() + ":data", "1"}); err != nil {
+		t.Fatal(err)
+	}
 	if err := lk.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range []string{"lock.refresh", "lock.metadata", "lock.ttl", "lock.release"} {
+	for _, name := range []string{"lock.refresh", "lock.metadata", "lock.ttl", "lock.guard", "lock.release"} {
 		s := only(t, rec.ended(name), name)
 		if s.SpanKind() != trace.SpanKindClient || s.Status().Code != codes.Unset || attrs(s)["locksmith.lock.strategy"].AsString() != "single" {
 			t.Errorf("%s: kind, status, strategy = %v, %v, %q; want client, unset, single", name, s.SpanKind(), s.Status().Code, attrs(s)["locksmith.lock.strategy"].AsString())
