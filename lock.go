@@ -44,7 +44,8 @@ import (
 )
 
 // Lock is a held lock, returned by [Locker.Obtain]. Its methods are safe for
-// concurrent use; Refresh, Release, TTL and SetMetadata run one at a time.
+// concurrent use; Refresh, Release, TTL, SetMetadata and the guarded writes
+// (Guard, GuardCommands) run one at a time.
 // A nil *Lock is never held: its methods return ErrNotHeld. Those that take
 // a ctx refuse a nil one with an [*ArgumentError] named "ctx". The Redis
 // and transport errors of Refresh, Release, TTL and SetMetadata are
@@ -71,7 +72,8 @@ type Lock struct {
 	// background: its Locker's, for Close.
 	bg *background.Group
 
-	// ops serializes Refresh, Release, TTL and SetMetadata: a refresh can
+	// ops serializes Refresh, Release, TTL, SetMetadata and the guarded
+	// writes: a refresh can
 	// replace the value (setnx-getset stores timestamps), and SetMetadata
 	// does, so no operation may use the value while another is on its way.
 	// mu guards the fields below.
