@@ -759,3 +759,46 @@ func TestACLBreakMark(t *testing.T) {
 		})
 	}
 }
+
+// TestACLGuard: the rule docs/acl.md gives for guarded writes lets a user
+// that may run nothing else guard a SET on its data's keys, in both forms;
+// a write of a command the user is denied fails with the server's refusal
+// and writes nothing.
+func TestACLGuard(t *testing.T) {
+	redistest.ParallelUnlessFull(t)
+	srv := redistest.Start(t, 1)[0]
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	conn := aclConn(t, ctx, srv, "guard", "~*", "+evalsha +eval +get +set +pexpire +pttl +del", "+watch +multi +exec +unwatch +discard")
+	l, err := single.New(conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lk, err := l.Obtain(ctx, "{acl:guard}", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lk.Release(ctx)
+	if _, err := lk.Guard(ctx, `return redis.call('SET', KEYS[1], ARGV[1])`, []string{"{acl:guard}:a"}, "1"); err != nil {
+		t.Errorf("Guard: got %v, want nil", err)
+	}
+	if _, err := lk.GuardCommands(ctx, []string{"{acl:guard}:b"}, []any{"SET", "{acl:guard}:b", "1"}); err != nil {
+		t.Errorf("GuardCommands: got %v, want nil", err)
+	}
+	t.Run("a denied command: refused, nothing written", func(t *testing.T) {
+		// Each server words a refusal inside a script its own way (Redis
+		// 7.0: "ERR The user executing the script can't run this command";
+		// Valkey 8: "ERR ACL failure in script").
+		_, err := lk.Guard(ctx, `return redis.call('INCR', KEYS[1])`, []string{"{acl:guard}:n"})
+		if err == nil || !strings.Contains(strings.ToLower(err.Error()), "incr") && !strings.Contains(err.Error(), "can't run this command") {
+			t.Errorf("Guard of a denied INCR: got %v, want the server's refusal", err)
+		}
+		if _, err := lk.GuardCommands(ctx, []string{"{acl:guard}:n"}, []any{"INCR", "{acl:guard}:n"}); err == nil || !strings.Contains(err.Error(), "NOPERM") {
+			t.Errorf("GuardCommands of a denied INCR: got %v, want NOPERM", err)
+		}
+		wantNoKeys(t, ctx, srv, "{acl:guard}:n")
+		if err := lk.Err(); err != nil {
+			t.Errorf("Err after denied writes: got %v, want nil", err)
+		}
+	})
+}

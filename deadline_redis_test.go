@@ -122,7 +122,8 @@ var ends = []struct {
 
 // TestPausedServerDeadlines: against paused servers (SIGSTOP), with a
 // context that ends after 200ms (its deadline, or a cancellation), Obtain
-// (waiting or not), Refresh, Release, TTL, Inspect, Break, List and Do
+// (waiting or not), Refresh, Release, TTL, the guarded writes (where the
+// strategy runs them), Inspect, Break, List and Do
 // return soon after it ends, for every strategy and driver, with an error
 // that matches the context's error and ErrNoAnswer; an Obtain matches ErrNotObtained only
 // when an attempt found the lock held before the pause. Once the servers
@@ -139,12 +140,33 @@ func TestPausedServerDeadlines(t *testing.T) {
 			// TTL, and the one that a waiter finds held before the pause.
 			held := map[string]*lock.Lock{}
 			for _, e := range ends {
-				for _, op := range []string{"refresh", "release", "ttl"} {
+				for _, op := range []string{"refresh", "release", "ttl", "guard", "guard-commands"} {
 					lk, err := l.Obtain(bg, key+":"+e.name+":"+op, ttl)
 					if err != nil {
 						t.Fatalf("Obtain before the pause = %v, want a lock", err)
 					}
 					held[e.name+":"+op] = lk
+				}
+			}
+			// The guarded writes the strategy runs (single; with scripts, Guard
+			// too), as a write before the pause shows.
+			const setKey = `return redis.call('SET', KEYS[1], ARGV[1])`
+			guarded := func(name string, lk *lock.Lock, ctx context.Context) error {
+				data := key + ":guarded"
+				if name == "Guard" {
+					_, err := lk.Guard(ctx, setKey, []string{data}, "x")
+					return err
+				}
+				_, err := lk.GuardCommands(ctx, []string{data}, []any{"SET", data, "x"})
+				return err
+			}
+			checked := []string{"Obtain", "Obtain waiting", "Refresh", "Release", "TTL", "Inspect", "Break"}
+			for _, name := range []string{"Guard", "GuardCommands"} {
+				switch err := guarded(name, held["deadline:"+map[string]string{"Guard": "guard", "GuardCommands": "guard-commands"}[name]], bg); {
+				case err == nil:
+					checked = append(checked, name)
+				case !errors.Is(err, errors.ErrUnsupported):
+					t.Fatalf("%s before the pause = %v, want nil, or an error matching errors.ErrUnsupported", name, err)
 				}
 			}
 			holder, err := l.Obtain(bg, key+":held", ttl)
@@ -183,6 +205,8 @@ func TestPausedServerDeadlines(t *testing.T) {
 						_, err := l.List(ctx, k, 10)
 						return err
 					},
+					"Guard":         func(ctx context.Context) error { return guarded("Guard", held[end+":guard"], ctx) },
+					"GuardCommands": func(ctx context.Context) error { return guarded("GuardCommands", held[end+":guard-commands"], ctx) },
 				}
 			}
 			var wg sync.WaitGroup
@@ -274,7 +298,7 @@ func TestPausedServerDeadlines(t *testing.T) {
 				t.Errorf("Do: got %v, want an error matching context.DeadlineExceeded", doErr)
 			}
 			for _, e := range ends {
-				for _, name := range []string{"Obtain", "Obtain waiting", "Refresh", "Release", "TTL", "Inspect", "Break"} {
+				for _, name := range checked {
 					name := e.name + " " + name
 					err := errs[name]
 					t.Logf("%s: a %v context against paused servers; returned after %v (err: %v)", name, deadline, took[name].Round(time.Millisecond), err)
