@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -238,12 +239,12 @@ func TestFenceCountersExpire(t *testing.T) {
 			start := time.Now()
 			fenceAll(ctx, t, l, n)
 			fenced := time.Since(start)
-			left := dbsize(ctx, t, srv)
+			left, mem := dbsize(ctx, t, srv), usedMemory(ctx, t, srv)
 			if c.life == 0 {
 				if left != n {
 					t.Errorf("DBSIZE after %d names were fenced, without a lifetime = %d, want %d", n, left, n)
 				}
-				t.Logf("n = %d: fenced in %v; %d counters left without a lifetime", n, fenced, left)
+				t.Logf("n = %d: fenced in %v; %d counters left without a lifetime, used_memory %s", n, fenced, left, mem)
 				return
 			}
 			// Wait for the counters to go: the lifetime, then the server's
@@ -256,7 +257,8 @@ func TestFenceCountersExpire(t *testing.T) {
 			if left != 0 {
 				t.Errorf("DBSIZE once the lifetime %v passed = %d, want 0", c.life, left)
 			}
-			t.Logf("n = %d: fenced in %v; %d counters left %v after, with a lifetime of %v", n, fenced, left, time.Since(start), c.life)
+			t.Logf("n = %d: fenced in %v (used_memory %s); %d counters left %v after the start, with a lifetime of %v (used_memory %s)",
+				n, fenced, mem, left, time.Since(start), c.life, usedMemory(ctx, t, srv))
 		})
 	}
 }
@@ -303,4 +305,19 @@ func dbsize(ctx context.Context, t *testing.T, srv *redistest.Server) int {
 		t.Fatalf("DBSIZE = %q, want a number", got)
 	}
 	return n
+}
+
+// usedMemory returns the server's used_memory_human (INFO memory).
+func usedMemory(ctx context.Context, t *testing.T, srv *redistest.Server) string {
+	t.Helper()
+	info, err := srv.Command(ctx, "INFO", "memory")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(info, "\n") {
+		if v, ok := strings.CutPrefix(line, "used_memory_human:"); ok {
+			return strings.TrimSpace(v)
+		}
+	}
+	return "?"
 }
