@@ -33,7 +33,8 @@ import (
 // shared acquisition enqueues one, and a script that creates M sets "q"
 // from the queue. The scripts read the clock with TIME, never the
 // client's. The fencing counters, {K}:fence and, for a semaphore, a hash
-// {K}:fences of one per permit index, never expire.
+// {K}:fences of one per permit index, live as a plain lock's do (see
+// fenceLib): each fenced acquisition gives them their lifetime again.
 
 // sharedLib is the Lua that the shared-lock scripts share, after aclLib and
 // queueLib: K is KEYS[1] and M KEYS[4]. A script reads M into a table s
