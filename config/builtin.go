@@ -36,7 +36,15 @@ var otelKeys = map[string]bool{"omitted": true, "hashed": true, "raw": true}
 func init() {
 	RegisterStrategy("single", Strategy{
 		New: func(c Config, conns []driver.Conn) (*lock.Locker, error) {
-			return single.New(conns[0], single.WithReplicas(c.Replicas, cmp.Or(c.ReplicaTimeout, defaultReplicaTimeout)))
+			opts := []single.Option{single.WithReplicas(c.Replicas, cmp.Or(c.ReplicaTimeout, defaultReplicaTimeout))}
+			switch c.FenceTTL {
+			case 0: // the default
+			case FenceForever:
+				opts = append(opts, single.WithFenceTTL(0))
+			default:
+				opts = append(opts, single.WithFenceTTL(c.FenceTTL))
+			}
+			return single.New(conns[0], opts...)
 		},
 	})
 	RegisterStrategy("setnx-getset", Strategy{

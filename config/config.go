@@ -57,6 +57,11 @@ const (
 	defaultReplicaTimeout = 100 * time.Millisecond
 )
 
+// FenceForever is the FenceTTL of fencing counters that never expire,
+// single.WithFenceTTL(0): "0" in a URL, the environment or JSON, where an
+// absent fence_ttl is the default.
+const FenceForever time.Duration = -1
+
 // Config describes a Locker: the strategy, the driver and servers it runs
 // over, and the defaults of its locks. The zero value of a field means its
 // default. Each field is a setting named in snake case (tls_ca_file for
@@ -176,6 +181,11 @@ type Config struct {
 	// ReplicaTimeout is how long single waits for Replicas, less than TTL;
 	// it needs Replicas. The default is 100ms.
 	ReplicaTimeout time.Duration
+	// FenceTTL is how long single's fencing counter lives after its last
+	// fenced acquisition, as single.WithFenceTTL. The default, 0, is 100 ×
+	// the TTL of that acquisition; [FenceForever], "0" in the text forms,
+	// keeps every counter for ever.
+	FenceTTL time.Duration
 
 	// Quorum is how many redlock nodes must grant a lock: a majority or
 	// more. The default is N/2+1.

@@ -29,6 +29,7 @@ import (
 	"github.com/locksmith-go/lock/driver"
 	"github.com/locksmith-go/lock/driver/goredis"
 	"github.com/locksmith-go/lock/internal/testing/redistest"
+	"github.com/locksmith-go/lock/strategy/single"
 )
 
 const envPrefix = "LOCKSMITH_CONFIG_TEST_"
@@ -152,6 +153,11 @@ func TestBadConfigurations(t *testing.T) {
 		{"replicas that is not a number", fromURL("single://h?replicas=two"), "replicas", `want an integer, got "two"`},
 		{"a replica timeout without replicas", fromURL("single://h?replica_timeout=50ms"), "replica_timeout", "is set but replicas is 0: set replicas too"},
 		{"a negative replica timeout", fromURL("single://h?replicas=1&replica_timeout=-1ms"), "replica_timeout", "must not be negative"},
+		{"a negative fence TTL", fromURL("single://h?fence_ttl=-1s"), "fence_ttl", "must not be negative, got -1s (0: never expire; unset: 100 × the TTL)"},
+		{"a fence TTL of -1ns", fromURL("single://h?fence_ttl=-1ns"), "fence_ttl", "must not be negative, got -1ns"},
+		{"a negative Go fence TTL", validating(config.Config{Strategy: "single", Addrs: []string{"h"}, FenceTTL: -time.Second}), "fence_ttl", "must not be negative, got -1s"},
+		{"a fence TTL that is not a duration", fromURL("single://h?fence_ttl=long"), "fence_ttl", "want a duration"},
+		{"a fence TTL as a JSON number", fromJSON(`{"fence_ttl": 0}`), "fence_ttl", "want a JSON string"},
 		// Deployments.
 		{"an unknown topology", fromJSON(`{"strategy": "single", "addrs": ["h"], "topology": "ring"}`), "topology", `want one of standalone, sentinel, cluster, got "ring"`},
 		{"the topology in the query", fromURL("single://h?topology=cluster"), "topology", "goes in the scheme: strategy+sentinel://"},
@@ -466,6 +472,41 @@ func TestLockerDefaults(t *testing.T) {
 		}
 		if n != 3 {
 			t.Fatalf("attempts = %d, want 3 (the configured max attempts)", n)
+		}
+	})
+	t.Run("fence_ttl gives the fencing counter its lifetime", func(t *testing.T) {
+		rdb := redistest.GoRedis(t, addr, 3)
+		for _, c := range []struct {
+			name string
+			ttl  time.Duration
+			min  time.Duration // the least and most PTTL wanted, in (min, max]; -1: none
+			max  time.Duration
+		}{
+			{"unset: 100 × the TTL", 0, 0, 100 * time.Minute},
+			{"10m", 10 * time.Minute, 0, 10 * time.Minute},
+			{"FenceForever", config.FenceForever, -1, -1},
+		} {
+			t.Run(c.name, func(t *testing.T) {
+				cfg := base
+				cfg.FenceTTL = c.ttl
+				key := "defaults:fence:" + strings.ReplaceAll(c.name, " ", "")
+				lk, err := open(t, cfg).Obtain(ctx, key, time.Minute, lock.WithFencing())
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer lk.Release(ctx)
+				f, _ := single.FenceKey(key)
+				defer rdb.Del(ctx, f)
+				got, err := rdb.PTTL(ctx, f).Result()
+				switch {
+				case err != nil:
+					t.Fatal(err)
+				case c.max < 0 && got != -1:
+					t.Errorf("PTTL of the counter = %v, want -1 (none)", got)
+				case c.max >= 0 && (got <= c.min || got > c.max):
+					t.Errorf("PTTL of the counter = %v, want in (%v, %v]", got, c.min, c.max)
+				}
+			})
 		}
 	})
 	t.Run("Defaults returns a copy", func(t *testing.T) {

@@ -119,6 +119,7 @@ var settings = []setting{
 
 	field("replicas", inQuery, func(c *Config) *int { return &c.Replicas }, parseInt, strconv.Itoa, atLeast(0, "")),
 	duration("replica_timeout", func(c *Config) *time.Duration { return &c.ReplicaTimeout }, time.Millisecond),
+	fenceTTL,
 
 	field("quorum", inQuery, func(c *Config) *int { return &c.Quorum }, parseInt, strconv.Itoa, atLeast(0, "")),
 	field("drift_factor", inQuery, func(c *Config) *float64 { return &c.DriftFactor }, parseFloat, formatFloat, func(f float64) error {
@@ -194,6 +195,45 @@ func field[T comparable](name string, part urlPart, p func(*Config) *T,
 			return nil
 		},
 	}
+}
+
+// fenceTTL is the setting of Config.FenceTTL, a duration whose text "0"
+// is FenceForever: the zero value is unset, as for every setting, and
+// stands for the default.
+var fenceTTL = setting{name: "fence_ttl", part: inQuery,
+	get: func(c *Config) string {
+		switch c.FenceTTL {
+		case 0:
+			return ""
+		case FenceForever:
+			return "0"
+		}
+		return c.FenceTTL.String()
+	},
+	set: func(c *Config, s string) error {
+		d, err := parseDuration(s)
+		switch {
+		case err != nil:
+			return err
+		case d < 0:
+			return negativeFenceTTL(d)
+		case d == 0:
+			d = FenceForever
+		}
+		c.FenceTTL = d
+		return nil
+	},
+	check: func(c *Config) error {
+		if d := c.FenceTTL; d < 0 && d != FenceForever {
+			return negativeFenceTTL(d)
+		}
+		return nil
+	},
+}
+
+// negativeFenceTTL is the error of a negative fence_ttl.
+func negativeFenceTTL(d time.Duration) error {
+	return fmt.Errorf("must not be negative, got %v (0: never expire; unset: 100 × the TTL)", d)
 }
 
 // duration is a setting of at least min, or zero (unset).

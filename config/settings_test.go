@@ -61,6 +61,7 @@ var examples = map[string][]struct{ url, want string }{
 	"clock_skew":      {{"setnx-getset://h?safety_ttl=1m&clock_skew=2s", "2s"}},
 	"replicas":        {{"single://h?replicas=1", "1"}, {"single://h?replicas=2&replica_timeout=50ms", "2"}},
 	"replica_timeout": {{"single://h?replicas=1&replica_timeout=250ms", "250ms"}},
+	"fence_ttl":       {{"single://h?fence_ttl=10m", "10m0s"}, {"single://h?fence_ttl=0", "0"}, {"single://h?fence_ttl=0s", "0"}},
 	"quorum":          {{"redlock://h1,h2,h3?quorum=3", "3"}},
 	"drift_factor":    {{"redlock://h1,h2,h3?drift_factor=0.02", "0.02"}},
 	"node_timeout":    {{"redlock://h1,h2,h3?node_timeout=100ms", "100ms"}},

@@ -147,6 +147,7 @@ var properties = []property{
 	{"BatchReleaseLeavesNothing", "Conns", suite.batchReleaseLeavesNothing},
 	{"BatchMutualExclusion", "", suite.batchMutualExclusion},
 	{"FencingTokens", "", suite.fencingTokens},
+	{"FencesSurviveCounterLoss", "Conns", suite.fencesSurviveCounterLoss},
 	{"InspectReadsTheLock", "", suite.inspectReadsTheLock},
 	{"BreakIsGuarded", "", suite.breakIsGuarded},
 	{"WaiterNamesTheHolder", "", suite.waiterNamesTheHolder},
@@ -254,6 +255,10 @@ func (h Harness) has(field string) bool {
 //     among many others refreshed by the same Locker, never overlap.
 //   - FencingTokens: WithFencing is refused with an *ArgumentError, or gives
 //     tokens that increase from holder to holder.
+//   - FencesSurviveCounterLoss (Conns): a token after the lock's
+//     companion keys (its fencing counter among them) were deleted, or
+//     expired, is more than the last one; WithFencing may be refused, as
+//     for FencingTokens.
 //   - InspectReadsTheLock: Inspect, by another client, finds the key free,
 //     then held by the holder (its token's fingerprint, and its metadata
 //     unless Harness.Skip names MetadataRoundTrips, and then also how long

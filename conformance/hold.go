@@ -12,6 +12,7 @@ import (
 
 	"github.com/locksmith-go/lock"
 	"github.com/locksmith-go/lock/driver"
+	"github.com/locksmith-go/lock/internal/glob"
 )
 
 // holdTTL is the TTL of the locks the auto-refresh properties keep
@@ -342,6 +343,85 @@ func (s suite) fencingTokens(t *testing.T, ctx context.Context) {
 	}
 	s.fencesIncreaseInTurn(t, ctx, l, first)
 	s.fencesIncreaseUnderContention(t, ctx)
+}
+
+// fencesSurviveCounterLoss loses the lock's companion keys (all but the
+// key, which is free) on every server between two fenced acquisitions: by
+// DEL, then by an expiry of 1ms, waited for.
+func (s suite) fencesSurviveCounterLoss(t *testing.T, ctx context.Context) {
+	l := s.h.NewLocker(t)
+	key := Key(t)
+	fenced := func(what string) int64 {
+		t.Helper()
+		lk := s.obtain(t, ctx, l, key, longTTL, lock.WithFencing())
+		n, _ := lk.Fence()
+		if err := lk.Release(ctx); err != nil {
+			t.Fatalf("Release %s = %v, want nil", what, err)
+		}
+		return n
+	}
+	first, err := l.Obtain(ctx, key, longTTL, lock.WithFencing())
+	if err != nil {
+		if !argumentError(err, "fencing") {
+			t.Fatalf("Obtain WithFencing = %v, want a lock, or an *ArgumentError named fencing", err)
+		}
+		t.Logf("the strategy refuses WithFencing: %v", err)
+		return
+	}
+	last, _ := first.Fence()
+	if err := first.Release(ctx); err != nil {
+		t.Fatalf("Release = %v, want nil", err)
+	}
+	for _, loss := range []struct {
+		name string
+		args []any // the command, before the key
+		wait bool  // until the keys are gone
+	}{
+		{"after its companion keys were deleted", []any{"DEL"}, false},
+		{"after its companion keys expired", []any{"PEXPIRE"}, true},
+	} {
+		for _, c := range s.h.Conns(t) {
+			for _, k := range s.companions(t, ctx, c, key) {
+				args := append(append([]any{}, loss.args...), k)
+				if loss.wait {
+					args = append(args, 1)
+				}
+				if _, err := driver.Do(ctx, c, args...); err != nil {
+					t.Fatalf("%v %s: %v", loss.args[0], k, err)
+				}
+			}
+			if loss.wait {
+				for deadline := time.Now().Add(waitBound); len(s.companions(t, ctx, c, key)) > 0; time.Sleep(time.Millisecond) {
+					if time.Now().After(deadline) {
+						t.Fatalf("companion keys of %s still there %v after PEXPIRE 1: %q", key, waitBound, s.companions(t, ctx, c, key))
+					}
+				}
+			}
+		}
+		if n := fenced(loss.name); n <= last {
+			t.Errorf("token %s = %d, want more than %d, the last", loss.name, n, last)
+		} else {
+			last = n
+		}
+	}
+}
+
+// companions returns the keys on c whose names contain key but are not
+// key: its fencing counter, its queue, and the like.
+func (s suite) companions(t *testing.T, ctx context.Context, c driver.Conn, key string) []string {
+	t.Helper()
+	v, err := keysScript.Run(ctx, c, []string{key}, "*"+glob.Escape(key)+"*")
+	if err != nil {
+		t.Fatalf("KEYS *%s*: %v", key, err)
+	}
+	found, _ := v.([]any)
+	var names []string
+	for _, f := range found {
+		if name := fmt.Sprint(f); name != key {
+			names = append(names, name)
+		}
+	}
+	return names
 }
 
 func (s suite) fencesIncreaseInTurn(t *testing.T, ctx context.Context, l *lock.Locker, first *lock.Lock) {

@@ -121,6 +121,8 @@ var lockMutants = []mutant{
 		strategy: func(b base) strategy.Strategy { return failsOpen{b} }},
 	{name: "fence-does-not-increase", kills: []string{"FencingTokens"},
 		strategy: func(b base) strategy.Strategy { return constantFence{b} }},
+	{name: "fence-restarts-from-one", kills: []string{"FencesSurviveCounterLoss"},
+		strategy: func(b base) strategy.Strategy { return fenceFromOne{b} }},
 	{name: "inspect-sees-nothing", kills: []string{"InspectReadsTheLock"},
 		strategy: func(b base) strategy.Strategy { return blindInspect{b} }},
 	{name: "break-ignores-the-fingerprint", kills: []string{"BreakIsGuarded"},
@@ -805,6 +807,23 @@ func (s constantFence) Acquire(ctx context.Context, r strategy.Request) (strateg
 		g.Fence = 1
 	}
 	return g, err
+}
+
+// fenceFromOne starts a missing fencing counter from 0, not from the
+// server's clock: the first token after the counter's loss is 1.
+type fenceFromOne struct{ base }
+
+func (s fenceFromOne) Acquire(ctx context.Context, r strategy.Request) (strategy.Grant, error) {
+	if r.Fencing {
+		f, err := single.FenceKey(r.Key)
+		if err != nil {
+			return strategy.Grant{Undone: true}, err
+		}
+		if _, err := driver.Do(ctx, s.conn, "SET", f, 0, "NX"); err != nil {
+			return strategy.Grant{Undone: true}, err
+		}
+	}
+	return s.singleStrategy.Acquire(ctx, r)
 }
 
 // oneByOne takes the keys one by one, and leaves those it took when it

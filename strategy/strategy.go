@@ -219,7 +219,8 @@ type State struct {
 	Metadata string
 	// Fence is the last fencing token issued for the key, by a strategy
 	// that issues them: the holder's own when it obtained the lock with
-	// lock.WithFencing. Zero when none was ever issued.
+	// lock.WithFencing. Zero when none was ever issued, or when the
+	// counter that issues them expired (single.WithFenceTTL).
 	Fence int64
 	// Waiters is how many waiters the lock's queue holds, for a strategy
 	// that queues them (single, waiting by notification): those that

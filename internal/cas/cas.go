@@ -38,6 +38,7 @@ type Lock struct {
 	// An acquisition's.
 	Start      Start         // how a lock of one key that neither fences, guards nor waits starts (see StartOf)
 	Fences     []string      // the fencing counters, one per key; nil: no fencing
+	FenceTTL   time.Duration // how long each counter lives after the acquisition (0: no expiry is set)
 	GuardKey   string        // the restart guard's record, with Quarantine; "": no guard
 	Quarantine time.Duration // how long the node must have been up, by GuardKey's record
 	Waiter     Waiter        // with an ID: the waiter, which queues in each key's queue (NewQueue)
@@ -166,8 +167,8 @@ const (
 // Acquire is the Call that sets each of l's keys to l.Value for l.TTL, if
 // each is free or holds the value already (a retry, or lock.WithToken:
 // its TTL is reset), and none otherwise, starting as l.Start says. With
-// l.Fences it also increments each counter and returns their new values,
-// the fencing tokens. With l.GuardKey it runs only on a node that has been
+// l.Fences it also increments each counter, gives it the lifetime
+// l.FenceTTL, and returns their new values, the fencing tokens. With l.GuardKey it runs only on a node that has been
 // up for l.Quarantine by that record, and returns ErrRestarting on a
 // younger node; it has no form without scripts. With l.Waiter's ID, it
 // grants the lock only when every key's queue is empty or headed by the
@@ -203,9 +204,19 @@ func (l Lock) acquireCall() (*driver.Script, []string, []any) {
 	case l.GuardKey != "":
 		return guardedScript, l.keysAnd(0, l.GuardKey), []any{l.Value, ttl, n, l.Quarantine.Milliseconds()}
 	case l.Fences != nil:
-		return acquireScript, l.keysAnd(0, l.Fences...), []any{l.Value, ttl, n}
+		return acquireScript, l.keysAnd(0, l.Fences...), []any{l.Value, ttl, n, fenceMS(l.FenceTTL)}
 	}
 	return acquireScript, l.keys(), []any{l.Value, ttl, n}
+}
+
+// fenceMS returns the lifetime of a fencing counter, d, in whole ms for
+// PEXPIRE, rounded up so that a lifetime under a millisecond is not taken
+// for none; 0 for none.
+func fenceMS(d time.Duration) int64 {
+	if d <= 0 {
+		return 0
+	}
+	return int64((d + time.Millisecond - 1) / time.Millisecond)
 }
 
 // Delete is the Call that deletes each of l's keys that holds l.Value, and

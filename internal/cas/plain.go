@@ -159,31 +159,28 @@ func (p *plain) acquireOne(ctx context.Context, l Lock) error {
 
 // take is Acquire without scripts: one transaction that WATCHes l's keys
 // and counters and sets every key, if each is free or holds the value,
-// and, with fencing counters, increments each. A counter that does not
-// exist starts, as the script's does, from the server's clock in
-// microseconds, read (TIME) with the WATCH and before the MULTI, a round
-// trip before the transaction runs rather than within it: a counter that
-// another client creates meanwhile aborts the transaction, which reads it
-// again. When another value holds a key, it returns ErrNotObtained: for a
+// and, with fencing counters, increments each and gives it the lifetime
+// l.FenceTTL (none when 0). A counter that does not exist starts, as the
+// script's does, from the server's clock in microseconds (SET NX), read
+// (TIME) with the WATCH and before the MULTI, a round trip before the
+// transaction runs rather than within it: a counter that another client
+// writes meanwhile aborts the transaction, which reads the clock again. When another value holds a key, it returns ErrNotObtained: for a
 // lock of several keys, the *strategy.KeyError of the first such key,
 // wrapping it, and that key's remaining TTL. When other clients wrote a
 // watched key during both of the transaction's runs, it returns
 // strategy.ErrNotObtained: they were taking the lock.
 func (p *plain) take(ctx context.Context, l Lock) (r Result, err error) {
-	keys, fenceKeys, value, ttl := l.keys(), l.Fences, l.Value, l.TTL
+	keys, fenceKeys, value, ttl, ms := l.keys(), l.Fences, l.Value, l.TTL, fenceMS(l.FenceTTL)
 	watch := append(append(make([]string, 0, len(keys)+len(fenceKeys)), keys...), fenceKeys...)
-	reads := make([][]any, 0, len(keys)+len(fenceKeys)+1)
+	reads := make([][]any, 0, len(keys)+1)
 	for _, k := range keys {
 		reads = append(reads, []any{"GET", k})
-	}
-	for _, f := range fenceKeys {
-		reads = append(reads, []any{"EXISTS", f})
 	}
 	if fenceKeys != nil {
 		reads = append(reads, []any{"TIME"})
 	}
 	replies, err := p.transact(ctx, keys[0], watch, reads, func(s *session, got []any) ([][]any, error) {
-		cmds := make([][]any, 0, len(keys)+2*len(fenceKeys))
+		cmds := make([][]any, 0, len(keys)+3*len(fenceKeys))
 		for i, k := range keys {
 			if v, ok := got[i].(string); ok && v != value {
 				if l.Keys == nil {
@@ -198,15 +195,23 @@ func (p *plain) take(ctx context.Context, l Lock) (r Result, err error) {
 			}
 			cmds = append(cmds, []any{"SET", k, value, "PX", ttl.Milliseconds()})
 		}
-		for j, f := range fenceKeys {
-			if got[len(keys)+j] == int64(0) {
-				now, err := serverTime(got[len(got)-1])
-				if err != nil {
-					return nil, err
-				}
-				cmds = append(cmds, []any{"SET", f, now})
-			}
+		if fenceKeys == nil {
+			return cmds, nil
+		}
+		now, err := serverTime(got[len(got)-1])
+		if err != nil {
+			return nil, err
+		}
+		for _, f := range fenceKeys {
+			// SET NX rather than a SET when a read found no counter: a
+			// counter that expires after the reads starts from the clock
+			// too, even on a server before Redis 6.0.9, whose transaction
+			// an expiry does not abort.
+			cmds = append(cmds, []any{"SET", f, now, "NX"})
 			cmds = append(cmds, []any{"INCR", f})
+			if ms > 0 {
+				cmds = append(cmds, []any{"PEXPIRE", f, ms})
+			}
 		}
 		return cmds, nil
 	})
@@ -218,16 +223,25 @@ func (p *plain) take(ctx context.Context, l Lock) (r Result, err error) {
 	case fenceKeys == nil:
 		return Result{}, nil
 	}
-	// After the SETs of the keys, each counter has its INCR's reply, an
-	// integer, preceded by its SET's ("OK") when it started from the clock.
-	var fences []int64
+	// After the SETs of the keys, each counter has its SET NX's reply ("OK"
+	// or nil), its INCR's, an integer, and, when it has a lifetime, its
+	// PEXPIRE's, another.
+	per := 1
+	if ms > 0 {
+		per = 2
+	}
+	var ints []int64
 	for _, reply := range replies[len(keys):] {
 		if n, ok := reply.(int64); ok {
-			fences = append(fences, n)
+			ints = append(ints, n)
 		}
 	}
-	if len(fences) != len(fenceKeys) {
-		return Result{}, fmt.Errorf("EXEC: got %d integers, want one per fencing counter, %d", len(fences), len(fenceKeys))
+	if len(ints) != per*len(fenceKeys) {
+		return Result{}, fmt.Errorf("EXEC: got %d integers, want %d per fencing counter, %d", len(ints), per, len(fenceKeys))
+	}
+	fences := make([]int64, 0, len(fenceKeys))
+	for i := 0; i < len(ints); i += per {
+		fences = append(fences, ints[i])
 	}
 	return Result{Fences: fences}, nil
 }

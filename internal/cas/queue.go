@@ -266,15 +266,15 @@ const (
 // n keys, KEYS[1..n], with their queues: KEYS[n+2i-1] and KEYS[n+2i] are Q
 // and W of key i; the fencing counters, when there are,
 // follow, one per key. ARGV[1] is our value, ARGV[2] the TTL (ms), ARGV[5]
-// the waiter's poll (ms), ARGV[6] its patience (ms, 0: none) and ARGV[7]
-// the mode. It replies {1, fences...} when it took every key, {2} when it
+// the waiter's poll (ms), ARGV[6] its patience (ms, 0: none), ARGV[7]
+// the mode and ARGV[8] the counters' lifetime (ms, 0: none). It replies {1, fences...} when it took every key, {2} when it
 // reserved them, left or claimed the queues, and {0, i, rank, PTTL} when
 // the waiter waits in the queue of key i, at rank, for a holder with that
 // PTTL (0 when the key is free and another waiter heads its queue). A
 // lock of one key takes the waiter out of its queue whenever it takes the
 // key, and leaves the queue without looking for the waiter first.
 var queuedScript = driver.NewScript(aclLib + queueLib + fenceLib + `local value, ttl, n = ARGV[1], ARGV[2], tonumber(ARGV[3])
-local id, poll, cap, mode = ARGV[4], tonumber(ARGV[5]), tonumber(ARGV[6]), ARGV[7]
+local id, poll, cap, mode, fenceTTL = ARGV[4], tonumber(ARGV[5]), tonumber(ARGV[6]), ARGV[7], ARGV[8]
 local function use(i)
 	Q, W = KEYS[n + 2 * i - 1], KEYS[n + 2 * i]
 end
@@ -324,7 +324,7 @@ if not busy then
 	end
 	local reply = {1}
 	for i = 3 * n + 1, #KEYS do
-		reply[#reply + 1] = nextFence(KEYS[i])
+		reply[#reply + 1] = nextFence(KEYS[i], fenceTTL)
 	end
 	return reply
 end
@@ -383,7 +383,7 @@ func (l Lock) queueKeys() []string {
 // args returns the arguments of queuedScript for l in mode.
 func (w Waiter) args(l Lock, mode string) []any {
 	return []any{l.Value, l.TTL.Milliseconds(), max(len(l.Keys), 1), w.ID,
-		max(w.Poll.Milliseconds(), 1), max(w.Patience.Milliseconds(), 0), mode, shard(l.Sharded)}
+		max(w.Poll.Milliseconds(), 1), max(w.Patience.Milliseconds(), 0), mode, fenceMS(l.FenceTTL), shard(l.Sharded)}
 }
 
 // Hold keeps the waiter's places in the queues of l's keys, a group of a

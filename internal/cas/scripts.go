@@ -38,17 +38,24 @@ end
 `
 
 // fenceLib is the Lua of nextFence, which increments the fencing counter
-// key and returns its new value. A counter that does not exist (new, or
-// lost with a restart of a server without persistence) starts from the
-// server's clock in microseconds, so that tokens keep increasing across
-// such restarts as long as the clock does not step back. The counter never
-// expires.
-const fenceLib = `local function nextFence(key)
+// key, gives it a lifetime of ms milliseconds when ms > 0 (none
+// otherwise: a counter that has one keeps it), and returns its new value.
+// A counter that does not exist (new, expired, deleted, or lost with a
+// restart of a server without persistence) starts from the server's clock
+// in microseconds, so that tokens keep increasing across its loss as long
+// as the clock does not step back and the name is not fenced more than
+// once per microsecond on average (docs/safety.md, "How long a counter
+// lives").
+const fenceLib = `local function nextFence(key, ms)
 	if redis.call('EXISTS', key) == 0 then
 		local t = redis.call('TIME')
 		redis.call('SET', key, t[1] .. string.format('%06d', tonumber(t[2])))
 	end
-	return redis.call('INCR', key)
+	local n = redis.call('INCR', key)
+	if tonumber(ms) > 0 then
+		redis.call('PEXPIRE', key, ms)
+	end
+	return n
 end
 `
 
@@ -76,11 +83,12 @@ end
 // retried attempt, or a lock handed over with lock.WithToken: then it
 // resets its TTL), and writes nothing otherwise. The keys after them, up to
 // the index last (a Lua expression), are fencing counters, one per key,
-// each incremented (see fenceLib). It replies {1, fences...}, or {0, i,
+// each incremented and given the lifetime fenceTTL ms, a Lua expression
+// (see fenceLib). It replies {1, fences...}, or {0, i,
 // PTTL} for the first key i that another value holds. With n = 0, the
 // lock of KEYS[1] alone replies with a number: 1 or its fencing token, or
 // 0.
-func acquireBody(last string) string {
+func acquireBody(last, fenceTTL string) string {
 	return `local n = tonumber(ARGV[3])
 local one = n == 0
 if one then
@@ -106,7 +114,7 @@ for i = 1, n do
 end
 local reply = {1}
 for i = n + 1, ` + last + ` do
-	reply[#reply + 1] = nextFence(KEYS[i])
+	reply[#reply + 1] = nextFence(KEYS[i], ` + fenceTTL + `)
 end
 if one then
 	return reply[2] or 1
@@ -137,15 +145,16 @@ return state`)
 
 var (
 	// acquireScript is acquireBody with every key after the lock's a
-	// fencing counter.
-	acquireScript = driver.NewScript(fenceLib + acquireBody(`#KEYS`))
+	// fencing counter, whose lifetime is ARGV[4] ms (0: none) when there
+	// are counters.
+	acquireScript = driver.NewScript(fenceLib + acquireBody(`#KEYS`, `ARGV[4]`))
 
 	// guardedScript is acquireBody, without fencing counters, on a node
 	// that has been up for ARGV[4] ms (see guard), by the record in the
 	// last key, after the lock's. It replies restarting ({restarting} but
 	// for a lock of one key alone) on a younger node.
 	guardedScript = driver.NewScript(guard(`KEYS[#KEYS]`, `ARGV[4]`,
-		`(tonumber(ARGV[3]) == 0 and `+strconv.Itoa(restarting)+` or {`+strconv.Itoa(restarting)+`})`) + acquireBody(`n`))
+		`(tonumber(ARGV[3]) == 0 and `+strconv.Itoa(restarting)+` or {`+strconv.Itoa(restarting)+`})`) + acquireBody(`n`, `0`))
 
 	pexpireScript = ownerScript(`redis.call('PEXPIRE', KEYS[i], ARGV[2])`)
 	pttlScript    = ownerScript(`redis.call('PTTL', KEYS[i])`)

@@ -33,7 +33,8 @@ import (
 // shared acquisition enqueues one, and a script that creates M sets "q"
 // from the queue. The scripts read the clock with TIME, never the
 // client's. The fencing counters, {K}:fence and, for a semaphore, a hash
-// {K}:fences of one per permit index, never expire.
+// {K}:fences of one per permit index, live as a plain lock's do (see
+// fenceLib): each fenced acquisition gives them their lifetime again.
 
 // sharedLib is the Lua that the shared-lock scripts share, after aclLib and
 // queueLib: K is KEYS[1] and M KEYS[4]. A script reads M into a table s
@@ -225,7 +226,9 @@ var (
 	// ARGV[6] ms and gives up after ARGV[7] ms (0: none), issuing a fencing
 	// token from KEYS[5] when ARGV[8] is 1: a writer increments the counter, a
 	// reader reads it (starting it, as nextFence does, when there is none), and
-	// a semaphore's holder increments its permit's. It replies {1, fence, permit
+	// a semaphore's holder increments its permit's (KEYS[5] is then a hash,
+	// one field per permit index). Either way the counter gets the lifetime
+	// ARGV[9] ms (0: none), as nextFence gives it. It replies {1, fence, permit
 	// index + 1} when the place is ours, {0, rank, ms until the first lease
 	// ends} when not, and {-1, what the key holds} when the key holds a lock
 	// of another shape.
@@ -279,19 +282,24 @@ if ours or may(s, mode, rank, limit, head) then
 	if ARGV[8] == '1' then
 		local F = KEYS[5]
 		if mode == 'w' then
-			fence = nextFence(F)
-		elseif mode == 'r' then
-			if redis.call('EXISTS', F) == 0 then
-				local t = redis.call('TIME')
-				redis.call('SET', F, t[1] .. string.format('%06d', tonumber(t[2])))
-			end
-			fence = tonumber(redis.call('GET', F))
+			fence = nextFence(F, ARGV[9])
 		else
-			if redis.call('HEXISTS', F, idx) == 0 then
-				local t = redis.call('TIME')
-				redis.call('HSET', F, idx, t[1] .. string.format('%06d', tonumber(t[2])))
+			if mode == 'r' then
+				if redis.call('EXISTS', F) == 0 then
+					local t = redis.call('TIME')
+					redis.call('SET', F, t[1] .. string.format('%06d', tonumber(t[2])))
+				end
+				fence = tonumber(redis.call('GET', F))
+			else
+				if redis.call('HEXISTS', F, idx) == 0 then
+					local t = redis.call('TIME')
+					redis.call('HSET', F, idx, t[1] .. string.format('%06d', tonumber(t[2])))
+				end
+				fence = redis.call('HINCRBY', F, idx, 1)
 			end
-			fence = redis.call('HINCRBY', F, idx, 1)
+			if tonumber(ARGV[9]) > 0 then
+				redis.call('PEXPIRE', F, ARGV[9])
+			end
 		end
 	end
 	if s.q then
@@ -519,7 +527,8 @@ type SharedRequest struct {
 	Value    string
 	TTL      time.Duration
 	Fencing  bool
-	Waiter   string // the waiter's id in the queue, tagged with its mode; "" for none
+	FenceTTL time.Duration // how long the fencing counter lives after the acquisition (0: no expiry is set)
+	Waiter   string        // the waiter's id in the queue, tagged with its mode; "" for none
 	Poll     time.Duration
 	Patience time.Duration
 }
@@ -541,7 +550,7 @@ func (s Shared) Acquire(ctx context.Context, c driver.Conn, r SharedRequest) (fe
 			keys[4] = s.Fences
 		}
 		return sharedAcquireScript.Run(ctx, c, keys, r.Value, r.TTL.Milliseconds(), limit, Mode(r.Sharing), r.Waiter,
-			max(r.Poll.Milliseconds(), 1), max(r.Patience.Milliseconds(), 0), fencing, shard(s.Sharded))
+			max(r.Poll.Milliseconds(), 1), max(r.Patience.Milliseconds(), 0), fencing, fenceMS(r.FenceTTL), shard(s.Sharded))
 	})
 	if err != nil {
 		return 0, 0, e, err

@@ -87,12 +87,12 @@ func (s *single) AcquireKeys(ctx context.Context, r strategy.Request) (strategy.
 			return g, err
 		}
 	}
-	ttl := r.TTL // what the closure needs of r, which is too large for it to copy
+	ttl, life := r.TTL, s.fenceLife(r.TTL) // what the closure needs of r, which is too large for it to copy
 	for i, g := range gs {
 		var fences []int64
 		var held time.Duration
 		err := s.write(ctx, g, func(srv cas.Server) (err error) {
-			res, err := srv.Run(ctx, cas.Acquire(cas.Lock{Key: g.keys[0], Keys: g.keys, Value: value, TTL: ttl, Fences: pick(fenceKeys, g.at)}))
+			res, err := srv.Run(ctx, cas.Acquire(cas.Lock{Key: g.keys[0], Keys: g.keys, Value: value, TTL: ttl, Fences: pick(fenceKeys, g.at), FenceTTL: life}))
 			fences, held = res.Fences, res.HolderTTL
 			return err
 		})
@@ -132,7 +132,7 @@ func (s *single) queuesOf(r strategy.Request) bool {
 func (s *single) acquireQueued(ctx context.Context, r strategy.Request, g group, fenceKeys []string, grant strategy.Grant) (strategy.Grant, error) {
 	var fences []int64
 	var e cas.Result
-	l := cas.Lock{Key: r.Key, Keys: r.Keys, Value: r.Value(), TTL: r.TTL, Fences: fenceKeys, Sharded: s.sharded,
+	l := cas.Lock{Key: r.Key, Keys: r.Keys, Value: r.Value(), TTL: r.TTL, Fences: fenceKeys, FenceTTL: s.fenceLife(r.TTL), Sharded: s.sharded,
 		Waiter: cas.Waiter{ID: s.member(r.Waiter), Poll: r.Poll, Patience: r.Patience}}
 	err := s.write(ctx, g, func(srv cas.Server) (err error) {
 		e, err = srv.Run(ctx, cas.Acquire(l)) // unqueued where the server refuses scripts

@@ -29,13 +29,13 @@ func (s *single) acquireSlots(ctx context.Context, r strategy.Request, gs []grou
 			return strategy.Grant{}, true, err
 		}
 	}
-	value, ttl := r.Value(), r.TTL // what the closure needs of r, which is too large for it to copy
+	value, ttl, life := r.Value(), r.TTL, s.fenceLife(r.TTL) // what the closure needs of r, which is too large for it to copy
 	for i, g := range gs {
 		var fences []int64
 		var e cas.Result
 		err := s.write(ctx, g, func(srv cas.Server) (err error) {
 			l := s.lock(g, ttl)
-			l.Value, l.Fences = value, pick(fenceKeys, g.at)
+			l.Value, l.Fences, l.FenceTTL = value, pick(fenceKeys, g.at), life
 			e, err = w.Hold(ctx, srv.Conn, l, true)
 			fences = e.Fences
 			return err

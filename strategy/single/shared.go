@@ -86,7 +86,7 @@ func (v *shared) Acquire(ctx context.Context, r strategy.Request) (strategy.Gran
 	if err != nil {
 		return strategy.Grant{Undone: true}, err
 	}
-	sr := cas.SharedRequest{Sharing: v.sh, Value: r.Value(), TTL: r.TTL, Fencing: r.Fencing}
+	sr := cas.SharedRequest{Sharing: v.sh, Value: r.Value(), TTL: r.TTL, Fencing: r.Fencing, FenceTTL: v.s.fenceLife(r.TTL)}
 	if r.Waiter != "" && v.s.queues() {
 		sr.Waiter, sr.Poll, sr.Patience = v.member(r.Waiter), r.Poll, r.Patience
 	}

@@ -28,6 +28,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"time"
 
@@ -46,6 +47,9 @@ type single struct {
 	sharded bool    // conn's channels are shard channels: conn is a Cluster client, and a lock of several keys takes them slot by slot
 	wakeTo  string  // random: names this Strategy's wake-up channel, and prefixes its waiters' ids
 	ack     cas.Ack // WithReplicas; Replicas == 0: no WAIT
+
+	fenceTTL    time.Duration // WithFenceTTL's lifetime of a fencing counter; 0: none
+	fenceTTLSet bool          // WithFenceTTL was given; otherwise a counter lives defaultFenceTTL × the TTL
 
 	noScripts bool       // conn is marked driver.WithoutScripts
 	srv       cas.Server // conn's operations, with scripts or (noScripts) without
@@ -78,6 +82,38 @@ func WithReplicas(n int, timeout time.Duration) Option {
 	return func(s *single) { s.ack = cas.Ack{Replicas: n, Timeout: timeout} }
 }
 
+// defaultFenceTTL is how many times the TTL of the acquisition that
+// increments it a fencing counter lives, without WithFenceTTL.
+const defaultFenceTTL = 100
+
+// WithFenceTTL sets how long the fencing counter of a key ([FenceKey]) lives
+// after the last acquisition with lock.WithFencing, which resets it: d > 0
+// for d, 0 for ever (the counter never expires, one small key per name
+// ever fenced). Without it, a counter lives 100 × the TTL of that
+// acquisition. New refuses a negative d with an *strategy.ArgumentError.
+//
+// A counter may expire safely: a missing one restarts from the server's
+// clock in microseconds, past every token it issued, as long as the clock
+// does not step back and the name is not fenced more than once per
+// microsecond on average. The repository's docs/safety.md, section "How
+// long a counter lives", says why.
+func WithFenceTTL(d time.Duration) Option {
+	return func(s *single) { s.fenceTTL, s.fenceTTLSet = d, true }
+}
+
+// fenceLife returns how long a fencing counter lives after an acquisition
+// for ttl: WithFenceTTL's, or defaultFenceTTL × ttl, at most the longest
+// Duration.
+func (s *single) fenceLife(ttl time.Duration) time.Duration {
+	switch {
+	case s.fenceTTLSet:
+		return s.fenceTTL
+	case ttl > math.MaxInt64/defaultFenceTTL:
+		return math.MaxInt64
+	}
+	return defaultFenceTTL * ttl
+}
+
 var (
 	_ strategy.Strategy  = (*single)(nil)
 	_ strategy.Notifier  = (*single)(nil)
@@ -96,6 +132,9 @@ func newStrategy(conn driver.Conn, opts ...Option) (*single, error) {
 			return nil, &strategy.ArgumentError{Name: "option", Reason: "must not be nil"}
 		}
 		opt(s)
+	}
+	if s.fenceTTL < 0 {
+		return nil, &strategy.ArgumentError{Name: "fence ttl", Reason: fmt.Sprintf("must not be negative, got %v", s.fenceTTL)}
 	}
 	switch n, t := s.ack.Replicas, s.ack.Timeout; {
 	case n < 0:
@@ -204,7 +243,7 @@ func (s *single) acquireAcked(ctx context.Context, r strategy.Request, d time.Du
 func (s *single) acquire(ctx context.Context, srv cas.Server, r strategy.Request, d time.Duration, fenceKey string) (strategy.Grant, error) {
 	l := cas.Lock{Key: r.Key, Value: r.Value(), TTL: r.TTL, Start: cas.StartOf(r), Sharded: s.sharded}
 	if r.Fencing {
-		l.Fences = []string{fenceKey}
+		l.Fences, l.FenceTTL = []string{fenceKey}, s.fenceLife(r.TTL)
 	}
 	if r.Waiter != "" {
 		if _, ok := s.queue(r.Key); ok {
