@@ -6,6 +6,7 @@
 //	go run ./cmd/report                 # every benchmark
 //	go run ./cmd/report -only held      # one section alone, and its rows of the targets table
 //	go run ./cmd/report -only elect     # the election's handovers alone
+//	go run ./cmd/report -only guard     # the guarded writes alone
 package main
 
 import (
@@ -33,6 +34,7 @@ type options struct {
 	contention bool
 	held       bool
 	elect      bool
+	guard      bool
 }
 
 func main() {
@@ -42,7 +44,8 @@ func main() {
 	flag.BoolVar(&o.contention, "contention", true, "run the contention benchmarks")
 	flag.BoolVar(&o.held, "held", true, "run the held-locks benchmark (BenchmarkHeld)")
 	flag.BoolVar(&o.elect, "elect", true, "run the election's handover benchmark (BenchmarkElectHandover), for -rounds")
-	only := flag.String("only", "", `run one section's benchmarks alone, for -rounds of -benchtime where they take rounds, and rewrite only that section and its rows of the targets table: "held", "semaphore", "stalled", "noscript" or "elect"`)
+	flag.BoolVar(&o.guard, "guard", true, "run the guarded writes' benchmark (BenchmarkGuard), for -rounds of -benchtime")
+	only := flag.String("only", "", `run one section's benchmarks alone, for -rounds of -benchtime where they take rounds, and rewrite only that section and its rows of the targets table: "held", "semaphore", "stalled", "noscript", "elect" or "guard"`)
 	readme := flag.String("readme", "README.md", "the file whose report to rewrite; empty for none")
 	flag.BoolVar(&o.short, "short", false, "a quick check that every benchmark runs (with -rounds 1 -benchtime 1x): 100 locks in the contention benchmarks, at most 1000 held locks")
 	flag.Parse()
@@ -76,10 +79,15 @@ func measure(bin string, r results, o options) error {
 			return err
 		}
 	}
-	if !o.elect {
+	if o.elect {
+		if err := measureElect(bin, r, o); err != nil {
+			return err
+		}
+	}
+	if !o.guard {
 		return nil
 	}
-	return measureElect(bin, r, o)
+	return measureGuard(bin, r, o)
 }
 
 // page writes every section of the report, and the targets table.
@@ -97,6 +105,9 @@ func page(b *strings.Builder, r results, o options) {
 	}
 	if o.elect {
 		electSection(b, r, "")
+	}
+	if o.guard {
+		guardSection(b, r, "")
 	}
 	targetsTable(b, r)
 }
@@ -123,6 +134,7 @@ var parts = []part{
 		return r.rounds(bin, "^BenchmarkInterleaved$/./^one-node$", o)
 	}, noscriptSection},
 	{"elect", electTitle, measureElect, electSection},
+	{"guard", guardTitle, measureGuard, guardSection},
 }
 
 // run runs the benchmarks, of the part named only or else of every
@@ -134,7 +146,7 @@ func run(o options, only, readme string) error {
 	if only != "" {
 		i := slices.IndexFunc(parts, func(p part) bool { return p.name == only })
 		if i < 0 {
-			return fmt.Errorf(`-only %q: the sections that run alone are "held", "semaphore", "stalled", "noscript" and "elect"`, only)
+			return fmt.Errorf(`-only %q: the sections that run alone are "held", "semaphore", "stalled", "noscript", "elect" and "guard"`, only)
 		}
 		p = parts[i]
 	}
@@ -354,9 +366,9 @@ func machine(b *strings.Builder, cmd string, o options, loadBefore, loadAfter st
 		"github.com/go-redsync/redsync/v4", "go.opentelemetry.io/otel/sdk")
 	fmt.Fprintf(b, "Measured with `cd bench && %s` on %s: %s, %d cores (nproc); %s, %s/%s; %s; %s. Load average %s before the run, %s after. "+
 		"BenchmarkLock, BenchmarkInterleaved, BenchmarkMultiKey, BenchmarkSemaphore and BenchmarkStalledNode: the median of %d round(s) of %s per case; "+
-		"BenchmarkContention, BenchmarkSemaphoreContention and BenchmarkHeld: one run; BenchmarkElectHandover: %d round(s), its resign case for %s and its crash case %s in each. A section run alone since says so.\n\n",
+		"BenchmarkContention, BenchmarkSemaphoreContention and BenchmarkHeld: one run; BenchmarkElectHandover: %d round(s), its resign case for %s and its crash case %s in each; BenchmarkGuard: %d round(s) of %s. A section run alone since says so.\n\n",
 		cmd, time.Now().UTC().Format("2006-01-02"), cpuModel(), runtime.NumCPU(), output("go", "env", "GOVERSION"), runtime.GOOS, runtime.GOARCH,
-		redisVersion(), strings.ReplaceAll(mods, "\n", ", "), loadBefore, loadAfter, o.rounds, o.benchtime, o.rounds, o.benchtime, o.crashes())
+		redisVersion(), strings.ReplaceAll(mods, "\n", ", "), loadBefore, loadAfter, o.rounds, o.benchtime, o.rounds, o.benchtime, o.crashes(), o.rounds, o.benchtime)
 }
 
 // loadAverage returns the machine's load averages, from /proc/loadavg.
