@@ -167,8 +167,9 @@ func run(o options, only, readme string) error {
 		machine(&b, command(), o, loadBefore, loadAverage())
 		page(&b, res, o)
 	} else {
-		p.write(&b, res, fmt.Sprintf("Run alone with `cd bench && %s` on %s (load average %s before, %s after), on the machine above. ",
-			command(), time.Now().UTC().Format("2006-01-02"), loadBefore, loadAverage()))
+		// The machine is named: it may not be the one of the rest of the page.
+		p.write(&b, res, fmt.Sprintf("Run alone with `cd bench && %s` on %s (load average %s before, %s after), on %s, %d cores (nproc). ",
+			command(), time.Now().UTC().Format("2006-01-02"), loadBefore, loadAverage(), cpuModel(), runtime.NumCPU()))
 		rows = targetRows(res, p.name)
 		edit = func(s string) (string, error) {
 			s, err := spliceSection(s, p.title, b.String())

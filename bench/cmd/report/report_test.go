@@ -55,7 +55,7 @@ func TestPage(t *testing.T) {
 
 var (
 	// alone is what a section run alone says of its run.
-	alone = regexp.MustCompile("^Run alone with `cd bench && go run ./cmd/report -only [^`]*` on [0-9-]+ \\(load average [^)]*\\), on the machine above\\. ")
+	alone = regexp.MustCompile("^Run alone with `cd bench && go run ./cmd/report -only [^`]*` on [0-9-]+ \\(load average [^)]*\\), on (the machine above|[^`]+, [0-9]+ cores \\(nproc\\))\\. ")
 	// measured is the line that says what the run ran on.
 	measured = regexp.MustCompile("^Measured with `cd bench && go run ./cmd/report[^`]*` on [0-9-]+: .*")
 )
