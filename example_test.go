@@ -27,19 +27,22 @@ func newLocker() (*lock.Locker, func()) {
 
 // newClientLocker is newLocker that also returns the client.
 func newClientLocker() (*lock.Locker, *redis.Client, func()) {
+	locker, s, stop := newServerLocker()
+	return locker, s.GoRedisClient(), stop
+}
+
+// newServerLocker is newLocker that also returns the server, which fakes
+// the faults a holder meets (locktest.Server.ExpireNow, say).
+func newServerLocker() (*lock.Locker, *locktest.Server, func()) {
 	s, err := locktest.StartServer()
 	if err != nil {
 		log.Fatal(err)
 	}
-	client := redis.NewClient(&redis.Options{Addr: s.Addr(), ContextTimeoutEnabled: true})
-	locker, err := single.New(goredis.New(client))
+	locker, err := single.New(goredis.New(s.GoRedisClient()))
 	if err != nil {
 		log.Fatal(err)
 	}
-	return locker, client, func() {
-		_ = client.Close()
-		s.Close()
-	}
+	return locker, s, s.Close
 }
 
 func Example() {
@@ -192,7 +195,7 @@ func ExampleLock_Release() {
 }
 
 func ExampleKeyErrors() {
-	locker, client, stop := newClientLocker()
+	locker, srv, stop := newServerLocker()
 	defer stop()
 	ctx := context.Background()
 
@@ -200,7 +203,8 @@ func ExampleKeyErrors() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	client.Del(ctx, "{stock}:b", "{stock}:c") // as if both had expired
+	srv.ExpireNow("{stock}:b") // as if both had expired
+	srv.ExpireNow("{stock}:c")
 
 	err = lk.Release(ctx) // deletes {stock}:a, and reports the other two
 	for _, ke := range lock.KeyErrors(err) {
@@ -321,14 +325,14 @@ func ExampleLocker_Close() {
 }
 
 func ExampleDo_lost() {
-	locker, client, stop := newClientLocker()
+	locker, srv, stop := newServerLocker()
 	defer stop()
 	ctx := context.Background()
 
 	errStopped := errors.New("migration stopped half-way")
 	err := lock.Do(ctx, locker, "migration", 3*time.Second, func(ctx context.Context) error {
-		client.Del(ctx, "migration") // an operator deletes the key
-		<-ctx.Done()                 // the next refresh finds it gone
+		srv.ExpireNow("migration") // an operator deletes the key
+		<-ctx.Done()               // the next refresh finds it gone
 		fmt.Println("cause:", context.Cause(ctx))
 		return errStopped
 	}, lock.WithRefreshFraction(0.1))
@@ -576,8 +580,9 @@ func ExampleLocker_List() {
 }
 
 func ExampleLock_Guard() {
-	locker, client, stop := newClientLocker()
+	locker, srv, stop := newServerLocker()
 	defer stop()
+	client := srv.GoRedisClient()
 	ctx := context.Background()
 
 	lk, err := locker.Obtain(ctx, "{orders}:42", time.Minute)
@@ -595,7 +600,7 @@ func ExampleLock_Guard() {
 
 	// Another holder takes the key, as after this holder paused past its
 	// lease: the stale write changes nothing.
-	client.Set(ctx, "{orders}:42", "another holder", 0)
+	srv.Overwrite("{orders}:42", "another holder")
 	_, err = lk.Guard(ctx, setState, []string{"{orders}:42:state"}, "refunded")
 	fmt.Println(errors.Is(err, lock.ErrTaken), client.Get(ctx, "{orders}:42:state").Val())
 	// Output:

@@ -16,9 +16,15 @@
 //
 // [NewServer] gives the server itself; [StartServer] starts one outside a
 // test, for an Example or a demo. miniredis implements the commands and
-// scripts the strategies send, but not persistence, replication, Cluster
-// or faults such as a paused server: test those against real redis-server
-// processes. The repository's docs/testing.md guide has more.
+// scripts the strategies send, but not persistence, replication or
+// Cluster: test those against real redis-server processes. The server
+// fakes the faults a holder must survive, so that a test of the code that
+// holds a lock needs no sleep and no raw command: a key that expires now
+// or that another holder overwrites ([Server.ExpireNow],
+// [Server.Overwrite]), a clock that runs ahead ([Server.FastForward]), a
+// server that stops answering ([Server.Pause]) and an ACL that refuses a
+// command ([Server.Refuse]). The repository's docs/testing.md guide has
+// more.
 package locktest
 
 import (
@@ -49,8 +55,9 @@ var ErrFIPSOnly = errors.New("locktest: the embedded server computes scripts' SH
 
 // Server is an embedded Redis listening on a loopback port.
 type Server struct {
-	m    *miniredis.Miniredis
-	addr string
+	m     *miniredis.Miniredis
+	addr  string
+	clock *clock
 
 	mu      sync.Mutex
 	closers []func() error // the clients the server handed out
@@ -76,28 +83,50 @@ func StartServer() (*Server, error) {
 	// script runs, as on Redis. Without that, a key could expire between two
 	// of a script's commands, which Redis never lets happen.
 	m.ClockTTL(true)
-	c := &clock{m: m}
+	c := &clock{m: m, refused: map[string]int{}}
 	m.Server().SetPreHook(c.tick)
-	return &Server{m: m, addr: m.Addr()}, nil
+	return &Server{m: m, addr: m.Addr(), clock: c}, nil
 }
 
-// clock sets the embedded server's time to the wall clock's, never
-// backwards.
+// clock sets the embedded server's time to the wall clock's plus what
+// FastForward added, never backwards; it also holds the commands of a
+// paused server, and refuses those an ACL would (see faults.go).
 type clock struct {
-	m    *miniredis.Miniredis
-	mu   sync.Mutex
-	last time.Time
+	m *miniredis.Miniredis
+
+	mu    sync.Mutex // held while it sets the server's time, which takes the server's lock
+	last  time.Time
+	ahead time.Duration // FastForward's
+
+	// faults guards what follows, never while it calls the server: a
+	// script's commands, which hold the server's lock, read it.
+	faults  sync.Mutex
+	paused  chan struct{}  // closed by Resume; nil when not paused
+	refused map[string]int // by lower-case command name: how many Refuse calls refuse it
 }
 
-// tick is the server's hook before every command: it sets the time, unless
-// a script sends the command.
-func (c *clock) tick(p *server.Peer, _ string, _ ...string) bool {
-	if fromScript(p) {
+// tick is the server's hook before every command: it refuses a command
+// that Refuse names, holds one of a paused server until Resume, and sets
+// the time, unless a script sends the command (its time stands, and its
+// server was answering when it started).
+func (c *clock) tick(p *server.Peer, cmd string, _ ...string) bool {
+	c.faults.Lock()
+	refused, paused := c.refused[strings.ToLower(cmd)] > 0, c.paused
+	c.faults.Unlock()
+	if refused {
+		p.WriteError(noPerm(cmd))
+		return true
+	}
+	script := fromScript(p)
+	if script {
 		return false // the script holds the server's lock: its time stands
+	}
+	if paused != nil {
+		<-paused
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if now := time.Now(); now.After(c.last) {
+	if now := time.Now().Add(c.ahead); now.After(c.last) {
 		c.last = now
 	}
 	c.m.SetTime(c.last)
@@ -195,6 +224,7 @@ func (s *Server) Close() {
 	if closed {
 		return
 	}
+	s.Resume() // the commands held by a pause would hold the server's close
 	for _, f := range closers {
 		_ = f()
 	}
