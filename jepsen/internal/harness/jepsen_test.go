@@ -230,7 +230,7 @@ type trial struct {
 	delays  []*Delayer // one per server, which the clients dial
 	clients []*Node
 	sent    *Sentinels // with c.sentinels
-	procs   []*exec.Cmd
+	procs   []*clientProc
 	ctl     *Control
 	start   int64 // on Now's clock
 
@@ -413,25 +413,40 @@ func (r *trial) startClient(node *Node, cfg ClientConfig) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	p := &clientProc{cmd: cmd}
 	t.Cleanup(func() {
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-		_ = cmd.Wait()
+		if !p.reaped {
+			// A process that was reaped may have its number reused by
+			// another process's group (a test's redis-server): kill only
+			// one that was not.
+			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			_ = cmd.Wait()
+		}
 	})
 	r.ctl.Client(cfg.Name, cmd.Process.Pid)
-	r.procs = append(r.procs, cmd)
+	r.procs = append(r.procs, p)
+}
+
+// clientProc is a client process of a trial, and whether stopClients
+// reaped it.
+type clientProc struct {
+	cmd    *exec.Cmd
+	reaped bool
 }
 
 // stopClients ends the client processes (SIGTERM), within 5 s each, and
 // fails t for those that failed.
 func (r *trial) stopClients() {
-	for _, cmd := range r.procs {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
+	for _, p := range r.procs {
+		_ = p.cmd.Process.Signal(syscall.SIGTERM)
 	}
-	for i, cmd := range r.procs {
+	for i, p := range r.procs {
+		cmd := p.cmd
 		done := make(chan error, 1)
 		go func() { done <- cmd.Wait() }()
 		select {
 		case err := <-done:
+			p.reaped = true
 			if err != nil {
 				out, _ := os.ReadFile(filepath.Join(r.dir, r.clients[i].Name+".log"))
 				r.t.Errorf("client %s: %v: %s", r.clients[i].Name, err, out)

@@ -230,6 +230,12 @@ func (s *Sentinels) Close() error {
 		if p.cmd == nil {
 			continue
 		}
+		select {
+		case <-p.done: // reaped: its number may be another process's now
+			p.cmd = nil
+			continue
+		default:
+		}
 		if err := syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
 			errs = append(errs, fmt.Errorf("jepsen: killing the Sentinel in %s: %w", p.node.Name, err))
 		}

@@ -91,6 +91,10 @@ func (s *Server) Kill() error {
 	if s.cmd == nil {
 		return nil
 	}
+	if s.ended() {
+		s.cmd = nil
+		return nil
+	}
 	err := syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL)
 	<-s.done
 	s.cmd = nil
@@ -108,8 +112,20 @@ func (s *Server) Pause() error { return s.signal(syscall.SIGSTOP) }
 func (s *Server) Resume() error { return s.signal(syscall.SIGCONT) }
 
 func (s *Server) signal(sig syscall.Signal) error {
-	if s.cmd == nil {
+	if s.cmd == nil || s.ended() {
 		return fmt.Errorf("jepsen: server in %s not running", s.Node.Name)
 	}
 	return syscall.Kill(-s.cmd.Process.Pid, sig)
+}
+
+// ended reports whether the server's process ended and was reaped: its
+// number, and its group's, may then be another process's (a test's
+// redis-server), which a signal to it would reach.
+func (s *Server) ended() bool {
+	select {
+	case <-s.done:
+		return true
+	default:
+		return false
+	}
 }
