@@ -243,7 +243,7 @@ func freePort() (int, error) {
 func (s *Server) launch() error {
 	cmd := exec.Command(s.bin, s.args...)
 	cmd.SysProcAttr = sysProcAttr()
-	if err := cmd.Start(); err != nil {
+	if err := start(cmd); err != nil {
 		return err
 	}
 	exited := make(chan struct{})

@@ -189,11 +189,17 @@ func (node *Node) in(fn func() error) error {
 		runtime.LockOSThread()
 		home, err := os.Open("/proc/thread-self/ns/net")
 		if err != nil {
+			runtime.UnlockOSThread() // it never left its namespace
 			done <- fmt.Errorf("jepsen: open this thread's namespace: %w", err)
 			return
 		}
 		defer home.Close()
 		if err := enter(filepath.Join(nsRun, node.ns)); err != nil {
+			// It never left its namespace (a Net already closed, whose
+			// clients dial again in the background): ending the thread
+			// would kill the children it started, such as a later test's
+			// redis-server, with their parent-death signal.
+			runtime.UnlockOSThread()
 			done <- err
 			return
 		}
